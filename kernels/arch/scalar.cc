@@ -1,0 +1,30 @@
+// Scalar tier: plain float arithmetic, no SIMD, no fused multiply-add (-ffp-contract=off).
+#include <cmath>
+
+#include "kernels/simd/kernels_impl.h"
+
+namespace fak::kernels {
+namespace {
+
+struct ScalarV {
+  using B = float;
+  static constexpr size_t kWidth = 1;
+  static constexpr int kMR = 4, kNR = 4, kDecodeNR = 4;
+  static B Load(const float* p) { return *p; }
+  static void Store(float* p, B v) { *p = v; }
+  static B Set1(float v) { return v; }
+  static B Fma(B a, B b, B c) { return a * b + c; }  // two roundings: this tier has no FMA
+  static float Hsum(B v) { return v; }
+  static B Exp(B v) { return std::exp(v); }
+  static B Tanh(B v) { return std::tanh(v); }
+};
+
+}  // namespace
+
+void FillScalarTable(KernelTable* table) {
+  simd::FillTable<ScalarV>(table);
+  table->tier = Tier::kScalar;
+  table->name = "scalar";
+}
+
+}  // namespace fak::kernels

@@ -1,0 +1,81 @@
+// KernelTable: every arithmetic op fak performs, as plain function pointers for one tier.
+//
+// One table per tier (scalar, AVX2+FMA, AVX-512), filled by that tier's translation unit and picked
+// once at start (dispatch.h). Only raw pointers and sizes cross this boundary, so no SIMD type or
+// flag leaks out of a tier TU. Shapes are validated by callers; kernels have no error path.
+#ifndef FAK_KERNELS_KERNEL_TABLE_H_
+#define FAK_KERNELS_KERNEL_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace fak::kernels {
+
+enum class Tier : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+inline constexpr int kNumTiers = 3;
+
+// How RoPE pairs the dimensions of a head: (2i, 2i+1) as in the original GPT-J/Meta layout, or
+// (i, i + head_dim/2) as in the HF "rotate_half" layout (GGUF NEOX-style).
+enum class RopePairing : int { kAdjacent = 0, kSplitHalf = 1 };
+
+// One query row over a run of keys, grouped-query heads. Keys/values of one KV head are
+// token-contiguous: key t of KV head h is at k + h * kv_head_stride + t * head_dim.
+struct AttentionArgs {
+  const float* q;          // [n_heads][head_dim], already rotated
+  const float* k;          // see above
+  const float* v;          // same layout as k
+  float* out;              // [n_heads][head_dim]
+  float* scratch;          // >= key_end floats, per calling thread
+  size_t n_heads, n_kv_heads, head_dim;
+  size_t kv_head_stride;   // floats between KV heads
+  size_t key_begin, key_end;  // attend to keys [key_begin, key_end) (a sliding window starts late)
+  float scale;             // multiplies q·k before softmax
+  size_t head_begin, head_end;  // query heads to compute (lets callers split heads across threads)
+};
+
+struct KernelTable {
+  Tier tier;
+  const char* name;
+
+  // sum_i a[i] * b[i] in the tier's fixed order.
+  float (*dot)(const float* a, const float* b, size_t n);
+
+  // Y[m][n] = sum_k X[m][k] * W[n][k] for m in [0, M), n in [n_begin, n_end). X is [M][K] with row
+  // stride ldx, W is [N][K] row-major (as GGUF stores it) with row stride ldw, Y has row stride ldy.
+  // Each output is reduced over K in one order that does not depend on M, the n range or blocking.
+  void (*matmul)(const float* x, size_t ldx, const float* w, size_t ldw, float* y, size_t ldy, size_t m,
+                 size_t k, size_t n_begin, size_t n_end);
+
+  // y = x / rms(x) * w (or * (1 + w) when one_plus_weight), n elements.
+  void (*rmsnorm)(const float* x, const float* w, float* y, size_t n, float eps, bool one_plus_weight);
+
+  // In place, numerically stable softmax over n elements.
+  void (*softmax)(float* x, size_t n);
+
+  void (*attention)(const AttentionArgs& args);
+
+  // In place activations.
+  void (*silu)(float* x, size_t n);
+  void (*gelu_tanh)(float* x, size_t n);
+  // y[i] = act(gate[i]) * up[i]: the gated FFN in one pass (y may alias gate).
+  void (*silu_mul)(const float* gate, const float* up, float* y, size_t n);
+  void (*gelu_tanh_mul)(const float* gate, const float* up, float* y, size_t n);
+
+  // Elementwise; y may alias a.
+  void (*add)(const float* a, const float* b, float* y, size_t n);
+  void (*mul)(const float* a, const float* b, float* y, size_t n);
+  void (*scale)(const float* a, float s, float* y, size_t n);
+
+  void (*f16_to_f32)(const uint16_t* x, float* y, size_t n);
+  void (*bf16_to_f32)(const uint16_t* x, float* y, size_t n);
+};
+
+// Filled by kernels/arch/<tier>.cc. The RoPE routine is not in the table: it is one pinned routine
+// shared by every tier (rope.h).
+void FillScalarTable(KernelTable* table);
+void FillAvx2Table(KernelTable* table);
+void FillAvx512Table(KernelTable* table);
+
+}  // namespace fak::kernels
+
+#endif  // FAK_KERNELS_KERNEL_TABLE_H_

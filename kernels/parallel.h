@@ -1,0 +1,19 @@
+// Threaded kernel entry points: split outputs (never a reduction) over a ThreadPool.
+#ifndef FAK_KERNELS_PARALLEL_H_
+#define FAK_KERNELS_PARALLEL_H_
+
+#include <cstddef>
+
+#include "kernels/kernel_table.h"
+#include "src/core/thread_pool.h"
+
+namespace fak::kernels {
+
+// Y[M][N] = X[M][K] · W[N][K]ᵀ with the N columns split across the pool's threads. Bit-identical
+// to a single-threaded call, whatever the thread count.
+void ParallelMatMul(const KernelTable& t, internal::ThreadPool* pool, const float* x, size_t ldx, const float* w,
+                    size_t ldw, float* y, size_t ldy, size_t m, size_t k, size_t n);
+
+}  // namespace fak::kernels
+
+#endif  // FAK_KERNELS_PARALLEL_H_

@@ -1,0 +1,47 @@
+// RoPE: table construction in double, rotation in float without contraction.
+#include "kernels/rope.h"
+
+#include <cmath>
+
+namespace fak::kernels {
+
+std::vector<double> RopeInverseFrequencies(size_t head_dim, double base) {
+  std::vector<double> inv(head_dim / 2);
+  for (size_t i = 0; i < inv.size(); ++i) inv[i] = std::pow(base, -2.0 * static_cast<double>(i) / head_dim);
+  return inv;
+}
+
+RopeTable::RopeTable(const std::vector<double>& inv_freq, size_t n_positions)
+    : half_dim_(inv_freq.size()), n_positions_(n_positions), cos_(n_positions * half_dim_), sin_(n_positions * half_dim_) {
+  for (size_t p = 0; p < n_positions; ++p) {
+    for (size_t i = 0; i < half_dim_; ++i) {
+      double angle = static_cast<double>(p) * inv_freq[i];
+      cos_[p * half_dim_ + i] = static_cast<float>(std::cos(angle));
+      sin_[p * half_dim_ + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+void ApplyRope(float* x, size_t n_heads, size_t head_dim, const RopeTable& table, size_t position,
+               RopePairing pairing) {
+  const float* c = table.cos_row(position);
+  const float* s = table.sin_row(position);
+  const size_t half = head_dim / 2;
+  // (i, partner) index pairs: adjacent (2i, 2i+1) or split-half (i, i + half).
+  const size_t stride = pairing == RopePairing::kAdjacent ? 2 : 1;
+  const size_t offset = pairing == RopePairing::kAdjacent ? 1 : half;
+  for (size_t h = 0; h < n_heads; ++h) {
+    float* head = x + h * head_dim;
+    for (size_t i = 0; i < half; ++i) {
+      float* a = head + i * stride;
+      float* b = a + offset;
+      float x0 = *a, x1 = *b;
+      float r0 = x0 * c[i] - x1 * s[i];
+      float r1 = x0 * s[i] + x1 * c[i];
+      *a = r0;
+      *b = r1;
+    }
+  }
+}
+
+}  // namespace fak::kernels

@@ -1,0 +1,43 @@
+// RoPE: the one pinned rotation routine shared by every tier (architecture §2.3).
+//
+// The cos/sin table is built once per (head_dim, inverse frequencies) in double and stored as
+// float; the rotation is float32 multiply and add with no fused multiply-add (rope.cc is compiled
+// with -ffp-contract=off and without SIMD flags). Prefill, decode and re-rotation after eviction
+// all call ApplyRope, so a key rotated fresh at position p and a stored raw key re-rotated to p are
+// bit-identical, in every tier.
+#ifndef FAK_KERNELS_ROPE_H_
+#define FAK_KERNELS_ROPE_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "kernels/kernel_table.h"
+
+namespace fak::kernels {
+
+// inv_freq[i] = base^(-2i/head_dim), i < head_dim/2.
+std::vector<double> RopeInverseFrequencies(size_t head_dim, double base);
+
+// cos/sin of position * inv_freq for positions [0, n_positions). Immutable; share freely.
+class RopeTable {
+ public:
+  RopeTable() = default;
+  RopeTable(const std::vector<double>& inv_freq, size_t n_positions);
+
+  size_t half_dim() const { return half_dim_; }
+  size_t n_positions() const { return n_positions_; }
+  const float* cos_row(size_t position) const { return cos_.data() + position * half_dim_; }
+  const float* sin_row(size_t position) const { return sin_.data() + position * half_dim_; }
+
+ private:
+  size_t half_dim_ = 0, n_positions_ = 0;
+  std::vector<float> cos_, sin_;  // [n_positions][half_dim]
+};
+
+// Rotates x = [n_heads][head_dim] in place to `position` (position < table.n_positions()).
+void ApplyRope(float* x, size_t n_heads, size_t head_dim, const RopeTable& table, size_t position,
+               RopePairing pairing);
+
+}  // namespace fak::kernels
+
+#endif  // FAK_KERNELS_ROPE_H_

@@ -1,0 +1,272 @@
+// Kernel bodies, written once and templated on a vector policy V, instantiated per tier.
+//
+// V supplies B (the register type: float or xsimd::batch), kWidth, kMR x kNR (the matmul register
+// tile) and Load/Store/Set1/Fma/Hsum/Exp/Tanh. Each tier TU defines its V in an anonymous
+// namespace, so every instantiation has internal linkage and no tier's code can be merged into
+// another by the linker (the ODR trap in docs/kernels.md). Include only from kernels/arch/*.cc.
+//
+// Exactness rules kept here: every reduction runs in one fixed order that depends only on the
+// reduced length (never on M, blocking, thread or call site); tails that need a transcendental are
+// padded to a full vector so each element sees the same function wherever it falls.
+#ifndef FAK_KERNELS_SIMD_KERNELS_IMPL_H_
+#define FAK_KERNELS_SIMD_KERNELS_IMPL_H_
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/kernel_table.h"
+
+namespace fak::kernels::simd {
+
+// Loads n < kWidth floats, zero-padding the rest of the register.
+template <class V>
+typename V::B LoadPartial(const float* p, size_t n) {
+  alignas(64) float tmp[V::kWidth] = {};
+  for (size_t i = 0; i < n; ++i) tmp[i] = p[i];
+  return V::Load(tmp);
+}
+
+template <class V>
+void StorePartial(float* p, typename V::B v, size_t n) {
+  alignas(64) float tmp[V::kWidth];
+  V::Store(tmp, v);
+  for (size_t i = 0; i < n; ++i) p[i] = tmp[i];
+}
+
+template <class V>
+float Dot(const float* a, const float* b, size_t n) {
+  typename V::B acc = V::Set1(0.0f);
+  size_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth) acc = V::Fma(V::Load(a + i), V::Load(b + i), acc);
+  float s = V::Hsum(acc);
+  for (; i < n; ++i) s = s + a[i] * b[i];
+  return s;
+}
+
+// An MR x NR block of outputs, each with its own accumulator and exactly Dot's arithmetic.
+template <class V, int MR, int NR>
+void MatMulTile(const float* x, size_t ldx, const float* w, size_t ldw, float* y, size_t ldy, size_t k) {
+  typename V::B acc[MR][NR];
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i][j] = V::Set1(0.0f);
+  size_t kk = 0;
+  for (; kk + V::kWidth <= k; kk += V::kWidth) {
+    typename V::B wv[NR];
+    for (int j = 0; j < NR; ++j) wv[j] = V::Load(w + j * ldw + kk);
+    for (int i = 0; i < MR; ++i) {
+      typename V::B xv = V::Load(x + i * ldx + kk);
+      for (int j = 0; j < NR; ++j) acc[i][j] = V::Fma(xv, wv[j], acc[i][j]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) {
+      float s = V::Hsum(acc[i][j]);
+      for (size_t t = kk; t < k; ++t) s = s + x[i * ldx + t] * w[j * ldw + t];
+      y[i * ldy + j] = s;
+    }
+  }
+}
+
+// Rows [0, m) x columns [n_begin, n_end): full tiles, then single columns, then single rows.
+template <class V, int MR, int NR>
+void MatMulRows(const float* x, size_t ldx, const float* w, size_t ldw, float* y, size_t ldy, size_t m, size_t k,
+                size_t n_begin, size_t n_end) {
+  size_t n = n_begin;
+  for (; n + NR <= n_end; n += NR) {
+    size_t i = 0;
+    for (; i + MR <= m; i += MR) MatMulTile<V, MR, NR>(x + i * ldx, ldx, w + n * ldw, ldw, y + i * ldy + n, ldy, k);
+    for (; i < m; ++i) MatMulTile<V, 1, NR>(x + i * ldx, ldx, w + n * ldw, ldw, y + i * ldy + n, ldy, k);
+  }
+  for (; n < n_end; ++n) {
+    size_t i = 0;
+    for (; i + MR <= m; i += MR) MatMulTile<V, MR, 1>(x + i * ldx, ldx, w + n * ldw, ldw, y + i * ldy + n, ldy, k);
+    for (; i < m; ++i) MatMulTile<V, 1, 1>(x + i * ldx, ldx, w + n * ldw, ldw, y + i * ldy + n, ldy, k);
+  }
+}
+
+template <class V>
+void MatMul(const float* x, size_t ldx, const float* w, size_t ldw, float* y, size_t ldy, size_t m, size_t k,
+            size_t n_begin, size_t n_end) {
+  if (m == 1) {
+    // Decode: stream W once, many columns in flight to hide latency.
+    MatMulRows<V, 1, V::kDecodeNR>(x, ldx, w, ldw, y, ldy, 1, k, n_begin, n_end);
+    return;
+  }
+  // Prefill: keep a block of X rows hot while each W tile streams past it.
+  constexpr size_t kRowBlock = 64;
+  for (size_t i = 0; i < m; i += kRowBlock) {
+    size_t rows = m - i < kRowBlock ? m - i : kRowBlock;
+    MatMulRows<V, V::kMR, V::kNR>(x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, rows, k, n_begin, n_end);
+  }
+}
+
+template <class V>
+float SumSquares(const float* x, size_t n) { return Dot<V>(x, x, n); }
+
+template <class V>
+void RmsNorm(const float* x, const float* w, float* y, size_t n, float eps, bool one_plus_weight) {
+  float mean = SumSquares<V>(x, n) / static_cast<float>(n);
+  float inv = 1.0f / std::sqrt(mean + eps);
+  typename V::B vinv = V::Set1(inv), one = V::Set1(one_plus_weight ? 1.0f : 0.0f);
+  size_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth) V::Store(y + i, (V::Load(x + i) * vinv) * (one + V::Load(w + i)));
+  float o = one_plus_weight ? 1.0f : 0.0f;
+  for (; i < n; ++i) y[i] = (x[i] * inv) * (o + w[i]);
+}
+
+template <class V>
+void Softmax(float* x, size_t n) {
+  if (n == 0) return;
+  float mx = x[0];
+  for (size_t i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  typename V::B vmax = V::Set1(mx), acc = V::Set1(0.0f);
+  size_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth) {
+    typename V::B e = V::Exp(V::Load(x + i) - vmax);
+    V::Store(x + i, e);
+    acc = acc + e;
+  }
+  float sum = V::Hsum(acc);
+  if (i < n) {
+    StorePartial<V>(x + i, V::Exp(LoadPartial<V>(x + i, n - i) - vmax), n - i);
+    for (; i < n; ++i) sum = sum + x[i];
+  }
+  float inv = 1.0f / sum;
+  typename V::B vinv = V::Set1(inv);
+  for (i = 0; i + V::kWidth <= n; i += V::kWidth) V::Store(x + i, V::Load(x + i) * vinv);
+  for (; i < n; ++i) x[i] = x[i] * inv;
+}
+
+// Applies f to every element, full registers only (the tail is padded).
+template <class V, class F>
+void MapUnary(float* x, size_t n, F f) {
+  size_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth) V::Store(x + i, f(V::Load(x + i)));
+  if (i < n) StorePartial<V>(x + i, f(LoadPartial<V>(x + i, n - i)), n - i);
+}
+
+template <class V, class F>
+void MapBinary(const float* a, const float* b, float* y, size_t n, F f) {
+  size_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth) V::Store(y + i, f(V::Load(a + i), V::Load(b + i)));
+  if (i < n) StorePartial<V>(y + i, f(LoadPartial<V>(a + i, n - i), LoadPartial<V>(b + i, n - i)), n - i);
+}
+
+template <class V>
+typename V::B SiluOf(typename V::B x) {
+  return x / (V::Set1(1.0f) + V::Exp(V::Set1(0.0f) - x));
+}
+
+// 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), as Gemma's gelu_pytorch_tanh.
+template <class V>
+typename V::B GeluTanhOf(typename V::B x) {
+  typename V::B inner = V::Set1(0.7978845608028654f) * (x + V::Set1(0.044715f) * (x * x * x));
+  return V::Set1(0.5f) * x * (V::Set1(1.0f) + V::Tanh(inner));
+}
+
+template <class V>
+void Silu(float* x, size_t n) { MapUnary<V>(x, n, [](typename V::B v) { return SiluOf<V>(v); }); }
+template <class V>
+void GeluTanh(float* x, size_t n) { MapUnary<V>(x, n, [](typename V::B v) { return GeluTanhOf<V>(v); }); }
+template <class V>
+void SiluMul(const float* g, const float* u, float* y, size_t n) {
+  MapBinary<V>(g, u, y, n, [](typename V::B a, typename V::B b) { return SiluOf<V>(a) * b; });
+}
+template <class V>
+void GeluTanhMul(const float* g, const float* u, float* y, size_t n) {
+  MapBinary<V>(g, u, y, n, [](typename V::B a, typename V::B b) { return GeluTanhOf<V>(a) * b; });
+}
+template <class V>
+void Add(const float* a, const float* b, float* y, size_t n) {
+  MapBinary<V>(a, b, y, n, [](typename V::B p, typename V::B q) { return p + q; });
+}
+template <class V>
+void Mul(const float* a, const float* b, float* y, size_t n) {
+  MapBinary<V>(a, b, y, n, [](typename V::B p, typename V::B q) { return p * q; });
+}
+template <class V>
+void Scale(const float* a, float s, float* y, size_t n) {
+  size_t i = 0;
+  typename V::B vs = V::Set1(s);
+  for (; i + V::kWidth <= n; i += V::kWidth) V::Store(y + i, V::Load(a + i) * vs);
+  for (; i < n; ++i) y[i] = a[i] * s;
+}
+
+// Scores, softmax and the weighted sum of values for query heads [head_begin, head_end).
+template <class V>
+void Attention(const AttentionArgs& a) {
+  const size_t group = a.n_heads / a.n_kv_heads;
+  const size_t n_keys = a.key_end - a.key_begin;
+  for (size_t h = a.head_begin; h < a.head_end; ++h) {
+    const float* q = a.q + h * a.head_dim;
+    const float* k = a.k + (h / group) * a.kv_head_stride;
+    const float* v = a.v + (h / group) * a.kv_head_stride;
+    float* s = a.scratch;
+    for (size_t t = 0; t < n_keys; ++t) s[t] = Dot<V>(q, k + (a.key_begin + t) * a.head_dim, a.head_dim) * a.scale;
+    Softmax<V>(s, n_keys);
+    float* out = a.out + h * a.head_dim;
+    size_t d = 0;
+    for (; d + V::kWidth <= a.head_dim; d += V::kWidth) {
+      typename V::B acc = V::Set1(0.0f);
+      for (size_t t = 0; t < n_keys; ++t) acc = V::Fma(V::Set1(s[t]), V::Load(v + (a.key_begin + t) * a.head_dim + d), acc);
+      V::Store(out + d, acc);
+    }
+    for (; d < a.head_dim; ++d) {
+      float acc = 0.0f;
+      for (size_t t = 0; t < n_keys; ++t) acc = acc + s[t] * v[(a.key_begin + t) * a.head_dim + d];
+      out[d] = acc;
+    }
+  }
+}
+
+// IEEE half to float; exact, so every tier gives the same bits.
+template <class V>
+void F16ToF32(const uint16_t* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t h = x[i], sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+    if (exp == 0x1f) {
+      bits = sign | 0x7f800000u | (mant << 13);
+    } else if (exp != 0) {
+      bits = sign | ((exp + 112) << 23) | (mant << 13);
+    } else if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: renormalise
+      int e = -1;
+      do { mant <<= 1; ++e; } while ((mant & 0x400u) == 0);
+      bits = sign | static_cast<uint32_t>(112 - e) << 23 | ((mant & 0x3ffu) << 13);
+    }
+    std::memcpy(y + i, &bits, 4);
+  }
+}
+
+template <class V>
+void Bf16ToF32(const uint16_t* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
+    std::memcpy(y + i, &bits, 4);
+  }
+}
+
+template <class V>
+void FillTable(KernelTable* t) {
+  t->dot = &Dot<V>;
+  t->matmul = &MatMul<V>;
+  t->rmsnorm = &RmsNorm<V>;
+  t->softmax = &Softmax<V>;
+  t->attention = &Attention<V>;
+  t->silu = &Silu<V>;
+  t->gelu_tanh = &GeluTanh<V>;
+  t->silu_mul = &SiluMul<V>;
+  t->gelu_tanh_mul = &GeluTanhMul<V>;
+  t->add = &Add<V>;
+  t->mul = &Mul<V>;
+  t->scale = &Scale<V>;
+  t->f16_to_f32 = &F16ToF32<V>;
+  t->bf16_to_f32 = &Bf16ToF32<V>;
+}
+
+}  // namespace fak::kernels::simd
+
+#endif  // FAK_KERNELS_SIMD_KERNELS_IMPL_H_

@@ -1,0 +1,50 @@
+// ThreadPool: a small fixed-size pool whose only job is ParallelFor over output ranges.
+//
+// Kernels split outputs across threads, never a reduction (architecture §2.1), so results do not
+// depend on the thread count. The calling thread takes part in the work. One ParallelFor runs at a
+// time per pool (calls are serialised by a mutex); the pool is safe to share between threads.
+#ifndef FAK_SRC_CORE_THREAD_POOL_H_
+#define FAK_SRC_CORE_THREAD_POOL_H_
+
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace fak::internal {
+
+class ThreadPool {
+ public:
+  // n_threads == 0 means one per hardware thread.
+  explicit ThreadPool(size_t n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  size_t n_threads() const { return workers_.size() + 1; }
+
+  // Calls fn(begin, end) on disjoint chunks covering [0, n), each chunk a multiple of `grain`
+  // (except the last). Returns when every chunk has run.
+  void ParallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
+
+ private:
+  void WorkerLoop(size_t worker_index);
+  void RunShare(size_t share);
+
+  std::vector<std::thread> workers_;
+  std::mutex run_mutex_;  // serialises ParallelFor calls
+  std::mutex mutex_;      // guards the fields below
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  const std::function<void(size_t, size_t)>* job_ = nullptr;  // GUARDED_BY(mutex_)
+  size_t job_n_ = 0, job_grain_ = 1;                          // GUARDED_BY(mutex_)
+  size_t generation_ = 0;                                     // GUARDED_BY(mutex_)
+  size_t pending_ = 0;                                        // GUARDED_BY(mutex_)
+  bool stop_ = false;                                         // GUARDED_BY(mutex_)
+};
+
+}  // namespace fak::internal
+
+#endif  // FAK_SRC_CORE_THREAD_POOL_H_

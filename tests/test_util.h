@@ -1,0 +1,45 @@
+// Test helpers: Status assertions and small data generators.
+#ifndef FAK_TESTS_TEST_UTIL_H_
+#define FAK_TESTS_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "fak/status.h"
+
+#define ASSERT_OK(expr)                                  \
+  do {                                                   \
+    ::fak::Status s_ = ::fak::testing::ToStatus(expr);   \
+    ASSERT_TRUE(s_.ok()) << s_.ToString();               \
+  } while (0)
+#define EXPECT_OK(expr)                                  \
+  do {                                                   \
+    ::fak::Status s_ = ::fak::testing::ToStatus(expr);   \
+    EXPECT_TRUE(s_.ok()) << s_.ToString();               \
+  } while (0)
+// `ASSERT_OK_AND_ASSIGN(auto x, MakeX());`
+#define ASSERT_OK_AND_ASSIGN(lhs, expr) ASSERT_OK_AND_ASSIGN_IMPL_(FAK_CONCAT_(test_result_, __LINE__), lhs, expr)
+#define ASSERT_OK_AND_ASSIGN_IMPL_(tmp, lhs, expr) \
+  auto tmp = (expr);                               \
+  ASSERT_TRUE(tmp.has_value()) << tmp.error().ToString(); \
+  lhs = std::move(*tmp)
+
+namespace fak::testing {
+
+inline Status ToStatus(const Status& s) { return s; }
+template <class T>
+Status ToStatus(const Result<T>& r) { return r.error(); }
+
+inline std::vector<float> RandomVector(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+}  // namespace fak::testing
+
+#endif  // FAK_TESTS_TEST_UTIL_H_
