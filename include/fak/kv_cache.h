@@ -1,0 +1,109 @@
+// KVCache: the addressable key/value cache of one sequence — a build artifact of its token ids.
+//
+// Per layer and KV head it holds K (keys after RoPE, what attention reads), Kraw (the same keys
+// before RoPE) and V, token-contiguous so a span is cut out with one move per head; plus the
+// absolute position and token id of every slot. Keeping Kraw costs one extra K-sized tensor
+// (≈1.5x a plain K/V cache, see size_bytes()) and buys exact eviction: a survivor that moves is
+// re-rotated once from Kraw by the same pinned RoPE routine that made it, so it is bit-identical to
+// a key computed fresh at its new position (architecture §3).
+//
+// Thread-safety: none; one session owns a cache. Copying is explicit (Clone) to show its cost.
+// Every failed mutation leaves the cache as it was.
+#ifndef FAK_KV_CACHE_H_
+#define FAK_KV_CACHE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "fak/digest.h"
+#include "fak/status.h"
+
+namespace fak {
+
+namespace internal {
+struct RopeBinding;  // the model's RoPE tables and pairing, shared by its caches
+}
+
+struct KVShape {
+  size_t n_layers = 0;
+  size_t n_kv_heads = 0;
+  size_t head_dim = 0;
+  size_t max_tokens = 0;  // the model's context length
+  friend bool operator==(const KVShape&, const KVShape&) = default;
+};
+
+class KVCache {
+ public:
+  // Made by Model::NewCache(); a cache is bound to its model's shape and RoPE convention.
+  KVCache(const KVShape& shape, std::shared_ptr<const internal::RopeBinding> rope);
+  KVCache(KVCache&&) noexcept = default;
+  KVCache& operator=(KVCache&&) noexcept = default;
+  KVCache(const KVCache&) = delete;
+  KVCache& operator=(const KVCache&) = delete;
+
+  const KVShape& shape() const { return shape_; }
+  size_t size() const { return n_tokens_; }  // tokens held
+  bool empty() const { return n_tokens_ == 0; }
+  // Bytes of K, Kraw, V, positions and token ids for the tokens held (Kraw is reported separately).
+  size_t size_bytes() const;
+  size_t kraw_bytes() const;
+  std::span<const int32_t> positions() const { return {positions_.data(), n_tokens_}; }
+  std::span<const int32_t> tokens() const { return {tokens_.data(), n_tokens_}; }
+
+  // Deep copy (cost: the whole cache).
+  KVCache Clone() const;
+  // Copy of the first n tokens; InvalidArgument when n > size().
+  Result<KVCache> Prefix(size_t n) const;
+  // Drops tokens [n, size()); InvalidArgument when n > size().
+  Status Truncate(size_t n);
+  // Removes tokens [from, from + n) from every layer, renumbers positions of the survivors and
+  // re-rotates each moved key from Kraw at its new position. Exact iff no survivor attended to the
+  // span (it was the tail, or the model has one layer); see SegmentLedger for repair.
+  Status Evict(size_t from, size_t n);
+  // Appends the tokens [src_from, src_from + n) of `src` (same shape and RoPE binding), re-rotating
+  // them to their new positions. Used to assemble a cache from radix-tree slabs.
+  Status AppendFrom(const KVCache& src, size_t src_from, size_t n);
+  // sha256 over the shape, positions and the K, Kraw and V of every held token.
+  Digest ComputeDigest() const;
+
+  // Rows of one layer and KV head: [size()][head_dim], token-contiguous.
+  const float* k(size_t layer, size_t head) const { return k_.data() + HeadOffset(layer, head); }
+  const float* kraw(size_t layer, size_t head) const { return kraw_.data() + HeadOffset(layer, head); }
+  const float* v(size_t layer, size_t head) const { return v_.data() + HeadOffset(layer, head); }
+  // Floats between consecutive KV heads of one layer (the capacity times head_dim).
+  size_t head_stride() const { return capacity_ * shape_.head_dim; }
+
+  // ---- for the model's forward pass (fak internals) ----
+  // Grows storage to hold `n_tokens` without reallocating; ResourceExhausted past max_tokens.
+  Status Reserve(size_t n_tokens);
+  float* mutable_k(size_t layer, size_t head) { return k_.data() + HeadOffset(layer, head); }
+  float* mutable_kraw(size_t layer, size_t head) { return kraw_.data() + HeadOffset(layer, head); }
+  float* mutable_v(size_t layer, size_t head) { return v_.data() + HeadOffset(layer, head); }
+  // Marks slots [size(), size() + ids.size()) as filled with these tokens at consecutive positions.
+  void CommitAppended(std::span<const int32_t> ids);
+  const internal::RopeBinding& rope() const { return *rope_; }
+  bool SameBinding(const KVCache& other) const { return shape_ == other.shape_ && rope_ == other.rope_; }
+
+ private:
+  size_t HeadOffset(size_t layer, size_t head) const { return (layer * shape_.n_kv_heads + head) * head_stride(); }
+  // Re-rotates K of tokens [from, size()) from Kraw at their positions.
+  void RerotateFrom(size_t from);
+  void Reallocate(size_t new_capacity);
+
+  KVShape shape_;
+  std::shared_ptr<const internal::RopeBinding> rope_;
+  size_t n_tokens_ = 0;
+  size_t capacity_ = 0;
+  std::vector<float> k_;     // [n_layers][n_kv_heads][capacity][head_dim]
+  std::vector<float> kraw_;  // same shape as k_
+  std::vector<float> v_;     // same shape as k_
+  std::vector<int32_t> positions_;  // [capacity]
+  std::vector<int32_t> tokens_;     // [capacity]
+};
+
+}  // namespace fak
+
+#endif  // FAK_KV_CACHE_H_

@@ -1,0 +1,103 @@
+// Model: an immutable transformer (Llama family today) and its forward pass on the CPU.
+//
+// All per-request state lives in a KVCache; a Model is safe to share between threads. Prefill runs
+// a whole prompt as one batch; Decode runs one token. Within one kernel tier both produce the same
+// K/V and logits bit for bit, because every matmul output is reduced in an order independent of
+// the batch and the same attention routine serves both (architecture §2).
+#ifndef FAK_MODEL_H_
+#define FAK_MODEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fak/digest.h"
+#include "fak/kv_cache.h"
+#include "fak/status.h"
+
+namespace fak {
+
+enum class Architecture { kLlama, kGemma3 };
+// Which dimensions RoPE rotates together: (2i, 2i+1) or (i, i + head_dim/2) (HF rotate_half).
+enum class RopePairing { kAdjacent, kSplitHalf };
+
+struct ModelConfig {
+  Architecture architecture = Architecture::kLlama;
+  size_t vocab_size = 0;
+  size_t hidden_size = 0;
+  size_t n_layers = 0;
+  size_t n_heads = 0;
+  size_t n_kv_heads = 0;      // grouped-query attention: n_heads % n_kv_heads == 0
+  size_t head_dim = 0;        // Llama: hidden_size / n_heads
+  size_t ffn_size = 0;
+  double rope_base = 10000.0;
+  RopePairing rope_pairing = RopePairing::kSplitHalf;
+  float rms_eps = 1e-5f;
+  bool tied_embeddings = true;  // the output head reuses the token embedding
+  size_t context_length = 2048;
+  int32_t bos_id = -1, eos_id = -1;  // -1: none
+
+  // InvalidArgument naming the first inconsistent field.
+  Status Validate() const;
+  // A compact description, e.g. "llama h576 L30 heads 9/3 hd64 ffn1536 vocab49152".
+  std::string Describe() const;
+
+  // The embedded default: small enough to run anywhere in milliseconds, byte-level vocabulary.
+  static ModelConfig EmbeddedDefault();
+  // Real-model shapes (random weights) for benchmarks.
+  static ModelConfig SmolLM2_135M_Shape();
+  static ModelConfig TinyLlama_1_1B_Shape();
+};
+
+struct ModelOptions {
+  // Threads used by one forward pass. Default: 0 = one per hardware thread.
+  size_t n_threads = 0;
+};
+
+enum class LogitsMode {
+  kNone,  // fill the cache only
+  kLast,  // logits of the last prompt token: [vocab]
+  kAll,   // logits of every prompt token: [n_tokens][vocab]
+};
+
+class Model {
+ public:
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Deterministic random weights with sensible scales (outputs depend on context). Same config
+  // and seed, same weights, on every machine.
+  static Result<std::unique_ptr<Model>> Synthetic(const ModelConfig& config, uint64_t seed,
+                                                  const ModelOptions& options = {});
+
+  const ModelConfig& config() const;
+  // sha256 over the config and every weight: the ModelID axis of the cache binding. Computed
+  // once, on first call (cost: one pass over the weights).
+  const Digest& WeightsDigest() const;
+  size_t weights_bytes() const;
+
+  // An empty cache bound to this model's shape and RoPE convention.
+  KVCache NewCache() const;
+
+  // Appends `tokens` to `cache` as one batch and returns logits as `mode` asks. Errors (cache of
+  // another model, empty prompt, token id out of range, context overflow) leave the cache as it was.
+  Result<std::vector<float>> Prefill(KVCache* cache, std::span<const int32_t> tokens,
+                                     LogitsMode mode = LogitsMode::kLast) const;
+  // Appends one token and returns the logits of the next.
+  Result<std::vector<float>> Decode(KVCache* cache, int32_t token) const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fak
+
+#endif  // FAK_MODEL_H_

@@ -1,0 +1,153 @@
+// KVCache: storage growth, span surgery (prefix, truncate, evict, append) and the digest.
+#include "fak/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "src/kv/rope_binding.h"
+
+namespace fak {
+
+KVCache::KVCache(const KVShape& shape, std::shared_ptr<const internal::RopeBinding> rope)
+    : shape_(shape), rope_(std::move(rope)) {}
+
+size_t KVCache::kraw_bytes() const {
+  return shape_.n_layers * shape_.n_kv_heads * n_tokens_ * shape_.head_dim * sizeof(float);
+}
+
+size_t KVCache::size_bytes() const { return 3 * kraw_bytes() + n_tokens_ * 2 * sizeof(int32_t); }
+
+void KVCache::Reallocate(size_t new_capacity) {
+  const size_t heads = shape_.n_layers * shape_.n_kv_heads, hd = shape_.head_dim;
+  auto move_tensor = [&](std::vector<float>& t) {
+    std::vector<float> grown(heads * new_capacity * hd);
+    for (size_t h = 0; h < heads; ++h)
+      std::copy_n(t.data() + h * capacity_ * hd, n_tokens_ * hd, grown.data() + h * new_capacity * hd);
+    t.swap(grown);
+  };
+  move_tensor(k_);
+  move_tensor(kraw_);
+  move_tensor(v_);
+  positions_.resize(new_capacity);
+  tokens_.resize(new_capacity);
+  capacity_ = new_capacity;
+}
+
+Status KVCache::Reserve(size_t n_tokens) {
+  if (n_tokens > shape_.max_tokens) {
+    return ResourceExhausted("KV cache needs " + std::to_string(n_tokens) + " tokens but the model's context length is " +
+                             std::to_string(shape_.max_tokens));
+  }
+  if (n_tokens <= capacity_) return Status::Ok();
+  Reallocate(std::min(shape_.max_tokens, std::max(n_tokens, capacity_ * 2)));
+  return Status::Ok();
+}
+
+void KVCache::CommitAppended(std::span<const int32_t> ids) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    positions_[n_tokens_ + i] = static_cast<int32_t>(n_tokens_ + i);
+    tokens_[n_tokens_ + i] = ids[i];
+  }
+  n_tokens_ += ids.size();
+}
+
+KVCache KVCache::Clone() const {
+  KVCache copy(shape_, rope_);
+  copy.n_tokens_ = n_tokens_;
+  copy.capacity_ = capacity_;
+  copy.k_ = k_;
+  copy.kraw_ = kraw_;
+  copy.v_ = v_;
+  copy.positions_ = positions_;
+  copy.tokens_ = tokens_;
+  return copy;
+}
+
+Result<KVCache> KVCache::Prefix(size_t n) const {
+  if (n > n_tokens_) {
+    return InvalidArgument("Prefix(" + std::to_string(n) + ") of a cache holding " + std::to_string(n_tokens_) + " tokens");
+  }
+  KVCache out(shape_, rope_);
+  FAK_RETURN_IF_ERROR(out.AppendFrom(*this, 0, n));
+  return out;
+}
+
+Status KVCache::Truncate(size_t n) {
+  if (n > n_tokens_) {
+    return InvalidArgument("Truncate(" + std::to_string(n) + ") of a cache holding " + std::to_string(n_tokens_) + " tokens");
+  }
+  n_tokens_ = n;
+  return Status::Ok();
+}
+
+void KVCache::RerotateFrom(size_t from) {
+  const size_t hd = shape_.head_dim;
+  for (size_t l = 0; l < shape_.n_layers; ++l) {
+    const kernels::RopeTable& table = *rope_->layer_tables[l];
+    for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
+      float* k = mutable_k(l, h);
+      const float* raw = kraw(l, h);
+      for (size_t t = from; t < n_tokens_; ++t) {
+        std::memcpy(k + t * hd, raw + t * hd, hd * sizeof(float));
+        kernels::ApplyRope(k + t * hd, 1, hd, table, static_cast<size_t>(positions_[t]), rope_->pairing);
+      }
+    }
+  }
+}
+
+Status KVCache::Evict(size_t from, size_t n) {
+  if (from > n_tokens_ || n > n_tokens_ - from) {
+    return InvalidArgument("Evict(from=" + std::to_string(from) + ", n=" + std::to_string(n) +
+                           ") is outside a cache holding " + std::to_string(n_tokens_) + " tokens");
+  }
+  if (n == 0) return Status::Ok();
+  const size_t hd = shape_.head_dim, tail = n_tokens_ - from - n;
+  for (size_t l = 0; l < shape_.n_layers; ++l) {
+    for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
+      for (float* t : {mutable_k(l, h), mutable_kraw(l, h), mutable_v(l, h)})
+        std::memmove(t + from * hd, t + (from + n) * hd, tail * hd * sizeof(float));
+    }
+  }
+  std::memmove(tokens_.data() + from, tokens_.data() + from + n, tail * sizeof(int32_t));
+  n_tokens_ -= n;
+  for (size_t t = from; t < n_tokens_; ++t) positions_[t] = static_cast<int32_t>(t);
+  RerotateFrom(from);
+  return Status::Ok();
+}
+
+Status KVCache::AppendFrom(const KVCache& src, size_t src_from, size_t n) {
+  if (&src == this) return InvalidArgument("AppendFrom: a cache cannot append from itself");
+  if (!SameBinding(src)) return InvalidArgument("AppendFrom: source cache belongs to a different model shape or RoPE binding");
+  if (src_from > src.n_tokens_ || n > src.n_tokens_ - src_from) {
+    return InvalidArgument("AppendFrom: span [" + std::to_string(src_from) + ", +" + std::to_string(n) +
+                           ") is outside a source cache of " + std::to_string(src.n_tokens_) + " tokens");
+  }
+  FAK_RETURN_IF_ERROR(Reserve(n_tokens_ + n));
+  const size_t hd = shape_.head_dim, at = n_tokens_;
+  for (size_t l = 0; l < shape_.n_layers; ++l) {
+    for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
+      std::memcpy(mutable_k(l, h) + at * hd, src.k(l, h) + src_from * hd, n * hd * sizeof(float));
+      std::memcpy(mutable_kraw(l, h) + at * hd, src.kraw(l, h) + src_from * hd, n * hd * sizeof(float));
+      std::memcpy(mutable_v(l, h) + at * hd, src.v(l, h) + src_from * hd, n * hd * sizeof(float));
+    }
+  }
+  CommitAppended(src.tokens().subspan(src_from, n));
+  // Keys already at their new position (the common case: a prefix) need no work.
+  if (src_from != at) RerotateFrom(at);
+  return Status::Ok();
+}
+
+Digest KVCache::ComputeDigest() const {
+  Digester d;
+  d.Update("fak.kv_cache.v1");
+  d.UpdatePod(static_cast<uint64_t>(shape_.n_layers)).UpdatePod(static_cast<uint64_t>(shape_.n_kv_heads));
+  d.UpdatePod(static_cast<uint64_t>(shape_.head_dim)).UpdatePod(static_cast<uint64_t>(n_tokens_));
+  d.Update(positions_.data(), n_tokens_ * sizeof(int32_t));
+  const size_t bytes = n_tokens_ * shape_.head_dim * sizeof(float);
+  for (size_t l = 0; l < shape_.n_layers; ++l)
+    for (size_t h = 0; h < shape_.n_kv_heads; ++h) d.Update(k(l, h), bytes).Update(kraw(l, h), bytes).Update(v(l, h), bytes);
+  return d.Finish();
+}
+
+}  // namespace fak

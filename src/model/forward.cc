@@ -1,0 +1,161 @@
+// The Llama-family forward pass: embeddings → (RMSNorm, GQA attention with RoPE, SwiGLU FFN) × L
+// → final norm → output head.
+//
+// Exactness: every step is row-independent (RMSNorm, RoPE, projections whose outputs are reduced
+// in a batch-independent order) except attention, where each query row calls the same kernel over
+// keys [0, its position] whether it arrives in a prefill batch or alone in a decode. So prefill
+// and token-by-token decode write identical K/V and logits. Long prompts run in chunks of
+// kPrefillChunk rows, which bounds scratch memory and, by the same argument, changes nothing.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/dispatch.h"
+#include "kernels/parallel.h"
+#include "kernels/rope.h"
+#include "src/core/aligned_buffer.h"
+#include "src/model/model_impl.h"
+
+namespace fak::internal {
+namespace {
+
+constexpr size_t kPrefillChunk = 512;
+
+struct Pass {
+  const Model::Impl& m;
+  const ModelConfig& c;
+  const kernels::KernelTable& t;  // fetched once per forward pass
+  ThreadPool* pool;
+};
+
+// Y[rows][w.rows] = X[rows][w.cols] · Wᵀ.
+void MatMulWeight(const Pass& p, const float* x, size_t rows, const WeightTensor& w, float* y) {
+  kernels::ParallelMatMul(p.t, p.pool, x, w.cols, w.f32(), w.cols, y, w.rows, rows, w.cols, w.rows);
+}
+
+void RmsNormRows(const Pass& p, const float* x, const WeightTensor& w, float* y, size_t rows) {
+  const size_t h = p.c.hidden_size;
+  const bool one_plus = p.c.architecture == Architecture::kGemma3;
+  for (size_t i = 0; i < rows; ++i) p.t.rmsnorm(x + i * h, w.f32(), y + i * h, h, p.c.rms_eps, one_plus);
+}
+
+// Writes the chunk's raw keys, rotated keys and values into cache slots [slot0, slot0 + rows) and
+// rotates the queries in place.
+void StoreKeysAndRotateQueries(const Pass& p, size_t layer, KVCache* cache, size_t slot0, size_t rows, float* q,
+                               const float* k, const float* v) {
+  const size_t hd = p.c.head_dim, nkv = p.c.n_kv_heads;
+  const kernels::RopeTable& table = *p.m.rope->layer_tables[layer];
+  const kernels::RopePairing pairing = p.m.rope->pairing;
+  for (size_t i = 0; i < rows; ++i) {
+    const size_t slot = slot0 + i;  // positions are compact: a slot's position is its index
+    for (size_t h = 0; h < nkv; ++h) {
+      const float* src_k = k + (i * nkv + h) * hd;
+      std::memcpy(cache->mutable_kraw(layer, h) + slot * hd, src_k, hd * sizeof(float));
+      float* dst_k = cache->mutable_k(layer, h) + slot * hd;
+      std::memcpy(dst_k, src_k, hd * sizeof(float));
+      kernels::ApplyRope(dst_k, 1, hd, table, slot, pairing);
+      std::memcpy(cache->mutable_v(layer, h) + slot * hd, v + (i * nkv + h) * hd, hd * sizeof(float));
+    }
+    kernels::ApplyRope(q + i * p.c.n_heads * hd, p.c.n_heads, hd, table, slot, pairing);
+  }
+}
+
+// out[i] = attention of query row i (at slot slot0 + i) over keys [0, slot0 + i].
+void AttentionRows(const Pass& p, size_t layer, const KVCache& cache, size_t slot0, size_t rows, const float* q,
+                   float* out) {
+  const size_t nh = p.c.n_heads, hd = p.c.head_dim;
+  p.pool->ParallelFor(rows * nh, 1, [&](size_t begin, size_t end) {
+    AlignedBuffer scratch(slot0 + rows);
+    for (size_t u = begin; u < end;) {
+      const size_t row = u / nh, head_begin = u % nh, head_end = std::min(nh, head_begin + (end - u));
+      kernels::AttentionArgs a{};
+      a.q = q + row * nh * hd;
+      a.k = cache.k(layer, 0);
+      a.v = cache.v(layer, 0);
+      a.out = out + row * nh * hd;
+      a.scratch = scratch.data();
+      a.n_heads = nh;
+      a.n_kv_heads = p.c.n_kv_heads;
+      a.head_dim = hd;
+      a.kv_head_stride = cache.head_stride();
+      a.key_begin = 0;
+      a.key_end = slot0 + row + 1;
+      a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      a.head_begin = head_begin;
+      a.head_end = head_end;
+      p.t.attention(a);
+      u += head_end - head_begin;
+    }
+  });
+}
+
+struct Buffers {
+  AlignedBuffer x, xn, q, k, v, attn, gate, up;
+  Buffers(const ModelConfig& c, size_t rows)
+      : x(rows * c.hidden_size), xn(rows * c.hidden_size), q(rows * c.n_heads * c.head_dim),
+        k(rows * c.n_kv_heads * c.head_dim), v(rows * c.n_kv_heads * c.head_dim), attn(rows * c.n_heads * c.head_dim),
+        gate(rows * c.ffn_size), up(rows * c.ffn_size) {}
+};
+
+void Layer(const Pass& p, size_t l, KVCache* cache, size_t slot0, size_t rows, Buffers& b) {
+  const LayerWeights& w = p.m.weights.layers[l];
+  const size_t h = p.c.hidden_size;
+  RmsNormRows(p, b.x.data(), w.attn_norm, b.xn.data(), rows);
+  MatMulWeight(p, b.xn.data(), rows, w.wq, b.q.data());
+  MatMulWeight(p, b.xn.data(), rows, w.wk, b.k.data());
+  MatMulWeight(p, b.xn.data(), rows, w.wv, b.v.data());
+  StoreKeysAndRotateQueries(p, l, cache, slot0, rows, b.q.data(), b.k.data(), b.v.data());
+  AttentionRows(p, l, *cache, slot0, rows, b.q.data(), b.attn.data());
+  MatMulWeight(p, b.attn.data(), rows, w.wo, b.xn.data());
+  p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
+
+  RmsNormRows(p, b.x.data(), w.ffn_norm, b.xn.data(), rows);
+  MatMulWeight(p, b.xn.data(), rows, w.w_gate, b.gate.data());
+  MatMulWeight(p, b.xn.data(), rows, w.w_up, b.up.data());
+  p.t.silu_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
+  MatMulWeight(p, b.gate.data(), rows, w.w_down, b.xn.data());
+  p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
+}
+
+// Logits of the given rows of x: [n_rows][vocab] appended to *logits.
+void OutputHead(const Pass& p, const float* x, size_t n_rows, std::vector<float>* logits) {
+  const size_t h = p.c.hidden_size;
+  AlignedBuffer xn(n_rows * h);
+  RmsNormRows(p, x, p.m.weights.output_norm, xn.data(), n_rows);
+  const size_t old = logits->size();
+  logits->resize(old + n_rows * p.c.vocab_size);
+  MatMulWeight(p, xn.data(), n_rows, p.m.weights.output, logits->data() + old);
+}
+
+}  // namespace
+
+void Forward(const Model::Impl& m, KVCache* cache, std::span<const int32_t> tokens, LogitsMode mode,
+             std::vector<float>* logits) {
+  const Pass p{m, m.config, kernels::Active(), m.pool.get()};
+  const size_t h = p.c.hidden_size;
+  logits->clear();
+  for (size_t done = 0; done < tokens.size();) {
+    const size_t rows = std::min(kPrefillChunk, tokens.size() - done);
+    const size_t slot0 = cache->size();
+    Buffers b(p.c, rows);
+    const float* embedding = m.weights.token_embedding.f32();
+    for (size_t i = 0; i < rows; ++i) std::memcpy(b.x.data() + i * h, embedding + tokens[done + i] * h, h * sizeof(float));
+    for (size_t l = 0; l < p.c.n_layers; ++l) Layer(p, l, cache, slot0, rows, b);
+    cache->CommitAppended(tokens.subspan(done, rows));
+    done += rows;
+    if (mode == LogitsMode::kAll) OutputHead(p, b.x.data(), rows, logits);
+    if (mode == LogitsMode::kLast && done == tokens.size()) OutputHead(p, b.x.data() + (rows - 1) * h, 1, logits);
+  }
+}
+
+std::shared_ptr<const RopeBinding> MakeRopeBinding(const ModelConfig& c) {
+  auto binding = std::make_shared<RopeBinding>();
+  binding->pairing = c.rope_pairing == RopePairing::kAdjacent ? kernels::RopePairing::kAdjacent
+                                                                : kernels::RopePairing::kSplitHalf;
+  auto table = std::make_shared<const kernels::RopeTable>(kernels::RopeInverseFrequencies(c.head_dim, c.rope_base),
+                                                          c.context_length);
+  binding->layer_tables.assign(c.n_layers, table);
+  return binding;
+}
+
+}  // namespace fak::internal

@@ -1,0 +1,71 @@
+// Model: construction, the binding digest, and the validated Prefill/Decode entry points.
+#include <string>
+
+#include "src/model/model_impl.h"
+
+namespace fak {
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::~Model() = default;
+
+const ModelConfig& Model::config() const { return impl_->config; }
+size_t Model::weights_bytes() const { return impl_->weights.size_bytes(); }
+
+Result<std::unique_ptr<Model>> Model::Synthetic(const ModelConfig& config, uint64_t seed, const ModelOptions& options) {
+  FAK_RETURN_IF_ERROR(config.Validate());
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
+  impl->weights = internal::SyntheticWeights(config, seed, impl->pool.get());
+  impl->rope = internal::MakeRopeBinding(config);
+  return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
+const Digest& Model::WeightsDigest() const {
+  std::call_once(impl_->digest_once, [this] {
+    const ModelConfig& c = impl_->config;
+    Digester d;
+    d.Update("fak.model.v1");
+    d.Update(c.Describe());
+    d.UpdatePod(c.rope_base).UpdatePod(c.rms_eps).UpdatePod(static_cast<int>(c.rope_pairing));
+    impl_->weights.ForEach([&](const char*, const internal::WeightTensor& t) {
+      d.UpdatePod(static_cast<uint64_t>(t.rows)).UpdatePod(static_cast<uint64_t>(t.cols)).Update(t.data, t.size_bytes());
+    });
+    impl_->digest = d.Finish();
+  });
+  return impl_->digest;
+}
+
+KVCache Model::NewCache() const {
+  const ModelConfig& c = impl_->config;
+  return KVCache(KVShape{c.n_layers, c.n_kv_heads, c.head_dim, c.context_length}, impl_->rope);
+}
+
+Result<std::vector<float>> Model::Prefill(KVCache* cache, std::span<const int32_t> tokens, LogitsMode mode) const {
+  const ModelConfig& c = impl_->config;
+  if (cache == nullptr) return InvalidArgument("Prefill: cache is null");
+  if (&cache->rope() != impl_->rope.get() || !(cache->shape() == NewCache().shape())) {
+    return InvalidArgument("Prefill: the cache was made by a different model");
+  }
+  if (tokens.empty()) return InvalidArgument("Prefill: empty prompt (need at least one token)");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= c.vocab_size) {
+      return InvalidArgument("Prefill: token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                             " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+    }
+  }
+  if (tokens.size() > c.context_length - cache->size()) {
+    return ResourceExhausted("Prefill: " + std::to_string(cache->size()) + " cached + " + std::to_string(tokens.size()) +
+                             " new tokens exceed the context length " + std::to_string(c.context_length));
+  }
+  FAK_RETURN_IF_ERROR(cache->Reserve(cache->size() + tokens.size()));
+  std::vector<float> logits;
+  internal::Forward(*impl_, cache, tokens, mode, &logits);
+  return logits;
+}
+
+Result<std::vector<float>> Model::Decode(KVCache* cache, int32_t token) const {
+  return Prefill(cache, std::span<const int32_t>(&token, 1), LogitsMode::kLast);
+}
+
+}  // namespace fak

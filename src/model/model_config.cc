@@ -1,0 +1,90 @@
+// ModelConfig: validation naming the inconsistent field, and the shapes fak ships presets for.
+#include <string>
+
+#include "fak/model.h"
+
+namespace fak {
+namespace {
+
+Status Field(const char* name, const std::string& why) { return InvalidArgument(std::string("ModelConfig.") + name + ": " + why); }
+
+}  // namespace
+
+Status ModelConfig::Validate() const {
+  auto positive = [](size_t v) { return v > 0; };
+  if (!positive(vocab_size)) return Field("vocab_size", "must be > 0");
+  if (!positive(hidden_size)) return Field("hidden_size", "must be > 0");
+  if (!positive(n_layers)) return Field("n_layers", "must be > 0");
+  if (!positive(n_heads)) return Field("n_heads", "must be > 0");
+  if (!positive(n_kv_heads)) return Field("n_kv_heads", "must be > 0");
+  if (n_heads % n_kv_heads != 0) {
+    return Field("n_kv_heads", std::to_string(n_kv_heads) + " does not divide n_heads " + std::to_string(n_heads));
+  }
+  if (!positive(head_dim) || head_dim % 2 != 0) return Field("head_dim", std::to_string(head_dim) + " must be even and > 0");
+  if (architecture == Architecture::kLlama && n_heads * head_dim != hidden_size) {
+    return Field("head_dim", "n_heads " + std::to_string(n_heads) + " x head_dim " + std::to_string(head_dim) +
+                                 " != hidden_size " + std::to_string(hidden_size));
+  }
+  if (!positive(ffn_size)) return Field("ffn_size", "must be > 0");
+  if (!(rope_base > 1.0)) return Field("rope_base", std::to_string(rope_base) + " must be > 1");
+  if (!(rms_eps > 0.0f)) return Field("rms_eps", "must be > 0");
+  if (!positive(context_length)) return Field("context_length", "must be > 0");
+  if (context_length > (size_t{1} << 24)) return Field("context_length", std::to_string(context_length) + " exceeds 2^24");
+  auto valid_id = [&](int32_t id) { return id == -1 || (id >= 0 && static_cast<size_t>(id) < vocab_size); };
+  if (!valid_id(bos_id)) return Field("bos_id", std::to_string(bos_id) + " outside the vocabulary");
+  if (!valid_id(eos_id)) return Field("eos_id", std::to_string(eos_id) + " outside the vocabulary");
+  return Status::Ok();
+}
+
+std::string ModelConfig::Describe() const {
+  return std::string(architecture == Architecture::kLlama ? "llama" : "gemma3") + " h" + std::to_string(hidden_size) +
+         " L" + std::to_string(n_layers) + " heads " + std::to_string(n_heads) + "/" + std::to_string(n_kv_heads) +
+         " hd" + std::to_string(head_dim) + " ffn" + std::to_string(ffn_size) + " vocab" + std::to_string(vocab_size) +
+         (tied_embeddings ? " tied" : "") + " ctx" + std::to_string(context_length);
+}
+
+ModelConfig ModelConfig::EmbeddedDefault() {
+  ModelConfig c;
+  c.vocab_size = 258;  // 256 bytes + BOS + EOS (the byte-level tokenizer)
+  c.hidden_size = 256;
+  c.n_layers = 4;
+  c.n_heads = 8;
+  c.n_kv_heads = 2;
+  c.head_dim = 32;
+  c.ffn_size = 768;
+  c.rope_base = 10000.0;
+  c.context_length = 4096;
+  c.bos_id = 256;
+  c.eos_id = 257;
+  return c;
+}
+
+ModelConfig ModelConfig::SmolLM2_135M_Shape() {
+  ModelConfig c;
+  c.vocab_size = 49152;
+  c.hidden_size = 576;
+  c.n_layers = 30;
+  c.n_heads = 9;
+  c.n_kv_heads = 3;
+  c.head_dim = 64;
+  c.ffn_size = 1536;
+  c.rope_base = 100000.0;
+  c.context_length = 2048;
+  return c;
+}
+
+ModelConfig ModelConfig::TinyLlama_1_1B_Shape() {
+  ModelConfig c;
+  c.vocab_size = 32000;
+  c.hidden_size = 2048;
+  c.n_layers = 22;
+  c.n_heads = 32;
+  c.n_kv_heads = 4;
+  c.head_dim = 64;
+  c.ffn_size = 5632;
+  c.tied_embeddings = false;
+  c.context_length = 2048;
+  return c;
+}
+
+}  // namespace fak

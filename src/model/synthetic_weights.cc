@@ -1,0 +1,84 @@
+// Synthetic weights: uniform values from a counter-based generator (splitmix64 of seed, tensor
+// and index), so any element is reproducible on its own and the fill parallelises freely.
+//
+// Scales keep activations near unit RMS and logits spread (std ≈ 3), so the model's outputs are
+// context-sensitive rather than collapsed onto one token.
+#include <cmath>
+
+#include "src/core/thread_pool.h"
+#include "src/model/weights.h"
+
+namespace fak::internal {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+class Filler {
+ public:
+  Filler(ModelWeights* w, uint64_t seed, ThreadPool* pool) : w_(w), seed_(seed), pool_(pool) {}
+
+  // A [rows][cols] tensor with values `center + U(-1, 1) * std * sqrt(3)` (so the std is `std`).
+  WeightTensor Make(size_t rows, size_t cols, float center, float std) {
+    AlignedBuffer buf(rows * cols);
+    const uint64_t stream = SplitMix64(seed_ ^ SplitMix64(++n_tensors_));
+    const float half_width = std * std::sqrt(3.0f);
+    float* data = buf.data();
+    pool_->ParallelFor(buf.size(), 4096, [&](size_t begin, size_t end) {
+      for (size_t i = begin; i < end; ++i) {
+        double u = static_cast<double>(SplitMix64(stream + i) >> 11) * 0x1.0p-53;  // [0, 1)
+        data[i] = center + static_cast<float>(2.0 * u - 1.0) * half_width;
+      }
+    });
+    WeightTensor t{DType::kF32, rows, cols, buf.data()};
+    w_->storage.push_back(std::move(buf));
+    return t;
+  }
+
+ private:
+  ModelWeights* w_;
+  uint64_t seed_;
+  ThreadPool* pool_;
+  uint64_t n_tensors_ = 0;
+};
+
+}  // namespace
+
+size_t ModelWeights::size_bytes() const {
+  size_t total = 0;
+  ForEach([&](const char*, const WeightTensor& t) { total += t.size_bytes(); });
+  return total;
+}
+
+ModelWeights SyntheticWeights(const ModelConfig& c, uint64_t seed, ThreadPool* pool) {
+  ModelWeights w;
+  Filler f(&w, seed, pool);
+  const size_t h = c.hidden_size, q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  const float in_h = 1.0f / std::sqrt(static_cast<float>(h));
+  const float logit_scale = 3.0f * in_h;
+  // Gemma stores norm weights as offsets from 1; Llama stores the multiplier itself.
+  const float norm_center = c.architecture == Architecture::kGemma3 ? 0.0f : 1.0f;
+  w.token_embedding = f.Make(c.vocab_size, h, 0.0f, logit_scale);
+  w.output_norm = f.Make(1, h, norm_center, 0.05f);
+  w.output = c.tied_embeddings ? w.token_embedding : f.Make(c.vocab_size, h, 0.0f, logit_scale);
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    LayerWeights lw;
+    lw.attn_norm = f.Make(1, h, norm_center, 0.05f);
+    lw.wq = f.Make(q_dim, h, 0.0f, in_h);
+    lw.wk = f.Make(kv_dim, h, 0.0f, in_h);
+    lw.wv = f.Make(kv_dim, h, 0.0f, in_h);
+    lw.wo = f.Make(h, q_dim, 0.0f, 0.5f / std::sqrt(static_cast<float>(q_dim)));
+    lw.ffn_norm = f.Make(1, h, norm_center, 0.05f);
+    lw.w_gate = f.Make(c.ffn_size, h, 0.0f, in_h);
+    lw.w_up = f.Make(c.ffn_size, h, 0.0f, in_h);
+    lw.w_down = f.Make(h, c.ffn_size, 0.0f, 0.5f / std::sqrt(static_cast<float>(c.ffn_size)));
+    w.layers.push_back(lw);
+  }
+  return w;
+}
+
+}  // namespace fak::internal
