@@ -104,6 +104,15 @@ class KVCache {
   std::vector<int32_t> tokens_;     // [capacity]
 };
 
+// A session cache starting from the longest common prefix of `source`'s tokens and `tokens`: only
+// tokens[reused_tokens:] remain to be prefilled (at least one token always remains, so the caller
+// gets next-token logits). Cost: a copy of the reused prefix.
+struct SessionStart {
+  KVCache cache;
+  size_t reused_tokens = 0;
+};
+SessionStart SessionFromPrefix(const KVCache& source, std::span<const int32_t> tokens);
+
 }  // namespace fak
 
 #endif  // FAK_KV_CACHE_H_

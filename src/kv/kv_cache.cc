@@ -150,4 +150,13 @@ Digest KVCache::ComputeDigest() const {
   return d.Finish();
 }
 
+SessionStart SessionFromPrefix(const KVCache& source, std::span<const int32_t> tokens) {
+  const std::span<const int32_t> held = source.tokens();
+  size_t n = 0;
+  // Keep at least the last token to prefill, so the caller always gets next-token logits.
+  const size_t limit = tokens.empty() ? 0 : tokens.size() - 1;
+  while (n < held.size() && n < limit && held[n] == tokens[n]) ++n;
+  return SessionStart{*source.Prefix(n), n};  // n <= size(): Prefix cannot fail
+}
+
 }  // namespace fak
