@@ -35,6 +35,20 @@ struct KVShape {
   friend bool operator==(const KVShape&, const KVShape&) = default;
 };
 
+// The K, Kraw and V of a run of tokens at fixed positions, detached from any cache: what a radix
+// tree node stores for its edge. Plain data; copying copies the floats.
+struct KVSlab {
+  KVShape shape;
+  size_t start_position = 0;  // position of the first token
+  std::vector<int32_t> tokens;
+  std::vector<float> k, kraw, v;  // each [n_layers][n_kv_heads][tokens.size()][head_dim]
+
+  size_t size() const { return tokens.size(); }
+  size_t size_bytes() const { return (k.size() + kraw.size() + v.size()) * sizeof(float) + tokens.size() * sizeof(int32_t); }
+  // The sub-run [from, from + n) (caller keeps it in range), positions preserved.
+  KVSlab Slice(size_t from, size_t n) const;
+};
+
 class KVCache {
  public:
   // Made by Model::NewCache(); a cache is bound to its model's shape and RoPE convention.
@@ -66,6 +80,11 @@ class KVCache {
   // Appends the tokens [src_from, src_from + n) of `src` (same shape and RoPE binding), re-rotating
   // them to their new positions. Used to assemble a cache from radix-tree slabs.
   Status AppendFrom(const KVCache& src, size_t src_from, size_t n);
+  // Copies tokens [from, from + n) out as a slab; InvalidArgument when out of range.
+  Result<KVSlab> CopySpan(size_t from, size_t n) const;
+  // Appends a slab of the same shape at the end, re-rotating its keys from Kraw if the slab was
+  // made at other positions (exact either way).
+  Status AppendSlab(const KVSlab& slab);
   // sha256 over the shape, positions and the K, Kraw and V of every held token.
   Digest ComputeDigest() const;
 

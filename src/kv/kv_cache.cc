@@ -138,6 +138,66 @@ Status KVCache::AppendFrom(const KVCache& src, size_t src_from, size_t n) {
   return Status::Ok();
 }
 
+KVSlab KVSlab::Slice(size_t from, size_t n) const {
+  KVSlab out;
+  out.shape = shape;
+  out.start_position = start_position + from;
+  out.tokens.assign(tokens.begin() + from, tokens.begin() + from + n);
+  const size_t hd = shape.head_dim, heads = shape.n_layers * shape.n_kv_heads, len = tokens.size();
+  for (auto [src, dst] : {std::pair{&k, &out.k}, std::pair{&kraw, &out.kraw}, std::pair{&v, &out.v}}) {
+    dst->resize(heads * n * hd);
+    for (size_t h = 0; h < heads; ++h)
+      std::copy_n(src->data() + (h * len + from) * hd, n * hd, dst->data() + h * n * hd);
+  }
+  return out;
+}
+
+Result<KVSlab> KVCache::CopySpan(size_t from, size_t n) const {
+  if (from > n_tokens_ || n > n_tokens_ - from) {
+    return InvalidArgument("CopySpan: span [" + std::to_string(from) + ", +" + std::to_string(n) +
+                           ") is outside a cache of " + std::to_string(n_tokens_) + " tokens");
+  }
+  KVSlab slab;
+  slab.shape = shape_;
+  slab.start_position = n == 0 ? from : static_cast<size_t>(positions_[from]);
+  slab.tokens.assign(tokens_.begin() + from, tokens_.begin() + from + n);
+  const size_t hd = shape_.head_dim;
+  for (auto [dst, which] : {std::pair{&slab.k, 0}, std::pair{&slab.kraw, 1}, std::pair{&slab.v, 2}}) {
+    dst->resize(shape_.n_layers * shape_.n_kv_heads * n * hd);
+    float* out = dst->data();
+    for (size_t l = 0; l < shape_.n_layers; ++l) {
+      for (size_t h = 0; h < shape_.n_kv_heads; ++h, out += n * hd) {
+        const float* src = which == 0 ? k(l, h) : which == 1 ? kraw(l, h) : v(l, h);
+        std::copy_n(src + from * hd, n * hd, out);
+      }
+    }
+  }
+  return slab;
+}
+
+Status KVCache::AppendSlab(const KVSlab& slab) {
+  if (!(slab.shape == shape_)) return InvalidArgument("AppendSlab: the slab has another model's KV shape");
+  const size_t n = slab.size(), hd = shape_.head_dim, at = n_tokens_;
+  if (slab.k.size() != shape_.n_layers * shape_.n_kv_heads * n * hd || slab.kraw.size() != slab.k.size() ||
+      slab.v.size() != slab.k.size()) {
+    return InvalidArgument("AppendSlab: slab tensors do not match its token count");
+  }
+  FAK_RETURN_IF_ERROR(Reserve(n_tokens_ + n));
+  const float* k_in = slab.k.data();
+  const float* kraw_in = slab.kraw.data();
+  const float* v_in = slab.v.data();
+  for (size_t l = 0; l < shape_.n_layers; ++l) {
+    for (size_t h = 0; h < shape_.n_kv_heads; ++h, k_in += n * hd, kraw_in += n * hd, v_in += n * hd) {
+      std::copy_n(k_in, n * hd, mutable_k(l, h) + at * hd);
+      std::copy_n(kraw_in, n * hd, mutable_kraw(l, h) + at * hd);
+      std::copy_n(v_in, n * hd, mutable_v(l, h) + at * hd);
+    }
+  }
+  CommitAppended(slab.tokens);
+  if (slab.start_position != at) RerotateFrom(at);
+  return Status::Ok();
+}
+
 Digest KVCache::ComputeDigest() const {
   Digester d;
   d.Update("fak.kv_cache.v1");

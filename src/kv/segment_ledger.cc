@@ -85,6 +85,7 @@ Result<EvictionReport> SegmentLedger::Evict(std::string_view id, Repair repair) 
   r.from = segments_[i].from;
   r.n_evicted = segments_[i].tokens.size();
   r.cache_digest_before = cache_.ComputeDigest();
+  r.cache_tokens_before = cache_.size();
   const size_t tail = cache_.size() - r.from - r.n_evicted;
   if (clean || repair == Repair::kApproximate) {
     FAK_RETURN_IF_ERROR(cache_.Evict(r.from, r.n_evicted));
@@ -103,6 +104,7 @@ Result<EvictionReport> SegmentLedger::Evict(std::string_view id, Repair repair) 
   segments_.erase(segments_.begin() + i);
   for (size_t j = i; j < segments_.size(); ++j) segments_[j].from -= r.n_evicted;
   r.cache_digest_after = cache_.ComputeDigest();
+  r.cache_tokens_after = cache_.size();
   return r;
 }
 

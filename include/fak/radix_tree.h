@@ -1,0 +1,134 @@
+// RadixTree: cross-session prefix reuse of one model's KV, keyed on token-id runs.
+//
+// A compressed trie: each node owns the KV slab of its own edge only, so resident memory equals the
+// unique tokens held (no prefix is stored twice). Lookup walks to the longest cached prefix,
+// splitting an edge where the request diverges inside it (slicing a slab is exact), and assembles a
+// session cache by copying the path's slabs once; only the suffix is left to prefill. Insert adds
+// what a finished request computed.
+//
+// Eviction: EvictToBudget trims under memory pressure by a pluggable policy (LRU, LFU, or
+// deepest-tokens-first), never touching leased or pinned paths; EvictNode removes a subtree because
+// policy says so (quarantine), whatever its recency or leases, and reports what it removed.
+//
+// Thread-safety: all methods may be called concurrently (one internal mutex; slab copies for a
+// lookup happen outside it). Leases must not outlive the tree.
+#ifndef FAK_RADIX_TREE_H_
+#define FAK_RADIX_TREE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fak/digest.h"
+#include "fak/kv_cache.h"
+#include "fak/model.h"
+#include "fak/status.h"
+
+namespace fak {
+
+enum class EvictionPolicy {
+  kLru,           // least recently used leaf first (whole leaves)
+  kLfu,           // least often hit leaf first, then least recent
+  kDeepestFirst,  // trim the deepest tokens first, keeping shallow shared prefixes of every branch
+};
+
+struct RadixTreeOptions {
+  // Resident KV bytes kept after each Insert; 0 = unbounded. Default: 0.
+  size_t budget_bytes = 0;
+  // Default: kLru.
+  EvictionPolicy policy = EvictionPolicy::kLru;
+};
+
+struct RadixTreeStats {
+  size_t unique_tokens = 0;   // tokens resident (each stored once)
+  size_t resident_bytes = 0;  // bytes of the resident slabs
+  size_t node_count = 0;      // excluding the root
+  size_t lookups = 0, hits = 0, misses = 0;
+  size_t hit_tokens = 0;        // tokens served from the tree
+  size_t prefilled_tokens = 0;  // tokens lookups left to prefill
+  size_t evicted_tokens = 0;
+};
+
+using NodeId = uint64_t;  // 0 is the root
+
+class RadixTree;
+
+// Keeps a node (and so its whole path) from budget eviction while a session is in flight.
+class Lease {
+ public:
+  Lease() = default;
+  ~Lease();
+  Lease(Lease&& other) noexcept;
+  Lease& operator=(Lease&& other) noexcept;
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  NodeId node() const { return node_; }
+
+ private:
+  friend class RadixTree;
+  Lease(RadixTree* tree, NodeId node) : tree_(tree), node_(node) {}
+  void Release();
+  RadixTree* tree_ = nullptr;
+  NodeId node_ = 0;
+};
+
+struct LookupResult {
+  KVCache cache;           // the longest cached prefix, ready for the suffix
+  size_t matched_tokens = 0;
+  NodeId node = 0;         // where the match ends (0 = root: a miss)
+  Lease lease;             // held until the request is done
+};
+
+struct EvictedSubtree {
+  size_t n_nodes = 0, n_tokens = 0;
+  std::vector<Digest> span_digests;  // one per removed node: sha256 of its edge's token ids
+};
+
+class RadixTree {
+ public:
+  // `model` must outlive the tree; every slab belongs to its KV shape and RoPE convention.
+  explicit RadixTree(const Model& model, RadixTreeOptions options = {});
+  ~RadixTree();
+  RadixTree(const RadixTree&) = delete;
+  RadixTree& operator=(const RadixTree&) = delete;
+
+  // Longest cached prefix of `tokens`, capped at tokens.size() - 1 so one token is always left to
+  // prefill (the caller needs its logits).
+  LookupResult Lookup(std::span<const int32_t> tokens);
+  // Length of the longest cached prefix, without splitting, copying or touching recency.
+  size_t MatchLength(std::span<const int32_t> tokens) const;
+  // Adds `tokens` (the first tokens.size() tokens of `cache`, which must be this model's) to the
+  // tree, then trims to the budget. InvalidArgument when the cache does not hold those tokens.
+  Status Insert(std::span<const int32_t> tokens, const KVCache& cache);
+
+  // The node at the end of exactly `tokens` (splitting an edge if needed); NotFound if absent.
+  Result<NodeId> FindNode(std::span<const int32_t> tokens);
+  // Removes `node` and its subtree regardless of recency and leases; NotFound if absent,
+  // InvalidArgument for the root.
+  Result<EvictedSubtree> EvictNode(NodeId node);
+  // Trims unleased, unpinned tokens by the policy until resident bytes <= budget_bytes.
+  void EvictToBudget(size_t budget_bytes);
+  // A pinned node (and so its path) is never evicted under budget pressure.
+  Status SetPinned(NodeId node, bool pinned);
+
+  RadixTreeStats Stats() const;
+  // Bytes of one token's KV (K, Kraw, V and its id): resident_bytes / unique_tokens when exact.
+  size_t BytesPerToken() const;
+
+ private:
+  friend class Lease;
+  struct Impl;
+  void ReleaseLease(NodeId node);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Cache-aware scheduling (SGLang's longest-prefix-match order): the index of the waiting request
+// with the longest cached prefix right now, the earliest on ties; call it again after each request
+// runs, since running one changes what the others match. `waiting` must not be empty.
+size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting);
+
+}  // namespace fak
+
+#endif  // FAK_RADIX_TREE_H_
