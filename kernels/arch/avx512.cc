@@ -9,13 +9,30 @@ namespace {
 struct Avx512V {
   using B = xsimd::batch<float, xsimd::avx512bw>;
   static constexpr size_t kWidth = B::size;
-  // 32 zmm registers: 4x6 accumulators + 6 W rows + 1 X row.
+  // 32 zmm registers: 4x6 accumulators + 6 W rows + 1 X row. Prefill blocks: 128 X rows, K-blocks of
+  // up to 48 x 16 floats (the packed 6 W rows, 18 KiB, stay in L1 while 4-row X tiles stream from L2).
+  // Stack per prefill call: 48 KiB of accumulators + 18 KiB of packed W.
   static constexpr int kMR = 4, kNR = 6, kDecodeNR = 8;
+  static constexpr size_t kMatMulRows = 128, kKcSteps = 48;
   static B Load(const float* p) { return B::load_unaligned(p); }
   static void Store(float* p, B v) { v.store_unaligned(p); }
   static B Set1(float v) { return B(v); }
-  static B Fma(B a, B b, B c) { return xsimd::fma(a, b, c); }
+  // A true fused multiply-add: xsimd 8.1 has no AVX-512 fma and falls back to a * b + c (two roundings).
+  static B Fma(B a, B b, B c) { return _mm512_fmadd_ps(a, b, c); }
   static float Hsum(B v) { return xsimd::hadd(v); }
+  // Lane i is Hsum(v[i]) with xsimd's hadd tree: lanes (j, j+8), then (j, j+4), then (0,1) and
+  // (2,3), then the last pair. (xsimd 8.1's haddp uses that tree but returns lanes out of order.)
+  static B HsumBatch(const B* v) {
+    __m512 h[8], q[4], p[2];
+    for (int i = 0; i < 8; ++i)  // rows i | i+8, 8 lanes each
+      h[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[i], v[i + 8], 0x44), _mm512_shuffle_f32x4(v[i], v[i + 8], 0xee));
+    for (int i = 0; i < 4; ++i)  // rows i | i+8 | i+4 | i+12, 4 lanes each
+      q[i] = _mm512_add_ps(_mm512_shuffle_f32x4(h[i], h[i + 4], 0x88), _mm512_shuffle_f32x4(h[i], h[i + 4], 0xdd));
+    for (int i = 0; i < 2; ++i)  // per 128-bit lane: rows (2i, 2i+1) of that lane's family, 2 lanes each
+      p[i] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0x88), _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0xdd));
+    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x88), _mm512_shuffle_ps(p[0], p[1], 0xdd));
+    return _mm512_shuffle_f32x4(r, r, 0xd8);  // rows 0-3 | 8-11 | 4-7 | 12-15 -> in order
+  }
   static B Exp(B v) { return xsimd::exp(v); }
   static B Tanh(B v) { return xsimd::tanh(v); }
 };

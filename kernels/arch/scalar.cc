@@ -10,11 +10,13 @@ struct ScalarV {
   using B = float;
   static constexpr size_t kWidth = 1;
   static constexpr int kMR = 4, kNR = 4, kDecodeNR = 4;
+  static constexpr size_t kMatMulRows = 64, kKcSteps = 512;
   static B Load(const float* p) { return *p; }
   static void Store(float* p, B v) { *p = v; }
   static B Set1(float v) { return v; }
   static B Fma(B a, B b, B c) { return a * b + c; }  // two roundings: this tier has no FMA
   static float Hsum(B v) { return v; }
+  static B HsumBatch(const B* v) { return v[0]; }
   static B Exp(B v) { return std::exp(v); }
   static B Tanh(B v) { return std::tanh(v); }
 };

@@ -1,7 +1,8 @@
 // Kernel bodies, written once and templated on a vector policy V, instantiated per tier.
 //
-// V supplies B (the register type: float or xsimd::batch), kWidth, kMR x kNR (the matmul register
-// tile) and Load/Store/Set1/Fma/Hsum/Exp/Tanh. Each tier TU defines its V in an anonymous
+// V supplies B (the register type: float or xsimd::batch), kWidth, the matmul blocking (kMR x kNR
+// register tile, kDecodeNR, kMatMulRows, kKcSteps) and Load/Store/Set1/Fma/Hsum/HsumBatch/Exp/Tanh,
+// where HsumBatch(v)[i] must equal Hsum(v[i]) bit for bit. Each tier TU defines its V in an anonymous
 // namespace, so every instantiation has internal linkage and no tier's code can be merged into
 // another by the linker (the ODR trap in docs/kernels.md). Include only from kernels/arch/*.cc.
 //
@@ -45,60 +46,127 @@ float Dot(const float* a, const float* b, size_t n) {
   return s;
 }
 
-// An MR x NR block of outputs, each with its own accumulator and exactly Dot's arithmetic.
+// Matmul. Every output Y[m][n] is Dot's arithmetic: one vector accumulator over the full-width K
+// chunks in order (acc = fma(x, w, acc)), V::Hsum, then the scalar tail in order. Blocking only
+// changes when each FMA runs: a K-block's partial accumulators are parked in scratch (unreduced,
+// lane for lane) and picked up by the next K-block, and V::HsumBatch reduces kWidth accumulators at
+// once with V::Hsum's exact tree. So results never depend on M, the n range, blocking or thread.
+
+// Adds k_steps full-width chunks to an MR x NR block of accumulators acc[i + j * acc_ld], starting
+// from zero unless `accumulate`. x and w point at the block's first chunk. If pf is set, one cache
+// line of pf is prefetched per chunk (the W rows the next strip will read).
 template <class V, int MR, int NR>
-void MatMulTile(const float* x, size_t ldx, const float* w, size_t ldw, float* y, size_t ldy, size_t k) {
-  typename V::B acc[MR][NR];
+void MatMulTile(const float* x, size_t ldx, const float* w, size_t ldw, size_t k_steps, bool accumulate,
+                typename V::B* acc, size_t acc_ld, const float* pf = nullptr) {
+  typename V::B a[MR][NR];
   for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) acc[i][j] = V::Set1(0.0f);
-  size_t kk = 0;
-  for (; kk + V::kWidth <= k; kk += V::kWidth) {
+    for (int j = 0; j < NR; ++j) a[i][j] = accumulate ? acc[i + j * acc_ld] : V::Set1(0.0f);
+  for (size_t s = 0; s < k_steps; ++s) {
+    const size_t kk = s * V::kWidth;
+    if (pf != nullptr) __builtin_prefetch(pf + s * (64 / sizeof(float)));
     typename V::B wv[NR];
     for (int j = 0; j < NR; ++j) wv[j] = V::Load(w + j * ldw + kk);
     for (int i = 0; i < MR; ++i) {
       typename V::B xv = V::Load(x + i * ldx + kk);
-      for (int j = 0; j < NR; ++j) acc[i][j] = V::Fma(xv, wv[j], acc[i][j]);
+      for (int j = 0; j < NR; ++j) a[i][j] = V::Fma(xv, wv[j], a[i][j]);
     }
   }
-  for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) {
-      float s = V::Hsum(acc[i][j]);
-      for (size_t t = kk; t < k; ++t) s = s + x[i * ldx + t] * w[j * ldw + t];
-      y[i * ldy + j] = s;
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) acc[i + j * acc_ld] = a[i][j];
+}
+
+// Finishes `count` outputs from their accumulators: output c is acc[c] reduced, plus the scalar
+// K tail of row x + c * x_step and column w + c * w_step, stored at y + c * y_step.
+template <class V>
+void MatMulFinish(const typename V::B* acc, size_t count, const float* x, size_t x_step, const float* w,
+                  size_t w_step, size_t k, float* y, size_t y_step) {
+  const size_t k_full = k / V::kWidth * V::kWidth;
+  alignas(64) float sums[V::kWidth];
+  for (size_t c0 = 0; c0 < count; c0 += V::kWidth) {
+    const size_t n = count - c0 < V::kWidth ? count - c0 : V::kWidth;
+    if (n == V::kWidth) {
+      V::Store(sums, V::HsumBatch(acc + c0));
+    } else {
+      for (size_t c = 0; c < n; ++c) sums[c] = V::Hsum(acc[c0 + c]);
+    }
+    for (size_t c = 0; c < n; ++c) {
+      const float* xr = x + (c0 + c) * x_step;
+      const float* wr = w + (c0 + c) * w_step;
+      float s = sums[c];
+      for (size_t t = k_full; t < k; ++t) s = s + xr[t] * wr[t];
+      y[(c0 + c) * y_step] = s;
     }
   }
 }
 
-// Rows [0, m) x columns [n_begin, n_end): full tiles, then single columns, then single rows.
-template <class V, int MR, int NR>
-void MatMulRows(const float* x, size_t ldx, const float* w, size_t ldw, float* y, size_t ldy, size_t m, size_t k,
-                size_t n_begin, size_t n_end) {
+// Prefill: rows [0, rows <= kMatMulRows) x NR columns, K-blocked so the NR W rows of a K-block stay in
+// L1 while every X row block streams past them. Accumulators are column-major in scratch. The first
+// NR row tiles of each K-block prefetch the same K-block of w_next's NR rows (the next strip).
+template <class V, int NR>
+void MatMulStrip(const float* x, size_t ldx, const float* w, size_t ldw, float* y, size_t ldy, size_t rows,
+                 size_t k, const float* w_next) {
+  constexpr size_t kRows = V::kMatMulRows;
+  alignas(64) typename V::B acc[kRows * NR];
+  alignas(64) float w_pack[NR * V::kKcSteps * V::kWidth];  // this K-block of the NR W rows
+  const size_t steps = k / V::kWidth;
+  const size_t n_blocks = steps == 0 ? 1 : (steps + V::kKcSteps - 1) / V::kKcSteps;
+  const size_t block = (steps + n_blocks - 1) / n_blocks;  // equal K-blocks, each <= kKcSteps
+  size_t s0 = 0;
+  do {  // at least once, so that K < kWidth still zeroes the accumulators
+    const size_t ns = steps - s0 < block ? steps - s0 : block;
+    const float* xk = x + s0 * V::kWidth;
+    // Copied so that a power-of-two ldw cannot alias the NR rows into one L1 set.
+    const size_t ldp = ns * V::kWidth;
+    for (int j = 0; j < NR; ++j) std::memcpy(w_pack + j * ldp, w + j * ldw + s0 * V::kWidth, ldp * sizeof(float));
+    const float* wk = w_pack;
+    size_t i = 0;
+    for (; i + V::kMR <= rows; i += V::kMR) {
+      const size_t t = i / V::kMR;
+      const float* pf = w_next != nullptr && t < NR ? w_next + t * ldw + s0 * V::kWidth : nullptr;
+      MatMulTile<V, V::kMR, NR>(xk + i * ldx, ldx, wk, ldp, ns, s0 > 0, acc + i, kRows, pf);
+    }
+    for (; i < rows; ++i) MatMulTile<V, 1, NR>(xk + i * ldx, ldx, wk, ldp, ns, s0 > 0, acc + i, kRows);
+    s0 += ns;
+  } while (s0 < steps);
+  for (int j = 0; j < NR; ++j) MatMulFinish<V>(acc + j * kRows, rows, x, ldx, w + j * ldw, 0, k, y + j, ldy);
+}
+
+// Decode (one X row): stream W once, kDecodeNR columns in flight, reduced together.
+template <class V>
+void MatMulDecode(const float* x, const float* w, size_t ldw, float* y, size_t k, size_t n_begin, size_t n_end) {
+  constexpr int NR = V::kDecodeNR;
+  alignas(64) typename V::B acc[NR];
+  const size_t steps = k / V::kWidth;
   size_t n = n_begin;
   for (; n + NR <= n_end; n += NR) {
-    size_t i = 0;
-    for (; i + MR <= m; i += MR) MatMulTile<V, MR, NR>(x + i * ldx, ldx, w + n * ldw, ldw, y + i * ldy + n, ldy, k);
-    for (; i < m; ++i) MatMulTile<V, 1, NR>(x + i * ldx, ldx, w + n * ldw, ldw, y + i * ldy + n, ldy, k);
+    MatMulTile<V, 1, NR>(x, 0, w + n * ldw, ldw, steps, false, acc, 1);
+    MatMulFinish<V>(acc, NR, x, 0, w + n * ldw, ldw, k, y + n, 1);
   }
   for (; n < n_end; ++n) {
-    size_t i = 0;
-    for (; i + MR <= m; i += MR) MatMulTile<V, MR, 1>(x + i * ldx, ldx, w + n * ldw, ldw, y + i * ldy + n, ldy, k);
-    for (; i < m; ++i) MatMulTile<V, 1, 1>(x + i * ldx, ldx, w + n * ldw, ldw, y + i * ldy + n, ldy, k);
+    MatMulTile<V, 1, 1>(x, 0, w + n * ldw, ldw, steps, false, acc, 1);
+    MatMulFinish<V>(acc, 1, x, 0, w + n * ldw, ldw, k, y + n, 1);
   }
 }
 
 template <class V>
 void MatMul(const float* x, size_t ldx, const float* w, size_t ldw, float* y, size_t ldy, size_t m, size_t k,
             size_t n_begin, size_t n_end) {
-  if (m == 1) {
-    // Decode: stream W once, many columns in flight to hide latency.
-    MatMulRows<V, 1, V::kDecodeNR>(x, ldx, w, ldw, y, ldy, 1, k, n_begin, n_end);
+  if (k == 0) {  // an empty reduction: every output is 0, and no input may be read
+    for (size_t i = 0; i < m; ++i)
+      for (size_t n = n_begin; n < n_end; ++n) y[i * ldy + n] = 0.0f;
     return;
   }
-  // Prefill: keep a block of X rows hot while each W tile streams past it.
-  constexpr size_t kRowBlock = 64;
-  for (size_t i = 0; i < m; i += kRowBlock) {
-    size_t rows = m - i < kRowBlock ? m - i : kRowBlock;
-    MatMulRows<V, V::kMR, V::kNR>(x + i * ldx, ldx, w, ldw, y + i * ldy, ldy, rows, k, n_begin, n_end);
+  if (m == 1) return MatMulDecode<V>(x, w, ldw, y, k, n_begin, n_end);
+  for (size_t i = 0; i < m; i += V::kMatMulRows) {
+    const size_t rows = m - i < V::kMatMulRows ? m - i : V::kMatMulRows;
+    const float* xi = x + i * ldx;
+    float* yi = y + i * ldy;
+    size_t n = n_begin;
+    for (; n + V::kNR <= n_end; n += V::kNR) {
+      const float* w_next = n + 2 * V::kNR <= n_end ? w + (n + V::kNR) * ldw : nullptr;
+      MatMulStrip<V, V::kNR>(xi, ldx, w + n * ldw, ldw, yi + n, ldy, rows, k, w_next);
+    }
+    for (; n < n_end; ++n) MatMulStrip<V, 1>(xi, ldx, w + n * ldw, ldw, yi + n, ldy, rows, k, nullptr);
   }
 }
 
