@@ -67,4 +67,19 @@ const CpuFeatures& DetectCpuFeatures() {
   return features;
 }
 
+bool TierSupportedOn(Tier tier, const CpuFeatures& features) {
+  switch (tier) {
+    case Tier::kScalar: return true;
+    case Tier::kAvx2: return features.SupportsAvx2Tier();
+    case Tier::kAvx512: return features.SupportsAvx512Tier();
+  }
+  return false;
+}
+
+Tier BestTierOn(const CpuFeatures& features) {
+  if (TierSupportedOn(Tier::kAvx512, features)) return Tier::kAvx512;
+  if (TierSupportedOn(Tier::kAvx2, features)) return Tier::kAvx2;
+  return Tier::kScalar;
+}
+
 }  // namespace fak::kernels

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "kernels/kernel_table.h"
+
 namespace fak::kernels {
 
 struct CpuFeatures {
@@ -23,6 +25,12 @@ struct CpuFeatures {
 
 // Detected once; cheap after the first call.
 const CpuFeatures& DetectCpuFeatures();
+
+// Whether a CPU/OS with `features` can run `tier`. A pure function of its arguments, so the
+// decision can be tested with a made-up CPU (dispatch.cc applies it to DetectCpuFeatures()).
+bool TierSupportedOn(Tier tier, const CpuFeatures& features);
+// The fastest tier TierSupportedOn allows (scalar at worst).
+Tier BestTierOn(const CpuFeatures& features);
 
 }  // namespace fak::kernels
 

@@ -19,7 +19,7 @@ struct Tables {
     FillScalarTable(&by_tier[0]);
     FillAvx2Table(&by_tier[1]);
     FillAvx512Table(&by_tier[2]);
-    Tier best = TierSupported(Tier::kAvx512) ? Tier::kAvx512 : TierSupported(Tier::kAvx2) ? Tier::kAvx2 : Tier::kScalar;
+    Tier best = BestTierOn(DetectCpuFeatures());
     Tier chosen = best;
     if (const char* env = std::getenv("FAK_KERNEL_TIER"); env != nullptr && *env != '\0') {
       Result<Tier> parsed = ParseTier(env);
@@ -46,15 +46,7 @@ Tables& GetTables() {
 const KernelTable& Active() { return *GetTables().active.load(std::memory_order_acquire); }
 Tier ActiveTier() { return Active().tier; }
 
-bool TierSupported(Tier tier) {
-  const CpuFeatures& f = DetectCpuFeatures();
-  switch (tier) {
-    case Tier::kScalar: return true;
-    case Tier::kAvx2: return f.SupportsAvx2Tier();
-    case Tier::kAvx512: return f.SupportsAvx512Tier();
-  }
-  return false;
-}
+bool TierSupported(Tier tier) { return TierSupportedOn(tier, DetectCpuFeatures()); }
 
 std::vector<Tier> SupportedTiers() {
   std::vector<Tier> tiers;

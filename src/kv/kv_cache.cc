@@ -123,6 +123,7 @@ Status KVCache::AppendFrom(const KVCache& src, size_t src_from, size_t n) {
     return InvalidArgument("AppendFrom: span [" + std::to_string(src_from) + ", +" + std::to_string(n) +
                            ") is outside a source cache of " + std::to_string(src.n_tokens_) + " tokens");
   }
+  if (n == 0) return Status::Ok();
   FAK_RETURN_IF_ERROR(Reserve(n_tokens_ + n));
   const size_t hd = shape_.head_dim, at = n_tokens_;
   for (size_t l = 0; l < shape_.n_layers; ++l) {
@@ -182,6 +183,7 @@ Status KVCache::AppendSlab(const KVSlab& slab) {
       slab.v.size() != slab.k.size()) {
     return InvalidArgument("AppendSlab: slab tensors do not match its token count");
   }
+  if (n == 0) return Status::Ok();
   FAK_RETURN_IF_ERROR(Reserve(n_tokens_ + n));
   const float* k_in = slab.k.data();
   const float* kraw_in = slab.kraw.data();

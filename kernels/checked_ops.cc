@@ -1,0 +1,94 @@
+// Checked kernel entry points: validate every size with overflow-safe arithmetic, then call the table.
+#include "kernels/checked_ops.h"
+
+#include <algorithm>
+#include <string>
+
+namespace fak::kernels {
+namespace {
+
+// a*b, or an InvalidArgument naming `what` when it does not fit in size_t.
+Result<size_t> Mul(size_t a, size_t b, const char* what) {
+  size_t r;
+  if (__builtin_mul_overflow(a, b, &r)) {
+    return InvalidArgument(std::string(what) + " overflows: " + std::to_string(a) + " * " + std::to_string(b));
+  }
+  return r;
+}
+
+Status ExpectSize(const char* name, size_t have, const char* formula, size_t want) {
+  if (have == want) return Status::Ok();
+  return InvalidArgument(std::string(name) + " has " + std::to_string(have) + " floats, expected " + formula + " = " +
+                         std::to_string(want));
+}
+
+Status ExpectAtLeast(const char* name, size_t have, const char* formula, size_t want) {
+  if (have >= want) return Status::Ok();
+  return InvalidArgument(std::string(name) + " has " + std::to_string(have) + " floats, expected at least " + formula +
+                         " = " + std::to_string(want));
+}
+
+std::string N(size_t v) { return std::to_string(v); }
+
+Status ValidateAttentionDims(const AttentionShape& s) {
+  if (s.n_heads == 0 || s.n_kv_heads == 0 || s.head_dim == 0) {
+    return InvalidArgument("attention needs n_heads, n_kv_heads and head_dim > 0, got " + N(s.n_heads) + ", " +
+                           N(s.n_kv_heads) + ", " + N(s.head_dim));
+  }
+  if (s.n_heads % s.n_kv_heads != 0) {
+    return InvalidArgument("n_heads = " + N(s.n_heads) + " is not a multiple of n_kv_heads = " + N(s.n_kv_heads));
+  }
+  if (s.key_begin >= s.key_end) {
+    return InvalidArgument("key range [" + N(s.key_begin) + ", " + N(s.key_end) + ") is empty or reversed");
+  }
+  if (s.head_begin > s.head_end || s.head_end > s.n_heads) {
+    return InvalidArgument("head range [" + N(s.head_begin) + ", " + N(s.head_end) + ") is not within [0, n_heads = " +
+                           N(s.n_heads) + "]");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status MatMulChecked(const KernelTable& t, std::span<const float> x, std::span<const float> w, std::span<float> y,
+                     size_t m, size_t k, size_t n) {
+  FAK_ASSIGN_OR_RETURN(size_t mk, Mul(m, k, "m*k"));
+  FAK_ASSIGN_OR_RETURN(size_t nk, Mul(n, k, "n*k"));
+  FAK_ASSIGN_OR_RETURN(size_t mn, Mul(m, n, "m*n"));
+  FAK_RETURN_IF_ERROR(ExpectSize("x", x.size(), "m*k", mk));
+  FAK_RETURN_IF_ERROR(ExpectSize("w", w.size(), "n*k", nk));
+  FAK_RETURN_IF_ERROR(ExpectSize("y", y.size(), "m*n", mn));
+  if (m == 0 || n == 0) return Status::Ok();
+  if (k == 0) {  // empty sums; x and w may be empty spans with null data, which the kernel must not see
+    std::fill(y.begin(), y.end(), 0.0f);
+    return Status::Ok();
+  }
+  t.matmul(x.data(), k, w.data(), k, y.data(), n, m, k, 0, n);
+  return Status::Ok();
+}
+
+Status AttentionChecked(const KernelTable& t, std::span<const float> q, std::span<const float> k,
+                        std::span<const float> v, std::span<float> out, std::span<float> scratch,
+                        const AttentionShape& s) {
+  FAK_RETURN_IF_ERROR(ValidateAttentionDims(s));
+  FAK_ASSIGN_OR_RETURN(size_t q_floats, Mul(s.n_heads, s.head_dim, "n_heads*head_dim"));
+  FAK_ASSIGN_OR_RETURN(size_t head_floats, Mul(s.key_end, s.head_dim, "key_end*head_dim"));
+  if (s.kv_head_stride < head_floats) {
+    return InvalidArgument("kv_head_stride = " + N(s.kv_head_stride) + " is less than key_end*head_dim = " +
+                           N(head_floats) + " (KV heads would overlap)");
+  }
+  FAK_ASSIGN_OR_RETURN(size_t kv_before_last, Mul(s.n_kv_heads - 1, s.kv_head_stride, "(n_kv_heads-1)*kv_head_stride"));
+  size_t kv_floats;
+  if (__builtin_add_overflow(kv_before_last, head_floats, &kv_floats)) return InvalidArgument("k/v extent overflows");
+  FAK_RETURN_IF_ERROR(ExpectSize("q", q.size(), "n_heads*head_dim", q_floats));
+  FAK_RETURN_IF_ERROR(ExpectSize("out", out.size(), "n_heads*head_dim", q_floats));
+  FAK_RETURN_IF_ERROR(ExpectAtLeast("k", k.size(), "(n_kv_heads-1)*kv_head_stride + key_end*head_dim", kv_floats));
+  FAK_RETURN_IF_ERROR(ExpectAtLeast("v", v.size(), "(n_kv_heads-1)*kv_head_stride + key_end*head_dim", kv_floats));
+  FAK_RETURN_IF_ERROR(ExpectAtLeast("scratch", scratch.size(), "key_end", s.key_end));
+  AttentionArgs args{q.data(), k.data(), v.data(), out.data(), scratch.data(), s.n_heads, s.n_kv_heads, s.head_dim,
+                     s.kv_head_stride, s.key_begin, s.key_end, s.scale, s.head_begin, s.head_end};
+  t.attention(args);
+  return Status::Ok();
+}
+
+}  // namespace fak::kernels

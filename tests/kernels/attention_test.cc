@@ -1,0 +1,217 @@
+// Attention in every tier: grouped-query heads (ratios 1–4), head_dim 64 and odd sizes, sliding
+// windows (key_begin > 0), head ranges; against the double reference, plus the exactness
+// properties the KV cache relies on (keys outside the window and scratch contents are ignored;
+// head splits and KV-head strides do not change bits).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_table.h"
+#include "kernels/ref/ref_kernels.h"
+#include "tests/kernels/kernel_test_util.h"
+#include "tests/test_util.h"
+
+namespace fak::kernels::testing {
+namespace {
+
+using ::fak::testing::RandomVector;
+
+// A query row and a KV cache of `capacity` slots per KV head, heads `stride` floats apart.
+struct AttnCase {
+  size_t n_heads, n_kv_heads, head_dim, capacity, stride, key_begin, key_end;
+  std::vector<float> q, k, v;
+
+  AttnCase(size_t group, size_t kv_heads, size_t hd, size_t begin, size_t end, uint32_t seed, size_t pad = 8)
+      : n_heads(group * kv_heads), n_kv_heads(kv_heads), head_dim(hd), capacity(end + 3),
+        stride(capacity * hd + pad), key_begin(begin), key_end(end) {
+    q = RandomVector(n_heads * hd, seed);
+    k = RandomVector(n_kv_heads * stride, seed + 1);
+    v = RandomVector(n_kv_heads * stride, seed + 2);
+  }
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim)); }
+
+  // Runs heads [head_begin, head_end) into `out` (other heads untouched); scratch starts as NaN.
+  void Run(const KernelTable& t, std::vector<float>& out, size_t head_begin, size_t head_end) const {
+    std::vector<float> scratch(key_end, std::numeric_limits<float>::quiet_NaN());
+    AttentionArgs a{q.data(), k.data(), v.data(), out.data(), scratch.data(), n_heads, n_kv_heads, head_dim,
+                    stride, key_begin, key_end, scale(), head_begin, head_end};
+    t.attention(a);
+  }
+  std::vector<float> Run(const KernelTable& t) const {
+    std::vector<float> out(n_heads * head_dim, std::numeric_limits<float>::quiet_NaN());
+    Run(t, out, 0, n_heads);
+    return out;
+  }
+  std::string Name() const {
+    return "heads=" + std::to_string(n_heads) + "/" + std::to_string(n_kv_heads) + " hd=" + std::to_string(head_dim) +
+           " keys=[" + std::to_string(key_begin) + "," + std::to_string(key_end) + ")";
+  }
+};
+
+// Error bound for one output element, from first-order error propagation:
+//  * each score s_t = scale·q·k_t is off by δ_t ≤ γ_hd·scale·Σ|q_i k_ti| + u|s_t|;
+//  * softmax turns score errors into relative errors of p_t of at most 2·max δ, and adds its own
+//    (n + |s_t − max| + 10)·u (see the softmax test);
+//  * the weighted sum Σ p_t v_t over n keys adds γ_n·Σ p_t |v_t|.
+// So |err_d| ≤ Σ_t p_t |v_td| · (2·max δ + (2n + max|s_t − max| + 12)·u). We allow 2× that.
+std::vector<double> AttentionTolerance(const AttnCase& c) {
+  std::vector<double> tol(c.n_heads * c.head_dim);
+  const size_t group = c.n_heads / c.n_kv_heads, n = c.key_end - c.key_begin;
+  for (size_t h = 0; h < c.n_heads; ++h) {
+    const float* q = c.q.data() + h * c.head_dim;
+    const float* kh = c.k.data() + (h / group) * c.stride;
+    const float* vh = c.v.data() + (h / group) * c.stride;
+    std::vector<double> s(n);
+    double max_delta = 0;
+    for (size_t t = 0; t < n; ++t) {
+      const float* kt = kh + (c.key_begin + t) * c.head_dim;
+      double abs_dot = 0;
+      for (size_t i = 0; i < c.head_dim; ++i) abs_dot += std::abs(static_cast<double>(q[i]) * kt[i]);
+      s[t] = c.scale() * ref::Dot(q, kt, c.head_dim);
+      max_delta = std::max(max_delta, Gamma(c.head_dim) * c.scale() * abs_dot + kU * std::abs(s[t]));
+    }
+    const double mx = *std::max_element(s.begin(), s.end());
+    double spread = 0;
+    for (double st : s) spread = std::max(spread, mx - st);
+    std::vector<double> p = ref::Softmax(s);
+    const double rel = 2 * max_delta + (2.0 * n + spread + 12) * kU;
+    for (size_t d = 0; d < c.head_dim; ++d) {
+      double pv = 0;
+      for (size_t t = 0; t < n; ++t) pv += p[t] * std::abs(vh[(c.key_begin + t) * c.head_dim + d]);
+      tol[h * c.head_dim + d] = 2 * pv * rel + 1e-30;
+    }
+  }
+  return tol;
+}
+
+class AttentionTest : public TierTest {};
+FAK_INSTANTIATE_OVER_TIERS(AttentionTest);
+
+TEST_P(AttentionTest, MatchesReferenceAcrossGqaRatiosHeadDimsAndWindows) {
+  struct Window {
+    size_t begin, end;
+  };
+  const Window windows[] = {{0, 1}, {0, 37}, {11, 37}, {36, 37}, {5, 70}};
+  uint32_t seed = 100;
+  for (size_t hd : {64, 24, 20, 7}) {
+    for (size_t group : {1, 2, 3, 4}) {
+      for (const Window& win : windows) {
+        AttnCase c(group, 2, hd, win.begin, win.end, seed += 3);
+        std::vector<float> out = c.Run(T());
+        std::vector<double> ref = ref::Attention(c.q.data(), c.k.data(), c.v.data(), c.n_heads, c.n_kv_heads,
+                                                 c.head_dim, c.stride, c.key_begin, c.key_end, c.scale());
+        ExpectWithin(out.data(), ref, AttentionTolerance(c), c.Name());
+      }
+    }
+  }
+}
+
+TEST_P(AttentionTest, SingleKeyReturnsItsValue) {
+  // softmax over one key is exactly 1, so out = 1·v exactly (a sliding window of width 1).
+  AttnCase c(2, 2, 24, 9, 10, 7);
+  std::vector<float> out = c.Run(T());
+  for (size_t h = 0; h < c.n_heads; ++h)
+    for (size_t d = 0; d < c.head_dim; ++d)
+      ASSERT_EQ(out[h * c.head_dim + d], c.v[(h / 2) * c.stride + 9 * c.head_dim + d]) << h << "," << d;
+}
+
+TEST_P(AttentionTest, HeadRangesComputeOnlyTheirHeadsWithIdenticalBits) {
+  for (size_t hd : {64, 24}) {
+    AttnCase c(3, 2, hd, 4, 29, 200 + hd);  // 6 query heads over 2 KV heads
+    std::vector<float> whole = c.Run(T());
+    const size_t cuts[] = {0, 1, 4, 6};  // splits inside a KV group
+    std::vector<float> split(whole.size(), std::numeric_limits<float>::quiet_NaN());
+    for (size_t i = 0; i + 1 < std::size(cuts); ++i) {
+      std::vector<float> part(whole.size(), std::numeric_limits<float>::quiet_NaN());
+      c.Run(T(), part, cuts[i], cuts[i + 1]);
+      for (size_t h = 0; h < c.n_heads; ++h) {
+        const bool inside = h >= cuts[i] && h < cuts[i + 1];
+        for (size_t d = 0; d < hd; ++d) {
+          const float v = part[h * hd + d];
+          if (inside) {
+            split[h * hd + d] = v;
+          } else {
+            ASSERT_TRUE(std::isnan(v)) << "head " << h << " written by range [" << cuts[i] << "," << cuts[i + 1] << ")";
+          }
+        }
+      }
+    }
+    EXPECT_EQ(0, std::memcmp(split.data(), whole.data(), whole.size() * sizeof(float))) << "hd=" << hd;
+  }
+}
+
+TEST_P(AttentionTest, KeysOutsideTheWindowAreIgnoredAndInsideMatter) {
+  AttnCase c(2, 2, 64, 10, 30, 300);
+  const std::vector<float> base = c.Run(T());
+  auto perturbed_run = [&](size_t kv_head, size_t slot, bool key) {
+    AttnCase p = c;
+    float* row = (key ? p.k : p.v).data() + kv_head * p.stride + slot * p.head_dim;
+    for (size_t d = 0; d < p.head_dim; ++d) row[d] += 0.5f;
+    return p.Run(T());
+  };
+  // Before the window (evicted by a sliding window) and after key_end (not yet written): no effect.
+  for (size_t slot : {size_t{0}, size_t{9}, size_t{30}, c.capacity - 1}) {
+    for (bool key : {true, false}) {
+      std::vector<float> out = perturbed_run(1, slot, key);
+      EXPECT_EQ(0, std::memcmp(out.data(), base.data(), base.size() * sizeof(float)))
+          << (key ? "key" : "value") << " slot " << slot << " outside the window changed the output";
+    }
+  }
+  // Non-vacuity: the first and last keys/values in the window do change the output, and only for
+  // the query heads of that KV head (heads 2, 3 use KV head 1).
+  for (size_t slot : {size_t{10}, size_t{29}}) {
+    for (bool key : {true, false}) {
+      std::vector<float> out = perturbed_run(1, slot, key);
+      for (size_t h = 0; h < c.n_heads; ++h) {
+        const bool same = 0 == std::memcmp(out.data() + h * c.head_dim, base.data() + h * c.head_dim,
+                                           c.head_dim * sizeof(float));
+        EXPECT_EQ(same, h < 2) << (key ? "key" : "value") << " slot " << slot << " head " << h;
+      }
+    }
+  }
+}
+
+TEST_P(AttentionTest, ScratchContentsAndKvStrideDoNotChangeBits) {
+  AttnCase c(4, 2, 24, 3, 40, 400);
+  std::vector<float> base = c.Run(T());  // scratch was NaN-filled
+  // Same scratch pre-filled with garbage, and larger than needed.
+  std::vector<float> out(base.size()), scratch(c.key_end + 50, 1e30f);
+  AttentionArgs a{c.q.data(), c.k.data(), c.v.data(), out.data(), scratch.data(), c.n_heads, c.n_kv_heads,
+                  c.head_dim, c.stride, c.key_begin, c.key_end, c.scale(), 0, c.n_heads};
+  T().attention(a);
+  EXPECT_EQ(0, std::memcmp(out.data(), base.data(), base.size() * sizeof(float)));
+
+  // Same keys and values re-laid with a different stride between KV heads.
+  const size_t stride2 = c.stride + 100;
+  std::vector<float> k2(c.n_kv_heads * stride2, 7.0f), v2(c.n_kv_heads * stride2, 7.0f);
+  for (size_t h = 0; h < c.n_kv_heads; ++h) {
+    std::memcpy(&k2[h * stride2], &c.k[h * c.stride], c.capacity * c.head_dim * sizeof(float));
+    std::memcpy(&v2[h * stride2], &c.v[h * c.stride], c.capacity * c.head_dim * sizeof(float));
+  }
+  std::vector<float> out2(base.size());
+  a.k = k2.data();
+  a.v = v2.data();
+  a.out = out2.data();
+  a.kv_head_stride = stride2;
+  T().attention(a);
+  EXPECT_EQ(0, std::memcmp(out2.data(), base.data(), base.size() * sizeof(float)));
+}
+
+TEST_P(AttentionTest, QueryAndScaleMatter) {
+  // Non-vacuity for the reference comparison: a different query or scale gives a different output.
+  AttnCase c(1, 2, 20, 0, 17, 500);
+  std::vector<float> base = c.Run(T());
+  AttnCase p = c;
+  p.q[3] += 0.5f;  // head 0 only
+  std::vector<float> out = p.Run(T());
+  EXPECT_NE(0, std::memcmp(out.data(), base.data(), c.head_dim * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(out.data() + c.head_dim, base.data() + c.head_dim, c.head_dim * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace fak::kernels::testing
