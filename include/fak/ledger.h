@@ -57,6 +57,7 @@ struct EvictionReport {
   size_t n_recomputed = 0;  // surviving tokens re-prefilled
   bool exact = false;       // the cache now equals a run that never saw the segment
   Digest cache_digest_before, cache_digest_after;
+  size_t cache_tokens_before = 0, cache_tokens_after = 0;  // cache sizes around the eviction
 };
 
 struct AppendResult {

@@ -1,0 +1,58 @@
+// Constants of the journal and deletion-certificate formats (specified in docs/audit.md).
+// Changing any of these changes every hash and signature: bump the version instead.
+#ifndef FAK_SRC_AUDIT_JOURNAL_FORMAT_H_
+#define FAK_SRC_AUDIT_JOURNAL_FORMAT_H_
+
+#include <cstdint>
+#include <string_view>
+
+namespace fak::internal::audit_format {
+
+// ---- journal rows: one canonical JSON object per '\n'-terminated line ----
+inline constexpr char kRowTerminator = '\n';
+inline constexpr uint64_t kFirstSeq = 1;
+inline constexpr std::string_view kSeq = "seq";
+inline constexpr std::string_view kTime = "time";  // integer microseconds since the Unix epoch
+inline constexpr std::string_view kKind = "kind";
+inline constexpr std::string_view kSubject = "subject";
+inline constexpr std::string_view kPayload = "payload";
+inline constexpr std::string_view kPrevHash = "prev_hash";
+inline constexpr std::string_view kHash = "hash";
+
+// ---- row kinds written by the certificate issuer ----
+inline constexpr std::string_view kKindDeletion = "deletion";
+inline constexpr std::string_view kKindDeletionRefused = "deletion.refused";
+
+// ---- payload of a "deletion" row ----
+inline constexpr std::string_view kPSegment = "segment";  // object: the segment record below
+inline constexpr std::string_view kPSegId = "id";
+inline constexpr std::string_view kPSegKind = "kind";
+inline constexpr std::string_view kPSegFrom = "from";
+inline constexpr std::string_view kPSegTokens = "n_tokens";
+inline constexpr std::string_view kPSegSource = "source_digest";
+inline constexpr std::string_view kPSegTokenDigest = "tokens_digest";  // sha256 of the int32 LE ids
+inline constexpr std::string_view kPTokensBefore = "cache_tokens_before";
+inline constexpr std::string_view kPTokensAfter = "cache_tokens_after";
+inline constexpr std::string_view kPDigestBefore = "cache_digest_before";
+inline constexpr std::string_view kPDigestAfter = "cache_digest_after";
+inline constexpr std::string_view kPNeverSaw = "never_saw_digest";
+inline constexpr std::string_view kPMaxAbsDelta = "max_abs_delta";
+inline constexpr std::string_view kPModel = "model_digest";
+inline constexpr std::string_view kPReason = "reason";
+inline constexpr std::string_view kPRerotated = "n_rerotated";
+inline constexpr std::string_view kPRecomputed = "n_recomputed";
+inline constexpr std::string_view kPRefusal = "refusal";  // "deletion.refused": what failed
+
+// ---- deletion certificate ----
+inline constexpr int kCertificateVersion = 1;
+// Prefixed to the canonical JSON before signing, so a signature over a certificate can never be
+// replayed as a signature over any other fak message.
+inline constexpr std::string_view kCertificateSigningDomain = "fak.deletion-certificate.v1\n";
+inline constexpr std::string_view kCertificateScope =
+    "Proves that the span was removed from one inference working set (the KV cache of one session "
+    "of the named model) and that this cache now equals one that never saw it. Does not prove "
+    "removal from model weights, backups, replicas, logs, the text store or other caches.";
+
+}  // namespace fak::internal::audit_format
+
+#endif  // FAK_SRC_AUDIT_JOURNAL_FORMAT_H_
