@@ -10,6 +10,12 @@
 // deepest-tokens-first), never touching leased or pinned paths; EvictNode removes a subtree because
 // policy says so (quarantine), whatever its recency or leases, and reports what it removed.
 //
+// The manifest gate (architecture §6) guards every reuse: each node carries a KVManifest (binding
+// tuple of its span, tenant, sharing), and a lookup serves a node only if the caller's claim gets a
+// HIT from CheckResidentClaim — so a tree never serves KV across a model, tokenizer, regime or
+// tenant boundary. Each tenant's tokens live in its own namespace below the declared public
+// prefixes (AccessPolicy), which every tenant shares.
+//
 // Thread-safety: all methods may be called concurrently (one internal mutex; slab copies for a
 // lookup happen outside it). Leases must not outlive the tree.
 #ifndef FAK_RADIX_TREE_H_
@@ -23,7 +29,9 @@
 
 #include "fak/digest.h"
 #include "fak/kv_cache.h"
+#include "fak/manifest.h"
 #include "fak/model.h"
+#include "fak/tokenizer.h"
 #include "fak/status.h"
 
 namespace fak {
@@ -39,7 +47,11 @@ struct RadixTreeOptions {
   size_t budget_bytes = 0;
   // Default: kLru.
   EvictionPolicy policy = EvictionPolicy::kLru;
+  // Tenancy rules and public prefixes; copied at construction. Default: tenant-only spans.
+  AccessPolicy access;
 };
+
+inline constexpr std::string_view kDefaultTenant = "default";
 
 struct RadixTreeStats {
   size_t unique_tokens = 0;   // tokens resident (each stored once)
@@ -77,6 +89,7 @@ class Lease {
 struct LookupResult {
   KVCache cache;           // the longest cached prefix, ready for the suffix
   size_t matched_tokens = 0;
+  ClaimVerdict gate;       // HIT, or the verdict that stopped the walk (MISS{axis}, REFUSE, ...)
   NodeId node = 0;         // where the match ends (0 = root: a miss)
   Lease lease;             // held until the request is done
 };
@@ -88,23 +101,32 @@ struct EvictedSubtree {
 
 class RadixTree {
  public:
-  // `model` must outlive the tree; every slab belongs to its KV shape and RoPE convention.
-  explicit RadixTree(const Model& model, RadixTreeOptions options = {});
+  // `model` and `tokenizer` must outlive the tree; every slab belongs to the model's KV shape, and
+  // every node is bound to the regime (model, tokenizer, kernel tier...) current at construction.
+  RadixTree(const Model& model, const Tokenizer& tokenizer, RadixTreeOptions options = {});
   ~RadixTree();
   RadixTree(const RadixTree&) = delete;
   RadixTree& operator=(const RadixTree&) = delete;
 
-  // Longest cached prefix of `tokens`, capped at tokens.size() - 1 so one token is always left to
-  // prefill (the caller needs its logits).
+  // Longest cached prefix of `tokens` that the gate admits for `claim` (its binding's regime axes
+  // and tenant; span axes are filled per node), capped at tokens.size() - 1 so one token is always
+  // left to prefill (the caller needs its logits).
+  LookupResult Lookup(const ResidentClaim& claim, std::span<const int32_t> tokens);
+  // Lookup with this tree's own regime and kDefaultTenant.
   LookupResult Lookup(std::span<const int32_t> tokens);
+  // The claim this tree's own regime makes for `tenant`.
+  ResidentClaim ClaimFor(std::string tenant) const;
   // Length of the longest cached prefix, without splitting, copying or touching recency.
-  size_t MatchLength(std::span<const int32_t> tokens) const;
-  // Adds `tokens` (the first tokens.size() tokens of `cache`, which must be this model's) to the
-  // tree, then trims to the budget. InvalidArgument when the cache does not hold those tokens.
-  Status Insert(std::span<const int32_t> tokens, const KVCache& cache);
+  size_t MatchLength(std::span<const int32_t> tokens, std::string_view tenant = kDefaultTenant) const;
+  // Adds `tokens` (the first tokens.size() tokens of `cache`, which must be this model's) to
+  // `tenant`'s namespace (the public-prefix part to the shared one), then trims to the budget.
+  // InvalidArgument when the cache does not hold those tokens or the tenant name is invalid.
+  Status Insert(std::string_view tenant, std::span<const int32_t> tokens, const KVCache& cache);
+  Status Insert(std::span<const int32_t> tokens, const KVCache& cache) { return Insert(kDefaultTenant, tokens, cache); }
 
-  // The node at the end of exactly `tokens` (splitting an edge if needed); NotFound if absent.
-  Result<NodeId> FindNode(std::span<const int32_t> tokens);
+  // The node at the end of exactly `tokens` in `tenant`'s view (splitting an edge if needed);
+  // NotFound if absent.
+  Result<NodeId> FindNode(std::span<const int32_t> tokens, std::string_view tenant = kDefaultTenant);
   // Removes `node` and its subtree regardless of recency and leases; NotFound if absent,
   // InvalidArgument for the root.
   Result<EvictedSubtree> EvictNode(NodeId node);
@@ -114,6 +136,11 @@ class RadixTree {
   Status SetPinned(NodeId node, bool pinned);
 
   RadixTreeStats Stats() const;
+  // Verdict counts by outcome and miss axis, token-level hit rates.
+  GateStats GateStatistics() const;
+  // Re-hashes every slab against its manifest's integrity checksum; the ids of nodes that differ.
+  std::vector<NodeId> VerifyIntegrity() const;
+  const KVManifest* ManifestOf(NodeId node) const;  // null if absent; valid until the next mutation
   // Bytes of one token's KV (K, Kraw, V and its id): resident_bytes / unique_tokens when exact.
   size_t BytesPerToken() const;
 

@@ -7,23 +7,42 @@
 #include <unordered_map>
 
 namespace fak {
+namespace {
+
+// sha256 over a slab's shape, start position, token ids and K, Kraw, V bytes.
+Digest SlabChecksum(const KVSlab& slab) {
+  Digester d;
+  d.Update("fak.kv_slab.v1");
+  d.UpdatePod(static_cast<uint64_t>(slab.shape.n_layers)).UpdatePod(static_cast<uint64_t>(slab.shape.n_kv_heads));
+  d.UpdatePod(static_cast<uint64_t>(slab.shape.head_dim)).UpdatePod(static_cast<uint64_t>(slab.start_position));
+  d.Update(slab.tokens.data(), slab.tokens.size() * sizeof(int32_t));
+  for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) d.Update(t->data(), t->size() * sizeof(float));
+  return d.Finish();
+}
+
+}  // namespace
 
 struct RadixTree::Impl {
   struct Node {
     NodeId id = 0;
     Node* parent = nullptr;
     std::shared_ptr<const KVSlab> slab;  // the edge's tokens and KV; null at the root
-    std::map<int32_t, std::unique_ptr<Node>> children;  // keyed by the child's first token
+    // Keyed by (namespace, first token): "" for the shared public prefixes, else the tenant.
+    std::map<std::pair<std::string, int32_t>, std::unique_ptr<Node>> children;
+    std::string ns;
+    KVManifest manifest;  // the span's binding, tenant and sharing; what the gate checks
     size_t depth_end = 0;  // tokens from the root through this edge
     uint64_t last_access = 0, hits = 0;
     int leases = 0;
     bool pinned = false;
 
     size_t edge_size() const { return slab ? slab->size() : 0; }
+    size_t from() const { return depth_end - edge_size(); }
+    std::pair<std::string, int32_t> key() const { return {ns, slab->tokens[0]}; }
     bool Evictable() const { return children.empty() && leases == 0 && !pinned && parent != nullptr; }
   };
 
-  Impl(const Model& m, RadixTreeOptions o) : model(m), options(o) {
+  Impl(const Model& m, const Tokenizer& t, RadixTreeOptions o) : model(m), options(std::move(o)), regime(RegimeBinding(m, t)) {
     const ModelConfig& c = m.config();
     bytes_per_token = 3 * c.n_layers * c.n_kv_heads * c.head_dim * sizeof(float) + sizeof(int32_t);
     by_id[0] = &root;
@@ -31,6 +50,8 @@ struct RadixTree::Impl {
 
   const Model& model;
   const RadixTreeOptions options;
+  const BindingTuple regime;
+  GateCounters gate_counters;  // thread-safe on its own
   size_t bytes_per_token = 0;
   mutable std::mutex mu;
   // Everything below is GUARDED_BY(mu).
@@ -40,33 +61,54 @@ struct RadixTree::Impl {
   uint64_t tick = 0;
   RadixTreeStats stats;
 
+  // Binds `n`'s span; `context` holds the tokens from the root through at least its end.
+  void Bind(Node* n, std::span<const int32_t> context, const Digest& source, std::string_view tenant, Sharing sharing) {
+    n->manifest = KVManifest{};  // invalid unless rebuilt below: the gate then says CORRUPT (fail closed)
+    Result<BindingTuple> b = BindSpan(regime, context, n->from(), n->edge_size());
+    if (!b.has_value()) return;
+    b->integrity_checksum = SlabChecksum(*n->slab);
+    if (Result<KVManifest> m = MakeManifest(*b, source.IsZero() ? b->span_digest : source, std::string(tenant), sharing)) {
+      n->manifest = std::move(*m);
+    }
+  }
+
   // Splits `node`'s edge after `k` tokens; returns the new upper node (which takes its place).
-  Node* Split(Node* node, size_t k) {
+  // `context` holds the tokens from the root through the split point.
+  Node* Split(Node* node, size_t k, std::span<const int32_t> context) {
     auto upper = std::make_unique<Node>();
     upper->id = next_id++;
     upper->parent = node->parent;
+    upper->ns = node->ns;
     upper->slab = std::make_shared<const KVSlab>(node->slab->Slice(0, k));
-    upper->depth_end = node->depth_end - node->edge_size() + k;
+    upper->depth_end = node->from() + k;
     upper->last_access = node->last_access;
     upper->hits = node->hits;
-    auto& slot = node->parent->children[node->slab->tokens[0]];
+    auto& slot = node->parent->children[node->key()];
     std::unique_ptr<Node> lower = std::move(slot);
+    const std::vector<int32_t> old_edge = lower->slab->tokens;
     lower->slab = std::make_shared<const KVSlab>(lower->slab->Slice(k, lower->edge_size() - k));
     lower->parent = upper.get();
+    const KVManifest old = lower->manifest;
+    std::vector<int32_t> full(context.begin(), context.begin() + upper->depth_end);
+    full.insert(full.end(), old_edge.begin() + k, old_edge.end());
+    Bind(upper.get(), full, old.source_digest, old.tenant, old.sharing);
+    Bind(lower.get(), full, old.source_digest, old.tenant, old.sharing);
     Node* up = upper.get();
-    up->children[lower->slab->tokens[0]] = std::move(lower);
+    up->children[lower->key()] = std::move(lower);
     by_id[up->id] = up;
     slot = std::move(upper);
     ++stats.node_count;  // slicing conserves tokens and bytes exactly
     return up;
   }
 
-  // Walks `tokens[0, limit)`; splits an edge at a mid-edge divergence when `split`.
-  std::pair<Node*, size_t> Walk(std::span<const int32_t> tokens, size_t limit, bool split) {
+  // Walks `tokens[0, limit)` in `tenant`'s view: the shared namespace below the public prefix
+  // length, the tenant's own beyond. Splits an edge at a mid-edge divergence when `split`.
+  std::pair<Node*, size_t> Walk(std::span<const int32_t> tokens, size_t limit, std::string_view tenant, bool split) {
+    const size_t public_len = options.access.PublicPrefixLength(tokens);
     Node* n = &root;
     size_t pos = 0;
     while (pos < limit) {
-      auto it = n->children.find(tokens[pos]);
+      auto it = n->children.find({pos < public_len ? std::string() : std::string(tenant), tokens[pos]});
       if (it == n->children.end()) break;
       Node* c = it->second.get();
       const std::vector<int32_t>& edge = c->slab->tokens;
@@ -74,7 +116,7 @@ struct RadixTree::Impl {
       while (m < edge.size() && pos + m < limit && edge[m] == tokens[pos + m]) ++m;
       pos += m;
       if (m < edge.size()) {
-        if (split) n = Split(c, m);
+        if (split) n = Split(c, m, tokens);
         break;
       }
       n = c;
@@ -102,7 +144,7 @@ struct RadixTree::Impl {
   EvictedSubtree Remove(Node* n) {
     EvictedSubtree out;
     RemoveSubtree(n, &out);
-    n->parent->children.erase(n->slab->tokens[0]);  // destroys n
+    n->parent->children.erase(n->key());  // destroys n
     return out;
   }
 
@@ -159,7 +201,8 @@ void Lease::Release() {
   tree_ = nullptr;
 }
 
-RadixTree::RadixTree(const Model& model, RadixTreeOptions options) : impl_(std::make_unique<Impl>(model, options)) {}
+RadixTree::RadixTree(const Model& model, const Tokenizer& tokenizer, RadixTreeOptions options)
+    : impl_(std::make_unique<Impl>(model, tokenizer, std::move(options))) {}
 RadixTree::~RadixTree() = default;
 
 void RadixTree::ReleaseLease(NodeId node) {
@@ -168,67 +211,99 @@ void RadixTree::ReleaseLease(NodeId node) {
   if (it != impl_->by_id.end() && it->second->leases > 0) --it->second->leases;  // gone if policy-evicted
 }
 
-LookupResult RadixTree::Lookup(std::span<const int32_t> tokens) {
+ResidentClaim RadixTree::ClaimFor(std::string tenant) const { return ResidentClaim{impl_->regime, std::move(tenant)}; }
+
+LookupResult RadixTree::Lookup(std::span<const int32_t> tokens) { return Lookup(ClaimFor(std::string(kDefaultTenant)), tokens); }
+
+LookupResult RadixTree::Lookup(const ResidentClaim& claim, std::span<const int32_t> tokens) {
   std::vector<std::shared_ptr<const KVSlab>> path;
   LookupResult out{impl_->model.NewCache()};
+  out.gate = ClaimVerdict::Hit();
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     const size_t limit = tokens.empty() ? 0 : tokens.size() - 1;
-    auto [node, matched] = impl_->Walk(tokens, limit, /*split=*/true);
-    for (Impl::Node* n = node; n->parent != nullptr; n = n->parent) path.push_back(n->slab);
-    RadixTreeStats& s = impl_->stats;
-    ++s.lookups;
-    (matched > 0 ? s.hits : s.misses) += 1;
-    s.hit_tokens += matched;
-    s.prefilled_tokens += tokens.size() - matched;
-    if (node != &impl_->root) {
-      ++node->hits;
-      ++node->leases;
-      impl_->Touch(node);
-      out.lease = Lease(this, node->id);
+    Impl::Node* end = impl_->Walk(tokens, limit, claim.tenant, /*split=*/true).first;
+    std::vector<Impl::Node*> nodes;
+    for (Impl::Node* n = end; n->parent != nullptr; n = n->parent) nodes.push_back(n);
+    // The gate, top down: serve nodes while every one of them is a HIT for this claim.
+    Impl::Node* served = &impl_->root;
+    for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+      Impl::Node* n = *it;
+      ResidentClaim node_claim{claim.binding, claim.tenant};
+      Result<BindingTuple> b = BindSpan(claim.binding, tokens, n->from(), n->edge_size());
+      if (b.has_value()) node_claim.binding = *b;
+      node_claim.binding.integrity_checksum = Digest{};  // bytes are checked by VerifyIntegrity
+      ClaimVerdict v = CheckResidentClaim(node_claim, n->manifest, impl_->options.access);
+      impl_->gate_counters.Record(v, n->edge_size());
+      if (!v.hit()) {
+        out.gate = std::move(v);
+        break;
+      }
+      path.push_back(n->slab);
+      served = n;
     }
-    out.node = node->id;
-    out.matched_tokens = matched;
+    RadixTreeStats& s = impl_->stats;
+    out.matched_tokens = served->depth_end;
+    ++s.lookups;
+    (out.matched_tokens > 0 ? s.hits : s.misses) += 1;
+    s.hit_tokens += out.matched_tokens;
+    s.prefilled_tokens += tokens.size() - out.matched_tokens;
+    impl_->gate_counters.RecordLookup(tokens.size(), out.matched_tokens);
+    if (served != &impl_->root) {
+      ++served->hits;
+      ++served->leases;
+      impl_->Touch(served);
+      out.lease = Lease(this, served->id);
+    }
+    out.node = served->id;
   }
   // Assemble outside the lock: slabs are immutable and shared.
   (void)out.cache.Reserve(out.matched_tokens);  // within the context: these tokens were prefilled once
-  for (auto it = path.rbegin(); it != path.rend(); ++it) (void)out.cache.AppendSlab(**it);
+  for (const auto& slab : path) (void)out.cache.AppendSlab(*slab);
   return out;
 }
 
-size_t RadixTree::MatchLength(std::span<const int32_t> tokens) const {
+size_t RadixTree::MatchLength(std::span<const int32_t> tokens, std::string_view tenant) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return const_cast<Impl*>(impl_.get())->Walk(tokens, tokens.size(), /*split=*/false).second;
+  return const_cast<Impl*>(impl_.get())->Walk(tokens, tokens.size(), tenant, /*split=*/false).second;
 }
 
-Status RadixTree::Insert(std::span<const int32_t> tokens, const KVCache& cache) {
+Status RadixTree::Insert(std::string_view tenant, std::span<const int32_t> tokens, const KVCache& cache) {
   if (!cache.SameBinding(impl_->model.NewCache())) return InvalidArgument("RadixTree::Insert: the cache belongs to another model");
   if (tokens.size() > cache.size() || !std::equal(tokens.begin(), tokens.end(), cache.tokens().begin())) {
     return InvalidArgument("RadixTree::Insert: the cache does not hold these " + std::to_string(tokens.size()) + " tokens");
   }
+  if (!IsValidTenant(tenant)) return InvalidArgument("RadixTree::Insert: invalid tenant name '" + std::string(tenant) + "'");
   std::lock_guard<std::mutex> lock(impl_->mu);
-  auto [node, matched] = impl_->Walk(tokens, tokens.size(), /*split=*/true);
-  if (matched < tokens.size()) {
+  auto [node, matched] = impl_->Walk(tokens, tokens.size(), tenant, /*split=*/true);
+  const size_t public_len = impl_->options.access.PublicPrefixLength(tokens);
+  while (matched < tokens.size()) {
+    // The public part of a new run goes to the shared namespace, the rest to the tenant's own.
+    const bool is_public = matched < public_len;
+    const size_t end = is_public ? public_len : tokens.size();
     auto leaf = std::make_unique<Impl::Node>();
     leaf->id = impl_->next_id++;
     leaf->parent = node;
-    leaf->slab = std::make_shared<const KVSlab>(*cache.CopySpan(matched, tokens.size() - matched));
-    leaf->depth_end = tokens.size();
+    leaf->ns = is_public ? std::string() : std::string(tenant);
+    leaf->slab = std::make_shared<const KVSlab>(*cache.CopySpan(matched, end - matched));
+    leaf->depth_end = end;
+    impl_->Bind(leaf.get(), tokens, Digest{}, tenant, is_public ? Sharing::kPublicPrefix : Sharing::kTenantOnly);
     impl_->by_id[leaf->id] = leaf.get();
     impl_->stats.unique_tokens += leaf->edge_size();
     impl_->stats.resident_bytes += leaf->slab->size_bytes();
     ++impl_->stats.node_count;
     node = leaf.get();
-    node->parent->children[tokens[matched]] = std::move(leaf);
+    node->parent->children[node->key()] = std::move(leaf);
+    matched = end;
   }
   impl_->Touch(node);
   if (impl_->options.budget_bytes > 0) impl_->EvictToBudget(impl_->options.budget_bytes);
   return Status::Ok();
 }
 
-Result<NodeId> RadixTree::FindNode(std::span<const int32_t> tokens) {
+Result<NodeId> RadixTree::FindNode(std::span<const int32_t> tokens, std::string_view tenant) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  auto [node, matched] = impl_->Walk(tokens, tokens.size(), /*split=*/true);
+  auto [node, matched] = impl_->Walk(tokens, tokens.size(), tenant, /*split=*/true);
   if (matched != tokens.size()) return NotFound("RadixTree::FindNode: only " + std::to_string(matched) + " of " +
                                                 std::to_string(tokens.size()) + " tokens are cached");
   return node->id;
@@ -261,6 +336,23 @@ RadixTreeStats RadixTree::Stats() const {
 }
 
 size_t RadixTree::BytesPerToken() const { return impl_->bytes_per_token; }
+
+GateStats RadixTree::GateStatistics() const { return impl_->gate_counters.Snapshot(); }
+
+std::vector<NodeId> RadixTree::VerifyIntegrity() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<NodeId> bad;
+  for (const auto& [id, n] : impl_->by_id)
+    if (n->slab && SlabChecksum(*n->slab) != n->manifest.binding.integrity_checksum) bad.push_back(id);
+  std::sort(bad.begin(), bad.end());
+  return bad;
+}
+
+const KVManifest* RadixTree::ManifestOf(NodeId node) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->by_id.find(node);
+  return it == impl_->by_id.end() || node == 0 ? nullptr : &it->second->manifest;
+}
 
 size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting) {
   size_t best = 0, best_len = 0;

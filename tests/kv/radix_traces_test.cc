@@ -5,10 +5,13 @@
 
 #include "bench/radix_traces.h"
 #include "fak/radix_tree.h"
+#include "fak/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace fak {
 namespace {
+
+const std::unique_ptr<Tokenizer> testing_tokenizer = MakeByteTokenizer();
 
 std::unique_ptr<Model> TraceModel() {
   ModelConfig c;  // the smallest model with the traces' vocabulary: hit counting, not quality
@@ -27,7 +30,7 @@ struct Replay {
 };
 
 Replay ReplayTrace(const Model& model, const bench::Trace& trace, RadixTreeOptions opt, bool cache_aware) {
-  RadixTree tree(model, opt);
+  RadixTree tree(model, *testing_tokenizer, opt);
   std::vector<std::span<const int32_t>> waiting(trace.requests.begin(), trace.requests.end());
   Replay out;
   while (!waiting.empty()) {
@@ -56,7 +59,7 @@ TEST(RadixTraces, AgentsUnderBudgetMeetTargets) {
   auto model = TraceModel();
   const bench::Trace agents = bench::Agents();
   RadixTreeOptions opt;
-  opt.budget_bytes = bench::LongestRequest(agents) * 3 / 2 * RadixTree(*model).BytesPerToken();
+  opt.budget_bytes = bench::LongestRequest(agents) * 3 / 2 * RadixTree(*model, *testing_tokenizer).BytesPerToken();
   opt.policy = EvictionPolicy::kLru;
   Replay lru = ReplayTrace(*model, agents, opt, false);
   opt.policy = EvictionPolicy::kDeepestFirst;

@@ -5,11 +5,14 @@
 #include <thread>
 
 #include "fak/radix_tree.h"
+#include "fak/tokenizer.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 
 namespace fak {
 namespace {
+
+const std::unique_ptr<Tokenizer> testing_tokenizer = MakeByteTokenizer();
 
 using testing::TokenSequence;
 
@@ -30,7 +33,7 @@ class RadixTreeTest : public ::testing::Test {
 };
 
 TEST_F(RadixTreeTest, StoresEachTokenOnceAndSplitsEdges) {
-  RadixTree tree(*model_);
+  RadixTree tree(*model_, *testing_tokenizer);
   const auto base = TokenSequence(20, 1, 97);
   Serve(tree, Concat(base, TokenSequence(10, 2, 97)));
   Serve(tree, Concat(base, TokenSequence(10, 3, 97)));
@@ -49,7 +52,7 @@ TEST_F(RadixTreeTest, StoresEachTokenOnceAndSplitsEdges) {
 }
 
 TEST_F(RadixTreeTest, RepeatedLookupsReturnIdenticalCaches) {
-  RadixTree tree(*model_);
+  RadixTree tree(*model_, *testing_tokenizer);
   const auto tokens = TokenSequence(30, 4, 97);
   Serve(tree, tokens);
   const Digest first = tree.Lookup(tokens).cache.ComputeDigest();
@@ -58,7 +61,7 @@ TEST_F(RadixTreeTest, RepeatedLookupsReturnIdenticalCaches) {
 }
 
 TEST_F(RadixTreeTest, InsertRejectsForeignOrMismatchedCaches) {
-  RadixTree tree(*model_);
+  RadixTree tree(*model_, *testing_tokenizer);
   auto other = *Model::Synthetic(testing::TinyConfig(4, 4, 16), 3);
   KVCache foreign = other->NewCache();
   ASSERT_OK(other->Prefill(&foreign, TokenSequence(5, 1, 97), LogitsMode::kNone));
@@ -71,7 +74,7 @@ TEST_F(RadixTreeTest, InsertRejectsForeignOrMismatchedCaches) {
 }
 
 TEST_F(RadixTreeTest, LeasedAndPinnedPathsSurviveBudgetPressure) {
-  RadixTree tree(*model_);
+  RadixTree tree(*model_, *testing_tokenizer);
   const auto a = TokenSequence(16, 1, 97), b = TokenSequence(16, 2, 97), c = TokenSequence(16, 3, 97);
   Serve(tree, a);
   Serve(tree, b);
@@ -92,7 +95,7 @@ TEST_F(RadixTreeTest, LeasedAndPinnedPathsSurviveBudgetPressure) {
 TEST_F(RadixTreeTest, LruEvictsTheOldestLeafAndCollapsesUpward) {
   RadixTreeOptions opt;
   opt.budget_bytes = 0;
-  RadixTree tree(*model_, opt);
+  RadixTree tree(*model_, *testing_tokenizer, opt);
   const auto base = TokenSequence(8, 1, 97);
   Serve(tree, Concat(base, TokenSequence(8, 2, 97)));
   Serve(tree, Concat(base, TokenSequence(8, 3, 97)));
@@ -108,7 +111,7 @@ TEST_F(RadixTreeTest, LruEvictsTheOldestLeafAndCollapsesUpward) {
 TEST_F(RadixTreeTest, DeepestFirstTrimsTailsAndKeepsSharedPrefixes) {
   RadixTreeOptions opt;
   opt.policy = EvictionPolicy::kDeepestFirst;
-  RadixTree tree(*model_, opt);
+  RadixTree tree(*model_, *testing_tokenizer, opt);
   const auto base = TokenSequence(8, 1, 97);
   Serve(tree, Concat(base, TokenSequence(12, 2, 97)));
   Serve(tree, Concat(base, TokenSequence(6, 3, 97)));
@@ -119,7 +122,7 @@ TEST_F(RadixTreeTest, DeepestFirstTrimsTailsAndKeepsSharedPrefixes) {
 }
 
 TEST_F(RadixTreeTest, EvictNodeReportsWhatItRemoved) {
-  RadixTree tree(*model_);
+  RadixTree tree(*model_, *testing_tokenizer);
   const auto base = TokenSequence(8, 1, 97);
   Serve(tree, Concat(base, TokenSequence(8, 2, 97)));
   Serve(tree, Concat(base, TokenSequence(8, 3, 97)));
@@ -134,7 +137,7 @@ TEST_F(RadixTreeTest, EvictNodeReportsWhatItRemoved) {
 }
 
 TEST_F(RadixTreeTest, CacheAwareOrderPicksTheLongestCachedPrefix) {
-  RadixTree tree(*model_);
+  RadixTree tree(*model_, *testing_tokenizer);
   const auto a = TokenSequence(10, 1, 97), b = TokenSequence(10, 2, 97);
   Serve(tree, b);
   std::vector<int32_t> ra = Concat(a, {1}), rb = Concat(b, {1});
@@ -146,8 +149,8 @@ TEST_F(RadixTreeTest, CacheAwareOrderPicksTheLongestCachedPrefix) {
 // invariants hold and sampled caches equal recompute.
 TEST_F(RadixTreeTest, ConcurrentStressKeepsInvariants) {
   RadixTreeOptions opt;
-  opt.budget_bytes = 200 * RadixTree(*model_).BytesPerToken();
-  RadixTree tree(*model_, opt);
+  opt.budget_bytes = 200 * RadixTree(*model_, *testing_tokenizer).BytesPerToken();
+  RadixTree tree(*model_, *testing_tokenizer, opt);
   const auto system = TokenSequence(24, 7, 97);
   std::atomic<int> checked{0}, failures{0};
   std::vector<std::thread> threads;

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "fak/radix_tree.h"
+#include "fak/tokenizer.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 
 namespace fak {
 namespace {
+
+const std::unique_ptr<Tokenizer> testing_tokenizer = MakeByteTokenizer();
 
 using testing::MaxAbsDiff;
 using testing::TokenSequence;
@@ -19,7 +22,7 @@ std::vector<int32_t> Concat(std::vector<int32_t> a, const std::vector<int32_t>& 
 
 TEST(Witness, ReuseThroughSplitMatchesRecompute) {
   ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(testing::TinyConfig(6, 2, 16), 13));
-  RadixTree tree(*model);
+  RadixTree tree(*model, *testing_tokenizer);
   const auto first = TokenSequence(40, 1, 97);
   KVCache c1 = model->NewCache();
   ASSERT_OK(model->Prefill(&c1, first, LogitsMode::kNone));
@@ -46,7 +49,7 @@ TEST(Witness, ReuseThroughSplitMatchesRecompute) {
 
 TEST(Witness, PolicyEvictNode) {
   ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(testing::TinyConfig(), 13));
-  RadixTree tree(*model);
+  RadixTree tree(*model, *testing_tokenizer);
   const auto system = TokenSequence(16, 1, 97), poisoned = TokenSequence(12, 2, 97), clean = TokenSequence(12, 3, 97);
   for (const auto& branch : {clean, poisoned}) {
     auto tokens = Concat(system, branch);
