@@ -1,0 +1,190 @@
+// Planner: prepare (render, seal, tokenize), reuse (tree + gate), append (screen, evict, certify),
+// decode, and give the context back to the tree.
+#include "fak/planner.h"
+
+#include <chrono>
+
+namespace fak {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double MsSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+}  // namespace
+
+struct Planner::Prepared {
+  std::vector<SegmentSpec> specs;  // one per message, then the reply header
+  std::vector<std::string> rendered;
+  std::vector<int32_t> context;
+};
+
+Planner::Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key, BlobStore& blobs,
+                 std::shared_ptr<const ScreenChain> chain, std::unique_ptr<Journal> journal, RadixTreeOptions tree)
+    : model_(model), tokenizer_(tokenizer), key_(std::move(key)), corpus_(blobs), chain_(std::move(chain)),
+      journal_(std::move(journal)), tree_(std::make_unique<RadixTree>(model, tokenizer, std::move(tree))) {}
+
+Result<std::unique_ptr<Planner>> Planner::Create(const Model& model, const Tokenizer& tokenizer, SigningKey key,
+                                                 BlobStore& blobs, PlannerOptions options) {
+  if (options.journal_path.empty()) return InvalidArgument("PlannerOptions.journal_path is empty");
+  if (tokenizer.vocab_size() > model.config().vocab_size) {
+    return InvalidArgument("tokenizer vocabulary " + std::to_string(tokenizer.vocab_size()) + " exceeds the model's " +
+                           std::to_string(model.config().vocab_size));
+  }
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<Journal> journal, Journal::Open(options.journal_path));
+  auto chain = options.chain ? options.chain : std::make_shared<const ScreenChain>(ScreenChain::Default());
+  return std::unique_ptr<Planner>(
+      new Planner(model, tokenizer, std::move(key), blobs, std::move(chain), std::move(journal), std::move(options.tree)));
+}
+
+std::string Planner::Render(SegmentKind kind, std::string_view text) {
+  return "<|" + std::string(SegmentKindName(kind)) + "|>\n" + std::string(text) + "\n";
+}
+
+std::string Planner::SealedStub(const Digest& digest) {
+  return "[sealed: quarantined content sha256:" + digest.Hex() + " withheld]";
+}
+
+std::vector<RecallSegment> Planner::Transcript(const Conversation& conversation) const {
+  std::vector<RecallSegment> out;
+  for (size_t i = 0; i < conversation.messages.size(); ++i) {
+    const Message& m = conversation.messages[i];
+    const Digest d = Digest::Of(m.text);
+    const bool sealed = chain_->denylist().Contains(d);
+    out.push_back(RecallSegment{"m" + std::to_string(i), m.kind, sealed ? SealedStub(d) : m.text});
+  }
+  return out;
+}
+
+Result<SegmentLedger> Planner::Rebuild(const RecalledTranscript& transcript) const {
+  SegmentLedger ledger(model_);
+  for (const RecalledSegment& seg : transcript.segments) {
+    const std::string text = Render(seg.kind, seg.current.quarantined() ? SealedStub(seg.source_digest) : seg.text);
+    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_.Encode(text));
+    FAK_RETURN_IF_ERROR(ledger.Append(SegmentSpec{seg.id, seg.kind, std::move(ids), Digest::Of(text)}).status());
+  }
+  return ledger;
+}
+
+Result<Planner::Prepared> Planner::Prepare(const Conversation& conversation) {
+  Prepared p;
+  std::vector<RecallSegment> transcript = Transcript(conversation);
+  for (RecallSegment& seg : transcript) seg.text = Render(seg.kind, seg.text);
+  transcript.push_back(RecallSegment{"reply", SegmentKind::kAssistant, std::string(kReplyHeader)});
+  for (RecallSegment& seg : transcript) {
+    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_.Encode(seg.text));
+    if (ids.empty()) return InvalidArgument("message " + seg.id + " renders to no tokens");
+    p.context.insert(p.context.end(), ids.begin(), ids.end());
+    p.specs.push_back(SegmentSpec{seg.id, seg.kind, std::move(ids), Digest::Of(seg.text)});
+    p.rendered.push_back(std::move(seg.text));
+  }
+  return p;
+}
+
+Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, Prepared& p, size_t first,
+                                              SegmentLedger& ledger, CompleteResult* out) {
+  std::vector<float> logits;  // of the last segment: the reply header, never reused or screened
+  for (size_t j = first; j < p.specs.size(); ++j) {
+    const bool is_message = j < conversation.messages.size();
+    const bool screen = is_message && conversation.messages[j].kind == SegmentKind::kToolResult && !out->messages[j].sealed;
+    if (!screen) {
+      FAK_ASSIGN_OR_RETURN(logits, ledger.Append(p.specs[j]));
+      continue;
+    }
+    const SegmentSpec spec = p.specs[j];
+    FAK_ASSIGN_OR_RETURN(AppendResult r, ledger.AppendScreened(spec, conversation.messages[j].text, *chain_));
+    out->messages[j].verdict = r.verdict;
+    if (!r.eviction.has_value()) continue;
+    // Quarantined and evicted at write time: certify, deny forever, and put the stub in its place.
+    std::lock_guard<std::mutex> lock(audit_mu_);
+    IssueOptions issue;
+    issue.reason = r.verdict.detector + ": " + r.verdict.reason;
+    FAK_ASSIGN_OR_RETURN(DeletionCertificate cert,
+                         IssueDeletionCertificate(model_, ledger, spec, *r.eviction, journal_.get(), key_, issue));
+    out->certificates.push_back(std::move(cert));
+    const Digest& d = out->messages[j].source_digest;
+    chain_->denylist().Add(d, issue.reason);
+    out->messages[j].sealed = true;
+    const std::string stub = Render(conversation.messages[j].kind, SealedStub(d));
+    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_.Encode(stub));
+    FAK_RETURN_IF_ERROR(ledger.Append(SegmentSpec{spec.id + ".sealed", spec.kind, ids, Digest::Of(stub)}).status());
+  }
+  return logits;
+}
+
+Status Planner::Decode(SegmentLedger& ledger, std::vector<float> logits, const CompleteParams& params,
+                       CompleteResult* out) {
+  GenerateParams g = params.generate;
+  if (g.stop_token < 0) g.stop_token = tokenizer_.eos_id();
+  FAK_RETURN_IF_ERROR(g.sampling.Validate());
+  Sampler sampler(g.sampling);
+  std::vector<int32_t> history(ledger.cache().tokens().begin(), ledger.cache().tokens().end());
+  while (out->generated.size() < g.max_new_tokens) {
+    const int32_t next = sampler.Sample(logits, history);
+    out->generated.push_back(next);
+    history.push_back(next);
+    if (next == g.stop_token) break;
+    FAK_ASSIGN_OR_RETURN(std::string piece, tokenizer_.Decode(std::span<const int32_t>(&next, 1)));
+    out->text += piece;
+    if (params.on_text && !params.on_text(piece)) break;
+    if (out->generated.size() == g.max_new_tokens || ledger.cache().size() >= model_.config().context_length) break;
+    FAK_ASSIGN_OR_RETURN(logits, ledger.ExtendLast(std::span<const int32_t>(&next, 1)));
+  }
+  return Status::Ok();
+}
+
+Result<CompleteResult> Planner::Complete(const Conversation& conversation, const CompleteParams& params) {
+  if (conversation.messages.empty()) return InvalidArgument("Complete: the conversation has no messages");
+  if (!IsValidTenant(conversation.tenant)) return InvalidArgument("Complete: invalid tenant '" + conversation.tenant + "'");
+  CompleteResult out;
+  for (const Message& m : conversation.messages) {
+    FAK_ASSIGN_OR_RETURN(Digest d, corpus_.PutSource(m.text));
+    const bool sealed = chain_->denylist().Contains(d);
+    out.messages.push_back(MessageOutcome{d, sealed ? Verdict::Quarantine("denylist", "sealed earlier") : Verdict::Admit(), sealed, false});
+  }
+  FAK_ASSIGN_OR_RETURN(Prepared p, Prepare(conversation));
+  out.context_tokens = p.context.size();
+  const auto t0 = Clock::now();
+
+  // Reuse the longest prefix the gate admits for this tenant: whole segments, plus the start of
+  // the next one unless it is a tool result (a different result may share a prefix; it must be
+  // screened whole, so it is appended fresh).
+  LookupResult hit = tree_->Lookup(tree_->ClaimFor(conversation.tenant), p.context);
+  out.gate = hit.gate;
+  size_t n_reused = 0, boundary = 0;
+  while (n_reused < p.specs.size() && boundary + p.specs[n_reused].tokens.size() <= hit.matched_tokens) {
+    boundary += p.specs[n_reused++].tokens.size();
+  }
+  const bool partial = n_reused < p.specs.size() && p.specs[n_reused].kind != SegmentKind::kToolResult &&
+                       hit.matched_tokens > boundary;
+  const size_t kept = partial ? hit.matched_tokens : boundary;
+  FAK_RETURN_IF_ERROR(hit.cache.Truncate(kept));
+  std::vector<SegmentSpec> reused(p.specs.begin(), p.specs.begin() + n_reused);
+  if (partial) {
+    reused.push_back(p.specs[n_reused]);
+    reused.back().tokens.resize(kept - boundary);
+  }
+  FAK_ASSIGN_OR_RETURN(SegmentLedger ledger, SegmentLedger::Adopt(model_, std::move(hit.cache), std::move(reused)));
+  for (size_t j = 0; j < n_reused && j < out.messages.size(); ++j) out.messages[j].reused = true;
+  out.reused_tokens = kept;
+
+  std::vector<float> logits;
+  size_t first_new = n_reused;
+  if (partial) {  // finish the partly reused segment
+    const std::vector<int32_t>& ids = p.specs[n_reused].tokens;
+    FAK_ASSIGN_OR_RETURN(logits, ledger.ExtendLast(std::span(ids).subspan(kept - boundary)));
+    ++first_new;
+  }
+  if (first_new < p.specs.size()) {
+    FAK_ASSIGN_OR_RETURN(logits, AppendNew(conversation, p, first_new, ledger, &out));
+  }
+  out.prefilled_tokens = ledger.cache().size() - kept;
+  out.prefill_ms = MsSince(t0);
+
+  const auto t1 = Clock::now();
+  FAK_RETURN_IF_ERROR(Decode(ledger, std::move(logits), params, &out));
+  out.decode_ms = MsSince(t1);
+  FAK_RETURN_IF_ERROR(tree_->Insert(conversation.tenant, ledger.cache().tokens(), ledger.cache()));
+  return out;
+}
+
+}  // namespace fak
