@@ -8,8 +8,8 @@
 //
 // Backends: in memory (tests, ephemeral sessions) and a directory (the embedded default: one file
 // per blob in a fan-out tree, written atomically and fsynced, the index rebuilt from the files on
-// open). The on-disk format is specified in docs/store.md. A fleet-shared Redis backend comes
-// later; the interface has batch calls (PutMany/GetMany) with loop defaults so it can pipeline.
+// open). The on-disk format is specified in docs/store.md. The fleet-shared Redis backend is in
+// fak/redis_store.h; the batch calls (PutMany/GetMany) have loop defaults and Redis pipelines them.
 #ifndef FAK_BLOB_STORE_H_
 #define FAK_BLOB_STORE_H_
 
