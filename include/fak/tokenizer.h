@@ -33,10 +33,23 @@ class Tokenizer {
   // sha256 over the kind, vocabulary and rules: the TokenizerID.
   virtual const Digest& id() const = 0;
   virtual std::string_view kind() const = 0;
+  // Whether a prompt should start with bos_id() (tokenizer.ggml.add_bos_token, else the kind's
+  // default). Encode never adds it; callers do.
+  virtual bool add_bos() const { return bos_id() >= 0; }
+  // The id whose vocabulary text is exactly `text` (e.g. "<start_of_turn>"), -1 when none.
+  virtual int32_t FindToken(std::string_view text) const { return -1; }
 };
 
 // The embedded default: one token per byte (ids 0..255), BOS = 256, EOS = 257.
 std::unique_ptr<Tokenizer> MakeByteTokenizer();
+
+class GgufFile;
+// The tokenizer a GGUF file describes: tokenizer.ggml.model "llama" (SentencePiece-style, kind
+// "spm") or "gpt2" (byte-level BPE, kind "bpe"); Unsupported for other models or pre-tokenizers,
+// Corruption for inconsistent vocabulary metadata. Special tokens (CONTROL, USER_DEFINED and
+// UNKNOWN types) found in the text are encoded as their single ids. Rules: docs/tokenizers.md.
+Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const std::string& path);
+Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile& file);
 
 }  // namespace fak
 

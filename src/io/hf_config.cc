@@ -1,0 +1,145 @@
+// ParseHfConfig: the fields of a Hugging Face config.json fak's model code needs (nlohmann_json,
+// exceptions contained here). A multimodal Gemma 3 config's `text_config` overrides the top level.
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "fak/safetensors.h"
+
+namespace fak {
+namespace {
+
+using nlohmann::json;
+
+// Reads field `key` of `j` into `out` when present and not null; InvalidArgument on a wrong type.
+class Reader {
+ public:
+  Reader(const json& j, std::string_view name) : j_(j), name_(name) {}
+
+  template <class T>
+  Status Opt(const char* key, std::optional<T>& out) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return Status::Ok();
+    bool ok = std::is_floating_point_v<T> ? it->is_number() : it->is_number_integer();
+    if (!ok) return Bad(key, std::is_floating_point_v<T> ? "a number" : "an integer");
+    out = it->get<T>();
+    return Status::Ok();
+  }
+  Status Req(const char* key, int64_t& out) const {
+    std::optional<int64_t> v;
+    FAK_RETURN_IF_ERROR(Opt(key, v));
+    if (!v) return InvalidArgument(std::string(name_) + ": required key '" + key + "' is absent");
+    out = *v;
+    return Status::Ok();
+  }
+  Status Str(const char* key, std::string& out) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return Status::Ok();
+    if (!it->is_string()) return Bad(key, "a string");
+    out = it->get<std::string>();
+    return Status::Ok();
+  }
+  Status Bool(const char* key, bool& out) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return Status::Ok();
+    if (!it->is_boolean()) return Bad(key, "a boolean");
+    out = it->get<bool>();
+    return Status::Ok();
+  }
+  // An integer or a list of integers.
+  Status Ids(const char* key, std::vector<int64_t>& out) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return Status::Ok();
+    if (it->is_number_integer()) {
+      out = {it->get<int64_t>()};
+      return Status::Ok();
+    }
+    if (!it->is_array()) return Bad(key, "an integer or a list of integers");
+    for (const json& e : *it) {
+      if (!e.is_number_integer()) return Bad(key, "a list of integers");
+      out.push_back(e.get<int64_t>());
+    }
+    return Status::Ok();
+  }
+  Status Strs(const char* key, std::vector<std::string>& out) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || it->is_null()) return Status::Ok();
+    if (!it->is_array()) return Bad(key, "a list of strings");
+    for (const json& e : *it) {
+      if (!e.is_string()) return Bad(key, "a list of strings");
+      out.push_back(e.get<std::string>());
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status Bad(const char* key, const char* want) const {
+    return InvalidArgument(std::string(name_) + ": key '" + key + "' is not " + want);
+  }
+  const json& j_;
+  std::string_view name_;
+};
+
+Status Fill(const json& top, std::string_view name, HfConfig& c) {
+  const json& j = top.contains("text_config") && top["text_config"].is_object() ? top["text_config"] : top;
+  Reader r(j, name), t(top, name);
+  FAK_RETURN_IF_ERROR(t.Str("model_type", c.model_type));
+  FAK_RETURN_IF_ERROR(r.Str("model_type", c.model_type));
+  FAK_RETURN_IF_ERROR(t.Strs("architectures", c.architectures));
+  FAK_RETURN_IF_ERROR(r.Req("vocab_size", c.vocab_size));
+  FAK_RETURN_IF_ERROR(r.Req("hidden_size", c.hidden_size));
+  FAK_RETURN_IF_ERROR(r.Req("intermediate_size", c.intermediate_size));
+  FAK_RETURN_IF_ERROR(r.Req("num_hidden_layers", c.num_hidden_layers));
+  FAK_RETURN_IF_ERROR(r.Req("num_attention_heads", c.num_attention_heads));
+  FAK_RETURN_IF_ERROR(r.Opt("num_key_value_heads", c.num_key_value_heads));
+  FAK_RETURN_IF_ERROR(r.Opt("head_dim", c.head_dim));
+  FAK_RETURN_IF_ERROR(r.Opt("max_position_embeddings", c.max_position_embeddings));
+  FAK_RETURN_IF_ERROR(r.Opt("rms_norm_eps", c.rms_norm_eps));
+  FAK_RETURN_IF_ERROR(r.Opt("rope_theta", c.rope_theta));
+  FAK_RETURN_IF_ERROR(t.Bool("tie_word_embeddings", c.tie_word_embeddings));
+  FAK_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", c.tie_word_embeddings));
+  FAK_RETURN_IF_ERROR(r.Ids("bos_token_id", c.bos_token_ids));
+  FAK_RETURN_IF_ERROR(r.Ids("eos_token_id", c.eos_token_ids));
+  FAK_RETURN_IF_ERROR(t.Str("torch_dtype", c.torch_dtype));
+  FAK_RETURN_IF_ERROR(r.Str("hidden_act", c.hidden_act));
+  FAK_RETURN_IF_ERROR(r.Str("hidden_activation", c.hidden_act));
+  FAK_RETURN_IF_ERROR(r.Opt("query_pre_attn_scalar", c.query_pre_attn_scalar));
+  FAK_RETURN_IF_ERROR(r.Opt("sliding_window", c.sliding_window));
+  FAK_RETURN_IF_ERROR(r.Opt("sliding_window_pattern", c.sliding_window_pattern));
+  FAK_RETURN_IF_ERROR(r.Opt("rope_local_base_freq", c.rope_local_base_freq));
+  FAK_RETURN_IF_ERROR(r.Opt("final_logit_softcapping", c.final_logit_softcapping));
+  FAK_RETURN_IF_ERROR(r.Strs("layer_types", c.layer_types));
+  auto rs = j.find("rope_scaling");
+  if (rs != j.end() && rs->is_object()) {
+    Reader s(*rs, name);
+    FAK_RETURN_IF_ERROR(s.Str("type", c.rope_scaling_type));
+    FAK_RETURN_IF_ERROR(s.Str("rope_type", c.rope_scaling_type));
+    FAK_RETURN_IF_ERROR(s.Opt("factor", c.rope_scaling_factor));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<HfConfig> ParseHfConfig(std::string_view json_text, std::string_view name) {
+  HfConfig c;
+  Status s;
+  try {
+    json top = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+    if (top.is_discarded() || !top.is_object()) return Corruption(std::string(name) + ": not a JSON object");
+    s = Fill(top, name, c);
+  } catch (const std::exception& e) {  // get<> on a value out of range, bad_alloc: contained here
+    s = InvalidArgument(std::string(name) + ": " + e.what());
+  }
+  if (!s.ok()) return s;
+  return c;
+}
+
+Result<HfConfig> LoadHfConfig(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return IOError(path + ": cannot open");
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return ParseHfConfig(text, path);
+}
+
+}  // namespace fak
