@@ -1,0 +1,201 @@
+// Shared pieces of the `fak` tool: argv parsing, error reporting, terminal output, model loading.
+#include "tools/fak/cli.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+namespace fak::cli {
+namespace {
+
+bool Contains(const std::vector<std::string_view>& names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+constexpr size_t kPrefillChunkTokens = 64;
+
+}  // namespace
+
+Result<Args> Args::Parse(std::span<char* const> argv, const Spec& spec) {
+  Args args;
+  bool options_done = false;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    std::string_view arg = argv[i];
+    if (options_done || arg.size() < 2 || arg[0] != '-') {
+      args.positional_.emplace_back(arg);
+      continue;
+    }
+    if (arg == "--") {
+      options_done = true;
+      continue;
+    }
+    if (arg == "-h" || arg == "--help") {
+      args.options_.emplace_back("help", "");
+      continue;
+    }
+    if (arg.substr(0, 2) != "--") return InvalidArgument("unknown option '" + std::string(arg) + "'");
+    std::string_view name = arg.substr(2);
+    std::optional<std::string> inline_value;
+    if (size_t eq = name.find('='); eq != std::string_view::npos) {
+      inline_value = std::string(name.substr(eq + 1));
+      name = name.substr(0, eq);
+    }
+    if (Contains(spec.flags, name)) {
+      if (inline_value) return InvalidArgument("option --" + std::string(name) + " takes no value");
+      args.options_.emplace_back(std::string(name), "");
+    } else if (Contains(spec.value_options, name)) {
+      if (!inline_value && i + 1 >= argv.size()) return InvalidArgument("option --" + std::string(name) + " needs a value");
+      args.options_.emplace_back(std::string(name), inline_value ? *inline_value : std::string(argv[++i]));
+    } else {
+      return InvalidArgument("unknown option '--" + std::string(name) + "'");
+    }
+  }
+  return args;
+}
+
+bool Args::Has(std::string_view name) const {
+  return std::any_of(options_.begin(), options_.end(), [&](const auto& o) { return o.first == name; });
+}
+
+std::optional<std::string> Args::Get(std::string_view name) const {
+  std::optional<std::string> value;
+  for (const auto& [n, v] : options_)
+    if (n == name) value = v;
+  return value;
+}
+
+std::vector<std::string> Args::GetAll(std::string_view name) const {
+  std::vector<std::string> values;
+  for (const auto& [n, v] : options_)
+    if (n == name) values.push_back(v);
+  return values;
+}
+
+Result<uint64_t> Args::GetUint(std::string_view name, uint64_t default_value) const {
+  std::optional<std::string> text = Get(name);
+  if (!text) return default_value;
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), value);
+  if (ec != std::errc() || end != text->data() + text->size())
+    return InvalidArgument("--" + std::string(name) + " wants a non-negative integer, got '" + *text + "'");
+  return value;
+}
+
+Result<double> Args::GetDouble(std::string_view name, double default_value) const {
+  std::optional<std::string> text = Get(name);
+  if (!text) return default_value;
+  std::istringstream in(*text);
+  double value = 0;
+  if (!(in >> value) || !in.eof()) return InvalidArgument("--" + std::string(name) + " wants a number, got '" + *text + "'");
+  return value;
+}
+
+int Fail(std::string_view command, const Status& status) {
+  std::fprintf(stderr, "fak %.*s: %s\n", int(command.size()), command.data(), status.ToString().c_str());
+  return kExitFailure;
+}
+
+int UsageError(std::string_view command, std::string_view message, std::string_view usage) {
+  std::fprintf(stderr, "fak %.*s: %.*s\n\n%.*s", int(command.size()), command.data(), int(message.size()), message.data(),
+               int(usage.size()), usage.data());
+  return kExitUsage;
+}
+
+int ShowHelp(std::string_view usage) {
+  std::fwrite(usage.data(), 1, usage.size(), stdout);
+  return kExitOk;
+}
+
+bool StdoutIsTerminal() { return ::isatty(STDOUT_FILENO) == 1; }
+
+void Progress(std::string_view label, size_t done, size_t total) {
+  if (!StdoutIsTerminal()) return;
+  const size_t width = 30, filled = total ? width * done / total : width;
+  std::printf("\r%-10.*s [%s%s] %zu/%zu", int(label.size()), label.data(), std::string(filled, '#').c_str(),
+              std::string(width - filled, '.').c_str(), done, total);
+  if (done >= total) std::printf("\r%*s\r", 72, "");
+  std::fflush(stdout);
+}
+
+void WriteText(std::string_view text) {
+  if (!StdoutIsTerminal()) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  } else {
+    for (unsigned char c : text) {
+      if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+        std::printf("\\x%02x", c);
+      else
+        std::fputc(c, stdout);
+    }
+  }
+  std::fflush(stdout);
+}
+
+Result<std::string> ReadFileOrStdin(const std::string& path) {
+  if (path == "-") return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return NotFound("no such file '" + path + "'");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return IOError("cannot open '" + path + "'");
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) return IOError("cannot read '" + path + "'");
+  return bytes;
+}
+
+std::optional<ModelConfig> ShapeModelConfig(std::string_view spec) {
+  if (spec == "shape:smollm2-135m") return ModelConfig::SmolLM2_135M_Shape();
+  if (spec == "shape:tinyllama-1.1b") return ModelConfig::TinyLlama_1_1B_Shape();
+  return std::nullopt;
+}
+
+Result<LoadedModel> LoadModel(std::string_view spec, size_t n_threads) {
+  ModelOptions options;
+  options.n_threads = n_threads;
+  LoadedModel loaded;
+  if (spec == "embedded") {
+    FAK_ASSIGN_OR_RETURN(loaded.model, Model::Synthetic(ModelConfig::EmbeddedDefault(), /*seed=*/2026, options));
+    loaded.tokenizer = MakeByteTokenizer();
+    loaded.label = "embedded (synthetic weights, seed 2026)";
+    return loaded;
+  }
+  if (std::optional<ModelConfig> shape = ShapeModelConfig(spec)) {
+    FAK_ASSIGN_OR_RETURN(loaded.model, Model::Synthetic(*shape, /*seed=*/2026, options));
+    loaded.label = std::string(spec) + " (random weights, no tokenizer)";
+    return loaded;
+  }
+  const std::string path(spec);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    return NotFound("model '" + path + "' is neither a known name (embedded, shape:smollm2-135m, shape:tinyllama-1.1b) nor a file");
+  return Unsupported("running weights from a model file ('" + path +
+                     "') is not in this build yet; use MODEL=embedded, or `fak inspect` to read a GGUF file's metadata");
+}
+
+Result<std::vector<int32_t>> EncodePrompt(const Tokenizer& tokenizer, std::string_view prompt) {
+  FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(prompt));
+  if (tokenizer.add_bos() && tokenizer.bos_id() >= 0) ids.insert(ids.begin(), tokenizer.bos_id());
+  if (ids.empty()) return InvalidArgument("the prompt is empty and the tokenizer adds no BOS token");
+  return ids;
+}
+
+Result<std::vector<float>> PrefillWithProgress(const Model& model, KVCache* cache, std::span<const int32_t> ids) {
+  if (!StdoutIsTerminal() || ids.size() <= 4 * kPrefillChunkTokens) return model.Prefill(cache, ids);
+  std::vector<float> logits;
+  for (size_t done = 0; done < ids.size();) {
+    const size_t n = std::min(kPrefillChunkTokens, ids.size() - done);
+    const LogitsMode mode = done + n == ids.size() ? LogitsMode::kLast : LogitsMode::kNone;
+    FAK_ASSIGN_OR_RETURN(logits, model.Prefill(cache, ids.subspan(done, n), mode));
+    done += n;
+    Progress("prefill", done, ids.size());
+  }
+  return logits;
+}
+
+}  // namespace fak::cli

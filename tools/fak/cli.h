@@ -1,0 +1,106 @@
+// The `fak` command-line tool: shared pieces — argument parsing, exit codes, model loading,
+// terminal output (progress bar, safe text) and the subcommand entry points.
+//
+// The tool is a thin layer over the public API (include/fak/ only); it adds no behaviour the
+// library does not have. Errors go to stderr; exit codes are kExitOk, kExitFailure (the operation
+// failed or a check did not hold) and kExitUsage (bad command line).
+#ifndef FAK_TOOLS_FAK_CLI_H_
+#define FAK_TOOLS_FAK_CLI_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fak/model.h"
+#include "fak/status.h"
+#include "fak/tokenizer.h"
+
+namespace fak::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+// Plain argv parsing: positionals, `--name value`, `--name=value`, boolean `--flag`, `--` ends
+// options; `-h`/`--help` is always a flag. An option may be repeated (GetAll sees every value).
+class Args {
+ public:
+  struct Spec {
+    std::vector<std::string_view> value_options;  // names without "--"
+    std::vector<std::string_view> flags;
+  };
+  // InvalidArgument naming an unknown option or a missing value.
+  static Result<Args> Parse(std::span<char* const> argv, const Spec& spec);
+
+  const std::vector<std::string>& positional() const { return positional_; }
+  bool help() const { return Has("help"); }
+  bool Has(std::string_view name) const;
+  std::optional<std::string> Get(std::string_view name) const;  // the last value given
+  std::vector<std::string> GetAll(std::string_view name) const;
+  // Typed values; InvalidArgument naming the option when the text does not parse.
+  Result<uint64_t> GetUint(std::string_view name, uint64_t default_value) const;
+  Result<double> GetDouble(std::string_view name, double default_value) const;
+
+ private:
+  std::vector<std::string> positional_;
+  std::vector<std::pair<std::string, std::string>> options_;  // flags hold ""
+};
+
+// Prints "fak <command>: <status>" to stderr and returns kExitFailure.
+int Fail(std::string_view command, const Status& status);
+// Prints "fak <command>: <message>" and the usage text to stderr and returns kExitUsage.
+int UsageError(std::string_view command, std::string_view message, std::string_view usage);
+// Prints `usage` to stdout and returns kExitOk (for --help).
+int ShowHelp(std::string_view usage);
+
+bool StdoutIsTerminal();
+// "label [#####.....] 5/10" redrawn in place on stdout when it is a terminal; silent otherwise.
+// The line is cleared when done == total.
+void Progress(std::string_view label, size_t done, size_t total);
+// Writes generated text to stdout. On a terminal, control bytes other than \n and \t are shown as
+// \xNN (a synthetic model emits arbitrary bytes); elsewhere the bytes pass through unchanged.
+void WriteText(std::string_view text);
+// The whole file; "-" reads stdin. NotFound / IOError naming the path.
+Result<std::string> ReadFileOrStdin(const std::string& path);
+
+// A model and the tokenizer that goes with it (null for the shape-only benchmark models).
+struct LoadedModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string label;  // how it was named, e.g. "embedded (synthetic, seed 2026)"
+};
+// MODEL names the tool knows. "embedded" is the embedded default (ModelConfig::EmbeddedDefault,
+// synthetic weights seed 2026, byte tokenizer — the demo's model); "shape:smollm2-135m" and
+// "shape:tinyllama-1.1b" are real shapes with random weights and no tokenizer (bench, inspect).
+inline constexpr char kModelHelp[] =
+    "MODEL: 'embedded' (the embedded default: synthetic weights, seed 2026, byte tokenizer),\n"
+    "       'shape:smollm2-135m' or 'shape:tinyllama-1.1b' (real shapes, random weights; bench and inspect only),\n"
+    "       or a model file (inspect reads GGUF and safetensors files; running file weights is not in\n"
+    "       this build yet).\n";
+Result<LoadedModel> LoadModel(std::string_view spec, size_t n_threads);
+// The shape-only models by name; nullopt when `spec` is not one.
+std::optional<ModelConfig> ShapeModelConfig(std::string_view spec);
+// Token ids of `prompt`, with BOS first when the tokenizer asks for it.
+Result<std::vector<int32_t>> EncodePrompt(const Tokenizer& tokenizer, std::string_view prompt);
+// Prefills `ids` onto `cache` and returns the last token's logits. On a terminal a long prompt is
+// prefilled in chunks under a progress bar; within one kernel tier chunked and whole prefill give
+// the same cache and logits bit for bit (architecture §2.1), so this changes only what is shown.
+Result<std::vector<float>> PrefillWithProgress(const Model& model, KVCache* cache, std::span<const int32_t> ids);
+
+// Subcommands. `argv` starts after the subcommand's name.
+int RunCommand(std::span<char* const> argv);
+int ChatCommand(std::span<char* const> argv);
+int BenchCommand(std::span<char* const> argv);
+int InspectCommand(std::span<char* const> argv);
+int VerifyCommand(std::span<char* const> argv);
+int ManifestCommand(std::span<char* const> argv);
+int StoreCommand(std::span<char* const> argv);
+
+}  // namespace fak::cli
+
+#endif  // FAK_TOOLS_FAK_CLI_H_

@@ -1,0 +1,187 @@
+// `fak chat`: a stdin REPL through the Planner — prefix reuse, screening of tool results, exact
+// eviction and deletion certificates, exactly as an agent runtime embedding fak would get them.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+#include "fak/audit.h"
+#include "fak/blob_store.h"
+#include "fak/planner.h"
+#include "tools/fak/cli.h"
+
+namespace fak::cli {
+namespace {
+
+constexpr std::string_view kChatUsage =
+    "usage: fak chat MODEL [options]\n"
+    "\n"
+    "Reads one user message per line from stdin and streams each reply through the planner: the\n"
+    "conversation's earlier turns are reused from the radix tree, tool results are screened and a\n"
+    "quarantined one is evicted at once with a signed deletion certificate. Per-turn numbers go to\n"
+    "stderr.\n"
+    "\n"
+    "lines:\n"
+    "  TEXT                   a user message; the model replies\n"
+    "  /tool TEXT             a tool result (screened), then the model replies\n"
+    "  /quit                  end (so does end of input)\n"
+    "\n"
+    "options:\n"
+    "  --system TEXT          a system message first. Default: none\n"
+    "  --tenant NAME          the tenant the radix tree serves. Default: \"default\"\n"
+    "  --state DIR            keep the corpus (DIR/corpus), journal (DIR/journal.log), signing key\n"
+    "                         (DIR/key.pem) and certificates (DIR/certs/SEQ.json) in DIR, for\n"
+    "                         `fak verify` and `fak store fsck`. Default: a temporary directory,\n"
+    "                         removed at exit\n"
+    "  --max-tokens N         tokens per reply. Default: 128\n"
+    "  --temperature T        0 = greedy. Default: 0\n"
+    "  --seed S               sampler seed. Default: 0\n"
+    "  --threads N            threads per forward pass; 0 = one per hardware thread. Default: 0\n";
+
+// Where the session keeps its durable pieces; a temporary one is removed on destruction.
+struct ChatState {
+  std::filesystem::path dir;
+  bool temporary = false;
+  ~ChatState() {
+    std::error_code ec;
+    if (temporary) std::filesystem::remove_all(dir, ec);
+  }
+};
+
+Status OpenStateDir(const std::optional<std::string>& requested, ChatState* state) {
+  std::error_code ec;
+  if (requested) {
+    state->dir = *requested;
+  } else {
+    std::string tmpl = (std::filesystem::temp_directory_path(ec) / "fak-chat-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) return IOError("cannot create a temporary directory " + tmpl);
+    state->dir = tmpl;
+    state->temporary = true;
+  }
+  std::filesystem::create_directories(state->dir / "certs", ec);
+  if (ec) return IOError("cannot create " + (state->dir / "certs").string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+// The state's signing key: loaded when DIR/key.pem exists, else generated and saved (mode 0600).
+Result<SigningKey> StateKey(const ChatState& state) {
+  const std::string path = (state.dir / "key.pem").string();
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) return SigningKey::LoadPem(path);
+  FAK_ASSIGN_OR_RETURN(SigningKey key, SigningKey::Generate());
+  FAK_RETURN_IF_ERROR(key.SavePem(path));
+  return key;
+}
+
+Status SaveCertificate(const ChatState& state, const DeletionCertificate& cert, std::string* path_out) {
+  FAK_ASSIGN_OR_RETURN(std::string json, cert.ToJson());
+  *path_out = (state.dir / "certs" / (std::to_string(cert.journal_seq) + ".json")).string();
+  std::ofstream out(*path_out, std::ios::binary | std::ios::trunc);
+  out << json << '\n';
+  out.close();
+  if (!out) return IOError("cannot write " + *path_out);
+  return Status::Ok();
+}
+
+void ReportTurn(const ChatState& state, const CompleteResult& r) {
+  std::fprintf(stderr, "[context %zu tokens: %zu reused, %zu prefilled; %zu generated; prefill %.1f ms, decode %.1f ms]\n",
+               r.context_tokens, r.reused_tokens, r.prefilled_tokens, r.generated.size(), r.prefill_ms, r.decode_ms);
+  for (const MessageOutcome& m : r.messages) {
+    if (!m.verdict.quarantined() || !m.sealed) continue;
+    std::fprintf(stderr, "[sealed %s…: quarantined by %s (%s)]\n", m.source_digest.Hex().substr(0, 12).c_str(),
+                 m.verdict.detector.c_str(), m.verdict.reason.c_str());
+  }
+  for (const DeletionCertificate& cert : r.certificates) {
+    std::string path;
+    Status saved = SaveCertificate(state, cert, &path);
+    std::fprintf(stderr, "[evicted %llu tokens, certified: journal row #%llu, max|dlogit| %g; %s]\n",
+                 static_cast<unsigned long long>(cert.evicted_count), static_cast<unsigned long long>(cert.journal_seq),
+                 cert.max_abs_delta, saved.ok() ? ("certificate " + path).c_str() : saved.ToString().c_str());
+  }
+}
+
+struct ChatSettings {
+  CompleteParams params;
+  Conversation conversation;
+};
+
+// The REPL: one line in, one reply out, until /quit or end of input.
+Status Repl(Planner& planner, const ChatState& state, ChatSettings& s) {
+  const bool interactive = ::isatty(STDIN_FILENO) == 1 && StdoutIsTerminal();
+  s.params.on_text = [](std::string_view piece) {
+    WriteText(piece);
+    return true;
+  };
+  std::string line;
+  while (true) {
+    if (interactive) {
+      std::fputs("> ", stdout);
+      std::fflush(stdout);
+    }
+    if (!std::getline(std::cin, line) || line == "/quit") break;
+    if (line.empty()) continue;
+    if (line.rfind("/tool ", 0) == 0) {
+      s.conversation.messages.push_back({SegmentKind::kToolResult, line.substr(6)});
+    } else if (line[0] == '/') {
+      std::fprintf(stderr, "unknown command '%s' (try /tool TEXT or /quit)\n", line.c_str());
+      continue;
+    } else {
+      s.conversation.messages.push_back({SegmentKind::kUser, line});
+    }
+    FAK_ASSIGN_OR_RETURN(CompleteResult r, planner.Complete(s.conversation, s.params));
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    ReportTurn(state, r);
+    s.conversation.messages.push_back({SegmentKind::kAssistant, r.text});
+  }
+  if (!state.temporary)
+    std::fprintf(stderr, "[state in %s; issuer key %s]\n", state.dir.c_str(), planner.public_key().Hex().c_str());
+  return Status::Ok();
+}
+
+Result<ChatSettings> ParseSettings(const Args& args) {
+  ChatSettings s;
+  FAK_ASSIGN_OR_RETURN(s.params.generate.max_new_tokens, args.GetUint("max-tokens", 128));
+  FAK_ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
+  FAK_ASSIGN_OR_RETURN(s.params.generate.sampling.seed, args.GetUint("seed", 0));
+  s.params.generate.sampling.temperature = static_cast<float>(temperature);
+  FAK_RETURN_IF_ERROR(s.params.generate.sampling.Validate());
+  if (std::optional<std::string> tenant = args.Get("tenant")) s.conversation.tenant = *tenant;
+  if (std::optional<std::string> system = args.Get("system")) s.conversation.messages.push_back({SegmentKind::kSystem, *system});
+  return s;
+}
+
+}  // namespace
+
+int ChatCommand(std::span<char* const> argv) {
+  Result<Args> args = Args::Parse(argv, {{"system", "tenant", "state", "max-tokens", "temperature", "seed", "threads"}, {}});
+  if (!args) return UsageError("chat", args.error().message(), kChatUsage);
+  if (args->help()) return ShowHelp(std::string(kChatUsage) + "\n" + kModelHelp);
+  if (args->positional().size() != 1) return UsageError("chat", "expected one MODEL", std::string(kChatUsage) + kModelHelp);
+  Result<ChatSettings> settings = ParseSettings(*args);
+  Result<uint64_t> threads = args->GetUint("threads", 0);
+  for (const Status& s : {settings.error(), threads.error()})
+    if (!s.ok()) return UsageError("chat", s.message(), kChatUsage);
+
+  Result<LoadedModel> m = LoadModel(args->positional()[0], *threads);
+  if (!m) return Fail("chat", m.error());
+  if (!m->tokenizer) return Fail("chat", Unsupported(m->label + " has no tokenizer; it serves `fak bench` and `fak inspect`"));
+  ChatState state;
+  if (Status s = OpenStateDir(args->Get("state"), &state); !s.ok()) return Fail("chat", s);
+  Result<SigningKey> key = StateKey(state);
+  if (!key) return Fail("chat", key.error());
+  Result<std::unique_ptr<BlobStore>> blobs = OpenDirectoryBlobStore((state.dir / "corpus").string());
+  if (!blobs) return Fail("chat", blobs.error());
+  PlannerOptions options;
+  options.journal_path = (state.dir / "journal.log").string();
+  Result<std::unique_ptr<Planner>> planner = Planner::Create(*m->model, *m->tokenizer, *key, **blobs, options);
+  if (!planner) return Fail("chat", planner.error());
+  if (Status s = Repl(**planner, state, *settings); !s.ok()) return Fail("chat", s);
+  return kExitOk;
+}
+
+}  // namespace fak::cli
