@@ -37,7 +37,7 @@ class Tokenizer {
   // default). Encode never adds it; callers do.
   virtual bool add_bos() const { return bos_id() >= 0; }
   // The id whose vocabulary text is exactly `text` (e.g. "<start_of_turn>"), -1 when none.
-  virtual int32_t FindToken(std::string_view text) const { return -1; }
+  virtual int32_t FindToken(std::string_view /*text*/) const { return -1; }
 };
 
 // The embedded default: one token per byte (ids 0..255), BOS = 256, EOS = 257.
