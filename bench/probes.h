@@ -1,0 +1,145 @@
+// Machine probes shared by the benches: read bandwidth (sum a large float array with independent
+// SIMD accumulators) and peak FMA throughput (independent FMA chains held in registers). Benches
+// quote their figures as a fraction of these, measured in the same run on the same machine.
+#ifndef FAK_BENCH_PROBES_H_
+#define FAK_BENCH_PROBES_H_
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch.h"
+#include "src/core/thread_pool.h"
+
+namespace fak::bench {
+
+// Sums [0, n) of a float array with 4 independent AVX-512 accumulators (n a multiple of 64).
+__attribute__((target("avx512f"))) inline float SumAvx512(const float* p, size_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 64 <= n; i += 64) {
+    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+// The same with AVX2 (n a multiple of 32).
+__attribute__((target("avx2"))) inline float SumAvx2(const float* p, size_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
+  }
+  alignas(32) float t[8];
+  _mm256_store_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
+// 10 independent FMA chains (enough to cover latency x throughput on current x86 cores), kFmaIters
+// rounds: 10 * lanes * 2 flops per round. The empty asm keeps the chains in registers.
+inline constexpr long kFmaIters = 1 << 24;
+inline constexpr int kFmaChains = 10;
+#define FAK_FMA_ROUND(FMA)                                                                                \
+  a0 = FMA(a0, m, c); a1 = FMA(a1, m, c); a2 = FMA(a2, m, c); a3 = FMA(a3, m, c); a4 = FMA(a4, m, c);    \
+  a5 = FMA(a5, m, c); a6 = FMA(a6, m, c); a7 = FMA(a7, m, c); a8 = FMA(a8, m, c); a9 = FMA(a9, m, c);    \
+  __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), \
+                   "+v"(a8), "+v"(a9))
+__attribute__((target("avx512f,fma"))) inline float FmaChainsAvx512(float seed) {
+  __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f), a0 = _mm512_set1_ps(seed);
+  __m512 a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0;
+  for (long i = 0; i < kFmaIters; ++i) { FAK_FMA_ROUND(_mm512_fmadd_ps); }
+  __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                           _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+  return _mm512_reduce_add_ps(_mm512_add_ps(s, _mm512_add_ps(a8, a9)));
+}
+__attribute__((target("avx2,fma"))) inline float FmaChainsAvx2(float seed) {
+  __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f), a0 = _mm256_set1_ps(seed);
+  __m256 a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0;
+  for (long i = 0; i < kFmaIters; ++i) { FAK_FMA_ROUND(_mm256_fmadd_ps); }
+  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+  s = _mm256_add_ps(s, _mm256_add_ps(a8, a9));
+  alignas(32) float t[8];
+  _mm256_store_ps(t, s);
+  return t[0] + t[7];
+}
+#undef FAK_FMA_ROUND
+
+// Flops one FmaChains call performs.
+inline double FmaFlopsPerCall(bool avx512) { return kFmaIters * kFmaChains * (avx512 ? 16.0 : 8.0) * 2; }
+
+// One pass of the read probe over a[0, n): on the calling thread alone, or split over `pool`.
+inline void ReadPass(const float* a, size_t n, internal::ThreadPool* pool, float* sink) {
+  const bool avx512 = kernels::TierSupported(kernels::Tier::kAvx512);
+  auto body = [&](size_t b, size_t e) {
+    float s = avx512 ? SumAvx512(a + b, e - b) : SumAvx2(a + b, e - b);
+    sink[b == 0 ? 0 : 1] = s;
+  };
+  if (pool == nullptr) body(0, n); else pool->ParallelFor(n, 1 << 16, body);
+}
+
+inline double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+inline double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Median read bandwidth in GB/s over `reps` passes of a 1 GiB array; pool null = one thread.
+inline double ProbeReadBandwidth(internal::ThreadPool* pool, int reps) {
+  const size_t n = (size_t{1} << 30) / sizeof(float);
+  std::unique_ptr<float[]> a(new float[n]);
+  std::fill(a.get(), a.get() + n, 1.0f);
+  float sink[2] = {0, 0};
+  std::vector<double> gbs;
+  ReadPass(a.get(), n, pool, sink);  // warm-up (page faults, TLB)
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    ReadPass(a.get(), n, pool, sink);
+    gbs.push_back(n * 4.0 * 1e-9 / SecondsSince(t0));
+  }
+  __asm__ volatile("" : : "r"(sink) : "memory");
+  return Median(gbs);
+}
+
+// Median FMA throughput in GFLOP/s over `reps` calls with `threads` (1 or the pool's) threads.
+inline double ProbeFma(bool avx512, internal::ThreadPool* pool, int reps) {
+  const size_t threads = pool == nullptr ? 1 : pool->n_threads();
+  std::vector<float> out(threads);
+  std::vector<double> g;
+  for (int r = 0; r < reps; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto body = [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) out[i] = avx512 ? FmaChainsAvx512(float(i)) : FmaChainsAvx2(float(i));
+    };
+    if (pool == nullptr) body(0, 1); else pool->ParallelFor(threads, 1, body);
+    g.push_back(FmaFlopsPerCall(avx512) * threads * 1e-9 / SecondsSince(t0));
+  }
+  __asm__ volatile("" : : "r"(out.data()) : "memory");
+  return Median(g);
+}
+
+// The first three fields of /proc/loadavg ("?" where unreadable): benches print it, since a loaded
+// machine moves every absolute figure (ratios measured in the same run move less).
+inline std::string LoadAverage() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  if (!(f >> a >> b >> c)) return "?";
+  return a + " " + b + " " + c;
+}
+
+}  // namespace fak::bench
+
+#endif  // FAK_BENCH_PROBES_H_

@@ -1,0 +1,272 @@
+// fak_radix_bench: the turn tax (issue 5, item 6). Each workload trace of bench/radix_traces.h is
+// served on a real forward pass (random weights, SmolLM2-135M shape, vocab 49152 as the traces
+// need), by these arms, all in the same run:
+//   A  naive:       every request re-prefills its whole context into a fresh cache.
+//   tree arms:      RadixTree Lookup (longest cached prefix, assembled from slabs) + Prefill of the
+//                   suffix + Insert; unbounded, and with a budget of 1.5x the trace's longest request
+//                   under LRU and deepest-first eviction; requests in first-come order or in
+//                   cache-aware order (NextCacheAware picks the waiting request with the longest
+//                   cached prefix, as SGLang's scheduler does).
+// Every request asks for its next-token logits (LogitsMode::kLast), in every arm. Reported per arm:
+// token hit rate (sum of the cached prefix length looked up before each request is inserted, over
+// the sum of request lengths — the published definition), tokens prefilled, wall time (lookup,
+// scheduling, prefill, insert and eviction; not the hit-rate accounting), the measured speedup over
+// arm A and the token-count bound (total / prefilled); resident bytes per cached token against
+// BytesPerToken(); max|Δ| of every request's logits against arm A (reuse is exact: 0); and how the
+// wall time splits into Lookup (slab assembly), Prefill of the suffix and Insert (with eviction).
+//
+// Flags: --quick (or FAK_BENCH_QUICK=1): a small model of the same vocabulary (hidden 128, 4
+// layers) for a fast smoke run; --trace NAME (one trace); --threads T (default 2).
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/probes.h"
+#include "bench/radix_traces.h"
+#include "fak/model.h"
+#include "fak/radix_tree.h"
+#include "fak/tokenizer.h"
+#include "kernels/dispatch.h"
+
+namespace fak::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Flags {
+  bool quick = false;
+  std::string trace;
+  size_t threads = 2;
+};
+
+struct Arm {
+  std::string name;
+  bool tree = true;
+  size_t budget_bytes = 0;  // 0: unbounded
+  EvictionPolicy policy = EvictionPolicy::kLru;
+  bool cache_aware = false;
+};
+
+struct ArmResult {
+  Arm arm;
+  size_t reused = 0, total = 0, prefilled = 0;
+  double wall_s = 0;
+  double lookup_s = 0, prefill_s = 0, insert_s = 0;  // parts of wall_s (scheduling is the rest)
+  float max_delta = 0;
+  bool bytes_per_token_exact = true;
+  size_t resident_bytes = 0, unique_tokens = 0, bytes_per_token = 0;
+};
+
+using Logits = std::vector<std::vector<float>>;  // per request index
+
+float MaxDelta(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  float m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+Result<ArmResult> RunNaive(const Model& model, const Trace& trace, Logits* logits) {
+  ArmResult out;
+  out.arm = {"A naive re-prefill", false};
+  logits->assign(trace.requests.size(), {});
+  auto t0 = Clock::now();
+  for (size_t i = 0; i < trace.requests.size(); ++i) {
+    KVCache cache = model.NewCache();
+    FAK_ASSIGN_OR_RETURN((*logits)[i], model.Prefill(&cache, trace.requests[i], LogitsMode::kLast));
+    out.total += trace.requests[i].size();
+  }
+  out.wall_s = SecondsSince(t0);
+  out.prefilled = out.total;
+  return out;
+}
+
+Result<ArmResult> RunTree(const Model& model, const Tokenizer& tokenizer, const Trace& trace, const Arm& arm,
+                          const Logits& naive) {
+  RadixTreeOptions opt;
+  opt.budget_bytes = arm.budget_bytes;
+  opt.policy = arm.policy;
+  RadixTree tree(model, tokenizer, opt);
+  ArmResult out;
+  out.arm = arm;
+  std::vector<size_t> waiting(trace.requests.size());
+  for (size_t i = 0; i < waiting.size(); ++i) waiting[i] = i;
+  double timed = 0;
+  while (!waiting.empty()) {
+    auto t0 = Clock::now();
+    size_t pick = 0;
+    if (arm.cache_aware) {
+      std::vector<std::span<const int32_t>> views;
+      for (size_t w : waiting) views.emplace_back(trace.requests[w]);
+      pick = NextCacheAware(tree, views);
+    }
+    timed += SecondsSince(t0);
+    const size_t index = waiting[pick];
+    waiting.erase(waiting.begin() + pick);
+    std::span<const int32_t> req = trace.requests[index];
+    out.reused += tree.MatchLength(req);  // looked up before the request is inserted (untimed)
+    out.total += req.size();
+
+    t0 = Clock::now();
+    LookupResult r = tree.Lookup(req);
+    const auto t1 = Clock::now();
+    FAK_ASSIGN_OR_RETURN(std::vector<float> logits,
+                         model.Prefill(&r.cache, req.subspan(r.matched_tokens), LogitsMode::kLast));
+    const auto t2 = Clock::now();
+    out.prefilled += req.size() - r.matched_tokens;
+    FAK_RETURN_IF_ERROR(tree.Insert(req, r.cache));
+    const auto t3 = Clock::now();
+    out.lookup_s += std::chrono::duration<double>(t1 - t0).count();
+    out.prefill_s += std::chrono::duration<double>(t2 - t1).count();
+    out.insert_s += std::chrono::duration<double>(t3 - t2).count();
+    timed += std::chrono::duration<double>(t3 - t0).count();
+    out.max_delta = std::max(out.max_delta, MaxDelta(logits, naive[index]));
+  }
+  out.wall_s = timed;
+  const RadixTreeStats st = tree.Stats();
+  out.resident_bytes = st.resident_bytes;
+  out.unique_tokens = st.unique_tokens;
+  out.bytes_per_token = tree.BytesPerToken();
+  out.bytes_per_token_exact = st.resident_bytes == st.unique_tokens * tree.BytesPerToken();
+  return out;
+}
+
+void PrintHeader() {
+  std::printf("  %-34s %7s %9s %9s %9s %8s %8s %10s %7s  %s\n", "arm", "hit", "reused", "prefill", "wall s", "speedup",
+              "bound", "B/token", "max|d|", "lookup/prefill/insert s");
+}
+
+void PrintRow(const ArmResult& r, double naive_s) {
+  const double hit = 100.0 * r.reused / r.total;
+  std::printf("  %-34s %6.1f%% %9zu %9zu %9.2f %7.2fx %7.2fx", r.arm.name.c_str(), hit, r.reused, r.prefilled,
+              r.wall_s, naive_s / r.wall_s, double(r.total) / r.prefilled);
+  if (r.arm.tree)
+    std::printf(" %10s %7.0g  %.2f/%.2f/%.2f\n",
+                r.bytes_per_token_exact ? std::to_string(r.bytes_per_token).c_str() : "MISMATCH", r.max_delta,
+                r.lookup_s, r.prefill_s, r.insert_s);
+  else
+    std::printf(" %10s %7s\n", "-", "-");
+}
+
+struct Summary {
+  double agents_unbounded_speedup = 0, agents_deepest_fc_hit = 0, agents_aware_hit = 0;
+  size_t agents_aware_reused = 0, agents_published_reused = 0;
+  bool all_exact = true, all_bytes_exact = true, published_ok = true;
+};
+
+Status RunTrace(const Model& model, const Tokenizer& tokenizer, const Trace& trace, Summary* sum) {
+  const size_t budget_tokens = LongestRequest(trace) * 3 / 2;
+  const size_t bpt = RadixTree(model, tokenizer).BytesPerToken();
+  const size_t budget = budget_tokens * bpt;
+  std::printf("\n%s: %zu requests, %zu tokens, longest %zu; budget 1.5x = %zu tokens (%.1f MB at %zu B/token)\n",
+              trace.name.c_str(), trace.requests.size(), trace.published_total, LongestRequest(trace), budget_tokens,
+              budget / 1e6, bpt);
+  std::fflush(stdout);
+  Logits naive_logits;
+  FAK_ASSIGN_OR_RETURN(ArmResult naive, RunNaive(model, trace, &naive_logits));
+  PrintHeader();
+  PrintRow(naive, naive.wall_s);
+  std::fflush(stdout);
+  const std::vector<Arm> arms = {
+      {"unbounded, first-come", true, 0, EvictionPolicy::kLru, false},
+      {"unbounded, cache-aware", true, 0, EvictionPolicy::kLru, true},
+      {"1.5x LRU, first-come", true, budget, EvictionPolicy::kLru, false},
+      {"1.5x deepest-first, first-come", true, budget, EvictionPolicy::kDeepestFirst, false},
+      {"1.5x LRU, cache-aware", true, budget, EvictionPolicy::kLru, true},
+      {"1.5x deepest-first, cache-aware", true, budget, EvictionPolicy::kDeepestFirst, true},
+  };
+  for (const Arm& arm : arms) {
+    FAK_ASSIGN_OR_RETURN(ArmResult r, RunTree(model, tokenizer, trace, arm, naive_logits));
+    PrintRow(r, naive.wall_s);
+    std::fflush(stdout);
+    sum->all_exact &= r.max_delta == 0;
+    sum->all_bytes_exact &= r.bytes_per_token_exact;
+    if (arm.budget_bytes == 0 && !arm.cache_aware)
+      sum->published_ok &= r.reused == trace.published_reused && r.total == trace.published_total;
+    if (trace.name != "agents") continue;
+    sum->agents_published_reused = trace.published_reused;
+    if (arm.budget_bytes == 0 && !arm.cache_aware) sum->agents_unbounded_speedup = naive.wall_s / r.wall_s;
+    if (arm.budget_bytes && arm.policy == EvictionPolicy::kDeepestFirst && !arm.cache_aware)
+      sum->agents_deepest_fc_hit = 100.0 * r.reused / r.total;
+    if (arm.budget_bytes && arm.policy == EvictionPolicy::kLru && arm.cache_aware) {
+      sum->agents_aware_hit = 100.0 * r.reused / r.total;
+      sum->agents_aware_reused = r.reused;
+    }
+  }
+  std::printf("  (published, unbounded first-come: %zu/%zu = %.1f%%; load %s)\n", trace.published_reused,
+              trace.published_total, 100.0 * trace.published_reused / trace.published_total, LoadAverage().c_str());
+  return Status::Ok();
+}
+
+ModelConfig BenchConfig(bool quick) {
+  if (!quick) return ModelConfig::SmolLM2_135M_Shape();
+  ModelConfig c;
+  c.vocab_size = kTraceVocab;
+  c.hidden_size = 128;
+  c.n_layers = 4;
+  c.n_heads = 4;
+  c.n_kv_heads = 2;
+  c.head_dim = 32;
+  c.ffn_size = 384;
+  c.context_length = 2048;
+  return c;
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  if (const char* q = std::getenv("FAK_BENCH_QUICK"); q && *q && std::strcmp(q, "0")) f.quick = true;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--quick")) f.quick = true;
+    else if (!std::strcmp(argv[i], "--trace") && i + 1 < argc) f.trace = argv[++i];
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) f.threads = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: fak_radix_bench [--quick] [--trace NAME] [--threads T]\n");
+      return 2;
+    }
+  }
+  const ModelConfig config = BenchConfig(f.quick);
+  ModelOptions opt;
+  opt.n_threads = f.threads;
+  auto model_or = Model::Synthetic(config, 42, opt);
+  if (!model_or.has_value()) {
+    std::fprintf(stderr, "fak_radix_bench: Synthetic: %s\n", model_or.error().ToString().c_str());
+    return 1;
+  }
+  const std::unique_ptr<Tokenizer> tokenizer = MakeByteTokenizer();  // the tree's binding; ids come from the traces
+  std::printf("fak_radix_bench%s: model %s, threads %zu, kernel tier %s, load average %s\n", f.quick ? " (quick)" : "",
+              config.Describe().c_str(), f.threads, std::string(kernels::TierName(kernels::ActiveTier())).c_str(),
+              LoadAverage().c_str());
+  Summary sum;
+  bool ran_agents = false;
+  for (const Trace& t : AllTraces()) {
+    if (!f.trace.empty() && t.name != f.trace) continue;
+    ran_agents |= t.name == "agents";
+    if (Status s = RunTrace(**model_or, *tokenizer, t, &sum); !s.ok()) {
+      std::fprintf(stderr, "fak_radix_bench: %s: %s\n", t.name.c_str(), s.ToString().c_str());
+      return 1;
+    }
+  }
+  std::printf("\nChecks: unbounded first-come hit counts equal the published ones: %s; every tree arm's logits "
+              "equal arm A's (max|d| = 0): %s; resident bytes == unique tokens x BytesPerToken(): %s\n",
+              sum.published_ok ? "yes" : "NO", sum.all_exact ? "yes" : "NO", sum.all_bytes_exact ? "yes" : "NO");
+  if (ran_agents) {
+    std::printf("Targets (agents):\n");
+    std::printf("  wall-clock speedup vs naive, unbounded first-come: %.2fx (target >= 7.0x; token bound 7.50x) [%s]\n",
+                sum.agents_unbounded_speedup, sum.agents_unbounded_speedup >= 7.0 ? "met" : "NOT met");
+    std::printf("  1.5x budget, first-come, deepest-first: hit %.1f%% (target >= 75%%; Go original LRU 62.1%%) [%s]\n",
+                sum.agents_deepest_fc_hit, sum.agents_deepest_fc_hit >= 75.0 ? "met" : "NOT met");
+    std::printf("  1.5x budget, cache-aware (LRU): hit %.1f%% (target 86.7%% = %zu tokens) [%s]\n", sum.agents_aware_hit,
+                sum.agents_published_reused, sum.agents_aware_reused == sum.agents_published_reused ? "met" : "NOT met");
+  }
+  std::printf("load average at end: %s\n", LoadAverage().c_str());
+  return sum.published_ok && sum.all_exact && sum.all_bytes_exact ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace fak::bench
+
+int main(int argc, char** argv) { return fak::bench::Main(argc, argv); }

@@ -1,0 +1,280 @@
+// Hot-set scoring, CanShare and the rollout policies (flush, lazy, blue_green, canary).
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+#include "fak/regen.h"
+
+namespace fak {
+
+// ---- hot set ----
+
+namespace {
+
+std::string SessionKey(const TranscriptRef& t) {
+  if (!t.session.empty()) return t.session;
+  Digester d;
+  for (const Digest& s : t.segments) d.Update(s.bytes.data(), s.bytes.size());
+  return "~" + d.Finish().Hex();
+}
+
+}  // namespace
+
+double HotSetTracker::Decayed(const State& s, int64_t now_ns) const {
+  const double age_s = static_cast<double>(std::max<int64_t>(0, now_ns - s.last_ns)) * 1e-9;
+  return s.score * std::exp2(-age_s / options_.half_life_s);
+}
+
+void HotSetTracker::Touch(const TranscriptRef& transcript, size_t n_tokens, int64_t now_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  State& s = sessions_[SessionKey(transcript)];
+  s.score = Decayed(s, now_ns) + 1.0;
+  s.last_ns = std::max(s.last_ns, now_ns);
+  s.transcript = transcript;
+  s.n_tokens = n_tokens;
+}
+
+void HotSetTracker::Forget(std::string_view session) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sessions_.erase(std::string(session));
+}
+
+double HotSetTracker::Score(std::string_view session, int64_t now_ns) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = sessions_.find(std::string(session));
+  return it == sessions_.end() ? 0.0 : Decayed(it->second, now_ns);
+}
+
+size_t HotSetTracker::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sessions_.size();
+}
+
+std::vector<HotSetTracker::Entry> HotSetTracker::Select(int64_t now_ns, size_t budget_tokens, size_t budget_bytes,
+                                                        size_t bytes_per_token) const {
+  std::vector<std::pair<std::string, Entry>> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    all.reserve(sessions_.size());
+    for (const auto& [key, s] : sessions_) all.push_back({key, Entry{s.transcript, s.n_tokens, Decayed(s, now_ns)}});
+  }
+  // Highest score first; the key breaks ties so the order is deterministic.
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    return a.second.score != b.second.score ? a.second.score > b.second.score : a.first < b.first;
+  });
+  std::vector<Entry> out;
+  size_t tokens = 0;
+  for (auto& [key, e] : all) {
+    if (budget_tokens > 0 && tokens + e.n_tokens > budget_tokens) break;
+    if (budget_bytes > 0 && bytes_per_token > 0 && (tokens + e.n_tokens) * bytes_per_token > budget_bytes) break;
+    tokens += e.n_tokens;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// ---- CanShare ----
+
+ShareDecision CanShare(const BindingTuple& from_regime, const BindingTuple& to_regime) {
+  BindingTuple a = from_regime, b = to_regime;
+  for (BindingTuple* t : {&a, &b}) {  // only the regime axes decide; spans are per request
+    t->span_digest = Digest{};
+    t->tokens = TokenRange{};
+    t->integrity_checksum = Digest{};
+  }
+  ShareDecision d;
+  d.axis = FirstDifferingAxis(b, a);
+  d.share = !d.axis.has_value();
+  d.detail = d.share ? "every regime axis is equal: the cache is shared"
+                     : std::string(BindingAxisName(*d.axis)) + " differs: " + DescribeAxisDifference(*d.axis, b, a);
+  return d;
+}
+
+ShareDecision CanShare(const Model& from_model, const Tokenizer& from_tokenizer, const Model& to_model,
+                       const Tokenizer& to_tokenizer) {
+  return CanShare(RegimeBinding(from_model, from_tokenizer), RegimeBinding(to_model, to_tokenizer));
+}
+
+// ---- names ----
+
+std::string_view RolloutPolicyName(RolloutPolicy policy) {
+  switch (policy) {
+    case RolloutPolicy::kFlush: return "flush";
+    case RolloutPolicy::kLazy: return "lazy";
+    case RolloutPolicy::kBlueGreen: return "blue_green";
+    case RolloutPolicy::kCanary: return "canary";
+  }
+  return "?";
+}
+
+Result<RolloutPolicy> ParseRolloutPolicy(std::string_view name) {
+  for (RolloutPolicy p : {RolloutPolicy::kFlush, RolloutPolicy::kLazy, RolloutPolicy::kBlueGreen, RolloutPolicy::kCanary}) {
+    if (name == RolloutPolicyName(p)) return p;
+  }
+  return InvalidArgument("rollout policy: unknown '" + std::string(name) + "' (flush, lazy, blue_green, canary)");
+}
+
+std::string_view RolloutPhaseName(RolloutPhase phase) {
+  switch (phase) {
+    case RolloutPhase::kNotStarted: return "not_started";
+    case RolloutPhase::kWarming: return "warming";
+    case RolloutPhase::kCanary: return "canary";
+    case RolloutPhase::kCutOver: return "cut_over";
+  }
+  return "?";
+}
+
+// ---- the rollout ----
+
+namespace {
+
+// Wraps a backfill task so the rollout learns when the last one has finished.
+class CountedTask final : public BackfillTask {
+ public:
+  CountedTask(std::unique_ptr<BackfillTask> inner, std::shared_ptr<std::atomic<size_t>> pending)
+      : inner_(std::move(inner)), pending_(std::move(pending)) {}
+  ~CountedTask() override { Finish(); }  // dropped unfinished (error, scheduler gone): stop waiting
+  Result<size_t> RunChunk(size_t max_tokens) override {
+    Result<size_t> r = inner_->RunChunk(max_tokens);
+    if (!r.has_value() || inner_->done()) Finish();
+    return r;
+  }
+  size_t remaining_tokens() const override { return inner_->remaining_tokens(); }
+
+ private:
+  void Finish() {
+    if (!finished_) pending_->fetch_sub(1);
+    finished_ = true;
+  }
+  std::unique_ptr<BackfillTask> inner_;
+  std::shared_ptr<std::atomic<size_t>> pending_;
+  bool finished_ = false;
+};
+
+uint64_t SessionHash(std::string_view session) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a: stable across runs and platforms
+  for (unsigned char c : session) h = (h ^ c) * 1099511628211ull;
+  h ^= h >> 33;  // finalize (murmur3 fmix64): FNV's high bits barely depend on the last bytes
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 33);
+}
+
+}  // namespace
+
+struct Rollout::State {
+  mutable std::mutex mu;
+  RolloutStats stats;                // GUARDED_BY(mu)
+  SchedulerClock* clock = nullptr;   // set by Begin
+  std::atomic<bool> shared{false};
+  std::shared_ptr<std::atomic<size_t>> pending = std::make_shared<std::atomic<size_t>>(0);
+  std::atomic<int> phase{static_cast<int>(RolloutPhase::kNotStarted)};
+};
+
+Rollout::Rollout(RegenDriver& from, RegenDriver& to, RolloutOptions options)
+    : from_(&from), to_(&to), options_(std::move(options)), state_(std::make_unique<State>()) {
+  state_->stats.policy = options_.policy;
+}
+Rollout::~Rollout() = default;
+
+Status Rollout::Begin(const HotSetTracker& hot, BackfillScheduler& scheduler) {
+  if (state_->phase.load() != static_cast<int>(RolloutPhase::kNotStarted)) {
+    return FailedPrecondition("Rollout::Begin: already begun");
+  }
+  if (!(options_.canary_share >= 0.0 && options_.canary_share <= 1.0)) {
+    return InvalidArgument("RolloutOptions.canary_share: " + std::to_string(options_.canary_share) + " outside [0, 1]");
+  }
+  const RegenTarget& a = from_->target();
+  const RegenTarget& b = to_->target();
+  const ShareDecision share = CanShare(*a.model, *a.tokenizer, *b.model, *b.tokenizer);
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->clock = options_.clock != nullptr ? options_.clock : &scheduler.clock();
+  RolloutStats& s = state_->stats;
+  s.begin_ns = state_->clock->NowNanos();
+  s.shared = share.share;
+  state_->shared.store(share.share);
+  RolloutPhase phase = RolloutPhase::kCutOver;
+  if (!share.share && options_.policy == RolloutPolicy::kBlueGreen) {
+    phase = RolloutPhase::kWarming;
+    const std::vector<HotSetTracker::Entry> set = hot.Select(s.begin_ns, options_.hot_set_budget_tokens,
+                                                             options_.hot_set_budget_bytes, b.tree->BytesPerToken());
+    s.hot_set_sessions = set.size();
+    for (const HotSetTracker::Entry& e : set) {
+      s.hot_set_tokens += e.n_tokens;
+      Result<std::unique_ptr<BackfillTask>> task = to_->PrepareBackfill(options_.tenant, e.transcript);
+      if (!task.has_value()) {
+        ++s.backfill_refused;  // quarantined or text gone: never prefilled
+        continue;
+      }
+      if ((*task)->done()) {
+        ++s.backfill_skipped;
+        continue;
+      }
+      ++s.backfill_tasks;
+      state_->pending->fetch_add(1);
+      scheduler.SubmitBackfill(std::make_unique<CountedTask>(std::move(*task), state_->pending));
+    }
+  } else if (!share.share && options_.policy == RolloutPolicy::kCanary) {
+    phase = RolloutPhase::kCanary;
+  }
+  if (phase == RolloutPhase::kCutOver) {
+    s.cutover_ns = s.begin_ns;
+    if (!share.share && options_.policy == RolloutPolicy::kFlush) a.tree->EvictToBudget(0);
+  }
+  state_->phase.store(static_cast<int>(phase));
+  return Status::Ok();
+}
+
+void Rollout::Poll() {
+  const RolloutPhase phase = static_cast<RolloutPhase>(state_->phase.load());
+  if (phase != RolloutPhase::kWarming && phase != RolloutPhase::kCanary) return;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  const int64_t now = state_->clock->NowNanos();
+  const int64_t since = now - state_->stats.begin_ns;
+  bool cut = false;
+  if (phase == RolloutPhase::kWarming) {
+    cut = state_->pending->load() == 0 || (options_.warm_deadline_ns > 0 && since >= options_.warm_deadline_ns);
+  } else {
+    cut = options_.canary_duration_ns > 0 && since >= options_.canary_duration_ns;
+  }
+  if (cut) {
+    state_->stats.cutover_ns = now;
+    state_->phase.store(static_cast<int>(RolloutPhase::kCutOver));
+  }
+}
+
+void Rollout::Promote() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->phase.load() == static_cast<int>(RolloutPhase::kCutOver) || state_->clock == nullptr) return;
+  state_->stats.cutover_ns = state_->clock->NowNanos();
+  state_->phase.store(static_cast<int>(RolloutPhase::kCutOver));
+}
+
+RegenDriver& Rollout::Route(std::string_view session) {
+  if (state_->shared.load()) return *from_;  // identical weights and regime: the warm cache serves
+  switch (static_cast<RolloutPhase>(state_->phase.load())) {
+    case RolloutPhase::kNotStarted:
+    case RolloutPhase::kWarming:
+      return *from_;
+    case RolloutPhase::kCanary: {
+      const double u = static_cast<double>(SessionHash(session) >> 11) * 0x1.0p-53;
+      return u < options_.canary_share ? *to_ : *from_;
+    }
+    case RolloutPhase::kCutOver:
+      return *to_;
+  }
+  return *to_;
+}
+
+bool Rollout::cut_over() const { return state_->phase.load() == static_cast<int>(RolloutPhase::kCutOver); }
+
+RolloutStats Rollout::Stats() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  RolloutStats s = state_->stats;
+  s.phase = static_cast<RolloutPhase>(state_->phase.load());
+  s.backfill_pending = state_->pending->load();
+  return s;
+}
+
+}  // namespace fak
