@@ -5,6 +5,12 @@
 // weight bytes streamed per second as a fraction of the bandwidth probe.
 //
 // Y[M][N] = X[M][K] · W[N][K]ᵀ for (K, N) in {(576, 1536), (2048, 5632)} and M in {1, 128, 512}.
+//
+// Quantized weights (ParallelMatMulQuant: activation rows quantized to Q8, integer block dot
+// products) for Q8_0, Q4_0, Q4_K and Q6_K at the same shapes, in the SIMD tiers (scalar at M = 1
+// only): GFLOP/s-equivalent (2·M·K·N per call) and, for M = 1, weight bytes streamed per second
+// against the read-bandwidth probe. K = 576 is not a multiple of 256, so its K-quant rows run at
+// K = 512 (as a Q4_K_M file would fall back to Q5_0/Q8_0 there; the row says which K ran).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
 
@@ -16,8 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "bench/probes.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
+#include "kernels/quant_format.h"
+#include "kernels/ref/ref_quant.h"
 #include "src/core/thread_pool.h"
 
 // Eigen's product per tier, each in its own shared library (bench/eigen_<tier>.cc).
@@ -95,85 +104,82 @@ void BM_EigenMatMul(benchmark::State& st, EigenFn fn, Shape s, int m, int thread
   SetMatMulCounters(st, m, s);
 }
 
-// ---- Probes ----
+// ---- Quantized weights ----
 
-// Sums [begin, end) of a float array with 4 independent AVX-512 accumulators (AVX2 if absent).
-__attribute__((target("avx512f"))) float SumAvx512(const float* p, size_t n) {
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 64 <= n; i += 64) {
-    a0 = _mm512_add_ps(a0, _mm512_loadu_ps(p + i));
-    a1 = _mm512_add_ps(a1, _mm512_loadu_ps(p + i + 16));
-    a2 = _mm512_add_ps(a2, _mm512_loadu_ps(p + i + 32));
-    a3 = _mm512_add_ps(a3, _mm512_loadu_ps(p + i + 48));
-  }
-  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+using fak::kernels::QuantType;
+constexpr QuantType kQuantTypes[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_K, QuantType::kQ6_K};
+
+// K rounded down to the type's block (576 → 512 for the K-quants).
+int QuantK(QuantType t, const Shape& s) {
+  const int block = static_cast<int>(fak::kernels::FormatOf(t).block_elems);
+  return s.k / block * block;
 }
-__attribute__((target("avx2"))) float SumAvx2(const float* p, size_t n) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  for (size_t i = 0; i + 32 <= n; i += 32) {
-    a0 = _mm256_add_ps(a0, _mm256_loadu_ps(p + i));
-    a1 = _mm256_add_ps(a1, _mm256_loadu_ps(p + i + 8));
-    a2 = _mm256_add_ps(a2, _mm256_loadu_ps(p + i + 16));
-    a3 = _mm256_add_ps(a3, _mm256_loadu_ps(p + i + 24));
+
+// W [N][K] of the shape's random floats quantized by the reference quantizer (once per type and
+// shape), and activation scratch for kMaxM rows.
+struct QuantOperands {
+  std::vector<uint8_t> w, xq;
+  size_t row_bytes = 0;
+};
+QuantOperands& QuantOperandsFor(QuantType t, const Shape& s) {
+  static std::map<std::pair<int, int>, std::unique_ptr<QuantOperands>> cache;
+  auto& slot = cache[{static_cast<int>(t), s.k * 100000 + s.n}];
+  if (!slot) {
+    const Operands& op = OperandsFor(s);
+    const size_t k = QuantK(t, s);
+    slot = std::make_unique<QuantOperands>();
+    slot->row_bytes = fak::kernels::QuantRowBytes(t, k);
+    slot->w.resize(slot->row_bytes * s.n);
+    for (int j = 0; j < s.n; ++j) {
+      std::vector<uint8_t> row = fak::kernels::ref::QuantizeRow(t, op.w.data() + static_cast<size_t>(j) * s.k, k);
+      std::copy(row.begin(), row.end(), slot->w.begin() + static_cast<size_t>(j) * slot->row_bytes);
+    }
+    slot->xq.resize(fak::kernels::QuantActRowBytes(t, k) * kMaxM);
   }
-  alignas(32) float t[8];
-  _mm256_store_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-  return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+  return *slot;
 }
+
+void BM_FakMatMulQuant(benchmark::State& st, Tier tier, QuantType qt, Shape s, int m, int threads) {
+  const fak::kernels::KernelTable& t = **fak::kernels::TableFor(tier);
+  const Operands& op = OperandsFor(s);
+  QuantOperands& q = QuantOperandsFor(qt, s);
+  const int k = QuantK(qt, s);
+  float* y = const_cast<float*>(op.y.data());
+  for (auto _ : st) {
+    fak::kernels::ParallelMatMulQuant(t, Pool(threads), qt, op.x.data(), s.k, q.w.data(), q.row_bytes, y, s.n, m, k,
+                                      s.n, q.xq.data());
+    benchmark::ClobberMemory();
+  }
+  st.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * k * s.n * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  if (m == 1) {
+    st.counters["GB/s"] = benchmark::Counter(static_cast<double>(q.w.size()) * 1e-9,
+                                             benchmark::Counter::kIsIterationInvariantRate);
+  }
+}
+
+// ---- Probes (bench/probes.h) ----
 
 void BM_ReadBandwidth(benchmark::State& st, int threads) {
   const size_t n = (size_t{1} << 30) / sizeof(float);
   std::unique_ptr<float[]> a(new float[n]);
   Pool(2)->ParallelFor(n, 1 << 16, [&](size_t b, size_t e) { std::fill(a.get() + b, a.get() + e, 1.0f); });
-  bool avx512 = fak::kernels::TierSupported(Tier::kAvx512);
   std::vector<float> sums(2);
   for (auto _ : st) {
-    auto body = [&](size_t b, size_t e) {
-      float s = avx512 ? SumAvx512(a.get() + b, e - b) : SumAvx2(a.get() + b, e - b);
-      sums[b == 0 ? 0 : 1] = s;
-    };
-    if (threads == 1) body(0, n); else Pool(2)->ParallelFor(n, 1 << 16, body);
+    fak::bench::ReadPass(a.get(), n, threads == 1 ? nullptr : Pool(2), sums.data());
     benchmark::DoNotOptimize(sums.data());
   }
   st.counters["GB/s"] = benchmark::Counter(n * 4.0 * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// 10 independent FMA chains (enough to cover latency x throughput on current x86 cores), kFmaIters
-// rounds: 10 * lanes * 2 flops per round. The empty asm keeps the chains in registers.
-constexpr long kFmaIters = 1 << 24;
-constexpr int kFmaChains = 10;
-#define FAK_FMA_ROUND(FMA)                                                                                \
-  a0 = FMA(a0, m, c); a1 = FMA(a1, m, c); a2 = FMA(a2, m, c); a3 = FMA(a3, m, c); a4 = FMA(a4, m, c);    \
-  a5 = FMA(a5, m, c); a6 = FMA(a6, m, c); a7 = FMA(a7, m, c); a8 = FMA(a8, m, c); a9 = FMA(a9, m, c);    \
-  __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7), \
-                   "+v"(a8), "+v"(a9))
-__attribute__((target("avx512f,fma"))) float FmaChainsAvx512(float seed) {
-  __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f), a0 = _mm512_set1_ps(seed);
-  __m512 a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0;
-  for (long i = 0; i < kFmaIters; ++i) { FAK_FMA_ROUND(_mm512_fmadd_ps); }
-  __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-                           _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
-  return _mm512_reduce_add_ps(_mm512_add_ps(s, _mm512_add_ps(a8, a9)));
-}
-__attribute__((target("avx2,fma"))) float FmaChainsAvx2(float seed) {
-  __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f), a0 = _mm256_set1_ps(seed);
-  __m256 a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0, a9 = a0;
-  for (long i = 0; i < kFmaIters; ++i) { FAK_FMA_ROUND(_mm256_fmadd_ps); }
-  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-  s = _mm256_add_ps(s, _mm256_add_ps(a8, a9));
-  alignas(32) float t[8];
-  _mm256_store_ps(t, s);
-  return t[0] + t[7];
-}
-#undef FAK_FMA_ROUND
-
 void BM_FmaPeak(benchmark::State& st, Tier tier, int threads) {
   bool wide = tier == Tier::kAvx512;
-  double flops_per_thread = kFmaIters * kFmaChains * (wide ? 16.0 : 8.0) * 2;
+  double flops_per_thread = fak::bench::FmaFlopsPerCall(wide);
   std::vector<float> out(2);
   for (auto _ : st) {
-    auto body = [&](size_t b, size_t e) { out[b] = wide ? FmaChainsAvx512(float(b)) : FmaChainsAvx2(float(b)); };
+    auto body = [&](size_t b, size_t e) {
+      out[b] = wide ? fak::bench::FmaChainsAvx512(float(b)) : fak::bench::FmaChainsAvx2(float(b));
+    };
     if (threads == 1) body(0, 1); else Pool(2)->ParallelFor(2, 1, body);
     benchmark::DoNotOptimize(out.data());
   }
@@ -188,6 +194,30 @@ std::string CaseName(const char* impl, Tier tier, const Shape& s, int m, int thr
   std::snprintf(buf, sizeof buf, "matmul/%s/%s/K%d_N%d/M%d/T%d", impl, std::string(fak::kernels::TierName(tier)).c_str(),
                 s.k, s.n, m, threads);
   return buf;
+}
+
+std::string QuantCaseName(QuantType qt, Tier tier, const Shape& s, int m, int threads) {
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "matmul_q/%s/%s/K%d_N%d/M%d/T%d", fak::kernels::FormatOf(qt).name,
+                std::string(fak::kernels::TierName(tier)).c_str(), QuantK(qt, s), s.n, m, threads);
+  return buf;
+}
+
+void RegisterQuant() {
+  for (Tier tier : fak::kernels::SupportedTiers()) {
+    for (QuantType qt : kQuantTypes) {
+      for (const Shape& s : kShapes) {
+        for (int m : kMs) {
+          if (tier == Tier::kScalar && m > 1) continue;  // minutes per call
+          for (int th : kThreads) {
+            benchmark::RegisterBenchmark(QuantCaseName(qt, tier, s, m, th).c_str(), BM_FakMatMulQuant, tier, qt, s,
+                                         m, th)
+                ->UseRealTime()->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+          }
+        }
+      }
+    }
+  }
 }
 
 EigenFn EigenFor(Tier tier) {
@@ -219,6 +249,7 @@ void Register() {
       }
     }
   }
+  RegisterQuant();
 }
 
 // Console output as usual, and every run's counters kept for the summary (medians over repetitions).
@@ -275,8 +306,29 @@ void PrintSummary(const CollectingReporter& r) {
       }
     }
   }
+  std::printf("  %-34s %9s %7s %8s %6s\n", "case (fak, quantized weights)", "GFLOP/s", "xF32", "GB/s", "%BW");
+  for (Tier tier : fak::kernels::SupportedTiers()) {
+    for (QuantType qt : kQuantTypes) {
+      for (const Shape& s : kShapes) {
+        for (int m : kMs) {
+          for (int th : kThreads) {
+            std::string name = QuantCaseName(qt, tier, s, m, th);
+            double g = r.Get(name, "GFLOP/s"), f = r.Get(CaseName("fak", tier, s, m, th), "GFLOP/s");
+            if (g == 0) continue;
+            std::printf("  %-34s %9.2f %7.2f", name.c_str() + 9, g, f > 0 ? g / f : 0.0);
+            if (m == 1) {
+              double gb = r.Get(name, "GB/s"), bw = r.Get("probe/read_bw/T" + std::to_string(th), "GB/s");
+              std::printf(" %8.1f %5.0f%%", gb, bw > 0 ? 100 * gb / bw : 0.0);
+            }
+            std::printf("\n");
+          }
+        }
+      }
+    }
+  }
   std::printf("  (K576_N1536 weights are 3.5 MB and stay in L3 between iterations; K2048_N5632 weights are\n"
-              "   46 MB and stream from DRAM, so only those M=1 rows compare with the DRAM read probe.)\n");
+              "   46 MB and stream from DRAM, so only those M=1 rows compare with the DRAM read probe. Quantized\n"
+              "   K2048_N5632 weights are 6.5 MB (Q4_K) to 12.3 MB (Q8_0): they may partly stay in L3.)\n");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "kernels/checked_ops.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 namespace fak::kernels {
@@ -48,7 +49,63 @@ Status ValidateAttentionDims(const AttentionShape& s) {
   return Status::Ok();
 }
 
+Status ValidateQuantShape(QuantType type, size_t k) {
+  const int ti = static_cast<int>(type);
+  if (ti < 0 || ti >= kNumQuantTypes) return InvalidArgument("unknown quant type " + N(static_cast<size_t>(ti)));
+  const QuantFormat& f = FormatOf(type);
+  if (k % f.block_elems != 0) {
+    return InvalidArgument(std::string(f.name) + " rows need k to be a multiple of " + N(f.block_elems) + ", got k = " +
+                           N(k));
+  }
+  return Status::Ok();
+}
+
+Status ExpectBytes(const char* name, size_t have, const char* formula, size_t want, bool at_least) {
+  if (at_least ? have >= want : have == want) return Status::Ok();
+  return InvalidArgument(std::string(name) + " has " + N(have) + " bytes, expected " + (at_least ? "at least " : "") +
+                         formula + " = " + N(want));
+}
+
+Status ExpectAligned(const char* name, const void* p, size_t alignment) {
+  if (reinterpret_cast<uintptr_t>(p) % alignment == 0) return Status::Ok();
+  return InvalidArgument(std::string(name) + " must be " + N(alignment) + "-byte aligned");
+}
+
 }  // namespace
+
+Status MatMulQuantChecked(const KernelTable& t, QuantType wtype, std::span<const float> x,
+                          std::span<const uint8_t> w, std::span<float> y, size_t m, size_t k, size_t n,
+                          std::span<uint8_t> xq_scratch) {
+  FAK_RETURN_IF_ERROR(ValidateQuantShape(wtype, k));
+  const size_t row_bytes = QuantRowBytes(wtype, k), act_row_bytes = QuantActRowBytes(wtype, k);
+  FAK_ASSIGN_OR_RETURN(size_t mk, Mul(m, k, "m*k"));
+  FAK_ASSIGN_OR_RETURN(size_t mn, Mul(m, n, "m*n"));
+  FAK_ASSIGN_OR_RETURN(size_t w_bytes, Mul(n, row_bytes, "n*row_bytes"));
+  FAK_ASSIGN_OR_RETURN(size_t xq_bytes, Mul(m, act_row_bytes, "m*act_row_bytes"));
+  FAK_RETURN_IF_ERROR(ExpectSize("x", x.size(), "m*k", mk));
+  FAK_RETURN_IF_ERROR(ExpectBytes("w", w.size(), "n*QuantRowBytes(k)", w_bytes, false));
+  FAK_RETURN_IF_ERROR(ExpectSize("y", y.size(), "m*n", mn));
+  FAK_RETURN_IF_ERROR(ExpectBytes("xq_scratch", xq_scratch.size(), "m*QuantActRowBytes(k)", xq_bytes, true));
+  if (m == 0 || n == 0) return Status::Ok();
+  if (k == 0) {  // empty sums; the spans may be empty with null data, which the kernels must not see
+    std::fill(y.begin(), y.end(), 0.0f);
+    return Status::Ok();
+  }
+  FAK_RETURN_IF_ERROR(ExpectAligned("w", w.data(), 2));
+  FAK_RETURN_IF_ERROR(ExpectAligned("xq_scratch", xq_scratch.data(), 4));
+  t.quantize_act(wtype, x.data(), k, m, k, xq_scratch.data());
+  t.matmul_q(wtype, xq_scratch.data(), w.data(), row_bytes, y.data(), n, m, k, 0, n);
+  return Status::Ok();
+}
+
+Status DequantizeRowChecked(const KernelTable& t, QuantType type, std::span<const uint8_t> src, std::span<float> y) {
+  FAK_RETURN_IF_ERROR(ValidateQuantShape(type, y.size()));
+  FAK_RETURN_IF_ERROR(ExpectBytes("src", src.size(), "QuantRowBytes(k)", QuantRowBytes(type, y.size()), false));
+  if (y.empty()) return Status::Ok();
+  FAK_RETURN_IF_ERROR(ExpectAligned("src", src.data(), 2));
+  t.dequantize[static_cast<int>(type)](src.data(), y.data(), y.size());
+  return Status::Ok();
+}
 
 Status MatMulChecked(const KernelTable& t, std::span<const float> x, std::span<const float> w, std::span<float> y,
                      size_t m, size_t k, size_t n) {

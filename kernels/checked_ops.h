@@ -9,10 +9,12 @@
 #define FAK_KERNELS_CHECKED_OPS_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "fak/status.h"
 #include "kernels/kernel_table.h"
+#include "kernels/quant_format.h"
 
 namespace fak::kernels {
 
@@ -20,6 +22,18 @@ namespace fak::kernels {
 // m*k floats, w exactly n*k and y exactly m*n.
 Status MatMulChecked(const KernelTable& t, std::span<const float> x, std::span<const float> w, std::span<float> y,
                      size_t m, size_t k, size_t n);
+
+// Y[m][n] = X[m][k] · W[n][k]ᵀ with W's n rows stored back to back in quant type wtype (GGUF layout,
+// QuantRowBytes(wtype, k) bytes each). x holds exactly m*k floats, w exactly n*QuantRowBytes bytes
+// (2-byte aligned), y exactly m*n floats; k is a multiple of the type's block (32 or 256);
+// xq_scratch holds at least m*QuantActRowBytes(wtype, k) bytes, 4-byte aligned. Single-threaded;
+// the same bits as ParallelMatMulQuant.
+Status MatMulQuantChecked(const KernelTable& t, QuantType wtype, std::span<const float> x,
+                          std::span<const uint8_t> w, std::span<float> y, size_t m, size_t k, size_t n,
+                          std::span<uint8_t> xq_scratch);
+
+// One row of y.size() elements of quant type `type` to f32; src holds exactly QuantRowBytes bytes.
+Status DequantizeRowChecked(const KernelTable& t, QuantType type, std::span<const uint8_t> src, std::span<float> y);
 
 // The shape half of AttentionArgs (see kernel_table.h for the layout).
 struct AttentionShape {

@@ -14,6 +14,14 @@ namespace fak::kernels {
 void ParallelMatMul(const KernelTable& t, internal::ThreadPool* pool, const float* x, size_t ldx, const float* w,
                     size_t ldw, float* y, size_t ldy, size_t m, size_t k, size_t n);
 
+// Y[M][N] = X[M][K] · W[N][K]ᵀ with W's rows stored in quant type wtype, w_row_bytes apart. First
+// quantizes X's rows into xq_scratch (QuantActRowBytes(wtype, k) * m bytes, 4-byte aligned; rows
+// split across threads), then splits the N columns across threads (table.matmul_q). Bit-identical
+// to a single-threaded call, whatever the thread count; k is a multiple of the type's block.
+void ParallelMatMulQuant(const KernelTable& t, internal::ThreadPool* pool, QuantType wtype, const float* x, size_t ldx,
+                         const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k, size_t n,
+                         void* xq_scratch);
+
 }  // namespace fak::kernels
 
 #endif  // FAK_KERNELS_PARALLEL_H_

@@ -2,6 +2,8 @@
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/simd/kernels_impl.h"
+#include "kernels/simd/quant_impl.h"
+#include "kernels/simd/quant_x86.h"
 
 namespace fak::kernels {
 namespace {
@@ -32,10 +34,28 @@ struct Avx2V {
   static B Tanh(B v) { return xsimd::tanh(v); }
 };
 
+// int8 dot products for the quantized matmul (quant_x86.h): vpmaddubsw, then vpmaddwd.
+struct Avx2I {
+  static __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+  static __m256i DotU8S8Scaled(__m256i acc, __m256i u, __m256i s, __m256i c) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), c));
+  }
+  // Byte e = 0xFF iff bit e is set: replicate byte e/8, set every other bit, compare with all-ones.
+  static __m256i BitMaskBytes(uint32_t bits) {
+    const __m256i pick = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), pick);
+    bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1));
+  }
+};
+
 }  // namespace
 
 void FillAvx2Table(KernelTable* table) {
   simd::FillTable<Avx2V>(table);
+  simd::FillQuantTable<Avx2V, simd::X86QuantOps<Avx2I>>(table);
   table->tier = Tier::kAvx2;
   table->name = "avx2";
 }

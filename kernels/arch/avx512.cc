@@ -2,6 +2,8 @@
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/simd/kernels_impl.h"
+#include "kernels/simd/quant_impl.h"
+#include "kernels/simd/quant_x86.h"
 
 namespace fak::kernels {
 namespace {
@@ -37,10 +39,20 @@ struct Avx512V {
   static B Tanh(B v) { return xsimd::tanh(v); }
 };
 
+// int8 dot products for the quantized matmul (quant_x86.h): AVX512-VNNI on ymm (AVX512VL).
+struct Avx512I {
+  static __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+  static __m256i DotU8S8Scaled(__m256i acc, __m256i u, __m256i s, __m256i c) {
+    return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), c);
+  }
+  static __m256i BitMaskBytes(uint32_t bits) { return _mm256_movm_epi8(bits); }
+};
+
 }  // namespace
 
 void FillAvx512Table(KernelTable* table) {
   simd::FillTable<Avx512V>(table);
+  simd::FillQuantTable<Avx512V, simd::X86QuantOps<Avx512I>>(table);
   table->tier = Tier::kAvx512;
   table->name = "avx512";
 }

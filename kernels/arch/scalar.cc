@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "kernels/simd/kernels_impl.h"
+#include "kernels/simd/quant_impl.h"
 
 namespace fak::kernels {
 namespace {
@@ -25,6 +26,7 @@ struct ScalarV {
 
 void FillScalarTable(KernelTable* table) {
   simd::FillTable<ScalarV>(table);
+  simd::FillQuantTable<ScalarV, simd::ScalarQuantOps<ScalarV>>(table);
   table->tier = Tier::kScalar;
   table->name = "scalar";
 }

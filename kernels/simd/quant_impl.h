@@ -1,0 +1,369 @@
+// Quantized-weight kernels, written once and instantiated per tier: row dequantizers, activation
+// row quantizers (Q8_0-style blocks of 32, Q8_K super-blocks of 256) and the quantized matmul
+// driver. Include only from kernels/arch/*.cc (the ODR rule of kernels_impl.h applies: everything
+// here is a template on a tier policy defined in that TU's anonymous namespace).
+//
+// The tier supplies Q, a policy of block steps:
+//   Q::Acc                       float accumulator (a float, or a vector of float lanes)
+//   Q::Zero(), Q::Reduce(acc)    the empty accumulator; its fixed-order horizontal sum
+//   Q::Step(acc, w_block, x_block)  acc plus one weight block · one activation block, overloaded on
+//                                the block types (BlockQ4_0* with ActQ8_0*, BlockQ4_K* with ActQ8_K*…)
+//   Q::F16(bits)                 IEEE half to float (exact)
+// Inside a block the integer dot product is exact, so how a tier computes it does not matter; the
+// float operations of Step (per block, in block order) and Reduce define each output's bits. Every
+// output Y[i][n] is Reduce(Step(...Step(Zero(), W[n] block 0, X[i] block 0)..., last block)), the
+// same sequence for any M, column range, strip width or thread: batch independence by construction.
+#ifndef FAK_KERNELS_SIMD_QUANT_IMPL_H_
+#define FAK_KERNELS_SIMD_QUANT_IMPL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/kernel_table.h"
+#include "kernels/quant_format.h"
+#include "kernels/simd/kernels_impl.h"
+
+namespace fak::kernels::simd {
+
+// ---- Shared scalar pieces ----
+
+// Round half to even for |v| < 2^22 without libm (ggml's nearest_int): the same bits everywhere.
+template <class V>
+int NearestInt(float v) {
+  float t = v + 12582912.0f;
+  int32_t i;
+  std::memcpy(&i, &t, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+template <class V>
+float F16One(uint16_t h) {
+  float f;
+  F16ToF32<V>(&h, &f, 1);
+  return f;
+}
+
+// The 12 packed bytes of a Q4_K/Q5_K block to sc[0..7] (out[0..7]) and m[0..7] (out[8..15]),
+// with 32-bit masks as ggml does (model-formats.md §3.3 gives the per-element rule; tests check both).
+template <class V>
+void UnpackKScales(const uint8_t* packed, uint8_t* out) {
+  constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t u[4];
+  std::memcpy(u, packed, 12);
+  u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
+  const uint32_t mins_lo = u[1] & kLow6;
+  u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
+  u[2] = mins_lo;
+  u[0] &= kLow6;
+  std::memcpy(out, u, 16);
+}
+
+// ---- Activation quantization (one row at a time; the bytes of a row depend on that row only) ----
+
+// d = amax / 127 and q = round(x · 127 / amax) over n values; q lands in [-127, 127].
+template <class V>
+float QuantizeBlock(const float* x, size_t n, int8_t* q) {
+  float amax = 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    float a = x[i] < 0 ? -x[i] : x[i];
+    amax = a > amax ? a : amax;
+  }
+  const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+  for (size_t i = 0; i < n; ++i) {
+    int v = NearestInt<V>(x[i] * id);
+    q[i] = static_cast<int8_t>(v > 127 ? 127 : v < -127 ? -127 : v);
+  }
+  return amax / 127.0f;
+}
+
+template <class V>
+void QuantizeRowQ8_0(const float* x, size_t k, ActQ8_0* y) {
+  for (size_t b = 0; b < k / kQK0; ++b) y[b].d = QuantizeBlock<V>(x + b * kQK0, kQK0, y[b].qs);
+}
+
+template <class V>
+void QuantizeRowQ8_K(const float* x, size_t k, ActQ8_K* y) {
+  for (size_t b = 0; b < k / kQKK; ++b) {
+    y[b].d = QuantizeBlock<V>(x + b * kQKK, kQKK, y[b].qs);
+    for (int g = 0; g < 16; ++g) {
+      int s = 0;
+      for (int e = 0; e < 16; ++e) s += y[b].qs[16 * g + e];
+      y[b].bsums[g] = static_cast<int16_t>(s);
+    }
+  }
+}
+
+template <class V>
+bool IsKQuant(QuantType t) { return t == QuantType::kQ4_K || t == QuantType::kQ5_K || t == QuantType::kQ6_K; }
+
+template <class V>
+void QuantizeAct(QuantType wtype, const float* x, size_t ldx, size_t m, size_t k, void* xq) {
+  auto* out = static_cast<uint8_t*>(xq);
+  if (IsKQuant<V>(wtype)) {
+    const size_t row_bytes = k / kQKK * sizeof(ActQ8_K);
+    for (size_t i = 0; i < m; ++i) QuantizeRowQ8_K<V>(x + i * ldx, k, reinterpret_cast<ActQ8_K*>(out + i * row_bytes));
+  } else {
+    const size_t row_bytes = k / kQK0 * sizeof(ActQ8_0);
+    for (size_t i = 0; i < m; ++i) QuantizeRowQ8_0<V>(x + i * ldx, k, reinterpret_cast<ActQ8_0*>(out + i * row_bytes));
+  }
+}
+
+// ---- Dequantization: the spec's formulas in float, left to right as ggml writes them ----
+
+template <class Q>
+void DequantBlock(const BlockQ8_0& b, float* y) {
+  const float d = Q::F16(b.d);
+  for (int e = 0; e < 32; ++e) y[e] = d * static_cast<float>(b.qs[e]);
+}
+
+template <class Q>
+void DequantBlock(const BlockQ4_0& b, float* y) {
+  const float d = Q::F16(b.d);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * static_cast<float>((b.qs[j] & 0xF) - 8);
+    y[j + 16] = d * static_cast<float>((b.qs[j] >> 4) - 8);
+  }
+}
+
+template <class Q>
+void DequantBlock(const BlockQ5_0& b, float* y) {
+  const float d = Q::F16(b.d);
+  uint32_t h;
+  std::memcpy(&h, b.qh, 4);
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (b.qs[j] & 0xF) | static_cast<int>(((h >> j) & 1) << 4);
+    const int hi = (b.qs[j] >> 4) | static_cast<int>(((h >> (j + 16)) & 1) << 4);
+    y[j] = d * static_cast<float>(lo - 16);
+    y[j + 16] = d * static_cast<float>(hi - 16);
+  }
+}
+
+// Q4_K and Q5_K: y = (d·sc)·q − (dmin·m), per sub-block. qh is null for Q4_K.
+template <class Q>
+void DequantK45(uint16_t d16, uint16_t dmin16, const uint8_t* scales, const uint8_t* qs, const uint8_t* qh,
+                float* y) {
+  const float d = Q::F16(d16), dmin = Q::F16(dmin16);
+  uint8_t sm[16];
+  UnpackKScales<Q>(scales, sm);
+  for (int c = 0; c < 4; ++c) {
+    const float d_lo = d * sm[2 * c], m_lo = dmin * sm[8 + 2 * c];
+    const float d_hi = d * sm[2 * c + 1], m_hi = dmin * sm[8 + 2 * c + 1];
+    for (int l = 0; l < 32; ++l) {
+      int lo = qs[32 * c + l] & 0xF, hi = qs[32 * c + l] >> 4;
+      if (qh != nullptr) {
+        lo |= ((qh[l] >> (2 * c)) & 1) << 4;
+        hi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+      }
+      y[64 * c + l] = d_lo * static_cast<float>(lo) - m_lo;
+      y[64 * c + 32 + l] = d_hi * static_cast<float>(hi) - m_hi;
+    }
+  }
+}
+
+template <class Q>
+void DequantBlock(const BlockQ4_K& b, float* y) { DequantK45<Q>(b.d, b.dmin, b.scales, b.qs, nullptr, y); }
+template <class Q>
+void DequantBlock(const BlockQ5_K& b, float* y) { DequantK45<Q>(b.d, b.dmin, b.scales, b.qs, b.qh, y); }
+
+template <class Q>
+void DequantBlock(const BlockQ6_K& b, float* y) {
+  const float d = Q::F16(b.d);
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = b.ql + 64 * h;
+    const uint8_t* qh = b.qh + 32 * h;
+    const int8_t* sc = b.scales + 8 * h;
+    float* yh = y + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      const int is = l / 16;
+      const int q0 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+      const int q1 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+      const int q2 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+      const int q3 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+      yh[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q0);
+      yh[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q1);
+      yh[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q2);
+      yh[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q3);
+    }
+  }
+}
+
+template <class Q, class WB>
+void DequantizeRow(const void* src, float* y, size_t k) {
+  constexpr size_t kElems = std::is_same_v<WB, BlockQ8_0> || std::is_same_v<WB, BlockQ4_0> ||
+                                    std::is_same_v<WB, BlockQ5_0> ? kQK0 : kQKK;
+  const WB* b = static_cast<const WB*>(src);
+  for (size_t i = 0; i < k / kElems; ++i) DequantBlock<Q>(b[i], y + i * kElems);
+}
+
+// ---- Scalar block steps (the scalar tier's Q): full integer block sums, then plain float ops ----
+
+template <class V>
+struct ScalarQuantOps {
+  using Acc = float;
+  static Acc Zero() { return 0.0f; }
+  static float Reduce(Acc a) { return a; }
+  static float F16(uint16_t h) { return F16One<V>(h); }
+
+  // acc + (dw·dx)·isum: one rounded product of scales, one rounded product, one rounded sum.
+  static Acc Add(Acc acc, float scale, int32_t isum) { return acc + scale * static_cast<float>(isum); }
+
+  static Acc Step(Acc acc, const BlockQ8_0* w, const ActQ8_0* x) {
+    int32_t s = 0;
+    for (int e = 0; e < 32; ++e) s += w->qs[e] * x->qs[e];
+    return Add(acc, F16(w->d) * x->d, s);
+  }
+  static Acc Step(Acc acc, const BlockQ4_0* w, const ActQ8_0* x) {
+    int32_t s = 0;
+    for (int j = 0; j < 16; ++j) s += ((w->qs[j] & 0xF) - 8) * x->qs[j] + ((w->qs[j] >> 4) - 8) * x->qs[j + 16];
+    return Add(acc, F16(w->d) * x->d, s);
+  }
+  static Acc Step(Acc acc, const BlockQ5_0* w, const ActQ8_0* x) {
+    uint32_t h;
+    std::memcpy(&h, w->qh, 4);
+    int32_t s = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int lo = (w->qs[j] & 0xF) | static_cast<int>(((h >> j) & 1) << 4);
+      const int hi = (w->qs[j] >> 4) | static_cast<int>(((h >> (j + 16)) & 1) << 4);
+      s += (lo - 16) * x->qs[j] + (hi - 16) * x->qs[j + 16];
+    }
+    return Add(acc, F16(w->d) * x->d, s);
+  }
+
+  // Q4_K / Q5_K: acc + (dx·d)·Σ_s sc_s·Σ q·x, then − (dx·dmin)·Σ_s m_s·Σ x.
+  static Acc StepK45(Acc acc, uint16_t d, uint16_t dmin, const uint8_t* scales, const uint8_t* qs,
+                     const uint8_t* qh, const ActQ8_K* x) {
+    uint8_t sm[16];
+    UnpackKScales<V>(scales, sm);
+    int32_t sum = 0, mins = 0;
+    for (int c = 0; c < 4; ++c) {
+      int32_t lo = 0, hi = 0;
+      for (int l = 0; l < 32; ++l) {
+        int ql = qs[32 * c + l] & 0xF, qhi = qs[32 * c + l] >> 4;
+        if (qh != nullptr) {
+          ql |= ((qh[l] >> (2 * c)) & 1) << 4;
+          qhi |= ((qh[l] >> (2 * c + 1)) & 1) << 4;
+        }
+        lo += ql * x->qs[64 * c + l];
+        hi += qhi * x->qs[64 * c + 32 + l];
+      }
+      sum += sm[2 * c] * lo + sm[2 * c + 1] * hi;
+    }
+    for (int s = 0; s < 8; ++s) mins += sm[8 + s] * (x->bsums[2 * s] + x->bsums[2 * s + 1]);
+    acc = Add(acc, x->d * F16(d), sum);
+    return acc - (x->d * F16(dmin)) * static_cast<float>(mins);
+  }
+  static Acc Step(Acc acc, const BlockQ4_K* w, const ActQ8_K* x) {
+    return StepK45(acc, w->d, w->dmin, w->scales, w->qs, nullptr, x);
+  }
+  static Acc Step(Acc acc, const BlockQ5_K* w, const ActQ8_K* x) {
+    return StepK45(acc, w->d, w->dmin, w->scales, w->qs, w->qh, x);
+  }
+
+  static Acc Step(Acc acc, const BlockQ6_K* w, const ActQ8_K* x) {
+    int32_t sum = 0;
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = w->ql + 64 * h;
+      const uint8_t* qh = w->qh + 32 * h;
+      const int8_t* xq = x->qs + 128 * h;
+      int32_t g[8] = {};  // the 8 scale groups of 16 in this half
+      for (int l = 0; l < 32; ++l) {
+        g[l / 16] += (((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32) * xq[l];
+        g[2 + l / 16] += (((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32) * xq[l + 32];
+        g[4 + l / 16] += (((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32) * xq[l + 64];
+        g[6 + l / 16] += (((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32) * xq[l + 96];
+      }
+      for (int i = 0; i < 8; ++i) sum += w->scales[8 * h + i] * g[i];
+    }
+    return Add(acc, F16(w->d) * x->d, sum);
+  }
+};
+
+// ---- The quantized matmul driver ----
+
+template <class WB>
+inline constexpr size_t kBlockElemsOf =
+    std::is_same_v<WB, BlockQ8_0> || std::is_same_v<WB, BlockQ4_0> || std::is_same_v<WB, BlockQ5_0> ? kQK0 : kQKK;
+
+// How far ahead of the block being read each W row stream is prefetched (a hint only).
+inline constexpr size_t kQuantPrefetchBytes = 768;
+
+// NR outputs of one activation row: y[j] = X row · W row j, for j < NR (W rows w_row_bytes apart).
+template <class Q, class WB, class XB, int NR>
+void QDotStrip(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_blocks, float* y) {
+  // Unrolled so that the NR accumulators live in registers (a spilled accumulator puts a store-to-
+  // load round trip on every block's dependency chain).
+  typename Q::Acc acc[NR];
+  const WB* rows[NR];
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) {
+    acc[j] = Q::Zero();
+    rows[j] = reinterpret_cast<const WB*>(w + j * w_row_bytes);
+  }
+  for (size_t b = 0; b < n_blocks; ++b) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NR; ++j) {
+      const char* ahead = reinterpret_cast<const char*>(rows[j] + b) + kQuantPrefetchBytes;
+      for (size_t o = 0; o < sizeof(WB); o += 64) __builtin_prefetch(ahead + o);
+      acc[j] = Q::Step(acc[j], rows[j] + b, x + b);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NR; ++j) y[j] = Q::Reduce(acc[j]);
+}
+
+// Rows in blocks of kRowBlock (their activations stay in L2) times column strips of kColStrip
+// (their weight rows stay in L1 while the row block streams past); NR columns per call.
+template <class Q, class WB, class XB>
+void MatMulQTyped(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
+                  size_t n_begin, size_t n_end) {
+  constexpr int NR = 4;
+  constexpr size_t kRowBlock = 64, kColStrip = 16;
+  const size_t n_blocks = k / kBlockElemsOf<WB>;
+  const XB* xr = static_cast<const XB*>(xq);
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
+    const size_t i1 = m - i0 < kRowBlock ? m : i0 + kRowBlock;
+    for (size_t n0 = n_begin; n0 < n_end; n0 += kColStrip) {
+      const size_t n1 = n_end - n0 < kColStrip ? n_end : n0 + kColStrip;
+      for (size_t i = i0; i < i1; ++i) {
+        const XB* xi = xr + i * n_blocks;
+        float* yi = y + i * ldy;
+        size_t n = n0;
+        for (; n + NR <= n1; n += NR) QDotStrip<Q, WB, XB, NR>(xi, wb + n * w_row_bytes, w_row_bytes, n_blocks, yi + n);
+        for (; n < n1; ++n) QDotStrip<Q, WB, XB, 1>(xi, wb + n * w_row_bytes, w_row_bytes, n_blocks, yi + n);
+      }
+    }
+  }
+}
+
+template <class Q>
+void MatMulQ(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
+             size_t k, size_t n_begin, size_t n_end) {
+  switch (wtype) {
+    case QuantType::kQ8_0: return MatMulQTyped<Q, BlockQ8_0, ActQ8_0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    case QuantType::kQ4_0: return MatMulQTyped<Q, BlockQ4_0, ActQ8_0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    case QuantType::kQ5_0: return MatMulQTyped<Q, BlockQ5_0, ActQ8_0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    case QuantType::kQ4_K: return MatMulQTyped<Q, BlockQ4_K, ActQ8_K>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    case QuantType::kQ5_K: return MatMulQTyped<Q, BlockQ5_K, ActQ8_K>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    case QuantType::kQ6_K: return MatMulQTyped<Q, BlockQ6_K, ActQ8_K>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+  }
+}
+
+// Q: the tier's block-step policy; V: its float policy (for the activation quantizer's helpers).
+template <class V, class Q>
+void FillQuantTable(KernelTable* t) {
+  t->dequantize[static_cast<int>(QuantType::kQ8_0)] = &DequantizeRow<Q, BlockQ8_0>;
+  t->dequantize[static_cast<int>(QuantType::kQ4_0)] = &DequantizeRow<Q, BlockQ4_0>;
+  t->dequantize[static_cast<int>(QuantType::kQ5_0)] = &DequantizeRow<Q, BlockQ5_0>;
+  t->dequantize[static_cast<int>(QuantType::kQ4_K)] = &DequantizeRow<Q, BlockQ4_K>;
+  t->dequantize[static_cast<int>(QuantType::kQ5_K)] = &DequantizeRow<Q, BlockQ5_K>;
+  t->dequantize[static_cast<int>(QuantType::kQ6_K)] = &DequantizeRow<Q, BlockQ6_K>;
+  t->quantize_act = &QuantizeAct<V>;
+  t->matmul_q = &MatMulQ<Q>;
+}
+
+}  // namespace fak::kernels::simd
+
+#endif  // FAK_KERNELS_SIMD_QUANT_IMPL_H_

@@ -1,0 +1,153 @@
+// x86 block steps for the quantized matmul (quant_impl.h's Q policy), shared by the AVX2 and
+// AVX-512 tiers. Include only from kernels/arch/avx2.cc and avx512.cc: it uses intrinsics, and
+// every function is a member of a template on the tier's integer policy I (defined in that TU's
+// anonymous namespace), so nothing here has external linkage.
+//
+// I supplies the int8 dot products, which is where the tiers differ:
+//   I::DotU8S8(acc, u, s)            acc + Σ_{4 bytes of lane} u·s (u8 × s8 → i32 lanes)
+//   I::DotU8S8Scaled(acc, u, s, c)   acc + Σ_{pairs of lane} c16 · (u·s + u·s) (c: i16 lanes)
+//   I::BitMaskBytes(bits)            byte e = 0xFF where bit e of bits is set, else 0
+// AVX-512 does these with VNNI (vpdpbusd / vpdpwssd on ymm via AVX512VL) and mask registers; AVX2
+// with vpmaddubsw + vpmaddwd. Both produce the same integer lanes (lane l covers bytes 4l..4l+3).
+//
+// Float order per output: Acc is 8 float lanes. Each block adds fma(scale, float(lanes), acc) —
+// one fma per block (K-quants with mins: a second, fnmadd, for the mins term) — and Reduce sums the
+// 8 lanes in one fixed tree. Integer lanes are exact (bounds noted at each step).
+#ifndef FAK_KERNELS_SIMD_QUANT_X86_H_
+#define FAK_KERNELS_SIMD_QUANT_X86_H_
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/quant_format.h"
+#include "kernels/simd/quant_impl.h"
+
+namespace fak::kernels::simd {
+
+template <class I>
+struct X86QuantOps {
+  using Acc = __m256;
+  static Acc Zero() { return _mm256_setzero_ps(); }
+  // ((l0+l4) + (l2+l6)) + ((l1+l5) + (l3+l7)), always.
+  static float Reduce(Acc v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  static float F16(uint16_t h) { return _cvtsh_ss(h); }
+
+  static Acc Fma(Acc acc, float scale, __m256i lanes) {
+    return _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(lanes), acc);
+  }
+  static __m256i Load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+  static __m256i Mask(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
+
+  // 16 bytes of nibbles to 32 bytes: the low nibbles, then the high ones (the Q4_0/Q5_0 order).
+  static __m256i Nibbles16(const uint8_t* p) {
+    __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    return _mm256_and_si256(both, Mask(0x0F));
+  }
+  // Σ (q − off)·x per lane as Σ q·x − Σ off·x (q ∈ [0, 31], |x| ≤ 127: no overflow anywhere).
+  static __m256i DotOffset(__m256i q, int off, __m256i x) {
+    __m256i zero = _mm256_setzero_si256();
+    return _mm256_sub_epi32(I::DotU8S8(zero, q, x), I::DotU8S8(zero, Mask(off), x));
+  }
+
+  static Acc Step(Acc acc, const BlockQ8_0* w, const ActQ8_0* x) {
+    __m256i wq = Load(w->qs), xq = Load(x->qs);
+    // |w|·sign(x, w) = w·x; |−128| reads as 128 unsigned; 2·128·127 fits AVX2's i16 pair sums.
+    __m256i lanes = I::DotU8S8(_mm256_setzero_si256(), _mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));
+    return Fma(acc, F16(w->d) * x->d, lanes);
+  }
+  static Acc Step(Acc acc, const BlockQ4_0* w, const ActQ8_0* x) {
+    return Fma(acc, F16(w->d) * x->d, DotOffset(Nibbles16(w->qs), 8, Load(x->qs)));
+  }
+  static Acc Step(Acc acc, const BlockQ5_0* w, const ActQ8_0* x) {
+    uint32_t h;
+    std::memcpy(&h, w->qh, 4);
+    __m256i q = _mm256_or_si256(Nibbles16(w->qs), _mm256_and_si256(I::BitMaskBytes(h), Mask(0x10)));
+    return Fma(acc, F16(w->d) * x->d, DotOffset(q, 16, Load(x->qs)));
+  }
+
+  // i16 lane pattern that broadcasts i16 element k of each 128-bit half (for vpshufb).
+  static __m256i PickI16(int k_lo, int k_hi) {
+    __m128i lo = _mm_set1_epi16(static_cast<short>(((2 * k_lo + 1) << 8) | (2 * k_lo)));
+    __m128i hi = _mm_set1_epi16(static_cast<short>(((2 * k_hi + 1) << 8) | (2 * k_hi)));
+    return _mm256_set_m128i(hi, lo);
+  }
+
+  // Q4_K / Q5_K: lanes Σ_s sc_s·q·x (|lane| ≤ 8·2·2·31·127·63 < 2^23), mins Σ_s m_s·(bsums pair).
+  static Acc StepK45(Acc acc, uint16_t d, uint16_t dmin, const uint8_t* scales, const uint8_t* qs,
+                     const uint8_t* qh, const ActQ8_K* x) {
+    alignas(16) uint8_t sm[16];
+    UnpackKScales<I>(scales, sm);
+    __m128i s16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm)));
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
+    __m256i mins = _mm256_madd_epi16(Load(x->bsums), _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16),
+                                                                       _mm_unpacklo_epi16(m16, m16)));
+    __m256i sc = _mm256_broadcastsi128_si256(s16);
+    __m256i hbits = qh != nullptr ? Load(qh) : _mm256_setzero_si256();
+    __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      __m256i raw = Load(qs + 32 * c);
+      __m256i lo = _mm256_and_si256(raw, Mask(0x0F));
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), Mask(0x0F));
+      if (qh != nullptr) {
+        __m256i b_lo = Mask(1 << (2 * c)), b_hi = Mask(1 << (2 * c + 1));
+        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b_lo), b_lo), Mask(0x10)));
+        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b_hi), b_hi), Mask(0x10)));
+      }
+      __m256i sc_lo = _mm256_shuffle_epi8(sc, PickI16(2 * c, 2 * c));
+      __m256i sc_hi = _mm256_shuffle_epi8(sc, PickI16(2 * c + 1, 2 * c + 1));
+      sum = I::DotU8S8Scaled(sum, lo, Load(x->qs + 64 * c), sc_lo);
+      sum = I::DotU8S8Scaled(sum, hi, Load(x->qs + 64 * c + 32), sc_hi);
+    }
+    acc = Fma(acc, x->d * F16(d), sum);
+    return _mm256_fnmadd_ps(_mm256_set1_ps(x->d * F16(dmin)), _mm256_cvtepi32_ps(mins), acc);
+  }
+  static Acc Step(Acc acc, const BlockQ4_K* w, const ActQ8_K* x) {
+    return StepK45(acc, w->d, w->dmin, w->scales, w->qs, nullptr, x);
+  }
+  static Acc Step(Acc acc, const BlockQ5_K* w, const ActQ8_K* x) {
+    return StepK45(acc, w->d, w->dmin, w->scales, w->qs, w->qh, x);
+  }
+
+  // Q6_K: lanes Σ_g sc_g·q·x − 32·Σ_g sc_g·bsum_g, q ∈ [0, 63] (|lane| < 2^26).
+  static Acc Step(Acc acc, const BlockQ6_K* w, const ActQ8_K* x) {
+    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales)));
+    __m256i corr = _mm256_madd_epi16(Load(x->bsums), sc16);
+    __m256i sum = _mm256_setzero_si256();
+    const __m256i m4 = Mask(0x0F), m6 = Mask(0x30);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __m256i ql0 = Load(w->ql + 64 * h), ql1 = Load(w->ql + 64 * h + 32), qh = Load(w->qh + 32 * h);
+      __m256i q[4] = {
+          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m6)),
+          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m6)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m6)),
+          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m6))};
+      // This half's 8 scales as i16 in both 128-bit halves; quarter t uses groups 2t (bytes 0-15)
+      // and 2t+1 (bytes 16-31).
+      __m256i sc = _mm256_broadcastsi128_si256(
+          _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w->scales + 8 * h))));
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) {
+        __m256i s = _mm256_shuffle_epi8(sc, PickI16(2 * t, 2 * t + 1));
+        sum = I::DotU8S8Scaled(sum, q[t], Load(x->qs + 128 * h + 32 * t), s);
+      }
+    }
+    sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(corr, 5));
+    return Fma(acc, F16(w->d) * x->d, sum);
+  }
+};
+
+}  // namespace fak::kernels::simd
+
+#endif  // FAK_KERNELS_SIMD_QUANT_X86_H_

@@ -1,0 +1,149 @@
+// Quantized weights in every tier: dequantizers against the spec reference (kernels/ref/ref_quant.h),
+// activation quantization, and the quantized matmul — accuracy against the product of the
+// dequantized operands (tight) and of the unquantized ones (format-typical), plus the batch
+// independence contract (architecture §2.1) with its non-vacuity controls.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_table.h"
+#include "kernels/parallel.h"
+#include "kernels/quant_format.h"
+#include "kernels/ref/ref_quant.h"
+#include "src/core/thread_pool.h"
+#include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/quant_test_util.h"
+#include "tests/test_util.h"
+
+namespace fak::kernels::testing {
+namespace {
+
+using ::fak::testing::RandomVector;
+
+class QuantTest : public TierTest {
+ protected:
+  std::vector<uint8_t> QuantizeAct(QuantType t, const std::vector<float>& x, size_t m, size_t k) const {
+    std::vector<uint8_t> xq(m * QuantActRowBytes(t, k));
+    T().quantize_act(t, x.data(), k, m, k, xq.data());
+    return xq;
+  }
+  std::vector<float> Run(QuantType t, const std::vector<float>& x, const std::vector<uint8_t>& w, size_t m,
+                         size_t k, size_t n) const {
+    std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
+    std::vector<float> y(m * n, std::nanf(""));
+    T().matmul_q(t, xq.data(), w.data(), QuantRowBytes(t, k), y.data(), n, m, k, 0, n);
+    return y;
+  }
+};
+FAK_INSTANTIATE_OVER_TIERS(QuantTest);
+
+TEST(QuantFormatTest, SizesAndIdsMatchTheSpec) {
+  struct Row { QuantType t; uint32_t id; size_t elems, bytes; };
+  const Row rows[] = {{QuantType::kQ8_0, 8, 32, 34},   {QuantType::kQ4_0, 2, 32, 18},   {QuantType::kQ5_0, 6, 32, 22},
+                      {QuantType::kQ4_K, 12, 256, 144}, {QuantType::kQ5_K, 13, 256, 176}, {QuantType::kQ6_K, 14, 256, 210}};
+  for (const Row& r : rows) {
+    EXPECT_EQ(FormatOf(r.t).ggml_type, r.id) << Name(r.t);
+    EXPECT_EQ(FormatOf(r.t).block_elems, r.elems) << Name(r.t);
+    EXPECT_EQ(FormatOf(r.t).block_bytes, r.bytes) << Name(r.t);
+    EXPECT_EQ(QuantRowBytes(r.t, 2 * r.elems), 2 * r.bytes) << Name(r.t);
+  }
+  EXPECT_EQ(QuantActRowBytes(QuantType::kQ4_0, 64), 72u);
+  EXPECT_EQ(QuantActRowBytes(QuantType::kQ6_K, 512), 584u);
+}
+
+TEST(QuantFormatTest, ReferenceHalfConversionRoundTrips) {
+  for (uint32_t h = 0; h < 0x7c00; ++h) {  // every finite non-negative half, and its negative
+    ASSERT_EQ(ref::FloatToHalf(ref::HalfToFloat(static_cast<uint16_t>(h))), h) << h;
+    ASSERT_EQ(ref::FloatToHalf(ref::HalfToFloat(static_cast<uint16_t>(h | 0x8000))), h | 0x8000) << h;
+  }
+  EXPECT_EQ(ref::FloatToHalf(1.0f + 1.0f / 4096), 0x3c00);  // a tie rounds to even
+  EXPECT_EQ(ref::FloatToHalf(1.0f + 3.0f / 2048), 0x3c02);  // so does this one (1.5 quanta)
+  EXPECT_EQ(ref::FloatToHalf(1.0f + 3.0f / 4096), 0x3c01);
+}
+
+TEST_P(QuantTest, DequantizeIsBitExactToTheSpecOnRandomBlocks) {
+  // Arbitrary block bytes (every bit pattern of qs/qh/scales), with finite f16 scales.
+  std::mt19937 rng(5);
+  for (QuantType t : kAllTypes) {
+    const size_t k = 4 * FormatOf(t).block_elems, bytes = QuantRowBytes(t, k);
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<uint8_t> row(bytes);
+      for (uint8_t& b : row) b = static_cast<uint8_t>(rng());
+      const size_t bb = FormatOf(t).block_bytes;
+      for (size_t blk = 0; blk < bytes / bb; ++blk) {  // clear each f16 field's top exponent bit: finite
+        uint8_t* p = row.data() + blk * bb;
+        if (t == QuantType::kQ6_K) p[209] &= 0xBF;
+        else p[1] &= 0xBF;
+        if (t == QuantType::kQ4_K || t == QuantType::kQ5_K) p[3] &= 0xBF;
+      }
+      std::vector<float> want = ref::DequantizeRow(t, row.data(), k), got(k + 1, 7.0f);
+      T().dequantize[static_cast<int>(t)](row.data(), got.data(), k);
+      for (size_t e = 0; e < k; ++e) ASSERT_EQ(Bits(got[e]), Bits(want[e])) << Name(t) << " trial " << trial << " e " << e;
+      EXPECT_EQ(got[k], 7.0f) << "wrote past the row";
+    }
+  }
+}
+
+TEST_P(QuantTest, RoundTripErrorIsTypicalOfTheFormat) {
+  // Relative RMS error of quantize (reference) → dequantize (kernel) on uniform rows.
+  const double kBound[] = {0.01, 0.1, 0.05, 0.1, 0.05, 0.03};  // Q8_0 Q4_0 Q5_0 Q4_K Q5_K Q6_K
+  for (QuantType t : kAllTypes) {
+    const size_t k = 1024;
+    std::vector<float> x = RandomVector(k, 9), y(k);
+    std::vector<uint8_t> q = ref::QuantizeRow(t, x.data(), k);
+    T().dequantize[static_cast<int>(t)](q.data(), y.data(), k);
+    double err = 0, ref = 0;
+    for (size_t e = 0; e < k; ++e) err += (y[e] - x[e]) * double(y[e] - x[e]), ref += double(x[e]) * x[e];
+    const double rel = std::sqrt(err / ref);
+    EXPECT_LT(rel, kBound[static_cast<int>(t)]) << Name(t);
+    EXPECT_GT(rel, 1e-4) << Name(t) << ": suspiciously exact (non-vacuity)";
+    if (!IsK(t)) {  // the 32-element formats: every element within half a step (+ f16 slack) of x,
+      // or a whole step for Q4_0/Q5_0, whose levels run from −off to off−1 (the end opposite the
+      // block's signed maximum is clamped)
+      for (size_t e = 0; e < k; ++e) {
+        const size_t b = e / 32 * 32;
+        double amax = 0;
+        for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(double(x[i])));
+        const double levels = t == QuantType::kQ8_0 ? 127 : t == QuantType::kQ4_0 ? 8 : 16;
+        const double steps = t == QuantType::kQ8_0 ? 0.5 : 1.0;
+        ASSERT_LE(std::fabs(y[e] - x[e]), amax / levels * steps + amax * 2e-3) << Name(t) << " e " << e;
+      }
+    }
+  }
+}
+
+TEST_P(QuantTest, ActivationRowsAreQuantizedPerRow) {
+  const size_t m = 5, k = 512;
+  std::vector<float> x = WeightLikeRows(m, k, 13);
+  for (QuantType t : {QuantType::kQ4_0, QuantType::kQ4_K}) {
+    std::vector<uint8_t> all = QuantizeAct(t, x, m, k);
+    const size_t rb = QuantActRowBytes(t, k);
+    for (size_t i = 0; i < m; ++i) {
+      std::vector<float> xi(x.begin() + i * k, x.begin() + (i + 1) * k);
+      std::vector<uint8_t> one = QuantizeAct(t, xi, 1, k);
+      ASSERT_EQ(0, std::memcmp(one.data(), all.data() + i * rb, rb)) << Name(t) << " row " << i;
+      std::vector<float> back = ref::DequantizeActRow(t, one.data(), k);
+      const size_t be = FormatOf(t).block_elems;
+      for (size_t e = 0; e < k; ++e) {
+        double amax = 0;
+        for (size_t j = e / be * be; j < e / be * be + be; ++j) amax = std::max(amax, std::fabs(double(xi[j])));
+        ASSERT_LE(std::fabs(back[e] - xi[e]), amax / 127 * 0.5 * (1 + 1e-5)) << Name(t) << " e " << e;
+      }
+    }
+    if (IsK(t)) {  // bsums are the sums of 16 quants
+      const auto* a = reinterpret_cast<const ActQ8_K*>(all.data());
+      for (int g = 0; g < 16; ++g) {
+        int s = 0;
+        for (int e = 0; e < 16; ++e) s += a->qs[16 * g + e];
+        EXPECT_EQ(a->bsums[g], s) << g;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fak::kernels::testing

@@ -1,0 +1,78 @@
+// Helpers shared by the quantized-kernel tests: weight-like random rows, reference-quantized
+// matrices and the per-element magnitudes that bound the kernels' float error.
+#ifndef FAK_TESTS_KERNELS_QUANT_TEST_UTIL_H_
+#define FAK_TESTS_KERNELS_QUANT_TEST_UTIL_H_
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/quant_format.h"
+#include "kernels/ref/ref_quant.h"
+#include "tests/test_util.h"
+
+namespace fak::kernels::testing {
+
+using ::fak::testing::RandomVector;
+
+inline constexpr QuantType kAllTypes[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ5_0,
+                                   QuantType::kQ4_K, QuantType::kQ5_K, QuantType::kQ6_K};
+
+inline bool IsK(QuantType t) { return FormatOf(t).block_elems == kQKK; }
+inline std::string Name(QuantType t) { return FormatOf(t).name; }
+
+// Random rows whose 32-element blocks have varied magnitudes (2^-4 .. 2^3); about two in nine have
+// one sign only (K-quant mins of 0, or of the whole range), and a few are all zero.
+inline std::vector<float> WeightLikeRows(size_t rows, size_t k, uint32_t seed) {
+  std::vector<float> v = RandomVector(rows * k, seed);
+  std::mt19937 rng(seed ^ 0x9e3779b9u);
+  for (size_t b = 0; b * 32 < v.size(); ++b) {
+    const float scale = std::ldexp(1.0f, static_cast<int>(rng() % 8) - 4);
+    const int mode = static_cast<int>(rng() % 9);
+    for (size_t e = b * 32; e < b * 32 + 32 && e < v.size(); ++e) {
+      float x = v[e] * scale;
+      if (mode == 0) x = std::fabs(x);
+      if (mode == 1) x = -std::fabs(x);
+      if (mode == 2 && b % 5 == 0) x = 0;
+      v[e] = x;
+    }
+  }
+  return v;
+}
+
+// n rows of k quantized by the reference quantizer, back to back.
+inline std::vector<uint8_t> QuantizeRows(QuantType t, const std::vector<float>& w, size_t n, size_t k) {
+  std::vector<uint8_t> out;
+  for (size_t j = 0; j < n; ++j) {
+    std::vector<uint8_t> row = ref::QuantizeRow(t, w.data() + j * k, k);
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+
+// Per element, the magnitude the kernel's float error is proportional to: |w| for the scaled
+// types, |d·sc·q| + |dmin·m| for Q4_K/Q5_K (whose two terms are summed separately).
+inline std::vector<double> Magnitudes(QuantType t, const uint8_t* row, size_t k) {
+  std::vector<float> deq = ref::DequantizeRow(t, row, k);
+  std::vector<double> mag(k);
+  for (size_t e = 0; e < k; ++e) mag[e] = std::fabs(deq[e]);
+  if (t != QuantType::kQ4_K && t != QuantType::kQ5_K) return mag;
+  const size_t bytes = FormatOf(t).block_bytes;
+  for (size_t e = 0; e < k; ++e) {
+    const uint8_t* blk = row + e / kQKK * bytes;
+    uint16_t dmin;
+    std::memcpy(&dmin, blk + 2, 2);
+    int sc, m;
+    ref::KScaleMin(blk + 4, static_cast<int>(e % kQKK / 32), &sc, &m);
+    double off = std::fabs(static_cast<double>(ref::HalfToFloat(dmin)) * m);
+    mag[e] = std::fabs(static_cast<double>(deq[e]) + off) + off;
+  }
+  return mag;
+}
+
+}  // namespace fak::kernels::testing
+
+#endif  // FAK_TESTS_KERNELS_QUANT_TEST_UTIL_H_
