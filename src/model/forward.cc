@@ -1,5 +1,9 @@
-// The Llama-family forward pass: embeddings → (RMSNorm, GQA attention with RoPE, SwiGLU FFN) × L
-// → final norm → output head.
+// The forward pass: embeddings → (RMSNorm, GQA attention with RoPE, gated FFN) × L → final norm →
+// output head, for the Llama family and Gemma 3 text (model-formats.md §4.2, §4.3). Gemma 3 adds:
+// embeddings × sqrtf(hidden) (an f32 constant, 25.298222 for h640, as llama.cpp does — HF rounds it
+// to the weight dtype first), QK-norm before RoPE, post-attention and post-FFN norms, GELU-tanh
+// gating, attention scale query_pre_attn_scalar^-0.5, and sliding-window layers whose queries see
+// keys at positions [max(0, p + 1 - window), p] with their own RoPE table (rope_binding.h).
 //
 // Exactness: every step is row-independent (RMSNorm, RoPE, projections whose outputs are reduced
 // in a batch-independent order) except attention, where each query row calls the same kernel over
@@ -28,15 +32,37 @@ struct Pass {
   ThreadPool* pool;
 };
 
-// Y[rows][w.rows] = X[rows][w.cols] · Wᵀ.
+// Y[rows][w.rows] = X[rows][w.cols] · Wᵀ. Quantized weights: the activation rows are quantized
+// per row into scratch first (so each output row still depends on its own input row only).
 void MatMulWeight(const Pass& p, const float* x, size_t rows, const WeightTensor& w, float* y) {
-  kernels::ParallelMatMul(p.t, p.pool, x, w.cols, w.f32(), w.cols, y, w.rows, rows, w.cols, w.rows);
+  if (!IsQuantized(w.dtype)) {
+    kernels::ParallelMatMul(p.t, p.pool, x, w.cols, w.f32(), w.cols, y, w.rows, rows, w.cols, w.rows);
+    return;
+  }
+  const kernels::QuantType q = QuantOf(w.dtype);
+  AlignedBuffer scratch((kernels::QuantActRowBytes(q, w.cols) * rows + sizeof(float) - 1) / sizeof(float));
+  kernels::ParallelMatMulQuant(p.t, p.pool, q, x, w.cols, w.data, w.row_bytes(), y, w.rows, rows, w.cols, w.rows,
+                               scratch.data());
 }
 
+// RMSNorm of `rows` rows of width w.cols (the hidden size, or head_dim for QK-norm); y may alias x.
 void RmsNormRows(const Pass& p, const float* x, const WeightTensor& w, float* y, size_t rows) {
+  const size_t n = w.cols;
+  for (size_t i = 0; i < rows; ++i) p.t.rmsnorm(x + i * n, w.f32(), y + i * n, n, p.c.rms_eps, p.m.weights.norm_one_plus);
+}
+
+// Row `token` of the embedding table as f32 (dequantized when the table is quantized), scaled by
+// sqrtf(hidden) for Gemma 3.
+void EmbedRow(const Pass& p, int32_t token, float* y) {
+  const WeightTensor& e = p.m.weights.token_embedding;
   const size_t h = p.c.hidden_size;
-  const bool one_plus = p.c.architecture == Architecture::kGemma3;
-  for (size_t i = 0; i < rows; ++i) p.t.rmsnorm(x + i * h, w.f32(), y + i * h, h, p.c.rms_eps, one_plus);
+  const auto* row = static_cast<const uint8_t*>(e.data) + static_cast<size_t>(token) * e.row_bytes();
+  if (IsQuantized(e.dtype)) {
+    p.t.dequantize[static_cast<int>(QuantOf(e.dtype))](row, y, h);
+  } else {
+    std::memcpy(y, row, h * sizeof(float));
+  }
+  if (p.c.architecture == Architecture::kGemma3) p.t.scale(y, std::sqrt(static_cast<float>(h)), y, h);
 }
 
 // Writes the chunk's raw keys, rotated keys and values into cache slots [slot0, slot0 + rows) and
@@ -60,10 +86,17 @@ void StoreKeysAndRotateQueries(const Pass& p, size_t layer, KVCache* cache, size
   }
 }
 
-// out[i] = attention of query row i (at slot slot0 + i) over keys [0, slot0 + i].
+// out[i] = attention of query row i (at slot slot0 + i) over keys [0, slot0 + i], or over the last
+// `sliding_window` of them on a sliding layer. Slots are positions (compact), so the window is over
+// positions.
 void AttentionRows(const Pass& p, size_t layer, const KVCache& cache, size_t slot0, size_t rows, const float* q,
                    float* out) {
   const size_t nh = p.c.n_heads, hd = p.c.head_dim;
+  const size_t window = p.c.IsSlidingLayer(layer) ? p.c.sliding_window : 0;  // 0: all earlier keys
+  const float scalar = p.c.architecture == Architecture::kGemma3 && p.c.query_pre_attn_scalar > 0.0f
+                           ? p.c.query_pre_attn_scalar
+                           : static_cast<float>(hd);
+  const float scale = 1.0f / std::sqrt(scalar);
   p.pool->ParallelFor(rows * nh, 1, [&](size_t begin, size_t end) {
     AlignedBuffer scratch(slot0 + rows);
     for (size_t u = begin; u < end;) {
@@ -78,9 +111,9 @@ void AttentionRows(const Pass& p, size_t layer, const KVCache& cache, size_t slo
       a.n_kv_heads = p.c.n_kv_heads;
       a.head_dim = hd;
       a.kv_head_stride = cache.head_stride();
-      a.key_begin = 0;
       a.key_end = slot0 + row + 1;
-      a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      a.key_begin = window > 0 && a.key_end > window ? a.key_end - window : 0;
+      a.scale = scale;
       a.head_begin = head_begin;
       a.head_end = head_end;
       p.t.attention(a);
@@ -97,7 +130,7 @@ struct Buffers {
         gate(rows * c.ffn_size), up(rows * c.ffn_size) {}
 };
 
-void Layer(const Pass& p, size_t l, KVCache* cache, size_t slot0, size_t rows, Buffers& b) {
+void LlamaLayer(const Pass& p, size_t l, KVCache* cache, size_t slot0, size_t rows, Buffers& b) {
   const LayerWeights& w = p.m.weights.layers[l];
   const size_t h = p.c.hidden_size;
   RmsNormRows(p, b.x.data(), w.attn_norm, b.xn.data(), rows);
@@ -114,6 +147,31 @@ void Layer(const Pass& p, size_t l, KVCache* cache, size_t slot0, size_t rows, B
   MatMulWeight(p, b.xn.data(), rows, w.w_up, b.up.data());
   p.t.silu_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
   MatMulWeight(p, b.gate.data(), rows, w.w_down, b.xn.data());
+  p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
+}
+
+// Gemma 3: sandwich norms around attention and FFN, QK-norm before RoPE, GELU-tanh gating.
+void GemmaLayer(const Pass& p, size_t l, KVCache* cache, size_t slot0, size_t rows, Buffers& b) {
+  const LayerWeights& w = p.m.weights.layers[l];
+  const size_t h = p.c.hidden_size;
+  RmsNormRows(p, b.x.data(), w.attn_norm, b.xn.data(), rows);
+  MatMulWeight(p, b.xn.data(), rows, w.wq, b.q.data());
+  MatMulWeight(p, b.xn.data(), rows, w.wk, b.k.data());
+  MatMulWeight(p, b.xn.data(), rows, w.wv, b.v.data());
+  RmsNormRows(p, b.q.data(), w.q_norm, b.q.data(), rows * p.c.n_heads);  // per head, in place
+  RmsNormRows(p, b.k.data(), w.k_norm, b.k.data(), rows * p.c.n_kv_heads);
+  StoreKeysAndRotateQueries(p, l, cache, slot0, rows, b.q.data(), b.k.data(), b.v.data());
+  AttentionRows(p, l, *cache, slot0, rows, b.q.data(), b.attn.data());
+  MatMulWeight(p, b.attn.data(), rows, w.wo, b.xn.data());
+  RmsNormRows(p, b.xn.data(), w.post_attn_norm, b.xn.data(), rows);
+  p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
+
+  RmsNormRows(p, b.x.data(), w.ffn_norm, b.xn.data(), rows);
+  MatMulWeight(p, b.xn.data(), rows, w.w_gate, b.gate.data());
+  MatMulWeight(p, b.xn.data(), rows, w.w_up, b.up.data());
+  p.t.gelu_tanh_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
+  MatMulWeight(p, b.gate.data(), rows, w.w_down, b.xn.data());
+  RmsNormRows(p, b.xn.data(), w.post_ffn_norm, b.xn.data(), rows);
   p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
 }
 
@@ -138,9 +196,15 @@ void Forward(const Model::Impl& m, KVCache* cache, std::span<const int32_t> toke
     const size_t rows = std::min(kPrefillChunk, tokens.size() - done);
     const size_t slot0 = cache->size();
     Buffers b(p.c, rows);
-    const float* embedding = m.weights.token_embedding.f32();
-    for (size_t i = 0; i < rows; ++i) std::memcpy(b.x.data() + i * h, embedding + tokens[done + i] * h, h * sizeof(float));
-    for (size_t l = 0; l < p.c.n_layers; ++l) Layer(p, l, cache, slot0, rows, b);
+    for (size_t i = 0; i < rows; ++i) EmbedRow(p, tokens[done + i], b.x.data() + i * h);
+    const bool gemma = p.c.architecture == Architecture::kGemma3;
+    for (size_t l = 0; l < p.c.n_layers; ++l) {
+      if (gemma) {
+        GemmaLayer(p, l, cache, slot0, rows, b);
+      } else {
+        LlamaLayer(p, l, cache, slot0, rows, b);
+      }
+    }
     cache->CommitAppended(tokens.subspan(done, rows));
     done += rows;
     if (mode == LogitsMode::kAll) OutputHead(p, b.x.data(), rows, logits);
@@ -152,9 +216,18 @@ std::shared_ptr<const RopeBinding> MakeRopeBinding(const ModelConfig& c) {
   auto binding = std::make_shared<RopeBinding>();
   binding->pairing = c.rope_pairing == RopePairing::kAdjacent ? kernels::RopePairing::kAdjacent
                                                                 : kernels::RopePairing::kSplitHalf;
-  auto table = std::make_shared<const kernels::RopeTable>(kernels::RopeInverseFrequencies(c.head_dim, c.rope_base),
-                                                          c.context_length);
-  binding->layer_tables.assign(c.n_layers, table);
+  auto global = std::make_shared<const kernels::RopeTable>(kernels::RopeInverseFrequencies(c.head_dim, c.rope_base),
+                                                           c.context_length);
+  binding->layer_tables.assign(c.n_layers, global);
+  std::shared_ptr<const kernels::RopeTable> local;  // Gemma 3 sliding layers: their own base
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    if (!c.IsSlidingLayer(l) || c.rope_local_base == c.rope_base) continue;
+    if (!local) {
+      local = std::make_shared<const kernels::RopeTable>(kernels::RopeInverseFrequencies(c.head_dim, c.rope_local_base),
+                                                         c.context_length);
+    }
+    binding->layer_tables[l] = local;
+  }
   return binding;
 }
 

@@ -1,6 +1,9 @@
 // Model: construction, the binding digest, and the validated Prefill/Decode entry points.
+#include <fstream>
 #include <string>
 
+#include "fak/gguf.h"
+#include "src/model/gguf_loader.h"
 #include "src/model/model_impl.h"
 
 namespace fak {
@@ -21,6 +24,24 @@ Result<std::unique_ptr<Model>> Model::Synthetic(const ModelConfig& config, uint6
   return std::unique_ptr<Model>(new Model(std::move(impl)));
 }
 
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelOptions& options) {
+  char magic[4] = {};
+  std::ifstream in(path, std::ios::binary);
+  if (!in || !in.read(magic, 4)) return IOError("Model::Load: cannot read " + path);
+  if (std::string(magic, 4) != "GGUF") {
+    return Unsupported("Model::Load: " + path + " is not a GGUF file (safetensors checkpoints are not loadable yet)");
+  }
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
+  FAK_ASSIGN_OR_RETURN(ModelConfig config, internal::ConfigFromGguf(*file, options));
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  FAK_ASSIGN_OR_RETURN(impl->weights, internal::WeightsFromGguf(*file, config));
+  impl->weights.backing = std::shared_ptr<const GgufFile>(std::move(file));
+  impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
+  impl->rope = internal::MakeRopeBinding(config);
+  return std::unique_ptr<Model>(new Model(std::move(impl)));
+}
+
 const Digest& Model::WeightsDigest() const {
   std::call_once(impl_->digest_once, [this] {
     const ModelConfig& c = impl_->config;
@@ -28,7 +49,12 @@ const Digest& Model::WeightsDigest() const {
     d.Update("fak.model.v1");
     d.Update(c.Describe());
     d.UpdatePod(c.rope_base).UpdatePod(c.rms_eps).UpdatePod(static_cast<int>(c.rope_pairing));
+    if (c.architecture == Architecture::kGemma3) {  // (Llama digests stay as they were)
+      d.UpdatePod(c.rope_local_base).UpdatePod(c.query_pre_attn_scalar).UpdatePod(impl_->weights.norm_one_plus);
+    }
     impl_->weights.ForEach([&](const char*, const internal::WeightTensor& t) {
+      if (internal::IsQuantized(t.dtype)) d.UpdatePod(static_cast<int>(t.dtype));
+      // The stored bytes: f32 values, or quant blocks as mapped from the file.
       d.UpdatePod(static_cast<uint64_t>(t.rows)).UpdatePod(static_cast<uint64_t>(t.cols)).Update(t.data, t.size_bytes());
     });
     impl_->digest = d.Finish();

@@ -48,6 +48,19 @@ class Filler {
 
 }  // namespace
 
+std::string_view DTypeName(DType d) {
+  switch (d) {
+    case DType::kF32: return "f32";
+    case DType::kQ8_0: return "q8_0";
+    case DType::kQ4_0: return "q4_0";
+    case DType::kQ5_0: return "q5_0";
+    case DType::kQ4_K: return "q4_k";
+    case DType::kQ5_K: return "q5_k";
+    case DType::kQ6_K: return "q6_k";
+  }
+  return "unknown";
+}
+
 size_t ModelWeights::size_bytes() const {
   size_t total = 0;
   ForEach([&](const char*, const WeightTensor& t) { total += t.size_bytes(); });
@@ -61,7 +74,9 @@ ModelWeights SyntheticWeights(const ModelConfig& c, uint64_t seed, ThreadPool* p
   const float in_h = 1.0f / std::sqrt(static_cast<float>(h));
   const float logit_scale = 3.0f * in_h;
   // Gemma stores norm weights as offsets from 1; Llama stores the multiplier itself.
-  const float norm_center = c.architecture == Architecture::kGemma3 ? 0.0f : 1.0f;
+  const bool gemma = c.architecture == Architecture::kGemma3;
+  const float norm_center = gemma ? 0.0f : 1.0f;
+  w.norm_one_plus = gemma;
   w.token_embedding = f.Make(c.vocab_size, h, 0.0f, logit_scale);
   w.output_norm = f.Make(1, h, norm_center, 0.05f);
   w.output = c.tied_embeddings ? w.token_embedding : f.Make(c.vocab_size, h, 0.0f, logit_scale);
@@ -76,6 +91,12 @@ ModelWeights SyntheticWeights(const ModelConfig& c, uint64_t seed, ThreadPool* p
     lw.w_gate = f.Make(c.ffn_size, h, 0.0f, in_h);
     lw.w_up = f.Make(c.ffn_size, h, 0.0f, in_h);
     lw.w_down = f.Make(h, c.ffn_size, 0.0f, 0.5f / std::sqrt(static_cast<float>(c.ffn_size)));
+    if (gemma) {  // QK-norm and the sandwich norms
+      lw.q_norm = f.Make(1, c.head_dim, norm_center, 0.05f);
+      lw.k_norm = f.Make(1, c.head_dim, norm_center, 0.05f);
+      lw.post_attn_norm = f.Make(1, h, norm_center, 0.05f);
+      lw.post_ffn_norm = f.Make(1, h, norm_center, 0.05f);
+    }
     w.layers.push_back(lw);
   }
   return w;

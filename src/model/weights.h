@@ -1,32 +1,50 @@
 // Model weights: named tensors per layer, each tagged with its storage type.
 //
-// The forward pass reaches weights only through WeightTensor and MatMulWeight, so f16/bf16 and
-// quantized blocks slot in later as new DType cases without touching the pass itself.
+// The forward pass reaches weights only through WeightTensor and MatMulWeight (forward.cc), which
+// dispatches on the dtype: F32 rows go to the f32 matmul, quantized rows (Q8_0, Q4_0, Q5_0, Q4_K,
+// Q5_K, Q6_K) to the quantized matmul, which first quantizes the activation rows. A loaded GGUF's
+// F32 and quantized tensors point straight into the memory-mapped file (kept open by `backing`);
+// F16/BF16 tensors are widened to F32 once at load into `storage` (2x their file size: the f16
+// values are represented exactly, and the f32 kernels then serve them).
 #ifndef FAK_SRC_MODEL_WEIGHTS_H_
 #define FAK_SRC_MODEL_WEIGHTS_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string_view>
 #include <vector>
 
 #include "fak/digest.h"
 #include "fak/model.h"
+#include "kernels/quant_format.h"
 #include "src/core/aligned_buffer.h"
 
 namespace fak::internal {
 
 class ThreadPool;
 
-enum class DType { kF32 };
+// Storage type of a weight tensor. The quantized values mirror kernels::QuantType (in order).
+enum class DType { kF32, kQ8_0, kQ4_0, kQ5_0, kQ4_K, kQ5_K, kQ6_K };
+
+inline bool IsQuantized(DType d) { return d != DType::kF32; }
+inline kernels::QuantType QuantOf(DType d) { return static_cast<kernels::QuantType>(static_cast<int>(d) - 1); }
+inline DType DTypeOf(kernels::QuantType q) { return static_cast<DType>(static_cast<int>(q) + 1); }
+// "f32", "q8_0", "q4_k", ...
+std::string_view DTypeName(DType d);
 
 struct WeightTensor {
   DType dtype = DType::kF32;
   size_t rows = 0, cols = 0;  // row-major [rows][cols]; matmul weights are [out][in]
-  const void* data = nullptr;  // owned by ModelWeights::storage (or, later, a mapped file)
+  const void* data = nullptr;  // owned by ModelWeights::storage or inside ModelWeights::backing
 
   bool empty() const { return data == nullptr; }
   const float* f32() const { return static_cast<const float*>(data); }
-  size_t size_bytes() const { return rows * cols * sizeof(float); }
+  // Bytes of one stored row (cols f32 values, or cols / block blocks of the quant type).
+  size_t row_bytes() const {
+    return IsQuantized(dtype) ? kernels::QuantRowBytes(QuantOf(dtype), cols) : cols * sizeof(float);
+  }
+  size_t size_bytes() const { return rows * row_bytes(); }
 };
 
 struct LayerWeights {
@@ -39,6 +57,11 @@ struct LayerWeights {
   WeightTensor w_gate;     // [ffn][hidden]
   WeightTensor w_up;       // [ffn][hidden]
   WeightTensor w_down;     // [hidden][ffn]
+  // Gemma 3 only (empty for Llama): per-head QK-norm and the post-attention / post-FFN norms.
+  WeightTensor q_norm;          // [1][head_dim]
+  WeightTensor k_norm;          // [1][head_dim]
+  WeightTensor post_attn_norm;  // [1][hidden]
+  WeightTensor post_ffn_norm;   // [1][hidden]
 };
 
 struct ModelWeights {
@@ -46,7 +69,11 @@ struct ModelWeights {
   WeightTensor output_norm;      // [1][hidden]
   WeightTensor output;           // [vocab][hidden]; the embedding itself when tied
   std::vector<LayerWeights> layers;
-  std::vector<AlignedBuffer> storage;  // owns the f32 data the tensors point at
+  std::vector<AlignedBuffer> storage;  // owns the f32 data the tensors point at (synthetic, widened)
+  std::shared_ptr<const void> backing;  // keeps a mapped file alive (loaded models)
+  // RMSNorm multiplies by (1 + w) (Gemma as HF stores it) rather than by w (Llama, and Gemma GGUF,
+  // whose converter already added the 1).
+  bool norm_one_plus = false;
 
   size_t size_bytes() const;
   // Calls fn(name, tensor) for every distinct tensor in a fixed order (the digest order).
@@ -58,6 +85,8 @@ struct ModelWeights {
     for (const LayerWeights& l : layers) {
       for (const WeightTensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
         fn("layer", *t);
+      for (const WeightTensor* t : {&l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm})
+        if (!t->empty()) fn("layer", *t);
     }
   }
 };

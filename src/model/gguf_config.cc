@@ -1,0 +1,124 @@
+// ModelConfig from GGUF metadata (model-formats.md §1.6, §4.3): the llama.* / gemma3.* keys, the
+// vocabulary size from the tokenizer's token list, special ids, and Gemma 3's sliding window.
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "fak/gguf.h"
+#include "src/model/gguf_loader.h"
+
+namespace fak::internal {
+namespace {
+
+// An unsigned metadata value (a per-layer array must be uniform); `fallback` when absent, or
+// Corruption naming the key when there is no fallback.
+Result<uint64_t> Uint(const GgufFile& f, const std::string& key, std::optional<uint64_t> fallback) {
+  const GgufValue* v = f.Find(key);
+  if (v == nullptr) {
+    if (fallback) return *fallback;
+    return Corruption(f.name() + ": missing metadata key " + key);
+  }
+  if (!v->is_array()) return v->ToUint64();
+  FAK_ASSIGN_OR_RETURN(std::vector<int64_t> all, v->ToInt64Array());
+  if (all.empty() || all[0] < 0 || std::any_of(all.begin(), all.end(), [&](int64_t x) { return x != all[0]; })) {
+    return Unsupported(f.name() + ": " + key + " varies per layer (not supported)");
+  }
+  return static_cast<uint64_t>(all[0]);
+}
+
+Result<double> Real(const GgufFile& f, const std::string& key, std::optional<double> fallback) {
+  if (f.Find(key) == nullptr) {
+    if (fallback) return *fallback;
+    return Corruption(f.name() + ": missing metadata key " + key);
+  }
+  return f.GetDouble(key);
+}
+
+// Special token id `key`, -1 when absent or outside the vocabulary.
+int32_t SpecialId(const GgufFile& f, const std::string& key, size_t vocab) {
+  auto v = f.GetUint64(key);
+  return v.has_value() && *v < vocab ? static_cast<int32_t>(*v) : -1;
+}
+
+// RoPE scaling fak does not implement (linear factor, YaRN, llama3 rope_freqs) is refused rather
+// than silently ignored.
+Status CheckRopeScaling(const GgufFile& f, const std::string& arch) {
+  if (const GgufValue* t = f.Find(arch + ".rope.scaling.type")) {
+    auto type = t->ToString();
+    if (type.has_value() && *type != "none") {
+      auto factor = Real(f, arch + ".rope.scaling.factor", 0.0);
+      if (factor.has_value() && *factor != 0.0 && *factor != 1.0)
+        return Unsupported(f.name() + ": " + arch + ".rope.scaling.type " + std::string(*type) + " (not supported)");
+    }
+  }
+  if (f.FindTensor("rope_freqs.weight") != nullptr) return Unsupported(f.name() + ": rope_freqs.weight (llama3 RoPE scaling) is not supported");
+  auto cap = Real(f, arch + ".final_logit_softcapping", 0.0);
+  if (cap.has_value() && *cap != 0.0) return Unsupported(f.name() + ": " + arch + ".final_logit_softcapping is not supported");
+  return Status::Ok();
+}
+
+Result<size_t> VocabSize(const GgufFile& f) {
+  if (const GgufValue* tokens = f.Find("tokenizer.ggml.tokens"); tokens != nullptr && tokens->is_array())
+    return tokens->array_size();
+  if (f.Find("llama.vocab_size") != nullptr) return Uint(f, "llama.vocab_size", std::nullopt);
+  const GgufTensorInfo* e = f.FindTensor("token_embd.weight");
+  if (e == nullptr || e->ne.size() < 2) return Corruption(f.name() + ": missing tensor token_embd.weight");
+  return static_cast<size_t>(e->ne[1]);
+}
+
+// Gemma 3 specifics: window, pattern, local RoPE base, attention scale.
+Status ReadGemmaKeys(const GgufFile& f, ModelConfig* c) {
+  FAK_ASSIGN_OR_RETURN(uint64_t window, Uint(f, "gemma3.attention.sliding_window", 0));
+  FAK_ASSIGN_OR_RETURN(uint64_t pattern, Uint(f, "gemma3.attention.sliding_window_pattern", 6));
+  c->sliding_window = window;
+  c->sliding_window_pattern = pattern;
+  c->rope_local_base = 10000.0;  // hard-coded by llama.cpp and HF (rope_local_base_freq), not in the file
+  // llama.cpp: 1/sqrt(n_embd/n_head) for the 62-layer 27B, 1/sqrt(head_dim) otherwise.
+  c->query_pre_attn_scalar = c->n_layers == 62 ? static_cast<float>(c->hidden_size / c->n_heads) : 0.0f;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> ConfigFromGguf(const GgufFile& f, const ModelOptions& options) {
+  FAK_ASSIGN_OR_RETURN(std::string_view arch_name, f.GetString("general.architecture"));
+  ModelConfig c;
+  if (arch_name == "llama") {
+    c.architecture = Architecture::kLlama;
+    c.rope_pairing = RopePairing::kAdjacent;  // the converter permuted Q/K rows (NORM rope)
+  } else if (arch_name == "gemma3") {
+    c.architecture = Architecture::kGemma3;
+    c.rope_pairing = RopePairing::kSplitHalf;  // NEOX
+  } else {
+    return Unsupported(f.name() + ": general.architecture \"" + std::string(arch_name) + "\" (supported: llama, gemma3)");
+  }
+  const std::string a(arch_name);
+  FAK_RETURN_IF_ERROR(CheckRopeScaling(f, a));
+  FAK_ASSIGN_OR_RETURN(c.hidden_size, Uint(f, a + ".embedding_length", std::nullopt));
+  FAK_ASSIGN_OR_RETURN(c.n_layers, Uint(f, a + ".block_count", std::nullopt));
+  FAK_ASSIGN_OR_RETURN(c.ffn_size, Uint(f, a + ".feed_forward_length", std::nullopt));
+  FAK_ASSIGN_OR_RETURN(c.n_heads, Uint(f, a + ".attention.head_count", std::nullopt));
+  if (c.n_heads == 0) return Corruption(f.name() + ": " + a + ".attention.head_count is 0");
+  FAK_ASSIGN_OR_RETURN(c.n_kv_heads, Uint(f, a + ".attention.head_count_kv", c.n_heads));
+  FAK_ASSIGN_OR_RETURN(c.head_dim, Uint(f, a + ".attention.key_length", c.hidden_size / c.n_heads));
+  FAK_ASSIGN_OR_RETURN(uint64_t value_dim, Uint(f, a + ".attention.value_length", c.head_dim));
+  if (value_dim != c.head_dim) return Unsupported(f.name() + ": " + a + ".attention.value_length differs from key_length");
+  FAK_ASSIGN_OR_RETURN(uint64_t n_rot, Uint(f, a + ".rope.dimension_count", c.head_dim));
+  if (n_rot != c.head_dim) return Unsupported(f.name() + ": " + a + ".rope.dimension_count != head dim (partial RoPE)");
+  FAK_ASSIGN_OR_RETURN(c.rope_base, Real(f, a + ".rope.freq_base", 10000.0));
+  FAK_ASSIGN_OR_RETURN(double eps, Real(f, a + ".attention.layer_norm_rms_epsilon", std::nullopt));
+  c.rms_eps = static_cast<float>(eps);
+  FAK_ASSIGN_OR_RETURN(c.context_length, Uint(f, a + ".context_length", 2048));
+  if (options.max_context > 0) c.context_length = std::min(c.context_length, options.max_context);
+  c.context_length = std::min<size_t>(c.context_length, size_t{1} << 24);
+  FAK_ASSIGN_OR_RETURN(c.vocab_size, VocabSize(f));
+  c.tied_embeddings = f.FindTensor("output.weight") == nullptr;
+  c.bos_id = SpecialId(f, "tokenizer.ggml.bos_token_id", c.vocab_size);
+  c.eos_id = SpecialId(f, "tokenizer.ggml.eos_token_id", c.vocab_size);
+  if (c.architecture == Architecture::kGemma3) FAK_RETURN_IF_ERROR(ReadGemmaKeys(f, &c));
+  FAK_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+}  // namespace fak::internal

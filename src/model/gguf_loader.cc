@@ -1,0 +1,149 @@
+// Model weights from a GGUF file (model-formats.md §2): tensor names per architecture, shape checks
+// (ne[0] is the row length), and the storage each type gets — F32 and quantized rows stay in the
+// mapped file; F16/BF16 are widened to f32 once here.
+#include <string>
+
+#include "kernels/dispatch.h"
+#include "src/model/gguf_loader.h"
+
+namespace fak::internal {
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+  return s + "]";
+}
+
+class TensorReader {
+ public:
+  TensorReader(const GgufFile& f, ModelWeights* w) : f_(f), w_(w) {}
+
+  // A [rows][cols] matrix (GGUF ne = [cols, rows'] with rows' >= rows when `at_least`).
+  Result<WeightTensor> Matrix(const std::string& name, size_t rows, size_t cols, bool at_least = false) {
+    FAK_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name));
+    const bool ok = t->ne.size() >= 2 && static_cast<size_t>(t->ne[0]) == cols &&
+                    (at_least ? static_cast<size_t>(t->ne[1]) >= rows : static_cast<size_t>(t->ne[1]) == rows) &&
+                    TrailingOnes(*t, 2);
+    if (!ok) return BadShape(*t, "[" + std::to_string(cols) + ", " + std::to_string(rows) + "]");
+    return View(*t, rows, cols, /*allow_quant=*/true);
+  }
+
+  // A norm weight vector of n values (F32, or F16/BF16 widened).
+  Result<WeightTensor> Vector(const std::string& name, size_t n) {
+    FAK_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name));
+    if (t->ne.empty() || static_cast<size_t>(t->ne[0]) != n || !TrailingOnes(*t, 1))
+      return BadShape(*t, "[" + std::to_string(n) + "]");
+    return View(*t, 1, n, /*allow_quant=*/false);
+  }
+
+ private:
+  Result<const GgufTensorInfo*> Find(const std::string& name) {
+    const GgufTensorInfo* t = f_.FindTensor(name);
+    if (t == nullptr) return Corruption(f_.name() + ": missing tensor " + name);
+    return t;
+  }
+  static bool TrailingOnes(const GgufTensorInfo& t, size_t from) {
+    for (size_t i = from; i < t.ne.size(); ++i)
+      if (t.ne[i] != 1) return false;
+    return true;
+  }
+  Status BadShape(const GgufTensorInfo& t, const std::string& want) {
+    return Corruption(f_.name() + ": tensor " + std::string(t.name) + " has shape " + ShapeString(t.ne) + ", expected " + want);
+  }
+
+  Result<WeightTensor> View(const GgufTensorInfo& t, size_t rows, size_t cols, bool allow_quant) {
+    WeightTensor w{DType::kF32, rows, cols, t.data};
+    if (t.type == GgmlType::kF32) {
+      if (reinterpret_cast<uintptr_t>(t.data) % alignof(float) != 0)
+        return Corruption(f_.name() + ": tensor " + std::string(t.name) + " is not 4-byte aligned");
+      return w;
+    }
+    if (t.type == GgmlType::kF16 || t.type == GgmlType::kBF16) return Widen(t, rows, cols);
+    for (const kernels::QuantFormat& q : kernels::kQuantFormats) {
+      if (q.ggml_type != static_cast<uint32_t>(t.type)) continue;
+      if (!allow_quant) break;
+      w.dtype = DTypeOf(q.type);
+      return w;
+    }
+    auto info = LookupGgmlType(static_cast<uint32_t>(t.type));
+    return Unsupported(f_.name() + ": tensor " + std::string(t.name) + " has type " +
+                       (info.has_value() ? std::string(info->name) : std::to_string(static_cast<uint32_t>(t.type))) +
+                       (allow_quant ? " (no kernels for it)" : " (norm weights must be F32, F16 or BF16)"));
+  }
+
+  // F16/BF16 → owned f32 (the values are exact in f32).
+  WeightTensor Widen(const GgufTensorInfo& t, size_t rows, size_t cols) {
+    AlignedBuffer buf(rows * cols);
+    const kernels::KernelTable& k = kernels::Active();
+    const auto* src = reinterpret_cast<const uint16_t*>(t.data);  // GGUF data is 32-byte aligned
+    if (t.type == GgmlType::kF16) {
+      k.f16_to_f32(src, buf.data(), rows * cols);
+    } else {
+      k.bf16_to_f32(src, buf.data(), rows * cols);
+    }
+    WeightTensor w{DType::kF32, rows, cols, buf.data()};
+    w_->storage.push_back(std::move(buf));
+    return w;
+  }
+
+  const GgufFile& f_;
+  ModelWeights* w_;
+};
+
+Result<LayerWeights> ReadLayer(TensorReader& r, const ModelConfig& c, size_t l) {
+  const std::string p = "blk." + std::to_string(l) + ".";
+  const size_t h = c.hidden_size, q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  LayerWeights lw;
+  FAK_ASSIGN_OR_RETURN(lw.attn_norm, r.Vector(p + "attn_norm.weight", h));
+  FAK_ASSIGN_OR_RETURN(lw.wq, r.Matrix(p + "attn_q.weight", q_dim, h));
+  FAK_ASSIGN_OR_RETURN(lw.wk, r.Matrix(p + "attn_k.weight", kv_dim, h));
+  FAK_ASSIGN_OR_RETURN(lw.wv, r.Matrix(p + "attn_v.weight", kv_dim, h));
+  FAK_ASSIGN_OR_RETURN(lw.wo, r.Matrix(p + "attn_output.weight", h, q_dim));
+  FAK_ASSIGN_OR_RETURN(lw.ffn_norm, r.Vector(p + "ffn_norm.weight", h));
+  FAK_ASSIGN_OR_RETURN(lw.w_gate, r.Matrix(p + "ffn_gate.weight", c.ffn_size, h));
+  FAK_ASSIGN_OR_RETURN(lw.w_up, r.Matrix(p + "ffn_up.weight", c.ffn_size, h));
+  FAK_ASSIGN_OR_RETURN(lw.w_down, r.Matrix(p + "ffn_down.weight", h, c.ffn_size));
+  if (c.architecture == Architecture::kGemma3) {
+    FAK_ASSIGN_OR_RETURN(lw.q_norm, r.Vector(p + "attn_q_norm.weight", c.head_dim));
+    FAK_ASSIGN_OR_RETURN(lw.k_norm, r.Vector(p + "attn_k_norm.weight", c.head_dim));
+    FAK_ASSIGN_OR_RETURN(lw.post_attn_norm, r.Vector(p + "post_attention_norm.weight", h));
+    FAK_ASSIGN_OR_RETURN(lw.post_ffn_norm, r.Vector(p + "post_ffw_norm.weight", h));
+  }
+  return lw;
+}
+
+// Tensors fak would silently ignore (biases) are refused.
+Status CheckNoBiases(const GgufFile& f) {
+  for (const GgufTensorInfo& t : f.tensors()) {
+    if (t.name.size() > 5 && t.name.substr(t.name.size() - 5) == ".bias")
+      return Unsupported(f.name() + ": tensor " + std::string(t.name) + " (biases are not supported)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelWeights> WeightsFromGguf(const GgufFile& f, const ModelConfig& c) {
+  FAK_RETURN_IF_ERROR(CheckNoBiases(f));
+  ModelWeights w;
+  w.norm_one_plus = false;  // Gemma 3 GGUF norms already include the +1 (model-formats.md §2.3)
+  TensorReader r(f, &w);
+  // The table may have more rows than the tokenizer (padding ids); only the first vocab_size count.
+  FAK_ASSIGN_OR_RETURN(w.token_embedding, r.Matrix("token_embd.weight", c.vocab_size, c.hidden_size, /*at_least=*/true));
+  FAK_ASSIGN_OR_RETURN(w.output_norm, r.Vector("output_norm.weight", c.hidden_size));
+  if (c.tied_embeddings) {
+    w.output = w.token_embedding;
+  } else {
+    FAK_ASSIGN_OR_RETURN(w.output, r.Matrix("output.weight", c.vocab_size, c.hidden_size, /*at_least=*/true));
+  }
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    FAK_ASSIGN_OR_RETURN(LayerWeights lw, ReadLayer(r, c, l));
+    w.layers.push_back(lw);
+  }
+  if (f.FindTensor("blk." + std::to_string(c.n_layers) + ".attn_q.weight") != nullptr)
+    return Corruption(f.name() + ": tensor blk." + std::to_string(c.n_layers) + ".attn_q.weight beyond block_count");
+  return w;
+}
+
+}  // namespace fak::internal
