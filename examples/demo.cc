@@ -11,6 +11,7 @@
 #include <string>
 
 #include "examples/demo_report.h"
+#include "examples/demo_rollout.h"
 #include "fak/fak.h"
 
 namespace {
@@ -125,7 +126,7 @@ Result<float> PrefillDecodeDelta(const Model& model, const std::vector<int32_t>&
 
 // Returns false only when the real model is present and a check fails.
 bool RealModelSection() {
-  Section(6, "real model");
+  Section(7, "real model");
   const std::string path = RealModelPath();
   if (!std::filesystem::exists(path)) {
     Line("real model", "not found at " + path + " (set FAK_REAL_MODEL or run scripts/setup); skipped");
@@ -278,8 +279,9 @@ int Run(const std::string& dir) {
   Line("poison in context", context_text.find("IGNORE ALL PREVIOUS") == std::string::npos ? "no (a sealed stub names its digest)"
                                                                                              : "YES (bug)");
 
+  const bool rollout_ok = demo::RolloutSection(6, *model, *tok);
   const bool real_ok = RealModelSection();
-  const bool all_ok = section4_ok && same && real_ok;
+  const bool all_ok = section4_ok && same && rollout_ok && real_ok;
   std::printf("\n%s\n", all_ok ? "demo finished: every check held" : "demo finished with FAILED checks");
   return all_ok ? 0 : 1;
 }
