@@ -174,8 +174,10 @@ Result<LoadedModel> LoadModel(std::string_view spec, size_t n_threads) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))
     return NotFound("model '" + path + "' is neither a known name (embedded, shape:smollm2-135m, shape:tinyllama-1.1b) nor a file");
-  return Unsupported("running weights from a model file ('" + path +
-                     "') is not in this build yet; use MODEL=embedded, or `fak inspect` to read a GGUF file's metadata");
+  FAK_ASSIGN_OR_RETURN(loaded.model, Model::Load(path, options));
+  FAK_ASSIGN_OR_RETURN(loaded.tokenizer, LoadTokenizerFromGguf(path));
+  loaded.label = path + " (" + loaded.model->config().Describe() + ")";
+  return loaded;
 }
 
 Result<std::vector<int32_t>> EncodePrompt(const Tokenizer& tokenizer, std::string_view prompt) {

@@ -80,8 +80,8 @@ struct LoadedModel {
 inline constexpr char kModelHelp[] =
     "MODEL: 'embedded' (the embedded default: synthetic weights, seed 2026, byte tokenizer),\n"
     "       'shape:smollm2-135m' or 'shape:tinyllama-1.1b' (real shapes, random weights; bench and inspect only),\n"
-    "       or a model file (inspect reads GGUF and safetensors files; running file weights is not in\n"
-    "       this build yet).\n";
+    "       or a model file (run, chat and bench load GGUF files with their tokenizer; inspect also\n"
+    "       reads safetensors).\n";
 Result<LoadedModel> LoadModel(std::string_view spec, size_t n_threads);
 // The shape-only models by name; nullopt when `spec` is not one.
 std::optional<ModelConfig> ShapeModelConfig(std::string_view spec);
