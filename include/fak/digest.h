@@ -34,6 +34,7 @@ struct Digest {
 };
 
 // Incremental sha256. Not thread-safe; cheap to create.
+// Construction throws std::bad_alloc when memory is exhausted, as std::vector would.
 class Digester {
  public:
   Digester();

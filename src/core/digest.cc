@@ -3,7 +3,7 @@
 
 #include <openssl/evp.h>
 
-#include <cstdlib>
+#include <new>
 
 namespace fak {
 
@@ -13,8 +13,12 @@ struct Digester::Impl {
 
 Digester::Digester() : impl_(std::make_unique<Impl>()) {
   impl_->ctx = EVP_MD_CTX_new();
-  // Failure here means the process is out of memory or OpenSSL is broken; nothing sane remains.
-  if (impl_->ctx == nullptr || EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr) != 1) std::abort();
+  // Only allocation can fail here (sha256 is built into every libcrypto): report it as the
+  // allocation failure it is, like any container would, never by ending the host process.
+  if (impl_->ctx == nullptr || EVP_DigestInit_ex(impl_->ctx, EVP_sha256(), nullptr) != 1) {
+    EVP_MD_CTX_free(impl_->ctx);
+    throw std::bad_alloc();
+  }
 }
 
 Digester::~Digester() { EVP_MD_CTX_free(impl_->ctx); }

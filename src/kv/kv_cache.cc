@@ -105,7 +105,8 @@ Status KVCache::Evict(size_t from, size_t n) {
   const size_t hd = shape_.head_dim, tail = n_tokens_ - from - n;
   for (size_t l = 0; l < shape_.n_layers; ++l) {
     for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
-      for (float* t : {mutable_k(l, h), mutable_kraw(l, h), mutable_v(l, h)})
+      // K of every moved survivor is rewritten from Kraw below, so only Kraw and V move.
+      for (float* t : {mutable_kraw(l, h), mutable_v(l, h)})
         std::memmove(t + from * hd, t + (from + n) * hd, tail * hd * sizeof(float));
     }
   }

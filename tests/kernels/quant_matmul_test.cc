@@ -22,21 +22,7 @@
 namespace fak::kernels::testing {
 namespace {
 
-class QuantMatMulTest : public TierTest {
- protected:
-  std::vector<uint8_t> QuantizeAct(QuantType t, const std::vector<float>& x, size_t m, size_t k) const {
-    std::vector<uint8_t> xq(m * QuantActRowBytes(t, k));
-    T().quantize_act(t, x.data(), k, m, k, xq.data());
-    return xq;
-  }
-  std::vector<float> Run(QuantType t, const std::vector<float>& x, const std::vector<uint8_t>& w, size_t m,
-                         size_t k, size_t n) const {
-    std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
-    std::vector<float> y(m * n, std::nanf(""));
-    T().matmul_q(t, xq.data(), w.data(), QuantRowBytes(t, k), y.data(), n, m, k, 0, n);
-    return y;
-  }
-};
+class QuantMatMulTest : public QuantTierTest {};
 FAK_INSTANTIATE_OVER_TIERS(QuantMatMulTest);
 
 struct Shape {

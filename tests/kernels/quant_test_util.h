@@ -12,6 +12,7 @@
 
 #include "kernels/quant_format.h"
 #include "kernels/ref/ref_quant.h"
+#include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 
 namespace fak::kernels::testing {
@@ -72,6 +73,24 @@ inline std::vector<double> Magnitudes(QuantType t, const uint8_t* row, size_t k)
   }
   return mag;
 }
+
+// A tier-parameterized fixture with the quantized matmul run the way callers run it: activations
+// quantized per row, then matmul_q over every column.
+class QuantTierTest : public TierTest {
+ protected:
+  std::vector<uint8_t> QuantizeAct(QuantType t, const std::vector<float>& x, size_t m, size_t k) const {
+    std::vector<uint8_t> xq(m * QuantActRowBytes(t, k));
+    T().quantize_act(t, x.data(), k, m, k, xq.data());
+    return xq;
+  }
+  std::vector<float> Run(QuantType t, const std::vector<float>& x, const std::vector<uint8_t>& w, size_t m,
+                         size_t k, size_t n) const {
+    std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
+    std::vector<float> y(m * n, std::nanf(""));
+    T().matmul_q(t, xq.data(), w.data(), QuantRowBytes(t, k), y.data(), n, m, k, 0, n);
+    return y;
+  }
+};
 
 }  // namespace fak::kernels::testing
 
