@@ -1,45 +1,102 @@
-// ParallelMatMul: column shares in multiples of 48 (a multiple of every tier's register tile).
-// ParallelMatMulQuant: activation rows quantized in parallel, then column shares of 16.
+// ParallelMatMul / ParallelMatMulQuant: one product, column shares in multiples of 48 (a multiple of
+// every tier's f32 register tile and of the quantized column strip). ParallelMatMuls: the products'
+// columns laid end to end, each starting on a multiple of 48, and split as one range.
 #include "kernels/parallel.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <vector>
+
+#include "src/core/aligned_buffer.h"
 
 namespace fak::kernels {
 namespace {
 
-// Below this many multiply-adds a product finishes before a sleeping worker wakes (measured: a
-// 576x1536 decode matvec ran at half speed on 2 threads), so it stays on the calling thread. Which
-// thread computes an output never changes its value.
-constexpr size_t kMinParallelMacs = size_t{1} << 20;
+// Below this many multiply-adds a product is over before a worker could help (a hand-off costs a
+// few microseconds), so it stays on the calling thread. Which thread computes an output never
+// changes its value.
+constexpr size_t kMinParallelMacs = size_t{1} << 17;
+
+constexpr size_t kColumnGrain = 48;
+
+// Activation formats: ActQ8_0 (32-element weight blocks) or ActQ8_K (256). Weight types that share
+// a format quantize their activations to the same bytes.
+size_t ActFormatIndex(QuantType t) { return FormatOf(t).block_elems == kQK0 ? 0 : 1; }
+
+void QuantizeRows(const KernelTable& t, internal::ThreadPool* pool, QuantType wtype, const float* x, size_t ldx,
+                  size_t m, size_t k, uint8_t* xq) {
+  const size_t row_bytes = QuantActRowBytes(wtype, k);
+  if (pool == nullptr || m == 1) {
+    t.quantize_act(wtype, x, ldx, m, k, xq);
+    return;
+  }
+  pool->ParallelFor(m, 1, [&](size_t begin, size_t end) {
+    t.quantize_act(wtype, x + begin * ldx, ldx, end - begin, k, xq + begin * row_bytes);
+  });
+}
+
+// Columns [begin, end) of product p, given X (f32) and its quantized rows xq (quantized weights).
+void RunProduct(const KernelTable& t, const WeightProduct& p, const float* x, size_t ldx, const uint8_t* xq,
+                size_t m, size_t k, size_t begin, size_t end) {
+  if (p.quantized) {
+    t.matmul_q(p.wtype, xq, p.w, p.w_row_bytes, p.y, p.ldy, m, k, begin, end);
+  } else {
+    t.matmul(x, ldx, static_cast<const float*>(p.w), p.w_row_bytes / sizeof(float), p.y, p.ldy, m, k, begin, end);
+  }
+}
 
 }  // namespace
 
 void ParallelMatMul(const KernelTable& t, internal::ThreadPool* pool, const float* x, size_t ldx, const float* w,
                     size_t ldw, float* y, size_t ldy, size_t m, size_t k, size_t n) {
-  if (pool == nullptr || m * n * k < kMinParallelMacs) {
-    t.matmul(x, ldx, w, ldw, y, ldy, m, k, 0, n);
-    return;
-  }
-  pool->ParallelFor(n, 48, [&](size_t begin, size_t end) { t.matmul(x, ldx, w, ldw, y, ldy, m, k, begin, end); });
+  const WeightProduct p{false, QuantType::kQ8_0, w, ldw * sizeof(float), y, ldy, n};
+  ParallelMatMuls(t, pool, x, ldx, m, k, {&p, 1});
 }
 
 void ParallelMatMulQuant(const KernelTable& t, internal::ThreadPool* pool, QuantType wtype, const float* x, size_t ldx,
                          const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k, size_t n,
                          void* xq_scratch) {
-  const size_t act_row_bytes = QuantActRowBytes(wtype, k);
   auto* xq = static_cast<uint8_t*>(xq_scratch);
-  if (pool == nullptr || pool->n_threads() == 1) {
-    t.quantize_act(wtype, x, ldx, m, k, xq);
+  QuantizeRows(t, pool, wtype, x, ldx, m, k, xq);
+  if (pool == nullptr || m * n * k < kMinParallelMacs) {
     t.matmul_q(wtype, xq, w, w_row_bytes, y, ldy, m, k, 0, n);
     return;
   }
-  pool->ParallelFor(m, 1, [&](size_t begin, size_t end) {
-    t.quantize_act(wtype, x + begin * ldx, ldx, end - begin, k, xq + begin * act_row_bytes);
-  });
-  // Column shares in multiples of 16 (the kernels' column strip).
-  pool->ParallelFor(n, 16, [&](size_t begin, size_t end) {
+  pool->ParallelFor(n, kColumnGrain, [&](size_t begin, size_t end) {
     t.matmul_q(wtype, xq, w, w_row_bytes, y, ldy, m, k, begin, end);
   });
+}
+
+void ParallelMatMuls(const KernelTable& t, internal::ThreadPool* pool, const float* x, size_t ldx, size_t m, size_t k,
+                     std::span<const WeightProduct> products) {
+  std::array<internal::AlignedArray<uint8_t>, 2> xq;  // activations, quantized once per format used
+  std::vector<size_t> offset(products.size() + 1, 0);
+  size_t macs = 0;
+  for (size_t i = 0; i < products.size(); ++i) {
+    const WeightProduct& p = products[i];
+    internal::AlignedArray<uint8_t>& act = xq[ActFormatIndex(p.wtype)];
+    if (p.quantized && act.size() == 0) {
+      act = internal::AlignedArray<uint8_t>(QuantActRowBytes(p.wtype, k) * m);
+      QuantizeRows(t, pool, p.wtype, x, ldx, m, k, act.data());
+    }
+    offset[i + 1] = offset[i] + (p.n + kColumnGrain - 1) / kColumnGrain * kColumnGrain;
+    macs += m * k * p.n;
+  }
+  auto run = [&](size_t begin, size_t end) {
+    for (size_t i = 0; i < products.size(); ++i) {
+      const size_t lo = std::max(begin, offset[i]), hi = std::min(end, offset[i] + products[i].n);
+      if (lo < hi) {
+        RunProduct(t, products[i], x, ldx, xq[ActFormatIndex(products[i].wtype)].data(), m, k, lo - offset[i],
+                   hi - offset[i]);
+      }
+    }
+  };
+  if (pool == nullptr || macs < kMinParallelMacs) {
+    run(0, offset.back());
+    return;
+  }
+  pool->ParallelFor(offset.back(), kColumnGrain, run);
 }
 
 }  // namespace fak::kernels

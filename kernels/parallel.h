@@ -3,6 +3,7 @@
 #define FAK_KERNELS_PARALLEL_H_
 
 #include <cstddef>
+#include <span>
 
 #include "kernels/kernel_table.h"
 #include "src/core/thread_pool.h"
@@ -21,6 +22,23 @@ void ParallelMatMul(const KernelTable& t, internal::ThreadPool* pool, const floa
 void ParallelMatMulQuant(const KernelTable& t, internal::ThreadPool* pool, QuantType wtype, const float* x, size_t ldx,
                          const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k, size_t n,
                          void* xq_scratch);
+
+// One product of a group: n weight rows of K elements, f32 or of quant type wtype, w_row_bytes
+// apart; outputs go to Y[M][n] with row stride ldy.
+struct WeightProduct {
+  bool quantized = false;
+  QuantType wtype = QuantType::kQ8_0;  // when quantized
+  const void* w = nullptr;
+  size_t w_row_bytes = 0;
+  float* y = nullptr;
+  size_t ldy = 0, n = 0;
+};
+
+// Several products of the same input rows X[M][K] (the q/k/v projections; gate and up), their output
+// columns split across the pool in one hand-off, so a decode step wakes the workers once per group
+// instead of once per matrix. Each output has the bits ParallelMatMul / ParallelMatMulQuant give it.
+void ParallelMatMuls(const KernelTable& t, internal::ThreadPool* pool, const float* x, size_t ldx, size_t m, size_t k,
+                     std::span<const WeightProduct> products);
 
 }  // namespace fak::kernels
 

@@ -1,9 +1,38 @@
-// ThreadPool: static partition of [0, n) into one contiguous share per thread.
+// ThreadPool: static partition of [0, n) into one contiguous share per thread; a poll-then-wait
+// hand-off on two atomics.
 #include "src/core/thread_pool.h"
 
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace fak::internal {
+namespace {
+
+// Some tens of microseconds of polling: longer than the gap between two products of one decode
+// step, far shorter than the gap between two requests, when sleeping costs nothing.
+constexpr int kSpinIterations = 1 << 14;
+
+void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Returns once `value` differs from `old`: polls first, then sleeps in a futex wait.
+void AwaitChange(const std::atomic<uint32_t>& value, uint32_t old) {
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (value.load(std::memory_order_acquire) != old) return;
+    CpuRelax();
+  }
+  while (value.load(std::memory_order_acquire) == old) value.wait(old, std::memory_order_acquire);
+}
+
+}  // namespace
 
 ThreadPool::ThreadPool(size_t n_threads) {
   if (n_threads == 0) n_threads = std::max<size_t>(1, std::thread::hardware_concurrency());
@@ -11,11 +40,9 @@ ThreadPool::ThreadPool(size_t n_threads) {
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  wake_.notify_all();
+  stop_.store(true, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
@@ -29,17 +56,13 @@ void ThreadPool::RunShare(size_t share) {
 }
 
 void ThreadPool::WorkerLoop(size_t worker_index) {
-  size_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-    }
+    AwaitChange(generation_, seen);
+    seen = generation_.load(std::memory_order_acquire);
+    if (stop_.load(std::memory_order_relaxed)) return;
     RunShare(worker_index);
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (--pending_ == 0) done_.notify_one();
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 
@@ -51,18 +74,17 @@ void ThreadPool::ParallelFor(size_t n, size_t grain, const std::function<void(si
     return;
   }
   std::lock_guard<std::mutex> run_lock(run_mutex_);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_n_ = n;
-    job_grain_ = grain;
-    pending_ = workers_.size();
-    ++generation_;
-  }
-  wake_.notify_all();
+  job_ = &fn;
+  job_n_ = n;
+  job_grain_ = grain;
+  pending_.store(static_cast<uint32_t>(workers_.size()), std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_release);
+  generation_.notify_all();
   RunShare(0);
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return pending_ == 0; });
+  for (uint32_t left = pending_.load(std::memory_order_acquire); left != 0;
+       left = pending_.load(std::memory_order_acquire)) {
+    AwaitChange(pending_, left);
+  }
   job_ = nullptr;
 }
 

@@ -3,11 +3,16 @@
 // Kernels split outputs across threads, never a reduction (architecture §2.1), so results do not
 // depend on the thread count. The calling thread takes part in the work. One ParallelFor runs at a
 // time per pool (calls are serialised by a mutex); the pool is safe to share between threads.
+//
+// A decode step issues a few hundred products of ~10-100 µs each, so the hand-off must cost far less
+// than that: idle workers poll an atomic for a short while before they sleep in a futex wait
+// (std::atomic::wait), and the caller waits the same way for the last share to finish.
 #ifndef FAK_SRC_CORE_THREAD_POOL_H_
 #define FAK_SRC_CORE_THREAD_POOL_H_
 
-#include <condition_variable>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -34,15 +39,14 @@ class ThreadPool {
   void RunShare(size_t share);
 
   std::vector<std::thread> workers_;
-  std::mutex run_mutex_;  // serialises ParallelFor calls
-  std::mutex mutex_;      // guards the fields below
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  const std::function<void(size_t, size_t)>* job_ = nullptr;  // GUARDED_BY(mutex_)
-  size_t job_n_ = 0, job_grain_ = 1;                          // GUARDED_BY(mutex_)
-  size_t generation_ = 0;                                     // GUARDED_BY(mutex_)
-  size_t pending_ = 0;                                        // GUARDED_BY(mutex_)
-  bool stop_ = false;                                         // GUARDED_BY(mutex_)
+  std::mutex run_mutex_;  // serialises ParallelFor calls, and so guards the job fields
+  // Written by the caller before it publishes a new generation (release), read by workers after
+  // they observe it (acquire).
+  const std::function<void(size_t, size_t)>* job_ = nullptr;
+  size_t job_n_ = 0, job_grain_ = 1;
+  std::atomic<uint32_t> generation_{0};  // bumped once per job; workers wait for a change
+  std::atomic<uint32_t> pending_{0};     // workers still running the current job
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace fak::internal

@@ -11,6 +11,8 @@
 // and token-by-token decode write identical K/V and logits. Long prompts run in chunks of
 // kPrefillChunk rows, which bounds scratch memory and, by the same argument, changes nothing.
 #include <algorithm>
+#include <array>
+#include <initializer_list>
 #include <cmath>
 #include <cstring>
 
@@ -32,17 +34,28 @@ struct Pass {
   ThreadPool* pool;
 };
 
-// Y[rows][w.rows] = X[rows][w.cols] · Wᵀ. Quantized weights: the activation rows are quantized
-// per row into scratch first (so each output row still depends on its own input row only).
-void MatMulWeight(const Pass& p, const float* x, size_t rows, const WeightTensor& w, float* y) {
-  if (!IsQuantized(w.dtype)) {
-    kernels::ParallelMatMul(p.t, p.pool, x, w.cols, w.f32(), w.cols, y, w.rows, rows, w.cols, w.rows);
-    return;
+struct Output {
+  const WeightTensor& w;
+  float* y;  // [rows][w.rows]
+};
+
+// Y[rows][w.rows] = X[rows][w.cols] · Wᵀ for every output, all reading the same X (same cols), in
+// one split across the pool. Quantized weights: the activation rows are quantized per row first, so
+// each output row still depends on its own input row only.
+void MatMulWeights(const Pass& p, const float* x, size_t rows, std::initializer_list<Output> outputs) {
+  std::array<kernels::WeightProduct, 3> products;
+  size_t n = 0;
+  for (const Output& o : outputs) {
+    kernels::WeightProduct& product = products[n++];
+    product.quantized = IsQuantized(o.w.dtype);
+    if (product.quantized) product.wtype = QuantOf(o.w.dtype);
+    product.w = o.w.data;
+    product.w_row_bytes = o.w.row_bytes();
+    product.y = o.y;
+    product.ldy = product.n = o.w.rows;
   }
-  const kernels::QuantType q = QuantOf(w.dtype);
-  AlignedBuffer scratch((kernels::QuantActRowBytes(q, w.cols) * rows + sizeof(float) - 1) / sizeof(float));
-  kernels::ParallelMatMulQuant(p.t, p.pool, q, x, w.cols, w.data, w.row_bytes(), y, w.rows, rows, w.cols, w.rows,
-                               scratch.data());
+  const size_t k = outputs.begin()->w.cols;
+  kernels::ParallelMatMuls(p.t, p.pool, x, k, rows, k, {products.data(), n});
 }
 
 // RMSNorm of `rows` rows of width w.cols (the hidden size, or head_dim for QK-norm); y may alias x.
@@ -134,19 +147,16 @@ void LlamaLayer(const Pass& p, size_t l, KVCache* cache, size_t slot0, size_t ro
   const LayerWeights& w = p.m.weights.layers[l];
   const size_t h = p.c.hidden_size;
   RmsNormRows(p, b.x.data(), w.attn_norm, b.xn.data(), rows);
-  MatMulWeight(p, b.xn.data(), rows, w.wq, b.q.data());
-  MatMulWeight(p, b.xn.data(), rows, w.wk, b.k.data());
-  MatMulWeight(p, b.xn.data(), rows, w.wv, b.v.data());
+  MatMulWeights(p, b.xn.data(), rows, {{w.wq, b.q.data()}, {w.wk, b.k.data()}, {w.wv, b.v.data()}});
   StoreKeysAndRotateQueries(p, l, cache, slot0, rows, b.q.data(), b.k.data(), b.v.data());
   AttentionRows(p, l, *cache, slot0, rows, b.q.data(), b.attn.data());
-  MatMulWeight(p, b.attn.data(), rows, w.wo, b.xn.data());
+  MatMulWeights(p, b.attn.data(), rows, {{w.wo, b.xn.data()}});
   p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
 
   RmsNormRows(p, b.x.data(), w.ffn_norm, b.xn.data(), rows);
-  MatMulWeight(p, b.xn.data(), rows, w.w_gate, b.gate.data());
-  MatMulWeight(p, b.xn.data(), rows, w.w_up, b.up.data());
+  MatMulWeights(p, b.xn.data(), rows, {{w.w_gate, b.gate.data()}, {w.w_up, b.up.data()}});
   p.t.silu_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
-  MatMulWeight(p, b.gate.data(), rows, w.w_down, b.xn.data());
+  MatMulWeights(p, b.gate.data(), rows, {{w.w_down, b.xn.data()}});
   p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
 }
 
@@ -155,22 +165,19 @@ void GemmaLayer(const Pass& p, size_t l, KVCache* cache, size_t slot0, size_t ro
   const LayerWeights& w = p.m.weights.layers[l];
   const size_t h = p.c.hidden_size;
   RmsNormRows(p, b.x.data(), w.attn_norm, b.xn.data(), rows);
-  MatMulWeight(p, b.xn.data(), rows, w.wq, b.q.data());
-  MatMulWeight(p, b.xn.data(), rows, w.wk, b.k.data());
-  MatMulWeight(p, b.xn.data(), rows, w.wv, b.v.data());
+  MatMulWeights(p, b.xn.data(), rows, {{w.wq, b.q.data()}, {w.wk, b.k.data()}, {w.wv, b.v.data()}});
   RmsNormRows(p, b.q.data(), w.q_norm, b.q.data(), rows * p.c.n_heads);  // per head, in place
   RmsNormRows(p, b.k.data(), w.k_norm, b.k.data(), rows * p.c.n_kv_heads);
   StoreKeysAndRotateQueries(p, l, cache, slot0, rows, b.q.data(), b.k.data(), b.v.data());
   AttentionRows(p, l, *cache, slot0, rows, b.q.data(), b.attn.data());
-  MatMulWeight(p, b.attn.data(), rows, w.wo, b.xn.data());
+  MatMulWeights(p, b.attn.data(), rows, {{w.wo, b.xn.data()}});
   RmsNormRows(p, b.xn.data(), w.post_attn_norm, b.xn.data(), rows);
   p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
 
   RmsNormRows(p, b.x.data(), w.ffn_norm, b.xn.data(), rows);
-  MatMulWeight(p, b.xn.data(), rows, w.w_gate, b.gate.data());
-  MatMulWeight(p, b.xn.data(), rows, w.w_up, b.up.data());
+  MatMulWeights(p, b.xn.data(), rows, {{w.w_gate, b.gate.data()}, {w.w_up, b.up.data()}});
   p.t.gelu_tanh_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
-  MatMulWeight(p, b.gate.data(), rows, w.w_down, b.xn.data());
+  MatMulWeights(p, b.gate.data(), rows, {{w.w_down, b.xn.data()}});
   RmsNormRows(p, b.xn.data(), w.post_ffn_norm, b.xn.data(), rows);
   p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
 }
@@ -182,7 +189,7 @@ void OutputHead(const Pass& p, const float* x, size_t n_rows, std::vector<float>
   RmsNormRows(p, x, p.m.weights.output_norm, xn.data(), n_rows);
   const size_t old = logits->size();
   logits->resize(old + n_rows * p.c.vocab_size);
-  MatMulWeight(p, xn.data(), n_rows, p.m.weights.output, logits->data() + old);
+  MatMulWeights(p, xn.data(), n_rows, {{p.m.weights.output, logits->data() + old}});
 }
 
 }  // namespace

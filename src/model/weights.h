@@ -1,6 +1,6 @@
 // Model weights: named tensors per layer, each tagged with its storage type.
 //
-// The forward pass reaches weights only through WeightTensor and MatMulWeight (forward.cc), which
+// The forward pass reaches weights only through WeightTensor and MatMulWeights (forward.cc), which
 // dispatches on the dtype: F32 rows go to the f32 matmul, quantized rows (Q8_0, Q4_0, Q5_0, Q4_K,
 // Q5_K, Q6_K) to the quantized matmul, which first quantizes the activation rows. A loaded GGUF's
 // F32 and quantized tensors point straight into the memory-mapped file (kept open by `backing`);

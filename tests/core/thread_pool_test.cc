@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <utility>
@@ -102,6 +103,20 @@ TEST(ThreadPoolTest, ManySequentialJobs) {
     pool.ParallelFor(17, 2, [&](size_t begin, size_t end) { total.fetch_add(end - begin); });
   }
   EXPECT_EQ(total.load(), 2000u * 17u);
+}
+
+// Back-to-back tiny jobs exercise the spin hand-off (a worker may still be leaving job g when job
+// g + 1 is published); pauses long enough for the workers to fall asleep exercise the futex wake.
+TEST(ThreadPoolTest, RapidJobsAndSleepingWorkers) {
+  ThreadPool pool(3);
+  std::atomic<size_t> total{0};
+  for (int round = 0; round < 3; ++round) {
+    for (int job = 0; job < 20000; ++job) {
+      pool.ParallelFor(3, 1, [&](size_t begin, size_t end) { total.fetch_add(end - begin); });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(total.load(), 3u * 20000u * 3u);
 }
 
 TEST(ThreadPoolTest, ConcurrentCallersAreSafe) {

@@ -111,6 +111,41 @@ TEST_P(QuantMatMulTest, RowsAreBitIdenticalToTheDecodePath) {
   }
 }
 
+// ParallelMatMuls (several products of one input in one hand-off, as q/k/v and gate/up run) gives
+// each output the bits of its own ParallelMatMul / ParallelMatMulQuant call, for f32 and mixed quant
+// types (both activation formats), above and below the size where work is split across threads.
+TEST_P(QuantMatMulTest, FusedProductsMatchSeparateCalls) {
+  internal::ThreadPool pool1(1), pool2(2), pool3(3);
+  const QuantType types[] = {QuantType::kQ4_K, QuantType::kQ8_0, QuantType::kQ6_K};
+  const size_t k = 512;
+  for (size_t m : {1, 5}) {
+    for (size_t n : {7, 100}) {  // under and over the parallel threshold; n not a multiple of 48
+      SCOPED_TRACE("m=" + std::to_string(m) + " n=" + std::to_string(n));
+      std::vector<float> x = WeightLikeRows(m, k, 21), wf = WeightLikeRows(n, k, 22);
+      std::vector<std::vector<uint8_t>> wq;
+      for (size_t i = 0; i < 3; ++i) wq.push_back(QuantizeRows(types[i], WeightLikeRows(n, k, 23 + i), n, k));
+      std::vector<std::vector<float>> expected(4, std::vector<float>(m * n));
+      ParallelMatMul(T(), nullptr, x.data(), k, wf.data(), k, expected[0].data(), n, m, k, n);
+      for (size_t i = 0; i < 3; ++i) {
+        std::vector<uint8_t> scratch(m * QuantActRowBytes(types[i], k));
+        ParallelMatMulQuant(T(), nullptr, types[i], x.data(), k, wq[i].data(), QuantRowBytes(types[i], k),
+                            expected[i + 1].data(), n, m, k, n, scratch.data());
+      }
+      for (internal::ThreadPool* pool : {&pool1, &pool2, &pool3, static_cast<internal::ThreadPool*>(nullptr)}) {
+        std::vector<std::vector<float>> got(4, std::vector<float>(m * n, std::nanf("")));
+        std::vector<WeightProduct> products = {
+            {false, QuantType::kQ8_0, wf.data(), k * sizeof(float), got[0].data(), n, n}};
+        for (size_t i = 0; i < 3; ++i)
+          products.push_back({true, types[i], wq[i].data(), QuantRowBytes(types[i], k), got[i + 1].data(), n, n});
+        ParallelMatMuls(T(), pool, x.data(), k, m, k, products);
+        for (size_t i = 0; i < 4; ++i)
+          EXPECT_EQ(0, std::memcmp(got[i].data(), expected[i].data(), m * n * sizeof(float))) << "product " << i;
+      }
+      EXPECT_NE(0, std::memcmp(expected[1].data(), expected[2].data(), m * n * sizeof(float)));  // non-vacuity
+    }
+  }
+}
+
 TEST_P(QuantMatMulTest, ColumnRangesAreBitIdentical) {
   const size_t m = 17, n = 37;
   for (QuantType t : kAllTypes) {
