@@ -99,6 +99,9 @@ void MatMulFinish(const typename V::B* acc, size_t count, const float* x, size_t
   }
 }
 
+// Row blocks at least this tall copy each K-block of W into an L1 buffer first (MatMulStrip).
+inline constexpr size_t kPackMinRows = 64;
+
 // Prefill: rows [0, rows <= kMatMulRows) x NR columns, K-blocked so the NR W rows of a K-block stay in
 // L1 while every X row block streams past them. Accumulators are column-major in scratch. The first
 // NR row tiles of each K-block prefetch the same K-block of w_next's NR rows (the next strip).
@@ -115,10 +118,14 @@ void MatMulStrip(const float* x, size_t ldx, const float* w, size_t ldw, float* 
   do {  // at least once, so that K < kWidth still zeroes the accumulators
     const size_t ns = steps - s0 < block ? steps - s0 : block;
     const float* xk = x + s0 * V::kWidth;
-    // Copied so that a power-of-two ldw cannot alias the NR rows into one L1 set.
-    const size_t ldp = ns * V::kWidth;
-    for (int j = 0; j < NR; ++j) std::memcpy(w_pack + j * ldp, w + j * ldw + s0 * V::kWidth, ldp * sizeof(float));
-    const float* wk = w_pack;
+    // Copied so that a power-of-two ldw cannot alias the NR rows into one L1 set; a few row tiles
+    // do not repay the copy, so they read W in place.
+    const bool pack = rows >= kPackMinRows;
+    const size_t ldp = pack ? ns * V::kWidth : ldw;
+    if (pack) {
+      for (int j = 0; j < NR; ++j) std::memcpy(w_pack + j * ldp, w + j * ldw + s0 * V::kWidth, ldp * sizeof(float));
+    }
+    const float* wk = pack ? w_pack : w + s0 * V::kWidth;
     size_t i = 0;
     for (; i + V::kMR <= rows; i += V::kMR) {
       const size_t t = i / V::kMR;

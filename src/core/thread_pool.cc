@@ -12,8 +12,11 @@ namespace fak::internal {
 namespace {
 
 // Some tens of microseconds of polling: longer than the gap between two products of one decode
-// step, far shorter than the gap between two requests, when sleeping costs nothing.
+// step, far shorter than the gap between two requests, when sleeping costs nothing. Every
+// kYieldEvery polls the thread yields, so that on an oversubscribed machine the thread being
+// waited for gets the core instead of a poller.
 constexpr int kSpinIterations = 1 << 14;
+constexpr int kYieldEvery = 64;
 
 void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -27,7 +30,11 @@ void CpuRelax() {
 void AwaitChange(const std::atomic<uint32_t>& value, uint32_t old) {
   for (int i = 0; i < kSpinIterations; ++i) {
     if (value.load(std::memory_order_acquire) != old) return;
-    CpuRelax();
+    if (i % kYieldEvery == kYieldEvery - 1) {
+      std::this_thread::yield();
+    } else {
+      CpuRelax();
+    }
   }
   while (value.load(std::memory_order_acquire) == old) value.wait(old, std::memory_order_acquire);
 }
