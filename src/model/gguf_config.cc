@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "fak/gguf.h"
 #include "src/model/gguf_loader.h"
@@ -67,13 +68,50 @@ Result<size_t> VocabSize(const GgufFile& f) {
   return static_cast<size_t>(e->ne[1]);
 }
 
+// Gemma 3's sliding-window layout, as llama.cpp reads it: `sliding_window_pattern` is either a
+// period n (layer l slides iff l % n < n - 1; 0 means every layer slides) or a per-layer array of
+// flags (nonzero: sliding). fak expresses it as a period where layer l is global iff
+// (l + 1) % period == 0, so every layer sliding is the period n_layers + 1; an array no period
+// reproduces is Unsupported.
+Result<size_t> SlidingPattern(const GgufFile& f, size_t n_layers) {
+  const std::string key = "gemma3.attention.sliding_window_pattern";
+  const GgufValue* v = f.Find(key);
+  if (v == nullptr) return size_t{6};
+  if (!v->is_array()) {
+    FAK_ASSIGN_OR_RETURN(uint64_t n, v->ToUint64());
+    return n == 0 ? n_layers + 1 : static_cast<size_t>(n);
+  }
+  std::vector<bool> sliding(v->array_size());
+  for (size_t l = 0; l < sliding.size(); ++l) {
+    FAK_ASSIGN_OR_RETURN(GgufValue e, v->At(l));
+    bool flag = false;
+    if (e.type() == GgufType::kBool) {
+      FAK_ASSIGN_OR_RETURN(flag, e.ToBool());
+    } else {
+      FAK_ASSIGN_OR_RETURN(uint64_t n, e.ToUint64());
+      flag = n != 0;
+    }
+    sliding[l] = flag;
+  }
+  if (sliding.size() != n_layers) return Corruption(f.name() + ": " + key + " has " + std::to_string(sliding.size()) + " entries for " + std::to_string(n_layers) + " layers");
+  for (size_t period = 1; period <= n_layers + 1; ++period) {
+    bool same = true;
+    for (size_t l = 0; l < n_layers && same; ++l) same = sliding[l] == ((l + 1) % period != 0);
+    if (same) return period;
+  }
+  return Unsupported(f.name() + ": " + key + " is a per-layer layout with no fixed period (not supported)");
+}
+
 // Gemma 3 specifics: window, pattern, local RoPE base, attention scale.
 Status ReadGemmaKeys(const GgufFile& f, ModelConfig* c) {
   FAK_ASSIGN_OR_RETURN(uint64_t window, Uint(f, "gemma3.attention.sliding_window", 0));
-  FAK_ASSIGN_OR_RETURN(uint64_t pattern, Uint(f, "gemma3.attention.sliding_window_pattern", 6));
   c->sliding_window = window;
-  c->sliding_window_pattern = pattern;
-  c->rope_local_base = 10000.0;  // hard-coded by llama.cpp and HF (rope_local_base_freq), not in the file
+  if (window > 0) {
+    FAK_ASSIGN_OR_RETURN(c->sliding_window_pattern, SlidingPattern(f, c->n_layers));
+  }
+  // Sliding layers rotate with gemma3.rope.freq_base_swa; llama.cpp and HF (rope_local_base_freq)
+  // default it to 10000, and converted files usually leave it out.
+  FAK_ASSIGN_OR_RETURN(c->rope_local_base, Real(f, "gemma3.rope.freq_base_swa", 10000.0));
   // llama.cpp: 1/sqrt(n_embd/n_head) for the 62-layer 27B, 1/sqrt(head_dim) otherwise.
   c->query_pre_attn_scalar = c->n_layers == 62 ? static_cast<float>(c->hidden_size / c->n_heads) : 0.0f;
   return Status::Ok();

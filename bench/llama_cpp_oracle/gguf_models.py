@@ -1,0 +1,188 @@
+"""Random-weight GGUF files that both fak and llama.cpp load, and llama.cpp's own quantizer.
+
+Weights are seeded normals with scales chosen so logits are neither collapsed nor saturated
+(next-token distributions with a few plausible candidates): projections ~ N(0, 1/in_dim), norm
+weights ~ 1 + N(0, 0.1^2), embedding / output head ~ N(0, (4/sqrt(hidden))^2), so logits have a
+standard deviation of about 4. Same shape and seed, same file bytes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+
+import numpy as np
+
+import gguf
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    arch: str  # "llama" or "gemma3"
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    tied: bool = True
+    sliding_window: int = 0  # gemma3 only; 0 = every layer global
+    rope_base: float = 10000.0
+    context: int = 4096
+
+
+# Shapes of the issue's speed table, and the committed fixtures.
+SHAPE_A = Shape("llama", 576, 30, 9, 3, 64, 1536, 49152, tied=True)  # SmolLM2-135M
+SHAPE_B = Shape("llama", 2048, 22, 32, 4, 64, 5632, 32000, tied=False)  # TinyLlama-1.1B
+FIXTURE_LLAMA = Shape("llama", 64, 2, 4, 2, 16, 128, 288, tied=True, context=512)
+FIXTURE_LLAMA_256 = Shape("llama", 256, 2, 4, 2, 64, 256, 288, tied=True, context=512)  # K-quant rows
+# Gemma 3: head_dim != hidden/heads, GQA, 6 layers = 5 sliding (window 16 < the prompt) + 1 global,
+# global RoPE base 1e6 against the sliding layers' 10000.
+FIXTURE_GEMMA = Shape("gemma3", 64, 6, 2, 1, 32, 64, 288, tied=True, sliding_window=16,
+                      rope_base=1e6, context=512)
+
+SPM_PIECES = (
+    "the of and to in is that for it as with was on be by at this are from or an not have which "
+    "but all were when we there can more if will one about up out do so what their has its into "
+    "time only new some could these two may first then any like other than over such"
+).split()
+
+
+def small_spm_vocab(n_vocab: int):
+    """An SPM ("llama") vocabulary: <unk> <s> </s>, the 256 byte tokens, then word pieces."""
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [gguf.TokenType.UNKNOWN, gguf.TokenType.CONTROL, gguf.TokenType.CONTROL]
+    types += [gguf.TokenType.BYTE] * 256
+    scores = [0.0] * len(tokens)
+    i = 0
+    while len(tokens) < n_vocab:
+        word = SPM_PIECES[i % len(SPM_PIECES)]
+        piece = "\u2581" + word if i < len(SPM_PIECES) else word
+        if i >= 2 * len(SPM_PIECES):
+            piece = f"\u2581{word}{i}"
+        tokens.append(piece)
+        types.append(gguf.TokenType.NORMAL)
+        scores.append(-float(i + 1))
+        i += 1
+    return tokens, scores, types
+
+
+def read_vocab(path: str):
+    """tokens, scores, token types of a vocabulary GGUF (e.g. ggml-vocab-llama-spm.gguf)."""
+    r = gguf.GGUFReader(path)
+    f = r.fields
+    tok = f["tokenizer.ggml.tokens"]
+    tokens = [bytes(tok.parts[i]).decode("utf-8") for i in tok.data]
+    sc = f["tokenizer.ggml.scores"]
+    scores = [float(sc.parts[i][0]) for i in sc.data]
+    ty = f["tokenizer.ggml.token_type"]
+    types = [int(ty.parts[i][0]) for i in ty.data]
+    return tokens, scores, types
+
+
+def big_spm_vocab(n_vocab: int, llama_spm_gguf: str):
+    """The Llama 2 SPM vocabulary, padded with unique pieces up to n_vocab tokens."""
+    tokens, scores, types = read_vocab(llama_spm_gguf)
+    tokens, scores, types = tokens[:n_vocab], scores[:n_vocab], types[:n_vocab]
+    low = min(scores) - 1.0
+    for i in range(len(tokens), n_vocab):
+        tokens.append(f"\u2581pad{i}")
+        scores.append(low - i)
+        types.append(int(gguf.TokenType.NORMAL))
+    return tokens, scores, types
+
+
+def _weights(shape: Shape, seed: int):
+    """(name, float32 array in numpy [rows, cols] order) for every tensor, seeded."""
+    rng = np.random.default_rng(seed)
+
+    def normal(rows, cols, std):
+        return (rng.standard_normal((rows, cols), dtype=np.float32) * np.float32(std))
+
+    def norm(n):
+        return (1.0 + 0.1 * rng.standard_normal(n, dtype=np.float32)).astype(np.float32)
+
+    h, q, kv, f = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.ffn
+    head_std = 4.0 / np.sqrt(h)
+    yield "token_embd.weight", normal(shape.vocab, h, head_std)
+    yield "output_norm.weight", norm(h)
+    if not shape.tied:
+        yield "output.weight", normal(shape.vocab, h, head_std)
+    for layer in range(shape.layers):
+        p = f"blk.{layer}."
+        yield p + "attn_norm.weight", norm(h)
+        yield p + "attn_q.weight", normal(q, h, 1 / np.sqrt(h))
+        yield p + "attn_k.weight", normal(kv, h, 1 / np.sqrt(h))
+        yield p + "attn_v.weight", normal(kv, h, 1 / np.sqrt(h))
+        yield p + "attn_output.weight", normal(h, q, 1 / np.sqrt(q))
+        yield p + "ffn_norm.weight", norm(h)
+        yield p + "ffn_gate.weight", normal(f, h, 1 / np.sqrt(h))
+        yield p + "ffn_up.weight", normal(f, h, 1 / np.sqrt(h))
+        yield p + "ffn_down.weight", normal(h, f, 1 / np.sqrt(f))
+        if shape.arch == "gemma3":
+            yield p + "attn_q_norm.weight", norm(shape.head_dim)
+            yield p + "attn_k_norm.weight", norm(shape.head_dim)
+            yield p + "post_attention_norm.weight", norm(h)
+            yield p + "post_ffw_norm.weight", norm(h)
+
+
+def write_random_gguf(path: str, shape: Shape, seed: int, vocab) -> None:
+    """Writes an F32 GGUF of `shape` with seeded random weights and the SPM vocabulary `vocab`."""
+    tokens, scores, types = vocab
+    assert len(tokens) == shape.vocab, (len(tokens), shape.vocab)
+    w = gguf.GGUFWriter(path, shape.arch)
+    w.add_name(f"fak random {shape.arch} h{shape.hidden} L{shape.layers} seed {seed}")
+    w.add_file_type(0)  # ALL_F32
+    w.add_context_length(shape.context)
+    w.add_embedding_length(shape.hidden)
+    w.add_block_count(shape.layers)
+    w.add_feed_forward_length(shape.ffn)
+    w.add_head_count(shape.heads)
+    w.add_head_count_kv(shape.kv_heads)
+    w.add_key_length(shape.head_dim)
+    w.add_value_length(shape.head_dim)
+    w.add_rope_dimension_count(shape.head_dim)
+    w.add_rope_freq_base(shape.rope_base)
+    w.add_layer_norm_rms_eps(1e-6 if shape.arch == "gemma3" else 1e-5)
+    if shape.arch == "gemma3" and shape.sliding_window:
+        w.add_sliding_window(shape.sliding_window)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+    w.add_add_bos_token(True)
+    w.add_add_space_prefix(shape.arch == "llama")
+    for name, arr in _weights(shape, seed):
+        w.add_tensor(name, arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
+
+
+def quantize(src: str, dst: str, kind: str, threads: int = 2) -> None:
+    """llama.cpp's own quantizer (llama_model_quantize) from `src` to `dst`, kind q8_0 / q4_k_m."""
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, FTYPES[kind])
+    params.nthread = threads
+    rc = llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(params))
+    if rc != 0 or not os.path.exists(dst):
+        raise RuntimeError(f"llama_model_quantize({src} -> {dst}, {kind}) failed: {rc}")
+
+
+def tensor_types(path: str) -> dict:
+    """{ggml type name: tensor count} of a GGUF file."""
+    counts: dict = {}
+    for t in gguf.GGUFReader(path).tensors:
+        counts[t.tensor_type.name] = counts.get(t.tensor_type.name, 0) + 1
+    return counts

