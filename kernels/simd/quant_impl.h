@@ -220,6 +220,14 @@ void DequantizeRow(const void* src, float* y, size_t k) {
   for (size_t i = 0; i < k / kElems; ++i) DequantBlock<Q>(b[i], y + i * kElems);
 }
 
+// The activation block each weight block type is multiplied with.
+template <class WB>
+struct ActOf {
+  using type = std::conditional_t<std::is_same_v<WB, BlockQ8_0> || std::is_same_v<WB, BlockQ4_0> ||
+                                      std::is_same_v<WB, BlockQ5_0>,
+                                  ActQ8_0, ActQ8_K>;
+};
+
 // ---- Scalar block steps (the scalar tier's Q): full integer block sums, then plain float ops ----
 
 template <class V>
@@ -228,6 +236,16 @@ struct ScalarQuantOps {
   static Acc Zero() { return 0.0f; }
   static float Reduce(Acc a) { return a; }
   static float F16(uint16_t h) { return F16One<V>(h); }
+
+  // Row tiles (see X86QuantOps): the scalar steps read the block in place.
+  template <class WB>
+  struct InPlace {
+    const WB* w;
+  };
+  template <class WB>
+  static InPlace<WB> Unpack(const WB* w) { return {w}; }
+  template <class WB>
+  static Acc Dot(Acc acc, InPlace<WB> u, const typename ActOf<WB>::type* x) { return Step(acc, u.w, x); }
 
   // acc + (dw·dx)·isum: one rounded product of scales, one rounded product, one rounded sum.
   static Acc Add(Acc acc, float scale, int32_t isum) { return acc + scale * static_cast<float>(isum); }
@@ -309,8 +327,10 @@ template <class WB>
 inline constexpr size_t kBlockElemsOf =
     std::is_same_v<WB, BlockQ8_0> || std::is_same_v<WB, BlockQ4_0> || std::is_same_v<WB, BlockQ5_0> ? kQK0 : kQKK;
 
-// How far ahead of the block being read each W row stream is prefetched (a hint only).
-inline constexpr size_t kQuantPrefetchBytes = 768;
+// Each W block is prefetched this many rows ahead (a hint only). Rows are short (612 bytes for a
+// Q8_0 row of 576), too short for the hardware prefetcher to ramp up on each, but a strip's rows
+// are contiguous, so two strips ahead is one long stream running a few KiB in front.
+inline constexpr size_t kQuantPrefetchRows = 8;
 
 // NR outputs of one activation row: y[j] = X row · W row j, for j < NR (W rows w_row_bytes apart).
 template <class Q, class WB, class XB, int NR>
@@ -327,7 +347,7 @@ void QDotStrip(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_block
   for (size_t b = 0; b < n_blocks; ++b) {
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
-      const char* ahead = reinterpret_cast<const char*>(rows[j] + b) + kQuantPrefetchBytes;
+      const char* ahead = reinterpret_cast<const char*>(rows[j] + b) + kQuantPrefetchRows * w_row_bytes;
       for (size_t o = 0; o < sizeof(WB); o += 64) __builtin_prefetch(ahead + o);
       acc[j] = Q::Step(acc[j], rows[j] + b, x + b);
     }
@@ -336,26 +356,48 @@ void QDotStrip(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_block
   for (int j = 0; j < NR; ++j) y[j] = Q::Reduce(acc[j]);
 }
 
-// Rows in blocks of kRowBlock (their activations stay in L2) times column strips of kColStrip
-// (their weight rows stay in L1 while the row block streams past); NR columns per call.
+// MR activation rows x one W row: each weight block is unpacked once for all MR rows (Q::Unpack),
+// then multiplied with each row's block (Q::Dot) — the arithmetic of Q::Step, so the same bits.
+template <class Q, class WB, class XB, int MR>
+void QDotRows(const XB* x, const WB* w, size_t n_blocks, float* y, size_t ldy) {
+  typename Q::Acc acc[MR];
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) acc[i] = Q::Zero();
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const auto u = Q::Unpack(w + b);
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) acc[i] = Q::Dot(acc[i], u, x + i * n_blocks + b);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < MR; ++i) y[i * ldy] = Q::Reduce(acc[i]);
+}
+
+// Decode (one row): NR W rows streamed side by side. Prefill: rows in blocks of kRowBlock (their
+// activations stay in L2) times column strips of kColStrip (their weight rows stay in L1 while the
+// row block streams past), in tiles of kMR rows that share each unpacked weight block.
 template <class Q, class WB, class XB>
 void MatMulQTyped(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
                   size_t n_begin, size_t n_end) {
-  constexpr int NR = 4;
+  constexpr int NR = 4, kMR = 4;
   constexpr size_t kRowBlock = 64, kColStrip = 16;
   const size_t n_blocks = k / kBlockElemsOf<WB>;
   const XB* xr = static_cast<const XB*>(xq);
   const uint8_t* wb = static_cast<const uint8_t*>(w);
+  if (m == 1) {
+    size_t n = n_begin;
+    for (; n + NR <= n_end; n += NR) QDotStrip<Q, WB, XB, NR>(xr, wb + n * w_row_bytes, w_row_bytes, n_blocks, y + n);
+    for (; n < n_end; ++n) QDotStrip<Q, WB, XB, 1>(xr, wb + n * w_row_bytes, w_row_bytes, n_blocks, y + n);
+    return;
+  }
   for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
     const size_t i1 = m - i0 < kRowBlock ? m : i0 + kRowBlock;
     for (size_t n0 = n_begin; n0 < n_end; n0 += kColStrip) {
       const size_t n1 = n_end - n0 < kColStrip ? n_end : n0 + kColStrip;
-      for (size_t i = i0; i < i1; ++i) {
-        const XB* xi = xr + i * n_blocks;
-        float* yi = y + i * ldy;
-        size_t n = n0;
-        for (; n + NR <= n1; n += NR) QDotStrip<Q, WB, XB, NR>(xi, wb + n * w_row_bytes, w_row_bytes, n_blocks, yi + n);
-        for (; n < n1; ++n) QDotStrip<Q, WB, XB, 1>(xi, wb + n * w_row_bytes, w_row_bytes, n_blocks, yi + n);
+      for (size_t n = n0; n < n1; ++n) {
+        const WB* wn = reinterpret_cast<const WB*>(wb + n * w_row_bytes);
+        size_t i = i0;
+        for (; i + kMR <= i1; i += kMR) QDotRows<Q, WB, XB, kMR>(xr + i * n_blocks, wn, n_blocks, y + i * ldy + n, ldy);
+        for (; i < i1; ++i) QDotRows<Q, WB, XB, 1>(xr + i * n_blocks, wn, n_blocks, y + i * ldy + n, ldy);
       }
     }
   }

@@ -58,20 +58,41 @@ struct X86QuantOps {
     return _mm256_sub_epi32(I::DotU8S8(zero, q, x), I::DotU8S8(zero, Mask(off), x));
   }
 
-  static Acc Step(Acc acc, const BlockQ8_0* w, const ActQ8_0* x) {
-    __m256i wq = Load(w->qs), xq = Load(x->qs);
+  // Each weight block is unpacked once (Unpack) and can then serve several activation rows (Dot);
+  // Step(acc, w, x) is Dot(acc, Unpack(w), x), so a row tile and a single row give the same bits.
+  template <class WB>
+  static Acc Step(Acc acc, const WB* w, const typename ActOf<WB>::type* x) {
+    return Dot(acc, Unpack(w), x);
+  }
+
+  struct Q8_0W {
+    __m256i abs, q;
+    float d;
+  };
+  static Q8_0W Unpack(const BlockQ8_0* w) {
+    __m256i q = Load(w->qs);
+    return {_mm256_abs_epi8(q), q, F16(w->d)};
+  }
+  static Acc Dot(Acc acc, const Q8_0W& u, const ActQ8_0* x) {
     // |w|·sign(x, w) = w·x; |−128| reads as 128 unsigned; 2·128·127 fits AVX2's i16 pair sums.
-    __m256i lanes = I::DotU8S8(_mm256_setzero_si256(), _mm256_abs_epi8(wq), _mm256_sign_epi8(xq, wq));
-    return Fma(acc, F16(w->d) * x->d, lanes);
+    __m256i lanes = I::DotU8S8(_mm256_setzero_si256(), u.abs, _mm256_sign_epi8(Load(x->qs), u.q));
+    return Fma(acc, u.d * x->d, lanes);
   }
-  static Acc Step(Acc acc, const BlockQ4_0* w, const ActQ8_0* x) {
-    return Fma(acc, F16(w->d) * x->d, DotOffset(Nibbles16(w->qs), 8, Load(x->qs)));
-  }
-  static Acc Step(Acc acc, const BlockQ5_0* w, const ActQ8_0* x) {
+
+  template <int kOffset>  // Q4_0 (8) and Q5_0 (16): unsigned quants q, weight (q − offset)·d
+  struct OffsetW {
+    __m256i q;
+    float d;
+  };
+  static OffsetW<8> Unpack(const BlockQ4_0* w) { return {Nibbles16(w->qs), F16(w->d)}; }
+  static OffsetW<16> Unpack(const BlockQ5_0* w) {
     uint32_t h;
     std::memcpy(&h, w->qh, 4);
-    __m256i q = _mm256_or_si256(Nibbles16(w->qs), _mm256_and_si256(I::BitMaskBytes(h), Mask(0x10)));
-    return Fma(acc, F16(w->d) * x->d, DotOffset(q, 16, Load(x->qs)));
+    return {_mm256_or_si256(Nibbles16(w->qs), _mm256_and_si256(I::BitMaskBytes(h), Mask(0x10))), F16(w->d)};
+  }
+  template <int kOffset>
+  static Acc Dot(Acc acc, const OffsetW<kOffset>& u, const ActQ8_0* x) {
+    return Fma(acc, u.d * x->d, DotOffset(u.q, kOffset, Load(x->qs)));
   }
 
   // i16 lane pattern that broadcasts i16 element k of each 128-bit half (for vpshufb).
@@ -82,17 +103,21 @@ struct X86QuantOps {
   }
 
   // Q4_K / Q5_K: lanes Σ_s sc_s·q·x (|lane| ≤ 8·2·2·31·127·63 < 2^23), mins Σ_s m_s·(bsums pair).
-  static Acc StepK45(Acc acc, uint16_t d, uint16_t dmin, const uint8_t* scales, const uint8_t* qs,
-                     const uint8_t* qh, const ActQ8_K* x) {
+  struct K45W {
+    __m256i q[8];   // sub-block s's quants (low or high nibbles of a 32-byte group, + the fifth bit)
+    __m256i sc[8];  // sub-block s's scale in every i16 lane
+    __m256i mins;   // m_s as i16 pairs, against the activation's bsums
+    float d, dmin;
+  };
+  static K45W UnpackK45(uint16_t d, uint16_t dmin, const uint8_t* scales, const uint8_t* qs, const uint8_t* qh) {
+    K45W u;
     alignas(16) uint8_t sm[16];
     UnpackKScales<I>(scales, sm);
     __m128i s16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm)));
     __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
-    __m256i mins = _mm256_madd_epi16(Load(x->bsums), _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16),
-                                                                       _mm_unpacklo_epi16(m16, m16)));
+    u.mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
     __m256i sc = _mm256_broadcastsi128_si256(s16);
     __m256i hbits = qh != nullptr ? Load(qh) : _mm256_setzero_si256();
-    __m256i sum = _mm256_setzero_si256();
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
       __m256i raw = Load(qs + 32 * c);
@@ -103,48 +128,62 @@ struct X86QuantOps {
         lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b_lo), b_lo), Mask(0x10)));
         hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b_hi), b_hi), Mask(0x10)));
       }
-      __m256i sc_lo = _mm256_shuffle_epi8(sc, PickI16(2 * c, 2 * c));
-      __m256i sc_hi = _mm256_shuffle_epi8(sc, PickI16(2 * c + 1, 2 * c + 1));
-      sum = I::DotU8S8Scaled(sum, lo, Load(x->qs + 64 * c), sc_lo);
-      sum = I::DotU8S8Scaled(sum, hi, Load(x->qs + 64 * c + 32), sc_hi);
+      u.q[2 * c] = lo;
+      u.q[2 * c + 1] = hi;
+      u.sc[2 * c] = _mm256_shuffle_epi8(sc, PickI16(2 * c, 2 * c));
+      u.sc[2 * c + 1] = _mm256_shuffle_epi8(sc, PickI16(2 * c + 1, 2 * c + 1));
     }
-    acc = Fma(acc, x->d * F16(d), sum);
-    return _mm256_fnmadd_ps(_mm256_set1_ps(x->d * F16(dmin)), _mm256_cvtepi32_ps(mins), acc);
+    u.d = F16(d);
+    u.dmin = F16(dmin);
+    return u;
   }
-  static Acc Step(Acc acc, const BlockQ4_K* w, const ActQ8_K* x) {
-    return StepK45(acc, w->d, w->dmin, w->scales, w->qs, nullptr, x);
-  }
-  static Acc Step(Acc acc, const BlockQ5_K* w, const ActQ8_K* x) {
-    return StepK45(acc, w->d, w->dmin, w->scales, w->qs, w->qh, x);
+  static K45W Unpack(const BlockQ4_K* w) { return UnpackK45(w->d, w->dmin, w->scales, w->qs, nullptr); }
+  static K45W Unpack(const BlockQ5_K* w) { return UnpackK45(w->d, w->dmin, w->scales, w->qs, w->qh); }
+  static Acc Dot(Acc acc, const K45W& u, const ActQ8_K* x) {
+    __m256i mins = _mm256_madd_epi16(Load(x->bsums), u.mins);
+    __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) sum = I::DotU8S8Scaled(sum, u.q[s], Load(x->qs + 32 * s), u.sc[s]);
+    acc = Fma(acc, x->d * u.d, sum);
+    return _mm256_fnmadd_ps(_mm256_set1_ps(x->d * u.dmin), _mm256_cvtepi32_ps(mins), acc);
   }
 
   // Q6_K: lanes Σ_g sc_g·q·x − 32·Σ_g sc_g·bsum_g, q ∈ [0, 63] (|lane| < 2^26).
-  static Acc Step(Acc acc, const BlockQ6_K* w, const ActQ8_K* x) {
-    __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales)));
-    __m256i corr = _mm256_madd_epi16(Load(x->bsums), sc16);
-    __m256i sum = _mm256_setzero_si256();
+  struct Q6KW {
+    __m256i q[8];  // quarter t of half h at 4h + t
+    __m256i sc[8];  // its two groups' scales, i16 lanes
+    __m256i sc16;   // the 16 group scales as i16, against the activation's bsums
+    float d;
+  };
+  static Q6KW Unpack(const BlockQ6_K* w) {
+    Q6KW u;
+    u.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales)));
     const __m256i m4 = Mask(0x0F), m6 = Mask(0x30);
 #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h) {
       __m256i ql0 = Load(w->ql + 64 * h), ql1 = Load(w->ql + 64 * h + 32), qh = Load(w->qh + 32 * h);
-      __m256i q[4] = {
-          _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m6)),
-          _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m6)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m6)),
-          _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                          _mm256_and_si256(_mm256_srli_epi16(qh, 2), m6))};
+      u.q[4 * h] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m6));
+      u.q[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m6));
+      u.q[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4), _mm256_and_si256(qh, m6));
+      u.q[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(qh, 2), m6));
       // This half's 8 scales as i16 in both 128-bit halves; quarter t uses groups 2t (bytes 0-15)
       // and 2t+1 (bytes 16-31).
       __m256i sc = _mm256_broadcastsi128_si256(
           _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(w->scales + 8 * h))));
 #pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) {
-        __m256i s = _mm256_shuffle_epi8(sc, PickI16(2 * t, 2 * t + 1));
-        sum = I::DotU8S8Scaled(sum, q[t], Load(x->qs + 128 * h + 32 * t), s);
-      }
+      for (int t = 0; t < 4; ++t) u.sc[4 * h + t] = _mm256_shuffle_epi8(sc, PickI16(2 * t, 2 * t + 1));
     }
+    u.d = F16(w->d);
+    return u;
+  }
+  static Acc Dot(Acc acc, const Q6KW& u, const ActQ8_K* x) {
+    __m256i corr = _mm256_madd_epi16(Load(x->bsums), u.sc16);
+    __m256i sum = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) sum = I::DotU8S8Scaled(sum, u.q[s], Load(x->qs + 32 * s), u.sc[s]);
     sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(corr, 5));
-    return Fma(acc, F16(w->d) * x->d, sum);
+    return Fma(acc, u.d * x->d, sum);
   }
 };
 
