@@ -51,6 +51,22 @@ class GgufFile;
 Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const std::string& path);
 Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile& file);
 
+// The tokenizer a Hugging Face tokenizer.json describes, with BOS/EOS and add_bos_token from
+// tokenizer_config.json beside it when present (else the post-processor's template). `path` is the
+// tokenizer.json itself, or a checkpoint directory or .safetensors file it lies beside. Accepted:
+// `model.type` "BPE", either byte-level (ByteLevel pre-tokenizer with the GPT-2, Llama 3 or Qwen2
+// regex, or SmolLM's digit split; kind "bpe") or SentencePiece-style (byte_fallback, spaces as ▁;
+// kind "spm", merges by rank). Added tokens are matched whole, as HF does. Unsupported names the
+// field fak does not implement; Corruption a malformed file. Rules: docs/tokenizers.md.
+Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromHfJson(const std::string& path);
+// The same from text: tokenizer.json and tokenizer_config.json (empty when there is none); `name`
+// labels errors.
+Result<std::unique_ptr<Tokenizer>> ParseHfTokenizer(std::string_view tokenizer_json, std::string_view config_json = {},
+                                                    std::string_view name = "tokenizer.json");
+// The tokenizer of whatever Model::Load accepts: LoadTokenizerFromGguf for a GGUF file, else
+// LoadTokenizerFromHfJson.
+Result<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const std::string& path);
+
 }  // namespace fak
 
 #endif  // FAK_TOKENIZER_H_

@@ -4,6 +4,7 @@
 
 #include "fak/gguf.h"
 #include "src/model/gguf_loader.h"
+#include "src/model/hf_loader.h"
 #include "src/model/model_impl.h"
 
 namespace fak {
@@ -24,21 +25,48 @@ Result<std::unique_ptr<Model>> Model::Synthetic(const ModelConfig& config, uint6
   return std::unique_ptr<Model>(new Model(std::move(impl)));
 }
 
-Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelOptions& options) {
-  char magic[4] = {};
-  std::ifstream in(path, std::ios::binary);
-  if (!in || !in.read(magic, 4)) return IOError("Model::Load: cannot read " + path);
-  if (std::string(magic, 4) != "GGUF") {
-    return Unsupported("Model::Load: " + path + " is not a GGUF file (safetensors checkpoints are not loadable yet)");
-  }
+namespace {
+
+// A Hugging Face checkpoint directory, or a .safetensors file with config.json beside it.
+Result<std::unique_ptr<Model::Impl>> LoadHf(const std::string& path, const ModelOptions& options) {
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<internal::HfCheckpoint> ckpt, internal::OpenHfCheckpoint(path));
+  FAK_ASSIGN_OR_RETURN(ModelConfig config, internal::ConfigFromHf(*ckpt, options));
+  auto impl = std::make_unique<Model::Impl>();
+  impl->config = config;
+  FAK_ASSIGN_OR_RETURN(impl->weights, internal::WeightsFromHf(*ckpt, config));
+  impl->weights.backing = std::shared_ptr<const internal::HfCheckpoint>(std::move(ckpt));
+  return impl;
+}
+
+Result<std::unique_ptr<Model::Impl>> LoadGguf(const std::string& path, const ModelOptions& options) {
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
   FAK_ASSIGN_OR_RETURN(ModelConfig config, internal::ConfigFromGguf(*file, options));
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<Model::Impl>();
   impl->config = config;
   FAK_ASSIGN_OR_RETURN(impl->weights, internal::WeightsFromGguf(*file, config));
   impl->weights.backing = std::shared_ptr<const GgufFile>(std::move(file));
+  return impl;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelOptions& options) {
+  std::unique_ptr<Impl> impl;
+  if (internal::LooksLikeHfCheckpoint(path)) {
+    FAK_ASSIGN_OR_RETURN(impl, LoadHf(path, options));
+  } else {
+    char magic[4] = {};
+    std::ifstream in(path, std::ios::binary);
+    if (!in || !in.read(magic, 4)) return IOError("Model::Load: cannot read " + path);
+    if (std::string(magic, 4) != "GGUF") {
+      return Unsupported("Model::Load: " + path +
+                         " is neither a GGUF file nor a Hugging Face checkpoint (a directory with config.json and "
+                         "safetensors, or a .safetensors file with config.json beside it)");
+    }
+    FAK_ASSIGN_OR_RETURN(impl, LoadGguf(path, options));
+  }
   impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
-  impl->rope = internal::MakeRopeBinding(config);
+  impl->rope = internal::MakeRopeBinding(impl->config);
   return std::unique_ptr<Model>(new Model(std::move(impl)));
 }
 

@@ -13,6 +13,9 @@ namespace fak::internal {
 
 // kind "spm": tokenizer.ggml.model = "llama".
 std::unique_ptr<Tokenizer> MakeSpmTokenizer(Vocab vocab);
+// kind "spm" with ranked merges ("A B", index = rank) instead of scores: tokenizer.json's
+// SentencePiece-style BPE (byte_fallback). Parts must not contain a space (they hold ▁ instead).
+std::unique_ptr<Tokenizer> MakeSpmTokenizer(Vocab vocab, const std::vector<std::string>& merges);
 
 // kind "bpe": tokenizer.ggml.model = "gpt2". `merges` are "A B" strings; index = rank.
 // Corruption naming the index of a merge without a separating space.

@@ -1,6 +1,9 @@
 // SpmTokenizer: SentencePiece-style ("llama") tokenization from GGUF metadata — spaces escaped as
 // ▁, an optional space prefix, greedy merging of adjacent pieces by vocabulary score, and byte
-// fallback to <0xHH> tokens (model-formats.md §5.2).
+// fallback to <0xHH> tokens (model-formats.md §5.2). The same class serves tokenizer.json's
+// SentencePiece-style BPE (byte_fallback), which ranks listed merges instead of scoring every
+// adjacent pair whose concatenation is a token: given `ranks`, a pair merges only when "A B" is a
+// listed merge, lowest rank first — HF's BPE model — and the rest is unchanged.
 #include <algorithm>
 #include <cstdio>
 #include <queue>
@@ -58,8 +61,10 @@ std::vector<std::string> SpmPieces(const Vocab& v) {
 
 class SpmTokenizer final : public VocabTokenizer {
  public:
-  SpmTokenizer(Vocab vocab, std::vector<std::string> pieces)
-      : VocabTokenizer(std::move(vocab), "spm", std::move(pieces), "spm: score merges, byte fallback <0xHH>") {
+  SpmTokenizer(Vocab vocab, std::vector<std::string> pieces, TextToId ranks = {}, std::string_view rules = "")
+      : VocabTokenizer(std::move(vocab), "spm", std::move(pieces),
+                       rules.empty() ? std::string_view("spm: score merges, byte fallback <0xHH>") : rules),
+        ranks_(std::move(ranks)) {
     for (int b = 0; b < 256; ++b) {
       char hex[8];
       std::snprintf(hex, sizeof(hex), "<0x%02X>", b);
@@ -89,6 +94,12 @@ class SpmTokenizer final : public VocabTokenizer {
               std::priority_queue<Bigram>& heap) const {
     if (left < 0 || right < 0) return;
     size_t size = sym[left].n + sym[right].n;
+    if (!ranks_.empty()) {  // ranked merges; -rank is exact in a float (ranks < 2^24)
+      std::string key = s.substr(sym[left].start, sym[left].n) + ' ' + s.substr(sym[right].start, sym[right].n);
+      auto it = ranks_.find(key);
+      if (it != ranks_.end()) heap.push({-static_cast<float>(it->second), left, right, size});
+      return;
+    }
     int32_t id = vocab_.Find(std::string_view(s).substr(sym[left].start, size));
     if (id < 0) return;
     heap.push({vocab_.scores[id], left, right, size});
@@ -107,6 +118,7 @@ class SpmTokenizer final : public VocabTokenizer {
   }
 
   int32_t byte_ids_[256];
+  TextToId ranks_;  // "A B" -> merge rank; empty: score mode
 };
 
 void SpmTokenizer::EncodeRaw(std::string_view text, bool after_special, std::vector<int32_t>& out) const {
@@ -148,6 +160,19 @@ void SpmTokenizer::EncodeRaw(std::string_view text, bool after_special, std::vec
 std::unique_ptr<Tokenizer> MakeSpmTokenizer(Vocab vocab) {
   std::vector<std::string> pieces = SpmPieces(vocab);
   return std::make_unique<SpmTokenizer>(std::move(vocab), std::move(pieces));
+}
+
+std::unique_ptr<Tokenizer> MakeSpmTokenizer(Vocab vocab, const std::vector<std::string>& merges) {
+  TextToId ranks;
+  ranks.reserve(merges.size());
+  std::string rules = "spm: ranked merges, byte fallback <0xHH>; merges:";
+  for (size_t i = 0; i < merges.size(); ++i) {
+    ranks.emplace(merges[i], static_cast<int32_t>(i));  // a repeated merge keeps its first rank
+    rules.append(std::to_string(merges[i].size())).push_back(':');
+    rules.append(merges[i]);
+  }
+  std::vector<std::string> pieces = SpmPieces(vocab);
+  return std::make_unique<SpmTokenizer>(std::move(vocab), std::move(pieces), std::move(ranks), rules);
 }
 
 }  // namespace fak::internal

@@ -61,19 +61,6 @@ Status LoadArrays(const GgufFile& file, Vocab& v) {
   return Status::Ok();
 }
 
-void IndexSpecials(Vocab& v) {
-  std::set<size_t> lengths;
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (!v.IsSpecial(static_cast<int32_t>(i)) || v.texts[i].empty()) continue;
-    v.specials.push_back(static_cast<int32_t>(i));
-    lengths.insert(v.texts[i].size());
-    v.special_first_byte[static_cast<uint8_t>(v.texts[i][0])] = true;
-  }
-  std::stable_sort(v.specials.begin(), v.specials.end(),
-                   [&](int32_t a, int32_t b) { return v.texts[a].size() > v.texts[b].size(); });
-  v.special_lengths.assign(lengths.begin(), lengths.end());
-}
-
 // The specials that occur anywhere in `text`, in partition order (a cheap pre-scan so the ordered
 // partition below only visits candidates that can match).
 std::vector<int32_t> OccurringSpecials(const Vocab& v, std::string_view text) {
@@ -96,6 +83,19 @@ std::vector<int32_t> OccurringSpecials(const Vocab& v, std::string_view text) {
 }
 
 }  // namespace
+
+void IndexSpecials(Vocab& v) {
+  std::set<size_t> lengths;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (!v.IsSpecial(static_cast<int32_t>(i)) || v.texts[i].empty()) continue;
+    v.specials.push_back(static_cast<int32_t>(i));
+    lengths.insert(v.texts[i].size());
+    v.special_first_byte[static_cast<uint8_t>(v.texts[i][0])] = true;
+  }
+  std::stable_sort(v.specials.begin(), v.specials.end(),
+                   [&](int32_t a, int32_t b) { return v.texts[a].size() > v.texts[b].size(); });
+  v.special_lengths.assign(lengths.begin(), lengths.end());
+}
 
 Result<Vocab> LoadVocab(const GgufFile& file, VocabKind kind, bool add_bos_default) {
   Vocab v;

@@ -58,6 +58,10 @@ enum class VocabKind { kSpm, kBpe };
 // when tokenizer.ggml.add_bos_token is absent. Corruption naming the key/index for bad arrays.
 Result<Vocab> LoadVocab(const GgufFile& file, VocabKind kind, bool add_bos_default);
 
+// Fills `specials`, `special_lengths` and `special_first_byte` from texts and types (LoadVocab
+// calls it; other vocabulary sources, e.g. tokenizer.json, call it once texts and types are set).
+void IndexSpecials(Vocab& v);
+
 // A piece of input text: raw text to tokenize (token < 0) or a special token matched whole.
 struct Fragment {
   std::string_view text;

@@ -175,7 +175,7 @@ Result<LoadedModel> LoadModel(std::string_view spec, size_t n_threads) {
   if (!std::filesystem::exists(path, ec))
     return NotFound("model '" + path + "' is neither a known name (embedded, shape:smollm2-135m, shape:tinyllama-1.1b) nor a file");
   FAK_ASSIGN_OR_RETURN(loaded.model, Model::Load(path, options));
-  FAK_ASSIGN_OR_RETURN(loaded.tokenizer, LoadTokenizerFromGguf(path));
+  FAK_ASSIGN_OR_RETURN(loaded.tokenizer, LoadTokenizerForModel(path));  // GGUF metadata or tokenizer.json
   loaded.label = path + " (" + loaded.model->config().Describe() + ")";
   return loaded;
 }

@@ -1,0 +1,297 @@
+// ModelConfig and weights from a Hugging Face checkpoint (model-formats.md §6): config.json keys
+// with HF's defaults, HF tensor names onto fak's layout, shape and dtype checks.
+//
+// Two conventions differ from a GGUF of the same model, and both are kept as HF stores them:
+// - Q/K rows are in HF order (never permuted), so RoPE pairs dim j with j + head_dim/2 (HF's
+//   rotate_half): kSplitHalf for every architecture. A llama GGUF has the rows permuted by the
+//   converter and runs with kAdjacent; both compute the same function.
+// - Gemma 3 norm weights are the raw w of HF's `x̂ · (1 + w)`; the model sets norm_one_plus and the
+//   RMSNorm kernel adds the 1 (a Gemma GGUF stores w + 1 instead; the two give the same bits).
+#include "src/model/hf_loader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/dispatch.h"
+
+namespace fak::internal {
+namespace {
+
+bool Has(const std::vector<std::string>& v, std::string_view s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+Result<Architecture> ArchitectureOf(const HfConfig& h, const std::string& file) {
+  if (h.model_type == "llama" || (h.model_type.empty() && Has(h.architectures, "LlamaForCausalLM"))) {
+    return Architecture::kLlama;
+  }
+  // A multimodal Gemma 3 config ("gemma3") carries the text model in text_config, which
+  // ParseHfConfig reads; its model_type is then "gemma3_text".
+  if (h.model_type == "gemma3_text" || h.model_type == "gemma3" ||
+      (h.model_type.empty() && Has(h.architectures, "Gemma3ForCausalLM"))) {
+    return Architecture::kGemma3;
+  }
+  std::string archs;
+  for (const std::string& a : h.architectures) archs += (archs.empty() ? "" : ", ") + a;
+  return Unsupported(file + ": model_type '" + h.model_type + "' (architectures [" + archs +
+                     "]) is not supported (supported: llama, gemma3_text)");
+}
+
+// Features fak does not implement are refused rather than silently ignored.
+Status CheckFeatures(const HfConfig& h, const std::string& file, bool gemma) {
+  const std::string& t = h.rope_scaling_type;
+  if (!t.empty() && t != "default" && !(h.rope_scaling_factor && *h.rope_scaling_factor == 1.0)) {
+    return Unsupported(file + ": rope_scaling type '" + t + "' (RoPE scaling is not supported)");
+  }
+  if (h.final_logit_softcapping && *h.final_logit_softcapping != 0.0) {
+    return Unsupported(file + ": final_logit_softcapping (not supported)");
+  }
+  const char* act = gemma ? "gelu_pytorch_tanh" : "silu";
+  if (!h.hidden_act.empty() && h.hidden_act != act) {
+    return Unsupported(file + ": hidden_act '" + h.hidden_act + "' (this architecture needs '" + act + "')");
+  }
+  return Status::Ok();
+}
+
+Result<size_t> Positive(const std::string& file, const char* key, int64_t v) {
+  if (v <= 0) return Corruption(file + ": " + key + " = " + std::to_string(v) + " must be > 0");
+  return static_cast<size_t>(v);
+}
+
+// The first of a list of special ids (config.json allows a list) inside the vocabulary, else -1.
+int32_t FirstId(const std::vector<int64_t>& ids, size_t vocab) {
+  return !ids.empty() && ids[0] >= 0 && static_cast<uint64_t>(ids[0]) < vocab ? static_cast<int32_t>(ids[0]) : -1;
+}
+
+// HF's layer_types (sliding_attention / full_attention) as fak's period: layer l is global iff
+// (l + 1) % period == 0. A layout no period reproduces is Unsupported.
+Result<size_t> PeriodOf(const std::vector<std::string>& types, size_t n_layers, const std::string& file) {
+  if (types.size() != n_layers) {
+    return Corruption(file + ": layer_types has " + std::to_string(types.size()) + " entries for " +
+                      std::to_string(n_layers) + " layers");
+  }
+  for (const std::string& t : types) {
+    if (t != "sliding_attention" && t != "full_attention") return Unsupported(file + ": layer_types entry '" + t + "'");
+  }
+  for (size_t period = 1; period <= n_layers + 1; ++period) {
+    bool same = true;
+    for (size_t l = 0; l < n_layers && same; ++l) same = (types[l] == "sliding_attention") == ((l + 1) % period != 0);
+    if (same) return period;
+  }
+  return Unsupported(file + ": layer_types has no fixed sliding/global period (not supported)");
+}
+
+// Gemma 3 keys with Gemma3TextConfig's defaults.
+Status ReadGemmaKeys(const HfConfig& h, const std::string& file, ModelConfig* c) {
+  const int64_t window = h.sliding_window.value_or(4096);
+  if (window < 0) return Corruption(file + ": sliding_window = " + std::to_string(window) + " must be >= 0");
+  c->sliding_window = static_cast<size_t>(window);
+  if (!h.layer_types.empty()) {
+    FAK_ASSIGN_OR_RETURN(c->sliding_window_pattern, PeriodOf(h.layer_types, c->n_layers, file));
+  } else {
+    FAK_ASSIGN_OR_RETURN(c->sliding_window_pattern,
+                         Positive(file, "sliding_window_pattern", h.sliding_window_pattern.value_or(6)));
+  }
+  c->rope_local_base = h.rope_local_base_freq.value_or(10000.0);
+  // 0 means head_dim in ModelConfig; keep it 0 then so the config reads as a GGUF of it does.
+  const double scalar = h.query_pre_attn_scalar.value_or(256.0);
+  c->query_pre_attn_scalar = scalar == static_cast<double>(c->head_dim) ? 0.0f : static_cast<float>(scalar);
+  return Status::Ok();
+}
+
+// Where the text model's tensors live: "model." (text-only checkpoints) or the prefixes
+// multimodal Gemma 3 checkpoints use (older and newer transformers).
+Result<std::string> TextPrefix(const HfCheckpoint& ck) {
+  for (const char* p : {"model.", "language_model.model.", "model.language_model."}) {
+    if (ck.Find(std::string(p) + "embed_tokens.weight") != nullptr) return std::string(p);
+  }
+  return Corruption(ck.dir + ": missing tensor model.embed_tokens.weight");
+}
+
+std::string LmHeadName(const std::string& prefix) {
+  return prefix == "language_model.model." ? "language_model.lm_head.weight" : "lm_head.weight";
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+class TensorReader {
+ public:
+  TensorReader(const HfCheckpoint& ck, ModelWeights* w) : ck_(ck), w_(w) {}
+
+  // An nn.Linear weight or an embedding: shape [rows, cols].
+  Result<WeightTensor> Matrix(const std::string& name, size_t rows, size_t cols) {
+    FAK_ASSIGN_OR_RETURN(const SafetensorsTensor* t, Find(name));
+    if (t->shape.size() != 2 || static_cast<size_t>(t->shape[0]) != rows || static_cast<size_t>(t->shape[1]) != cols) {
+      return BadShape(*t, "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+    }
+    return View(*t, rows, cols);
+  }
+
+  // A norm weight: shape [n].
+  Result<WeightTensor> Vector(const std::string& name, size_t n) {
+    FAK_ASSIGN_OR_RETURN(const SafetensorsTensor* t, Find(name));
+    if (t->shape.size() != 1 || static_cast<size_t>(t->shape[0]) != n)
+      return BadShape(*t, "[" + std::to_string(n) + "]");
+    return View(*t, 1, n);
+  }
+
+ private:
+  Result<const SafetensorsTensor*> Find(const std::string& name) {
+    const SafetensorsTensor* t = ck_.Find(name);
+    if (t == nullptr) return Corruption(ck_.dir + ": missing tensor " + name);
+    return t;
+  }
+  Status BadShape(const SafetensorsTensor& t, const std::string& want) {
+    return Corruption(ck_.dir + ": tensor " + t.name + " has shape " + ShapeString(t.shape) + ", expected " + want);
+  }
+
+  Result<WeightTensor> View(const SafetensorsTensor& t, size_t rows, size_t cols) {
+    switch (t.dtype) {
+      case SafetensorsDtype::kF32:
+        // safetensors packs tensors back to back, so an F32 tensor after an odd-sized F16 one can
+        // start off a 4-byte boundary: copy it then rather than read misaligned floats.
+        if (reinterpret_cast<uintptr_t>(t.data) % alignof(float) == 0)
+          return WeightTensor{DType::kF32, rows, cols, t.data};
+        return Own(t, rows, cols);
+      case SafetensorsDtype::kF16:
+      case SafetensorsDtype::kBF16:
+        return Own(t, rows, cols);
+      default:
+        return Unsupported(ck_.dir + ": tensor " + t.name + " has dtype " + std::string(SafetensorsDtypeName(t.dtype)) +
+                           " (supported: F32, F16, BF16)");
+    }
+  }
+
+  // F16/BF16 widened to owned f32 (exact), or an unaligned F32 copied.
+  WeightTensor Own(const SafetensorsTensor& t, size_t rows, size_t cols) {
+    const size_t n = rows * cols;
+    AlignedBuffer buf(n);
+    if (t.dtype == SafetensorsDtype::kF32) {
+      std::memcpy(buf.data(), t.data, n * sizeof(float));
+    } else {
+      std::vector<uint16_t> aligned;  // only when the mapped data is not 2-byte aligned
+      const uint16_t* src = reinterpret_cast<const uint16_t*>(t.data);
+      if (reinterpret_cast<uintptr_t>(t.data) % alignof(uint16_t) != 0) {
+        aligned.resize(n);
+        std::memcpy(aligned.data(), t.data, n * sizeof(uint16_t));
+        src = aligned.data();
+      }
+      const kernels::KernelTable& k = kernels::Active();
+      if (t.dtype == SafetensorsDtype::kF16) {
+        k.f16_to_f32(src, buf.data(), n);
+      } else {
+        k.bf16_to_f32(src, buf.data(), n);
+      }
+    }
+    WeightTensor w{DType::kF32, rows, cols, buf.data()};
+    w_->storage.push_back(std::move(buf));
+    return w;
+  }
+
+  const HfCheckpoint& ck_;
+  ModelWeights* w_;
+};
+
+Result<LayerWeights> ReadLayer(TensorReader& r, const ModelConfig& c, const std::string& prefix, size_t l) {
+  const std::string p = prefix + "layers." + std::to_string(l) + ".";
+  const size_t h = c.hidden_size, q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
+  const bool gemma = c.architecture == Architecture::kGemma3;
+  LayerWeights lw;
+  FAK_ASSIGN_OR_RETURN(lw.attn_norm, r.Vector(p + "input_layernorm.weight", h));
+  FAK_ASSIGN_OR_RETURN(lw.wq, r.Matrix(p + "self_attn.q_proj.weight", q_dim, h));
+  FAK_ASSIGN_OR_RETURN(lw.wk, r.Matrix(p + "self_attn.k_proj.weight", kv_dim, h));
+  FAK_ASSIGN_OR_RETURN(lw.wv, r.Matrix(p + "self_attn.v_proj.weight", kv_dim, h));
+  FAK_ASSIGN_OR_RETURN(lw.wo, r.Matrix(p + "self_attn.o_proj.weight", h, q_dim));
+  // The same HF name is the pre-FFN norm in Llama but the post-attention norm in Gemma 3.
+  FAK_ASSIGN_OR_RETURN(
+      lw.ffn_norm, r.Vector(p + (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight"), h));
+  FAK_ASSIGN_OR_RETURN(lw.w_gate, r.Matrix(p + "mlp.gate_proj.weight", c.ffn_size, h));
+  FAK_ASSIGN_OR_RETURN(lw.w_up, r.Matrix(p + "mlp.up_proj.weight", c.ffn_size, h));
+  FAK_ASSIGN_OR_RETURN(lw.w_down, r.Matrix(p + "mlp.down_proj.weight", h, c.ffn_size));
+  if (gemma) {
+    FAK_ASSIGN_OR_RETURN(lw.q_norm, r.Vector(p + "self_attn.q_norm.weight", c.head_dim));
+    FAK_ASSIGN_OR_RETURN(lw.k_norm, r.Vector(p + "self_attn.k_norm.weight", c.head_dim));
+    FAK_ASSIGN_OR_RETURN(lw.post_attn_norm, r.Vector(p + "post_attention_layernorm.weight", h));
+    FAK_ASSIGN_OR_RETURN(lw.post_ffn_norm, r.Vector(p + "post_feedforward_layernorm.weight", h));
+  }
+  return lw;
+}
+
+// Tensors of the text model fak would silently ignore (biases) or never read (a layer past
+// num_hidden_layers) are refused.
+Status CheckExtraTensors(const HfCheckpoint& ck, const std::string& prefix, size_t n_layers) {
+  for (const auto& [name, t] : ck.tensors) {
+    const bool text =
+        name.rfind(prefix, 0) == 0 || name.rfind("lm_head.", 0) == 0 || name.rfind("language_model.lm_head.", 0) == 0;
+    if (text && name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
+      return Unsupported(ck.dir + ": tensor " + name + " (biases are not supported)");
+    }
+  }
+  const std::string beyond = prefix + "layers." + std::to_string(n_layers) + ".";
+  auto it = ck.tensors.lower_bound(beyond);
+  if (it != ck.tensors.end() && it->first.rfind(beyond, 0) == 0) {
+    return Corruption(ck.dir + ": tensor " + it->first + " beyond num_hidden_layers " + std::to_string(n_layers));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> ConfigFromHf(const HfCheckpoint& ck, const ModelOptions& options) {
+  const HfConfig& h = ck.config;
+  const std::string& f = ck.config_path;
+  ModelConfig c;
+  FAK_ASSIGN_OR_RETURN(c.architecture, ArchitectureOf(h, f));
+  const bool gemma = c.architecture == Architecture::kGemma3;
+  c.rope_pairing = RopePairing::kSplitHalf;  // HF rows are unpermuted: rotate_half (model-formats.md §2.5)
+  FAK_RETURN_IF_ERROR(CheckFeatures(h, f, gemma));
+  FAK_ASSIGN_OR_RETURN(c.vocab_size, Positive(f, "vocab_size", h.vocab_size));
+  FAK_ASSIGN_OR_RETURN(c.hidden_size, Positive(f, "hidden_size", h.hidden_size));
+  FAK_ASSIGN_OR_RETURN(c.ffn_size, Positive(f, "intermediate_size", h.intermediate_size));
+  FAK_ASSIGN_OR_RETURN(c.n_layers, Positive(f, "num_hidden_layers", h.num_hidden_layers));
+  FAK_ASSIGN_OR_RETURN(c.n_heads, Positive(f, "num_attention_heads", h.num_attention_heads));
+  FAK_ASSIGN_OR_RETURN(c.n_kv_heads,
+                       Positive(f, "num_key_value_heads", h.num_key_value_heads.value_or(h.num_attention_heads)));
+  FAK_ASSIGN_OR_RETURN(c.head_dim, Positive(f, "head_dim", h.head_dim.value_or(h.hidden_size / h.num_attention_heads)));
+  c.rope_base = h.rope_theta.value_or(gemma ? 1000000.0 : 10000.0);
+  c.rms_eps = static_cast<float>(h.rms_norm_eps.value_or(1e-6));
+  FAK_ASSIGN_OR_RETURN(c.context_length,
+                       Positive(f, "max_position_embeddings", h.max_position_embeddings.value_or(2048)));
+  if (options.max_context > 0) c.context_length = std::min(c.context_length, options.max_context);
+  c.context_length = std::min<size_t>(c.context_length, size_t{1} << 24);
+  FAK_ASSIGN_OR_RETURN(std::string prefix, TextPrefix(ck));
+  // Gemma 3 ties by default (HF's Gemma3TextConfig), and HfConfig cannot tell an absent key from
+  // false: a Gemma checkpoint without an lm_head is tied. A Llama one says so explicitly.
+  c.tied_embeddings = h.tie_word_embeddings || (gemma && ck.Find(LmHeadName(prefix)) == nullptr);
+  c.bos_id = FirstId(h.bos_token_ids, c.vocab_size);
+  c.eos_id = FirstId(h.eos_token_ids, c.vocab_size);
+  if (gemma) FAK_RETURN_IF_ERROR(ReadGemmaKeys(h, f, &c));
+  FAK_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+Result<ModelWeights> WeightsFromHf(const HfCheckpoint& ck, const ModelConfig& c) {
+  FAK_ASSIGN_OR_RETURN(std::string prefix, TextPrefix(ck));
+  FAK_RETURN_IF_ERROR(CheckExtraTensors(ck, prefix, c.n_layers));
+  ModelWeights w;
+  w.norm_one_plus = c.architecture == Architecture::kGemma3;  // HF stores w of x̂ · (1 + w)
+  TensorReader r(ck, &w);
+  FAK_ASSIGN_OR_RETURN(w.token_embedding, r.Matrix(prefix + "embed_tokens.weight", c.vocab_size, c.hidden_size));
+  FAK_ASSIGN_OR_RETURN(w.output_norm, r.Vector(prefix + "norm.weight", c.hidden_size));
+  if (c.tied_embeddings) {
+    w.output = w.token_embedding;
+  } else {
+    FAK_ASSIGN_OR_RETURN(w.output, r.Matrix(LmHeadName(prefix), c.vocab_size, c.hidden_size));
+  }
+  for (size_t l = 0; l < c.n_layers; ++l) {
+    FAK_ASSIGN_OR_RETURN(LayerWeights lw, ReadLayer(r, c, prefix, l));
+    w.layers.push_back(lw);
+  }
+  return w;
+}
+
+}  // namespace fak::internal

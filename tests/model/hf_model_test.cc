@@ -1,0 +1,220 @@
+// Hugging Face checkpoints (tests/data/hf/, made by make_hf_fixtures.py): the same tiny Llama and
+// Gemma 3 weights as safetensors (HF names, unpermuted q/k, raw Gemma norms) and as GGUF (permuted
+// q/k, norms + 1) must give the same logits, and both must match an independent float64 numpy
+// forward pass written from the HF modeling code.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+#include "fak/gguf.h"
+#include "fak/model.h"
+#include "fak/safetensors.h"
+#include "fak/tokenizer.h"
+#include "tests/model/hf_test_util.h"
+#include "tests/test_util.h"
+
+namespace fak {
+namespace {
+
+using testing::HfData;
+
+const std::vector<int32_t> kPrompt = {1, 5, 9, 2, 33, 17, 60, 4, 41, 8, 23};  // make_hf_fixtures.py PROMPT
+
+std::vector<float> AllLogits(const Model& m) {
+  KVCache cache = m.NewCache();
+  auto logits = m.Prefill(&cache, kPrompt, LogitsMode::kAll);
+  EXPECT_TRUE(logits.has_value()) << logits.error().ToString();
+  return logits.has_value() ? *logits : std::vector<float>();
+}
+
+std::vector<float> ReadFloats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float m = 0.0f;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+  return m;
+}
+
+// Argmax equal at every position.
+void ExpectSameTop1(const std::vector<float>& a, const std::vector<float>& b, size_t vocab, const char* what) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t t = 0; t * vocab < a.size(); ++t) {
+    auto ra = a.begin() + t * vocab, rb = b.begin() + t * vocab;
+    EXPECT_EQ(std::max_element(ra, ra + vocab) - ra, std::max_element(rb, rb + vocab) - rb)
+        << what << " position " << t;
+  }
+}
+
+// fak runs f32 with a different summation order than numpy's float64 pass; on these ~unit-scale
+// logits the difference is ~1e-6, so 1e-4 is a loose bound that still catches any mapping error
+// (those move logits by ~0.1 or more, see the controls below).
+constexpr float kOracleTolerance = 1e-4f;
+
+TEST(HfModelTest, LlamaConfigFromConfigJson) {
+  ASSERT_OK_AND_ASSIGN(auto m, Model::Load(HfData("llama")));
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.architecture, Architecture::kLlama);
+  EXPECT_EQ(c.rope_pairing, RopePairing::kSplitHalf);  // HF rows are unpermuted
+  EXPECT_EQ(c.vocab_size, 64u);
+  EXPECT_EQ(c.hidden_size, 32u);
+  EXPECT_EQ(c.n_layers, 2u);
+  EXPECT_EQ(c.n_heads, 4u);
+  EXPECT_EQ(c.n_kv_heads, 2u);
+  EXPECT_EQ(c.head_dim, 8u);
+  EXPECT_EQ(c.ffn_size, 48u);
+  EXPECT_FLOAT_EQ(c.rms_eps, 1e-5f);
+  EXPECT_EQ(c.context_length, 128u);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_EQ(c.bos_id, 1);
+  EXPECT_EQ(c.eos_id, 2);
+  ASSERT_OK_AND_ASSIGN(auto gguf, Model::Load(HfData("llama.gguf")));
+  EXPECT_EQ(gguf->config().rope_pairing, RopePairing::kAdjacent);  // the converter permuted q/k
+  ASSERT_OK_AND_ASSIGN(auto capped, Model::Load(HfData("llama"), ModelOptions{.max_context = 16}));
+  EXPECT_EQ(capped->config().context_length, 16u);
+}
+
+// Split-half pairing on HF rows and adjacent pairing on permuted GGUF rows rotate the same value
+// pairs, but q·k then sums head dimensions in a different order, so logits agree to rounding
+// (measured 2.3e-6), not bit for bit; 1e-5 bounds that.
+TEST(HfModelTest, LlamaSafetensorsMatchesGgufAndTheOracle) {
+  ASSERT_OK_AND_ASSIGN(auto hf, Model::Load(HfData("llama")));
+  ASSERT_OK_AND_ASSIGN(auto gguf, Model::Load(HfData("llama.gguf")));
+  std::vector<float> a = AllLogits(*hf), b = AllLogits(*gguf), oracle = ReadFloats(HfData("llama.logits"));
+  ASSERT_EQ(a.size(), kPrompt.size() * 64);
+  ExpectSameTop1(a, b, 64, "hf vs gguf");
+  ExpectSameTop1(a, oracle, 64, "hf vs oracle");
+  const float d_gguf = MaxAbsDiff(a, b), d_oracle = MaxAbsDiff(a, oracle), d_gguf_oracle = MaxAbsDiff(b, oracle);
+  std::printf("[ llama    ] max|d| hf-gguf %.3g, hf-oracle %.3g, gguf-oracle %.3g\n", d_gguf, d_oracle, d_gguf_oracle);
+  EXPECT_LE(d_gguf, 1e-5f);
+  EXPECT_LE(d_oracle, kOracleTolerance);
+  EXPECT_LE(d_gguf_oracle, kOracleTolerance);
+  EXPECT_NE(hf->WeightsDigest(), gguf->WeightsDigest());  // other rows, other pairing
+}
+
+// Non-vacuity: the GGUF's permuted q/k rows under HF names (so run with split-half pairing) give a
+// different model — the pairing choice is what makes the two paths agree.
+TEST(HfModelTest, LlamaPermutedRowsWithSplitHalfPairingDiffer) {
+  testing::ScratchDir dir("llama_permuted");
+  ASSERT_OK_AND_ASSIGN(auto gguf_file, GgufFile::Open(HfData("llama.gguf")));
+  std::vector<testing::StEntry> entries = testing::ReadEntries(HfData("llama/model.safetensors"));
+  for (testing::StEntry& e : entries) {
+    for (int l = 0; l < 2; ++l) {
+      for (const char* qk : {"q", "k"}) {
+        if (e.name != "model.layers." + std::to_string(l) + ".self_attn." + qk + "_proj.weight") continue;
+        const GgufTensorInfo* t = gguf_file->FindTensor("blk." + std::to_string(l) + ".attn_" + qk + ".weight");
+        ASSERT_NE(t, nullptr);
+        e.dtype = "F32";
+        e.bytes.assign(reinterpret_cast<const char*>(t->data), t->bytes().size());
+      }
+    }
+  }
+  dir.Write("config.json", testing::ReadText(HfData("llama/config.json")));
+  testing::WriteSafetensors(dir.path() + "/model.safetensors", entries);
+  ASSERT_OK_AND_ASSIGN(auto wrong, Model::Load(dir.path()));
+  ASSERT_OK_AND_ASSIGN(auto gguf, Model::Load(HfData("llama.gguf")));
+  const float d = MaxAbsDiff(AllLogits(*wrong), AllLogits(*gguf));
+  std::printf("[ llama    ] permuted rows + split-half pairing: max|d| %.3g\n", d);
+  EXPECT_GT(d, 1e-2f);
+}
+
+// F16 in one file and the same values as F32 in two shards are the same model, bit for bit.
+TEST(HfModelTest, ShardedF32EqualsSingleFileF16BitForBit) {
+  ASSERT_OK_AND_ASSIGN(auto single, Model::Load(HfData("llama")));
+  ASSERT_OK_AND_ASSIGN(auto sharded, Model::Load(HfData("llama_sharded")));
+  ASSERT_OK_AND_ASSIGN(auto file, Model::Load(HfData("llama/model.safetensors")));
+  std::vector<float> a = AllLogits(*single);
+  EXPECT_EQ(a, AllLogits(*sharded));
+  EXPECT_EQ(a, AllLogits(*file));
+  EXPECT_EQ(single->WeightsDigest(), sharded->WeightsDigest());
+  EXPECT_EQ(single->WeightsDigest(), file->WeightsDigest());
+  EXPECT_EQ(single->weights_bytes(), sharded->weights_bytes());
+}
+
+TEST(HfModelTest, PrefillEqualsTokenByTokenDecode) {
+  for (const char* name : {"llama", "gemma"}) {
+    ASSERT_OK_AND_ASSIGN(auto m, Model::Load(HfData(name)));
+    std::vector<float> all = AllLogits(*m);
+    KVCache cache = m->NewCache();
+    const size_t v = m->config().vocab_size;
+    for (size_t t = 0; t < kPrompt.size(); ++t) {
+      ASSERT_OK_AND_ASSIGN(std::vector<float> step, m->Decode(&cache, kPrompt[t]));
+      EXPECT_TRUE(std::equal(step.begin(), step.end(), all.begin() + t * v)) << name << " position " << t;
+    }
+  }
+}
+
+TEST(HfModelTest, Gemma3ConfigFromConfigJson) {
+  ASSERT_OK_AND_ASSIGN(auto m, Model::Load(HfData("gemma")));
+  const ModelConfig& c = m->config();
+  EXPECT_EQ(c.architecture, Architecture::kGemma3);
+  EXPECT_EQ(c.rope_pairing, RopePairing::kSplitHalf);
+  EXPECT_EQ(c.head_dim, 16u);
+  EXPECT_EQ(c.n_kv_heads, 1u);
+  EXPECT_EQ(c.sliding_window, 4u);
+  EXPECT_EQ(c.sliding_window_pattern, 2u);  // from layer_types [sliding, full, sliding]
+  EXPECT_DOUBLE_EQ(c.rope_base, 1e6);
+  EXPECT_DOUBLE_EQ(c.rope_local_base, 10000.0);
+  EXPECT_EQ(c.query_pre_attn_scalar, 0.0f);  // = head_dim, spelled as ModelConfig spells it
+  EXPECT_TRUE(c.tied_embeddings);            // no lm_head.weight: Gemma 3 ties
+  EXPECT_EQ(c.bos_id, 2);
+  EXPECT_EQ(c.eos_id, 1);
+}
+
+// Gemma 3: same rows and pairing in both files, and the kernel's (1 + w) on HF's raw norms equals
+// the GGUF's stored w + 1 exactly, so the logits are bit-identical (the prompt is longer than the
+// window, so sliding layers matter).
+TEST(HfModelTest, Gemma3SafetensorsMatchesGgufBitForBitAndTheOracle) {
+  ASSERT_OK_AND_ASSIGN(auto hf, Model::Load(HfData("gemma")));
+  ASSERT_OK_AND_ASSIGN(auto gguf, Model::Load(HfData("gemma.gguf")));
+  std::vector<float> a = AllLogits(*hf), b = AllLogits(*gguf), oracle = ReadFloats(HfData("gemma.logits"));
+  ASSERT_EQ(a.size(), kPrompt.size() * 64);
+  EXPECT_EQ(MaxAbsDiff(a, b), 0.0f);
+  ExpectSameTop1(a, oracle, 64, "hf vs oracle");
+  const float d = MaxAbsDiff(a, oracle);
+  std::printf("[ gemma3   ] max|d| hf-gguf %.3g, hf-oracle %.3g\n", MaxAbsDiff(a, b), d);
+  EXPECT_LE(d, kOracleTolerance);
+}
+
+// Non-vacuity for the norm convention: HF's raw norm weights read as if they already held the +1
+// (as a GGUF's do) give another model.
+TEST(HfModelTest, Gemma3NormsWithoutThePlusOneDiffer) {
+  testing::ScratchDir dir("gemma_plus_one");
+  std::vector<testing::StEntry> entries = testing::ReadEntries(HfData("gemma/model.safetensors"));
+  ASSERT_OK_AND_ASSIGN(auto gguf_file, GgufFile::Open(HfData("gemma.gguf")));
+  // Replace the raw HF norm w by the GGUF's w + 1: with (1 + w) applied on top, every norm is off by 1.
+  for (testing::StEntry& e : entries) {
+    if (e.name != "model.norm.weight") continue;
+    const GgufTensorInfo* t = gguf_file->FindTensor("output_norm.weight");
+    ASSERT_NE(t, nullptr);
+    e.dtype = "F32";
+    e.bytes.assign(reinterpret_cast<const char*>(t->data), t->bytes().size());
+  }
+  dir.Write("config.json", testing::ReadText(HfData("gemma/config.json")));
+  testing::WriteSafetensors(dir.path() + "/model.safetensors", entries);
+  ASSERT_OK_AND_ASSIGN(auto wrong, Model::Load(dir.path()));
+  ASSERT_OK_AND_ASSIGN(auto gguf, Model::Load(HfData("gemma.gguf")));
+  EXPECT_GT(MaxAbsDiff(AllLogits(*wrong), AllLogits(*gguf)), 1e-3f);
+}
+
+TEST(HfModelTest, TokenizerBesideTheCheckpoint) {
+  ASSERT_OK_AND_ASSIGN(auto tok, LoadTokenizerForModel(HfData("spm")));
+  EXPECT_EQ(tok->kind(), "spm");
+  ASSERT_OK_AND_ASSIGN(auto gguf_tok, LoadTokenizerForModel(HfData("spm.gguf")));
+  EXPECT_EQ(gguf_tok->kind(), "spm");
+  auto none = LoadTokenizerForModel(HfData("llama"));  // a checkpoint without tokenizer.json
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code(), StatusCode::kNotFound);
+  EXPECT_NE(none.error().message().find("tokenizer.json"), std::string_view::npos);
+}
+
+}  // namespace
+}  // namespace fak
