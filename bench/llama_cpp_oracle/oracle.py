@@ -42,6 +42,8 @@ FIXTURES = {
     "gemma3_f32": (gm.FIXTURE_GEMMA, 3, "f32"),
     "gemma3_q8_0": (gm.FIXTURE_GEMMA, 3, "q8_0"),
     "gemma3_q4_k_m": (gm.FIXTURE_GEMMA, 3, "q4_k_m"),
+    "llama_rope_freqs": (gm.FIXTURE_LLAMA_ROPE_FREQS, 1, "f32"),
+    "gemma3_linear": (gm.FIXTURE_GEMMA_LINEAR, 3, "f32"),
 }
 FIXTURE_TOKENS = 128
 
@@ -89,10 +91,13 @@ def llama_cpp_version() -> str:
     return getattr(llama_cpp, "__version__", "unknown")
 
 
-def llama_logits(path: str, tokens: list, threads: int) -> np.ndarray:
-    """llama.cpp's logits at every position of `tokens` (one sequence, F32 KV cache)."""
+def llama_logits(path: str, tokens: list, threads: int, n_batch: int = 512) -> np.ndarray:
+    """llama.cpp's logits at every position of `tokens` (one sequence, F32 KV cache), fed n_batch at a time.
+
+    n_batch 1 runs llama.cpp's single-row kernels (vec_dot), whose float order does not depend on the
+    batch; larger batches switch to other kernels (llamafile sgemm, repacked gemm) with other orders."""
     from llama_cpp import Llama
-    llm = Llama(model_path=path, logits_all=True, n_ctx=max(64, len(tokens)), n_batch=512, n_ubatch=512,
+    llm = Llama(model_path=path, logits_all=True, n_ctx=max(64, len(tokens)), n_batch=n_batch, n_ubatch=n_batch,
                 n_threads=threads, n_threads_batch=threads, type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32,
                 verbose=False)
     llm.eval(tokens)
@@ -150,8 +155,18 @@ def cmd_fixtures(args) -> int:
     os.makedirs(out_dir, exist_ok=True)
     manifest = {"generator": "bench/llama_cpp_oracle/oracle.py fixtures", "llama_cpp_python": llama_cpp_version(),
                 "llama_cpp_kv_cache": "f32", "threads": args.threads, "fixtures": []}
+    only = [n for n in args.only.split(",") if n] if args.only else list(FIXTURES)
+    unknown = [n for n in only if n not in FIXTURES]
+    if unknown:
+        raise SystemExit(f"fixtures --only: unknown {unknown} (known: {', '.join(FIXTURES)})")
+    manifest_path = os.path.join(out_dir, "manifest.json")
+    if args.only and os.path.exists(manifest_path):  # keep the other fixtures' entries as they are
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        manifest["fixtures"] = [e for e in manifest["fixtures"] if e["name"] not in only]
     print(AGREE_HEADER if args.tool else "", flush=True)
-    for name, (shape, seed, kind) in FIXTURES.items():
+    for name in only:
+        shape, seed, kind = FIXTURES[name]
         with tempfile.TemporaryDirectory() as work:
             src = make_model(work, name.split("_")[0], shape, seed, kind)
             dst = os.path.join(out_dir, name + ".gguf")
@@ -167,11 +182,13 @@ def cmd_fixtures(args) -> int:
                                      "tensor_types": gm.tensor_types(dst)})
         if args.tool:
             print(format_row(name, compare(ref, fak_logits(args.tool, dst, tokens, args.threads))), flush=True)
-    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+    order = list(FIXTURES)
+    manifest["fixtures"].sort(key=lambda e: order.index(e["name"]) if e["name"] in order else len(order))
+    with open(manifest_path, "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
         f.write("\n")
     total = sum(os.path.getsize(os.path.join(out_dir, x)) for x in os.listdir(out_dir))
-    print(f"fixtures: {len(FIXTURES)} files in {out_dir}, {total / 1e6:.2f} MB in total")
+    print(f"fixtures: {len(only)} of {len(FIXTURES)} written to {out_dir}, {total / 1e6:.2f} MB in total")
     return 0
 
 
@@ -192,26 +209,38 @@ def real_model_tokens(n: int) -> list:
     return ids[:n]
 
 
+def agree_rows(name: str, path: str, tokens: list, args) -> list:
+    """fak against llama.cpp fed one token at a time (its batch-independent kernels) and 512 at a time
+    (its default), and llama.cpp's two runs against each other: the floor its own batching sets."""
+    fak = fak_logits(args.tool, path, tokens, args.threads)
+    nb1 = llama_logits(path, tokens, args.threads, n_batch=1)
+    nb512 = llama_logits(path, tokens, args.threads, n_batch=512)
+    rows = [(f"{name}: fak vs llama.cpp nb1", compare(nb1, fak)),
+            (f"{name}: fak vs llama.cpp nb512", compare(nb512, fak)),
+            (f"{name}: llama.cpp nb512 vs its nb1", compare(nb1, nb512))]
+    for r in rows:
+        print(format_row(*r), flush=True)
+    return rows
+
+
 def cmd_agree(args) -> int:
     rows = []
     if os.path.exists(REAL_MODEL):
-        tokens = real_model_tokens(args.real_positions)
-        m = compare(llama_logits(REAL_MODEL, tokens, args.threads), fak_logits(args.tool, REAL_MODEL, tokens, args.threads))
-        rows.append(("gemma-3-270m-q4_k_m.gguf (real, text)", m))
-        print(format_row(*rows[-1]), flush=True)
+        rows += agree_rows("gemma-3-270m-q4_k_m.gguf (real, text)", REAL_MODEL, real_model_tokens(args.real_positions),
+                           args)
     else:
         print(f"note: real model {REAL_MODEL} not found; skipped", flush=True)
     for kind in args.kinds.split(","):
         path = make_model(args.work, "shape_a", gm.SHAPE_A, 7, kind)
-        tokens = random_tokens(args.positions, gm.SHAPE_A.vocab, 8)
-        m = compare(llama_logits(path, tokens, args.threads), fak_logits(args.tool, path, tokens, args.threads))
-        rows.append((f"shape (a) random {kind.upper()}", m))
-        print(format_row(*rows[-1]), flush=True)
+        rows += agree_rows(f"shape (a) random {kind.upper()}", path, random_tokens(args.positions, gm.SHAPE_A.vocab, 8),
+                           args)
     print("\n" + AGREE_HEADER)
     for r in rows:
         print(format_row(*r))
-    ok = all(m["top1"] >= 0.99 and m["kl_mean"] < 1e-3 and m["positions"] >= 512 for _, m in rows)
-    print(f"\nagreement: {'PASS' if ok else 'FAIL'} (top-1 >= 99% over >= 512 positions, mean KL < 1e-3)")
+    judged = [m for name, m in rows if name.endswith("fak vs llama.cpp nb1")]
+    ok = all(m["top1"] >= 0.99 and m["kl_mean"] < 1e-3 and m["positions"] >= 512 for m in judged)
+    print(f"\nagreement with llama.cpp's batch-independent path: {'PASS' if ok else 'FAIL'} "
+          "(top-1 >= 99% over >= 512 positions, mean KL < 1e-3)")
     return 0 if ok else 1
 
 
@@ -347,6 +376,7 @@ def main() -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fixtures")
     f.add_argument("--out", default=os.path.join(REPO, "tests", "data", "llama_cpp"))
+    f.add_argument("--only", default="", help="comma-separated fixture names to (re)generate; the rest stay")
     a = sub.add_parser("agree")
     a.add_argument("--positions", type=int, default=512)
     a.add_argument("--real-positions", type=int, default=640)

@@ -87,7 +87,7 @@ class Lease {
 };
 
 struct LookupResult {
-  KVCache cache;           // the longest cached prefix, ready for the suffix
+  KVCache cache;           // the longest cached prefix, with room reserved for the rest of the request
   size_t matched_tokens = 0;
   ClaimVerdict gate;       // HIT, or the verdict that stopped the walk (MISS{axis}, REFUSE, ...)
   NodeId node = 0;         // where the match ends (0 = root: a miss)
