@@ -11,6 +11,37 @@ std::vector<double> RopeInverseFrequencies(size_t head_dim, double base) {
   return inv;
 }
 
+std::vector<double> RopeInverseFrequencies(size_t head_dim, double base, double scale_factor,
+                                           std::span<const float> freq_factors) {
+  std::vector<double> inv = RopeInverseFrequencies(head_dim, base);
+  // Division by 1 is exact, so an unscaled config gets the plain table's bits.
+  for (size_t i = 0; i < inv.size(); ++i) {
+    inv[i] /= scale_factor;
+    if (i < freq_factors.size()) inv[i] /= static_cast<double>(freq_factors[i]);
+  }
+  return inv;
+}
+
+std::vector<float> Llama3RopeFreqFactors(size_t head_dim, double base, double factor, double low_freq_factor,
+                                         double high_freq_factor, double original_context) {
+  const double low_freq_wavelen = original_context / low_freq_factor;    // longer: divided by factor
+  const double high_freq_wavelen = original_context / high_freq_factor;  // shorter: unchanged
+  const std::vector<double> inv = RopeInverseFrequencies(head_dim, base);
+  std::vector<float> out(inv.size());
+  for (size_t i = 0; i < inv.size(); ++i) {
+    const double wavelen = 2.0 * M_PI / inv[i];
+    double ff = 1.0;
+    if (wavelen > low_freq_wavelen) {
+      ff = factor;
+    } else if (!(wavelen < high_freq_wavelen)) {
+      const double s = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      ff = 1.0 / ((1.0 - s) / factor + s);
+    }
+    out[i] = static_cast<float>(ff);
+  }
+  return out;
+}
+
 RopeTable::RopeTable(const std::vector<double>& inv_freq, size_t n_positions)
     : half_dim_(inv_freq.size()), n_positions_(n_positions), cos_(n_positions * half_dim_), sin_(n_positions * half_dim_) {
   for (size_t p = 0; p < n_positions; ++p) {

@@ -9,6 +9,7 @@
 #define FAK_KERNELS_ROPE_H_
 
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "kernels/kernel_table.h"
@@ -17,6 +18,21 @@ namespace fak::kernels {
 
 // inv_freq[i] = base^(-2i/head_dim), i < head_dim/2.
 std::vector<double> RopeInverseFrequencies(size_t head_dim, double base);
+// With frequency scaling, as llama.cpp's rope applies it (theta = p · freq_scale · base^(-2i/d) / ff_i):
+// inv_freq[i] = base^(-2i/head_dim) / scale_factor / freq_factors[i] (an empty freq_factors is all
+// ones; otherwise it has head_dim/2 entries). scale_factor 1 and no factors give the plain table.
+std::vector<double> RopeInverseFrequencies(size_t head_dim, double base, double scale_factor,
+                                           std::span<const float> freq_factors);
+
+// The "llama3" RoPE scaling of Llama 3.1-3.3 (HF rope_scaling rope_type "llama3") as per-frequency
+// divisors, the values llama.cpp's converter writes to rope_freqs.weight: with
+// wavelen_i = 2π / base^(-2i/d), factor 1 when wavelen_i < original_context / high_freq_factor,
+// `factor` when wavelen_i > original_context / low_freq_factor, else 1 / ((1 - s) / factor + s) with
+// s = (original_context / wavelen_i - low_freq_factor) / (high_freq_factor - low_freq_factor). Dividing
+// by them is HF's _compute_llama3_parameters (which multiplies by their inverses). Computed in double,
+// rounded to f32 as the GGUF stores them. Callers check factor > 0, 0 < low < high, context > 0.
+std::vector<float> Llama3RopeFreqFactors(size_t head_dim, double base, double factor, double low_freq_factor,
+                                         double high_freq_factor, double original_context);
 
 // cos/sin of position * inv_freq for positions [0, n_positions). Immutable; share freely.
 class RopeTable {

@@ -31,6 +31,8 @@ class Shape:
     sliding_window: int = 0  # gemma3 only; 0 = every layer global
     rope_base: float = 10000.0
     context: int = 4096
+    rope_linear: float = 0.0  # rope.scaling.type linear with this factor (gemma3: global layers only); 0 = none
+    rope_llama3: tuple = ()  # (factor, low_freq_factor, high_freq_factor, original_context): rope_freqs.weight
 
 
 # Shapes of the issue's speed table, and the committed fixtures.
@@ -42,6 +44,12 @@ FIXTURE_LLAMA_256 = Shape("llama", 256, 2, 4, 2, 64, 256, 288, tied=True, contex
 # global RoPE base 1e6 against the sliding layers' 10000.
 FIXTURE_GEMMA = Shape("gemma3", 64, 6, 2, 1, 32, 64, 288, tied=True, sliding_window=16,
                       rope_base=1e6, context=512)
+# RoPE scaling on the same weights and tokens (same seeds) as llama_f32 / gemma3_f32. Llama 3
+# factors with an original context of 128 and head_dim 16 put wavelengths 6.3 and 20 in the
+# unchanged band (< 32), 63 in the interpolated one and 199..19869 in the divided one (> 128), none
+# near a threshold; 128 positions rotate the divided dims visibly.
+FIXTURE_LLAMA_ROPE_FREQS = dataclasses.replace(FIXTURE_LLAMA, rope_llama3=(8.0, 1.0, 4.0, 128))
+FIXTURE_GEMMA_LINEAR = dataclasses.replace(FIXTURE_GEMMA, rope_linear=8.0)  # Gemma 3 4B+: linear x8
 
 SPM_PIECES = (
     "the of and to in is that for it as with was on be by at this are from or an not have which "
@@ -128,6 +136,25 @@ def _weights(shape: Shape, seed: int):
             yield p + "post_ffw_norm.weight", norm(h)
 
 
+def llama3_rope_factors(shape: Shape) -> np.ndarray:
+    """rope_freqs.weight as convert_hf_to_gguf.py (LlamaModel.generate_extra_tensors) computes it, in f32."""
+    factor, low, high, orig = shape.rope_llama3
+    dim = shape.head_dim
+    exponents = np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)
+    freqs = np.float32(1.0) / (np.float32(shape.rope_base) ** exponents)
+    out = []
+    for freq in freqs:
+        wavelen = np.float32(2 * np.pi) / freq
+        if wavelen < orig / high:
+            out.append(1.0)
+        elif wavelen > orig / low:
+            out.append(factor)
+        else:
+            smooth = (np.float32(orig) / wavelen - np.float32(low)) / np.float32(high - low)
+            out.append(np.float32(1) / ((np.float32(1) - smooth) / np.float32(factor) + smooth))
+    return np.array(out, dtype=np.float32)
+
+
 def write_random_gguf(path: str, shape: Shape, seed: int, vocab) -> None:
     """Writes an F32 GGUF of `shape` with seeded random weights and the SPM vocabulary `vocab`."""
     tokens, scores, types = vocab
@@ -145,6 +172,9 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab) -> None:
     w.add_value_length(shape.head_dim)
     w.add_rope_dimension_count(shape.head_dim)
     w.add_rope_freq_base(shape.rope_base)
+    if shape.rope_linear:
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(shape.rope_linear)
     w.add_layer_norm_rms_eps(1e-6 if shape.arch == "gemma3" else 1e-5)
     if shape.arch == "gemma3" and shape.sliding_window:
         w.add_sliding_window(shape.sliding_window)
@@ -157,6 +187,8 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab) -> None:
     w.add_unk_token_id(0)
     w.add_add_bos_token(True)
     w.add_add_space_prefix(shape.arch == "llama")
+    if shape.rope_llama3:
+        w.add_tensor("rope_freqs.weight", llama3_rope_factors(shape))
     for name, arr in _weights(shape, seed):
         w.add_tensor(name, arr)
     w.write_header_to_file()

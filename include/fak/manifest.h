@@ -60,7 +60,7 @@ struct PositionConvention {
   std::string scheme = "rope";
   std::string pairing;           // "adjacent" (2i, 2i+1) | "split_half" (i, i + head_dim/2)
   double base = 0;               // RoPE theta; finite and > 1
-  std::string scaling = "none";  // RoPE frequency scaling; only "none" exists today
+  std::string scaling = "none";  // RoPE frequency scaling: ModelConfig::RopeScalingLabel()
   friend bool operator==(const PositionConvention&, const PositionConvention&) = default;
 };
 

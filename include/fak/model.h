@@ -35,6 +35,15 @@ struct ModelConfig {
   size_t ffn_size = 0;
   double rope_base = 10000.0;
   RopePairing rope_pairing = RopePairing::kSplitHalf;
+  // RoPE frequency scaling, as llama.cpp and HF apply it (docs/models.md "RoPE scaling"): inverse
+  // frequency i is base^(-2i/head_dim) / rope_scale_factor / rope_freq_factors[i].
+  // - linear (GGUF rope.scaling.type "linear", HF rope_type "linear"): positions divided by
+  //   rope_scale_factor (1: none).
+  // - llama3 (Llama 3.1-3.3): head_dim/2 per-frequency divisors, GGUF rope_freqs.weight or computed
+  //   from HF's rope_scaling by Llama3RopeFreqFactors (empty: none).
+  // Gemma 3 scales its global layers only; sliding layers keep rope_local_base unscaled.
+  double rope_scale_factor = 1.0;
+  std::vector<float> rope_freq_factors;
   float rms_eps = 1e-5f;
   bool tied_embeddings = true;  // the output head reuses the token embedding
   size_t context_length = 2048;
@@ -54,6 +63,10 @@ struct ModelConfig {
 
   // InvalidArgument naming the first inconsistent field.
   Status Validate() const;
+  bool HasRopeScaling() const { return rope_scale_factor != 1.0 || !rope_freq_factors.empty(); }
+  // The scaling as the cache binding's position_convention.scaling names it: "none", "linear 8",
+  // "llama3 <sha256 of the f32 factors>", or both joined by " + ".
+  std::string RopeScalingLabel() const;
   // A compact description, e.g. "llama h576 L30 heads 9/3 hd64 ffn1536 vocab49152".
   std::string Describe() const;
 

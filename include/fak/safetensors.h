@@ -77,6 +77,9 @@ struct HfConfig {
   std::optional<double> rope_theta;
   std::string rope_scaling_type;     // rope_scaling.rope_type (or .type); empty when null
   std::optional<double> rope_scaling_factor;
+  // rope_scaling of rope_type "llama3" (Llama 3.1-3.3)
+  std::optional<double> rope_scaling_low_freq_factor, rope_scaling_high_freq_factor;
+  std::optional<int64_t> rope_scaling_original_max_position_embeddings;
   bool tie_word_embeddings = false;  // Default: false (HF's default for Llama)
   std::vector<int64_t> bos_token_ids, eos_token_ids;  // an int or a list in the file
   std::string torch_dtype;

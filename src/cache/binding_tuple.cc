@@ -144,7 +144,7 @@ BindingTuple RegimeBinding(const Model& model, const Tokenizer& tokenizer) {
   t.position.scheme = "rope";
   t.position.pairing = config.rope_pairing == RopePairing::kAdjacent ? "adjacent" : "split_half";
   t.position.base = config.rope_base;
-  t.position.scaling = "none";
+  t.position.scaling = config.RopeScalingLabel();  // KV rotated under other scaling never HITs
   t.producer = Producer{"fak", std::string(LibraryVersion()), std::string(KernelBuild())};
   return t;
 }

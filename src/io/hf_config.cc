@@ -111,10 +111,14 @@ Status Fill(const json& top, std::string_view name, HfConfig& c) {
   FAK_RETURN_IF_ERROR(r.Strs("layer_types", c.layer_types));
   auto rs = j.find("rope_scaling");
   if (rs != j.end() && rs->is_object()) {
-    Reader s(*rs, name);
+    const std::string where = std::string(name) + ": rope_scaling";  // errors name the object
+    Reader s(*rs, where);
     FAK_RETURN_IF_ERROR(s.Str("type", c.rope_scaling_type));
     FAK_RETURN_IF_ERROR(s.Str("rope_type", c.rope_scaling_type));
     FAK_RETURN_IF_ERROR(s.Opt("factor", c.rope_scaling_factor));
+    FAK_RETURN_IF_ERROR(s.Opt("low_freq_factor", c.rope_scaling_low_freq_factor));
+    FAK_RETURN_IF_ERROR(s.Opt("high_freq_factor", c.rope_scaling_high_freq_factor));
+    FAK_RETURN_IF_ERROR(s.Opt("original_max_position_embeddings", c.rope_scaling_original_max_position_embeddings));
   }
   return Status::Ok();
 }

@@ -223,12 +223,16 @@ std::shared_ptr<const RopeBinding> MakeRopeBinding(const ModelConfig& c) {
   auto binding = std::make_shared<RopeBinding>();
   binding->pairing = c.rope_pairing == RopePairing::kAdjacent ? kernels::RopePairing::kAdjacent
                                                                 : kernels::RopePairing::kSplitHalf;
-  auto global = std::make_shared<const kernels::RopeTable>(kernels::RopeInverseFrequencies(c.head_dim, c.rope_base),
-                                                           c.context_length);
+  // Frequency scaling (linear, llama3 factors) applies to every Llama layer and to Gemma 3's global
+  // layers; Gemma 3's sliding layers rotate unscaled with their own base (llama.cpp's
+  // rope_freq_scale_train_swa = 1, HF's rotary_emb_local).
+  auto global = std::make_shared<const kernels::RopeTable>(
+      kernels::RopeInverseFrequencies(c.head_dim, c.rope_base, c.rope_scale_factor, c.rope_freq_factors),
+      c.context_length);
   binding->layer_tables.assign(c.n_layers, global);
   std::shared_ptr<const kernels::RopeTable> local;  // Gemma 3 sliding layers: their own base
   for (size_t l = 0; l < c.n_layers; ++l) {
-    if (!c.IsSlidingLayer(l) || c.rope_local_base == c.rope_base) continue;
+    if (!c.IsSlidingLayer(l) || (c.rope_local_base == c.rope_base && !c.HasRopeScaling())) continue;
     if (!local) {
       local = std::make_shared<const kernels::RopeTable>(kernels::RopeInverseFrequencies(c.head_dim, c.rope_local_base),
                                                          c.context_length);

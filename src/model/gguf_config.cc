@@ -2,6 +2,7 @@
 // vocabulary size from the tokenizer's token list, special ids, and Gemma 3's sliding window.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,18 +43,62 @@ int32_t SpecialId(const GgufFile& f, const std::string& key, size_t vocab) {
   return v.has_value() && *v < vocab ? static_cast<int32_t>(*v) : -1;
 }
 
-// RoPE scaling fak does not implement (linear factor, YaRN, llama3 rope_freqs) is refused rather
-// than silently ignored.
-Status CheckRopeScaling(const GgufFile& f, const std::string& arch) {
-  if (const GgufValue* t = f.Find(arch + ".rope.scaling.type")) {
-    auto type = t->ToString();
-    if (type.has_value() && *type != "none") {
-      auto factor = Real(f, arch + ".rope.scaling.factor", 0.0);
-      if (factor.has_value() && *factor != 0.0 && *factor != 1.0)
-        return Unsupported(f.name() + ": " + arch + ".rope.scaling.type " + std::string(*type) + " (not supported)");
+// RoPE scaling as llama.cpp reads it (llama_model_loader, model-formats.md §1.6): the type defaults
+// to "linear"; the factor (or the old key rope.scale_linear) is 1/freq_scale, absent or 0 meaning 1;
+// type "none" never scales. Other types (yarn, longrope) are refused unless their factor is 1, where
+// they rotate exactly as no scaling does.
+Status ReadLinearScaling(const GgufFile& f, const std::string& arch, ModelConfig* c) {
+  std::string type = "linear";
+  const std::string type_key = arch + ".rope.scaling.type";
+  if (f.Find(type_key) != nullptr) {
+    FAK_ASSIGN_OR_RETURN(std::string_view t, f.GetString(type_key));
+    type = std::string(t);
+  }
+  std::string factor_key = arch + ".rope.scaling.factor";
+  if (f.Find(factor_key) == nullptr) factor_key = arch + ".rope.scale_linear";
+  FAK_ASSIGN_OR_RETURN(double factor, Real(f, factor_key, 0.0));
+  if (!std::isfinite(factor) || factor < 0.0) {
+    return Corruption(f.name() + ": " + factor_key + " = " + std::to_string(factor) + " must be finite and >= 0");
+  }
+  if (type == "none" || factor == 0.0 || factor == 1.0) return Status::Ok();
+  if (type != "linear") {
+    return Unsupported(f.name() + ": " + type_key + " \"" + type + "\" with factor " + std::to_string(factor) +
+                       " (supported: linear, and llama3 as rope_freqs.weight)");
+  }
+  c->rope_scale_factor = factor;
+  return Status::Ok();
+}
+
+// Llama 3.x "llama3" scaling: rope_freqs.weight, F32 [head_dim/2], divides theta_i by factor_i
+// (llama.cpp's llama graph). llama.cpp's gemma3 graph never reads it, so a Gemma 3 file with it is
+// refused rather than run one way or the other.
+Status ReadRopeFreqs(const GgufFile& f, ModelConfig* c) {
+  const GgufTensorInfo* t = f.FindTensor("rope_freqs.weight");
+  if (t == nullptr) return Status::Ok();
+  const std::string what = f.name() + ": tensor rope_freqs.weight";
+  if (c->architecture != Architecture::kLlama) return Unsupported(what + " (llama3 RoPE scaling) on a gemma3 model");
+  if (t->type != GgmlType::kF32) return Unsupported(what + " must be F32");
+  const size_t half = c->head_dim / 2;
+  bool shape_ok = !t->ne.empty() && static_cast<size_t>(t->ne[0]) == half;
+  for (size_t i = 1; i < t->ne.size(); ++i) shape_ok = shape_ok && t->ne[i] == 1;
+  if (!shape_ok || t->size_bytes != half * sizeof(float)) {
+    std::string shape;
+    for (int64_t n : t->ne) shape += (shape.empty() ? "" : ", ") + std::to_string(n);
+    return Corruption(what + " has shape [" + shape + "], expected [" + std::to_string(half) + "] (head_dim/2)");
+  }
+  c->rope_freq_factors.resize(half);
+  std::memcpy(c->rope_freq_factors.data(), t->data, half * sizeof(float));
+  for (size_t i = 0; i < half; ++i) {
+    const float v = c->rope_freq_factors[i];
+    if (!std::isfinite(v) || !(v > 0.0f)) {
+      return Corruption(what + " entry " + std::to_string(i) + " = " + std::to_string(v) + " must be finite and > 0");
     }
   }
-  if (f.FindTensor("rope_freqs.weight") != nullptr) return Unsupported(f.name() + ": rope_freqs.weight (llama3 RoPE scaling) is not supported");
+  return Status::Ok();
+}
+
+// Features fak does not implement are refused rather than silently ignored.
+Status CheckUnsupported(const GgufFile& f, const std::string& arch) {
   auto cap = Real(f, arch + ".final_logit_softcapping", 0.0);
   if (cap.has_value() && *cap != 0.0) return Unsupported(f.name() + ": " + arch + ".final_logit_softcapping is not supported");
   return Status::Ok();
@@ -132,7 +177,7 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f, const ModelOptions& option
     return Unsupported(f.name() + ": general.architecture \"" + std::string(arch_name) + "\" (supported: llama, gemma3)");
   }
   const std::string a(arch_name);
-  FAK_RETURN_IF_ERROR(CheckRopeScaling(f, a));
+  FAK_RETURN_IF_ERROR(CheckUnsupported(f, a));
   FAK_ASSIGN_OR_RETURN(c.hidden_size, Uint(f, a + ".embedding_length", std::nullopt));
   FAK_ASSIGN_OR_RETURN(c.n_layers, Uint(f, a + ".block_count", std::nullopt));
   FAK_ASSIGN_OR_RETURN(c.ffn_size, Uint(f, a + ".feed_forward_length", std::nullopt));
@@ -145,6 +190,8 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f, const ModelOptions& option
   FAK_ASSIGN_OR_RETURN(uint64_t n_rot, Uint(f, a + ".rope.dimension_count", c.head_dim));
   if (n_rot != c.head_dim) return Unsupported(f.name() + ": " + a + ".rope.dimension_count != head dim (partial RoPE)");
   FAK_ASSIGN_OR_RETURN(c.rope_base, Real(f, a + ".rope.freq_base", 10000.0));
+  FAK_RETURN_IF_ERROR(ReadLinearScaling(f, a, &c));
+  FAK_RETURN_IF_ERROR(ReadRopeFreqs(f, &c));
   FAK_ASSIGN_OR_RETURN(double eps, Real(f, a + ".attention.layer_norm_rms_epsilon", std::nullopt));
   c.rms_eps = static_cast<float>(eps);
   FAK_ASSIGN_OR_RETURN(c.context_length, Uint(f, a + ".context_length", 2048));

@@ -10,11 +10,13 @@
 #include "src/model/hf_loader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "kernels/rope.h"
 
 namespace fak::internal {
 namespace {
@@ -39,10 +41,6 @@ Result<Architecture> ArchitectureOf(const HfConfig& h, const std::string& file) 
 
 // Features fak does not implement are refused rather than silently ignored.
 Status CheckFeatures(const HfConfig& h, const std::string& file, bool gemma) {
-  const std::string& t = h.rope_scaling_type;
-  if (!t.empty() && t != "default" && !(h.rope_scaling_factor && *h.rope_scaling_factor == 1.0)) {
-    return Unsupported(file + ": rope_scaling type '" + t + "' (RoPE scaling is not supported)");
-  }
   if (h.final_logit_softcapping && *h.final_logit_softcapping != 0.0) {
     return Unsupported(file + ": final_logit_softcapping (not supported)");
   }
@@ -51,6 +49,48 @@ Status CheckFeatures(const HfConfig& h, const std::string& file, bool gemma) {
     return Unsupported(file + ": hidden_act '" + h.hidden_act + "' (this architecture needs '" + act + "')");
   }
   return Status::Ok();
+}
+
+// A rope_scaling number that must be finite and > 0.
+Result<double> ScalingParam(const std::string& file, const char* key, const std::optional<double>& v) {
+  if (!v) return Corruption(file + ": rope_scaling." + key + " is required for this rope_type");
+  if (!std::isfinite(*v) || !(*v > 0.0)) {
+    return Corruption(file + ": rope_scaling." + key + " = " + std::to_string(*v) + " must be finite and > 0");
+  }
+  return *v;
+}
+
+// rope_scaling as transformers' ROPE_INIT_FUNCTIONS computes it: "linear" divides every inverse
+// frequency by factor; "llama3" is _compute_llama3_parameters, kept as the per-frequency divisors a
+// GGUF of the model carries (rope_freqs.weight) so both formats run one table. Gemma 3 applies it
+// to the global layers' rotary embedding only (MakeRopeBinding). Other types are refused.
+Status ReadRopeScaling(const HfConfig& h, const std::string& file, ModelConfig* c) {
+  const std::string& t = h.rope_scaling_type;
+  if (t.empty() || t == "default") return Status::Ok();
+  if (t == "linear") {
+    FAK_ASSIGN_OR_RETURN(c->rope_scale_factor, ScalingParam(file, "factor", h.rope_scaling_factor));
+    return Status::Ok();
+  }
+  if (t == "llama3" && c->architecture == Architecture::kLlama) {
+    FAK_ASSIGN_OR_RETURN(double factor, ScalingParam(file, "factor", h.rope_scaling_factor));
+    FAK_ASSIGN_OR_RETURN(double low, ScalingParam(file, "low_freq_factor", h.rope_scaling_low_freq_factor));
+    FAK_ASSIGN_OR_RETURN(double high, ScalingParam(file, "high_freq_factor", h.rope_scaling_high_freq_factor));
+    const std::optional<int64_t>& orig = h.rope_scaling_original_max_position_embeddings;
+    if (!orig || *orig <= 0) {
+      return Corruption(file + ": rope_scaling.original_max_position_embeddings " +
+                        (orig ? "= " + std::to_string(*orig) + " must be > 0" : std::string("is required for llama3")));
+    }
+    if (!(high > low)) {
+      return Corruption(file + ": rope_scaling.high_freq_factor " + std::to_string(high) +
+                        " must exceed low_freq_factor " + std::to_string(low));
+    }
+    c->rope_freq_factors = kernels::Llama3RopeFreqFactors(c->head_dim, c->rope_base, factor, low, high,
+                                                          static_cast<double>(*orig));
+    return Status::Ok();
+  }
+  return Unsupported(file + ": rope_scaling.rope_type '" + t + "'" +
+                     (c->architecture == Architecture::kLlama ? "" : " on gemma3") +
+                     " (supported: linear; llama3 for llama)");
 }
 
 Result<size_t> Positive(const std::string& file, const char* key, int64_t v) {
@@ -259,6 +299,7 @@ Result<ModelConfig> ConfigFromHf(const HfCheckpoint& ck, const ModelOptions& opt
   FAK_ASSIGN_OR_RETURN(c.head_dim, Positive(f, "head_dim", h.head_dim.value_or(h.hidden_size / h.num_attention_heads)));
   c.rope_base = h.rope_theta.value_or(gemma ? 1000000.0 : 10000.0);
   c.rms_eps = static_cast<float>(h.rms_norm_eps.value_or(1e-6));
+  FAK_RETURN_IF_ERROR(ReadRopeScaling(h, f, &c));
   FAK_ASSIGN_OR_RETURN(c.context_length,
                        Positive(f, "max_position_embeddings", h.max_position_embeddings.value_or(2048)));
   if (options.max_context > 0) c.context_length = std::min(c.context_length, options.max_context);

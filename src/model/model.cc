@@ -80,6 +80,7 @@ const Digest& Model::WeightsDigest() const {
     if (c.architecture == Architecture::kGemma3) {  // (Llama digests stay as they were)
       d.UpdatePod(c.rope_local_base).UpdatePod(c.query_pre_attn_scalar).UpdatePod(impl_->weights.norm_one_plus);
     }
+    if (c.HasRopeScaling()) d.Update(c.RopeScalingLabel());  // (unscaled digests stay as they were)
     impl_->weights.ForEach([&](const char*, const internal::WeightTensor& t) {
       if (internal::IsQuantized(t.dtype)) d.UpdatePod(static_cast<int>(t.dtype));
       // The stored bytes: f32 values, or quant blocks as mapped from the file.

@@ -1,4 +1,6 @@
 // ModelConfig: validation naming the inconsistent field, and the shapes fak ships presets for.
+#include <charconv>
+#include <cmath>
 #include <string>
 
 #include "fak/model.h"
@@ -7,6 +9,33 @@ namespace fak {
 namespace {
 
 Status Field(const char* name, const std::string& why) { return InvalidArgument(std::string("ModelConfig.") + name + ": " + why); }
+
+// The shortest decimal that round-trips the double ("8", "0.5", "1e+06").
+std::string Shortest(double v) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
+}
+
+Status ValidateRopeScaling(const ModelConfig& c) {
+  if (!std::isfinite(c.rope_scale_factor) || !(c.rope_scale_factor > 0.0)) {
+    return Field("rope_scale_factor", Shortest(c.rope_scale_factor) + " must be finite and > 0");
+  }
+  if (c.rope_freq_factors.empty()) return Status::Ok();
+  if (c.rope_freq_factors.size() != c.head_dim / 2) {
+    return Field("rope_freq_factors", "has " + std::to_string(c.rope_freq_factors.size()) +
+                                          " entries, expected head_dim/2 = " + std::to_string(c.head_dim / 2));
+  }
+  for (size_t i = 0; i < c.rope_freq_factors.size(); ++i) {
+    const float f = c.rope_freq_factors[i];
+    if (!std::isfinite(f) || !(f > 0.0f)) {
+      return Field("rope_freq_factors", "entry " + std::to_string(i) + " = " + Shortest(f) + " must be finite and > 0");
+    }
+  }
+  // llama.cpp's gemma3 graph passes no frequency factors; a Gemma 3 file with them has no reference.
+  if (c.architecture == Architecture::kGemma3) return Field("rope_freq_factors", "not applied by Gemma 3");
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -27,6 +56,7 @@ Status ModelConfig::Validate() const {
   }
   if (!positive(ffn_size)) return Field("ffn_size", "must be > 0");
   if (!(rope_base > 1.0)) return Field("rope_base", std::to_string(rope_base) + " must be > 1");
+  FAK_RETURN_IF_ERROR(ValidateRopeScaling(*this));
   if (!(rms_eps > 0.0f)) return Field("rms_eps", "must be > 0");
   if (!positive(context_length)) return Field("context_length", "must be > 0");
   if (context_length > (size_t{1} << 24)) return Field("context_length", std::to_string(context_length) + " exceeds 2^24");
@@ -44,6 +74,18 @@ Status ModelConfig::Validate() const {
 bool ModelConfig::IsSlidingLayer(size_t layer) const {
   return architecture == Architecture::kGemma3 && sliding_window > 0 && sliding_window_pattern > 0 &&
          (layer + 1) % sliding_window_pattern != 0;
+}
+
+std::string ModelConfig::RopeScalingLabel() const {
+  std::string label;
+  if (rope_scale_factor != 1.0) label = "linear " + Shortest(rope_scale_factor);
+  if (!rope_freq_factors.empty()) {
+    // The factors themselves, hashed: two files with other factors never share a label.
+    Digester d;
+    d.Update(rope_freq_factors.data(), rope_freq_factors.size() * sizeof(float));
+    label += (label.empty() ? "" : " + ") + std::string("llama3 ") + d.Finish().Hex();
+  }
+  return label.empty() ? "none" : label;
 }
 
 std::string ModelConfig::Describe() const {

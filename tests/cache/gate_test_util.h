@@ -80,7 +80,7 @@ inline void FlipAxis(BindingTuple* b, BindingAxis axis, int variant = 0) {
       break;
     case BindingAxis::kProducer:
       if (variant % 3 == 0) b->producer.version = "0.2.0";
-      if (variant % 3 == 1) b->producer.kernel_build = "kernels-r2 gcc-12.2.0";
+      if (variant % 3 == 1) b->producer.kernel_build = "kernels-r0 cc-0.0";  // never a real build
       if (variant % 3 == 2) b->producer.library = "not-fak";
       break;
     case BindingAxis::kSpanDigest: b->span_digest.bytes[31] ^= 0x80; break;

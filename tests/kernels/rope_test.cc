@@ -165,5 +165,78 @@ TEST(RopeTest, SameBitsWhicheverTierIsActive) {
     EXPECT_EQ(0, std::memcmp(results[0].data(), results[i].data(), x.size() * sizeof(float)));
 }
 
+// Linear scaling (rope.scaling.type linear / HF rope_type linear) divides every inverse frequency by
+// the factor, i.e. position p rotates as p / factor did.
+TEST(RopeTest, LinearScalingDividesEveryInverseFrequency) {
+  const std::vector<double> plain = RopeInverseFrequencies(64, kBase);
+  const std::vector<double> none = RopeInverseFrequencies(64, kBase, 1.0, {});
+  EXPECT_EQ(0, std::memcmp(plain.data(), none.data(), plain.size() * sizeof(double)));  // unscaled: same bits
+  for (double factor : {8.0, 4.0, 2.5, 0.5}) {
+    const std::vector<double> scaled = RopeInverseFrequencies(64, kBase, factor, {});
+    ASSERT_EQ(scaled.size(), plain.size());
+    for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(scaled[i], plain[i] / factor) << factor << " " << i;
+  }
+  // A power-of-two factor scales exactly, so position 8q under x8 has the bits of position q unscaled.
+  RopeTable unscaled(plain, 64), by8(RopeInverseFrequencies(64, kBase, 8.0, {}), 8 * 64);
+  for (size_t q : {1, 5, 63}) {
+    EXPECT_EQ(0, std::memcmp(unscaled.cos_row(q), by8.cos_row(8 * q), 32 * sizeof(float))) << q;
+    EXPECT_EQ(0, std::memcmp(unscaled.sin_row(q), by8.sin_row(8 * q), 32 * sizeof(float))) << q;
+  }
+  EXPECT_NE(0, std::memcmp(unscaled.cos_row(5), by8.cos_row(5), 32 * sizeof(float)));  // non-vacuity
+}
+
+// Llama 3.1's own rope_scaling (factor 8, low 1, high 4, original context 8192, theta 5e5, head_dim
+// 128): high-frequency dims (wavelength < 8192/4) unchanged, low-frequency ones (> 8192/1) divided
+// by 8, the band between interpolated smoothly — and dividing by the factors is HF's
+// _compute_llama3_parameters, which multiplies the medium band by (1 - s)/factor + s.
+TEST(RopeTest, Llama3FactorsArePiecewiseAsHfComputesThem) {
+  const double base = 500000.0, factor = 8.0, low = 1.0, high = 4.0, orig = 8192.0;
+  const std::vector<float> ff = Llama3RopeFreqFactors(128, base, factor, low, high, orig);
+  const std::vector<double> inv = RopeInverseFrequencies(128, base);
+  const std::vector<double> scaled = RopeInverseFrequencies(128, base, 1.0, ff);
+  ASSERT_EQ(ff.size(), 64u);
+  size_t n_high = 0, n_low = 0, n_medium = 0;
+  for (size_t i = 0; i < ff.size(); ++i) {
+    const double wavelen = 2 * M_PI / inv[i];
+    double hf = inv[i];  // transformers, in double
+    if (wavelen < orig / high) {
+      EXPECT_EQ(ff[i], 1.0f) << i;
+      ++n_high;
+    } else if (wavelen > orig / low) {
+      EXPECT_EQ(ff[i], 8.0f) << i;
+      hf = inv[i] / factor;
+      ++n_low;
+    } else {
+      const double s = (orig / wavelen - low) / (high - low);
+      hf = (1 - s) * inv[i] / factor + s * inv[i];
+      EXPECT_GT(ff[i], 1.0f) << i;
+      EXPECT_LT(ff[i], 8.0f) << i;
+      if (i > 0) {
+        EXPECT_GT(ff[i], ff[i - 1]) << i;  // longer wavelengths are scaled more
+      }
+      ++n_medium;
+    }
+    EXPECT_NEAR(scaled[i], hf, 1e-7 * hf) << i;  // the factors are stored as f32
+  }
+  EXPECT_EQ(ff[0], 1.0f);
+  EXPECT_EQ(ff[63], 8.0f);
+  EXPECT_GT(n_high, 0u);
+  EXPECT_GT(n_medium, 0u);
+  EXPECT_GT(n_low, 0u);
+}
+
+// The values llama.cpp's converter wrote to the committed fixtures' rope_freqs.weight
+// (tests/data/llama_cpp/llama_rope_freqs.gguf, tests/data/hf/llama3_rope.gguf).
+TEST(RopeTest, Llama3FactorsMatchTheConverter) {
+  const std::vector<float> a = Llama3RopeFreqFactors(16, 10000.0, 8.0, 1.0, 4.0, 128.0);
+  const std::vector<float> want_a = {1.0f, 1.0f, 2.3391166f, 8.0f, 8.0f, 8.0f, 8.0f, 8.0f};
+  ASSERT_EQ(a.size(), want_a.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], want_a[i], 1e-6 * want_a[i]) << i;
+  const std::vector<float> b = Llama3RopeFreqFactors(8, 10000.0, 8.0, 1.0, 8.0, 256.0);
+  const std::vector<float> want_b = {1.0f, 1.9634954f, 8.0f, 8.0f};
+  ASSERT_EQ(b.size(), want_b.size());
+  for (size_t i = 0; i < b.size(); ++i) EXPECT_NEAR(b[i], want_b[i], 1e-6 * want_b[i]) << i;
+}
+
 }  // namespace
 }  // namespace fak::kernels::testing

@@ -111,14 +111,60 @@ TEST(HfModelErrorsTest, UnsupportedArchitectureAndFeatures) {
   };
   const Case cases[] = {
       {"\"model_type\": \"llama\"", "\"model_type\": \"mistral\"", "model_type 'mistral'"},
-      {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}",
-       "rope_scaling type 'llama3'"},
+      {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}",
+       "rope_scaling.rope_type 'yarn'"},
       {"\"hidden_act\": \"silu\"", "\"hidden_act\": \"relu\"", "hidden_act 'relu'"},
   };
   for (const Case& c : cases) {
     Broken b;
     b.Replace(c.from, c.to);
     ExpectError(b.Load(dir), StatusCode::kUnsupported, c.needle);
+  }
+}
+
+// rope_scaling: linear and llama3 load (tests/model/rope_scaling_test.cc checks their logits);
+// another type, a bad factor or a missing llama3 parameter is refused naming the key.
+TEST(HfModelErrorsTest, RopeScalingIsReadOrRefusedByName) {
+  ScratchDir dir("rope_scaling");
+  const std::string llama3_all = R"({"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0, )"
+                                 R"("original_max_position_embeddings": 64, "factor": 8.0})";
+  const std::string llama3_no_factor = R"({"rope_type": "llama3", "low_freq_factor": 1.0, "high_freq_factor": 4.0, )"
+                                       R"("original_max_position_embeddings": 64})";
+  struct Case {
+    std::string scaling;
+    StatusCode code;  // kOk: loads
+    std::string needle;
+  };
+  const Case cases[] = {
+      {R"({"rope_type": "linear", "factor": 4.0})", StatusCode::kOk, ""},
+      {R"({"type": "linear", "factor": 1.0})", StatusCode::kOk, ""},
+      {llama3_all, StatusCode::kOk, ""},
+      {R"({"rope_type": "default"})", StatusCode::kOk, ""},
+      {R"({"rope_type": "dynamic", "factor": 2.0})", StatusCode::kUnsupported, "rope_scaling.rope_type 'dynamic'"},
+      {R"({"rope_type": "longrope", "factor": 2.0})", StatusCode::kUnsupported, "rope_scaling.rope_type 'longrope'"},
+      {R"({"type": "su", "factor": 2.0})", StatusCode::kUnsupported, "rope_scaling.rope_type 'su'"},
+      {R"({"rope_type": "linear", "factor": 0.0})", StatusCode::kCorruption, "rope_scaling.factor = 0"},
+      {R"({"rope_type": "linear", "factor": -4.0})", StatusCode::kCorruption, "rope_scaling.factor = -4"},
+      {R"({"rope_type": "linear"})", StatusCode::kCorruption, "rope_scaling.factor is required"},
+      {R"({"rope_type": "linear", "factor": "8"})", StatusCode::kInvalidArgument, "rope_scaling: key 'factor'"},
+      {llama3_no_factor, StatusCode::kCorruption, "rope_scaling.factor is required"},
+      {R"({"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64})",
+       StatusCode::kCorruption, "rope_scaling.low_freq_factor is required"},
+      {R"({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 4.0, )"
+       R"("original_max_position_embeddings": 64})",
+       StatusCode::kCorruption, "rope_scaling.high_freq_factor"},
+      {R"({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0})",
+       StatusCode::kCorruption, "rope_scaling.original_max_position_embeddings"},
+  };
+  for (const Case& c : cases) {
+    Broken b;
+    b.Replace("\"rope_scaling\": null", std::string("\"rope_scaling\": ").append(c.scaling));
+    const Status s = b.Load(dir);
+    if (c.code == StatusCode::kOk) {
+      EXPECT_TRUE(s.ok()) << c.scaling << ": " << s.ToString();
+    } else {
+      ExpectError(s, c.code, c.needle);
+    }
   }
 }
 

@@ -9,6 +9,11 @@ Models (tests/model/hf_model_test.cc):
   llama_sharded/  the same weights as F32 in two shards + model.safetensors.index.json.
   llama.gguf      the same weights as F32 in a llama GGUF, q/k permuted as llama.cpp's
                   convert_hf_to_gguf.py (LlamaModel.permute) does.
+  llama3_rope/    the llama weights with Llama 3.1 "llama3" rope_scaling in config.json
+  llama3_rope.gguf   and its GGUF twin with rope_freqs.weight as the converter computes it (f32).
+  llama3_rope.logits the reference on ROPE_PROMPT (llama3_rope.tokens: 100 ids, so the scaled dims rotate visibly),
+                  inverse frequencies from transformers' _compute_llama3_parameters in float64.
+                  `make_hf_fixtures.py llama3_rope` writes only these.
   gemma/          Gemma 3 text config.json + model.safetensors (BF16, raw norm weights w).
   gemma.gguf      the same as a gemma3 GGUF: norms stored as w + 1 (in f32), as the converter does.
   *.logits        float32 [n_tokens][vocab] next-token logits of `PROMPT` from an independent
@@ -27,8 +32,10 @@ in tests/data/vocab/, each written both as tokenizer.json and as a vocab-only GG
   <name>.out                                     ids from the HF `tokenizers` library, one line per text.
 """
 import json
+import math
 import os
 import struct
+import sys
 
 import gguf
 import numpy as np
@@ -38,6 +45,12 @@ from tokenizers import Tokenizer
 HERE = os.path.dirname(os.path.abspath(__file__))
 VOCAB = os.path.join(HERE, "..", "vocab")
 PROMPT = [1, 5, 9, 2, 33, 17, 60, 4, 41, 8, 23]
+ROPE_PROMPT = [1] + [int(t) for t in np.random.default_rng(31).integers(3, 64, size=99)]
+# head_dim 8, theta 1e4: wavelengths 6.3 (< 256/8: unchanged), 63 (interpolated, s = 0.44) and
+# 628, 6283 (> 256/1: divided by 8) — every branch, none near a threshold.
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 8.0,
+               "original_max_position_embeddings": 256}
+LLAMA3_CONTEXT = 1024  # max_position_embeddings: the full trained length, > the original 256
 
 # ---------------------------------------------------------------- models
 
@@ -94,14 +107,45 @@ def llama_weights(rng):
     return {k: f16_round(v) for k, v in w.items()}
 
 
-def llama_config():
+def llama_config(**overrides):
     c = LLAMA
-    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": c["vocab"],
+    return {**{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": c["vocab"],
             "hidden_size": c["hidden"], "intermediate_size": c["ffn"], "num_hidden_layers": c["layers"],
             "num_attention_heads": c["heads"], "num_key_value_heads": c["kv_heads"], "hidden_act": "silu",
             "max_position_embeddings": 128, "rms_norm_eps": c["eps"], "rope_theta": c["theta"],
             "rope_scaling": None, "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2,
-            "torch_dtype": "float16"}
+            "torch_dtype": "float16"}, **overrides}
+
+
+def llama3_inv_freq(dim, base, rs):
+    """transformers' _compute_llama3_parameters, in float64."""
+    inv = 1.0 / (base ** (np.arange(0, dim, 2, dtype=np.float64) / dim))
+    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old = rs["original_max_position_embeddings"]
+    wavelen = 2 * math.pi / inv
+    inv_llama = np.where(wavelen > old / low, inv / factor, inv)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * inv_llama / factor + smooth * inv_llama
+    medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+    return np.where(medium, smoothed, inv_llama)
+
+
+def llama3_rope_freqs(dim, base, rs):
+    """rope_freqs.weight as convert_hf_to_gguf.py (LlamaModel.generate_extra_tensors) writes it, in f32."""
+    freqs = np.float32(1) / (np.float32(base) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
+    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    old = rs["original_max_position_embeddings"]
+    out = []
+    for freq in freqs:
+        wavelen = np.float32(2 * math.pi) / freq
+        if wavelen < old / high:
+            out.append(1.0)
+        elif wavelen > old / low:
+            out.append(factor)
+        else:
+            smooth = (np.float32(old) / wavelen - np.float32(low)) / np.float32(high - low)
+            out.append(np.float32(1) / ((np.float32(1) - smooth) / np.float32(factor) + smooth))
+    return np.array(out, dtype=np.float32)
 
 
 def permute(w, n_head, n_head_kv):
@@ -111,10 +155,10 @@ def permute(w, n_head, n_head_kv):
     return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
 
 
-def write_llama_gguf(path, w):
+def write_llama_gguf(path, w, context=128, rope_freqs=None):
     c = LLAMA
     g = gguf.GGUFWriter(path, "llama")
-    g.add_context_length(128)
+    g.add_context_length(context)
     g.add_embedding_length(c["hidden"])
     g.add_block_count(c["layers"])
     g.add_feed_forward_length(c["ffn"])
@@ -123,6 +167,8 @@ def write_llama_gguf(path, w):
     g.add_rope_dimension_count(c["hidden"] // c["heads"])
     g.add_rope_freq_base(c["theta"])
     g.add_layer_norm_rms_eps(c["eps"])
+    if rope_freqs is not None:  # the converter yields it first
+        g.add_tensor("rope_freqs.weight", rope_freqs)
     g.add_tensor("token_embd.weight", w["model.embed_tokens.weight"])
     g.add_tensor("output_norm.weight", w["model.norm.weight"])
     g.add_tensor("output.weight", w["lm_head.weight"])
@@ -227,9 +273,10 @@ def rms(x, w, eps, one_plus=False):
     return y * ((1.0 if one_plus else 0.0) + w)
 
 
-def rope_half(x, pos, base):  # x [T, H, hd]; HF apply_rotary_pos_emb with rotate_half
+def rope_half(x, pos, base, inv=None):  # x [T, H, hd]; HF apply_rotary_pos_emb with rotate_half
     hd = x.shape[-1]
-    inv = base ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
+    if inv is None:
+        inv = base ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)
     ang = np.outer(pos, inv)
     cos = np.concatenate([np.cos(ang)] * 2, -1)[:, None, :]
     sin = np.concatenate([np.sin(ang)] * 2, -1)[:, None, :]
@@ -250,7 +297,7 @@ def attention(q, k, v, scale, window=0):  # q [T, H, hd], k/v [T, KV, hd]; causa
     return np.einsum("hts,shd->thd", p, v).reshape(T, -1)
 
 
-def llama_reference(w, tokens):
+def llama_reference(w, tokens, inv=None):
     c = LLAMA
     W = {k: v.astype(np.float64) for k, v in w.items()}
     hd = c["hidden"] // c["heads"]
@@ -262,7 +309,7 @@ def llama_reference(w, tokens):
         q = (h @ W[p + "self_attn.q_proj.weight"].T).reshape(len(tokens), c["heads"], hd)
         k = (h @ W[p + "self_attn.k_proj.weight"].T).reshape(len(tokens), c["kv_heads"], hd)
         v = (h @ W[p + "self_attn.v_proj.weight"].T).reshape(len(tokens), c["kv_heads"], hd)
-        q, k = rope_half(q, pos, c["theta"]), rope_half(k, pos, c["theta"])
+        q, k = rope_half(q, pos, c["theta"], inv), rope_half(k, pos, c["theta"], inv)
         x = x + attention(q, k, v, hd ** -0.5) @ W[p + "self_attn.o_proj.weight"].T
         h = rms(x, W[p + "post_attention_layernorm.weight"], c["eps"])
         g = h @ W[p + "mlp.gate_proj.weight"].T
@@ -326,12 +373,30 @@ def make_models():
     write_llama_gguf(os.path.join(HERE, "llama.gguf"), w)
     llama_reference(w, PROMPT).astype(np.float32).tofile(os.path.join(HERE, "llama.logits"))
 
+    make_llama3_rope()
     g = gemma_weights(np.random.default_rng(7))
     os.makedirs(os.path.join(HERE, "gemma"), exist_ok=True)
     write_json(os.path.join(HERE, "gemma", "config.json"), gemma_config())
     write_bf16_safetensors(os.path.join(HERE, "gemma", "model.safetensors"), g)
     write_gemma_gguf(os.path.join(HERE, "gemma.gguf"), g)
     gemma_reference(g, PROMPT).astype(np.float32).tofile(os.path.join(HERE, "gemma.logits"))
+
+
+def make_llama3_rope():
+    w = llama_weights(np.random.default_rng(20240609))  # the llama/ weights
+    hd = LLAMA["hidden"] // LLAMA["heads"]
+    d = os.path.join(HERE, "llama3_rope")
+    os.makedirs(d, exist_ok=True)
+    write_json(os.path.join(d, "config.json"),
+               llama_config(rope_scaling=LLAMA3_ROPE, max_position_embeddings=LLAMA3_CONTEXT))
+    save_file({k: v.astype(np.float16) for k, v in w.items()}, os.path.join(d, "model.safetensors"),
+              metadata={"format": "pt"})
+    write_llama_gguf(os.path.join(HERE, "llama3_rope.gguf"), w, context=LLAMA3_CONTEXT,
+                     rope_freqs=llama3_rope_freqs(hd, LLAMA["theta"], LLAMA3_ROPE))
+    inv = llama3_inv_freq(hd, LLAMA["theta"], LLAMA3_ROPE)
+    llama_reference(w, ROPE_PROMPT, inv).astype(np.float32).tofile(os.path.join(HERE, "llama3_rope.logits"))
+    with open(os.path.join(HERE, "llama3_rope.tokens"), "w") as f:
+        f.write(" ".join(map(str, ROPE_PROMPT)) + "\n")
 
 
 # ---------------------------------------------------------------- tokenizers
@@ -505,6 +570,9 @@ def encode_all(path, texts, out_name):
 
 
 def main():
+    if sys.argv[1:] == ["llama3_rope"]:
+        make_llama3_rope()
+        return
     make_models()
     texts = read_inp(os.path.join(VOCAB, "ggml-vocab-llama-spm.gguf.inp")) + EXTRA_TEXTS
     write_inp(os.path.join(HERE, "texts.inp"), texts)
