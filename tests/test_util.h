@@ -4,7 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "fak/status.h"
@@ -27,6 +32,23 @@
   lhs = std::move(*tmp)
 
 namespace fak::testing {
+
+// Whitespace-separated token ids (fixture .tokens files).
+inline std::vector<int32_t> ReadTokenIds(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<int32_t> ids;
+  for (int32_t id; in >> id;) ids.push_back(id);
+  return ids;
+}
+
+// Raw little-endian f32 values (fixture logits files).
+inline std::vector<float> ReadF32s(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> v(bytes.size() / sizeof(float));
+  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
+  return v;
+}
 
 inline Status ToStatus(const Status& s) { return s; }
 template <class T>

@@ -270,29 +270,76 @@ void Scale(const float* a, float s, float* y, size_t n) {
 }
 
 // Scores, softmax and the weighted sum of values for query heads [head_begin, head_end).
+// s[t] = Dot(q, k_t) · scale for n keys of head_dim floats (k_t at k + t · head_dim): kWidth keys at a
+// time with independent accumulators and one batched horizontal sum, each key with Dot's arithmetic
+// (full-width chunks in order, Hsum, the scalar tail), so the scores have Dot's bits.
+template <class V>
+void AttentionScores(const float* q, const float* k, size_t head_dim, size_t n, float scale, float* s) {
+  constexpr size_t W = V::kWidth;
+  const size_t full = head_dim / W * W;
+  alignas(64) float sums[W];
+  size_t t = 0;
+  for (; t + W <= n; t += W) {
+    typename V::B acc[W];
+    for (size_t j = 0; j < W; ++j) acc[j] = V::Set1(0.0f);
+    for (size_t i = 0; i < full; i += W) {
+      const typename V::B qv = V::Load(q + i);
+      for (size_t j = 0; j < W; ++j) acc[j] = V::Fma(qv, V::Load(k + (t + j) * head_dim + i), acc[j]);
+    }
+    V::Store(sums, V::HsumBatch(acc));
+    for (size_t j = 0; j < W; ++j) {
+      const float* kj = k + (t + j) * head_dim;
+      float x = sums[j];
+      for (size_t i = full; i < head_dim; ++i) x = x + q[i] * kj[i];
+      s[t + j] = x * scale;
+    }
+  }
+  for (; t < n; ++t) s[t] = Dot<V>(q, k + t * head_dim, head_dim) * scale;
+}
+
+// out[d] = Σ_t s[t] · v_t[d], t in order for every d; four head_dim chunks run side by side so their
+// chains overlap (each chunk's order is unchanged).
+template <class V>
+void AttentionValues(const float* s, const float* v, size_t head_dim, size_t n, float* out) {
+  constexpr size_t W = V::kWidth;
+  size_t d = 0;
+  for (; d + 4 * W <= head_dim; d += 4 * W) {
+    typename V::B a0 = V::Set1(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t t = 0; t < n; ++t) {
+      const typename V::B st = V::Set1(s[t]);
+      const float* vt = v + t * head_dim + d;
+      a0 = V::Fma(st, V::Load(vt), a0);
+      a1 = V::Fma(st, V::Load(vt + W), a1);
+      a2 = V::Fma(st, V::Load(vt + 2 * W), a2);
+      a3 = V::Fma(st, V::Load(vt + 3 * W), a3);
+    }
+    V::Store(out + d, a0);
+    V::Store(out + d + W, a1);
+    V::Store(out + d + 2 * W, a2);
+    V::Store(out + d + 3 * W, a3);
+  }
+  for (; d + W <= head_dim; d += W) {
+    typename V::B acc = V::Set1(0.0f);
+    for (size_t t = 0; t < n; ++t) acc = V::Fma(V::Set1(s[t]), V::Load(v + t * head_dim + d), acc);
+    V::Store(out + d, acc);
+  }
+  for (; d < head_dim; ++d) {
+    float acc = 0.0f;
+    for (size_t t = 0; t < n; ++t) acc = acc + s[t] * v[t * head_dim + d];
+    out[d] = acc;
+  }
+}
+
 template <class V>
 void Attention(const AttentionArgs& a) {
   const size_t group = a.n_heads / a.n_kv_heads;
   const size_t n_keys = a.key_end - a.key_begin;
   for (size_t h = a.head_begin; h < a.head_end; ++h) {
-    const float* q = a.q + h * a.head_dim;
-    const float* k = a.k + (h / group) * a.kv_head_stride;
-    const float* v = a.v + (h / group) * a.kv_head_stride;
-    float* s = a.scratch;
-    for (size_t t = 0; t < n_keys; ++t) s[t] = Dot<V>(q, k + (a.key_begin + t) * a.head_dim, a.head_dim) * a.scale;
-    Softmax<V>(s, n_keys);
-    float* out = a.out + h * a.head_dim;
-    size_t d = 0;
-    for (; d + V::kWidth <= a.head_dim; d += V::kWidth) {
-      typename V::B acc = V::Set1(0.0f);
-      for (size_t t = 0; t < n_keys; ++t) acc = V::Fma(V::Set1(s[t]), V::Load(v + (a.key_begin + t) * a.head_dim + d), acc);
-      V::Store(out + d, acc);
-    }
-    for (; d < a.head_dim; ++d) {
-      float acc = 0.0f;
-      for (size_t t = 0; t < n_keys; ++t) acc = acc + s[t] * v[(a.key_begin + t) * a.head_dim + d];
-      out[d] = acc;
-    }
+    const float* k = a.k + (h / group) * a.kv_head_stride + a.key_begin * a.head_dim;
+    const float* v = a.v + (h / group) * a.kv_head_stride + a.key_begin * a.head_dim;
+    AttentionScores<V>(a.q + h * a.head_dim, k, a.head_dim, n_keys, a.scale, a.scratch);
+    Softmax<V>(a.scratch, n_keys);
+    AttentionValues<V>(a.scratch, v, a.head_dim, n_keys, a.out + h * a.head_dim);
   }
 }
 

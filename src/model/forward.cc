@@ -110,10 +110,13 @@ void AttentionRows(const Pass& p, size_t layer, const KVCache& cache, size_t slo
                            ? p.c.query_pre_attn_scalar
                            : static_cast<float>(hd);
   const float scale = 1.0f / std::sqrt(scalar);
+  // Causal rows cost in proportion to their position, so work item r is row r/2 from the top for
+  // even r and from the bottom for odd r: contiguous thread shares then hold equal work.
   p.pool->ParallelFor(rows * nh, 1, [&](size_t begin, size_t end) {
     AlignedBuffer scratch(slot0 + rows);
     for (size_t u = begin; u < end;) {
-      const size_t row = u / nh, head_begin = u % nh, head_end = std::min(nh, head_begin + (end - u));
+      const size_t r = u / nh, row = r % 2 == 0 ? r / 2 : rows - 1 - r / 2;
+      const size_t head_begin = u % nh, head_end = std::min(nh, head_begin + (end - u));
       kernels::AttentionArgs a{};
       a.q = q + row * nh * hd;
       a.k = cache.k(layer, 0);

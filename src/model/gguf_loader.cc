@@ -9,12 +9,6 @@
 namespace fak::internal {
 namespace {
 
-std::string ShapeString(const std::vector<int64_t>& ne) {
-  std::string s = "[";
-  for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-  return s + "]";
-}
-
 class TensorReader {
  public:
   TensorReader(const GgufFile& f, ModelWeights* w) : f_(f), w_(w) {}

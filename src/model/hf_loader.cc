@@ -152,12 +152,6 @@ std::string LmHeadName(const std::string& prefix) {
   return prefix == "language_model.model." ? "language_model.lm_head.weight" : "lm_head.weight";
 }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 class TensorReader {
  public:
   TensorReader(const HfCheckpoint& ck, ModelWeights* w) : ck_(ck), w_(w) {}

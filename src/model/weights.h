@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -93,6 +94,13 @@ struct ModelWeights {
 
 // Deterministic, machine-independent random weights (counter-based generator, parallel fill).
 ModelWeights SyntheticWeights(const ModelConfig& config, uint64_t seed, ThreadPool* pool);
+
+// "[a, b, …]": a tensor's shape as the loaders' error messages name it.
+inline std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
 
 }  // namespace fak::internal
 

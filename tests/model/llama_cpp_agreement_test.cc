@@ -25,22 +25,6 @@ namespace {
 
 std::string DataPath(const std::string& name) { return std::string(FAK_TEST_DATA_DIR) + "/llama_cpp/" + name; }
 
-std::vector<int32_t> ReadTokens(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<int32_t> ids;
-  for (int32_t id; in >> id;) ids.push_back(id);
-  return ids;
-}
-
-std::vector<float> ReadF32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::copy(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(v.size() * sizeof(float)),
-            reinterpret_cast<char*>(v.data()));
-  return v;
-}
-
 struct Agreement {
   size_t positions = 0;
   double top1 = 0, kl_mean = 0, kl_max = 0, max_abs = 0;
@@ -84,8 +68,8 @@ class LlamaCppAgreementTest : public ::testing::TestWithParam<const char*> {};
 TEST_P(LlamaCppAgreementTest, NextTokenDistributionsMatchLlamaCpp) {
   const std::string name = GetParam();
   ASSERT_OK_AND_ASSIGN(auto model, Model::Load(DataPath(name + ".gguf")));
-  const std::vector<int32_t> tokens = ReadTokens(DataPath(name + ".tokens"));
-  const std::vector<float> ref = ReadF32(DataPath(name + ".logits.bin"));
+  const std::vector<int32_t> tokens = testing::ReadTokenIds(DataPath(name + ".tokens"));
+  const std::vector<float> ref = testing::ReadF32s(DataPath(name + ".logits.bin"));
   const size_t vocab = model->config().vocab_size, n = tokens.size();
   ASSERT_GE(n, 128u) << name;
   ASSERT_EQ(ref.size(), n * vocab) << name << ": logits file does not match " << n << " tokens x vocab " << vocab;

@@ -33,20 +33,6 @@ using testing::MaxAbsDiff;
 
 std::string LlamaCppData(const std::string& name) { return std::string(FAK_TEST_DATA_DIR) + "/llama_cpp/" + name; }
 
-std::vector<int32_t> ReadTokens(const std::string& path) {
-  std::ifstream in(path);
-  std::vector<int32_t> ids;
-  for (int32_t id; in >> id;) ids.push_back(id);
-  return ids;
-}
-
-std::vector<float> ReadF32(const std::string& path) {
-  const std::string bytes = testing::ReadText(path);
-  std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
-  return v;
-}
-
 std::vector<float> AllLogits(const Model& m, const std::vector<int32_t>& tokens) {
   KVCache cache = m.NewCache();
   auto logits = m.Prefill(&cache, tokens, LogitsMode::kAll);
@@ -138,10 +124,10 @@ TEST(RopeScalingTest, HfLlama3MatchesItsGgufTwinAndTheOracle) {
   EXPECT_EQ(h.context_length, 1024u);  // the full trained length, not the original 256
   EXPECT_EQ(g.context_length, 1024u);
 
-  const std::vector<int32_t> tokens = ReadTokens(HfData("llama3_rope.tokens"));
+  const std::vector<int32_t> tokens = testing::ReadTokenIds(HfData("llama3_rope.tokens"));
   ASSERT_EQ(tokens.size(), 100u);
   const std::vector<float> a = AllLogits(*hf, tokens), b = AllLogits(*gguf, tokens);
-  const std::vector<float> oracle = ReadF32(HfData("llama3_rope.logits"));
+  const std::vector<float> oracle = testing::ReadF32s(HfData("llama3_rope.logits"));
   ASSERT_EQ(a.size(), tokens.size() * 64);
   ASSERT_OK_AND_ASSIGN(auto unscaled, Model::Load(HfData("llama")));  // same weights, no rope_scaling
   const std::vector<float> control = AllLogits(*unscaled, tokens);
@@ -173,9 +159,9 @@ TEST_P(LlamaCppRopeScalingTest, MatchesLlamaCppAndTheUnscaledTwinDoesNot) {
   ASSERT_OK_AND_ASSIGN(auto unscaled, Model::Load(LlamaCppData(std::string(fx.unscaled) + ".gguf")));
   ASSERT_TRUE(scaled->config().HasRopeScaling());
   ASSERT_FALSE(unscaled->config().HasRopeScaling());
-  const std::vector<int32_t> tokens = ReadTokens(LlamaCppData(std::string(fx.scaled) + ".tokens"));
-  ASSERT_EQ(tokens, ReadTokens(LlamaCppData(std::string(fx.unscaled) + ".tokens")));
-  const std::vector<float> ref = ReadF32(LlamaCppData(std::string(fx.scaled) + ".logits.bin"));
+  const std::vector<int32_t> tokens = testing::ReadTokenIds(LlamaCppData(std::string(fx.scaled) + ".tokens"));
+  ASSERT_EQ(tokens, testing::ReadTokenIds(LlamaCppData(std::string(fx.unscaled) + ".tokens")));
+  const std::vector<float> ref = testing::ReadF32s(LlamaCppData(std::string(fx.scaled) + ".logits.bin"));
   const size_t vocab = scaled->config().vocab_size;
   ASSERT_EQ(ref.size(), tokens.size() * vocab);
   const double kl = MeanKl(ref, AllLogits(*scaled, tokens), vocab);
@@ -381,7 +367,7 @@ TEST(RopeScalingTest, GemmaLinearHfMatchesGgufBitForBit) {
   ASSERT_OK_AND_ASSIGN(auto unscaled, Model::Load(HfData("gemma.gguf")));
   EXPECT_EQ(hf->config().rope_scale_factor, 8.0);
   EXPECT_EQ(gguf->config().rope_scale_factor, 8.0);
-  const std::vector<int32_t> tokens = ReadTokens(HfData("llama3_rope.tokens"));  // 100 ids < 64
+  const std::vector<int32_t> tokens = testing::ReadTokenIds(HfData("llama3_rope.tokens"));  // 100 ids < 64
   const std::vector<float> a = AllLogits(*hf, tokens), b = AllLogits(*gguf, tokens);
   EXPECT_EQ(MaxAbsDiff(a, b), 0.0f);
   EXPECT_GT(MaxAbsDiff(a, AllLogits(*unscaled, tokens)), 1e-3f);
