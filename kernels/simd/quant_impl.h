@@ -356,29 +356,50 @@ void QDotStrip(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_block
   for (int j = 0; j < NR; ++j) y[j] = Q::Reduce(acc[j]);
 }
 
-// MR activation rows x one W row: each weight block is unpacked once for all MR rows (Q::Unpack),
+// MR activation rows x NC W rows: each weight block is unpacked once for all MR rows (Q::Unpack),
 // then multiplied with each row's block (Q::Dot) — the arithmetic of Q::Step, so the same bits.
-template <class Q, class WB, class XB, int MR>
-void QDotRows(const XB* x, const WB* w, size_t n_blocks, float* y, size_t ldy) {
-  typename Q::Acc acc[MR];
+template <class Q, class WB, class XB, int MR, int NC>
+void QDotTile(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_blocks, float* y, size_t ldy) {
+  typename Q::Acc acc[MR][NC];
 #pragma GCC unroll 4
-  for (int i = 0; i < MR; ++i) acc[i] = Q::Zero();
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; ++c) acc[i][c] = Q::Zero();
   for (size_t b = 0; b < n_blocks; ++b) {
-    const auto u = Q::Unpack(w + b);
 #pragma GCC unroll 4
-    for (int i = 0; i < MR; ++i) acc[i] = Q::Dot(acc[i], u, x + i * n_blocks + b);
+    for (int c = 0; c < NC; ++c) {
+      const auto u = Q::Unpack(reinterpret_cast<const WB*>(w + c * w_row_bytes) + b);
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) acc[i][c] = Q::Dot(acc[i][c], u, x + i * n_blocks + b);
+    }
   }
 #pragma GCC unroll 4
-  for (int i = 0; i < MR; ++i) y[i * ldy] = Q::Reduce(acc[i]);
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; ++c) y[i * ldy + c] = Q::Reduce(acc[i][c]);
+}
+
+// Columns per prefill tile: two for the 32-element types (an unpacked block is one register), one
+// for the K-quants (sixteen).
+template <class WB>
+inline constexpr int kTileColsOf = kBlockElemsOf<WB> == kQK0 ? 2 : 1;
+
+// Rows [i0, i1) of NC columns, in tiles of four rows.
+template <class Q, class WB, class XB, int NC>
+void TileColumns(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_blocks, size_t i0, size_t i1, float* y,
+                 size_t ldy) {
+  size_t i = i0;
+  for (; i + 4 <= i1; i += 4) QDotTile<Q, WB, XB, 4, NC>(x + i * n_blocks, w, w_row_bytes, n_blocks, y + i * ldy, ldy);
+  for (; i < i1; ++i) QDotTile<Q, WB, XB, 1, NC>(x + i * n_blocks, w, w_row_bytes, n_blocks, y + i * ldy, ldy);
 }
 
 // Decode (one row): NR W rows streamed side by side. Prefill: rows in blocks of kRowBlock (their
 // activations stay in L2) times column strips of kColStrip (their weight rows stay in L1 while the
-// row block streams past), in tiles of kMR rows that share each unpacked weight block.
+// row block streams past), in tiles of four rows that share each unpacked weight block.
 template <class Q, class WB, class XB>
 void MatMulQTyped(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
                   size_t n_begin, size_t n_end) {
-  constexpr int NR = 4, kMR = 4;
+  constexpr int NR = 4;
   constexpr size_t kRowBlock = 64, kColStrip = 16;
   const size_t n_blocks = k / kBlockElemsOf<WB>;
   const XB* xr = static_cast<const XB*>(xq);
@@ -393,12 +414,10 @@ void MatMulQTyped(const void* xq, const void* w, size_t w_row_bytes, float* y, s
     const size_t i1 = m - i0 < kRowBlock ? m : i0 + kRowBlock;
     for (size_t n0 = n_begin; n0 < n_end; n0 += kColStrip) {
       const size_t n1 = n_end - n0 < kColStrip ? n_end : n0 + kColStrip;
-      for (size_t n = n0; n < n1; ++n) {
-        const WB* wn = reinterpret_cast<const WB*>(wb + n * w_row_bytes);
-        size_t i = i0;
-        for (; i + kMR <= i1; i += kMR) QDotRows<Q, WB, XB, kMR>(xr + i * n_blocks, wn, n_blocks, y + i * ldy + n, ldy);
-        for (; i < i1; ++i) QDotRows<Q, WB, XB, 1>(xr + i * n_blocks, wn, n_blocks, y + i * ldy + n, ldy);
-      }
+      constexpr int NC = kTileColsOf<WB>;
+      size_t n = n0;
+      for (; n + NC <= n1; n += NC) TileColumns<Q, WB, XB, NC>(xr, wb + n * w_row_bytes, w_row_bytes, n_blocks, i0, i1, y + n, ldy);
+      for (; n < n1; ++n) TileColumns<Q, WB, XB, 1>(xr, wb + n * w_row_bytes, w_row_bytes, n_blocks, i0, i1, y + n, ldy);
     }
   }
 }
