@@ -111,10 +111,14 @@ struct X86QuantOps {
   };
   static K45W UnpackK45(uint16_t d, uint16_t dmin, const uint8_t* scales, const uint8_t* qs, const uint8_t* qh) {
     K45W u;
-    alignas(16) uint8_t sm[16];
-    UnpackKScales<I>(scales, sm);
-    __m128i s16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm)));
-    __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(sm + 8)));
+    // Built in a register: bytes stored as 32-bit words and reloaded as 64-bit would stall store
+    // forwarding on every block.
+    uint32_t u32[4];
+    UnpackKScaleWords<I>(scales, u32);
+    const __m128i sm = _mm_set_epi32(static_cast<int>(u32[3]), static_cast<int>(u32[2]), static_cast<int>(u32[1]),
+                                     static_cast<int>(u32[0]));
+    __m128i s16 = _mm_cvtepu8_epi16(sm);
+    __m128i m16 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
     u.mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
     __m256i sc = _mm256_broadcastsi128_si256(s16);
     __m256i hbits = qh != nullptr ? Load(qh) : _mm256_setzero_si256();
