@@ -30,6 +30,7 @@
 #include "bench/radix_traces.h"
 #include "fak/kernel_tier.h"
 #include "fak/regen.h"
+#include "tests/tokenizer/shifted_byte_tokenizer.h"
 
 namespace fak::bench {
 namespace {
@@ -40,32 +41,6 @@ struct Flags {
   double utilization = 0.2;
   size_t budget_tokens = 0;  // hot-set budget; 0 = 1.25 x agents x mean context
   size_t warm_deadline = 60;  // blue_green cuts over after this many arrival intervals at the latest
-};
-
-// A byte tokenizer with another id layout: the rollout's tokenizer change.
-class ShiftedByteTokenizer final : public Tokenizer {
- public:
-  ShiftedByteTokenizer() : id_(Digest::Of("fak.bench.shifted_byte.v1 shift 101")) {}
-  Result<std::vector<int32_t>> Encode(std::string_view text) const override {
-    std::vector<int32_t> ids(text.size());
-    for (size_t i = 0; i < text.size(); ++i) ids[i] = (static_cast<unsigned char>(text[i]) + 101) % 256;
-    return ids;
-  }
-  Result<std::string> Decode(std::span<const int32_t> ids) const override {
-    std::string out;
-    for (int32_t id : ids) {
-      if (id >= 0 && id < 256) out.push_back(static_cast<char>((id + 256 - 101) % 256));
-    }
-    return out;
-  }
-  size_t vocab_size() const override { return 258; }
-  int32_t bos_id() const override { return 256; }
-  int32_t eos_id() const override { return 257; }
-  const Digest& id() const override { return id_; }
-  std::string_view kind() const override { return "shifted_byte"; }
-
- private:
-  Digest id_;
 };
 
 // Text from the traces' LCG: letters and spaces, so the byte tokenizers see plausible bytes.
@@ -129,7 +104,7 @@ struct Outcome {  // one served request
 struct World {
   std::unique_ptr<Model> model_a, model_b;
   std::unique_ptr<Tokenizer> tok_a = MakeByteTokenizer();
-  std::unique_ptr<Tokenizer> tok_b = std::make_unique<ShiftedByteTokenizer>();
+  std::unique_ptr<Tokenizer> tok_b = std::make_unique<testing::ShiftedByteTokenizer>(101);  // the tokenizer change
 };
 
 // One live request: Materialize on the routed model, then greedy decode.

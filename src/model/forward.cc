@@ -11,7 +11,6 @@
 // and token-by-token decode write identical K/V and logits. Long prompts run in chunks of
 // kPrefillChunk rows, which bounds scratch memory and, by the same argument, changes nothing.
 #include <algorithm>
-#include <array>
 #include <initializer_list>
 #include <cmath>
 #include <cstring>
@@ -43,7 +42,7 @@ struct Output {
 // one split across the pool. Quantized weights: the activation rows are quantized per row first, so
 // each output row still depends on its own input row only.
 void MatMulWeights(const Pass& p, const float* x, size_t rows, std::initializer_list<Output> outputs) {
-  std::array<kernels::WeightProduct, 3> products;
+  std::vector<kernels::WeightProduct> products(outputs.size());
   size_t n = 0;
   for (const Output& o : outputs) {
     kernels::WeightProduct& product = products[n++];
@@ -55,7 +54,7 @@ void MatMulWeights(const Pass& p, const float* x, size_t rows, std::initializer_
     product.ldy = product.n = o.w.rows;
   }
   const size_t k = outputs.begin()->w.cols;
-  kernels::ParallelMatMuls(p.t, p.pool, x, k, rows, k, {products.data(), n});
+  kernels::ParallelMatMuls(p.t, p.pool, x, k, rows, k, products);
 }
 
 // RMSNorm of `rows` rows of width w.cols (the hidden size, or head_dim for QK-norm); y may alias x.

@@ -56,10 +56,7 @@ class BpeTokenizer final : public VocabTokenizer {
   }
 
  private:
-  struct Symbol {
-    int prev, next;
-    size_t start, n;
-  };
+  using Symbol = MergeSymbol;
   struct Pair {
     int32_t rank;
     int left, right;
@@ -85,14 +82,8 @@ class BpeTokenizer final : public VocabTokenizer {
 };
 
 void BpeTokenizer::EncodeWord(const std::string& s, std::vector<int32_t>& out) const {
-  std::vector<Symbol> sym;
-  for (size_t p = 0; p < s.size();) {
-    size_t n = std::min(Utf8SeqLen(static_cast<uint8_t>(s[p])), s.size() - p);
-    sym.push_back({static_cast<int>(sym.size()) - 1, static_cast<int>(sym.size()) + 1, p, n});
-    p += n;
-  }
+  std::vector<Symbol> sym = SplitIntoMergeSymbols(s);
   if (sym.empty()) return;
-  sym.back().next = -1;
   std::priority_queue<Pair> heap;
   std::string key;
   for (size_t i = 1; i < sym.size(); ++i) TryAdd(s, sym, static_cast<int>(i) - 1, static_cast<int>(i), key, heap);

@@ -78,10 +78,7 @@ class SpmTokenizer final : public VocabTokenizer {
   void EncodeRaw(std::string_view text, bool after_special, std::vector<int32_t>& out) const override;
 
  private:
-  struct Symbol {
-    int prev, next;
-    size_t start, n;
-  };
+  using Symbol = MergeSymbol;
   struct Bigram {
     float score;
     int left, right;
@@ -129,14 +126,8 @@ void SpmTokenizer::EncodeRaw(std::string_view text, bool after_special, std::vec
     if (ch == ' ') s.append(kSpace);
     else s.push_back(ch);
   }
-  std::vector<Symbol> sym;
-  for (size_t p = 0; p < s.size();) {
-    size_t n = std::min(Utf8SeqLen(static_cast<uint8_t>(s[p])), s.size() - p);
-    sym.push_back({static_cast<int>(sym.size()) - 1, static_cast<int>(sym.size()) + 1, p, n});
-    p += n;
-  }
+  std::vector<Symbol> sym = SplitIntoMergeSymbols(s);
   if (sym.empty()) return;
-  sym.back().next = -1;
   std::priority_queue<Bigram> heap;
   for (size_t i = 1; i < sym.size(); ++i) TryAdd(s, sym, static_cast<int>(i) - 1, static_cast<int>(i), heap);
   while (!heap.empty()) {

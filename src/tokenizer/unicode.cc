@@ -3,6 +3,7 @@
 
 #include <unicode/uchar.h>
 
+#include <algorithm>
 #include <array>
 
 namespace fak::internal {
@@ -63,6 +64,17 @@ size_t Utf8SeqLen(uint8_t lead) {
   if (lead < 0xF0) return 3;
   if (lead < 0xF8) return 4;
   return 1;
+}
+
+std::vector<MergeSymbol> SplitIntoMergeSymbols(std::string_view s) {
+  std::vector<MergeSymbol> sym;
+  for (size_t p = 0; p < s.size();) {
+    const size_t n = std::min(Utf8SeqLen(static_cast<uint8_t>(s[p])), s.size() - p);
+    sym.push_back({static_cast<int>(sym.size()) - 1, static_cast<int>(sym.size()) + 1, p, n});
+    p += n;
+  }
+  if (!sym.empty()) sym.back().next = -1;
+  return sym;
 }
 
 std::vector<CodePoint> DecodeUtf8(std::string_view text) {

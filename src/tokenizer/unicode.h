@@ -36,6 +36,14 @@ size_t Utf8SeqLen(uint8_t lead);
 
 void AppendUtf8(uint32_t cp, std::string& out);
 
+// One UTF-8 character of a word being merged, bytes [start, start + n), linked to its neighbours
+// (-1 past the ends). SentencePiece and BPE merging both start from this list.
+struct MergeSymbol {
+  int prev, next;
+  size_t start, n;
+};
+std::vector<MergeSymbol> SplitIntoMergeSymbols(std::string_view s);
+
 // GPT-2's reversible byte → printable code point mapping (model-formats.md §5.3): the UTF-8
 // encoding of the code point standing for each byte, and the inverse (-1 for code points that
 // stand for no byte).

@@ -5,32 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "tests/test_util.h"
+#include "tests/tokenizer/shifted_byte_tokenizer.h"
 
 namespace fak {
 namespace {
-
-// A byte tokenizer with every id shifted: same text, different ids and a different TokenizerID.
-class ShiftedByteTokenizer final : public Tokenizer {
- public:
-  Result<std::vector<int32_t>> Encode(std::string_view text) const override {
-    std::vector<int32_t> ids;
-    for (unsigned char c : text) ids.push_back((c + 1) % 256);
-    return ids;
-  }
-  Result<std::string> Decode(std::span<const int32_t> ids) const override {
-    std::string out;
-    for (int32_t id : ids) out.push_back(static_cast<char>((id + 255) % 256));
-    return out;
-  }
-  size_t vocab_size() const override { return 258; }
-  int32_t bos_id() const override { return 256; }
-  int32_t eos_id() const override { return 257; }
-  const Digest& id() const override { return id_; }
-  std::string_view kind() const override { return "shifted_byte"; }
-
- private:
-  Digest id_ = Digest::Of("shifted byte tokenizer v1");
-};
 
 TEST(TextCorpus, SourceBytesBySourceDigest) {
   auto store = MakeMemoryBlobStore();
@@ -46,7 +24,7 @@ TEST(TextCorpus, TokensAreCachedPerTokenizer) {
   auto store = MakeMemoryBlobStore();
   TextCorpus corpus(*store);
   auto bytes = MakeByteTokenizer();
-  ShiftedByteTokenizer shifted;
+  testing::ShiftedByteTokenizer shifted(1);
   ASSERT_NE(bytes->id(), shifted.id());
   const std::string text = "hello corpus";
   ASSERT_OK_AND_ASSIGN(Digest source, corpus.PutSource(text));
