@@ -22,7 +22,7 @@ struct Avx2V {
   static float Hsum(B v) { return xsimd::hadd(v); }
   // Lane i is Hsum(v[i]) with xsimd's avx hadd tree: t_j = x_j + x_(j+4), then t0 + t1 and t2 + t3
   // (hadd), then their sum (hadd). (xsimd's own avx haddp pairs lanes differently.)
-  static B HsumBatch(const B* v) {
+  [[gnu::always_inline]] static B HsumBatch(const B* v) {
     __m256 s[4];
     for (int i = 0; i < 4; ++i) {
       __m256 a = v[i], b = v[i + 4];

@@ -24,7 +24,7 @@ struct Avx512V {
   static float Hsum(B v) { return xsimd::hadd(v); }
   // Lane i is Hsum(v[i]) with xsimd's hadd tree: lanes (j, j+8), then (j, j+4), then (0,1) and
   // (2,3), then the last pair. (xsimd 8.1's haddp uses that tree but returns lanes out of order.)
-  static B HsumBatch(const B* v) {
+  [[gnu::always_inline]] static B HsumBatch(const B* v) {
     __m512 h[8], q[4], p[2];
     for (int i = 0; i < 8; ++i)  // rows i | i+8, 8 lanes each
       h[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[i], v[i + 8], 0x44), _mm512_shuffle_f32x4(v[i], v[i + 8], 0xee));
@@ -34,6 +34,19 @@ struct Avx512V {
       p[i] = _mm512_add_ps(_mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0x88), _mm512_shuffle_ps(q[2 * i], q[2 * i + 1], 0xdd));
     __m512 r = _mm512_add_ps(_mm512_shuffle_ps(p[0], p[1], 0x88), _mm512_shuffle_ps(p[0], p[1], 0xdd));
     return _mm512_shuffle_f32x4(r, r, 0xd8);  // rows 0-3 | 8-11 | 4-7 | 12-15 -> in order
+  }
+  // Lanes 0-7 are Hsum(v[0..7]) by the same tree (HsumBatch's first three stages on half the rows,
+  // then the last pair within each 128-bit lane); lanes 8-15 are left unspecified.
+  [[gnu::always_inline]] static B HsumHalfBatch(const B* v) {
+    __m512 h[4], q[2];
+    for (int i = 0; i < 4; ++i)  // rows i | i+4, 8 lanes each
+      h[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[i], v[i + 4], 0x44), _mm512_shuffle_f32x4(v[i], v[i + 4], 0xee));
+    for (int i = 0; i < 2; ++i)  // rows i | i+4 | i+2 | i+6, 4 lanes each
+      q[i] = _mm512_add_ps(_mm512_shuffle_f32x4(h[i], h[i + 2], 0x88), _mm512_shuffle_f32x4(h[i], h[i + 2], 0xdd));
+    __m512 p = _mm512_add_ps(_mm512_shuffle_ps(q[0], q[1], 0x88), _mm512_shuffle_ps(q[0], q[1], 0xdd));
+    __m512 r = _mm512_add_ps(_mm512_shuffle_ps(p, p, 0x88), _mm512_shuffle_ps(p, p, 0xdd));
+    // r's 128-bit lanes hold rows (0,1), (4,5), (2,3), (6,7) in their first two floats.
+    return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 1, 8, 9, 4, 5, 12, 13, 0, 1, 8, 9, 4, 5, 12, 13), r);
   }
   static B Exp(B v) { return xsimd::exp(v); }
   static B Tanh(B v) { return xsimd::tanh(v); }

@@ -52,12 +52,36 @@ float Dot(const float* a, const float* b, size_t n) {
 // lane for lane) and picked up by the next K-block, and V::HsumBatch reduces kWidth accumulators at
 // once with V::Hsum's exact tree. So results never depend on M, the n range, blocking or thread.
 
-// Adds k_steps full-width chunks to an MR x NR block of accumulators acc[i + j * acc_ld], starting
-// from zero unless `accumulate`. x and w point at the block's first chunk. If pf is set, one cache
-// line of pf is prefetched per chunk (the W rows the next strip will read).
+// Reduces an MR x NR block of accumulators held in registers and stores output (i, j) at
+// y[i * ldy + j]: the same bits as MatMulFinish when K has no scalar tail, without parking the
+// accumulators in scratch. Batches of kWidth (and, where the tier has one, kWidth / 2) go through
+// one transposed reduction; the rest through V::Hsum.
+template <class V, int MR, int NR>
+inline void ReduceTileTo(const typename V::B (&a)[MR][NR], float* y, size_t ldy) {
+  constexpr int kCount = MR * NR, kW = static_cast<int>(V::kWidth);
+  alignas(64) float sums[kCount + kW];
+  const typename V::B* flat = &a[0][0];
+  int c = 0;
+  for (; c + kW <= kCount; c += kW) V::Store(sums + c, V::HsumBatch(flat + c));
+  if constexpr (requires { V::HsumHalfBatch(flat); }) {
+    if (c + kW / 2 <= kCount) {
+      V::Store(sums + c, V::HsumHalfBatch(flat + c));
+      c += kW / 2;
+    }
+  }
+  for (; c < kCount; ++c) sums[c] = V::Hsum(flat[c]);
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) y[i * ldy + j] = sums[i * NR + j];
+}
+
+// Adds k_steps full-width chunks to an MR x NR block of accumulators, starting from zero unless
+// `accumulate` (then from acc[i + j * acc_ld]). x and w point at the block's first chunk. The block
+// ends in acc, or, when y is set (the last K-block of a K with no scalar tail), reduced into
+// y[i * ldy + j]. If pf is set, one cache line of pf is prefetched per chunk (the W rows the next
+// strip will read).
 template <class V, int MR, int NR>
 void MatMulTile(const float* x, size_t ldx, const float* w, size_t ldw, size_t k_steps, bool accumulate,
-                typename V::B* acc, size_t acc_ld, const float* pf = nullptr) {
+                typename V::B* acc, size_t acc_ld, const float* pf = nullptr, float* y = nullptr, size_t ldy = 0) {
   typename V::B a[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) a[i][j] = accumulate ? acc[i + j * acc_ld] : V::Set1(0.0f);
@@ -71,6 +95,7 @@ void MatMulTile(const float* x, size_t ldx, const float* w, size_t ldw, size_t k
       for (int j = 0; j < NR; ++j) a[i][j] = V::Fma(xv, wv[j], a[i][j]);
     }
   }
+  if (y != nullptr) return ReduceTileTo<V, MR, NR>(a, y, ldy);
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i + j * acc_ld] = a[i][j];
 }
@@ -114,6 +139,7 @@ void MatMulStrip(const float* x, size_t ldx, const float* w, size_t ldw, float* 
   const size_t steps = k / V::kWidth;
   const size_t n_blocks = steps == 0 ? 1 : (steps + V::kKcSteps - 1) / V::kKcSteps;
   const size_t block = (steps + n_blocks - 1) / n_blocks;  // equal K-blocks, each <= kKcSteps
+  const bool reduce_in_tile = steps > 0 && k % V::kWidth == 0;  // no scalar K tail to add after the sum
   size_t s0 = 0;
   do {  // at least once, so that K < kWidth still zeroes the accumulators
     const size_t ns = steps - s0 < block ? steps - s0 : block;
@@ -126,15 +152,20 @@ void MatMulStrip(const float* x, size_t ldx, const float* w, size_t ldw, float* 
       for (int j = 0; j < NR; ++j) std::memcpy(w_pack + j * ldp, w + j * ldw + s0 * V::kWidth, ldp * sizeof(float));
     }
     const float* wk = pack ? w_pack : w + s0 * V::kWidth;
+    float* y_out = s0 + ns == steps && reduce_in_tile ? y : nullptr;  // the last K-block finishes in registers
     size_t i = 0;
     for (; i + V::kMR <= rows; i += V::kMR) {
       const size_t t = i / V::kMR;
       const float* pf = w_next != nullptr && t < NR ? w_next + t * ldw + s0 * V::kWidth : nullptr;
-      MatMulTile<V, V::kMR, NR>(xk + i * ldx, ldx, wk, ldp, ns, s0 > 0, acc + i, kRows, pf);
+      MatMulTile<V, V::kMR, NR>(xk + i * ldx, ldx, wk, ldp, ns, s0 > 0, acc + i, kRows, pf,
+                                y_out ? y_out + i * ldy : nullptr, ldy);
     }
-    for (; i < rows; ++i) MatMulTile<V, 1, NR>(xk + i * ldx, ldx, wk, ldp, ns, s0 > 0, acc + i, kRows);
+    for (; i < rows; ++i)
+      MatMulTile<V, 1, NR>(xk + i * ldx, ldx, wk, ldp, ns, s0 > 0, acc + i, kRows, nullptr,
+                           y_out ? y_out + i * ldy : nullptr, ldy);
     s0 += ns;
   } while (s0 < steps);
+  if (reduce_in_tile) return;
   for (int j = 0; j < NR; ++j) MatMulFinish<V>(acc + j * kRows, rows, x, ldx, w + j * ldw, 0, k, y + j, ldy);
 }
 
@@ -145,7 +176,12 @@ void MatMulDecode(const float* x, const float* w, size_t ldw, float* y, size_t k
   alignas(64) typename V::B acc[NR];
   const size_t steps = k / V::kWidth;
   size_t n = n_begin;
+  const bool reduce_in_tile = steps > 0 && k % V::kWidth == 0;
   for (; n + NR <= n_end; n += NR) {
+    if (reduce_in_tile) {
+      MatMulTile<V, 1, NR>(x, 0, w + n * ldw, ldw, steps, false, acc, 1, nullptr, y + n, 0);
+      continue;
+    }
     MatMulTile<V, 1, NR>(x, 0, w + n * ldw, ldw, steps, false, acc, 1);
     MatMulFinish<V>(acc, NR, x, 0, w + n * ldw, ldw, k, y + n, 1);
   }

@@ -70,7 +70,7 @@ TEST_P(MatMulTest, ZeroKGivesZeros) {
 TEST_P(MatMulTest, RowsAreBitIdenticalToTheDecodePath) {
   const size_t n = 101;  // not a multiple of 4, 6, 8 or 48
   internal::ThreadPool pool1(1), pool2(2);
-  for (size_t k : {256, 300}) {
+  for (size_t k : {256, 300, 1600}) {  // one K-block without and with a scalar tail; three K-blocks
     std::vector<float> w = RandomVector(n * k, 3 + k);
     for (size_t m : {1, 3, 8, 17, 64, 65, 130}) {
       SCOPED_TRACE(::testing::Message() << "k=" << k << " m=" << m);
