@@ -11,10 +11,10 @@ namespace {
 struct Avx2V {
   using B = xsimd::batch<float, xsimd::fma3<xsimd::avx2>>;
   static constexpr size_t kWidth = B::size;
-  // 16 ymm registers: 2x4 accumulators + 4 W rows + 1 X row. Prefill blocks: 64 X rows, K-blocks of
-  // up to 96 x 8 floats.
-  static constexpr int kMR = 2, kNR = 4, kDecodeNR = 8;
-  static constexpr size_t kMatMulRows = 64, kKcSteps = 96;
+  // 16 ymm registers: 3x4 accumulators + 3 X rows + 1 W row (the W loads fold into the FMAs).
+  // Prefill blocks: 129 X rows, K-blocks of up to 96 x 8 floats.
+  static constexpr int kMR = 3, kNR = 4, kDecodeNR = 8;
+  static constexpr size_t kMatMulRows = 129, kKcSteps = 96;
   static B Load(const float* p) { return B::load_unaligned(p); }
   static void Store(float* p, B v) { v.store_unaligned(p); }
   static B Set1(float v) { return B(v); }
@@ -29,6 +29,17 @@ struct Avx2V {
       s[i] = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
     }
     return _mm256_hadd_ps(_mm256_hadd_ps(s[0], s[1]), _mm256_hadd_ps(s[2], s[3]));
+  }
+  // Lanes 0-3 are Hsum(v[0..3]) by the same tree; lanes 4-7 are left unspecified.
+  [[gnu::always_inline]] static B HsumHalfBatch(const B* v) {
+    __m256 s[2];
+    for (int i = 0; i < 2; ++i) {  // lanes 0-3: t of row i, lanes 4-7: t of row i + 2
+      __m256 a = v[i], b = v[i + 2];
+      s[i] = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+    }
+    __m256 h = _mm256_hadd_ps(s[0], s[1]);
+    __m256 r = _mm256_hadd_ps(h, h);  // rows 0, 1 in lanes 0-1, rows 2, 3 in lanes 4-5
+    return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 1, 4, 5, 0, 1, 4, 5));
   }
   static B Exp(B v) { return xsimd::exp(v); }
   static B Tanh(B v) { return xsimd::tanh(v); }

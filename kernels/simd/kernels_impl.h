@@ -160,6 +160,13 @@ void MatMulStrip(const float* x, size_t ldx, const float* w, size_t ldw, float* 
       MatMulTile<V, V::kMR, NR>(xk + i * ldx, ldx, wk, ldp, ns, s0 > 0, acc + i, kRows, pf,
                                 y_out ? y_out + i * ldy : nullptr, ldy);
     }
+    if constexpr (V::kMR > 2) {
+      if (rows - i >= 2) {
+        MatMulTile<V, 2, NR>(xk + i * ldx, ldx, wk, ldp, ns, s0 > 0, acc + i, kRows, nullptr,
+                             y_out ? y_out + i * ldy : nullptr, ldy);
+        i += 2;
+      }
+    }
     for (; i < rows; ++i)
       MatMulTile<V, 1, NR>(xk + i * ldx, ldx, wk, ldp, ns, s0 > 0, acc + i, kRows, nullptr,
                            y_out ? y_out + i * ldy : nullptr, ldy);
