@@ -2,7 +2,8 @@
 //
 // V supplies B (the register type: float or xsimd::batch), kWidth, the matmul blocking (kMR x kNR
 // register tile, kDecodeNR, kMatMulRows, kKcSteps) and Load/Store/Set1/Fma/Hsum/HsumBatch/Exp/Tanh,
-// where HsumBatch(v)[i] must equal Hsum(v[i]) bit for bit. Each tier TU defines its V in an anonymous
+// where HsumBatch(v)[i] must equal Hsum(v[i]) bit for bit (and optionally HsumHalfBatch, the same
+// for kWidth / 2 vectors). Each tier TU defines its V in an anonymous
 // namespace, so every instantiation has internal linkage and no tier's code can be merged into
 // another by the linker (the ODR trap in docs/kernels.md). Include only from kernels/arch/*.cc.
 //
@@ -50,7 +51,8 @@ float Dot(const float* a, const float* b, size_t n) {
 // chunks in order (acc = fma(x, w, acc)), V::Hsum, then the scalar tail in order. Blocking only
 // changes when each FMA runs: a K-block's partial accumulators are parked in scratch (unreduced,
 // lane for lane) and picked up by the next K-block, and V::HsumBatch reduces kWidth accumulators at
-// once with V::Hsum's exact tree. So results never depend on M, the n range, blocking or thread.
+// once with V::Hsum's exact tree (straight from registers on the last K-block, unless K has a
+// scalar tail). So results never depend on M, the n range, blocking or thread.
 
 // Reduces an MR x NR block of accumulators held in registers and stores output (i, j) at
 // y[i * ldy + j]: the same bits as MatMulFinish when K has no scalar tail, without parking the
@@ -185,12 +187,8 @@ void MatMulDecode(const float* x, const float* w, size_t ldw, float* y, size_t k
   size_t n = n_begin;
   const bool reduce_in_tile = steps > 0 && k % V::kWidth == 0;
   for (; n + NR <= n_end; n += NR) {
-    if (reduce_in_tile) {
-      MatMulTile<V, 1, NR>(x, 0, w + n * ldw, ldw, steps, false, acc, 1, nullptr, y + n, 0);
-      continue;
-    }
-    MatMulTile<V, 1, NR>(x, 0, w + n * ldw, ldw, steps, false, acc, 1);
-    MatMulFinish<V>(acc, NR, x, 0, w + n * ldw, ldw, k, y + n, 1);
+    MatMulTile<V, 1, NR>(x, 0, w + n * ldw, ldw, steps, false, acc, 1, nullptr, reduce_in_tile ? y + n : nullptr, 0);
+    if (!reduce_in_tile) MatMulFinish<V>(acc, NR, x, 0, w + n * ldw, ldw, k, y + n, 1);
   }
   for (; n < n_end; ++n) {
     MatMulTile<V, 1, 1>(x, 0, w + n * ldw, ldw, steps, false, acc, 1);
