@@ -102,6 +102,31 @@ struct X86QuantOps {
     return _mm256_set_m128i(hi, lo);
   }
 
+  // UnpackKScaleWords (quant_impl.h) in one xmm: the 8 scales, then the 8 mins, as bytes. Reads 16
+  // bytes at `packed` (its 12 and the 4 after them, which every K-quant block has).
+  static __m128i KScaleBytes(const uint8_t* packed) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));  // words u0, u1, u2
+    const __m128i low6 = _mm_and_si128(v, _mm_set1_epi8(0x3f));                   // scales 0-3, mins 0-3
+    const __m128i top2 = _mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi8(0x30));  // bits 6-7 of u0, u1 at 4-5
+    const __m128i u2 = _mm_shuffle_epi32(v, 0xaa);
+    const __m128i nibbles = _mm_unpacklo_epi32(_mm_and_si128(u2, _mm_set1_epi8(0x0f)),
+                                               _mm_and_si128(_mm_srli_epi32(u2, 4), _mm_set1_epi8(0x0f)));
+    // [u0 & low6, low nibbles of u2 | top2(u0), u1 & low6, high nibbles of u2 | top2(u1)]
+    return _mm_unpacklo_epi32(low6, _mm_or_si128(nibbles, top2));
+  }
+
+  // Σ_s sc[s]·(q[s]·x_s) per lane over a K-quant block's 8 groups of 32 activations. Integer sums are
+  // exact in any order, so the even and odd groups run as two chains (half the dependent latency).
+  static __m256i ScaledSubBlockSums(const __m256i (&q)[8], const __m256i (&sc)[8], const int8_t* xq) {
+    __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int s = 0; s < 8; s += 2) {
+      even = I::DotU8S8Scaled(even, q[s], Load(xq + 32 * s), sc[s]);
+      odd = I::DotU8S8Scaled(odd, q[s + 1], Load(xq + 32 * (s + 1)), sc[s + 1]);
+    }
+    return _mm256_add_epi32(even, odd);
+  }
+
   // Q4_K / Q5_K: lanes Σ_s sc_s·q·x (|lane| ≤ 8·2·2·31·127·63 < 2^23), mins Σ_s m_s·(bsums pair).
   struct K45W {
     __m256i q[8];   // sub-block s's quants (low or high nibbles of a 32-byte group, + the fifth bit)
@@ -111,12 +136,7 @@ struct X86QuantOps {
   };
   static K45W UnpackK45(uint16_t d, uint16_t dmin, const uint8_t* scales, const uint8_t* qs, const uint8_t* qh) {
     K45W u;
-    // Built in a register: bytes stored as 32-bit words and reloaded as 64-bit would stall store
-    // forwarding on every block.
-    uint32_t u32[4];
-    UnpackKScaleWords<I>(scales, u32);
-    const __m128i sm = _mm_set_epi32(static_cast<int>(u32[3]), static_cast<int>(u32[2]), static_cast<int>(u32[1]),
-                                     static_cast<int>(u32[0]));
+    const __m128i sm = KScaleBytes(scales);
     __m128i s16 = _mm_cvtepu8_epi16(sm);
     __m128i m16 = _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8));
     u.mins = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
@@ -145,10 +165,7 @@ struct X86QuantOps {
   static K45W Unpack(const BlockQ5_K* w) { return UnpackK45(w->d, w->dmin, w->scales, w->qs, w->qh); }
   static Acc Dot(Acc acc, const K45W& u, const ActQ8_K* x) {
     __m256i mins = _mm256_madd_epi16(Load(x->bsums), u.mins);
-    __m256i sum = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int s = 0; s < 8; ++s) sum = I::DotU8S8Scaled(sum, u.q[s], Load(x->qs + 32 * s), u.sc[s]);
-    acc = Fma(acc, x->d * u.d, sum);
+    acc = Fma(acc, x->d * u.d, ScaledSubBlockSums(u.q, u.sc, x->qs));
     return _mm256_fnmadd_ps(_mm256_set1_ps(x->d * u.dmin), _mm256_cvtepi32_ps(mins), acc);
   }
 
@@ -183,10 +200,7 @@ struct X86QuantOps {
   }
   static Acc Dot(Acc acc, const Q6KW& u, const ActQ8_K* x) {
     __m256i corr = _mm256_madd_epi16(Load(x->bsums), u.sc16);
-    __m256i sum = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int s = 0; s < 8; ++s) sum = I::DotU8S8Scaled(sum, u.q[s], Load(x->qs + 32 * s), u.sc[s]);
-    sum = _mm256_sub_epi32(sum, _mm256_slli_epi32(corr, 5));
+    __m256i sum = _mm256_sub_epi32(ScaledSubBlockSums(u.q, u.sc, x->qs), _mm256_slli_epi32(corr, 5));
     return Fma(acc, u.d * x->d, sum);
   }
 };
