@@ -19,7 +19,7 @@ import gguf
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
-    arch: str  # "llama" or "gemma3"
+    arch: str  # "llama", "qwen2" (a llama with q/k/v biases, NEOX RoPE) or "gemma3"
     hidden: int
     layers: int
     heads: int
@@ -50,6 +50,9 @@ FIXTURE_GEMMA = Shape("gemma3", 64, 6, 2, 1, 32, 64, 288, tied=True, sliding_win
 # near a threshold; 128 positions rotate the divided dims visibly.
 FIXTURE_LLAMA_ROPE_FREQS = dataclasses.replace(FIXTURE_LLAMA, rope_llama3=(8.0, 1.0, 4.0, 128))
 FIXTURE_GEMMA_LINEAR = dataclasses.replace(FIXTURE_GEMMA, rope_linear=8.0)  # Gemma 3 4B+: linear x8
+# Qwen2: the llama fixture's shape with Qwen's RoPE base; its q/k/v biases and split-half RoPE are
+# what the file checks.
+FIXTURE_QWEN2 = dataclasses.replace(FIXTURE_LLAMA, arch="qwen2", rope_base=1e6)
 
 SPM_PIECES = (
     "the of and to in is that for it as with was on be by at this are from or an not have which "
@@ -129,6 +132,10 @@ def _weights(shape: Shape, seed: int):
         yield p + "ffn_gate.weight", normal(f, h, 1 / np.sqrt(h))
         yield p + "ffn_up.weight", normal(f, h, 1 / np.sqrt(h))
         yield p + "ffn_down.weight", normal(h, f, 1 / np.sqrt(f))
+        if shape.arch == "qwen2":  # Qwen2 biases are large (some k entries reach tens); std 0.5 moves logits
+            yield p + "attn_q.bias", normal(1, q, 0.5)[0]
+            yield p + "attn_k.bias", normal(1, kv, 0.5)[0]
+            yield p + "attn_v.bias", normal(1, kv, 0.5)[0]
         if shape.arch == "gemma3":
             yield p + "attn_q_norm.weight", norm(shape.head_dim)
             yield p + "attn_k_norm.weight", norm(shape.head_dim)

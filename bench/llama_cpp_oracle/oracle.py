@@ -44,6 +44,8 @@ FIXTURES = {
     "gemma3_q4_k_m": (gm.FIXTURE_GEMMA, 3, "q4_k_m"),
     "llama_rope_freqs": (gm.FIXTURE_LLAMA_ROPE_FREQS, 1, "f32"),
     "gemma3_linear": (gm.FIXTURE_GEMMA_LINEAR, 3, "f32"),
+    "qwen2_f32": (gm.FIXTURE_QWEN2, 4, "f32"),
+    "qwen2_q8_0": (gm.FIXTURE_QWEN2, 4, "q8_0"),
 }
 FIXTURE_TOKENS = 128
 

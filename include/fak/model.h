@@ -48,6 +48,9 @@ struct ModelConfig {
   bool tied_embeddings = true;  // the output head reuses the token embedding
   size_t context_length = 2048;
   int32_t bos_id = -1, eos_id = -1;  // -1: none
+  // Llama family only: the q/k/v projections add a bias before RoPE (Qwen2: GGUF "qwen2", HF
+  // model_type "qwen2"; otherwise a Llama with split-half RoPE).
+  bool qkv_bias = false;
 
   // ---- Gemma 3 (ignored for Llama) ----
   // Sliding-window attention: layer l is global iff (l + 1) % sliding_window_pattern == 0, else it

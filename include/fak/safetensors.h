@@ -91,6 +91,8 @@ struct HfConfig {
   std::optional<double> rope_local_base_freq;
   std::optional<double> final_logit_softcapping;
   std::vector<std::string> layer_types;
+  // Qwen2
+  bool use_sliding_window = false;
 };
 // Parses config.json text. InvalidArgument naming the key for a missing required field (the five
 // sizes above) or a wrong type; Corruption for malformed JSON.

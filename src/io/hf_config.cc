@@ -109,6 +109,7 @@ Status Fill(const json& top, std::string_view name, HfConfig& c) {
   FAK_RETURN_IF_ERROR(r.Opt("rope_local_base_freq", c.rope_local_base_freq));
   FAK_RETURN_IF_ERROR(r.Opt("final_logit_softcapping", c.final_logit_softcapping));
   FAK_RETURN_IF_ERROR(r.Strs("layer_types", c.layer_types));
+  FAK_RETURN_IF_ERROR(r.Bool("use_sliding_window", c.use_sliding_window));
   auto rs = j.find("rope_scaling");
   if (rs != j.end() && rs->is_object()) {
     const std::string where = std::string(name) + ": rope_scaling";  // errors name the object

@@ -145,11 +145,20 @@ struct Buffers {
         gate(rows * c.ffn_size), up(rows * c.ffn_size) {}
 };
 
+// y[i] += bias for each of `rows` rows of bias.cols values (Qwen2's q/k/v bias; a no-op when empty).
+void AddBiasRows(const Pass& p, float* y, const WeightTensor& bias, size_t rows) {
+  if (bias.empty()) return;
+  for (size_t i = 0; i < rows; ++i) p.t.add(y + i * bias.cols, bias.f32(), y + i * bias.cols, bias.cols);
+}
+
 void LlamaLayer(const Pass& p, size_t l, KVCache* cache, size_t slot0, size_t rows, Buffers& b) {
   const LayerWeights& w = p.m.weights.layers[l];
   const size_t h = p.c.hidden_size;
   RmsNormRows(p, b.x.data(), w.attn_norm, b.xn.data(), rows);
   MatMulWeights(p, b.xn.data(), rows, {{w.wq, b.q.data()}, {w.wk, b.k.data()}, {w.wv, b.v.data()}});
+  AddBiasRows(p, b.q.data(), w.bq, rows);
+  AddBiasRows(p, b.k.data(), w.bk, rows);  // before RoPE: the stored raw keys include it
+  AddBiasRows(p, b.v.data(), w.bv, rows);
   StoreKeysAndRotateQueries(p, l, cache, slot0, rows, b.q.data(), b.k.data(), b.v.data());
   AttentionRows(p, l, *cache, slot0, rows, b.q.data(), b.attn.data());
   MatMulWeights(p, b.attn.data(), rows, {{w.wo, b.xn.data()}});

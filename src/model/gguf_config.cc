@@ -170,11 +170,16 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f, const ModelOptions& option
   if (arch_name == "llama") {
     c.architecture = Architecture::kLlama;
     c.rope_pairing = RopePairing::kAdjacent;  // the converter permuted Q/K rows (NORM rope)
+  } else if (arch_name == "qwen2") {  // a Llama with q/k/v biases and NEOX RoPE (llama.cpp's qwen2 graph)
+    c.architecture = Architecture::kLlama;
+    c.rope_pairing = RopePairing::kSplitHalf;
+    c.qkv_bias = true;
   } else if (arch_name == "gemma3") {
     c.architecture = Architecture::kGemma3;
     c.rope_pairing = RopePairing::kSplitHalf;  // NEOX
   } else {
-    return Unsupported(f.name() + ": general.architecture \"" + std::string(arch_name) + "\" (supported: llama, gemma3)");
+    return Unsupported(f.name() + ": general.architecture \"" + std::string(arch_name) +
+                       "\" (supported: llama, qwen2, gemma3)");
   }
   const std::string a(arch_name);
   FAK_RETURN_IF_ERROR(CheckUnsupported(f, a));

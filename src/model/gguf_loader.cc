@@ -23,7 +23,7 @@ class TensorReader {
     return View(*t, rows, cols, /*allow_quant=*/true);
   }
 
-  // A norm weight vector of n values (F32, or F16/BF16 widened).
+  // A norm weight or bias vector of n values (F32, or F16/BF16 widened).
   Result<WeightTensor> Vector(const std::string& name, size_t n) {
     FAK_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name));
     if (t->ne.empty() || static_cast<size_t>(t->ne[0]) != n || !TrailingOnes(*t, 1))
@@ -98,6 +98,11 @@ Result<LayerWeights> ReadLayer(TensorReader& r, const ModelConfig& c, size_t l) 
   FAK_ASSIGN_OR_RETURN(lw.w_gate, r.Matrix(p + "ffn_gate.weight", c.ffn_size, h));
   FAK_ASSIGN_OR_RETURN(lw.w_up, r.Matrix(p + "ffn_up.weight", c.ffn_size, h));
   FAK_ASSIGN_OR_RETURN(lw.w_down, r.Matrix(p + "ffn_down.weight", h, c.ffn_size));
+  if (c.qkv_bias) {
+    FAK_ASSIGN_OR_RETURN(lw.bq, r.Vector(p + "attn_q.bias", q_dim));
+    FAK_ASSIGN_OR_RETURN(lw.bk, r.Vector(p + "attn_k.bias", kv_dim));
+    FAK_ASSIGN_OR_RETURN(lw.bv, r.Vector(p + "attn_v.bias", kv_dim));
+  }
   if (c.architecture == Architecture::kGemma3) {
     FAK_ASSIGN_OR_RETURN(lw.q_norm, r.Vector(p + "attn_q_norm.weight", c.head_dim));
     FAK_ASSIGN_OR_RETURN(lw.k_norm, r.Vector(p + "attn_k_norm.weight", c.head_dim));
@@ -107,11 +112,13 @@ Result<LayerWeights> ReadLayer(TensorReader& r, const ModelConfig& c, size_t l) 
   return lw;
 }
 
-// Tensors fak would silently ignore (biases) are refused.
-Status CheckNoBiases(const GgufFile& f) {
+// Tensors fak would silently ignore (biases other than Qwen2's q/k/v ones) are refused.
+Status CheckNoBiases(const GgufFile& f, const ModelConfig& c) {
   for (const GgufTensorInfo& t : f.tensors()) {
-    if (t.name.size() > 5 && t.name.substr(t.name.size() - 5) == ".bias")
-      return Unsupported(f.name() + ": tensor " + std::string(t.name) + " (biases are not supported)");
+    const std::string_view name = t.name;
+    if (name.size() <= 5 || name.substr(name.size() - 5) != ".bias") continue;
+    const bool qkv = name.ends_with(".attn_q.bias") || name.ends_with(".attn_k.bias") || name.ends_with(".attn_v.bias");
+    if (!(c.qkv_bias && qkv)) return Unsupported(f.name() + ": tensor " + std::string(name) + " (biases are not supported)");
   }
   return Status::Ok();
 }
@@ -119,7 +126,7 @@ Status CheckNoBiases(const GgufFile& f) {
 }  // namespace
 
 Result<ModelWeights> WeightsFromGguf(const GgufFile& f, const ModelConfig& c) {
-  FAK_RETURN_IF_ERROR(CheckNoBiases(f));
+  FAK_RETURN_IF_ERROR(CheckNoBiases(f, c));
   ModelWeights w;
   w.norm_one_plus = false;  // Gemma 3 GGUF norms already include the +1 (model-formats.md §2.3)
   TensorReader r(f, &w);

@@ -23,9 +23,13 @@ namespace {
 
 bool Has(const std::vector<std::string>& v, std::string_view s) { return std::find(v.begin(), v.end(), s) != v.end(); }
 
+bool IsQwen2(const HfConfig& h) {
+  return h.model_type == "qwen2" || (h.model_type.empty() && Has(h.architectures, "Qwen2ForCausalLM"));
+}
+
 Result<Architecture> ArchitectureOf(const HfConfig& h, const std::string& file) {
-  if (h.model_type == "llama" || (h.model_type.empty() && Has(h.architectures, "LlamaForCausalLM"))) {
-    return Architecture::kLlama;
+  if (h.model_type == "llama" || (h.model_type.empty() && Has(h.architectures, "LlamaForCausalLM")) || IsQwen2(h)) {
+    return Architecture::kLlama;  // Qwen2: a Llama with q/k/v biases
   }
   // A multimodal Gemma 3 config ("gemma3") carries the text model in text_config, which
   // ParseHfConfig reads; its model_type is then "gemma3_text".
@@ -36,7 +40,7 @@ Result<Architecture> ArchitectureOf(const HfConfig& h, const std::string& file) 
   std::string archs;
   for (const std::string& a : h.architectures) archs += (archs.empty() ? "" : ", ") + a;
   return Unsupported(file + ": model_type '" + h.model_type + "' (architectures [" + archs +
-                     "]) is not supported (supported: llama, gemma3_text)");
+                     "]) is not supported (supported: llama, qwen2, gemma3_text)");
 }
 
 // Features fak does not implement are refused rather than silently ignored.
@@ -44,6 +48,7 @@ Status CheckFeatures(const HfConfig& h, const std::string& file, bool gemma) {
   if (h.final_logit_softcapping && *h.final_logit_softcapping != 0.0) {
     return Unsupported(file + ": final_logit_softcapping (not supported)");
   }
+  if (h.use_sliding_window) return Unsupported(file + ": use_sliding_window (Qwen2's sliding window is not supported)");
   const char* act = gemma ? "gelu_pytorch_tanh" : "silu";
   if (!h.hidden_act.empty() && h.hidden_act != act) {
     return Unsupported(file + ": hidden_act '" + h.hidden_act + "' (this architecture needs '" + act + "')");
@@ -252,23 +257,28 @@ Result<LayerWeights> ReadLayer(TensorReader& r, const ModelConfig& c, const std:
     FAK_ASSIGN_OR_RETURN(lw.post_attn_norm, r.Vector(p + "post_attention_layernorm.weight", h));
     FAK_ASSIGN_OR_RETURN(lw.post_ffn_norm, r.Vector(p + "post_feedforward_layernorm.weight", h));
   }
+  if (c.qkv_bias) {
+    FAK_ASSIGN_OR_RETURN(lw.bq, r.Vector(p + "self_attn.q_proj.bias", q_dim));
+    FAK_ASSIGN_OR_RETURN(lw.bk, r.Vector(p + "self_attn.k_proj.bias", kv_dim));
+    FAK_ASSIGN_OR_RETURN(lw.bv, r.Vector(p + "self_attn.v_proj.bias", kv_dim));
+  }
   return lw;
 }
 
-// Tensors of the text model fak would silently ignore (biases) or never read (a layer past
-// num_hidden_layers) are refused.
-Status CheckExtraTensors(const HfCheckpoint& ck, const std::string& prefix, size_t n_layers) {
+// Tensors of the text model fak would silently ignore (biases other than Qwen2's q/k/v ones) or
+// never read (a layer past num_hidden_layers) are refused.
+Status CheckExtraTensors(const HfCheckpoint& ck, const std::string& prefix, const ModelConfig& c) {
   for (const auto& [name, t] : ck.tensors) {
     const bool text =
         name.rfind(prefix, 0) == 0 || name.rfind("lm_head.", 0) == 0 || name.rfind("language_model.lm_head.", 0) == 0;
-    if (text && name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0) {
-      return Unsupported(ck.dir + ": tensor " + name + " (biases are not supported)");
-    }
+    if (!text || !name.ends_with(".bias")) continue;
+    const bool qkv = name.ends_with(".q_proj.bias") || name.ends_with(".k_proj.bias") || name.ends_with(".v_proj.bias");
+    if (!(c.qkv_bias && qkv)) return Unsupported(ck.dir + ": tensor " + name + " (biases are not supported)");
   }
-  const std::string beyond = prefix + "layers." + std::to_string(n_layers) + ".";
+  const std::string beyond = prefix + "layers." + std::to_string(c.n_layers) + ".";
   auto it = ck.tensors.lower_bound(beyond);
   if (it != ck.tensors.end() && it->first.rfind(beyond, 0) == 0) {
-    return Corruption(ck.dir + ": tensor " + it->first + " beyond num_hidden_layers " + std::to_string(n_layers));
+    return Corruption(ck.dir + ": tensor " + it->first + " beyond num_hidden_layers " + std::to_string(c.n_layers));
   }
   return Status::Ok();
 }
@@ -280,6 +290,7 @@ Result<ModelConfig> ConfigFromHf(const HfCheckpoint& ck, const ModelOptions& opt
   const std::string& f = ck.config_path;
   ModelConfig c;
   FAK_ASSIGN_OR_RETURN(c.architecture, ArchitectureOf(h, f));
+  c.qkv_bias = IsQwen2(h);
   const bool gemma = c.architecture == Architecture::kGemma3;
   c.rope_pairing = RopePairing::kSplitHalf;  // HF rows are unpermuted: rotate_half (model-formats.md §2.5)
   FAK_RETURN_IF_ERROR(CheckFeatures(h, f, gemma));
@@ -311,7 +322,7 @@ Result<ModelConfig> ConfigFromHf(const HfCheckpoint& ck, const ModelOptions& opt
 
 Result<ModelWeights> WeightsFromHf(const HfCheckpoint& ck, const ModelConfig& c) {
   FAK_ASSIGN_OR_RETURN(std::string prefix, TextPrefix(ck));
-  FAK_RETURN_IF_ERROR(CheckExtraTensors(ck, prefix, c.n_layers));
+  FAK_RETURN_IF_ERROR(CheckExtraTensors(ck, prefix, c));
   ModelWeights w;
   w.norm_one_plus = c.architecture == Architecture::kGemma3;  // HF stores w of x̂ · (1 + w)
   TensorReader r(ck, &w);

@@ -63,6 +63,7 @@ Status ModelConfig::Validate() const {
   auto valid_id = [&](int32_t id) { return id == -1 || (id >= 0 && static_cast<size_t>(id) < vocab_size); };
   if (!valid_id(bos_id)) return Field("bos_id", std::to_string(bos_id) + " outside the vocabulary");
   if (!valid_id(eos_id)) return Field("eos_id", std::to_string(eos_id) + " outside the vocabulary");
+  if (qkv_bias && architecture != Architecture::kLlama) return Field("qkv_bias", "only Llama-family models (Qwen2) have one");
   if (architecture == Architecture::kGemma3) {
     if (sliding_window > 0 && sliding_window_pattern == 0) return Field("sliding_window_pattern", "must be > 0");
     if (!(rope_local_base > 1.0)) return Field("rope_local_base", std::to_string(rope_local_base) + " must be > 1");
@@ -92,7 +93,7 @@ std::string ModelConfig::Describe() const {
   return std::string(architecture == Architecture::kLlama ? "llama" : "gemma3") + " h" + std::to_string(hidden_size) +
          " L" + std::to_string(n_layers) + " heads " + std::to_string(n_heads) + "/" + std::to_string(n_kv_heads) +
          " hd" + std::to_string(head_dim) + " ffn" + std::to_string(ffn_size) + " vocab" + std::to_string(vocab_size) +
-         (tied_embeddings ? " tied" : "") + " ctx" + std::to_string(context_length) +
+         (tied_embeddings ? " tied" : "") + (qkv_bias ? " qkv-bias" : "") + " ctx" + std::to_string(context_length) +
          (architecture == Architecture::kGemma3 && sliding_window > 0
               ? " swa" + std::to_string(sliding_window) + "/" + std::to_string(sliding_window_pattern)
               : "");

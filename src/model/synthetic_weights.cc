@@ -97,6 +97,11 @@ ModelWeights SyntheticWeights(const ModelConfig& c, uint64_t seed, ThreadPool* p
       lw.post_attn_norm = f.Make(1, h, norm_center, 0.05f);
       lw.post_ffn_norm = f.Make(1, h, norm_center, 0.05f);
     }
+    if (c.qkv_bias) {  // Qwen2; large enough to move the logits (real ones reach tens on k)
+      lw.bq = f.Make(1, q_dim, 0.0f, 0.5f);
+      lw.bk = f.Make(1, kv_dim, 0.0f, 0.5f);
+      lw.bv = f.Make(1, kv_dim, 0.0f, 0.5f);
+    }
     w.layers.push_back(lw);
   }
   return w;

@@ -63,6 +63,10 @@ struct LayerWeights {
   WeightTensor k_norm;          // [1][head_dim]
   WeightTensor post_attn_norm;  // [1][hidden]
   WeightTensor post_ffn_norm;   // [1][hidden]
+  // Qwen2 only (ModelConfig::qkv_bias; empty otherwise): added to the q/k/v projections.
+  WeightTensor bq;  // [1][n_heads * head_dim]
+  WeightTensor bk;  // [1][n_kv_heads * head_dim]
+  WeightTensor bv;  // [1][n_kv_heads * head_dim]
 };
 
 struct ModelWeights {
@@ -86,7 +90,7 @@ struct ModelWeights {
     for (const LayerWeights& l : layers) {
       for (const WeightTensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
         fn("layer", *t);
-      for (const WeightTensor* t : {&l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm})
+      for (const WeightTensor* t : {&l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm, &l.bq, &l.bk, &l.bv})
         if (!t->empty()) fn("layer", *t);
     }
   }

@@ -46,6 +46,7 @@ struct WriteOptions {
   std::optional<kernels::QuantType> quant;  // matrices (and the embedding) in this type
   std::string skip_tensor;                  // leave this tensor out
   std::string bad_shape_tensor;             // write this tensor with its dims swapped
+  std::string architecture;                 // general.architecture other than the model's
 };
 
 WriteOptions Quantized(kernels::QuantType t) {
@@ -69,7 +70,7 @@ void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = 
   const ModelConfig& c = m.config();
   const internal::ModelWeights& w = m.impl().weights;
   const bool gemma = c.architecture == Architecture::kGemma3;
-  const std::string a = gemma ? "gemma3" : "llama";
+  const std::string a = !o.architecture.empty() ? o.architecture : gemma ? "gemma3" : c.qkv_bias ? "qwen2" : "llama";
   GgufWriter g;
   g.KvString("general.architecture", a);
   g.Kv<uint32_t>(a + ".context_length", GgufType::kUint32, static_cast<uint32_t>(c.context_length));
@@ -113,6 +114,11 @@ void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = 
     put(p + "attn_q.weight", lw.wq, true);
     put(p + "attn_k.weight", lw.wk, true);
     put(p + "attn_v.weight", lw.wv, true);
+    if (c.qkv_bias) {
+      put(p + "attn_q.bias", lw.bq, false);
+      put(p + "attn_k.bias", lw.bk, false);
+      put(p + "attn_v.bias", lw.bv, false);
+    }
     put(p + "attn_output.weight", lw.wo, true);
     put(p + "ffn_norm.weight", lw.ffn_norm, false);
     put(p + "ffn_gate.weight", lw.w_gate, true);
@@ -129,6 +135,13 @@ void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = 
 }
 
 ModelConfig LlamaGgufConfig() { return TinyConfig(4, 2, 16, RopePairing::kAdjacent, 2); }  // GGUF llama: NORM rope
+
+ModelConfig Qwen2Config() {  // GGUF qwen2: NEOX rope, q/k/v biases
+  ModelConfig c = TinyConfig(4, 2, 16, RopePairing::kSplitHalf, 2);
+  c.qkv_bias = true;
+  c.rope_base = 1e6;
+  return c;
+}
 
 ModelConfig GemmaConfig(size_t window = 5, size_t n_layers = 7) {
   ModelConfig c = TinyConfig(4, 1, 16, RopePairing::kSplitHalf, n_layers);
@@ -172,6 +185,39 @@ TEST(GgufModel, F32LlamaFileGivesTheSyntheticModelsLogits) {
   const auto tokens = TokenSequence(30, 4, 97);
   EXPECT_EQ(MaxAbsDiff(AllLogits(*loaded, tokens), AllLogits(*synthetic, tokens)), 0.0f);
   ExpectPrefillMatchesDecode(*loaded, 20, 5);
+  std::remove(path.c_str());
+}
+
+TEST(GgufModel, F32Qwen2FileGivesTheSyntheticModelsLogits) {
+  ASSERT_OK_AND_ASSIGN(auto synthetic, Model::Synthetic(Qwen2Config(), 25));
+  const std::string path = TempPath("qwen2_f32.gguf");
+  WriteGguf(*synthetic, path);
+  ASSERT_OK_AND_ASSIGN(auto loaded, Model::Load(path));
+  EXPECT_EQ(loaded->config().Describe(), synthetic->config().Describe());
+  EXPECT_TRUE(loaded->config().qkv_bias);
+  EXPECT_EQ(loaded->config().rope_pairing, RopePairing::kSplitHalf);
+  EXPECT_EQ(loaded->WeightsDigest(), synthetic->WeightsDigest());
+  const auto tokens = TokenSequence(30, 4, 97);
+  EXPECT_EQ(MaxAbsDiff(AllLogits(*loaded, tokens), AllLogits(*synthetic, tokens)), 0.0f);
+  ExpectPrefillMatchesDecode(*loaded, 20, 5);
+  // Every bias is required, and a Llama file may carry none.
+  WriteGguf(*synthetic, path, Skipping("blk.1.attn_v.bias"));
+  auto missing = Model::Load(path);
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_NE(missing.error().message().find("missing tensor blk.1.attn_v.bias"), std::string::npos)
+      << missing.error().ToString();
+  WriteGguf(*synthetic, path, BadShape("blk.0.attn_k.bias"));
+  auto shape = Model::Load(path);
+  ASSERT_FALSE(shape.has_value());
+  EXPECT_NE(shape.error().message().find("blk.0.attn_k.bias"), std::string::npos) << shape.error().ToString();
+  WriteOptions as_llama;
+  as_llama.architecture = "llama";
+  WriteGguf(*synthetic, path, as_llama);
+  auto llama = Model::Load(path);
+  ASSERT_FALSE(llama.has_value());
+  EXPECT_EQ(llama.error().code(), StatusCode::kUnsupported);
+  EXPECT_NE(llama.error().message().find("blk.0.attn_q.bias (biases are not supported)"), std::string::npos)
+      << llama.error().ToString();
   std::remove(path.c_str());
 }
 

@@ -184,11 +184,28 @@ TEST(HfModelErrorsTest, BadSizesInConfig) {
   EXPECT_FALSE(heads.Load(dir).ok());
 }
 
+// A Llama has no biases; a Qwen2 has exactly the q/k/v ones, each required.
 TEST(HfModelErrorsTest, BiasTensorsAreRefused) {
   ScratchDir dir("bias");
   Broken b;
   b.tensors.push_back({"model.layers.0.self_attn.q_proj.bias", "F32", {32}, std::string(32 * 4, '\0')});
   ExpectError(b.Load(dir), StatusCode::kUnsupported, "model.layers.0.self_attn.q_proj.bias");
+
+  Broken qwen;
+  qwen.Replace("\"model_type\": \"llama\"", "\"model_type\": \"qwen2\"");
+  ExpectError(qwen.Load(dir), StatusCode::kCorruption, "model.layers.0.self_attn.q_proj.bias");  // missing
+  for (const char* x : {"q", "k", "v"}) {
+    const size_t n = std::string(x) == "q" ? 32 : 16;
+    for (int l = 0; l < 2; ++l)
+      qwen.tensors.push_back({"model.layers." + std::to_string(l) + ".self_attn." + x + "_proj.bias", "F32", {int64_t(n)},
+                              std::string(n * 4, '\0')});
+  }
+  EXPECT_OK(qwen.Load(dir));
+  qwen.tensors.push_back({"model.layers.0.self_attn.o_proj.bias", "F32", {32}, std::string(32 * 4, '\0')});
+  ExpectError(qwen.Load(dir), StatusCode::kUnsupported, "model.layers.0.self_attn.o_proj.bias");
+  qwen.tensors.pop_back();
+  qwen.Replace("\"model_type\": \"qwen2\"", "\"model_type\": \"qwen2\", \"use_sliding_window\": true");
+  ExpectError(qwen.Load(dir), StatusCode::kUnsupported, "use_sliding_window");
 }
 
 TEST(HfModelErrorsTest, LayerBeyondNumHiddenLayers) {

@@ -1,5 +1,5 @@
-// Hugging Face checkpoints (tests/data/hf/, made by make_hf_fixtures.py): the same tiny Llama and
-// Gemma 3 weights as safetensors (HF names, unpermuted q/k, raw Gemma norms) and as GGUF (permuted
+// Hugging Face checkpoints (tests/data/hf/, made by make_hf_fixtures.py): the same tiny Llama, Qwen2
+// and Gemma 3 weights as safetensors (HF names, unpermuted q/k, raw Gemma norms) and as GGUF (permuted
 // q/k, norms + 1) must give the same logits, and both must match an independent float64 numpy
 // forward pass written from the HF modeling code.
 #include <gtest/gtest.h>
@@ -140,7 +140,7 @@ TEST(HfModelTest, ShardedF32EqualsSingleFileF16BitForBit) {
 }
 
 TEST(HfModelTest, PrefillEqualsTokenByTokenDecode) {
-  for (const char* name : {"llama", "gemma"}) {
+  for (const char* name : {"llama", "gemma", "qwen2"}) {
     ASSERT_OK_AND_ASSIGN(auto m, Model::Load(HfData(name)));
     std::vector<float> all = AllLogits(*m);
     KVCache cache = m->NewCache();
@@ -150,6 +150,48 @@ TEST(HfModelTest, PrefillEqualsTokenByTokenDecode) {
       EXPECT_TRUE(std::equal(step.begin(), step.end(), all.begin() + t * v)) << name << " position " << t;
     }
   }
+}
+
+// Qwen2: the llama weights plus q/k/v biases, rope_theta 1e6. llama.cpp's qwen2 rotates NEOX-style,
+// so the GGUF twin keeps HF's rows and both files run split-half on the same values: bit for bit.
+TEST(HfModelTest, Qwen2SafetensorsMatchesGgufBitForBitAndTheOracle) {
+  ASSERT_OK_AND_ASSIGN(auto hf, Model::Load(HfData("qwen2")));
+  ASSERT_OK_AND_ASSIGN(auto gguf, Model::Load(HfData("qwen2.gguf")));
+  for (const Model* m : {hf.get(), gguf.get()}) {
+    const ModelConfig& c = m->config();
+    EXPECT_EQ(c.architecture, Architecture::kLlama);
+    EXPECT_TRUE(c.qkv_bias);
+    EXPECT_EQ(c.rope_pairing, RopePairing::kSplitHalf);
+    EXPECT_DOUBLE_EQ(c.rope_base, 1e6);
+    EXPECT_NE(c.Describe().find("qkv-bias"), std::string::npos);
+  }
+  std::vector<float> a = AllLogits(*hf), b = AllLogits(*gguf), oracle = ReadFloats(HfData("qwen2.logits"));
+  ASSERT_EQ(a.size(), kPrompt.size() * 64);
+  EXPECT_EQ(a, b);
+  ExpectSameTop1(a, oracle, 64, "hf vs oracle");
+  const float d_oracle = MaxAbsDiff(a, oracle);
+  std::printf("[ qwen2    ] max|d| hf-gguf %.3g, hf-oracle %.3g\n", MaxAbsDiff(a, b), d_oracle);
+  EXPECT_LE(d_oracle, kOracleTolerance);
+}
+
+// Non-vacuity: the same checkpoint without its biases (as a Llama with Qwen's rope_theta) is a
+// different model, far from the oracle.
+TEST(HfModelTest, Qwen2WithoutBiasesDiffers) {
+  testing::ScratchDir dir("qwen2_no_bias");
+  std::vector<testing::StEntry> entries;
+  for (testing::StEntry& e : testing::ReadEntries(HfData("qwen2/model.safetensors")))
+    if (!e.name.ends_with(".bias")) entries.push_back(std::move(e));
+  std::string config = testing::ReadText(HfData("qwen2/config.json"));
+  const std::string from = "\"model_type\": \"qwen2\"";
+  ASSERT_NE(config.find(from), std::string::npos);
+  config.replace(config.find(from), from.size(), "\"model_type\": \"llama\"");
+  dir.Write("config.json", config);
+  testing::WriteSafetensors(dir.path() + "/model.safetensors", entries);
+  ASSERT_OK_AND_ASSIGN(auto no_bias, Model::Load(dir.path()));
+  EXPECT_FALSE(no_bias->config().qkv_bias);
+  const float d = MaxAbsDiff(AllLogits(*no_bias), ReadFloats(HfData("qwen2.logits")));
+  std::printf("[ qwen2    ] biases dropped: max|d| from the oracle %.3g\n", d);
+  EXPECT_GT(d, 1e-2f);
 }
 
 TEST(HfModelTest, Gemma3ConfigFromConfigJson) {

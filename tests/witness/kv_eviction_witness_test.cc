@@ -161,8 +161,12 @@ void ComposeRotationBack(float* k, size_t hd, size_t delta, double base) {
   }
 }
 
-TEST(Witness, EvictRerotationExact) {
-  ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(TinyConfig(4, 2, 16, RopePairing::kSplitHalf, 1), 23));
+// One layer, so keys and values depend on their own token only; with Qwen2's q/k/v bias too (the
+// stored raw keys include it, so re-rotation still starts from the exact pre-RoPE key).
+void ExpectEvictRerotationExact(bool qkv_bias) {
+  ModelConfig config = TinyConfig(4, 2, 16, RopePairing::kSplitHalf, 1);
+  config.qkv_bias = qkv_bias;
+  ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(config, 23));
   const auto a = TokenSequence(10, 1, 97), span = TokenSequence(6, 2, 97), b = TokenSequence(40, 3, 97);
   std::vector<int32_t> with = a, never = a;
   with.insert(with.end(), span.begin(), span.end());
@@ -195,6 +199,9 @@ TEST(Witness, EvictRerotationExact) {
   }
   EXPECT_GT(MaxAbsDiff(ProbeLogits(*model, drifting, probe), never_logits), 0.0f);
 }
+
+TEST(Witness, EvictRerotationExact) { ExpectEvictRerotationExact(false); }
+TEST(Witness, EvictRerotationExactWithQkvBias) { ExpectEvictRerotationExact(true); }
 
 }  // namespace
 }  // namespace fak

@@ -14,6 +14,10 @@ Models (tests/model/hf_model_test.cc):
   llama3_rope.logits the reference on ROPE_PROMPT (llama3_rope.tokens: 100 ids, so the scaled dims rotate visibly),
                   inverse frequencies from transformers' _compute_llama3_parameters in float64.
                   `make_hf_fixtures.py llama3_rope` writes only these.
+  qwen2/          the llama weights plus q/k/v biases as a Qwen2 checkpoint (model_type "qwen2",
+                  rope_theta 1e6), F16; `make_hf_fixtures.py qwen2` writes only these three.
+  qwen2.gguf      its qwen2 GGUF twin (F32, q/k unpermuted: llama.cpp's qwen2 rotates NEOX-style).
+  qwen2.logits    the reference on PROMPT, biases added before RoPE as Qwen2Attention does.
   gemma/          Gemma 3 text config.json + model.safetensors (BF16, raw norm weights w).
   gemma.gguf      the same as a gemma3 GGUF: norms stored as w + 1 (in f32), as the converter does.
   *.logits        float32 [n_tokens][vocab] next-token logits of `PROMPT` from an independent
@@ -155,9 +159,10 @@ def permute(w, n_head, n_head_kv):
     return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape))
 
 
-def write_llama_gguf(path, w, context=128, rope_freqs=None):
+def write_llama_gguf(path, w, context=128, rope_freqs=None, arch="llama", theta=LLAMA["theta"]):
+    """A llama GGUF, or (arch "qwen2") a qwen2 one: q/k rows as HF stores them, plus the q/k/v biases."""
     c = LLAMA
-    g = gguf.GGUFWriter(path, "llama")
+    g = gguf.GGUFWriter(path, arch)
     g.add_context_length(context)
     g.add_embedding_length(c["hidden"])
     g.add_block_count(c["layers"])
@@ -165,7 +170,7 @@ def write_llama_gguf(path, w, context=128, rope_freqs=None):
     g.add_head_count(c["heads"])
     g.add_head_count_kv(c["kv_heads"])
     g.add_rope_dimension_count(c["hidden"] // c["heads"])
-    g.add_rope_freq_base(c["theta"])
+    g.add_rope_freq_base(theta)
     g.add_layer_norm_rms_eps(c["eps"])
     if rope_freqs is not None:  # the converter yields it first
         g.add_tensor("rope_freqs.weight", rope_freqs)
@@ -177,8 +182,14 @@ def write_llama_gguf(path, w, context=128, rope_freqs=None):
              "mlp.down_proj": "ffn_down"}
     for l in range(c["layers"]):
         p = f"model.layers.{l}."
-        g.add_tensor(f"blk.{l}.attn_q.weight", permute(w[p + "self_attn.q_proj.weight"], c["heads"], c["heads"]))
-        g.add_tensor(f"blk.{l}.attn_k.weight", permute(w[p + "self_attn.k_proj.weight"], c["heads"], c["kv_heads"]))
+        q, k = w[p + "self_attn.q_proj.weight"], w[p + "self_attn.k_proj.weight"]
+        if arch == "llama":
+            q, k = permute(q, c["heads"], c["heads"]), permute(k, c["heads"], c["kv_heads"])
+        g.add_tensor(f"blk.{l}.attn_q.weight", q)
+        g.add_tensor(f"blk.{l}.attn_k.weight", k)
+        if arch == "qwen2":
+            for x in "qkv":
+                g.add_tensor(f"blk.{l}.attn_{x}.bias", w[p + f"self_attn.{x}_proj.bias"])
         for hf, gg in names.items():
             g.add_tensor(f"blk.{l}.{gg}.weight", w[p + hf + ".weight"])
     g.write_header_to_file()
@@ -297,7 +308,8 @@ def attention(q, k, v, scale, window=0):  # q [T, H, hd], k/v [T, KV, hd]; causa
     return np.einsum("hts,shd->thd", p, v).reshape(T, -1)
 
 
-def llama_reference(w, tokens, inv=None):
+def llama_reference(w, tokens, inv=None, theta=LLAMA["theta"]):
+    """Llama, or Qwen2 when w holds q/k/v_proj biases (added before RoPE)."""
     c = LLAMA
     W = {k: v.astype(np.float64) for k, v in w.items()}
     hd = c["hidden"] // c["heads"]
@@ -306,10 +318,10 @@ def llama_reference(w, tokens, inv=None):
     for l in range(c["layers"]):
         p = f"model.layers.{l}."
         h = rms(x, W[p + "input_layernorm.weight"], c["eps"])
-        q = (h @ W[p + "self_attn.q_proj.weight"].T).reshape(len(tokens), c["heads"], hd)
-        k = (h @ W[p + "self_attn.k_proj.weight"].T).reshape(len(tokens), c["kv_heads"], hd)
-        v = (h @ W[p + "self_attn.v_proj.weight"].T).reshape(len(tokens), c["kv_heads"], hd)
-        q, k = rope_half(q, pos, c["theta"], inv), rope_half(k, pos, c["theta"], inv)
+        q, k, v = (h @ W[p + f"self_attn.{x}_proj.weight"].T + W.get(p + f"self_attn.{x}_proj.bias", 0.0) for x in "qkv")
+        q = q.reshape(len(tokens), c["heads"], hd)
+        k, v = k.reshape(len(tokens), c["kv_heads"], hd), v.reshape(len(tokens), c["kv_heads"], hd)
+        q, k = rope_half(q, pos, theta, inv), rope_half(k, pos, theta, inv)
         x = x + attention(q, k, v, hd ** -0.5) @ W[p + "self_attn.o_proj.weight"].T
         h = rms(x, W[p + "post_attention_layernorm.weight"], c["eps"])
         g = h @ W[p + "mlp.gate_proj.weight"].T
@@ -374,6 +386,7 @@ def make_models():
     llama_reference(w, PROMPT).astype(np.float32).tofile(os.path.join(HERE, "llama.logits"))
 
     make_llama3_rope()
+    make_qwen2()
     g = gemma_weights(np.random.default_rng(7))
     os.makedirs(os.path.join(HERE, "gemma"), exist_ok=True)
     write_json(os.path.join(HERE, "gemma", "config.json"), gemma_config())
@@ -397,6 +410,29 @@ def make_llama3_rope():
     llama_reference(w, ROPE_PROMPT, inv).astype(np.float32).tofile(os.path.join(HERE, "llama3_rope.logits"))
     with open(os.path.join(HERE, "llama3_rope.tokens"), "w") as f:
         f.write(" ".join(map(str, ROPE_PROMPT)) + "\n")
+
+
+QWEN2_THETA = 1e6
+
+
+def make_qwen2():
+    w = llama_weights(np.random.default_rng(20240609))  # the llama/ weights, plus biases
+    rng = np.random.default_rng(2025)
+    hd = LLAMA["hidden"] // LLAMA["heads"]
+    for l in range(LLAMA["layers"]):
+        p = f"model.layers.{l}.self_attn."
+        w[p + "q_proj.bias"] = f16_round(rand(rng, (LLAMA["heads"] * hd,), 0.5))
+        w[p + "k_proj.bias"] = f16_round(rand(rng, (LLAMA["kv_heads"] * hd,), 0.5))
+        w[p + "v_proj.bias"] = f16_round(rand(rng, (LLAMA["kv_heads"] * hd,), 0.5))
+    d = os.path.join(HERE, "qwen2")
+    os.makedirs(d, exist_ok=True)
+    write_json(os.path.join(d, "config.json"),
+               llama_config(architectures=["Qwen2ForCausalLM"], model_type="qwen2", rope_theta=QWEN2_THETA,
+                            use_sliding_window=False, sliding_window=4096, max_window_layers=2))
+    save_file({k: v.astype(np.float16) for k, v in w.items()}, os.path.join(d, "model.safetensors"),
+              metadata={"format": "pt"})
+    write_llama_gguf(os.path.join(HERE, "qwen2.gguf"), w, arch="qwen2", theta=QWEN2_THETA)
+    llama_reference(w, PROMPT, theta=QWEN2_THETA).astype(np.float32).tofile(os.path.join(HERE, "qwen2.logits"))
 
 
 # ---------------------------------------------------------------- tokenizers
@@ -572,6 +608,9 @@ def encode_all(path, texts, out_name):
 def main():
     if sys.argv[1:] == ["llama3_rope"]:
         make_llama3_rope()
+        return
+    if sys.argv[1:] == ["qwen2"]:
+        make_qwen2()
         return
     make_models()
     texts = read_inp(os.path.join(VOCAB, "ggml-vocab-llama-spm.gguf.inp")) + EXTRA_TEXTS
