@@ -94,6 +94,13 @@ enum class LogitsMode {
   kAll,   // logits of every prompt token: [n_tokens][vocab]
 };
 
+// One sequence of Model::PrefillBatch: tokens appended to its own cache.
+struct BatchItem {
+  KVCache* cache = nullptr;
+  std::span<const int32_t> tokens;
+  LogitsMode mode = LogitsMode::kLast;
+};
+
 class Model {
  public:
   ~Model();
@@ -131,6 +138,13 @@ class Model {
                                      LogitsMode mode = LogitsMode::kLast) const;
   // Appends one token and returns the logits of the next.
   Result<std::vector<float>> Decode(KVCache* cache, int32_t token) const;
+  // Several sequences in one forward pass (continuous batching: a server's decode step for all its
+  // sessions, or several prompts at once): every matmul, the output head included, reads its
+  // weights once for all their rows, while attention runs per sequence over its own cache. Result
+  // i has the bits Prefill(items[i].cache, items[i].tokens, items[i].mode) gives, whatever the other
+  // items (batch independence, architecture §2.1). Every item is checked before any cache changes
+  // (Prefill's errors, naming the item, plus a cache that appears twice); on error none changes.
+  Result<std::vector<std::vector<float>>> PrefillBatch(std::span<const BatchItem> items) const;
 
   struct Impl;
   const Impl& impl() const { return *impl_; }

@@ -77,56 +77,77 @@ void EmbedRow(const Pass& p, int32_t token, float* y) {
   if (p.c.architecture == Architecture::kGemma3) p.t.scale(y, std::sqrt(static_cast<float>(h)), y, h);
 }
 
-// Writes the chunk's raw keys, rotated keys and values into cache slots [slot0, slot0 + rows) and
-// rotates the queries in place.
-void StoreKeysAndRotateQueries(const Pass& p, size_t layer, KVCache* cache, size_t slot0, size_t rows, float* q,
-                               const float* k, const float* v) {
+// One sequence's share of a forward step: rows [row0, row0 + rows) of the step's buffers are its
+// tokens, at slots [slot0, slot0 + rows) of its cache.
+struct Part {
+  KVCache* cache;
+  size_t slot0, rows, row0;
+};
+
+// Writes each part's raw keys, rotated keys and values into its cache slots and rotates the
+// queries in place.
+void StoreKeysAndRotateQueries(const Pass& p, size_t layer, std::span<const Part> parts, float* q, const float* k,
+                               const float* v) {
   const size_t hd = p.c.head_dim, nkv = p.c.n_kv_heads;
   const kernels::RopeTable& table = *p.m.rope->layer_tables[layer];
   const kernels::RopePairing pairing = p.m.rope->pairing;
-  for (size_t i = 0; i < rows; ++i) {
-    const size_t slot = slot0 + i;  // positions are compact: a slot's position is its index
-    for (size_t h = 0; h < nkv; ++h) {
-      const float* src_k = k + (i * nkv + h) * hd;
-      std::memcpy(cache->mutable_kraw(layer, h) + slot * hd, src_k, hd * sizeof(float));
-      float* dst_k = cache->mutable_k(layer, h) + slot * hd;
-      std::memcpy(dst_k, src_k, hd * sizeof(float));
-      kernels::ApplyRope(dst_k, 1, hd, table, slot, pairing);
-      std::memcpy(cache->mutable_v(layer, h) + slot * hd, v + (i * nkv + h) * hd, hd * sizeof(float));
+  for (const Part& part : parts) {
+    KVCache* cache = part.cache;
+    for (size_t i = 0; i < part.rows; ++i) {
+      const size_t slot = part.slot0 + i, row = part.row0 + i;  // positions are compact: slot = position
+      for (size_t h = 0; h < nkv; ++h) {
+        const float* src_k = k + (row * nkv + h) * hd;
+        std::memcpy(cache->mutable_kraw(layer, h) + slot * hd, src_k, hd * sizeof(float));
+        float* dst_k = cache->mutable_k(layer, h) + slot * hd;
+        std::memcpy(dst_k, src_k, hd * sizeof(float));
+        kernels::ApplyRope(dst_k, 1, hd, table, slot, pairing);
+        std::memcpy(cache->mutable_v(layer, h) + slot * hd, v + (row * nkv + h) * hd, hd * sizeof(float));
+      }
+      kernels::ApplyRope(q + row * p.c.n_heads * hd, p.c.n_heads, hd, table, slot, pairing);
     }
-    kernels::ApplyRope(q + i * p.c.n_heads * hd, p.c.n_heads, hd, table, slot, pairing);
   }
 }
 
-// out[i] = attention of query row i (at slot slot0 + i) over keys [0, slot0 + i], or over the last
+// out[r] = attention of query row r over its part's keys [0, its position], or over the last
 // `sliding_window` of them on a sliding layer. Slots are positions (compact), so the window is over
 // positions.
-void AttentionRows(const Pass& p, size_t layer, const KVCache& cache, size_t slot0, size_t rows, const float* q,
-                   float* out) {
+void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, const float* q, float* out) {
   const size_t nh = p.c.n_heads, hd = p.c.head_dim;
   const size_t window = p.c.IsSlidingLayer(layer) ? p.c.sliding_window : 0;  // 0: all earlier keys
   const float scalar = p.c.architecture == Architecture::kGemma3 && p.c.query_pre_attn_scalar > 0.0f
                            ? p.c.query_pre_attn_scalar
                            : static_cast<float>(hd);
   const float scale = 1.0f / std::sqrt(scalar);
-  // Causal rows cost in proportion to their position, so work item r is row r/2 from the top for
-  // even r and from the bottom for odd r: contiguous thread shares then hold equal work.
-  p.pool->ParallelFor(rows * nh, 1, [&](size_t begin, size_t end) {
-    AlignedBuffer scratch(slot0 + rows);
+  // Causal rows cost in proportion to their position, so within a part work item r is row r/2 from
+  // the top for even r and from the bottom for odd r: contiguous thread shares then hold equal work.
+  struct Item {
+    const Part* part;
+    size_t i;  // row within the part
+  };
+  std::vector<Item> items;
+  size_t max_keys = 0;
+  for (const Part& part : parts) {
+    for (size_t r = 0; r < part.rows; ++r) items.push_back({&part, r % 2 == 0 ? r / 2 : part.rows - 1 - r / 2});
+    max_keys = std::max(max_keys, part.slot0 + part.rows);
+  }
+  p.pool->ParallelFor(items.size() * nh, 1, [&](size_t begin, size_t end) {
+    AlignedBuffer scratch(max_keys);
     for (size_t u = begin; u < end;) {
-      const size_t r = u / nh, row = r % 2 == 0 ? r / 2 : rows - 1 - r / 2;
+      const Item& item = items[u / nh];
+      const Part& part = *item.part;
+      const size_t row = part.row0 + item.i;
       const size_t head_begin = u % nh, head_end = std::min(nh, head_begin + (end - u));
       kernels::AttentionArgs a{};
       a.q = q + row * nh * hd;
-      a.k = cache.k(layer, 0);
-      a.v = cache.v(layer, 0);
+      a.k = part.cache->k(layer, 0);
+      a.v = part.cache->v(layer, 0);
       a.out = out + row * nh * hd;
       a.scratch = scratch.data();
       a.n_heads = nh;
       a.n_kv_heads = p.c.n_kv_heads;
       a.head_dim = hd;
-      a.kv_head_stride = cache.head_stride();
-      a.key_end = slot0 + row + 1;
+      a.kv_head_stride = part.cache->head_stride();
+      a.key_end = part.slot0 + item.i + 1;
       a.key_begin = window > 0 && a.key_end > window ? a.key_end - window : 0;
       a.scale = scale;
       a.head_begin = head_begin;
@@ -151,7 +172,7 @@ void AddBiasRows(const Pass& p, float* y, const WeightTensor& bias, size_t rows)
   for (size_t i = 0; i < rows; ++i) p.t.add(y + i * bias.cols, bias.f32(), y + i * bias.cols, bias.cols);
 }
 
-void LlamaLayer(const Pass& p, size_t l, KVCache* cache, size_t slot0, size_t rows, Buffers& b) {
+void LlamaLayer(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
   const LayerWeights& w = p.m.weights.layers[l];
   const size_t h = p.c.hidden_size;
   RmsNormRows(p, b.x.data(), w.attn_norm, b.xn.data(), rows);
@@ -159,8 +180,8 @@ void LlamaLayer(const Pass& p, size_t l, KVCache* cache, size_t slot0, size_t ro
   AddBiasRows(p, b.q.data(), w.bq, rows);
   AddBiasRows(p, b.k.data(), w.bk, rows);  // before RoPE: the stored raw keys include it
   AddBiasRows(p, b.v.data(), w.bv, rows);
-  StoreKeysAndRotateQueries(p, l, cache, slot0, rows, b.q.data(), b.k.data(), b.v.data());
-  AttentionRows(p, l, *cache, slot0, rows, b.q.data(), b.attn.data());
+  StoreKeysAndRotateQueries(p, l, parts, b.q.data(), b.k.data(), b.v.data());
+  AttentionRows(p, l, parts, b.q.data(), b.attn.data());
   MatMulWeights(p, b.attn.data(), rows, {{w.wo, b.xn.data()}});
   p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
 
@@ -172,15 +193,15 @@ void LlamaLayer(const Pass& p, size_t l, KVCache* cache, size_t slot0, size_t ro
 }
 
 // Gemma 3: sandwich norms around attention and FFN, QK-norm before RoPE, GELU-tanh gating.
-void GemmaLayer(const Pass& p, size_t l, KVCache* cache, size_t slot0, size_t rows, Buffers& b) {
+void GemmaLayer(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
   const LayerWeights& w = p.m.weights.layers[l];
   const size_t h = p.c.hidden_size;
   RmsNormRows(p, b.x.data(), w.attn_norm, b.xn.data(), rows);
   MatMulWeights(p, b.xn.data(), rows, {{w.wq, b.q.data()}, {w.wk, b.k.data()}, {w.wv, b.v.data()}});
   RmsNormRows(p, b.q.data(), w.q_norm, b.q.data(), rows * p.c.n_heads);  // per head, in place
   RmsNormRows(p, b.k.data(), w.k_norm, b.k.data(), rows * p.c.n_kv_heads);
-  StoreKeysAndRotateQueries(p, l, cache, slot0, rows, b.q.data(), b.k.data(), b.v.data());
-  AttentionRows(p, l, *cache, slot0, rows, b.q.data(), b.attn.data());
+  StoreKeysAndRotateQueries(p, l, parts, b.q.data(), b.k.data(), b.v.data());
+  AttentionRows(p, l, parts, b.q.data(), b.attn.data());
   MatMulWeights(p, b.attn.data(), rows, {{w.wo, b.xn.data()}});
   RmsNormRows(p, b.xn.data(), w.post_attn_norm, b.xn.data(), rows);
   p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
@@ -205,28 +226,61 @@ void OutputHead(const Pass& p, const float* x, size_t n_rows, std::vector<float>
 
 }  // namespace
 
-void Forward(const Model::Impl& m, KVCache* cache, std::span<const int32_t> tokens, LogitsMode mode,
-             std::vector<float>* logits) {
+void Forward(const Model::Impl& m, std::span<const BatchItem> items, std::span<std::vector<float>> logits) {
   const Pass p{m, m.config, kernels::Active(), m.pool.get()};
   const size_t h = p.c.hidden_size;
-  logits->clear();
-  for (size_t done = 0; done < tokens.size();) {
-    const size_t rows = std::min(kPrefillChunk, tokens.size() - done);
-    const size_t slot0 = cache->size();
+  std::vector<size_t> done(items.size(), 0);
+  for (std::vector<float>& l : logits) l.clear();
+  for (size_t next = 0; next < items.size();) {
+    // A step: up to kPrefillChunk rows, taken from the items in order (a long one spans steps).
+    std::vector<Part> parts;
+    std::vector<size_t> part_item;
+    size_t rows = 0;
+    for (size_t i = next; i < items.size() && rows < kPrefillChunk; ++i) {
+      const size_t take = std::min(items[i].tokens.size() - done[i], kPrefillChunk - rows);
+      parts.push_back({items[i].cache, items[i].cache->size(), take, rows});
+      part_item.push_back(i);
+      rows += take;
+    }
     Buffers b(p.c, rows);
-    for (size_t i = 0; i < rows; ++i) EmbedRow(p, tokens[done + i], b.x.data() + i * h);
+    for (size_t j = 0; j < parts.size(); ++j) {
+      const std::span<const int32_t> tokens = items[part_item[j]].tokens.subspan(done[part_item[j]], parts[j].rows);
+      for (size_t r = 0; r < tokens.size(); ++r) EmbedRow(p, tokens[r], b.x.data() + (parts[j].row0 + r) * h);
+    }
     const bool gemma = p.c.architecture == Architecture::kGemma3;
     for (size_t l = 0; l < p.c.n_layers; ++l) {
       if (gemma) {
-        GemmaLayer(p, l, cache, slot0, rows, b);
+        GemmaLayer(p, l, parts, rows, b);
       } else {
-        LlamaLayer(p, l, cache, slot0, rows, b);
+        LlamaLayer(p, l, parts, rows, b);
       }
     }
-    cache->CommitAppended(tokens.subspan(done, rows));
-    done += rows;
-    if (mode == LogitsMode::kAll) OutputHead(p, b.x.data(), rows, logits);
-    if (mode == LogitsMode::kLast && done == tokens.size()) OutputHead(p, b.x.data() + (rows - 1) * h, 1, logits);
+    // The rows that want logits, gathered so the output head reads its weights once for all of them.
+    std::vector<size_t> head_rows, head_part;
+    for (size_t j = 0; j < parts.size(); ++j) {
+      const size_t i = part_item[j];
+      parts[j].cache->CommitAppended(items[i].tokens.subspan(done[i], parts[j].rows));
+      done[i] += parts[j].rows;
+      const bool finished = done[i] == items[i].tokens.size();
+      for (size_t r = 0; r < parts[j].rows; ++r) {
+        const bool last = finished && r + 1 == parts[j].rows;
+        if (items[i].mode == LogitsMode::kAll || (items[i].mode == LogitsMode::kLast && last)) {
+          head_rows.push_back(parts[j].row0 + r);
+          head_part.push_back(j);
+        }
+      }
+      if (finished) next = i + 1;
+    }
+    if (head_rows.empty()) continue;
+    AlignedBuffer x(head_rows.size() * h);
+    for (size_t r = 0; r < head_rows.size(); ++r) std::memcpy(x.data() + r * h, b.x.data() + head_rows[r] * h, h * sizeof(float));
+    std::vector<float> out;
+    OutputHead(p, x.data(), head_rows.size(), &out);
+    const size_t vocab = p.c.vocab_size;
+    for (size_t r = 0; r < head_rows.size(); ++r) {
+      std::vector<float>& dst = logits[part_item[head_part[r]]];
+      dst.insert(dst.end(), out.begin() + r * vocab, out.begin() + (r + 1) * vocab);
+    }
   }
 }
 

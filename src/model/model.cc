@@ -1,6 +1,7 @@
 // Model: construction, the binding digest, and the validated Prefill/Decode entry points.
 #include <fstream>
 #include <string>
+#include <unordered_set>
 
 #include "fak/gguf.h"
 #include "src/model/gguf_loader.h"
@@ -8,6 +9,30 @@
 #include "src/model/model_impl.h"
 
 namespace fak {
+namespace {
+
+// Prefill's checks on one sequence; `what` names it in the message ("Prefill", "PrefillBatch: item 2").
+Status CheckAppend(const Model& m, const std::string& what, const KVCache* cache, std::span<const int32_t> tokens) {
+  const ModelConfig& c = m.config();
+  if (cache == nullptr) return InvalidArgument(what + ": cache is null");
+  if (&cache->rope() != m.impl().rope.get() || !(cache->shape() == m.NewCache().shape())) {
+    return InvalidArgument(what + ": the cache was made by a different model");
+  }
+  if (tokens.empty()) return InvalidArgument(what + ": empty prompt (need at least one token)");
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= c.vocab_size) {
+      return InvalidArgument(what + ": token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                             " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+    }
+  }
+  if (tokens.size() > c.context_length - cache->size()) {
+    return ResourceExhausted(what + ": " + std::to_string(cache->size()) + " cached + " + std::to_string(tokens.size()) +
+                             " new tokens exceed the context length " + std::to_string(c.context_length));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
@@ -97,25 +122,25 @@ KVCache Model::NewCache() const {
 }
 
 Result<std::vector<float>> Model::Prefill(KVCache* cache, std::span<const int32_t> tokens, LogitsMode mode) const {
-  const ModelConfig& c = impl_->config;
-  if (cache == nullptr) return InvalidArgument("Prefill: cache is null");
-  if (&cache->rope() != impl_->rope.get() || !(cache->shape() == NewCache().shape())) {
-    return InvalidArgument("Prefill: the cache was made by a different model");
-  }
-  if (tokens.empty()) return InvalidArgument("Prefill: empty prompt (need at least one token)");
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || static_cast<size_t>(tokens[i]) >= c.vocab_size) {
-      return InvalidArgument("Prefill: token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                             " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
-    }
-  }
-  if (tokens.size() > c.context_length - cache->size()) {
-    return ResourceExhausted("Prefill: " + std::to_string(cache->size()) + " cached + " + std::to_string(tokens.size()) +
-                             " new tokens exceed the context length " + std::to_string(c.context_length));
-  }
+  const BatchItem item{cache, tokens, mode};
+  FAK_RETURN_IF_ERROR(CheckAppend(*this, "Prefill", cache, tokens));
   FAK_RETURN_IF_ERROR(cache->Reserve(cache->size() + tokens.size()));
-  std::vector<float> logits;
-  internal::Forward(*impl_, cache, tokens, mode, &logits);
+  std::vector<std::vector<float>> logits(1);
+  internal::Forward(*impl_, std::span(&item, 1), logits);
+  return std::move(logits[0]);
+}
+
+Result<std::vector<std::vector<float>>> Model::PrefillBatch(std::span<const BatchItem> items) const {
+  if (items.empty()) return InvalidArgument("PrefillBatch: no items");
+  std::unordered_set<const KVCache*> seen;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string what = "PrefillBatch: item " + std::to_string(i);
+    FAK_RETURN_IF_ERROR(CheckAppend(*this, what, items[i].cache, items[i].tokens));
+    if (!seen.insert(items[i].cache).second) return InvalidArgument(what + ": its cache is also an earlier item's");
+  }
+  for (const BatchItem& item : items) FAK_RETURN_IF_ERROR(item.cache->Reserve(item.cache->size() + item.tokens.size()));
+  std::vector<std::vector<float>> logits(items.size());
+  internal::Forward(*impl_, items, logits);
   return logits;
 }
 

@@ -25,10 +25,9 @@ struct Model::Impl {
 
 namespace internal {
 
-// The forward pass over `tokens` appended to `cache` (already validated and reserved).
-// Writes logits as `mode` asks into *logits.
-void Forward(const Model::Impl& model, KVCache* cache, std::span<const int32_t> tokens, LogitsMode mode,
-             std::vector<float>* logits);
+// The forward pass over each item's tokens appended to its cache (validated, reserved, caches
+// distinct), all items' rows batched together. Writes item i's logits, as its mode asks, into logits[i].
+void Forward(const Model::Impl& model, std::span<const BatchItem> items, std::span<std::vector<float>> logits);
 
 // Builds the per-layer RoPE tables of a config.
 std::shared_ptr<const RopeBinding> MakeRopeBinding(const ModelConfig& config);
