@@ -16,7 +16,9 @@
 //
 // Figures are medians over a few repetitions. Flags: --quick (one repetition, shape (a) only),
 // --reps N (prefill repetitions for shape (a); shape (b) uses max(1, N - 1)), --sweep (only a
-// prefill tokens/s sweep over prompt lengths 1..512 on shape (a) at 2 threads).
+// prefill tokens/s sweep over prompt lengths 1..512 on shape (a) at 2 threads), --batch (only
+// decode steps of B sessions at once through Model::PrefillBatch against the same B sessions
+// decoded one by one, shape (a), 2 threads).
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -226,14 +228,55 @@ int PrefillSweep() {
   return 0;
 }
 
+// --batch: a server's decode step for B sessions (each with its own 32-token history): one
+// PrefillBatch of B one-token items against B Decode calls, same sessions, same run.
+int BatchedDecode() {
+  ModelOptions opt;
+  opt.n_threads = 2;
+  const ModelConfig c = ModelConfig::SmolLM2_135M_Shape();
+  auto model_or = Model::Synthetic(c, 42, opt);
+  if (!model_or.has_value()) return Fail(model_or.error(), "Synthetic");
+  const Model& model = **model_or;
+  std::printf("batched decode, %s, T2 (load %s)\n  %8s %14s %14s %8s\n", c.Describe().c_str(), LoadAverage().c_str(),
+              "sessions", "batched tok/s", "one-by-one", "ratio");
+  for (size_t sessions : {1, 2, 4, 8, 16, 32}) {
+    std::vector<KVCache> caches;
+    for (size_t s = 0; s < sessions; ++s) {
+      caches.push_back(model.NewCache());
+      if (auto l = model.Prefill(&caches.back(), PromptTokens(c, kDecodePrompt, 20 + s), LogitsMode::kNone);
+          !l.has_value())
+        return Fail(l.error(), "Prefill");
+    }
+    std::vector<int32_t> next(sessions);
+    std::vector<double> batched, serial;
+    for (int step = 0; step < 6; ++step) {
+      for (size_t s = 0; s < sessions; ++s) next[s] = static_cast<int32_t>((7 * step + 3 * s + 1) % c.vocab_size);
+      std::vector<BatchItem> items;
+      for (size_t s = 0; s < sessions; ++s) items.push_back({&caches[s], std::span(&next[s], 1)});
+      auto t0 = Clock::now();
+      if (auto l = model.PrefillBatch(items); !l.has_value()) return Fail(l.error(), "PrefillBatch");
+      if (step > 0) batched.push_back(SecondsSince(t0));  // step 0 warms up
+      t0 = Clock::now();
+      for (size_t s = 0; s < sessions; ++s)
+        if (auto l = model.Decode(&caches[s], next[s]); !l.has_value()) return Fail(l.error(), "Decode");
+      if (step > 0) serial.push_back(SecondsSince(t0));
+    }
+    const double b = sessions / Median(batched), s = sessions / Median(serial);
+    std::printf("  %8zu %14.1f %14.1f %7.2fx\n", sessions, b, s, b / s);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) flags.quick = true;
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) flags.reps = std::max(1, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--sweep")) flags.sweep = true;
+    else if (!std::strcmp(argv[i], "--batch")) return BatchedDecode();
     else {
-      std::fprintf(stderr, "usage: fak_model_bench [--quick] [--reps N] [--sweep]\n");
+      std::fprintf(stderr, "usage: fak_model_bench [--quick] [--reps N] [--sweep] [--batch]\n");
       return 2;
     }
   }
