@@ -75,6 +75,9 @@ struct HfConfig {
   std::optional<int64_t> max_position_embeddings;
   std::optional<double> rms_norm_eps;
   std::optional<double> rope_theta;
+  // rope_theta and rope_scaling, or Transformers v5's rope_parameters (flat, or for Gemma 3 its
+  // full_attention object; its sliding_attention object gives rope_local_base_freq and
+  // rope_local_scaling_type).
   std::string rope_scaling_type;     // rope_scaling.rope_type (or .type); empty when null
   std::optional<double> rope_scaling_factor;
   // rope_scaling of rope_type "llama3" (Llama 3.1-3.3)
@@ -89,6 +92,7 @@ struct HfConfig {
   std::optional<int64_t> sliding_window;
   std::optional<int64_t> sliding_window_pattern;
   std::optional<double> rope_local_base_freq;
+  std::string rope_local_scaling_type;  // v5 rope_parameters.sliding_attention.rope_type
   std::optional<double> final_logit_softcapping;
   std::vector<std::string> layer_types;
   // Qwen2

@@ -80,6 +80,18 @@ class Reader {
   std::string_view name_;
 };
 
+// The scaling keys of a rope_scaling (or v5 rope_parameters) object; `where` names it in errors.
+Status ReadRopeScaling(const json& s, const std::string& where, HfConfig& c) {
+  Reader r(s, where);
+  FAK_RETURN_IF_ERROR(r.Str("type", c.rope_scaling_type));
+  FAK_RETURN_IF_ERROR(r.Str("rope_type", c.rope_scaling_type));
+  FAK_RETURN_IF_ERROR(r.Opt("factor", c.rope_scaling_factor));
+  FAK_RETURN_IF_ERROR(r.Opt("low_freq_factor", c.rope_scaling_low_freq_factor));
+  FAK_RETURN_IF_ERROR(r.Opt("high_freq_factor", c.rope_scaling_high_freq_factor));
+  FAK_RETURN_IF_ERROR(r.Opt("original_max_position_embeddings", c.rope_scaling_original_max_position_embeddings));
+  return Status::Ok();
+}
+
 Status Fill(const json& top, std::string_view name, HfConfig& c) {
   const json& j = top.contains("text_config") && top["text_config"].is_object() ? top["text_config"] : top;
   Reader r(j, name), t(top, name);
@@ -112,14 +124,29 @@ Status Fill(const json& top, std::string_view name, HfConfig& c) {
   FAK_RETURN_IF_ERROR(r.Bool("use_sliding_window", c.use_sliding_window));
   auto rs = j.find("rope_scaling");
   if (rs != j.end() && rs->is_object()) {
-    const std::string where = std::string(name) + ": rope_scaling";  // errors name the object
-    Reader s(*rs, where);
-    FAK_RETURN_IF_ERROR(s.Str("type", c.rope_scaling_type));
-    FAK_RETURN_IF_ERROR(s.Str("rope_type", c.rope_scaling_type));
-    FAK_RETURN_IF_ERROR(s.Opt("factor", c.rope_scaling_factor));
-    FAK_RETURN_IF_ERROR(s.Opt("low_freq_factor", c.rope_scaling_low_freq_factor));
-    FAK_RETURN_IF_ERROR(s.Opt("high_freq_factor", c.rope_scaling_high_freq_factor));
-    FAK_RETURN_IF_ERROR(s.Opt("original_max_position_embeddings", c.rope_scaling_original_max_position_embeddings));
+    FAK_RETURN_IF_ERROR(ReadRopeScaling(*rs, std::string(name) + ": rope_scaling", c));  // errors name the object
+  }
+  // Transformers v5 writes `rope_parameters` instead: the theta and the scaling in one object, or
+  // (Gemma 3) one object per layer type. Read after the older keys, so it wins when both are there.
+  auto rp = j.find("rope_parameters");
+  if (rp != j.end() && !rp->is_null()) {
+    const std::string where = std::string(name) + ": rope_parameters";
+    if (!rp->is_object()) return InvalidArgument(where + " is not an object");
+    const bool per_layer_type = rp->contains("full_attention") || rp->contains("sliding_attention");
+    const json* global = per_layer_type ? (rp->contains("full_attention") ? &(*rp)["full_attention"] : nullptr) : &*rp;
+    if (global != nullptr) {
+      const std::string at = where + (per_layer_type ? ".full_attention" : "");
+      if (!global->is_object()) return InvalidArgument(at + " is not an object");
+      FAK_RETURN_IF_ERROR(Reader(*global, at).Opt("rope_theta", c.rope_theta));
+      FAK_RETURN_IF_ERROR(ReadRopeScaling(*global, at, c));
+    }
+    if (per_layer_type && rp->contains("sliding_attention")) {
+      const std::string at = where + ".sliding_attention";
+      const json& local = (*rp)["sliding_attention"];
+      if (!local.is_object()) return InvalidArgument(at + " is not an object");
+      FAK_RETURN_IF_ERROR(Reader(local, at).Opt("rope_theta", c.rope_local_base_freq));
+      FAK_RETURN_IF_ERROR(Reader(local, at).Str("rope_type", c.rope_local_scaling_type));
+    }
   }
   return Status::Ok();
 }

@@ -138,6 +138,10 @@ Status ReadGemmaKeys(const HfConfig& h, const std::string& file, ModelConfig* c)
                          Positive(file, "sliding_window_pattern", h.sliding_window_pattern.value_or(6)));
   }
   c->rope_local_base = h.rope_local_base_freq.value_or(10000.0);
+  if (!h.rope_local_scaling_type.empty() && h.rope_local_scaling_type != "default") {
+    return Unsupported(file + ": rope_parameters.sliding_attention.rope_type '" + h.rope_local_scaling_type +
+                       "' (Gemma 3's sliding layers rotate unscaled)");
+  }
   // 0 means head_dim in ModelConfig; keep it 0 then so the config reads as a GGUF of it does.
   const double scalar = h.query_pre_attn_scalar.value_or(256.0);
   c->query_pre_attn_scalar = scalar == static_cast<double>(c->head_dim) ? 0.0f : static_cast<float>(scalar);

@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "fak/gguf.h"
 #include "fak/model.h"
@@ -192,6 +194,86 @@ TEST(HfModelTest, Qwen2WithoutBiasesDiffers) {
   const float d = MaxAbsDiff(AllLogits(*no_bias), ReadFloats(HfData("qwen2.logits")));
   std::printf("[ qwen2    ] biases dropped: max|d| from the oracle %.3g\n", d);
   EXPECT_GT(d, 1e-2f);
+}
+
+// Transformers v5 writes `rope_parameters` (theta and scaling together; per layer type for Gemma 3)
+// instead of rope_theta / rope_scaling / rope_local_base_freq. A fixture's config rewritten that way
+// must give the same model, bit for bit, and a changed theta in it must change the logits.
+class RopeParametersTest : public ::testing::Test {
+ protected:
+  // `fixture`'s weights under its config.json after `edit`, loaded from a scratch directory.
+  template <class Edit>
+  Result<std::unique_ptr<Model>> LoadEdited(const std::string& fixture, Edit edit) {
+    nlohmann::json config = nlohmann::json::parse(testing::ReadText(HfData(fixture + "/config.json")));
+    edit(config);
+    dir_.Write("config.json", config.dump(1));
+    std::filesystem::copy_file(HfData(fixture + "/model.safetensors"), dir_.path() + "/model.safetensors",
+                               std::filesystem::copy_options::overwrite_existing);
+    return Model::Load(dir_.path());
+  }
+  testing::ScratchDir dir_{"rope_parameters"};
+};
+
+TEST_F(RopeParametersTest, FlatObjectReadsAsRopeThetaAndRopeScaling) {
+  ASSERT_OK_AND_ASSIGN(auto old_llama, Model::Load(HfData("llama")));
+  ASSERT_OK_AND_ASSIGN(auto v5, LoadEdited("llama", [](nlohmann::json& c) {
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", c["rope_theta"]}};
+    c.erase("rope_theta");
+    c.erase("rope_scaling");
+  }));
+  EXPECT_EQ(AllLogits(*v5), AllLogits(*old_llama));
+  EXPECT_EQ(v5->WeightsDigest(), old_llama->WeightsDigest());
+  ASSERT_OK_AND_ASSIGN(auto other_theta, LoadEdited("llama", [](nlohmann::json& c) {
+    c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
+  }));
+  EXPECT_DOUBLE_EQ(other_theta->config().rope_base, 500000.0);  // rope_parameters wins over rope_theta
+  EXPECT_GT(MaxAbsDiff(AllLogits(*other_theta), AllLogits(*old_llama)), 1e-3f);
+
+  ASSERT_OK_AND_ASSIGN(auto old_llama3, Model::Load(HfData("llama3_rope")));
+  ASSERT_OK_AND_ASSIGN(auto v5_llama3, LoadEdited("llama3_rope", [](nlohmann::json& c) {
+    c["rope_parameters"] = c["rope_scaling"];
+    c["rope_parameters"]["rope_theta"] = c["rope_theta"];
+    c.erase("rope_theta");
+    c.erase("rope_scaling");
+  }));
+  EXPECT_EQ(v5_llama3->config().RopeScalingLabel(), old_llama3->config().RopeScalingLabel());
+  EXPECT_EQ(AllLogits(*v5_llama3), AllLogits(*old_llama3));
+
+  auto yarn = LoadEdited("llama", [](nlohmann::json& c) {
+    c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}};
+  });
+  ASSERT_FALSE(yarn.has_value());
+  EXPECT_EQ(yarn.error().code(), StatusCode::kUnsupported);
+  EXPECT_NE(yarn.error().message().find("'yarn'"), std::string::npos) << yarn.error().ToString();
+  auto not_object = LoadEdited("llama", [](nlohmann::json& c) { c["rope_parameters"] = 10000.0; });
+  ASSERT_FALSE(not_object.has_value());
+  EXPECT_NE(not_object.error().message().find("rope_parameters is not an object"), std::string::npos);
+}
+
+TEST_F(RopeParametersTest, PerLayerTypeObjectsReadAsGemma3Keys) {
+  ASSERT_OK_AND_ASSIGN(auto old_gemma, Model::Load(HfData("gemma")));
+  ASSERT_OK_AND_ASSIGN(auto v5, LoadEdited("gemma", [](nlohmann::json& c) {
+    c["rope_parameters"] = {{"full_attention", {{"rope_type", "default"}, {"rope_theta", c["rope_theta"]}}},
+                            {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", c["rope_local_base_freq"]}}}};
+    c.erase("rope_theta");
+    c.erase("rope_local_base_freq");
+    c.erase("rope_scaling");
+  }));
+  EXPECT_EQ(AllLogits(*v5), AllLogits(*old_gemma));
+  // The sliding layers' theta is read from its own object: changing it changes the model.
+  ASSERT_OK_AND_ASSIGN(auto local, LoadEdited("gemma", [](nlohmann::json& c) {
+    c["rope_parameters"] = {{"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 500.0}}}};
+  }));
+  EXPECT_DOUBLE_EQ(local->config().rope_local_base, 500.0);
+  EXPECT_DOUBLE_EQ(local->config().rope_base, old_gemma->config().rope_base);
+  EXPECT_GT(MaxAbsDiff(AllLogits(*local), AllLogits(*old_gemma)), 1e-3f);
+  auto scaled_local = LoadEdited("gemma", [](nlohmann::json& c) {
+    c["rope_parameters"] = {{"sliding_attention", {{"rope_type", "linear"}, {"factor", 2.0}}}};
+  });
+  ASSERT_FALSE(scaled_local.has_value());
+  EXPECT_EQ(scaled_local.error().code(), StatusCode::kUnsupported);
+  EXPECT_NE(scaled_local.error().message().find("sliding_attention.rope_type 'linear'"), std::string::npos)
+      << scaled_local.error().ToString();
 }
 
 TEST(HfModelTest, Gemma3ConfigFromConfigJson) {
