@@ -79,17 +79,21 @@ inline void ReduceTileTo(const typename V::B (&a)[MR][NR], float* y, size_t ldy)
 // Adds k_steps full-width chunks to an MR x NR block of accumulators, starting from zero unless
 // `accumulate` (then from acc[i + j * acc_ld]). x and w point at the block's first chunk. The block
 // ends in acc, or, when y is set (the last K-block of a K with no scalar tail), reduced into
-// y[i * ldy + j]. If pf is set, one cache line of pf is prefetched per chunk (the W rows the next
-// strip will read).
-template <class V, int MR, int NR>
+// y[i * ldy + j]. If pf is set, one cache line of each of pf_rows rows (pf_ld apart) is prefetched
+// per chunk: W rows a later tile or strip will read, into L1 (kPfLocality 3: the next prefill strip,
+// packed soon) or L2 (2: decode's DRAM stream, which L1's few miss buffers would throttle).
+template <class V, int MR, int NR, int kPfLocality = 3>
 void MatMulTile(const float* x, size_t ldx, const float* w, size_t ldw, size_t k_steps, bool accumulate,
-                typename V::B* acc, size_t acc_ld, const float* pf = nullptr, float* y = nullptr, size_t ldy = 0) {
+                typename V::B* acc, size_t acc_ld, const float* pf = nullptr, float* y = nullptr, size_t ldy = 0,
+                size_t pf_rows = 1, size_t pf_ld = 0) {
   typename V::B a[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) a[i][j] = accumulate ? acc[i + j * acc_ld] : V::Set1(0.0f);
   for (size_t s = 0; s < k_steps; ++s) {
     const size_t kk = s * V::kWidth;
-    if (pf != nullptr) __builtin_prefetch(pf + s * (64 / sizeof(float)));
+    if (pf != nullptr) {
+      for (size_t r = 0; r < pf_rows; ++r) __builtin_prefetch(pf + r * pf_ld + s * (64 / sizeof(float)), 0, kPfLocality);
+    }
     typename V::B wv[NR];
     for (int j = 0; j < NR; ++j) wv[j] = V::Load(w + j * ldw + kk);
     for (int i = 0; i < MR; ++i) {
@@ -178,6 +182,9 @@ void MatMulStrip(const float* x, size_t ldx, const float* w, size_t ldw, float* 
   for (int j = 0; j < NR; ++j) MatMulFinish<V>(acc + j * kRows, rows, x, ldx, w + j * ldw, 0, k, y + j, ldy);
 }
 
+// Tiles of W rows a decode tile prefetches ahead of itself.
+inline constexpr size_t kDecodeAhead = 2;
+
 // Decode (one X row): stream W once, kDecodeNR columns in flight, reduced together.
 template <class V>
 void MatMulDecode(const float* x, const float* w, size_t ldw, float* y, size_t k, size_t n_begin, size_t n_end) {
@@ -187,7 +194,10 @@ void MatMulDecode(const float* x, const float* w, size_t ldw, float* y, size_t k
   size_t n = n_begin;
   const bool reduce_in_tile = steps > 0 && k % V::kWidth == 0;
   for (; n + NR <= n_end; n += NR) {
-    MatMulTile<V, 1, NR>(x, 0, w + n * ldw, ldw, steps, false, acc, 1, nullptr, reduce_in_tile ? y + n : nullptr, 0);
+    // W streams from DRAM here: each tile prefetches the tile kDecodeAhead tiles ahead, row by row.
+    const float* pf = n + (kDecodeAhead + 1) * NR <= n_end ? w + (n + kDecodeAhead * NR) * ldw : nullptr;
+    MatMulTile<V, 1, NR, 2>(x, 0, w + n * ldw, ldw, steps, false, acc, 1, pf, reduce_in_tile ? y + n : nullptr, 0, NR,
+                            ldw);
     if (!reduce_in_tile) MatMulFinish<V>(acc, NR, x, 0, w + n * ldw, ldw, k, y + n, 1);
   }
   for (; n < n_end; ++n) {
