@@ -112,10 +112,10 @@ class Model {
   static Result<std::unique_ptr<Model>> Synthetic(const ModelConfig& config, uint64_t seed,
                                                   const ModelOptions& options = {});
 
-  // Loads a GGUF file (v2/v3; architectures llama and gemma3; tensors F32, F16, BF16, Q8_0, Q4_0,
-  // Q5_0, Q4_K, Q5_K, Q6_K) or a Hugging Face checkpoint: a directory with config.json and
+  // Loads a GGUF file (v2/v3; architectures llama, qwen2 and gemma3; tensors F32, F16, BF16, Q8_0,
+  // Q4_0, Q5_0, Q4_K, Q5_K, Q6_K) or a Hugging Face checkpoint: a directory with config.json and
   // model.safetensors (or shards listed in model.safetensors.index.json), or a .safetensors file
-  // with config.json beside it (LlamaForCausalLM, Gemma3ForCausalLM; F32, F16, BF16). F32 and
+  // with config.json beside it (LlamaForCausalLM, Qwen2ForCausalLM, Gemma3ForCausalLM; F32, F16, BF16). F32 and
   // quantized weights stay in the memory-mapped files, which the model keeps open; F16/BF16
   // matrices are widened to f32 at load (twice their file size). docs/models.md has the details.
   // Errors: IOError (cannot map), NotFound (no config.json or weights file), Corruption (malformed
