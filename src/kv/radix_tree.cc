@@ -217,8 +217,7 @@ LookupResult RadixTree::Lookup(std::span<const int32_t> tokens) { return Lookup(
 
 LookupResult RadixTree::Lookup(const ResidentClaim& claim, std::span<const int32_t> tokens) {
   std::vector<std::shared_ptr<const KVSlab>> path;
-  LookupResult out{impl_->model.NewCache()};
-  out.gate = ClaimVerdict::Hit();
+  LookupResult out{.cache = impl_->model.NewCache(), .gate = ClaimVerdict::Hit(), .lease = {}};
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     const size_t limit = tokens.empty() ? 0 : tokens.size() - 1;

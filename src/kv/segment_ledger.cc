@@ -53,7 +53,7 @@ Result<AppendResult> SegmentLedger::AppendScreened(SegmentSpec spec, std::string
   const std::string id = spec.id;
   AppendResult out;
   FAK_ASSIGN_OR_RETURN(out.logits, Append(std::move(spec)));
-  out.verdict = admitter.Screen(ScreenInput{bytes, kind});
+  out.verdict = admitter.Screen(ScreenInput{.bytes = bytes, .kind = kind, .source_digest = std::nullopt});
   segments_.back().verdict = out.verdict;
   if (out.verdict.quarantined()) {
     // The segment is the tail: nothing has attended to it, so this eviction is exact.

@@ -56,7 +56,9 @@ TEST(Journal, AppendChainsAndReopens) {
   EXPECT_TRUE(j->rows()[0].prev_hash.IsZero());
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(j->rows()[i].seq, i + 1);
-    if (i > 0) EXPECT_EQ(j->rows()[i].prev_hash, j->rows()[i - 1].hash);
+    if (i > 0) {
+      EXPECT_EQ(j->rows()[i].prev_hash, j->rows()[i - 1].hash);
+    }
     ASSERT_OK_AND_ASSIGN(Digest h, ComputeJournalRowHash(j->rows()[i]));
     EXPECT_EQ(h, j->rows()[i].hash);
   }

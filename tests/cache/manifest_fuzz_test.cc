@@ -116,7 +116,9 @@ TEST(ManifestFuzz, RandomCorruptionsNeverCrashAndErrorClearly) {
     const std::string canonical = ExpectCleanOutcome<KVManifest>(input, &n_parsed);
     // Byte-level corruption is caught by the syntax, the types or the binding digest: a document
     // that still parses can only have gained insignificant whitespace.
-    if (!canonical.empty()) EXPECT_EQ(canonical, original) << "input: " << input;
+    if (!canonical.empty()) {
+      EXPECT_EQ(canonical, original) << "input: " << input;
+    }
   }
   EXPECT_LT(n_parsed, 100) << n_parsed << " of 3000 byte-corrupted documents parsed";
   int n_unsealed = 0, n_resealed = 0;
@@ -155,7 +157,9 @@ TEST(ManifestFuzz, TransferCorruptionsNeverCrash) {
   int n_parsed = 0;
   for (int i = 0; i < 1000; ++i) {
     const std::string canonical = ExpectCleanOutcome<KVTransfer>(ByteMutation(original, rng), &n_parsed);
-    if (!canonical.empty()) EXPECT_EQ(canonical, original);
+    if (!canonical.empty()) {
+      EXPECT_EQ(canonical, original);
+    }
   }
   for (int i = 0; i < 500; ++i) ExpectCleanOutcome<KVTransfer>(StructuralMutation(original, rng, false), &n_parsed);
   EXPECT_LT(n_parsed, 40);

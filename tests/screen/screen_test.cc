@@ -13,7 +13,7 @@ namespace fak {
 namespace {
 
 Verdict ScreenText(const Admitter& a, std::string_view text, SegmentKind kind = SegmentKind::kToolResult) {
-  return a.Screen(ScreenInput{text, kind});
+  return a.Screen(ScreenInput{.bytes = text, .kind = kind, .source_digest = std::nullopt});
 }
 
 TEST(Screen, EveryDocumentedInjectionMarkerIsQuarantined) {
