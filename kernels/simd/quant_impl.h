@@ -250,6 +250,9 @@ struct ScalarQuantOps {
   };
   template <class WB>
   static InPlace<WB> Unpack(const WB* w) { return {w}; }
+  // Activation blocks need no preparation here (see X86QuantOps::Prep).
+  template <class WB, class XB>
+  static const XB* Prep(const WB*, const XB* x) { return x; }
   template <class WB>
   static Acc Dot(Acc acc, InPlace<WB> u, const typename ActOf<WB>::type* x) { return Step(acc, u.w, x); }
 
@@ -354,19 +357,21 @@ void QDotStrip(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_block
     rows[j] = reinterpret_cast<const WB*>(w + j * w_row_bytes);
   }
   for (size_t b = 0; b < n_blocks; ++b) {
+    const auto xp = Q::Prep(rows[0], x + b);  // once for the NR weight rows
 #pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) {
       const char* ahead = reinterpret_cast<const char*>(rows[j] + b) + kQuantPrefetchRows * w_row_bytes;
       for (size_t o = 0; o < sizeof(WB); o += 64) __builtin_prefetch(ahead + o, 0, /*locality: L2*/ 2);
-      acc[j] = Q::Step(acc[j], rows[j] + b, x + b);
+      acc[j] = Q::Dot(acc[j], Q::Unpack(rows[j] + b), xp);
     }
   }
 #pragma GCC unroll 8
   for (int j = 0; j < NR; ++j) y[j] = Q::Reduce(acc[j]);
 }
 
-// MR activation rows x NC W rows: each weight block is unpacked once for all MR rows (Q::Unpack),
-// then multiplied with each row's block (Q::Dot) — the arithmetic of Q::Step, so the same bits.
+// MR activation rows x NC W rows: each weight block is unpacked once for all MR rows (Q::Unpack) and
+// each activation block prepared once for all NC columns (Q::Prep), then multiplied (Q::Dot) — the
+// arithmetic of Q::Step, so the same bits.
 template <class Q, class WB, class XB, int MR, int NC>
 void QDotTile(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_blocks, float* y, size_t ldy) {
   typename Q::Acc acc[MR][NC];
@@ -374,12 +379,16 @@ void QDotTile(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_blocks
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) acc[i][c] = Q::Zero();
+  const WB* tag = reinterpret_cast<const WB*>(w);  // selects Prep's overload only
   for (size_t b = 0; b < n_blocks; ++b) {
+    decltype(Q::Prep(tag, x)) xp[MR];
+#pragma GCC unroll 4
+    for (int i = 0; i < MR; ++i) xp[i] = Q::Prep(tag, x + i * n_blocks + b);
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) {
       const auto u = Q::Unpack(reinterpret_cast<const WB*>(w + c * w_row_bytes) + b);
 #pragma GCC unroll 4
-      for (int i = 0; i < MR; ++i) acc[i][c] = Q::Dot(acc[i][c], u, x + i * n_blocks + b);
+      for (int i = 0; i < MR; ++i) acc[i][c] = Q::Dot(acc[i][c], u, xp[i]);
     }
   }
 #pragma GCC unroll 4

@@ -52,18 +52,17 @@ struct X86QuantOps {
     __m256i both = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
     return _mm256_and_si256(both, Mask(0x0F));
   }
-  // Σ (q − off)·x per lane as Σ q·x − Σ off·x (q ∈ [0, 31], |x| ≤ 127: no overflow anywhere).
-  static __m256i DotOffset(__m256i q, int off, __m256i x) {
-    __m256i zero = _mm256_setzero_si256();
-    return _mm256_sub_epi32(I::DotU8S8(zero, q, x), I::DotU8S8(zero, Mask(off), x));
-  }
 
-  // Each weight block is unpacked once (Unpack) and can then serve several activation rows (Dot);
-  // Step(acc, w, x) is Dot(acc, Unpack(w), x), so a row tile and a single row give the same bits.
+  // Each weight block is unpacked once (Unpack) and can then serve several activation rows, and each
+  // activation block prepared once (Prep) for several weight rows; Step(acc, w, x) is
+  // Dot(acc, Unpack(w), Prep(w, x)), so a row tile and a single row give the same bits.
   template <class WB>
   static Acc Step(Acc acc, const WB* w, const typename ActOf<WB>::type* x) {
-    return Dot(acc, Unpack(w), x);
+    return Dot(acc, Unpack(w), Prep(w, x));
   }
+  // Most activation blocks are used as they are; the first argument only selects the overload.
+  template <class WB, class XB>
+  static const XB* Prep(const WB*, const XB* x) { return x; }
 
   struct Q8_0W {
     __m256i abs, q;
@@ -90,9 +89,24 @@ struct X86QuantOps {
     std::memcpy(&h, w->qh, 4);
     return {_mm256_or_si256(Nibbles16(w->qs), _mm256_and_si256(I::BitMaskBytes(h), Mask(0x10))), F16(w->d)};
   }
+  // An ActQ8_0 block prepared for Q4_0/Q5_0 weights: its quants, and per lane −offset · Σ of the
+  // lane's 4 activations, which does not depend on the weights and so is computed once per row.
   template <int kOffset>
-  static Acc Dot(Acc acc, const OffsetW<kOffset>& u, const ActQ8_0* x) {
-    return Fma(acc, u.d * x->d, DotOffset(u.q, kOffset, Load(x->qs)));
+  struct OffsetX {
+    __m256i q, neg_offset_sums;
+    float d;
+  };
+  template <int kOffset>
+  static OffsetX<kOffset> PrepOffset(const ActQ8_0* x) {
+    const __m256i q = Load(x->qs), zero = _mm256_setzero_si256();
+    return {q, _mm256_sub_epi32(zero, I::DotU8S8(zero, Mask(kOffset), q)), x->d};
+  }
+  static OffsetX<8> Prep(const BlockQ4_0*, const ActQ8_0* x) { return PrepOffset<8>(x); }
+  static OffsetX<16> Prep(const BlockQ5_0*, const ActQ8_0* x) { return PrepOffset<16>(x); }
+  // Σ (q − off)·x per lane as −off·Σx + Σ q·x (q ∈ [0, 31], |x| ≤ 127: exact in any order).
+  template <int kOffset>
+  static Acc Dot(Acc acc, const OffsetW<kOffset>& u, const OffsetX<kOffset>& x) {
+    return Fma(acc, u.d * x.d, I::DotU8S8(x.neg_offset_sums, u.q, x.q));
   }
 
   // i16 lane pattern that broadcasts i16 element k of each 128-bit half (for vpshufb).
