@@ -9,7 +9,10 @@
 // in a batch-independent order) except attention, where each query row calls the same kernel over
 // keys [0, its position] whether it arrives in a prefill batch or alone in a decode. So prefill
 // and token-by-token decode write identical K/V and logits. Long prompts run in chunks of
-// kPrefillChunk rows, which bounds scratch memory and, by the same argument, changes nothing.
+// kPrefillChunk rows, which bounds scratch memory and, by the same argument, changes nothing; and
+// several sequences (Model::PrefillBatch) can share a chunk's rows — every row-independent step
+// sees all of them at once, attention runs per sequence over its own cache — which changes nothing
+// either.
 #include <algorithm>
 #include <initializer_list>
 #include <cmath>
