@@ -146,6 +146,13 @@ TEST_F(CliTest, InspectAndBenchTheEmbeddedModel) {
   CliResult bench = RunFak("bench embedded --tokens 16 --decode 4");
   EXPECT_EQ(bench.exit_code, 0) << bench.output;
   EXPECT_NE(bench.output.find("tok/s"), std::string::npos) << bench.output;
+  CliResult batched = RunFak("bench embedded --tokens 16 --decode 4 --sessions 3");
+  EXPECT_EQ(batched.exit_code, 0) << batched.output;
+  EXPECT_NE(batched.output.find("12 tokens"), std::string::npos) << batched.output;
+  EXPECT_NE(batched.output.find("3 sessions, one batch per step"), std::string::npos) << batched.output;
+  CliResult no_sessions = RunFak("bench embedded --sessions 0");
+  EXPECT_EQ(no_sessions.exit_code, 2) << no_sessions.output;
+  EXPECT_NE(no_sessions.output.find("--sessions must be at least 1"), std::string::npos) << no_sessions.output;
   CliResult not_gguf = RunFak("inspect " + (dir_ / "nothing.gguf").string());
   EXPECT_EQ(not_gguf.exit_code, 1);
 }

@@ -28,15 +28,17 @@ constexpr std::string_view kRunUsage =
     "  --threads N            threads per forward pass; 0 = one per hardware thread. Default: 0\n";
 
 constexpr std::string_view kBenchUsage =
-    "usage: fak bench MODEL [--tokens N] [--decode N] [--threads N]\n"
+    "usage: fak bench MODEL [--tokens N] [--decode N] [--sessions S] [--threads N]\n"
     "\n"
     "Prefills N pseudo-random token ids as one batch, then decodes greedily, and prints tokens/s for\n"
-    "each in the active kernel tier (pin one with FAK_KERNEL_TIER). A quick look, not a benchmark\n"
-    "suite: see bench/ for measured comparisons.\n"
+    "each in the active kernel tier (pin one with FAK_KERNEL_TIER). With S sessions, S prompts are\n"
+    "prefilled and every decode step runs all S in one batch (Model::PrefillBatch). A quick look,\n"
+    "not a benchmark suite: see bench/ for measured comparisons.\n"
     "\n"
     "options:\n"
     "  --tokens N             prompt tokens to prefill. Default: 128\n"
     "  --decode N             tokens to decode after the prompt. Default: 32\n"
+    "  --sessions S           sessions decoded together, one batch per step. Default: 1\n"
     "  --threads N            threads per forward pass; 0 = one per hardware thread. Default: 0\n";
 
 using Clock = std::chrono::steady_clock;
@@ -127,7 +129,7 @@ struct BenchNumbers {
   double prefill_ms = 0, decode_ms = 0;
 };
 
-Result<BenchNumbers> Bench(const Model& model, size_t n_prompt, size_t n_decode) {
+Result<BenchNumbers> Bench(const Model& model, size_t n_prompt, size_t n_decode, size_t sessions) {
   const ModelConfig& c = model.config();
   if (n_prompt == 0) return InvalidArgument("--tokens must be at least 1");
   if (n_prompt + n_decode > c.context_length)
@@ -140,14 +142,23 @@ Result<BenchNumbers> Bench(const Model& model, size_t n_prompt, size_t n_decode)
     id = static_cast<int32_t>(x % std::min<size_t>(c.vocab_size, 256));
   }
   BenchNumbers b;
-  KVCache cache = model.NewCache();
-  Clock::time_point start = Clock::now();
-  FAK_ASSIGN_OR_RETURN(std::vector<float> logits, model.Prefill(&cache, ids));
-  b.prefill_ms = MsSince(start);
-  start = Clock::now();
+  std::vector<KVCache> caches;
+  std::vector<int32_t> next(sessions);
+  for (size_t s = 0; s < sessions; ++s) {  // session s's prompt: the ids shifted by s (only the first is timed)
+    for (int32_t& id : ids) id = static_cast<int32_t>((static_cast<size_t>(id) + (s > 0)) % c.vocab_size);
+    caches.push_back(model.NewCache());
+    Clock::time_point start = Clock::now();
+    FAK_ASSIGN_OR_RETURN(std::vector<float> logits, model.Prefill(&caches.back(), ids));
+    if (s == 0) b.prefill_ms = MsSince(start);
+    next[s] = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  const Clock::time_point start = Clock::now();
   for (size_t i = 0; i < n_decode; ++i) {
-    const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    FAK_ASSIGN_OR_RETURN(logits, model.Decode(&cache, next));
+    std::vector<BatchItem> items;
+    for (size_t s = 0; s < sessions; ++s) items.push_back({&caches[s], std::span(&next[s], 1)});
+    FAK_ASSIGN_OR_RETURN(auto logits, model.PrefillBatch(items));
+    for (size_t s = 0; s < sessions; ++s)
+      next[s] = static_cast<int32_t>(std::max_element(logits[s].begin(), logits[s].end()) - logits[s].begin());
   }
   b.decode_ms = MsSince(start);
   return b;
@@ -156,15 +167,17 @@ Result<BenchNumbers> Bench(const Model& model, size_t n_prompt, size_t n_decode)
 }  // namespace
 
 int BenchCommand(std::span<char* const> argv) {
-  Result<Args> args = Args::Parse(argv, {{"tokens", "decode", "threads"}, {}});
+  Result<Args> args = Args::Parse(argv, {{"tokens", "decode", "sessions", "threads"}, {}});
   if (!args) return UsageError("bench", args.error().message(), kBenchUsage);
   if (args->help()) return ShowHelp(std::string(kBenchUsage) + "\n" + kModelHelp);
   if (args->positional().size() != 1) return UsageError("bench", "expected one MODEL", std::string(kBenchUsage) + kModelHelp);
   Result<uint64_t> n_prompt = args->GetUint("tokens", 128);
   Result<uint64_t> n_decode = args->GetUint("decode", 32);
+  Result<uint64_t> sessions = args->GetUint("sessions", 1);
   Result<uint64_t> threads = args->GetUint("threads", 0);
-  for (const Status& s : {n_prompt.error(), n_decode.error(), threads.error()})
+  for (const Status& s : {n_prompt.error(), n_decode.error(), sessions.error(), threads.error()})
     if (!s.ok()) return UsageError("bench", s.message(), kBenchUsage);
+  if (*sessions == 0) return UsageError("bench", "--sessions must be at least 1", kBenchUsage);
 
   Result<LoadedModel> m = LoadModel(args->positional()[0], *threads);
   if (!m) return Fail("bench", m.error());
@@ -172,10 +185,12 @@ int BenchCommand(std::span<char* const> argv) {
               m->model->weights_bytes() / 1e6);
   std::printf("kernels   tier %s, threads %s\n", std::string(ActiveKernelTier()).c_str(),
               *threads == 0 ? "one per hardware thread" : std::to_string(*threads).c_str());
-  Result<BenchNumbers> b = Bench(*m->model, *n_prompt, *n_decode);
+  Result<BenchNumbers> b = Bench(*m->model, *n_prompt, *n_decode, *sessions);
   if (!b) return Fail("bench", b.error());
   std::printf("prefill   %6zu tokens  %9.1f ms  %9.1f tok/s\n", size_t(*n_prompt), b->prefill_ms, PerSecond(*n_prompt, b->prefill_ms));
-  std::printf("decode    %6zu tokens  %9.1f ms  %9.1f tok/s\n", size_t(*n_decode), b->decode_ms, PerSecond(*n_decode, b->decode_ms));
+  const size_t decoded = *n_decode * *sessions;
+  std::printf("decode    %6zu tokens  %9.1f ms  %9.1f tok/s%s\n", decoded, b->decode_ms, PerSecond(decoded, b->decode_ms),
+              *sessions > 1 ? (" (" + std::to_string(*sessions) + " sessions, one batch per step)").c_str() : "");
   return kExitOk;
 }
 
