@@ -1,6 +1,7 @@
 // RoPE: table construction in double, rotation in float without contraction.
 #include "kernels/rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace fak::kernels {
@@ -42,13 +43,30 @@ std::vector<float> Llama3RopeFreqFactors(size_t head_dim, double base, double fa
   return out;
 }
 
-RopeTable::RopeTable(const std::vector<double>& inv_freq, size_t n_positions)
+std::vector<double> RopeYarnInverseFrequencies(size_t head_dim, double base, double factor, double original_context,
+                                               double beta_fast, double beta_slow) {
+  const double d = static_cast<double>(head_dim);
+  auto correction_dim = [&](double rotations) {
+    return d * std::log(original_context / (rotations * 2.0 * M_PI)) / (2.0 * std::log(base));
+  };
+  const double low = std::max(0.0, std::floor(correction_dim(beta_fast)));
+  const double high = std::min(d - 1.0, std::ceil(correction_dim(beta_slow)));
+  std::vector<double> inv = RopeInverseFrequencies(head_dim, base);
+  for (size_t i = 0; i < inv.size(); ++i) {
+    const double ramp = (static_cast<double>(i) - low) / std::max(0.001, high - low);
+    const double extrapolate = 1.0 - std::min(1.0, std::max(0.0, ramp));  // 1: this dimension keeps its frequency
+    inv[i] = inv[i] / factor * (1.0 - extrapolate) + inv[i] * extrapolate;
+  }
+  return inv;
+}
+
+RopeTable::RopeTable(const std::vector<double>& inv_freq, size_t n_positions, double magnitude)
     : half_dim_(inv_freq.size()), n_positions_(n_positions), cos_(n_positions * half_dim_), sin_(n_positions * half_dim_) {
   for (size_t p = 0; p < n_positions; ++p) {
     for (size_t i = 0; i < half_dim_; ++i) {
       double angle = static_cast<double>(p) * inv_freq[i];
-      cos_[p * half_dim_ + i] = static_cast<float>(std::cos(angle));
-      sin_[p * half_dim_ + i] = static_cast<float>(std::sin(angle));
+      cos_[p * half_dim_ + i] = static_cast<float>(std::cos(angle) * magnitude);
+      sin_[p * half_dim_ + i] = static_cast<float>(std::sin(angle) * magnitude);
     }
   }
 }

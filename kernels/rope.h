@@ -34,11 +34,19 @@ std::vector<double> RopeInverseFrequencies(size_t head_dim, double base, double 
 std::vector<float> Llama3RopeFreqFactors(size_t head_dim, double base, double factor, double low_freq_factor,
                                          double high_freq_factor, double original_context);
 
-// cos/sin of position * inv_freq for positions [0, n_positions). Immutable; share freely.
+// YaRN (llama.cpp's rope_yarn, transformers' _compute_yarn_parameters with truncate): inv_freq[i] =
+// base^(-2i/d) * ((1 - m_i) / factor + m_i), where m_i = 1 - clamp((i - low) / max(0.001, high -
+// low), 0, 1), low = max(0, floor(c(beta_fast))), high = min(d - 1, ceil(c(beta_slow))) and
+// c(r) = d * ln(original_context / (2 pi r)) / (2 ln base). (The magnitude goes to the table.)
+std::vector<double> RopeYarnInverseFrequencies(size_t head_dim, double base, double factor, double original_context,
+                                               double beta_fast, double beta_slow);
+
+// magnitude * cos/sin of position * inv_freq for positions [0, n_positions) (magnitude: YaRN's
+// attention factor; 1 otherwise). Immutable; share freely.
 class RopeTable {
  public:
   RopeTable() = default;
-  RopeTable(const std::vector<double>& inv_freq, size_t n_positions);
+  RopeTable(const std::vector<double>& inv_freq, size_t n_positions, double magnitude = 1.0);
 
   size_t half_dim() const { return half_dim_; }
   size_t n_positions() const { return n_positions_; }

@@ -33,6 +33,7 @@ class Shape:
     context: int = 4096
     rope_linear: float = 0.0  # rope.scaling.type linear with this factor (gemma3: global layers only); 0 = none
     rope_llama3: tuple = ()  # (factor, low_freq_factor, high_freq_factor, original_context): rope_freqs.weight
+    rope_yarn: tuple = ()  # (factor, original_context): rope.scaling.type yarn
 
 
 # Shapes of the speed table, and the committed fixtures.
@@ -50,6 +51,9 @@ FIXTURE_GEMMA = Shape("gemma3", 64, 6, 2, 1, 32, 64, 288, tied=True, sliding_win
 # near a threshold; 128 positions rotate the divided dims visibly.
 FIXTURE_LLAMA_ROPE_FREQS = dataclasses.replace(FIXTURE_LLAMA, rope_llama3=(8.0, 1.0, 4.0, 128))
 FIXTURE_GEMMA_LINEAR = dataclasses.replace(FIXTURE_GEMMA, rope_linear=8.0)  # Gemma 3 4B+: linear x8
+# YaRN x4 from an original context of 32 on the llama_f32 weights: with head_dim 16 the ramp spans
+# dims 0-2 (extrapolated, blended, interpolated), and 128 positions run far past 32.
+FIXTURE_LLAMA_YARN = dataclasses.replace(FIXTURE_LLAMA, rope_yarn=(4.0, 32))
 # Qwen2: the llama fixture's shape with Qwen's RoPE base; its q/k/v biases and split-half RoPE are
 # what the file checks.
 FIXTURE_QWEN2 = dataclasses.replace(FIXTURE_LLAMA, arch="qwen2", rope_base=1e6)
@@ -182,6 +186,10 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab) -> None:
     if shape.rope_linear:
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(shape.rope_linear)
+    if shape.rope_yarn:
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(shape.rope_yarn[0])
+        w.add_rope_scaling_orig_ctx_len(shape.rope_yarn[1])
     w.add_layer_norm_rms_eps(1e-6 if shape.arch == "gemma3" else 1e-5)
     if shape.arch == "gemma3" and shape.sliding_window:
         w.add_sliding_window(shape.sliding_window)

@@ -46,6 +46,7 @@ FIXTURES = {
     "gemma3_linear": (gm.FIXTURE_GEMMA_LINEAR, 3, "f32"),
     "qwen2_f32": (gm.FIXTURE_QWEN2, 4, "f32"),
     "qwen2_q8_0": (gm.FIXTURE_QWEN2, 4, "q8_0"),
+    "llama_yarn": (gm.FIXTURE_LLAMA_YARN, 1, "f32"),
 }
 FIXTURE_TOKENS = 128
 

@@ -41,9 +41,22 @@ struct ModelConfig {
   //   rope_scale_factor (1: none).
   // - llama3 (Llama 3.1-3.3): head_dim/2 per-frequency divisors, GGUF rope_freqs.weight or computed
   //   from HF's rope_scaling by Llama3RopeFreqFactors (empty: none).
+  // - yarn (GGUF rope.scaling.type "yarn", HF rope_type "yarn"; Qwen2.5 and others past their
+  //   trained context): rope_yarn.factor > 0, see RopeYarn. Exclusive with the other two.
   // Gemma 3 scales its global layers only; sliding layers keep rope_local_base unscaled.
   double rope_scale_factor = 1.0;
   std::vector<float> rope_freq_factors;
+  // YaRN as llama.cpp's rope_yarn and transformers' _compute_yarn_parameters compute it: inverse
+  // frequency i blends base^(-2i/d) / factor and base^(-2i/d) by a ramp over the dimensions between
+  // the correction dims of beta_fast and beta_slow rotations in original_context positions, and
+  // cos/sin are multiplied by `magnitude` (llama.cpp: attn_factor * (1 + 0.1 ln factor); HF:
+  // attention_factor, default 1 + 0.1 ln factor).
+  struct RopeYarn {
+    double factor = 0.0;  // 0: no YaRN
+    size_t original_context = 0;
+    double beta_fast = 32.0, beta_slow = 1.0;
+    double magnitude = 1.0;
+  } rope_yarn;
   float rms_eps = 1e-5f;
   bool tied_embeddings = true;  // the output head reuses the token embedding
   size_t context_length = 2048;
@@ -66,9 +79,9 @@ struct ModelConfig {
 
   // InvalidArgument naming the first inconsistent field.
   Status Validate() const;
-  bool HasRopeScaling() const { return rope_scale_factor != 1.0 || !rope_freq_factors.empty(); }
+  bool HasRopeScaling() const { return rope_scale_factor != 1.0 || !rope_freq_factors.empty() || rope_yarn.factor != 0.0; }
   // The scaling as the cache binding's position_convention.scaling names it: "none", "linear 8",
-  // "llama3 <sha256 of the f32 factors>", or both joined by " + ".
+  // "llama3 <sha256 of the f32 factors>", both joined by " + ", or "yarn 4 orig 32768 beta 32/1 mag 1.1386".
   std::string RopeScalingLabel() const;
   // A compact description, e.g. "llama h576 L30 heads 9/3 hd64 ffn1536 vocab49152".
   std::string Describe() const;

@@ -83,6 +83,10 @@ struct HfConfig {
   // rope_scaling of rope_type "llama3" (Llama 3.1-3.3)
   std::optional<double> rope_scaling_low_freq_factor, rope_scaling_high_freq_factor;
   std::optional<int64_t> rope_scaling_original_max_position_embeddings;
+  // rope_type "yarn"
+  std::optional<double> rope_scaling_beta_fast, rope_scaling_beta_slow, rope_scaling_attention_factor;
+  std::optional<bool> rope_scaling_truncate;
+  bool rope_scaling_has_mscale = false;  // DeepSeek's mscale / mscale_all_dim (not supported)
   bool tie_word_embeddings = false;  // Default: false (HF's default for Llama)
   std::vector<int64_t> bos_token_ids, eos_token_ids;  // an int or a list in the file
   std::string torch_dtype;

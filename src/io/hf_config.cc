@@ -89,6 +89,15 @@ Status ReadRopeScaling(const json& s, const std::string& where, HfConfig& c) {
   FAK_RETURN_IF_ERROR(r.Opt("low_freq_factor", c.rope_scaling_low_freq_factor));
   FAK_RETURN_IF_ERROR(r.Opt("high_freq_factor", c.rope_scaling_high_freq_factor));
   FAK_RETURN_IF_ERROR(r.Opt("original_max_position_embeddings", c.rope_scaling_original_max_position_embeddings));
+  FAK_RETURN_IF_ERROR(r.Opt("beta_fast", c.rope_scaling_beta_fast));
+  FAK_RETURN_IF_ERROR(r.Opt("beta_slow", c.rope_scaling_beta_slow));
+  FAK_RETURN_IF_ERROR(r.Opt("attention_factor", c.rope_scaling_attention_factor));
+  bool truncate = true;
+  if (s.contains("truncate") && !s["truncate"].is_null()) {
+    FAK_RETURN_IF_ERROR(r.Bool("truncate", truncate));
+    c.rope_scaling_truncate = truncate;
+  }
+  c.rope_scaling_has_mscale = s.contains("mscale") || s.contains("mscale_all_dim");
   return Status::Ok();
 }
 

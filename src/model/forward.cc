@@ -298,9 +298,13 @@ std::shared_ptr<const RopeBinding> MakeRopeBinding(const ModelConfig& c) {
   // Frequency scaling (linear, llama3 factors) applies to every Llama layer and to Gemma 3's global
   // layers; Gemma 3's sliding layers rotate unscaled with their own base (llama.cpp's
   // rope_freq_scale_train_swa = 1, HF's rotary_emb_local).
+  const ModelConfig::RopeYarn& yarn = c.rope_yarn;
   auto global = std::make_shared<const kernels::RopeTable>(
-      kernels::RopeInverseFrequencies(c.head_dim, c.rope_base, c.rope_scale_factor, c.rope_freq_factors),
-      c.context_length);
+      yarn.factor != 0.0
+          ? kernels::RopeYarnInverseFrequencies(c.head_dim, c.rope_base, yarn.factor,
+                                                static_cast<double>(yarn.original_context), yarn.beta_fast, yarn.beta_slow)
+          : kernels::RopeInverseFrequencies(c.head_dim, c.rope_base, c.rope_scale_factor, c.rope_freq_factors),
+      c.context_length, yarn.factor != 0.0 ? yarn.magnitude : 1.0);
   binding->layer_tables.assign(c.n_layers, global);
   std::shared_ptr<const kernels::RopeTable> local;  // Gemma 3 sliding layers: their own base
   for (size_t l = 0; l < c.n_layers; ++l) {

@@ -47,6 +47,31 @@ int32_t SpecialId(const GgufFile& f, const std::string& key, size_t vocab) {
 // to "linear"; the factor (or the old key rope.scale_linear) is 1/freq_scale, absent or 0 meaning 1;
 // type "none" never scales. Other types (yarn, longrope) are refused unless their factor is 1, where
 // they rotate exactly as no scaling does.
+// YaRN with llama.cpp's reading of the keys: original_context_length (default: the trained
+// context), yarn_beta_fast / yarn_beta_slow (32 / 1); cos/sin scaled by 1 + 0.1 ln factor. Keys
+// that would change that scale or the blend (attn_factor, yarn_attn_factor, DeepSeek's
+// yarn_log_multiplier, yarn_ext_factor) are refused unless neutral, rather than guessed at.
+Status ReadYarn(const GgufFile& f, const std::string& arch, double factor, ModelConfig* c) {
+  const std::string k = arch + ".rope.scaling.";
+  FAK_ASSIGN_OR_RETURN(double log_mul, Real(f, k + "yarn_log_multiplier", 0.0));
+  if (log_mul != 0.0) return Unsupported(f.name() + ": " + k + "yarn_log_multiplier (DeepSeek's YaRN) is not supported");
+  FAK_ASSIGN_OR_RETURN(double ext, Real(f, k + "yarn_ext_factor", 1.0));
+  if (ext != 1.0 && ext >= 0.0) return Unsupported(f.name() + ": " + k + "yarn_ext_factor " + std::to_string(ext) + " (only 1)");
+  FAK_ASSIGN_OR_RETURN(uint64_t trained, Uint(f, arch + ".context_length", 2048));
+  FAK_ASSIGN_OR_RETURN(uint64_t original, Uint(f, k + "original_context_length", trained));
+  for (const char* key : {"attn_factor", "yarn_attn_factor"}) {
+    FAK_ASSIGN_OR_RETURN(double v, Real(f, k + key, 1.0));
+    if (v != 1.0) return Unsupported(f.name() + ": " + k + key + " " + std::to_string(v) + " (only 1)");
+  }
+  ModelConfig::RopeYarn& y = c->rope_yarn;
+  y.factor = factor;
+  y.original_context = original;
+  FAK_ASSIGN_OR_RETURN(y.beta_fast, Real(f, k + "yarn_beta_fast", 32.0));
+  FAK_ASSIGN_OR_RETURN(y.beta_slow, Real(f, k + "yarn_beta_slow", 1.0));
+  y.magnitude = 1.0 + 0.1 * std::log(factor);
+  return Status::Ok();
+}
+
 Status ReadLinearScaling(const GgufFile& f, const std::string& arch, ModelConfig* c) {
   std::string type = "linear";
   const std::string type_key = arch + ".rope.scaling.type";
@@ -61,9 +86,10 @@ Status ReadLinearScaling(const GgufFile& f, const std::string& arch, ModelConfig
     return Corruption(f.name() + ": " + factor_key + " = " + std::to_string(factor) + " must be finite and >= 0");
   }
   if (type == "none" || factor == 0.0 || factor == 1.0) return Status::Ok();
+  if (type == "yarn") return ReadYarn(f, arch, factor, c);
   if (type != "linear") {
     return Unsupported(f.name() + ": " + type_key + " \"" + type + "\" with factor " + std::to_string(factor) +
-                       " (supported: linear, and llama3 as rope_freqs.weight)");
+                       " (supported: linear, yarn, and llama3 as rope_freqs.weight)");
   }
   c->rope_scale_factor = factor;
   return Status::Ok();

@@ -65,6 +65,33 @@ Result<double> ScalingParam(const std::string& file, const char* key, const std:
   return *v;
 }
 
+// rope_type "yarn" as transformers' _compute_yarn_parameters reads it: original context from
+// rope_scaling.original_max_position_embeddings (else max_position_embeddings), truncated correction
+// range, attention_factor defaulting to 1 + 0.1 ln factor — the values llama.cpp's converter writes
+// for the GGUF. DeepSeek's mscale keys and truncate false (its other branches) are refused.
+Status ReadYarn(const HfConfig& h, const std::string& file, ModelConfig* c) {
+  if (h.rope_scaling_has_mscale) return Unsupported(file + ": rope_scaling mscale / mscale_all_dim (DeepSeek's YaRN)");
+  if (h.rope_scaling_truncate && !*h.rope_scaling_truncate) return Unsupported(file + ": rope_scaling.truncate false");
+  FAK_ASSIGN_OR_RETURN(double factor, ScalingParam(file, "factor", h.rope_scaling_factor));
+  const int64_t max_pos = h.max_position_embeddings.value_or(2048);
+  int64_t original = max_pos;
+  if (const auto& o = h.rope_scaling_original_max_position_embeddings; o.has_value()) {
+    if (*o <= 0) return Corruption(file + ": rope_scaling.original_max_position_embeddings = " + std::to_string(*o) + " must be > 0");
+    original = *o;
+  }
+  ModelConfig::RopeYarn& y = c->rope_yarn;
+  y.factor = factor;
+  y.original_context = static_cast<size_t>(original);
+  y.beta_fast = h.rope_scaling_beta_fast.value_or(32.0);
+  y.beta_slow = h.rope_scaling_beta_slow.value_or(1.0);
+  if (h.rope_scaling_attention_factor) {
+    FAK_ASSIGN_OR_RETURN(y.magnitude, ScalingParam(file, "attention_factor", h.rope_scaling_attention_factor));
+  } else {
+    y.magnitude = 1.0 + 0.1 * std::log(factor);
+  }
+  return Status::Ok();
+}
+
 // rope_scaling as transformers' ROPE_INIT_FUNCTIONS computes it: "linear" divides every inverse
 // frequency by factor; "llama3" is _compute_llama3_parameters, kept as the per-frequency divisors a
 // GGUF of the model carries (rope_freqs.weight) so both formats run one table. Gemma 3 applies it
@@ -93,9 +120,10 @@ Status ReadRopeScaling(const HfConfig& h, const std::string& file, ModelConfig* 
                                                           static_cast<double>(*orig));
     return Status::Ok();
   }
+  if (t == "yarn") return ReadYarn(h, file, c);
   return Unsupported(file + ": rope_scaling.rope_type '" + t + "'" +
                      (c->architecture == Architecture::kLlama ? "" : " on gemma3") +
-                     " (supported: linear; llama3 for llama)");
+                     " (supported: linear, yarn; llama3 for llama)");
 }
 
 Result<size_t> Positive(const std::string& file, const char* key, int64_t v) {

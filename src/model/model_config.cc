@@ -17,10 +17,25 @@ std::string Shortest(double v) {
   return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
 }
 
+Status ValidateYarn(const ModelConfig& c) {
+  const ModelConfig::RopeYarn& y = c.rope_yarn;
+  if (!std::isfinite(y.factor) || !(y.factor >= 1.0)) return Field("rope_yarn.factor", Shortest(y.factor) + " must be >= 1");
+  if (c.rope_scale_factor != 1.0 || !c.rope_freq_factors.empty()) {
+    return Field("rope_yarn", "cannot be combined with linear or llama3 scaling");
+  }
+  if (y.original_context == 0) return Field("rope_yarn.original_context", "must be > 0");
+  if (!std::isfinite(y.beta_fast) || !std::isfinite(y.beta_slow) || !(y.beta_slow > 0.0) || !(y.beta_fast > y.beta_slow)) {
+    return Field("rope_yarn.beta_fast", Shortest(y.beta_fast) + " must exceed beta_slow " + Shortest(y.beta_slow) + " > 0");
+  }
+  if (!std::isfinite(y.magnitude) || !(y.magnitude > 0.0)) return Field("rope_yarn.magnitude", Shortest(y.magnitude) + " must be > 0");
+  return Status::Ok();
+}
+
 Status ValidateRopeScaling(const ModelConfig& c) {
   if (!std::isfinite(c.rope_scale_factor) || !(c.rope_scale_factor > 0.0)) {
     return Field("rope_scale_factor", Shortest(c.rope_scale_factor) + " must be finite and > 0");
   }
+  if (c.rope_yarn.factor != 0.0) return ValidateYarn(c);
   if (c.rope_freq_factors.empty()) return Status::Ok();
   if (c.rope_freq_factors.size() != c.head_dim / 2) {
     return Field("rope_freq_factors", "has " + std::to_string(c.rope_freq_factors.size()) +
@@ -78,6 +93,10 @@ bool ModelConfig::IsSlidingLayer(size_t layer) const {
 }
 
 std::string ModelConfig::RopeScalingLabel() const {
+  if (rope_yarn.factor != 0.0) {
+    return "yarn " + Shortest(rope_yarn.factor) + " orig " + std::to_string(rope_yarn.original_context) + " beta " +
+           Shortest(rope_yarn.beta_fast) + "/" + Shortest(rope_yarn.beta_slow) + " mag " + Shortest(rope_yarn.magnitude);
+  }
   std::string label;
   if (rope_scale_factor != 1.0) label = "linear " + Shortest(rope_scale_factor);
   if (!rope_freq_factors.empty()) {

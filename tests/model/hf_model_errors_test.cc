@@ -111,8 +111,12 @@ TEST(HfModelErrorsTest, UnsupportedArchitectureAndFeatures) {
   };
   const Case cases[] = {
       {"\"model_type\": \"llama\"", "\"model_type\": \"mistral\"", "model_type 'mistral'"},
-      {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}",
-       "rope_scaling.rope_type 'yarn'"},
+      {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"longrope\", \"factor\": 4.0}",
+       "rope_scaling.rope_type 'longrope'"},
+      {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"mscale\": 1.0}",
+       "mscale"},
+      {"\"rope_scaling\": null", "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0, \"truncate\": false}",
+       "truncate false"},
       {"\"hidden_act\": \"silu\"", "\"hidden_act\": \"relu\"", "hidden_act 'relu'"},
   };
   for (const Case& c : cases) {

@@ -239,12 +239,29 @@ TEST_F(RopeParametersTest, FlatObjectReadsAsRopeThetaAndRopeScaling) {
   EXPECT_EQ(v5_llama3->config().RopeScalingLabel(), old_llama3->config().RopeScalingLabel());
   EXPECT_EQ(AllLogits(*v5_llama3), AllLogits(*old_llama3));
 
-  auto yarn = LoadEdited("llama", [](nlohmann::json& c) {
-    c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}};
+  // YaRN as HF reads it: the original context from the object, else max_position_embeddings; the
+  // attention factor 1 + 0.1 ln factor unless given — the values llama.cpp's GGUF of it carries.
+  ASSERT_OK_AND_ASSIGN(auto yarn, LoadEdited("llama", [](nlohmann::json& c) {
+    c["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0},
+                            {"original_max_position_embeddings", 32}};
+  }));
+  const ModelConfig::RopeYarn& y = yarn->config().rope_yarn;
+  EXPECT_EQ(y.factor, 4.0);
+  EXPECT_EQ(y.original_context, 32u);
+  EXPECT_EQ(y.magnitude, 1.0 + 0.1 * std::log(4.0));
+  EXPECT_GT(MaxAbsDiff(AllLogits(*yarn), AllLogits(*old_llama)), 1e-3f);
+  ASSERT_OK_AND_ASSIGN(auto yarn_default, LoadEdited("llama", [](nlohmann::json& c) {
+    c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}, {"attention_factor", 1.5}, {"beta_fast", 16.0}};
+  }));
+  EXPECT_EQ(yarn_default->config().rope_yarn.original_context, 128u);  // max_position_embeddings
+  EXPECT_EQ(yarn_default->config().rope_yarn.magnitude, 1.5);
+  EXPECT_EQ(yarn_default->config().rope_yarn.beta_fast, 16.0);
+  auto longrope = LoadEdited("llama", [](nlohmann::json& c) {
+    c["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 10000.0}, {"factor", 4.0}};
   });
-  ASSERT_FALSE(yarn.has_value());
-  EXPECT_EQ(yarn.error().code(), StatusCode::kUnsupported);
-  EXPECT_NE(yarn.error().message().find("'yarn'"), std::string::npos) << yarn.error().ToString();
+  ASSERT_FALSE(longrope.has_value());
+  EXPECT_EQ(longrope.error().code(), StatusCode::kUnsupported);
+  EXPECT_NE(longrope.error().message().find("'longrope'"), std::string::npos) << longrope.error().ToString();
   auto not_object = LoadEdited("llama", [](nlohmann::json& c) { c["rope_parameters"] = 10000.0; });
   ASSERT_FALSE(not_object.has_value());
   EXPECT_NE(not_object.error().message().find("rope_parameters is not an object"), std::string::npos);

@@ -104,7 +104,7 @@ TEST_P(LlamaCppAgreementTest, NextTokenDistributionsMatchLlamaCpp) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaCppAgreementTest,
                          ::testing::Values("llama_f32", "llama_q8_0", "llama256_q4_k_m", "gemma3_f32", "gemma3_q8_0",
                                            "gemma3_q4_k_m", "llama_rope_freqs", "gemma3_linear", "qwen2_f32",
-                                           "qwen2_q8_0"),
+                                           "qwen2_q8_0", "llama_yarn"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace

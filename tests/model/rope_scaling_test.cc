@@ -175,7 +175,8 @@ TEST_P(LlamaCppRopeScalingTest, MatchesLlamaCppAndTheUnscaledTwinDoesNot) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaCppRopeScalingTest,
                          ::testing::Values(ScaledFixture{"llama_rope_freqs", "llama_f32"},
-                                           ScaledFixture{"gemma3_linear", "gemma3_f32"}),
+                                           ScaledFixture{"gemma3_linear", "gemma3_f32"},
+                                           ScaledFixture{"llama_yarn", "llama_f32"}),
                          [](const ::testing::TestParamInfo<ScaledFixture>& info) {
                            return std::string(info.param.scaled);
                          });
@@ -226,7 +227,9 @@ TEST(RopeScalingTest, PrefillEqualsDecodeUnderScaling) {
   ModelConfig c = testing::TinyConfig();
   c.rope_scale_factor = 4.0;
   c.rope_freq_factors = kernels::Llama3RopeFreqFactors(16, 10000.0, 8.0, 1.0, 4.0, 64.0);
-  for (const ModelConfig& config : {c, GemmaScaled(1e4)}) {
+  ModelConfig yarn = testing::TinyConfig();
+  yarn.rope_yarn = {.factor = 4.0, .original_context = 16, .beta_fast = 32.0, .beta_slow = 1.0, .magnitude = 1.1386};
+  for (const ModelConfig& config : {c, GemmaScaled(1e4), yarn}) {
     ASSERT_OK_AND_ASSIGN(auto m, Model::Synthetic(config, 3));
     const std::vector<int32_t> tokens = testing::TokenSequence(40, 5, config.vocab_size);
     const std::vector<float> all = AllLogits(*m, tokens);
@@ -266,6 +269,8 @@ TEST(RopeScalingTest, BindingLabelNamesTheScaling) {
   ModelConfig d = c;
   d.rope_freq_factors[7] = 8.000001f;
   EXPECT_NE(c.RopeScalingLabel(), d.RopeScalingLabel());
+  ASSERT_OK_AND_ASSIGN(auto yarn, Model::Load(LlamaCppData("llama_yarn.gguf")));
+  EXPECT_EQ(RegimeBinding(*yarn, *tokenizer).position.scaling, "yarn 4 orig 32 beta 32/1 mag 1.138629436111989");
 }
 
 TEST(RopeScalingTest, ConfigValidationNamesTheField) {
@@ -284,6 +289,17 @@ TEST(RopeScalingTest, ConfigValidationNamesTheField) {
          c.rope_freq_factors.assign(8, 2.0f);
        },
        "ModelConfig.rope_freq_factors: not applied by Gemma 3"},
+      {[](ModelConfig& c) { c.rope_yarn = {.factor = 0.5, .original_context = 32}; }, "ModelConfig.rope_yarn.factor"},
+      {[](ModelConfig& c) { c.rope_yarn = {.factor = 4.0, .original_context = 0}; }, "ModelConfig.rope_yarn.original_context"},
+      {[](ModelConfig& c) { c.rope_yarn = {.factor = 4.0, .original_context = 32, .beta_fast = 1.0}; },
+       "ModelConfig.rope_yarn.beta_fast"},
+      {[](ModelConfig& c) { c.rope_yarn = {.factor = 4.0, .original_context = 32, .magnitude = 0.0}; },
+       "ModelConfig.rope_yarn.magnitude"},
+      {[](ModelConfig& c) {
+         c.rope_yarn = {.factor = 4.0, .original_context = 32};
+         c.rope_scale_factor = 2.0;
+       },
+       "ModelConfig.rope_yarn: cannot be combined"},
   };
   for (const Case& k : cases) {
     ModelConfig c = testing::TinyConfig();
@@ -328,8 +344,21 @@ TEST(RopeScalingTest, GgufScalingKeysAndRefusals) {
     ASSERT_TRUE(m.has_value()) << m.error().ToString();
     EXPECT_EQ((*m)->config().rope_scale_factor, k.scale);
   }
-  ExpectError(load(llama, both(kv_type("yarn"), kv_factor("llama.rope.scaling.factor", 4.0f))),
-              StatusCode::kUnsupported, "llama.rope.scaling.type \"yarn\"");
+  {  // yarn: factor, original context (default: the trained one), betas 32 / 1, magnitude 1 + 0.1 ln 4
+    auto m = load(llama, both(kv_type("yarn"), kv_factor("llama.rope.scaling.factor", 4.0f)));
+    ASSERT_TRUE(m.has_value()) << m.error().ToString();
+    const ModelConfig::RopeYarn& y = (*m)->config().rope_yarn;
+    EXPECT_EQ(y.factor, 4.0);
+    EXPECT_EQ(y.original_context, (*m)->config().context_length);
+    EXPECT_EQ(y.beta_fast, 32.0);
+    EXPECT_EQ(y.beta_slow, 1.0);
+    EXPECT_EQ(y.magnitude, 1.0 + 0.1 * std::log(4.0));
+  }
+  for (const char* key : {"llama.rope.scaling.yarn_log_multiplier", "llama.rope.scaling.attn_factor",
+                          "llama.rope.scaling.yarn_attn_factor", "llama.rope.scaling.yarn_ext_factor"}) {
+    ExpectError(load(llama, both(both(kv_type("yarn"), kv_factor("llama.rope.scaling.factor", 4.0f)), kv_factor(key, 0.5f))),
+                StatusCode::kUnsupported, key);
+  }
   ExpectError(load(llama, both(kv_type("longrope"), kv_factor("llama.rope.scaling.factor", 4.0f))),
               StatusCode::kUnsupported, "llama.rope.scaling.type \"longrope\"");
   ExpectError(load(llama, both(kv_type("linear"), kv_factor("llama.rope.scaling.factor", -2.0f))),
