@@ -147,12 +147,11 @@ def _weights(shape: Shape, seed: int):
             yield p + "post_ffw_norm.weight", norm(h)
 
 
-def llama3_rope_factors(shape: Shape) -> np.ndarray:
-    """rope_freqs.weight as convert_hf_to_gguf.py (LlamaModel.generate_extra_tensors) computes it, in f32."""
-    factor, low, high, orig = shape.rope_llama3
-    dim = shape.head_dim
+def llama3_freq_factors(dim, base, factor, low, high, orig) -> np.ndarray:
+    """rope_freqs.weight as convert_hf_to_gguf.py (LlamaModel.generate_extra_tensors) computes it, in f32.
+    (tests/data/hf/make_hf_fixtures.py uses it too.)"""
     exponents = np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)
-    freqs = np.float32(1.0) / (np.float32(shape.rope_base) ** exponents)
+    freqs = np.float32(1.0) / (np.float32(base) ** exponents)
     out = []
     for freq in freqs:
         wavelen = np.float32(2 * np.pi) / freq
@@ -164,6 +163,11 @@ def llama3_rope_factors(shape: Shape) -> np.ndarray:
             smooth = (np.float32(orig) / wavelen - np.float32(low)) / np.float32(high - low)
             out.append(np.float32(1) / ((np.float32(1) - smooth) / np.float32(factor) + smooth))
     return np.array(out, dtype=np.float32)
+
+
+def llama3_rope_factors(shape: Shape) -> np.ndarray:
+    """The rope_freqs.weight of a shape with rope_llama3 set."""
+    return llama3_freq_factors(shape.head_dim, shape.rope_base, *shape.rope_llama3)
 
 
 def write_random_gguf(path: str, shape: Shape, seed: int, vocab) -> None:

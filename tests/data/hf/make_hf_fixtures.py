@@ -46,6 +46,9 @@ import numpy as np
 from safetensors.numpy import save_file
 from tokenizers import Tokenizer
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "bench", "llama_cpp_oracle"))
+from gguf_models import llama3_freq_factors  # noqa: E402  (one copy of the converter's formula)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 VOCAB = os.path.join(HERE, "..", "vocab")
 PROMPT = [1, 5, 9, 2, 33, 17, 60, 4, 41, 8, 23]
@@ -135,21 +138,9 @@ def llama3_inv_freq(dim, base, rs):
 
 
 def llama3_rope_freqs(dim, base, rs):
-    """rope_freqs.weight as convert_hf_to_gguf.py (LlamaModel.generate_extra_tensors) writes it, in f32."""
-    freqs = np.float32(1) / (np.float32(base) ** (np.arange(0, dim, 2, dtype=np.float32) / np.float32(dim)))
-    factor, low, high = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
-    old = rs["original_max_position_embeddings"]
-    out = []
-    for freq in freqs:
-        wavelen = np.float32(2 * math.pi) / freq
-        if wavelen < old / high:
-            out.append(1.0)
-        elif wavelen > old / low:
-            out.append(factor)
-        else:
-            smooth = (np.float32(old) / wavelen - np.float32(low)) / np.float32(high - low)
-            out.append(np.float32(1) / ((np.float32(1) - smooth) / np.float32(factor) + smooth))
-    return np.array(out, dtype=np.float32)
+    """rope_freqs.weight as the converter writes it (the oracle's formula, bench/llama_cpp_oracle)."""
+    return llama3_freq_factors(dim, base, rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"],
+                               rs["original_max_position_embeddings"])
 
 
 def permute(w, n_head, n_head_kv):
