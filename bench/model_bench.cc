@@ -197,14 +197,19 @@ void PrintTable(const std::vector<Row>& rows, const std::vector<ShapeCase>& case
     std::printf("  reference, llama.cpp %s at 2 threads: %s\n", sc.name, sc.llama_cpp_ref);
 }
 
+// The SmolLM2-135M-shaped model at 2 threads, which --sweep and --batch measure.
+Result<std::unique_ptr<Model>> SmolLm2AtTwoThreads() {
+  ModelOptions opt;
+  opt.n_threads = 2;
+  return Model::Synthetic(ModelConfig::SmolLM2_135M_Shape(), 42, opt);
+}
+
 // --sweep: prefill tokens/s against batch size on shape (a) at 2 threads, and the matmul at the
 // FFN shape for the same M — what short suffix prefills (radix-tree hits) cost per token.
 int PrefillSweep() {
-  ModelOptions opt;
-  opt.n_threads = 2;
-  const ModelConfig c = ModelConfig::SmolLM2_135M_Shape();
-  auto model_or = Model::Synthetic(c, 42, opt);
+  auto model_or = SmolLm2AtTwoThreads();
   if (!model_or.has_value()) return Fail(model_or.error(), "Synthetic");
+  const ModelConfig& c = (*model_or)->config();
   internal::ThreadPool pool2(2);
   const size_t h = c.hidden_size, f = c.ffn_size;
   std::vector<float> x(512 * h, 0.5f), w(f * h, 0.25f), y(512 * f);
@@ -231,12 +236,10 @@ int PrefillSweep() {
 // --batch: a server's decode step for B sessions (each with its own 32-token history): one
 // PrefillBatch of B one-token items against B Decode calls, same sessions, same run.
 int BatchedDecode() {
-  ModelOptions opt;
-  opt.n_threads = 2;
-  const ModelConfig c = ModelConfig::SmolLM2_135M_Shape();
-  auto model_or = Model::Synthetic(c, 42, opt);
+  auto model_or = SmolLm2AtTwoThreads();
   if (!model_or.has_value()) return Fail(model_or.error(), "Synthetic");
   const Model& model = **model_or;
+  const ModelConfig& c = model.config();
   std::printf("batched decode, %s, T2 (load %s)\n  %8s %14s %14s %8s\n", c.Describe().c_str(), LoadAverage().c_str(),
               "sessions", "batched tok/s", "one-by-one", "ratio");
   for (size_t sessions : {1, 2, 4, 8, 16, 32}) {

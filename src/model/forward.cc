@@ -275,12 +275,12 @@ void Forward(const Model::Impl& m, std::span<const BatchItem> items, std::span<s
       if (finished) next = i + 1;
     }
     if (head_rows.empty()) continue;
-    AlignedBuffer x(head_rows.size() * h);
-    for (size_t r = 0; r < head_rows.size(); ++r) std::memcpy(x.data() + r * h, b.x.data() + head_rows[r] * h, h * sizeof(float));
-    if (head_part.front() == head_part.back()) {  // one item's rows (a lone Prefill): straight into its logits
-      OutputHead(p, x.data(), head_rows.size(), &logits[part_item[head_part.front()]]);
+    if (head_part.front() == head_part.back()) {  // one item's rows (a lone Prefill): contiguous, straight into its logits
+      OutputHead(p, b.x.data() + head_rows.front() * h, head_rows.size(), &logits[part_item[head_part.front()]]);
       continue;
     }
+    AlignedBuffer x(head_rows.size() * h);
+    for (size_t r = 0; r < head_rows.size(); ++r) std::memcpy(x.data() + r * h, b.x.data() + head_rows[r] * h, h * sizeof(float));
     std::vector<float> out;
     OutputHead(p, x.data(), head_rows.size(), &out);
     const size_t vocab = p.c.vocab_size;

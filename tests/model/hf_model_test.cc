@@ -46,6 +46,14 @@ float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+// `config` and `entries` written into `dir` as a checkpoint, then loaded.
+Result<std::unique_ptr<Model>> LoadCheckpoint(const testing::ScratchDir& dir, const std::string& config,
+                                              const std::vector<testing::StEntry>& entries) {
+  dir.Write("config.json", config);
+  testing::WriteSafetensors(dir.path() + "/model.safetensors", entries);
+  return Model::Load(dir.path());
+}
+
 // Argmax equal at every position.
 void ExpectSameTop1(const std::vector<float>& a, const std::vector<float>& b, size_t vocab, const char* what) {
   ASSERT_EQ(a.size(), b.size());
@@ -119,9 +127,7 @@ TEST(HfModelTest, LlamaPermutedRowsWithSplitHalfPairingDiffer) {
       }
     }
   }
-  dir.Write("config.json", testing::ReadText(HfData("llama/config.json")));
-  testing::WriteSafetensors(dir.path() + "/model.safetensors", entries);
-  ASSERT_OK_AND_ASSIGN(auto wrong, Model::Load(dir.path()));
+  ASSERT_OK_AND_ASSIGN(auto wrong, LoadCheckpoint(dir, testing::ReadText(HfData("llama/config.json")), entries));
   ASSERT_OK_AND_ASSIGN(auto gguf, Model::Load(HfData("llama.gguf")));
   const float d = MaxAbsDiff(AllLogits(*wrong), AllLogits(*gguf));
   std::printf("[ llama    ] permuted rows + split-half pairing: max|d| %.3g\n", d);
@@ -187,9 +193,7 @@ TEST(HfModelTest, Qwen2WithoutBiasesDiffers) {
   const std::string from = "\"model_type\": \"qwen2\"";
   ASSERT_NE(config.find(from), std::string::npos);
   config.replace(config.find(from), from.size(), "\"model_type\": \"llama\"");
-  dir.Write("config.json", config);
-  testing::WriteSafetensors(dir.path() + "/model.safetensors", entries);
-  ASSERT_OK_AND_ASSIGN(auto no_bias, Model::Load(dir.path()));
+  ASSERT_OK_AND_ASSIGN(auto no_bias, LoadCheckpoint(dir, config, entries));
   EXPECT_FALSE(no_bias->config().qkv_bias);
   const float d = MaxAbsDiff(AllLogits(*no_bias), ReadFloats(HfData("qwen2.logits")));
   std::printf("[ qwen2    ] biases dropped: max|d| from the oracle %.3g\n", d);
@@ -339,9 +343,7 @@ TEST(HfModelTest, Gemma3NormsWithoutThePlusOneDiffer) {
     e.dtype = "F32";
     e.bytes.assign(reinterpret_cast<const char*>(t->data), t->bytes().size());
   }
-  dir.Write("config.json", testing::ReadText(HfData("gemma/config.json")));
-  testing::WriteSafetensors(dir.path() + "/model.safetensors", entries);
-  ASSERT_OK_AND_ASSIGN(auto wrong, Model::Load(dir.path()));
+  ASSERT_OK_AND_ASSIGN(auto wrong, LoadCheckpoint(dir, testing::ReadText(HfData("gemma/config.json")), entries));
   ASSERT_OK_AND_ASSIGN(auto gguf, Model::Load(HfData("gemma.gguf")));
   EXPECT_GT(MaxAbsDiff(AllLogits(*wrong), AllLogits(*gguf)), 1e-3f);
 }
