@@ -85,7 +85,7 @@ struct HfConfig {
   std::optional<int64_t> rope_scaling_original_max_position_embeddings;
   // rope_type "yarn"
   std::optional<double> rope_scaling_beta_fast, rope_scaling_beta_slow, rope_scaling_attention_factor;
-  std::optional<bool> rope_scaling_truncate;
+  bool rope_scaling_truncate = true;
   bool rope_scaling_has_mscale = false;  // DeepSeek's mscale / mscale_all_dim (not supported)
   bool tie_word_embeddings = false;  // Default: false (HF's default for Llama)
   std::vector<int64_t> bos_token_ids, eos_token_ids;  // an int or a list in the file

@@ -92,11 +92,7 @@ Status ReadRopeScaling(const json& s, const std::string& where, HfConfig& c) {
   FAK_RETURN_IF_ERROR(r.Opt("beta_fast", c.rope_scaling_beta_fast));
   FAK_RETURN_IF_ERROR(r.Opt("beta_slow", c.rope_scaling_beta_slow));
   FAK_RETURN_IF_ERROR(r.Opt("attention_factor", c.rope_scaling_attention_factor));
-  bool truncate = true;
-  if (s.contains("truncate") && !s["truncate"].is_null()) {
-    FAK_RETURN_IF_ERROR(r.Bool("truncate", truncate));
-    c.rope_scaling_truncate = truncate;
-  }
+  FAK_RETURN_IF_ERROR(r.Bool("truncate", c.rope_scaling_truncate));
   c.rope_scaling_has_mscale = s.contains("mscale") || s.contains("mscale_all_dim");
   return Status::Ok();
 }

@@ -71,7 +71,7 @@ Result<double> ScalingParam(const std::string& file, const char* key, const std:
 // for the GGUF. DeepSeek's mscale keys and truncate false (its other branches) are refused.
 Status ReadYarn(const HfConfig& h, const std::string& file, ModelConfig* c) {
   if (h.rope_scaling_has_mscale) return Unsupported(file + ": rope_scaling mscale / mscale_all_dim (DeepSeek's YaRN)");
-  if (h.rope_scaling_truncate && !*h.rope_scaling_truncate) return Unsupported(file + ": rope_scaling.truncate false");
+  if (!h.rope_scaling_truncate) return Unsupported(file + ": rope_scaling.truncate false");
   FAK_ASSIGN_OR_RETURN(double factor, ScalingParam(file, "factor", h.rope_scaling_factor));
   const int64_t max_pos = h.max_position_embeddings.value_or(2048);
   int64_t original = max_pos;
