@@ -47,22 +47,16 @@ float F16One(uint16_t h) {
 
 // The 12 packed bytes of a Q4_K/Q5_K block to sc[0..7] (out[0..7]) and m[0..7] (out[8..15]),
 // with 32-bit masks as ggml does (model-formats.md §3.3 gives the per-element rule; tests check both).
-// UnpackKScaleWords leaves those 16 bytes in u[0..3] (little-endian), UnpackKScales in memory.
 template <class V>
-void UnpackKScaleWords(const uint8_t* packed, uint32_t u[4]) {
+void UnpackKScales(const uint8_t* packed, uint8_t* out) {
   constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kLow2 = 0x03030303;
+  uint32_t u[4];
   std::memcpy(u, packed, 12);
   u[3] = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);
   const uint32_t mins_lo = u[1] & kLow6;
   u[1] = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);
   u[2] = mins_lo;
   u[0] &= kLow6;
-}
-
-template <class V>
-void UnpackKScales(const uint8_t* packed, uint8_t* out) {
-  uint32_t u[4];
-  UnpackKScaleWords<V>(packed, u);
   std::memcpy(out, u, 16);
 }
 

@@ -116,7 +116,7 @@ struct X86QuantOps {
     return _mm256_set_m128i(hi, lo);
   }
 
-  // UnpackKScaleWords (quant_impl.h) in one xmm: the 8 scales, then the 8 mins, as bytes. Reads 16
+  // UnpackKScales (quant_impl.h) in one xmm: the 8 scales, then the 8 mins, as bytes. Reads 16
   // bytes at `packed` (its 12 and the 4 after them, which every K-quant block has).
   static __m128i KScaleBytes(const uint8_t* packed) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));  // words u0, u1, u2
