@@ -2,7 +2,7 @@
 // served on a real forward pass (random weights, SmolLM2-135M shape, vocab 49152 as the traces
 // need), by these arms, all in the same run:
 //   A  naive:       every request re-prefills its whole context into a fresh cache.
-//   tree arms:      RadixTree Lookup (longest cached prefix, assembled from slabs) + Prefill of the
+//   tree arms:      RadixTree Lookup (longest cached prefix, read in place from slabs) + Prefill of the
 //                   suffix + Insert; unbounded, and with a budget of 1.5x the trace's longest request
 //                   under LRU and deepest-first eviction; requests in first-come order or in
 //                   cache-aware order (NextCacheAware picks the waiting request with the longest
@@ -15,7 +15,8 @@
 // scheduling, prefill, insert and eviction; not the hit-rate accounting), the measured speedup over
 // arm A and the token-count bound (total / prefilled); resident bytes per cached token against
 // BytesPerToken(); max|Δ| of every request's logits against arm A (reuse is exact: 0); and how the
-// wall time splits into Lookup (slab assembly), Prefill of the suffix and Insert (with eviction).
+// wall time splits into Lookup (walk, gate, session set-up), Prefill of the suffix and Insert (with
+// eviction).
 //
 // Flags: --quick (or FAK_BENCH_QUICK=1): a small model of the same vocabulary (hidden 128, 4
 // layers) for a fast smoke run; --trace NAME (one trace); --threads T (default 2).

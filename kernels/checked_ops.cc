@@ -142,8 +142,9 @@ Status AttentionChecked(const KernelTable& t, std::span<const float> q, std::spa
   FAK_RETURN_IF_ERROR(ExpectAtLeast("k", k.size(), "(n_kv_heads-1)*kv_head_stride + key_end*head_dim", kv_floats));
   FAK_RETURN_IF_ERROR(ExpectAtLeast("v", v.size(), "(n_kv_heads-1)*kv_head_stride + key_end*head_dim", kv_floats));
   FAK_RETURN_IF_ERROR(ExpectAtLeast("scratch", scratch.size(), "key_end", s.key_end));
-  AttentionArgs args{q.data(), k.data(), v.data(), out.data(), scratch.data(), s.n_heads, s.n_kv_heads, s.head_dim,
-                     s.kv_head_stride, s.key_begin, s.key_end, s.scale, s.head_begin, s.head_end};
+  const KeyRun run{k.data(), v.data(), s.kv_head_stride, s.key_end};
+  AttentionArgs args{q.data(), &run, 1, out.data(), scratch.data(), s.n_heads, s.n_kv_heads, s.head_dim,
+                     s.key_begin, s.key_end, s.scale, s.head_begin, s.head_end};
   t.attention(args);
   return Status::Ok();
 }

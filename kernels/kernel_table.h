@@ -20,16 +20,25 @@ inline constexpr int kNumTiers = 3;
 // (i, i + head_dim/2) as in the HF "rotate_half" layout (GGUF NEOX-style).
 enum class RopePairing : int { kAdjacent = 0, kSplitHalf = 1 };
 
-// One query row over a run of keys, grouped-query heads. Keys/values of one KV head are
-// token-contiguous: key t of KV head h is at k + h * kv_head_stride + t * head_dim.
+// Keys [first, first + n) of one sequence, stored contiguously per KV head: key first + t of KV
+// head h is at k + h * kv_head_stride + t * head_dim, its value at the same offset from v.
+struct KeyRun {
+  const float* k;
+  const float* v;
+  size_t kv_head_stride;  // floats between KV heads
+  size_t n;               // keys in the run
+};
+
+// One query row over a sequence's keys, grouped-query heads. The keys may lie in several runs (a
+// session reads a shared prefix in place from radix-tree slabs, then its own rows): the runs, in
+// order, hold keys 0, 1, 2, ..., and where one run ends and the next begins does not change a bit.
 struct AttentionArgs {
   const float* q;          // [n_heads][head_dim], already rotated
-  const float* k;          // see above
-  const float* v;          // same layout as k
+  const KeyRun* runs;      // covering at least keys [0, key_end)
+  size_t n_runs;
   float* out;              // [n_heads][head_dim]
   float* scratch;          // >= key_end floats, per calling thread
   size_t n_heads, n_kv_heads, head_dim;
-  size_t kv_head_stride;   // floats between KV heads
   size_t key_begin, key_end;  // attend to keys [key_begin, key_end) (a sliding window starts late)
   float scale;             // multiplies q·k before softmax
   size_t head_begin, head_end;  // query heads to compute (lets callers split heads across threads)

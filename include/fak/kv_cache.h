@@ -7,11 +7,17 @@
 // re-rotated once from Kraw by the same pinned RoPE routine that made it, so it is bit-identical to
 // a key computed fresh at its new position (architecture §3).
 //
-// Thread-safety: none; one session owns a cache. Copying is explicit (Clone) to show its cost.
-// Every failed mutation leaves the cache as it was.
+// Shared prefix (zero-copy sessions): a cache may start with slabs it reads in place instead of
+// owning copies (AppendShared; a radix-tree lookup builds sessions this way). Slabs are immutable,
+// so sharing changes no bit; a mutation that would move or drop shared tokens (Evict, Truncate)
+// copies just those into the cache first.
+//
+// Thread-safety: none; one session owns a cache (shared slabs are only read). Copying is explicit
+// (Clone) to show its cost. Every failed mutation leaves the cache as it was.
 #ifndef FAK_KV_CACHE_H_
 #define FAK_KV_CACHE_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -85,22 +91,50 @@ class KVCache {
   // Appends a slab of the same shape at the end, re-rotating its keys from Kraw if the slab was
   // made at other positions (exact either way).
   Status AppendSlab(const KVSlab& slab);
+  // Appends a slab by reference: the cache reads its tokens in place from then on, keeping the slab
+  // alive. Only while everything held so far is shared and the slab sits at the next position
+  // (a radix-tree path); otherwise the slab is copied, as AppendSlab. Same contents either way.
+  Status AppendShared(std::shared_ptr<const KVSlab> slab);
+  // Tokens [0, shared_tokens()) are read in place from shared_slabs(), in order.
+  size_t shared_tokens() const { return shared_tokens_; }
+  std::span<const std::shared_ptr<const KVSlab>> shared_slabs() const { return shared_; }
   // sha256 over the shape, positions and the K, Kraw and V of every held token.
   Digest ComputeDigest() const;
 
-  // Rows of one layer and KV head: [size()][head_dim], token-contiguous.
-  const float* k(size_t layer, size_t head) const { return k_.data() + HeadOffset(layer, head); }
-  const float* kraw(size_t layer, size_t head) const { return kraw_.data() + HeadOffset(layer, head); }
-  const float* v(size_t layer, size_t head) const { return v_.data() + HeadOffset(layer, head); }
-  // Floats between consecutive KV heads of one layer (the capacity times head_dim).
+  // The K, Kraw and V rows of one layer and KV head from token `from` on, and how many tokens after
+  // it are stored contiguously (a shared slab's end, or the cache's capacity): rows [n][head_dim].
+  struct Rows {
+    const float *k, *kraw, *v;
+    size_t n;
+    size_t head_stride;  // floats from these rows to the same token's rows of the next KV head
+  };
+  Rows RowsAt(size_t layer, size_t head, size_t from) const;
+  // Calls f(const Rows&) for the contiguous runs covering tokens [from, from + n), in order; each
+  // run's n is clipped to the range. The caller keeps the range within size().
+  template <class F>
+  void ForEachRun(size_t layer, size_t head, size_t from, size_t n, F&& f) const {
+    for (const size_t end = from + n; from < end;) {
+      Rows r = RowsAt(layer, head, from);
+      r.n = std::min(r.n, end - from);
+      f(r);
+      from += r.n;
+    }
+  }
+
+  // The cache's own rows of one layer and KV head: [capacity][head_dim], token-contiguous; only
+  // tokens [shared_tokens(), size()) are there (read the rest through RowsAt / ForEachRun).
+  const float* k(size_t layer, size_t head) const { return k_.get() + HeadOffset(layer, head); }
+  const float* kraw(size_t layer, size_t head) const { return kraw_.get() + HeadOffset(layer, head); }
+  const float* v(size_t layer, size_t head) const { return v_.get() + HeadOffset(layer, head); }
+  // Floats between consecutive KV heads of one layer in the own rows (the capacity times head_dim).
   size_t head_stride() const { return capacity_ * shape_.head_dim; }
 
   // ---- for the model's forward pass (fak internals) ----
   // Grows storage to hold `n_tokens` without reallocating; ResourceExhausted past max_tokens.
   Status Reserve(size_t n_tokens);
-  float* mutable_k(size_t layer, size_t head) { return k_.data() + HeadOffset(layer, head); }
-  float* mutable_kraw(size_t layer, size_t head) { return kraw_.data() + HeadOffset(layer, head); }
-  float* mutable_v(size_t layer, size_t head) { return v_.data() + HeadOffset(layer, head); }
+  float* mutable_k(size_t layer, size_t head) { return k_.get() + HeadOffset(layer, head); }
+  float* mutable_kraw(size_t layer, size_t head) { return kraw_.get() + HeadOffset(layer, head); }
+  float* mutable_v(size_t layer, size_t head) { return v_.get() + HeadOffset(layer, head); }
   // Marks slots [size(), size() + ids.size()) as filled with these tokens at consecutive positions.
   void CommitAppended(std::span<const int32_t> ids);
   const internal::RopeBinding& rope() const { return *rope_; }
@@ -108,17 +142,23 @@ class KVCache {
 
  private:
   size_t HeadOffset(size_t layer, size_t head) const { return (layer * shape_.n_kv_heads + head) * head_stride(); }
-  // Re-rotates K of tokens [from, size()) from Kraw at their positions.
+  // Re-rotates K of tokens [from, size()) from Kraw at their positions (own rows).
   void RerotateFrom(size_t from);
   void Reallocate(size_t new_capacity);
+  // Copies tokens [src_from, src_from + n) of `src` (shared or own rows) into own slots from `at`.
+  void CopyRowsFrom(const KVCache& src, size_t src_from, size_t n, size_t at);
+  // Makes tokens [from, size()) own rows, copying the shared slabs that hold any of them.
+  void Unshare(size_t from);
 
   KVShape shape_;
   std::shared_ptr<const internal::RopeBinding> rope_;
   size_t n_tokens_ = 0;
   size_t capacity_ = 0;
-  std::vector<float> k_;     // [n_layers][n_kv_heads][capacity][head_dim]
-  std::vector<float> kraw_;  // same shape as k_
-  std::vector<float> v_;     // same shape as k_
+  std::vector<std::shared_ptr<const KVSlab>> shared_;  // tokens [0, shared_tokens_), in order
+  size_t shared_tokens_ = 0;
+  // Own rows, [n_layers][n_kv_heads][capacity][head_dim]; slots below shared_tokens_ stay unwritten
+  // (left uninitialised, so their pages are never touched).
+  std::unique_ptr<float[]> k_, kraw_, v_;
   std::vector<int32_t> positions_;  // [capacity]
   std::vector<int32_t> tokens_;     // [capacity]
 };

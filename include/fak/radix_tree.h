@@ -2,9 +2,10 @@
 //
 // A compressed trie: each node owns the KV slab of its own edge only, so resident memory equals the
 // unique tokens held (no prefix is stored twice). Lookup walks to the longest cached prefix,
-// splitting an edge where the request diverges inside it (slicing a slab is exact), and assembles a
-// session cache by copying the path's slabs once; only the suffix is left to prefill. Insert adds
-// what a finished request computed.
+// splitting an edge where the request diverges inside it (slicing a slab is exact), and hands out a
+// session cache that reads the path's slabs in place (KVCache::AppendShared: nothing is copied, and
+// a slab outlives its node while a session reads it); only the suffix is left to prefill. Insert
+// adds what a finished request computed.
 //
 // Eviction: EvictToBudget trims under memory pressure by a pluggable policy (LRU, LFU, or
 // deepest-tokens-first), never touching leased or pinned paths; EvictNode removes a subtree because
@@ -16,8 +17,8 @@
 // tenant boundary. Each tenant's tokens live in its own namespace below the declared public
 // prefixes (AccessPolicy), which every tenant shares.
 //
-// Thread-safety: all methods may be called concurrently (one internal mutex; slab copies for a
-// lookup happen outside it). Leases must not outlive the tree.
+// Thread-safety: all methods may be called concurrently (one internal mutex; a lookup's session
+// cache is set up outside it). Leases must not outlive the tree.
 #ifndef FAK_RADIX_TREE_H_
 #define FAK_RADIX_TREE_H_
 
@@ -87,7 +88,8 @@ class Lease {
 };
 
 struct LookupResult {
-  KVCache cache;           // the longest cached prefix, with room reserved for the rest of the request
+  KVCache cache;           // the longest cached prefix, read in place from the tree's slabs, with room
+                           // reserved for the rest of the request
   size_t matched_tokens = 0;
   ClaimVerdict gate;       // HIT, or the verdict that stopped the walk (MISS{axis}, REFUSE, ...)
   NodeId node = 0;         // where the match ends (0 = root: a miss)

@@ -13,6 +13,7 @@
 #ifndef FAK_KERNELS_SIMD_KERNELS_IMPL_H_
 #define FAK_KERNELS_SIMD_KERNELS_IMPL_H_
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -348,22 +349,44 @@ void AttentionScores(const float* q, const float* k, size_t head_dim, size_t n, 
   for (; t < n; ++t) s[t] = Dot<V>(q, k + t * head_dim, head_dim) * scale;
 }
 
-// out[d] = Σ_t s[t] · v_t[d], t in order for every d; four head_dim chunks run side by side so their
-// chains overlap (each chunk's order is unchanged).
+// Calls f(k, v, first, n) for each stored stretch of keys [a.key_begin, a.key_end) of KV head
+// `kv_head`, in key order: k and v point at key `first`, the n keys after it are contiguous.
+template <class F>
+void ForEachKeyStretch(const AttentionArgs& a, size_t kv_head, F&& f) {
+  size_t run_first = 0;
+  for (size_t r = 0; r < a.n_runs && run_first < a.key_end; ++r) {
+    const KeyRun& run = a.runs[r];
+    const size_t lo = std::max(run_first, a.key_begin), hi = std::min(run_first + run.n, a.key_end);
+    if (lo < hi) {
+      const size_t offset = kv_head * run.kv_head_stride + (lo - run_first) * a.head_dim;
+      f(run.k + offset, run.v + offset, lo, hi - lo);
+    }
+    run_first += run.n;
+  }
+}
+
+// out[d] = Σ_t s[t] · v_t[d] over the window's keys, t in order for every d whatever the runs; four
+// head_dim chunks run side by side so their chains overlap (each chunk's order is unchanged).
 template <class V>
-void AttentionValues(const float* s, const float* v, size_t head_dim, size_t n, float* out) {
+void AttentionValues(const AttentionArgs& a, size_t kv_head, const float* s, float* out) {
   constexpr size_t W = V::kWidth;
+  const size_t head_dim = a.head_dim;
+  auto for_each_value = [&](auto&& f) {  // f(s_t, v_t) for every key in order
+    ForEachKeyStretch(a, kv_head, [&](const float*, const float* v, size_t first, size_t n) {
+      const float* st = s + (first - a.key_begin);
+      for (size_t t = 0; t < n; ++t) f(st[t], v + t * head_dim);
+    });
+  };
   size_t d = 0;
   for (; d + 4 * W <= head_dim; d += 4 * W) {
     typename V::B a0 = V::Set1(0.0f), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t t = 0; t < n; ++t) {
-      const typename V::B st = V::Set1(s[t]);
-      const float* vt = v + t * head_dim + d;
-      a0 = V::Fma(st, V::Load(vt), a0);
-      a1 = V::Fma(st, V::Load(vt + W), a1);
-      a2 = V::Fma(st, V::Load(vt + 2 * W), a2);
-      a3 = V::Fma(st, V::Load(vt + 3 * W), a3);
-    }
+    for_each_value([&](float st, const float* vt) {
+      const typename V::B sv = V::Set1(st);
+      a0 = V::Fma(sv, V::Load(vt + d), a0);
+      a1 = V::Fma(sv, V::Load(vt + d + W), a1);
+      a2 = V::Fma(sv, V::Load(vt + d + 2 * W), a2);
+      a3 = V::Fma(sv, V::Load(vt + d + 3 * W), a3);
+    });
     V::Store(out + d, a0);
     V::Store(out + d + W, a1);
     V::Store(out + d + 2 * W, a2);
@@ -371,12 +394,12 @@ void AttentionValues(const float* s, const float* v, size_t head_dim, size_t n, 
   }
   for (; d + W <= head_dim; d += W) {
     typename V::B acc = V::Set1(0.0f);
-    for (size_t t = 0; t < n; ++t) acc = V::Fma(V::Set1(s[t]), V::Load(v + t * head_dim + d), acc);
+    for_each_value([&](float st, const float* vt) { acc = V::Fma(V::Set1(st), V::Load(vt + d), acc); });
     V::Store(out + d, acc);
   }
   for (; d < head_dim; ++d) {
     float acc = 0.0f;
-    for (size_t t = 0; t < n; ++t) acc = acc + s[t] * v[t * head_dim + d];
+    for_each_value([&](float st, const float* vt) { acc = acc + st * vt[d]; });
     out[d] = acc;
   }
 }
@@ -386,11 +409,12 @@ void Attention(const AttentionArgs& a) {
   const size_t group = a.n_heads / a.n_kv_heads;
   const size_t n_keys = a.key_end - a.key_begin;
   for (size_t h = a.head_begin; h < a.head_end; ++h) {
-    const float* k = a.k + (h / group) * a.kv_head_stride + a.key_begin * a.head_dim;
-    const float* v = a.v + (h / group) * a.kv_head_stride + a.key_begin * a.head_dim;
-    AttentionScores<V>(a.q + h * a.head_dim, k, a.head_dim, n_keys, a.scale, a.scratch);
+    const float* q = a.q + h * a.head_dim;
+    ForEachKeyStretch(a, h / group, [&](const float* k, const float*, size_t first, size_t n) {
+      AttentionScores<V>(q, k, a.head_dim, n, a.scale, a.scratch + (first - a.key_begin));
+    });
     Softmax<V>(a.scratch, n_keys);
-    AttentionValues<V>(a.scratch, v, a.head_dim, n_keys, a.out + h * a.head_dim);
+    AttentionValues<V>(a, h / group, a.scratch, a.out + h * a.head_dim);
   }
 }
 

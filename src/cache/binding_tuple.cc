@@ -172,12 +172,11 @@ Result<Digest> KVSpanChecksum(const KVCache& cache, size_t from, size_t n_tokens
   for (size_t v : {s.n_layers, s.n_kv_heads, s.head_dim, n_tokens}) d.UpdatePod(static_cast<uint64_t>(v));
   d.Update(cache.tokens().data() + from, n_tokens * sizeof(int32_t));
   d.Update(cache.positions().data() + from, n_tokens * sizeof(int32_t));
-  const size_t row_floats = s.head_dim, bytes = n_tokens * s.head_dim * sizeof(float);
+  const size_t row_bytes = s.head_dim * sizeof(float);
   for (size_t l = 0; l < s.n_layers; ++l) {
     for (size_t h = 0; h < s.n_kv_heads; ++h) {
-      d.Update(cache.k(l, h) + from * row_floats, bytes);
-      d.Update(cache.kraw(l, h) + from * row_floats, bytes);
-      d.Update(cache.v(l, h) + from * row_floats, bytes);
+      for (const float* KVCache::Rows::*tensor : {&KVCache::Rows::k, &KVCache::Rows::kraw, &KVCache::Rows::v})
+        cache.ForEachRun(l, h, from, n_tokens, [&](const KVCache::Rows& r) { d.Update(r.*tensor, r.n * row_bytes); });
     }
   }
   return d.Finish();

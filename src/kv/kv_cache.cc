@@ -1,4 +1,5 @@
-// KVCache: storage growth, span surgery (prefix, truncate, evict, append) and the digest.
+// KVCache: storage growth, shared prefixes, span surgery (prefix, truncate, evict, append) and the
+// digest.
 #include "fak/kv_cache.h"
 
 #include <algorithm>
@@ -8,6 +9,18 @@
 #include "src/kv/rope_binding.h"
 
 namespace fak {
+namespace {
+
+Status CheckSlab(const KVSlab& slab, const KVShape& shape, const std::string& op) {
+  if (!(slab.shape == shape)) return InvalidArgument(op + ": the slab has another model's KV shape");
+  if (slab.k.size() != shape.n_layers * shape.n_kv_heads * slab.size() * shape.head_dim ||
+      slab.kraw.size() != slab.k.size() || slab.v.size() != slab.k.size()) {
+    return InvalidArgument(op + ": slab tensors do not match its token count");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 KVCache::KVCache(const KVShape& shape, std::shared_ptr<const internal::RopeBinding> rope)
     : shape_(shape), rope_(std::move(rope)) {}
@@ -20,11 +33,14 @@ size_t KVCache::size_bytes() const { return 3 * kraw_bytes() + n_tokens_ * 2 * s
 
 void KVCache::Reallocate(size_t new_capacity) {
   const size_t heads = shape_.n_layers * shape_.n_kv_heads, hd = shape_.head_dim;
-  auto move_tensor = [&](std::vector<float>& t) {
-    std::vector<float> grown(heads * new_capacity * hd);
-    for (size_t h = 0; h < heads; ++h)
-      std::copy_n(t.data() + h * capacity_ * hd, n_tokens_ * hd, grown.data() + h * new_capacity * hd);
-    t.swap(grown);
+  auto move_tensor = [&](std::unique_ptr<float[]>& t) {
+    // Uninitialised: slots are written before they are read, and shared slots never are.
+    auto grown = std::make_unique_for_overwrite<float[]>(heads * new_capacity * hd);
+    for (size_t h = 0; h < heads; ++h) {
+      std::copy_n(t.get() + (h * capacity_ + shared_tokens_) * hd, (n_tokens_ - shared_tokens_) * hd,
+                  grown.get() + (h * new_capacity + shared_tokens_) * hd);
+    }
+    t = std::move(grown);
   };
   move_tensor(k_);
   move_tensor(kraw_);
@@ -54,14 +70,67 @@ void KVCache::CommitAppended(std::span<const int32_t> ids) {
 
 KVCache KVCache::Clone() const {
   KVCache copy(shape_, rope_);
-  copy.n_tokens_ = n_tokens_;
-  copy.capacity_ = capacity_;
-  copy.k_ = k_;
-  copy.kraw_ = kraw_;
-  copy.v_ = v_;
+  copy.Reallocate(capacity_);
+  copy.shared_ = shared_;  // immutable: the clone reads the same slabs
+  copy.shared_tokens_ = shared_tokens_;
+  copy.CopyRowsFrom(*this, shared_tokens_, n_tokens_ - shared_tokens_, shared_tokens_);
   copy.positions_ = positions_;
   copy.tokens_ = tokens_;
+  copy.n_tokens_ = n_tokens_;
   return copy;
+}
+
+KVCache::Rows KVCache::RowsAt(size_t layer, size_t head, size_t from) const {
+  const size_t hd = shape_.head_dim;
+  if (from >= shared_tokens_) {
+    const size_t at = HeadOffset(layer, head) + from * hd;
+    return {k_.get() + at, kraw_.get() + at, v_.get() + at, capacity_ - from, head_stride()};
+  }
+  // Shared slabs are few (one per radix-tree edge on the path): a linear scan.
+  const KVSlab* slab = shared_.front().get();
+  for (const auto& s : shared_) {
+    if (s->start_position > from) break;
+    slab = s.get();
+  }
+  const size_t n = slab->size(), at = ((layer * shape_.n_kv_heads + head) * n + (from - slab->start_position)) * hd;
+  return {slab->k.data() + at, slab->kraw.data() + at, slab->v.data() + at, slab->start_position + n - from, n * hd};
+}
+
+void KVCache::CopyRowsFrom(const KVCache& src, size_t src_from, size_t n, size_t at) {
+  const size_t hd = shape_.head_dim;
+  for (size_t l = 0; l < shape_.n_layers; ++l) {
+    for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
+      size_t to = at;
+      src.ForEachRun(l, h, src_from, n, [&](const Rows& r) {
+        std::memcpy(mutable_k(l, h) + to * hd, r.k, r.n * hd * sizeof(float));
+        std::memcpy(mutable_kraw(l, h) + to * hd, r.kraw, r.n * hd * sizeof(float));
+        std::memcpy(mutable_v(l, h) + to * hd, r.v, r.n * hd * sizeof(float));
+        to += r.n;
+      });
+    }
+  }
+}
+
+void KVCache::Unshare(size_t from) {
+  if (from >= shared_tokens_) return;
+  size_t first = from;  // back to the start of the slab holding `from`
+  for (const auto& s : shared_)
+    if (s->start_position <= from) first = s->start_position;
+  const size_t last = std::min(shared_tokens_, n_tokens_);
+  if (first < last) CopyRowsFrom(*this, first, last - first, first);  // reads shared, writes own slots
+  while (!shared_.empty() && shared_.back()->start_position >= first) shared_.pop_back();
+  shared_tokens_ = first;
+}
+
+Status KVCache::AppendShared(std::shared_ptr<const KVSlab> slab) {
+  if (slab == nullptr) return InvalidArgument("AppendShared: null slab");
+  if (n_tokens_ != shared_tokens_ || slab->start_position != n_tokens_ || slab->size() == 0) return AppendSlab(*slab);
+  FAK_RETURN_IF_ERROR(CheckSlab(*slab, shape_, "AppendShared"));
+  FAK_RETURN_IF_ERROR(Reserve(n_tokens_ + slab->size()));
+  CommitAppended(slab->tokens);
+  shared_tokens_ = n_tokens_;
+  shared_.push_back(std::move(slab));
+  return Status::Ok();
 }
 
 Result<KVCache> KVCache::Prefix(size_t n) const {
@@ -78,6 +147,7 @@ Status KVCache::Truncate(size_t n) {
     return InvalidArgument("Truncate(" + std::to_string(n) + ") of a cache holding " + std::to_string(n_tokens_) + " tokens");
   }
   n_tokens_ = n;
+  Unshare(n);  // a shared slab now past the end is dropped, one cut by `n` becomes own rows
   return Status::Ok();
 }
 
@@ -102,6 +172,7 @@ Status KVCache::Evict(size_t from, size_t n) {
                            ") is outside a cache holding " + std::to_string(n_tokens_) + " tokens");
   }
   if (n == 0) return Status::Ok();
+  Unshare(from);  // survivors move and re-rotate: own rows only
   const size_t hd = shape_.head_dim, tail = n_tokens_ - from - n;
   for (size_t l = 0; l < shape_.n_layers; ++l) {
     for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
@@ -126,14 +197,8 @@ Status KVCache::AppendFrom(const KVCache& src, size_t src_from, size_t n) {
   }
   if (n == 0) return Status::Ok();
   FAK_RETURN_IF_ERROR(Reserve(n_tokens_ + n));
-  const size_t hd = shape_.head_dim, at = n_tokens_;
-  for (size_t l = 0; l < shape_.n_layers; ++l) {
-    for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
-      std::memcpy(mutable_k(l, h) + at * hd, src.k(l, h) + src_from * hd, n * hd * sizeof(float));
-      std::memcpy(mutable_kraw(l, h) + at * hd, src.kraw(l, h) + src_from * hd, n * hd * sizeof(float));
-      std::memcpy(mutable_v(l, h) + at * hd, src.v(l, h) + src_from * hd, n * hd * sizeof(float));
-    }
-  }
+  const size_t at = n_tokens_;
+  CopyRowsFrom(src, src_from, n, at);
   CommitAppended(src.tokens().subspan(src_from, n));
   // Keys already at their new position (the common case: a prefix) need no work.
   if (src_from != at) RerotateFrom(at);
@@ -163,27 +228,27 @@ Result<KVSlab> KVCache::CopySpan(size_t from, size_t n) const {
   slab.shape = shape_;
   slab.start_position = n == 0 ? from : static_cast<size_t>(positions_[from]);
   slab.tokens.assign(tokens_.begin() + from, tokens_.begin() + from + n);
-  const size_t hd = shape_.head_dim;
-  for (auto [dst, which] : {std::pair{&slab.k, 0}, std::pair{&slab.kraw, 1}, std::pair{&slab.v, 2}}) {
-    dst->resize(shape_.n_layers * shape_.n_kv_heads * n * hd);
-    float* out = dst->data();
-    for (size_t l = 0; l < shape_.n_layers; ++l) {
-      for (size_t h = 0; h < shape_.n_kv_heads; ++h, out += n * hd) {
-        const float* src = which == 0 ? k(l, h) : which == 1 ? kraw(l, h) : v(l, h);
-        std::copy_n(src + from * hd, n * hd, out);
-      }
+  const size_t hd = shape_.head_dim, floats = shape_.n_layers * shape_.n_kv_heads * n * hd;
+  slab.k.resize(floats);
+  slab.kraw.resize(floats);
+  slab.v.resize(floats);
+  size_t out = 0;
+  for (size_t l = 0; l < shape_.n_layers; ++l) {
+    for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
+      ForEachRun(l, h, from, n, [&](const Rows& r) {
+        std::copy_n(r.k, r.n * hd, slab.k.data() + out);
+        std::copy_n(r.kraw, r.n * hd, slab.kraw.data() + out);
+        std::copy_n(r.v, r.n * hd, slab.v.data() + out);
+        out += r.n * hd;
+      });
     }
   }
   return slab;
 }
 
 Status KVCache::AppendSlab(const KVSlab& slab) {
-  if (!(slab.shape == shape_)) return InvalidArgument("AppendSlab: the slab has another model's KV shape");
+  FAK_RETURN_IF_ERROR(CheckSlab(slab, shape_, "AppendSlab"));
   const size_t n = slab.size(), hd = shape_.head_dim, at = n_tokens_;
-  if (slab.k.size() != shape_.n_layers * shape_.n_kv_heads * n * hd || slab.kraw.size() != slab.k.size() ||
-      slab.v.size() != slab.k.size()) {
-    return InvalidArgument("AppendSlab: slab tensors do not match its token count");
-  }
   if (n == 0) return Status::Ok();
   FAK_RETURN_IF_ERROR(Reserve(n_tokens_ + n));
   const float* k_in = slab.k.data();
@@ -207,9 +272,13 @@ Digest KVCache::ComputeDigest() const {
   d.UpdatePod(static_cast<uint64_t>(shape_.n_layers)).UpdatePod(static_cast<uint64_t>(shape_.n_kv_heads));
   d.UpdatePod(static_cast<uint64_t>(shape_.head_dim)).UpdatePod(static_cast<uint64_t>(n_tokens_));
   d.Update(positions_.data(), n_tokens_ * sizeof(int32_t));
-  const size_t bytes = n_tokens_ * shape_.head_dim * sizeof(float);
-  for (size_t l = 0; l < shape_.n_layers; ++l)
-    for (size_t h = 0; h < shape_.n_kv_heads; ++h) d.Update(k(l, h), bytes).Update(kraw(l, h), bytes).Update(v(l, h), bytes);
+  const size_t row_bytes = shape_.head_dim * sizeof(float);
+  for (size_t l = 0; l < shape_.n_layers; ++l) {
+    for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
+      for (const float* Rows::*tensor : {&Rows::k, &Rows::kraw, &Rows::v})  // the byte stream of one array
+        ForEachRun(l, h, 0, n_tokens_, [&](const Rows& r) { d.Update(r.*tensor, r.n * row_bytes); });
+    }
+  }
   return d.Finish();
 }
 

@@ -256,11 +256,11 @@ LookupResult RadixTree::Lookup(const ResidentClaim& claim, std::span<const int32
     }
     out.node = served->id;
   }
-  // Assemble outside the lock: slabs are immutable and shared.
+  // Assemble outside the lock: slabs are immutable, and the session reads them in place.
   // Room for the whole request, so prefilling the suffix does not regrow (copy) the assembled prefix;
   // the matched part alone always fits, since it was prefilled once.
   if (!out.cache.Reserve(tokens.size()).ok()) (void)out.cache.Reserve(out.matched_tokens);
-  for (const auto& slab : path) (void)out.cache.AppendSlab(*slab);
+  for (auto& slab : path) (void)out.cache.AppendShared(std::move(slab));  // read in place, not copied
   return out;
 }
 

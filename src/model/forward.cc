@@ -124,32 +124,40 @@ void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, con
   // Causal rows cost in proportion to their position, so within a part work item r is row r/2 from
   // the top for even r and from the bottom for odd r: contiguous thread shares then hold equal work.
   struct Item {
-    const Part* part;
+    size_t part;
     size_t i;  // row within the part
   };
   std::vector<Item> items;
+  std::vector<std::vector<kernels::KeyRun>> runs(parts.size());  // each part's keys, shared slabs first
   size_t max_keys = 0;
-  for (const Part& part : parts) {
-    for (size_t r = 0; r < part.rows; ++r) items.push_back({&part, r % 2 == 0 ? r / 2 : part.rows - 1 - r / 2});
-    max_keys = std::max(max_keys, part.slot0 + part.rows);
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const Part& part = parts[j];
+    for (size_t r = 0; r < part.rows; ++r) items.push_back({j, r % 2 == 0 ? r / 2 : part.rows - 1 - r / 2});
+    const size_t n_keys = part.slot0 + part.rows;
+    max_keys = std::max(max_keys, n_keys);
+    for (size_t t = 0; t < n_keys;) {  // the step's rows are stored already, not yet committed
+      const KVCache::Rows rows = part.cache->RowsAt(layer, 0, t);
+      const size_t n = std::min(rows.n, n_keys - t);
+      runs[j].push_back({rows.k, rows.v, rows.head_stride, n});
+      t += n;
+    }
   }
   p.pool->ParallelFor(items.size() * nh, 1, [&](size_t begin, size_t end) {
     AlignedBuffer scratch(max_keys);
     for (size_t u = begin; u < end;) {
       const Item& item = items[u / nh];
-      const Part& part = *item.part;
+      const Part& part = parts[item.part];
       const size_t row = part.row0 + item.i;
       const size_t head_begin = u % nh, head_end = std::min(nh, head_begin + (end - u));
       kernels::AttentionArgs a{};
       a.q = q + row * nh * hd;
-      a.k = part.cache->k(layer, 0);
-      a.v = part.cache->v(layer, 0);
+      a.runs = runs[item.part].data();
+      a.n_runs = runs[item.part].size();
       a.out = out + row * nh * hd;
       a.scratch = scratch.data();
       a.n_heads = nh;
       a.n_kv_heads = p.c.n_kv_heads;
       a.head_dim = hd;
-      a.kv_head_stride = part.cache->head_stride();
       a.key_end = part.slot0 + item.i + 1;
       a.key_begin = window > 0 && a.key_end > window ? a.key_end - window : 0;
       a.scale = scale;

@@ -38,8 +38,9 @@ struct AttnCase {
   // Runs heads [head_begin, head_end) into `out` (other heads untouched); scratch starts as NaN.
   void Run(const KernelTable& t, std::vector<float>& out, size_t head_begin, size_t head_end) const {
     std::vector<float> scratch(key_end, std::numeric_limits<float>::quiet_NaN());
-    AttentionArgs a{q.data(), k.data(), v.data(), out.data(), scratch.data(), n_heads, n_kv_heads, head_dim,
-                    stride, key_begin, key_end, scale(), head_begin, head_end};
+    const KeyRun run{k.data(), v.data(), stride, capacity};
+    AttentionArgs a{q.data(), &run, 1, out.data(), scratch.data(), n_heads, n_kv_heads, head_dim,
+                    key_begin, key_end, scale(), head_begin, head_end};
     t.attention(a);
   }
   std::vector<float> Run(const KernelTable& t) const {
@@ -181,8 +182,9 @@ TEST_P(AttentionTest, ScratchContentsAndKvStrideDoNotChangeBits) {
   std::vector<float> base = c.Run(T());  // scratch was NaN-filled
   // Same scratch pre-filled with garbage, and larger than needed.
   std::vector<float> out(base.size()), scratch(c.key_end + 50, 1e30f);
-  AttentionArgs a{c.q.data(), c.k.data(), c.v.data(), out.data(), scratch.data(), c.n_heads, c.n_kv_heads,
-                  c.head_dim, c.stride, c.key_begin, c.key_end, c.scale(), 0, c.n_heads};
+  KeyRun run{c.k.data(), c.v.data(), c.stride, c.capacity};
+  AttentionArgs a{c.q.data(), &run, 1, out.data(), scratch.data(), c.n_heads, c.n_kv_heads,
+                  c.head_dim, c.key_begin, c.key_end, c.scale(), 0, c.n_heads};
   T().attention(a);
   EXPECT_EQ(0, std::memcmp(out.data(), base.data(), base.size() * sizeof(float)));
 
@@ -194,12 +196,48 @@ TEST_P(AttentionTest, ScratchContentsAndKvStrideDoNotChangeBits) {
     std::memcpy(&v2[h * stride2], &c.v[h * c.stride], c.capacity * c.head_dim * sizeof(float));
   }
   std::vector<float> out2(base.size());
-  a.k = k2.data();
-  a.v = v2.data();
+  run = {k2.data(), v2.data(), stride2, c.capacity};
   a.out = out2.data();
-  a.kv_head_stride = stride2;
   T().attention(a);
   EXPECT_EQ(0, std::memcmp(out2.data(), base.data(), base.size() * sizeof(float)));
+}
+
+// The keys cut into runs anywhere (as a session reading a shared prefix in place sees them), each
+// run in its own buffer with its own KV-head stride: the same bits as one run. Cuts land inside
+// and outside the window, on and off the SIMD width, and make one-key runs.
+TEST_P(AttentionTest, KeysSplitIntoRunsGiveTheBitsOfOneRun) {
+  for (size_t hd : {64, 24, 7}) {
+    AttnCase c(3, 2, hd, 5, 53, 600 + hd);
+    const std::vector<float> base = c.Run(T());
+    for (const std::vector<size_t>& cuts : std::vector<std::vector<size_t>>{
+             {0, 3, 53}, {0, 5, 6, 21, 37, 53}, {0, 16, 32, 48, 53}, {0, 1, 2, 52, 53}, {0, 40, 53, 56}}) {
+      std::vector<std::vector<float>> ks(cuts.size() - 1), vs(cuts.size() - 1);
+      std::vector<KeyRun> runs;
+      for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+        const size_t n = cuts[i + 1] - cuts[i], stride = n * hd + 5 * i;  // padded differently per run
+        ks[i].assign(c.n_kv_heads * stride, 9.0f);
+        vs[i].assign(c.n_kv_heads * stride, 9.0f);
+        for (size_t h = 0; h < c.n_kv_heads; ++h) {
+          std::memcpy(&ks[i][h * stride], &c.k[h * c.stride + cuts[i] * hd], n * hd * sizeof(float));
+          std::memcpy(&vs[i][h * stride], &c.v[h * c.stride + cuts[i] * hd], n * hd * sizeof(float));
+        }
+        runs.push_back({ks[i].data(), vs[i].data(), stride, n});
+      }
+      std::vector<float> out(base.size()), scratch(c.key_end);
+      AttentionArgs a{c.q.data(), runs.data(), runs.size(), out.data(), scratch.data(), c.n_heads, c.n_kv_heads,
+                      hd, c.key_begin, c.key_end, c.scale(), 0, c.n_heads};
+      T().attention(a);
+      EXPECT_EQ(0, std::memcmp(out.data(), base.data(), base.size() * sizeof(float)))
+          << "hd=" << hd << " runs=" << runs.size();
+      // Non-vacuity: the last key in the window, read from whichever run holds it, reaches the output.
+      size_t r = 0;
+      while (cuts[r + 1] < c.key_end) ++r;
+      ks[r][(c.key_end - 1 - cuts[r]) * hd] += 0.5f;
+      T().attention(a);
+      EXPECT_NE(0, std::memcmp(out.data(), base.data(), base.size() * sizeof(float)))
+          << "hd=" << hd << " runs=" << runs.size();
+    }
+  }
 }
 
 TEST_P(AttentionTest, QueryAndScaleMatter) {

@@ -92,8 +92,9 @@ TEST_P(CheckedOpsTest, AttentionValidCallMatchesKernelBits) {
   ASSERT_OK(b.Run(T()));
   std::vector<float> direct(b.out.size()), scratch(b.shape.key_end);
   const AttentionShape& s = b.shape;
-  AttentionArgs a{b.q.data(), b.k.data(), b.v.data(), direct.data(), scratch.data(), s.n_heads, s.n_kv_heads,
-                  s.head_dim, s.kv_head_stride, s.key_begin, s.key_end, s.scale, s.head_begin, s.head_end};
+  const KeyRun run{b.k.data(), b.v.data(), s.kv_head_stride, s.key_end};
+  AttentionArgs a{b.q.data(), &run, 1, direct.data(), scratch.data(), s.n_heads, s.n_kv_heads,
+                  s.head_dim, s.key_begin, s.key_end, s.scale, s.head_begin, s.head_end};
   T().attention(a);
   EXPECT_EQ(0, std::memcmp(b.out.data(), direct.data(), direct.size() * sizeof(float)));
   // The last KV head may end right after key_end (no trailing capacity needed).
