@@ -141,7 +141,8 @@ Status AttentionChecked(const KernelTable& t, std::span<const float> q, std::spa
   FAK_RETURN_IF_ERROR(ExpectSize("out", out.size(), "n_heads*head_dim", q_floats));
   FAK_RETURN_IF_ERROR(ExpectAtLeast("k", k.size(), "(n_kv_heads-1)*kv_head_stride + key_end*head_dim", kv_floats));
   FAK_RETURN_IF_ERROR(ExpectAtLeast("v", v.size(), "(n_kv_heads-1)*kv_head_stride + key_end*head_dim", kv_floats));
-  FAK_RETURN_IF_ERROR(ExpectAtLeast("scratch", scratch.size(), "key_end", s.key_end));
+  FAK_RETURN_IF_ERROR(
+      ExpectAtLeast("scratch", scratch.size(), "kAttentionHeadsAtOnce*key_end", kAttentionHeadsAtOnce * s.key_end));
   const KeyRun run{k.data(), v.data(), s.kv_head_stride, s.key_end};
   AttentionArgs args{q.data(), &run, 1, out.data(), scratch.data(), s.n_heads, s.n_kv_heads, s.head_dim,
                      s.key_begin, s.key_end, s.scale, s.head_begin, s.head_end};

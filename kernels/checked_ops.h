@@ -45,7 +45,7 @@ struct AttentionShape {
 };
 
 // One query row of grouped-query attention. q and out hold exactly n_heads*head_dim floats;
-// k and v at least (n_kv_heads-1)*kv_head_stride + key_end*head_dim; scratch at least key_end
+// k and v at least (n_kv_heads-1)*kv_head_stride + key_end*head_dim; scratch at least kAttentionHeadsAtOnce*key_end
 // (the contract stated in kernel_table.h). n_heads must be a multiple of n_kv_heads.
 Status AttentionChecked(const KernelTable& t, std::span<const float> q, std::span<const float> k,
                         std::span<const float> v, std::span<float> out, std::span<float> scratch,

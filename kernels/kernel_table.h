@@ -29,6 +29,10 @@ struct KeyRun {
   size_t n;               // keys in the run
 };
 
+// Attention runs up to this many query heads of one KV head together (they share K and V loads);
+// its scratch holds one score row per head.
+inline constexpr size_t kAttentionHeadsAtOnce = 4;
+
 // One query row over a sequence's keys, grouped-query heads. The keys may lie in several runs (a
 // session reads a shared prefix in place from radix-tree slabs, then its own rows): the runs, in
 // order, hold keys 0, 1, 2, ..., and where one run ends and the next begins does not change a bit.
@@ -37,7 +41,7 @@ struct AttentionArgs {
   const KeyRun* runs;      // covering at least keys [0, key_end)
   size_t n_runs;
   float* out;              // [n_heads][head_dim]
-  float* scratch;          // >= key_end floats, per calling thread
+  float* scratch;          // >= kAttentionHeadsAtOnce * key_end floats, per calling thread
   size_t n_heads, n_kv_heads, head_dim;
   size_t key_begin, key_end;  // attend to keys [key_begin, key_end) (a sliding window starts late)
   float scale;             // multiplies q·k before softmax

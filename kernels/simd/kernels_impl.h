@@ -321,32 +321,43 @@ void Scale(const float* a, float s, float* y, size_t n) {
   for (; i < n; ++i) y[i] = a[i] * s;
 }
 
-// Scores, softmax and the weighted sum of values for query heads [head_begin, head_end).
-// s[t] = Dot(q, k_t) · scale for n keys of head_dim floats (k_t at k + t · head_dim): kWidth keys at a
-// time with independent accumulators and one batched horizontal sum, each key with Dot's arithmetic
-// (full-width chunks in order, Hsum, the scalar tail), so the scores have Dot's bits.
-template <class V>
-void AttentionScores(const float* q, const float* k, size_t head_dim, size_t n, float scale, float* s) {
-  constexpr size_t W = V::kWidth;
+// Grouped-query attention shares each K and V row among the query heads of its KV head: up to
+// kAttentionHeadsAtOnce of them run together, so one load of a K or V chunk feeds several fmas.
+// Every score still has Dot's arithmetic (full-width chunks in order, Hsum, the scalar tail) and
+// every value sum runs over the keys in order, so how many heads run together changes no bit.
+
+// s_h[t] = Dot(q_h, k_t) · scale for HB heads (q_h at q + h·head_dim, s_h at s + h·ld_s) over n keys
+// (k_t at k + t·head_dim): blocks of KB keys × HB heads fill one HsumBatch of kWidth accumulators.
+template <class V, size_t HB>
+void AttentionScores(const float* q, const float* k, size_t head_dim, size_t n, float scale, float* s, size_t ld_s) {
+  constexpr size_t W = V::kWidth, KB = W / HB;
   const size_t full = head_dim / W * W;
   alignas(64) float sums[W];
   size_t t = 0;
-  for (; t + W <= n; t += W) {
-    typename V::B acc[W];
+  for (; t + KB <= n; t += KB) {
+    typename V::B acc[W];  // head h, key j at h·KB + j; any left over stay zero
     for (size_t j = 0; j < W; ++j) acc[j] = V::Set1(0.0f);
     for (size_t i = 0; i < full; i += W) {
-      const typename V::B qv = V::Load(q + i);
-      for (size_t j = 0; j < W; ++j) acc[j] = V::Fma(qv, V::Load(k + (t + j) * head_dim + i), acc[j]);
+      typename V::B kv[KB];
+      for (size_t j = 0; j < KB; ++j) kv[j] = V::Load(k + (t + j) * head_dim + i);
+      for (size_t h = 0; h < HB; ++h) {
+        const typename V::B qv = V::Load(q + h * head_dim + i);
+        for (size_t j = 0; j < KB; ++j) acc[h * KB + j] = V::Fma(qv, kv[j], acc[h * KB + j]);
+      }
     }
     V::Store(sums, V::HsumBatch(acc));
-    for (size_t j = 0; j < W; ++j) {
-      const float* kj = k + (t + j) * head_dim;
-      float x = sums[j];
-      for (size_t i = full; i < head_dim; ++i) x = x + q[i] * kj[i];
-      s[t + j] = x * scale;
+    for (size_t h = 0; h < HB; ++h) {
+      const float* qh = q + h * head_dim;
+      for (size_t j = 0; j < KB; ++j) {
+        const float* kj = k + (t + j) * head_dim;
+        float x = sums[h * KB + j];
+        for (size_t i = full; i < head_dim; ++i) x = x + qh[i] * kj[i];
+        s[h * ld_s + t + j] = x * scale;
+      }
     }
   }
-  for (; t < n; ++t) s[t] = Dot<V>(q, k + t * head_dim, head_dim) * scale;
+  for (; t < n; ++t)
+    for (size_t h = 0; h < HB; ++h) s[h * ld_s + t] = Dot<V>(q + h * head_dim, k + t * head_dim, head_dim) * scale;
 }
 
 // Calls f(k, v, first, n) for each stored stretch of keys [a.key_begin, a.key_end) of KV head
@@ -365,56 +376,87 @@ void ForEachKeyStretch(const AttentionArgs& a, size_t kv_head, F&& f) {
   }
 }
 
-// out[d] = Σ_t s[t] · v_t[d] over the window's keys, t in order for every d whatever the runs; four
-// head_dim chunks run side by side so their chains overlap (each chunk's order is unchanged).
-template <class V>
-void AttentionValues(const AttentionArgs& a, size_t kv_head, const float* s, float* out) {
+// out_h[d] = Σ_t s_h[t] · v_t[d] over the window's keys for HB heads (s_h at s + h·ld_s, out_h at
+// out + h·head_dim), t in order for every (h, d) whatever the runs; four head_dim chunks of every
+// head run side by side, so their chains overlap and each V chunk is loaded once for all heads.
+template <class V, size_t HB>
+void AttentionValues(const AttentionArgs& a, size_t kv_head, const float* s, size_t ld_s, float* out) {
   constexpr size_t W = V::kWidth;
   const size_t head_dim = a.head_dim;
-  auto for_each_value = [&](auto&& f) {  // f(s_t, v_t) for every key in order
+  auto for_each_key = [&](auto&& f) {  // f(s_t, v_t) with s_t = &s_0[t], for every key in order
     ForEachKeyStretch(a, kv_head, [&](const float*, const float* v, size_t first, size_t n) {
       const float* st = s + (first - a.key_begin);
-      for (size_t t = 0; t < n; ++t) f(st[t], v + t * head_dim);
+      for (size_t t = 0; t < n; ++t) f(st + t, v + t * head_dim);
     });
   };
   size_t d = 0;
   for (; d + 4 * W <= head_dim; d += 4 * W) {
-    typename V::B a0 = V::Set1(0.0f), a1 = a0, a2 = a0, a3 = a0;
-    for_each_value([&](float st, const float* vt) {
-      const typename V::B sv = V::Set1(st);
-      a0 = V::Fma(sv, V::Load(vt + d), a0);
-      a1 = V::Fma(sv, V::Load(vt + d + W), a1);
-      a2 = V::Fma(sv, V::Load(vt + d + 2 * W), a2);
-      a3 = V::Fma(sv, V::Load(vt + d + 3 * W), a3);
+    typename V::B acc[HB][4];
+    for (size_t h = 0; h < HB; ++h)
+      for (size_t c = 0; c < 4; ++c) acc[h][c] = V::Set1(0.0f);
+    for_each_key([&](const float* st, const float* vt) {
+      const typename V::B v0 = V::Load(vt + d), v1 = V::Load(vt + d + W), v2 = V::Load(vt + d + 2 * W),
+                          v3 = V::Load(vt + d + 3 * W);
+      for (size_t h = 0; h < HB; ++h) {
+        const typename V::B sv = V::Set1(st[h * ld_s]);
+        acc[h][0] = V::Fma(sv, v0, acc[h][0]);
+        acc[h][1] = V::Fma(sv, v1, acc[h][1]);
+        acc[h][2] = V::Fma(sv, v2, acc[h][2]);
+        acc[h][3] = V::Fma(sv, v3, acc[h][3]);
+      }
     });
-    V::Store(out + d, a0);
-    V::Store(out + d + W, a1);
-    V::Store(out + d + 2 * W, a2);
-    V::Store(out + d + 3 * W, a3);
+    for (size_t h = 0; h < HB; ++h)
+      for (size_t c = 0; c < 4; ++c) V::Store(out + h * head_dim + d + c * W, acc[h][c]);
   }
   for (; d + W <= head_dim; d += W) {
-    typename V::B acc = V::Set1(0.0f);
-    for_each_value([&](float st, const float* vt) { acc = V::Fma(V::Set1(st), V::Load(vt + d), acc); });
-    V::Store(out + d, acc);
+    typename V::B acc[HB];
+    for (size_t h = 0; h < HB; ++h) acc[h] = V::Set1(0.0f);
+    for_each_key([&](const float* st, const float* vt) {
+      const typename V::B v0 = V::Load(vt + d);
+      for (size_t h = 0; h < HB; ++h) acc[h] = V::Fma(V::Set1(st[h * ld_s]), v0, acc[h]);
+    });
+    for (size_t h = 0; h < HB; ++h) V::Store(out + h * head_dim + d, acc[h]);
   }
   for (; d < head_dim; ++d) {
-    float acc = 0.0f;
-    for_each_value([&](float st, const float* vt) { acc = acc + st * vt[d]; });
-    out[d] = acc;
+    float acc[HB] = {};
+    for_each_key([&](const float* st, const float* vt) {
+      for (size_t h = 0; h < HB; ++h) acc[h] = acc[h] + st[h * ld_s] * vt[d];
+    });
+    for (size_t h = 0; h < HB; ++h) out[h * head_dim + d] = acc[h];
   }
+}
+
+// Query heads [h0, h0 + HB) of one KV head: scores, softmax per head, weighted values.
+template <class V, size_t HB>
+void AttentionHeads(const AttentionArgs& a, size_t h0) {
+  const size_t kv_head = h0 / (a.n_heads / a.n_kv_heads), n_keys = a.key_end - a.key_begin;
+  const float* q = a.q + h0 * a.head_dim;
+  ForEachKeyStretch(a, kv_head, [&](const float* k, const float*, size_t first, size_t n) {
+    AttentionScores<V, HB>(q, k, a.head_dim, n, a.scale, a.scratch + (first - a.key_begin), n_keys);
+  });
+  for (size_t h = 0; h < HB; ++h) Softmax<V>(a.scratch + h * n_keys, n_keys);
+  AttentionValues<V, HB>(a, kv_head, a.scratch, n_keys, a.out + h0 * a.head_dim);
 }
 
 template <class V>
 void Attention(const AttentionArgs& a) {
+  static_assert(kAttentionHeadsAtOnce == 4);
   const size_t group = a.n_heads / a.n_kv_heads;
-  const size_t n_keys = a.key_end - a.key_begin;
-  for (size_t h = a.head_begin; h < a.head_end; ++h) {
-    const float* q = a.q + h * a.head_dim;
-    ForEachKeyStretch(a, h / group, [&](const float* k, const float*, size_t first, size_t n) {
-      AttentionScores<V>(q, k, a.head_dim, n, a.scale, a.scratch + (first - a.key_begin));
-    });
-    Softmax<V>(a.scratch, n_keys);
-    AttentionValues<V>(a, h / group, a.scratch, a.out + h * a.head_dim);
+  for (size_t h = a.head_begin; h < a.head_end;) {
+    const size_t group_end = (h / group + 1) * group;  // heads of one KV head run together
+    const size_t heads = std::min({a.head_end, group_end, h + kAttentionHeadsAtOnce}) - h;
+    if constexpr (V::kWidth >= 4) {
+      switch (heads) {
+        case 4: AttentionHeads<V, 4>(a, h); break;
+        case 3: AttentionHeads<V, 3>(a, h); break;
+        case 2: AttentionHeads<V, 2>(a, h); break;
+        default: AttentionHeads<V, 1>(a, h); break;
+      }
+      h += heads;
+    } else {  // one lane: nothing to share a batch with
+      AttentionHeads<V, 1>(a, h);
+      h += 1;
+    }
   }
 }
 

@@ -143,7 +143,7 @@ void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, con
     }
   }
   p.pool->ParallelFor(items.size() * nh, 1, [&](size_t begin, size_t end) {
-    AlignedBuffer scratch(max_keys);
+    AlignedBuffer scratch(kernels::kAttentionHeadsAtOnce * max_keys);
     for (size_t u = begin; u < end;) {
       const Item& item = items[u / nh];
       const Part& part = parts[item.part];

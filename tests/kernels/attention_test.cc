@@ -37,7 +37,7 @@ struct AttnCase {
 
   // Runs heads [head_begin, head_end) into `out` (other heads untouched); scratch starts as NaN.
   void Run(const KernelTable& t, std::vector<float>& out, size_t head_begin, size_t head_end) const {
-    std::vector<float> scratch(key_end, std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> scratch(kAttentionHeadsAtOnce * key_end, std::numeric_limits<float>::quiet_NaN());
     const KeyRun run{k.data(), v.data(), stride, capacity};
     AttentionArgs a{q.data(), &run, 1, out.data(), scratch.data(), n_heads, n_kv_heads, head_dim,
                     key_begin, key_end, scale(), head_begin, head_end};
@@ -181,7 +181,7 @@ TEST_P(AttentionTest, ScratchContentsAndKvStrideDoNotChangeBits) {
   AttnCase c(4, 2, 24, 3, 40, 400);
   std::vector<float> base = c.Run(T());  // scratch was NaN-filled
   // Same scratch pre-filled with garbage, and larger than needed.
-  std::vector<float> out(base.size()), scratch(c.key_end + 50, 1e30f);
+  std::vector<float> out(base.size()), scratch(kAttentionHeadsAtOnce * c.key_end + 50, 1e30f);
   KeyRun run{c.k.data(), c.v.data(), c.stride, c.capacity};
   AttentionArgs a{c.q.data(), &run, 1, out.data(), scratch.data(), c.n_heads, c.n_kv_heads,
                   c.head_dim, c.key_begin, c.key_end, c.scale(), 0, c.n_heads};
@@ -223,7 +223,7 @@ TEST_P(AttentionTest, KeysSplitIntoRunsGiveTheBitsOfOneRun) {
         }
         runs.push_back({ks[i].data(), vs[i].data(), stride, n});
       }
-      std::vector<float> out(base.size()), scratch(c.key_end);
+      std::vector<float> out(base.size()), scratch(kAttentionHeadsAtOnce * c.key_end);
       AttentionArgs a{c.q.data(), runs.data(), runs.size(), out.data(), scratch.data(), c.n_heads, c.n_kv_heads,
                       hd, c.key_begin, c.key_end, c.scale(), 0, c.n_heads};
       T().attention(a);

@@ -82,7 +82,7 @@ struct AttnBuffers {
     k = RandomVector(2 * 80, 2);
     v = RandomVector(2 * 80, 3);
     out.assign(6 * 8, 0.0f);
-    scratch.assign(9, 0.0f);
+    scratch.assign(kAttentionHeadsAtOnce * 9, 0.0f);
   }
   Status Run(const KernelTable& t) { return AttentionChecked(t, q, k, v, out, scratch, shape); }
 };
@@ -90,7 +90,7 @@ struct AttnBuffers {
 TEST_P(CheckedOpsTest, AttentionValidCallMatchesKernelBits) {
   AttnBuffers b;
   ASSERT_OK(b.Run(T()));
-  std::vector<float> direct(b.out.size()), scratch(b.shape.key_end);
+  std::vector<float> direct(b.out.size()), scratch(kAttentionHeadsAtOnce * b.shape.key_end);
   const AttentionShape& s = b.shape;
   const KeyRun run{b.k.data(), b.v.data(), s.kv_head_stride, s.key_end};
   AttentionArgs a{b.q.data(), &run, 1, direct.data(), scratch.data(), s.n_heads, s.n_kv_heads,
@@ -152,8 +152,8 @@ TEST_P(CheckedOpsTest, AttentionNamesTheShortBuffer) {
   b.v.resize(100);
   ExpectInvalid(b.Run(T()), "v has 100 floats");
   b = AttnBuffers();
-  b.scratch.resize(8);
-  ExpectInvalid(b.Run(T()), "scratch has 8 floats, expected at least key_end = 9");
+  b.scratch.resize(35);
+  ExpectInvalid(b.Run(T()), "scratch has 35 floats, expected at least kAttentionHeadsAtOnce*key_end = 36");
 }
 
 TEST_P(CheckedOpsTest, AttentionDoesNotWriteOnError) {
