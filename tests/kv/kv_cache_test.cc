@@ -69,6 +69,24 @@ TEST_F(KVCacheTest, SessionFromPrefixReusesTheCommonPrefixButKeepsOneToken) {
   EXPECT_EQ(diverged.cache.size(), 7u);
 }
 
+TEST_F(KVCacheTest, AppendSharedRefusesBadSlabsAndChangesNothing) {
+  KVCache fresh = model_->NewCache();
+  EXPECT_EQ(fresh.AppendShared(nullptr).code(), StatusCode::kInvalidArgument);
+  auto slab = std::make_shared<KVSlab>(*cache_->CopySpan(0, 4));
+  slab->v.pop_back();
+  EXPECT_EQ(fresh.AppendShared(slab).code(), StatusCode::kInvalidArgument);
+  auto foreign = *Model::Synthetic(testing::TinyConfig(4, 4, 16), 3);
+  KVCache other = foreign->NewCache();
+  ASSERT_OK(foreign->Prefill(&other, testing::TokenSequence(4, 1, 97), LogitsMode::kNone));
+  EXPECT_EQ(fresh.AppendShared(std::make_shared<KVSlab>(*other.CopySpan(0, 4))).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(fresh.size(), 0u);
+  EXPECT_EQ(fresh.shared_tokens(), 0u);
+  // A slab at another position is copied and re-rotated, as AppendSlab does.
+  ASSERT_OK(fresh.AppendShared(std::make_shared<KVSlab>(*cache_->CopySpan(4, 3))));
+  EXPECT_EQ(fresh.shared_tokens(), 0u);
+  EXPECT_EQ(fresh.size(), 3u);
+}
+
 TEST_F(KVCacheTest, ReserveRefusesPastTheContext) {
   EXPECT_EQ(cache_->Reserve(model_->config().context_length + 1).code(), StatusCode::kResourceExhausted);
   ExpectUnchanged();
