@@ -18,7 +18,8 @@
 // prefixes (AccessPolicy), which every tenant shares.
 //
 // Thread-safety: all methods may be called concurrently (one internal mutex; a lookup's session
-// cache is set up outside it). Leases must not outlive the tree.
+// cache is set up, and an insert's new KV copied and hashed, outside it). Leases must not outlive
+// the tree.
 #ifndef FAK_RADIX_TREE_H_
 #define FAK_RADIX_TREE_H_
 

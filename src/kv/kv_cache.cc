@@ -229,17 +229,15 @@ Result<KVSlab> KVCache::CopySpan(size_t from, size_t n) const {
   slab.start_position = n == 0 ? from : static_cast<size_t>(positions_[from]);
   slab.tokens.assign(tokens_.begin() + from, tokens_.begin() + from + n);
   const size_t hd = shape_.head_dim, floats = shape_.n_layers * shape_.n_kv_heads * n * hd;
-  slab.k.resize(floats);
-  slab.kraw.resize(floats);
-  slab.v.resize(floats);
-  size_t out = 0;
+  slab.k.reserve(floats);  // filled by appending: each float is written once
+  slab.kraw.reserve(floats);
+  slab.v.reserve(floats);
   for (size_t l = 0; l < shape_.n_layers; ++l) {
     for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
       ForEachRun(l, h, from, n, [&](const Rows& r) {
-        std::copy_n(r.k, r.n * hd, slab.k.data() + out);
-        std::copy_n(r.kraw, r.n * hd, slab.kraw.data() + out);
-        std::copy_n(r.v, r.n * hd, slab.v.data() + out);
-        out += r.n * hd;
+        slab.k.insert(slab.k.end(), r.k, r.k + r.n * hd);
+        slab.kraw.insert(slab.kraw.end(), r.kraw, r.kraw + r.n * hd);
+        slab.v.insert(slab.v.end(), r.v, r.v + r.n * hd);
       });
     }
   }

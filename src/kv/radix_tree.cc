@@ -20,6 +20,26 @@ Digest SlabChecksum(const KVSlab& slab) {
   return d.Finish();
 }
 
+// A run of new tokens ready to hang under the tree: its slab and checksum, made outside the lock.
+struct PreparedEdge {
+  size_t end = 0;  // tokens from the root through this edge
+  std::shared_ptr<const KVSlab> slab;
+  Digest checksum;
+};
+
+// The edges Insert adds for tokens [from, cache's end): the public-prefix part (below public_len)
+// and the rest, each copied out of the cache once and hashed.
+std::vector<PreparedEdge> PrepareEdges(const KVCache& cache, size_t from, size_t end, size_t public_len) {
+  std::vector<PreparedEdge> edges;
+  while (from < end) {
+    const size_t stop = from < public_len ? std::min(public_len, end) : end;
+    auto slab = std::make_shared<const KVSlab>(*cache.CopySpan(from, stop - from));  // in range: checked by Insert
+    edges.push_back({stop, slab, SlabChecksum(*slab)});
+    from = stop;
+  }
+  return edges;
+}
+
 }  // namespace
 
 struct RadixTree::Impl {
@@ -61,12 +81,14 @@ struct RadixTree::Impl {
   uint64_t tick = 0;
   RadixTreeStats stats;
 
-  // Binds `n`'s span; `context` holds the tokens from the root through at least its end.
-  void Bind(Node* n, std::span<const int32_t> context, const Digest& source, std::string_view tenant, Sharing sharing) {
+  // Binds `n`'s span, whose slab hashes to `checksum`; `context` holds the tokens from the root
+  // through at least its end.
+  void Bind(Node* n, std::span<const int32_t> context, const Digest& source, std::string_view tenant, Sharing sharing,
+            const Digest& checksum) {
     n->manifest = KVManifest{};  // invalid unless rebuilt below: the gate then says CORRUPT (fail closed)
     Result<BindingTuple> b = BindSpan(regime, context, n->from(), n->edge_size());
     if (!b.has_value()) return;
-    b->integrity_checksum = SlabChecksum(*n->slab);
+    b->integrity_checksum = checksum;
     if (Result<KVManifest> m = MakeManifest(*b, source.IsZero() ? b->span_digest : source, std::string(tenant), sharing)) {
       n->manifest = std::move(*m);
     }
@@ -91,8 +113,8 @@ struct RadixTree::Impl {
     const KVManifest old = lower->manifest;
     std::vector<int32_t> full(context.begin(), context.begin() + upper->depth_end);
     full.insert(full.end(), old_edge.begin() + k, old_edge.end());
-    Bind(upper.get(), full, old.source_digest, old.tenant, old.sharing);
-    Bind(lower.get(), full, old.source_digest, old.tenant, old.sharing);
+    Bind(upper.get(), full, old.source_digest, old.tenant, old.sharing, SlabChecksum(*upper->slab));
+    Bind(lower.get(), full, old.source_digest, old.tenant, old.sharing, SlabChecksum(*lower->slab));
     Node* up = upper.get();
     up->children[lower->key()] = std::move(lower);
     by_id[up->id] = up;
@@ -275,27 +297,32 @@ Status RadixTree::Insert(std::string_view tenant, std::span<const int32_t> token
     return InvalidArgument("RadixTree::Insert: the cache does not hold these " + std::to_string(tokens.size()) + " tokens");
   }
   if (!IsValidTenant(tenant)) return InvalidArgument("RadixTree::Insert: invalid tenant name '" + std::string(tenant) + "'");
+  // Copying and hashing the new tokens' KV is the costly part, so it happens outside the lock, for
+  // what the tree lacked a moment ago; if another thread changed that meanwhile, it is redone.
+  const size_t public_len = impl_->options.access.PublicPrefixLength(tokens);
+  const size_t had = MatchLength(tokens, tenant);
+  std::vector<PreparedEdge> edges = PrepareEdges(cache, had, tokens.size(), public_len);
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto [node, matched] = impl_->Walk(tokens, tokens.size(), tenant, /*split=*/true);
-  const size_t public_len = impl_->options.access.PublicPrefixLength(tokens);
-  while (matched < tokens.size()) {
+  if (matched != had) edges = PrepareEdges(cache, matched, tokens.size(), public_len);
+  for (PreparedEdge& edge : edges) {
     // The public part of a new run goes to the shared namespace, the rest to the tenant's own.
     const bool is_public = matched < public_len;
-    const size_t end = is_public ? public_len : tokens.size();
     auto leaf = std::make_unique<Impl::Node>();
     leaf->id = impl_->next_id++;
     leaf->parent = node;
     leaf->ns = is_public ? std::string() : std::string(tenant);
-    leaf->slab = std::make_shared<const KVSlab>(*cache.CopySpan(matched, end - matched));
-    leaf->depth_end = end;
-    impl_->Bind(leaf.get(), tokens, Digest{}, tenant, is_public ? Sharing::kPublicPrefix : Sharing::kTenantOnly);
+    leaf->slab = std::move(edge.slab);
+    leaf->depth_end = edge.end;
+    impl_->Bind(leaf.get(), tokens, Digest{}, tenant, is_public ? Sharing::kPublicPrefix : Sharing::kTenantOnly,
+                edge.checksum);
     impl_->by_id[leaf->id] = leaf.get();
     impl_->stats.unique_tokens += leaf->edge_size();
     impl_->stats.resident_bytes += leaf->slab->size_bytes();
     ++impl_->stats.node_count;
     node = leaf.get();
     node->parent->children[node->key()] = std::move(leaf);
-    matched = end;
+    matched = edge.end;
   }
   impl_->Touch(node);
   if (impl_->options.budget_bytes > 0) impl_->EvictToBudget(impl_->options.budget_bytes);
