@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/flops.h"
 #include "bench/probes.h"
 #include "bench/radix_traces.h"
 #include "fak/model.h"
@@ -55,16 +56,6 @@ struct ShapeCase {
   const char* llama_cpp_ref;
 };
 
-// Matmul weights of the layers (the projections every token passes through).
-double LayerMatmulParams(const ModelConfig& c) {
-  const double h = c.hidden_size, q = c.n_heads * c.head_dim, kv = c.n_kv_heads * c.head_dim;
-  return c.n_layers * (h * q + 2 * h * kv + q * h + 3 * h * c.ffn_size);
-}
-
-double PrefillFlops(const ModelConfig& c, size_t t) {
-  const double attention = 4.0 * c.head_dim * c.n_heads * (t * (t + 1.0) / 2) * c.n_layers;
-  return 2 * LayerMatmulParams(c) * t + 2.0 * c.vocab_size * c.hidden_size + attention;
-}
 
 // Bytes of weights one decode step reads.
 double DecodeWeightBytes(const ModelConfig& c) {
@@ -148,7 +139,7 @@ int RunCase(const ShapeCase& sc, int threads, int reps, double fma, double bw, i
   }
   const double pp_s = Median(pp);
   row.pp_tok_s = kPrefillTokens / pp_s;
-  row.pp_gflops = PrefillFlops(sc.config, kPrefillTokens) * 1e-9 / pp_s;
+  row.pp_gflops = ForwardFlops(sc.config, 0, kPrefillTokens) * 1e-9 / pp_s;
 
   KVCache cache = model.NewCache();
   auto first = model.Prefill(&cache, PromptTokens(sc.config, kDecodePrompt, 12), LogitsMode::kLast);

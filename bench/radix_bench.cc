@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/flops.h"
 #include "bench/probes.h"
 #include "bench/radix_traces.h"
 #include "fak/model.h"
@@ -72,6 +73,7 @@ bool JoinsWave(const std::vector<std::span<const int32_t>>& wave, std::span<cons
 struct ArmResult {
   Arm arm;
   size_t reused = 0, total = 0, prefilled = 0;
+  double flops = 0;  // of the forward passes (ForwardFlops: attention over the cached prefix included)
   double wall_s = 0;
   double lookup_s = 0, prefill_s = 0, insert_s = 0;  // parts of wall_s (scheduling is the rest)
   float max_delta = 0;
@@ -98,6 +100,7 @@ Result<ArmResult> RunNaive(const Model& model, const Trace& trace, Logits* logit
     KVCache cache = model.NewCache();
     FAK_ASSIGN_OR_RETURN((*logits)[i], model.Prefill(&cache, trace.requests[i], LogitsMode::kLast));
     out.total += trace.requests[i].size();
+    out.flops += ForwardFlops(model.config(), 0, trace.requests[i].size());
   }
   out.wall_s = SecondsSince(t0);
   out.prefilled = out.total;
@@ -121,6 +124,7 @@ Result<ArmResult> RunNaiveBatched(const Model& model, const Trace& trace, const 
     timed += SecondsSince(t0);
     for (size_t i = 0; i < n; ++i) {
       out.total += trace.requests[first + i].size();
+      out.flops += ForwardFlops(model.config(), 0, trace.requests[first + i].size());
       out.max_delta = std::max(out.max_delta, MaxDelta(logits[i], naive[first + i]));
     }
     first += n;
@@ -164,6 +168,7 @@ Result<ArmResult> RunTree(const Model& model, const Tokenizer& tokenizer, const 
     for (size_t j = 0; j < wave.size(); ++j) {
       items.push_back({&found[j].cache, wave[j].subspan(found[j].matched_tokens), LogitsMode::kLast});
       out.prefilled += wave[j].size() - found[j].matched_tokens;
+      out.flops += ForwardFlops(model.config(), found[j].matched_tokens, wave[j].size());
     }
     FAK_ASSIGN_OR_RETURN(auto logits, model.PrefillBatch(items));
     const auto t2 = Clock::now();
@@ -197,6 +202,7 @@ Result<ArmResult> RunTree(const Model& model, const Tokenizer& tokenizer, const 
                          model.Prefill(&r.cache, req.subspan(r.matched_tokens), LogitsMode::kLast));
     const auto t2 = Clock::now();
     out.prefilled += req.size() - r.matched_tokens;
+    out.flops += ForwardFlops(model.config(), r.matched_tokens, req.size());
     FAK_RETURN_IF_ERROR(tree.Insert(req, r.cache));
     const auto t3 = Clock::now();
     out.lookup_s += std::chrono::duration<double>(t1 - t0).count();
@@ -215,14 +221,16 @@ Result<ArmResult> RunTree(const Model& model, const Tokenizer& tokenizer, const 
 }
 
 void PrintHeader() {
-  std::printf("  %-34s %7s %9s %9s %9s %8s %8s %10s %7s  %s\n", "arm", "hit", "reused", "prefill", "wall s", "speedup",
-              "bound", "B/token", "max|d|", "lookup/prefill/insert s");
+  std::printf("  %-34s %7s %9s %9s %9s %8s %8s %8s %10s %7s  %s\n", "arm", "hit", "reused", "prefill", "wall s",
+              "speedup", "bound", "flop bd", "B/token", "max|d|", "lookup/prefill/insert s");
 }
 
-void PrintRow(const ArmResult& r, double naive_s) {
+// bound: total / prefilled tokens; flop bd: arm A's forward flops / this arm's (attention over a
+// longer cached prefix makes a reused request's tokens dearer than the average naive token).
+void PrintRow(const ArmResult& r, const ArmResult& naive) {
   const double hit = 100.0 * r.reused / r.total;
-  std::printf("  %-34s %6.1f%% %9zu %9zu %9.2f %7.2fx %7.2fx", r.arm.name.c_str(), hit, r.reused, r.prefilled,
-              r.wall_s, naive_s / r.wall_s, double(r.total) / r.prefilled);
+  std::printf("  %-34s %6.1f%% %9zu %9zu %9.2f %7.2fx %7.2fx %7.2fx", r.arm.name.c_str(), hit, r.reused, r.prefilled,
+              r.wall_s, naive.wall_s / r.wall_s, double(r.total) / r.prefilled, naive.flops / r.flops);
   if (r.arm.tree)
     std::printf(" %10s %7.0g  %.2f/%.2f/%.2f\n",
                 r.bytes_per_token_exact ? std::to_string(r.bytes_per_token).c_str() : "MISMATCH", r.max_delta,
@@ -233,6 +241,7 @@ void PrintRow(const ArmResult& r, double naive_s) {
 
 struct Summary {
   double agents_unbounded_speedup = 0, agents_deepest_fc_hit = 0, agents_aware_hit = 0;
+  double agents_flop_bound = 0;  // unbounded first-come: arm A's flops / the tree's
   double agents_batched_speedup = 0, agents_batched_vs_batched = 0;  // batched waves: vs arm A, vs arm A'
   size_t agents_aware_reused = 0, agents_published_reused = 0;
   bool all_exact = true, all_bytes_exact = true, published_ok = true;
@@ -249,7 +258,7 @@ Status RunTrace(const Model& model, const Tokenizer& tokenizer, const Trace& tra
   Logits naive_logits;
   FAK_ASSIGN_OR_RETURN(ArmResult naive, RunNaive(model, trace, &naive_logits));
   PrintHeader();
-  PrintRow(naive, naive.wall_s);
+  PrintRow(naive, naive);
   std::fflush(stdout);
   const std::vector<Arm> arms = {
       {"unbounded, first-come", true, 0, EvictionPolicy::kLru, false},
@@ -262,7 +271,7 @@ Status RunTrace(const Model& model, const Tokenizer& tokenizer, const Trace& tra
   };
   for (const Arm& arm : arms) {
     FAK_ASSIGN_OR_RETURN(ArmResult r, RunTree(model, tokenizer, trace, arm, naive_logits));
-    PrintRow(r, naive.wall_s);
+    PrintRow(r, naive);
     std::fflush(stdout);
     sum->all_exact &= r.max_delta == 0;
     sum->all_bytes_exact &= r.bytes_per_token_exact;
@@ -272,14 +281,17 @@ Status RunTrace(const Model& model, const Tokenizer& tokenizer, const Trace& tra
     sum->agents_published_reused = trace.published_reused;
     if (arm.batched) {
       FAK_ASSIGN_OR_RETURN(ArmResult a2, RunNaiveBatched(model, trace, r.wave_sizes, naive_logits));
-      PrintRow(a2, naive.wall_s);
+      PrintRow(a2, naive);
       std::printf("  (%zu waves; batched tree vs batched naive A': %.2fx)\n", r.wave_sizes.size(), a2.wall_s / r.wall_s);
       sum->all_exact &= a2.max_delta == 0;
       sum->agents_batched_speedup = naive.wall_s / r.wall_s;
       sum->agents_batched_vs_batched = a2.wall_s / r.wall_s;
       continue;
     }
-    if (arm.budget_bytes == 0 && !arm.cache_aware) sum->agents_unbounded_speedup = naive.wall_s / r.wall_s;
+    if (arm.budget_bytes == 0 && !arm.cache_aware) {
+      sum->agents_unbounded_speedup = naive.wall_s / r.wall_s;
+      sum->agents_flop_bound = naive.flops / r.flops;
+    }
     if (arm.budget_bytes && arm.policy == EvictionPolicy::kDeepestFirst && !arm.cache_aware)
       sum->agents_deepest_fc_hit = 100.0 * r.reused / r.total;
     if (arm.budget_bytes && arm.policy == EvictionPolicy::kLru && arm.cache_aware) {
@@ -345,8 +357,9 @@ int Main(int argc, char** argv) {
               sum.published_ok ? "yes" : "NO", sum.all_exact ? "yes" : "NO", sum.all_bytes_exact ? "yes" : "NO");
   if (ran_agents) {
     std::printf("Targets (agents):\n");
-    std::printf("  wall-clock speedup vs naive, unbounded first-come: %.2fx (target >= 7.0x; token bound 7.50x) [%s]\n",
-                sum.agents_unbounded_speedup, sum.agents_unbounded_speedup >= 7.0 ? "met" : "NOT met");
+    std::printf("  wall-clock speedup vs naive, unbounded first-come: %.2fx (target >= 7.0x; token bound 7.50x, "
+                "flop bound %.2fx) [%s]\n",
+                sum.agents_unbounded_speedup, sum.agents_flop_bound, sum.agents_unbounded_speedup >= 7.0 ? "met" : "NOT met");
     std::printf("  the same served in batched waves: %.2fx vs A, %.2fx vs naive in the same waves (A')\n",
                 sum.agents_batched_speedup, sum.agents_batched_vs_batched);
     std::printf("  1.5x budget, first-come, deepest-first: hit %.1f%% (target >= 75%%; Go original LRU 62.1%%) [%s]\n",
