@@ -102,6 +102,12 @@ struct KernelTable {
   // blocks in one fixed order per output that does not depend on m, the n range or the thread.
   void (*matmul_q)(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                    size_t m, size_t k, size_t n_begin, size_t n_end);
+
+  // matmul_q for Q8_0 weights packed eight rows at a time (BlockQ8_0x8; w_row_bytes is the plain
+  // row's, so rows 8g.. start at w + 8g * w_row_bytes), n_begin and n_end multiples of 8. Per block
+  // and output the exact integer sum over the block, then one float step, in block order.
+  void (*matmul_q8_0x8)(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
+                        size_t n_begin, size_t n_end);
 };
 
 // Filled by kernels/arch/<tier>.cc. The RoPE routine is not in the table: it is one pinned routine

@@ -18,6 +18,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -181,6 +182,76 @@ struct X86QuantOps {
     __m256i mins = _mm256_madd_epi16(Load(x->bsums), u.mins);
     acc = Fma(acc, x->d * u.d, ScaledSubBlockSums(u.q, u.sc, x->qs));
     return _mm256_fnmadd_ps(_mm256_set1_ps(x->d * u.dmin), _mm256_cvtepi32_ps(mins), acc);
+  }
+
+  // ---- Q8_0 packed eight rows at a time (BlockQ8_0x8): kernels revision 3 ----
+  // Lanes are the eight weight rows (output columns). For each block and activation row, the eight
+  // 4-byte groups' integer dot products add up (exactly, in four chains) to every column's block sum,
+  // which then takes one convert and one fma: y_c += (d_c·d_x) · float(Σ_e w_ce·x_e), block by block.
+  // So a block costs 8 integer steps and 3 float ops for eight outputs, where the lane-over-K order
+  // above pays a convert, a scale product and an fma for each output.
+  template <int MR, bool kPrefetch>
+  static void PackedQ8_0Tile(const ActQ8_0* x, size_t n_blocks, const BlockQ8_0x8* w, float* y, size_t ldy,
+                             const BlockQ8_0x8* w_ahead) {
+    __m256 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+    for (size_t b = 0; b < n_blocks; ++b) {
+      if constexpr (kPrefetch) {  // decode streams W from DRAM: a later group's block, into L2
+        for (size_t o = 0; o < sizeof(BlockQ8_0x8); o += 64)
+          __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
+      }
+      const BlockQ8_0x8& wb = w[b];
+      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
+      __m256i q[8], a[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        q[j] = Load(wb.qs + 32 * j);
+        a[j] = _mm256_abs_epi8(q[j]);
+      }
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        const ActQ8_0& xb = x[i * n_blocks + b];
+        __m256i sums[4];  // four chains, two groups each: |w|·sign(x, w) = w·x, as in the Q8_0 step
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          int32_t xj;
+          std::memcpy(&xj, xb.qs + 4 * j, 4);
+          const __m256i t = _mm256_sign_epi8(_mm256_set1_epi32(xj), q[j]);
+          sums[j % 4] = j < 4 ? I::DotU8S8(_mm256_setzero_si256(), a[j], t) : I::DotU8S8(sums[j % 4], a[j], t);
+        }
+        const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(sums[0], sums[1]), _mm256_add_epi32(sums[2], sums[3]));
+        const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(xb.d));
+        acc[i] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sum), acc[i]);
+      }
+    }
+    for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
+  }
+  // Rows in blocks of 64 (their activations stay in L2) x groups of eight columns (a group's weights
+  // stay in L1 while the rows pass), in tiles of four rows; one row (decode) prefetches two groups
+  // ahead.
+  static void MatMulQ8_0x8(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
+                           size_t k, size_t n_begin, size_t n_end) {
+    constexpr size_t kRowBlock = 64, kAheadGroups = 2;
+    const size_t n_blocks = k / kQK0;
+    const auto* x = static_cast<const ActQ8_0*>(xq);
+    auto group = [&](size_t n) {
+      return reinterpret_cast<const BlockQ8_0x8*>(static_cast<const uint8_t*>(w) + n * w_row_bytes);
+    };
+    if (m == 1) {
+      for (size_t n = n_begin; n < n_end; n += 8) {
+        const size_t ahead = std::min(n + 8 * kAheadGroups, n_end - 8);
+        PackedQ8_0Tile<1, true>(x, n_blocks, group(n), y + n, ldy, group(ahead));
+      }
+      return;
+    }
+    for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
+      const size_t i1 = std::min(m, i0 + kRowBlock);
+      for (size_t n = n_begin; n < n_end; n += 8) {
+        size_t i = i0;
+        for (; i + 4 <= i1; i += 4) PackedQ8_0Tile<4, false>(x + i * n_blocks, n_blocks, group(n), y + i * ldy + n, ldy, nullptr);
+        for (; i < i1; ++i) PackedQ8_0Tile<1, false>(x + i * n_blocks, n_blocks, group(n), y + i * ldy + n, ldy, nullptr);
+      }
+    }
   }
 
   // Q6_K: lanes Σ_g sc_g·q·x − 32·Σ_g sc_g·bsum_g, q ∈ [0, 63] (|lane| < 2^26).

@@ -51,7 +51,8 @@ void MatMulWeights(const Pass& p, const float* x, size_t rows, std::initializer_
     kernels::WeightProduct& product = products[n++];
     product.quantized = IsQuantized(o.w.dtype);
     if (product.quantized) product.wtype = QuantOf(o.w.dtype);
-    product.w = o.w.data;
+    product.packed = o.w.packed != nullptr;
+    product.w = product.packed ? o.w.packed : o.w.data;
     product.w_row_bytes = o.w.row_bytes();
     product.y = o.y;
     product.ldy = product.n = o.w.rows;

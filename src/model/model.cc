@@ -90,6 +90,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelO
     }
     FAK_ASSIGN_OR_RETURN(impl, LoadGguf(path, options));
   }
+  internal::PackForMatMul(&impl->weights);
   impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
   impl->rope = internal::MakeRopeBinding(impl->config);
   return std::unique_ptr<Model>(new Model(std::move(impl)));

@@ -38,6 +38,9 @@ struct WeightTensor {
   DType dtype = DType::kF32;
   size_t rows = 0, cols = 0;  // row-major [rows][cols]; matmul weights are [out][in]
   const void* data = nullptr;  // owned by ModelWeights::storage or inside ModelWeights::backing
+  // The same values packed for the matmul (Q8_0: BlockQ8_0x8), owned by ModelWeights::packed_storage;
+  // null when the matmul reads `data`. `data` stays what was loaded (the digest hashes it).
+  const void* packed = nullptr;
 
   bool empty() const { return data == nullptr; }
   const float* f32() const { return static_cast<const float*>(data); }
@@ -75,6 +78,7 @@ struct ModelWeights {
   WeightTensor output;           // [vocab][hidden]; the embedding itself when tied
   std::vector<LayerWeights> layers;
   std::vector<AlignedBuffer> storage;  // owns the f32 data the tensors point at (synthetic, widened)
+  std::vector<AlignedArray<uint8_t>> packed_storage;  // owns what WeightTensor::packed points at
   std::shared_ptr<const void> backing;  // keeps a mapped file alive (loaded models)
   // RMSNorm multiplies by (1 + w) (Gemma as HF stores it) rather than by w (Llama, and Gemma GGUF,
   // whose converter already added the 1).
@@ -95,6 +99,11 @@ struct ModelWeights {
     }
   }
 };
+
+// Packs the matmul weights the kernels read faster packed: Q8_0 projections (and an untied Q8_0
+// output head) whose row count is a multiple of 8. The embedding table is read row by row, so it,
+// and a head tied to it, stay as loaded.
+void PackForMatMul(ModelWeights* weights);
 
 // Deterministic, machine-independent random weights (counter-based generator, parallel fill).
 ModelWeights SyntheticWeights(const ModelConfig& config, uint64_t seed, ThreadPool* pool);

@@ -1,0 +1,24 @@
+// PackForMatMul: loaded quantized weights repacked once into the layouts the kernels read faster.
+#include "kernels/quant_pack.h"
+#include "src/model/weights.h"
+
+namespace fak::internal {
+namespace {
+
+void PackQ8_0(WeightTensor* t, std::vector<AlignedArray<uint8_t>>* storage) {
+  if (t->empty() || t->dtype != DType::kQ8_0 || t->rows % 8 != 0 || t->packed != nullptr) return;
+  AlignedArray<uint8_t>& out = storage->emplace_back(t->size_bytes());
+  kernels::PackQ8_0x8(t->data, t->rows, t->cols, out.data());
+  t->packed = out.data();
+}
+
+}  // namespace
+
+void PackForMatMul(ModelWeights* weights) {
+  for (LayerWeights& l : weights->layers) {
+    for (WeightTensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) PackQ8_0(t, &weights->packed_storage);
+  }
+  if (weights->output.data != weights->token_embedding.data) PackQ8_0(&weights->output, &weights->packed_storage);
+}
+
+}  // namespace fak::internal
