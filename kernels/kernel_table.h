@@ -103,11 +103,12 @@ struct KernelTable {
   void (*matmul_q)(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                    size_t m, size_t k, size_t n_begin, size_t n_end);
 
-  // matmul_q for Q8_0 weights packed eight rows at a time (BlockQ8_0x8; w_row_bytes is the plain
-  // row's, so rows 8g.. start at w + 8g * w_row_bytes), n_begin and n_end multiples of 8. Per block
-  // and output the exact integer sum over the block, then one float step, in block order.
-  void (*matmul_q8_0x8)(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
-                        size_t n_begin, size_t n_end);
+  // matmul_q for Q8_0, Q4_0 or Q5_0 weights packed eight rows at a time (quant_pack.h; w_row_bytes
+  // is the plain row's, so rows 8r.. start at w + 8r * w_row_bytes), n_begin and n_end multiples of
+  // 8. Per block and output the exact integer sum over the block, then one float step, in block
+  // order.
+  void (*matmul_q_packed)(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
+                          size_t m, size_t k, size_t n_begin, size_t n_end);
 };
 
 // Filled by kernels/arch/<tier>.cc. The RoPE routine is not in the table: it is one pinned routine

@@ -40,7 +40,7 @@ void QuantizeRows(const KernelTable& t, internal::ThreadPool* pool, QuantType wt
 void RunProduct(const KernelTable& t, const WeightProduct& p, const float* x, size_t ldx, const uint8_t* xq,
                 size_t m, size_t k, size_t begin, size_t end) {
   if (p.packed) {
-    t.matmul_q8_0x8(xq, p.w, p.w_row_bytes, p.y, p.ldy, m, k, begin, end);  // begin: a multiple of 48
+    t.matmul_q_packed(p.wtype, xq, p.w, p.w_row_bytes, p.y, p.ldy, m, k, begin, end);  // begin: a multiple of 48
   } else if (p.quantized) {
     t.matmul_q(p.wtype, xq, p.w, p.w_row_bytes, p.y, p.ldy, m, k, begin, end);
   } else {

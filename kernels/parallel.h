@@ -32,7 +32,7 @@ struct WeightProduct {
   size_t w_row_bytes = 0;
   float* y = nullptr;
   size_t ldy = 0, n = 0;
-  bool packed = false;  // Q8_0 packed eight rows at a time (BlockQ8_0x8; n a multiple of 8)
+  bool packed = false;  // packed eight rows at a time (quant_pack.h; n a multiple of 8)
 };
 
 // Several products of the same input rows X[M][K] (the q/k/v projections; gate and up), their output

@@ -77,17 +77,36 @@ struct BlockQ6_K {
   uint16_t d;
 };
 
-// Q8_0 packed eight weight rows at a time (fak's own, in memory only; PackQ8_0x8 makes it from
-// eight consecutive rows): block b of rows 8g..8g+7, with qs[32j + 4c + e] = row (8g + c)'s qs[4j + e]
-// — each 32-byte group j holds bytes 4j..4j+3 of all eight rows, so one register's lanes are the
-// rows. A packed matrix has the bytes of the plain one: group g starts at byte 8g · row bytes.
+// ---- Packed weight blocks (fak's own, in memory only; quant_pack.h makes them) ----
+//
+// The 32-element types packed eight weight rows at a time: block b of rows 8r..8r+7 interleaves the
+// rows by 4-element groups, so one register's eight 32-bit lanes are the eight rows (output
+// columns) and one broadcast of four activation bytes meets all of them. Group j is elements
+// 4j..4j+3. A packed matrix has the bytes of the plain one: rows 8r.. start at byte 8r · row bytes.
+
+// Q8_0: qs[32j + 4c + e] = row c's qs[4j + e].
 struct BlockQ8_0x8 {
   uint16_t d[8];  // f16 scale of each row's block
   int8_t qs[256];
 };
 
+// Q4_0: qs[32j + 4c + e] = row c's qs[4j + e] for j < 4, so a 32-byte load holds group j (low
+// nibbles) and group j + 4 (high nibbles) of all eight rows.
+struct BlockQ4_0x8 {
+  uint16_t d[8];
+  uint8_t qs[128];
+};
+
+// Q5_0: nibbles as BlockQ4_0x8; qh[j] bit 4c + e is row c's fifth bit of element 4j + e.
+struct BlockQ5_0x8 {
+  uint16_t d[8];
+  uint32_t qh[8];
+  uint8_t qs[128];
+};
+
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ5_0) == 22);
-static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0));
+static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0) && sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0) &&
+              sizeof(BlockQ5_0x8) == 8 * sizeof(BlockQ5_0));
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
 static_assert(offsetof(BlockQ5_0, qs) == 6 && offsetof(BlockQ4_K, qs) == 16 && offsetof(BlockQ5_K, qh) == 16 &&
               offsetof(BlockQ5_K, qs) == 48 && offsetof(BlockQ6_K, scales) == 192 && offsetof(BlockQ6_K, d) == 208);

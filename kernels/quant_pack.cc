@@ -3,23 +3,48 @@
 
 #include <cstring>
 
-#include "kernels/quant_format.h"
-
 namespace fak::kernels {
+namespace {
 
-void PackQ8_0x8(const void* w, size_t rows, size_t k, void* out) {
+// Row c's block into packed block o: the scale, the group-interleaved quants, and (Q5_0) the fifth
+// bits regrouped by 4-element group.
+void PackBlock(const BlockQ8_0& src, size_t c, BlockQ8_0x8* o) {
+  o->d[c] = src.d;
+  for (size_t j = 0; j < 8; ++j) std::memcpy(o->qs + 32 * j + 4 * c, src.qs + 4 * j, 4);
+}
+void PackBlock(const BlockQ4_0& src, size_t c, BlockQ4_0x8* o) {
+  o->d[c] = src.d;
+  for (size_t j = 0; j < 4; ++j) std::memcpy(o->qs + 32 * j + 4 * c, src.qs + 4 * j, 4);
+}
+void PackBlock(const BlockQ5_0& src, size_t c, BlockQ5_0x8* o) {
+  o->d[c] = src.d;
+  for (size_t j = 0; j < 4; ++j) std::memcpy(o->qs + 32 * j + 4 * c, src.qs + 4 * j, 4);
+  uint32_t qh;
+  std::memcpy(&qh, src.qh, 4);
+  if (c == 0) std::memset(o->qh, 0, sizeof(o->qh));
+  for (size_t j = 0; j < 8; ++j) o->qh[j] |= ((qh >> (4 * j)) & 0xFu) << (4 * c);
+}
+
+template <class Plain, class Packed>
+void Pack(const void* w, size_t rows, size_t k, void* out) {
   const size_t n_blocks = k / kQK0;
-  const auto* in = static_cast<const BlockQ8_0*>(w);
-  auto* packed = static_cast<BlockQ8_0x8*>(out);
-  for (size_t g = 0; g < rows / 8; ++g) {
-    for (size_t b = 0; b < n_blocks; ++b) {
-      BlockQ8_0x8& o = packed[g * n_blocks + b];
-      for (size_t c = 0; c < 8; ++c) {
-        const BlockQ8_0& src = in[(g * 8 + c) * n_blocks + b];
-        o.d[c] = src.d;
-        for (size_t j = 0; j < 8; ++j) std::memcpy(o.qs + 32 * j + 4 * c, src.qs + 4 * j, 4);
-      }
-    }
+  const auto* in = static_cast<const Plain*>(w);
+  auto* packed = static_cast<Packed*>(out);
+  for (size_t r = 0; r < rows / 8; ++r)
+    for (size_t b = 0; b < n_blocks; ++b)
+      for (size_t c = 0; c < 8; ++c) PackBlock(in[(8 * r + c) * n_blocks + b], c, &packed[r * n_blocks + b]);
+}
+
+}  // namespace
+
+bool IsPackable(QuantType t) { return t == QuantType::kQ8_0 || t == QuantType::kQ4_0 || t == QuantType::kQ5_0; }
+
+void PackRows(QuantType t, const void* w, size_t rows, size_t k, void* out) {
+  switch (t) {
+    case QuantType::kQ8_0: return Pack<BlockQ8_0, BlockQ8_0x8>(w, rows, k, out);
+    case QuantType::kQ4_0: return Pack<BlockQ4_0, BlockQ4_0x8>(w, rows, k, out);
+    case QuantType::kQ5_0: return Pack<BlockQ5_0, BlockQ5_0x8>(w, rows, k, out);
+    default: return;  // not packable (IsPackable)
   }
 }
 

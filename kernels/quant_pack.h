@@ -1,14 +1,20 @@
-// Packing quantized weights into the layouts the kernels read fastest (done once, at model load).
+// Packing quantized weights into the layouts the kernels read faster (done once, at model load;
+// the packed blocks are in quant_format.h).
 #ifndef FAK_KERNELS_QUANT_PACK_H_
 #define FAK_KERNELS_QUANT_PACK_H_
 
 #include <cstddef>
 
+#include "kernels/quant_format.h"
+
 namespace fak::kernels {
 
-// Packs `rows` rows (a multiple of 8) of Q8_0 weights, k elements each, into BlockQ8_0x8 groups
-// (quant_format.h). `out` holds as many bytes as `w`.
-void PackQ8_0x8(const void* w, size_t rows, size_t k, void* out);
+// Types with a packed layout (KernelTable::matmul_q_packed): Q8_0, Q4_0, Q5_0.
+bool IsPackable(QuantType t);
+
+// Packs `rows` rows (a multiple of 8) of type-t weights, k elements each, eight rows at a time.
+// `out` holds as many bytes as `w`. t must be packable.
+void PackRows(QuantType t, const void* w, size_t rows, size_t k, void* out);
 
 }  // namespace fak::kernels
 

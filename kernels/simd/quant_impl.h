@@ -447,29 +447,60 @@ void MatMulQ(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes,
   }
 }
 
-// Packed Q8_0 (BlockQ8_0x8) through the tier's own Q8_0 block step, one output at a time: the
-// scalar tier, whose step already sums each block in integers first, so packing changes no bit.
+// Packed weights (quant_pack.h) through the tier's own block step, one output at a time: the
+// scalar tier, whose steps already sum each block in integers first, so packing changes no bit.
+// Plain(p, c) rebuilds row c's plain block.
 template <class Q>
-void MatMulQ8_0x8Steps(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
-                       size_t n_begin, size_t n_end) {
-  const size_t n_blocks = k / kQK0;
-  const auto* x = static_cast<const ActQ8_0*>(xq);
-  for (size_t n = n_begin; n < n_end; n += 8) {
-    const auto* group = reinterpret_cast<const BlockQ8_0x8*>(static_cast<const uint8_t*>(w) + n * w_row_bytes);
-    for (size_t c = 0; c < 8; ++c) {
-      for (size_t i = 0; i < m; ++i) {
-        typename Q::Acc acc = Q::Zero();
-        for (size_t b = 0; b < n_blocks; ++b) {
-          BlockQ8_0 block;
-          block.d = group[b].d[c];
-          for (size_t j = 0; j < 8; ++j) std::memcpy(block.qs + 4 * j, group[b].qs + 32 * j + 4 * c, 4);
-          acc = Q::Step(acc, &block, x + i * n_blocks + b);
+struct PackedSteps {
+  static BlockQ8_0 Plain(const BlockQ8_0x8& p, size_t c) {
+    BlockQ8_0 b;
+    b.d = p.d[c];
+    for (size_t j = 0; j < 8; ++j) std::memcpy(b.qs + 4 * j, p.qs + 32 * j + 4 * c, 4);
+    return b;
+  }
+  static BlockQ4_0 Plain(const BlockQ4_0x8& p, size_t c) {
+    BlockQ4_0 b;
+    b.d = p.d[c];
+    for (size_t j = 0; j < 4; ++j) std::memcpy(b.qs + 4 * j, p.qs + 32 * j + 4 * c, 4);
+    return b;
+  }
+  static BlockQ5_0 Plain(const BlockQ5_0x8& p, size_t c) {
+    BlockQ5_0 b;
+    b.d = p.d[c];
+    for (size_t j = 0; j < 4; ++j) std::memcpy(b.qs + 4 * j, p.qs + 32 * j + 4 * c, 4);
+    uint32_t qh = 0;
+    for (size_t j = 0; j < 8; ++j) qh |= ((p.qh[j] >> (4 * c)) & 0xFu) << (4 * j);
+    std::memcpy(b.qh, &qh, 4);
+    return b;
+  }
+  template <class PB>
+  static void Run(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
+                  size_t n_begin, size_t n_end) {
+    const size_t n_blocks = k / kQK0;
+    const auto* x = static_cast<const ActQ8_0*>(xq);
+    for (size_t n = n_begin; n < n_end; n += 8) {
+      const auto* group = reinterpret_cast<const PB*>(static_cast<const uint8_t*>(w) + n * w_row_bytes);
+      for (size_t c = 0; c < 8; ++c) {
+        for (size_t i = 0; i < m; ++i) {
+          typename Q::Acc acc = Q::Zero();
+          for (size_t b = 0; b < n_blocks; ++b) {
+            const auto block = Plain(group[b], c);
+            acc = Q::Step(acc, &block, x + i * n_blocks + b);
+          }
+          y[i * ldy + n + c] = Q::Reduce(acc);
         }
-        y[i * ldy + n + c] = Q::Reduce(acc);
       }
     }
   }
-}
+  static void MatMul(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
+                     size_t k, size_t n_begin, size_t n_end) {
+    switch (wtype) {
+      case QuantType::kQ4_0: return Run<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ5_0: return Run<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      default: return Run<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    }
+  }
+};
 
 // Q: the tier's block-step policy; V: its float policy (for the activation quantizer's helpers).
 template <class V, class Q>
@@ -482,10 +513,10 @@ void FillQuantTable(KernelTable* t) {
   t->dequantize[static_cast<int>(QuantType::kQ6_K)] = &DequantizeRow<Q, BlockQ6_K>;
   t->quantize_act = &QuantizeAct<V>;
   t->matmul_q = &MatMulQ<Q>;
-  if constexpr (requires { &Q::MatMulQ8_0x8; }) {
-    t->matmul_q8_0x8 = &Q::MatMulQ8_0x8;
+  if constexpr (requires { &Q::MatMulPacked; }) {
+    t->matmul_q_packed = &Q::MatMulPacked;
   } else {
-    t->matmul_q8_0x8 = &MatMulQ8_0x8Steps<Q>;
+    t->matmul_q_packed = &PackedSteps<Q>::MatMul;
   }
 }
 

@@ -22,6 +22,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/quant_format.h"
 #include "kernels/simd/quant_impl.h"
@@ -184,44 +186,78 @@ struct X86QuantOps {
     return _mm256_fnmadd_ps(_mm256_set1_ps(x->d * u.dmin), _mm256_cvtepi32_ps(mins), acc);
   }
 
-  // ---- Q8_0 packed eight rows at a time (BlockQ8_0x8): kernels revision 3 ----
+  // ---- The 32-element types packed eight rows at a time (quant_format.h): kernels revision 3 ----
   // Lanes are the eight weight rows (output columns). For each block and activation row, the eight
-  // 4-byte groups' integer dot products add up (exactly, in four chains) to every column's block sum,
-  // which then takes one convert and one fma: y_c += (d_c·d_x) · float(Σ_e w_ce·x_e), block by block.
-  // So a block costs 8 integer steps and 3 float ops for eight outputs, where the lane-over-K order
-  // above pays a convert, a scale product and an fma for each output.
-  template <int MR, bool kPrefetch>
-  static void PackedQ8_0Tile(const ActQ8_0* x, size_t n_blocks, const BlockQ8_0x8* w, float* y, size_t ldy,
-                             const BlockQ8_0x8* w_ahead) {
+  // 4-byte groups' integer dot products (each against a broadcast of four activation bytes) add up,
+  // exactly and in four chains, to every column's block sum — for Q4_0/Q5_0 minus offset·Σx, the
+  // same for all columns — which then takes one convert and one fma:
+  // y_c += (d_c·d_x) · float(Σ_e (w_ce − offset)·x_e), block by block. So a block costs eight integer
+  // steps and three float ops for eight outputs, where the lane-over-K order above pays a convert,
+  // a scale product and an fma for each output.
+  struct PackedW {
+    __m256i q[8];  // group j of the eight rows: Q8_0 quants (signed), Q4_0/Q5_0 quants in [0, 31]
+    __m256i a[8];  // Q8_0 only: |q|, for the sign trick of its block step
+    __m256 d;      // the eight rows' scales
+  };
+  static __m256 Scales(const uint16_t (&d)[8]) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))); }
+  static void UnpackPacked(const BlockQ8_0x8& w, PackedW* u) {
+    for (int j = 0; j < 8; ++j) {
+      u->q[j] = Load(w.qs + 32 * j);
+      u->a[j] = _mm256_abs_epi8(u->q[j]);
+    }
+    u->d = Scales(w.d);
+  }
+  static void UnpackNibbleGroups(const uint8_t* qs, PackedW* u) {
+    for (int j = 0; j < 4; ++j) {
+      const __m256i raw = Load(qs + 32 * j);
+      u->q[j] = _mm256_and_si256(raw, Mask(0x0F));
+      u->q[j + 4] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), Mask(0x0F));
+    }
+  }
+  static void UnpackPacked(const BlockQ4_0x8& w, PackedW* u) {
+    UnpackNibbleGroups(w.qs, u);
+    u->d = Scales(w.d);
+  }
+  static void UnpackPacked(const BlockQ5_0x8& w, PackedW* u) {
+    UnpackNibbleGroups(w.qs, u);
+    for (int j = 0; j < 8; ++j) u->q[j] = _mm256_or_si256(u->q[j], _mm256_and_si256(I::BitMaskBytes(w.qh[j]), Mask(0x10)));
+    u->d = Scales(w.d);
+  }
+  template <class PB>
+  static constexpr int kPackedOffset = std::is_same_v<PB, BlockQ8_0x8> ? 0 : std::is_same_v<PB, BlockQ4_0x8> ? 8 : 16;
+  // Group j's dot product against four activation bytes in every lane.
+  template <class PB>
+  static __m256i PackedGroupDot(__m256i acc, const PackedW& u, int j, __m256i x4) {
+    if constexpr (kPackedOffset<PB> == 0) return I::DotU8S8(acc, u.a[j], _mm256_sign_epi8(x4, u.q[j]));  // as Q8_0's step
+    return I::DotU8S8(acc, u.q[j], x4);  // q ∈ [0, 31], |x| ≤ 127: exact
+  }
+
+  // neg_off[i·n_blocks + b]: −offset·Σx of activation row i's block b (null for Q8_0).
+  template <class PB, int MR, bool kPrefetch>
+  static void PackedTile(const ActQ8_0* x, const int32_t* neg_off, size_t n_blocks, const PB* w, float* y, size_t ldy,
+                         const PB* w_ahead) {
     __m256 acc[MR];
     for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
     for (size_t b = 0; b < n_blocks; ++b) {
       if constexpr (kPrefetch) {  // decode streams W from DRAM: a later group's block, into L2
-        for (size_t o = 0; o < sizeof(BlockQ8_0x8); o += 64)
-          __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
+        for (size_t o = 0; o < sizeof(PB); o += 64) __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
       }
-      const BlockQ8_0x8& wb = w[b];
-      const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wb.d)));
-      __m256i q[8], a[8];
-#pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        q[j] = Load(wb.qs + 32 * j);
-        a[j] = _mm256_abs_epi8(q[j]);
-      }
+      PackedW u;
+      UnpackPacked(w[b], &u);
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
         const ActQ8_0& xb = x[i * n_blocks + b];
-        __m256i sums[4];  // four chains, two groups each: |w|·sign(x, w) = w·x, as in the Q8_0 step
+        __m256i sums[4];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
           int32_t xj;
           std::memcpy(&xj, xb.qs + 4 * j, 4);
-          const __m256i t = _mm256_sign_epi8(_mm256_set1_epi32(xj), q[j]);
-          sums[j % 4] = j < 4 ? I::DotU8S8(_mm256_setzero_si256(), a[j], t) : I::DotU8S8(sums[j % 4], a[j], t);
+          const __m256i start = j < 4 ? _mm256_setzero_si256() : sums[j % 4];
+          sums[j % 4] = PackedGroupDot<PB>(start, u, j, _mm256_set1_epi32(xj));
         }
-        const __m256i sum = _mm256_add_epi32(_mm256_add_epi32(sums[0], sums[1]), _mm256_add_epi32(sums[2], sums[3]));
-        const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(xb.d));
-        acc[i] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(sum), acc[i]);
+        __m256i sum = _mm256_add_epi32(_mm256_add_epi32(sums[0], sums[1]), _mm256_add_epi32(sums[2], sums[3]));
+        if constexpr (kPackedOffset<PB> != 0) sum = _mm256_add_epi32(sum, _mm256_set1_epi32(neg_off[i * n_blocks + b]));
+        acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(u.d, _mm256_set1_ps(xb.d)), _mm256_cvtepi32_ps(sum), acc[i]);
       }
     }
     for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
@@ -229,18 +265,26 @@ struct X86QuantOps {
   // Rows in blocks of 64 (their activations stay in L2) x groups of eight columns (a group's weights
   // stay in L1 while the rows pass), in tiles of four rows; one row (decode) prefetches two groups
   // ahead.
-  static void MatMulQ8_0x8(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
-                           size_t k, size_t n_begin, size_t n_end) {
+  template <class PB>
+  static void MatMulPackedTyped(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
+                                size_t k, size_t n_begin, size_t n_end) {
     constexpr size_t kRowBlock = 64, kAheadGroups = 2;
     const size_t n_blocks = k / kQK0;
     const auto* x = static_cast<const ActQ8_0*>(xq);
-    auto group = [&](size_t n) {
-      return reinterpret_cast<const BlockQ8_0x8*>(static_cast<const uint8_t*>(w) + n * w_row_bytes);
-    };
+    std::vector<int32_t> neg_off;
+    if constexpr (kPackedOffset<PB> != 0) {
+      neg_off.resize(m * n_blocks);
+      for (size_t r = 0; r < m * n_blocks; ++r) {
+        int32_t sum = 0;
+        for (int e = 0; e < 32; ++e) sum += x[r].qs[e];
+        neg_off[r] = -kPackedOffset<PB> * sum;
+      }
+    }
+    auto group = [&](size_t n) { return reinterpret_cast<const PB*>(static_cast<const uint8_t*>(w) + n * w_row_bytes); };
     if (m == 1) {
       for (size_t n = n_begin; n < n_end; n += 8) {
         const size_t ahead = std::min(n + 8 * kAheadGroups, n_end - 8);
-        PackedQ8_0Tile<1, true>(x, n_blocks, group(n), y + n, ldy, group(ahead));
+        PackedTile<PB, 1, true>(x, neg_off.data(), n_blocks, group(n), y + n, ldy, group(ahead));
       }
       return;
     }
@@ -248,9 +292,19 @@ struct X86QuantOps {
       const size_t i1 = std::min(m, i0 + kRowBlock);
       for (size_t n = n_begin; n < n_end; n += 8) {
         size_t i = i0;
-        for (; i + 4 <= i1; i += 4) PackedQ8_0Tile<4, false>(x + i * n_blocks, n_blocks, group(n), y + i * ldy + n, ldy, nullptr);
-        for (; i < i1; ++i) PackedQ8_0Tile<1, false>(x + i * n_blocks, n_blocks, group(n), y + i * ldy + n, ldy, nullptr);
+        for (; i + 4 <= i1; i += 4)
+          PackedTile<PB, 4, false>(x + i * n_blocks, neg_off.data() + i * n_blocks, n_blocks, group(n), y + i * ldy + n, ldy, nullptr);
+        for (; i < i1; ++i)
+          PackedTile<PB, 1, false>(x + i * n_blocks, neg_off.data() + i * n_blocks, n_blocks, group(n), y + i * ldy + n, ldy, nullptr);
       }
+    }
+  }
+  static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
+                           size_t m, size_t k, size_t n_begin, size_t n_end) {
+    switch (wtype) {
+      case QuantType::kQ4_0: return MatMulPackedTyped<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ5_0: return MatMulPackedTyped<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      default: return MatMulPackedTyped<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
   }
 

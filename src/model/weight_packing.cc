@@ -5,10 +5,13 @@
 namespace fak::internal {
 namespace {
 
-void PackQ8_0(WeightTensor* t, std::vector<AlignedArray<uint8_t>>* storage) {
-  if (t->empty() || t->dtype != DType::kQ8_0 || t->rows % 8 != 0 || t->packed != nullptr) return;
+void Pack(WeightTensor* t, std::vector<AlignedArray<uint8_t>>* storage) {
+  if (t->empty() || !IsQuantized(t->dtype) || !kernels::IsPackable(QuantOf(t->dtype)) || t->rows % 8 != 0 ||
+      t->packed != nullptr) {
+    return;
+  }
   AlignedArray<uint8_t>& out = storage->emplace_back(t->size_bytes());
-  kernels::PackQ8_0x8(t->data, t->rows, t->cols, out.data());
+  kernels::PackRows(QuantOf(t->dtype), t->data, t->rows, t->cols, out.data());
   t->packed = out.data();
 }
 
@@ -16,9 +19,9 @@ void PackQ8_0(WeightTensor* t, std::vector<AlignedArray<uint8_t>>* storage) {
 
 void PackForMatMul(ModelWeights* weights) {
   for (LayerWeights& l : weights->layers) {
-    for (WeightTensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) PackQ8_0(t, &weights->packed_storage);
+    for (WeightTensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) Pack(t, &weights->packed_storage);
   }
-  if (weights->output.data != weights->token_embedding.data) PackQ8_0(&weights->output, &weights->packed_storage);
+  if (weights->output.data != weights->token_embedding.data) Pack(&weights->output, &weights->packed_storage);
 }
 
 }  // namespace fak::internal

@@ -38,7 +38,8 @@ struct WeightTensor {
   DType dtype = DType::kF32;
   size_t rows = 0, cols = 0;  // row-major [rows][cols]; matmul weights are [out][in]
   const void* data = nullptr;  // owned by ModelWeights::storage or inside ModelWeights::backing
-  // The same values packed for the matmul (Q8_0: BlockQ8_0x8), owned by ModelWeights::packed_storage;
+  // The same values packed for the matmul (Q8_0, Q4_0, Q5_0: kernels/quant_pack.h), owned by
+  // ModelWeights::packed_storage;
   // null when the matmul reads `data`. `data` stays what was loaded (the digest hashes it).
   const void* packed = nullptr;
 
@@ -100,9 +101,9 @@ struct ModelWeights {
   }
 };
 
-// Packs the matmul weights the kernels read faster packed: Q8_0 projections (and an untied Q8_0
-// output head) whose row count is a multiple of 8. The embedding table is read row by row, so it,
-// and a head tied to it, stay as loaded.
+// Packs the matmul weights the kernels read faster packed: Q8_0, Q4_0 and Q5_0 projections (and
+// an untied head of those types) whose row count is a multiple of 8. The embedding table is read
+// row by row, so it, and a head tied to it, stay as loaded.
 void PackForMatMul(ModelWeights* weights);
 
 // Deterministic, machine-independent random weights (counter-based generator, parallel fill).

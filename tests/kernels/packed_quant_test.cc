@@ -1,0 +1,162 @@
+// Q8_0, Q4_0 and Q5_0 weights packed eight rows at a time (quant_pack.h, KernelTable::matmul_q_packed)
+// in every tier: against the product of the dequantized operands, the batch-independence contract
+// (each output's bits do not depend on M, the column range or the thread count), and through
+// ParallelMatMuls. In the scalar tier the packed kernel keeps the plain kernel's bits (its steps
+// already sum each block in integers first). With non-vacuity controls.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel_table.h"
+#include "kernels/parallel.h"
+#include "kernels/quant_format.h"
+#include "kernels/quant_pack.h"
+#include "kernels/ref/ref_quant.h"
+#include "src/core/thread_pool.h"
+#include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/quant_test_util.h"
+
+namespace fak::kernels::testing {
+namespace {
+
+constexpr QuantType kQ8 = QuantType::kQ8_0;
+constexpr QuantType kPackable[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ5_0};
+
+class PackedQuantTest : public QuantTierTest {
+ protected:
+  std::vector<uint8_t> Pack(QuantType t, const std::vector<uint8_t>& w, size_t n, size_t k) const {
+    std::vector<uint8_t> packed(w.size());
+    PackRows(t, w.data(), n, k, packed.data());
+    return packed;
+  }
+  std::vector<float> RunPacked(QuantType t, const std::vector<float>& x, const std::vector<uint8_t>& packed, size_t m,
+                               size_t k, size_t n) const {
+    std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
+    std::vector<float> y(m * n, std::nanf(""));
+    T().matmul_q_packed(t, xq.data(), packed.data(), QuantRowBytes(t, k), y.data(), n, m, k, 0, n);
+    return y;
+  }
+};
+FAK_INSTANTIATE_OVER_TIERS(PackedQuantTest);
+
+TEST_P(PackedQuantTest, Q8_0PackingMovesEveryByteOnce) {
+  const size_t n = 16, k = 64;
+  std::vector<uint8_t> w = QuantizeRows(kQ8, WeightLikeRows(n, k, 5), n, k), packed = Pack(kQ8, w, n, k);
+  const auto* plain = reinterpret_cast<const BlockQ8_0*>(w.data());
+  const auto* groups = reinterpret_cast<const BlockQ8_0x8*>(packed.data());
+  for (size_t r = 0; r < n; ++r)
+    for (size_t b = 0; b < k / 32; ++b) {
+      const BlockQ8_0& src = plain[r * (k / 32) + b];
+      const BlockQ8_0x8& dst = groups[(r / 8) * (k / 32) + b];
+      ASSERT_EQ(dst.d[r % 8], src.d);
+      for (size_t e = 0; e < 32; ++e) ASSERT_EQ(dst.qs[32 * (e / 4) + 4 * (r % 8) + e % 4], src.qs[e]) << r << "," << e;
+    }
+}
+
+TEST_P(PackedQuantTest, MatchesTheProductOfTheDequantizedOperands) {
+  for (QuantType t : kPackable)
+  for (auto [m, k, n] : std::vector<std::array<size_t, 3>>{{1, 32, 8}, {3, 96, 16}, {17, 576, 8}, {70, 2048, 24}}) {
+    SCOPED_TRACE(Name(t) + " m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
+    std::vector<float> x = WeightLikeRows(m, k, 1 + k);
+    std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 2 + n), n, k), xq = QuantizeAct(t, x, m, k);
+    std::vector<float> y = RunPacked(t, x, Pack(t, w, n, k), m, k, n);
+    const size_t rb = QuantRowBytes(t, k), arb = QuantActRowBytes(t, k);
+    std::vector<double> ref(m * n), tol(m * n);
+    for (size_t i = 0; i < m; ++i) {
+      std::vector<float> xd = ref::DequantizeActRow(t, xq.data() + i * arb, k);
+      for (size_t j = 0; j < n; ++j) {
+        std::vector<float> wd = ref::DequantizeRow(t, w.data() + j * rb, k);
+        std::vector<double> mag = Magnitudes(t, w.data() + j * rb, k);
+        double acc = 0, bound = 0;
+        for (size_t e = 0; e < k; ++e) acc += double(wd[e]) * xd[e], bound += mag[e] * std::fabs(double(xd[e]));
+        ref[i * n + j] = acc;
+        tol[i * n + j] = Gamma(2 * (k / 32) + 16) * bound;  // per block a scale product, a convert, an fma
+      }
+    }
+    ExpectWithin(y.data(), ref, tol, "packed matmul vs dequantized product");
+  }
+}
+
+// Every row of every batch size (across the 64-row blocks), through the pool with 1 and 2 threads,
+// and one row at a time, has the bits of the M = 1 path; so do column ranges cut on groups.
+TEST_P(PackedQuantTest, RowsAndColumnRangesAreBitIdentical) {
+  const size_t k = 192, n = 40;
+  internal::ThreadPool pool1(1), pool2(2);
+  for (QuantType t : kPackable)
+  for (size_t m : {1, 3, 8, 17, 70}) {
+    SCOPED_TRACE(Name(t) + " m=" + std::to_string(m));
+    std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 9), n, k), packed = Pack(t, w, n, k);
+    std::vector<float> x = WeightLikeRows(m, k, 4 + m);
+    std::vector<float> batched = RunPacked(t, x, packed, m, k, n);
+    for (size_t i = 0; i < m; ++i) {
+      std::vector<float> row = RunPacked(t, std::vector<float>(x.begin() + i * k, x.begin() + (i + 1) * k), packed, 1, k, n);
+      ASSERT_EQ(0, std::memcmp(row.data(), batched.data() + i * n, n * sizeof(float))) << "row " << i;
+    }
+    std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
+    std::vector<float> pieces(m * n, std::nanf(""));
+    for (auto [lo, hi] : {std::pair<size_t, size_t>{0, 8}, {8, 32}, {32, 40}})
+      T().matmul_q_packed(t, xq.data(), packed.data(), QuantRowBytes(t, k), pieces.data(), n, m, k, lo, hi);
+    EXPECT_EQ(0, std::memcmp(pieces.data(), batched.data(), batched.size() * sizeof(float)));
+    for (internal::ThreadPool* pool : {&pool1, &pool2, static_cast<internal::ThreadPool*>(nullptr)}) {
+      std::vector<float> y(m * n, std::nanf(""));
+      WeightProduct p{true, t, packed.data(), QuantRowBytes(t, k), y.data(), n, n, /*packed=*/true};
+      ParallelMatMuls(T(), pool, x.data(), k, m, k, {&p, 1});
+      EXPECT_EQ(0, std::memcmp(y.data(), batched.data(), y.size() * sizeof(float)));
+    }
+  }
+}
+
+TEST_P(PackedQuantTest, AnOutputDependsOnItsRowAndColumnOnly) {
+  const size_t m = 5, k = 96, n = 16;
+  std::vector<float> x = WeightLikeRows(m, k, 31);
+  for (QuantType t : kPackable) {
+    SCOPED_TRACE(Name(t));
+    std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 32), n, k);
+    const std::vector<float> base = RunPacked(t, x, Pack(t, w, n, k), m, k, n);
+    // One quant byte of column 11 (group 1, lane 3), past the scale (and Q5_0's fifth bits): only
+    // column 11 moves, in every row.
+    std::vector<uint8_t> w2 = w;
+    w2[11 * QuantRowBytes(t, k) + FormatOf(t).block_bytes + FormatOf(t).block_bytes - 3] ^= 0x11;
+    const std::vector<float> moved = RunPacked(t, x, Pack(t, w2, n, k), m, k, n);
+    for (size_t i = 0; i < m; ++i)
+      for (size_t j = 0; j < n; ++j) EXPECT_EQ(moved[i * n + j] != base[i * n + j], j == 11) << i << "," << j;
+    // The plain bytes read as if packed give other sums: the kernel really reads the packed layout.
+    EXPECT_NE(0, std::memcmp(RunPacked(t, x, w, m, k, n).data(), base.data(), base.size() * sizeof(float)));
+  }
+}
+
+TEST_P(PackedQuantTest, ScalarTierKeepsThePlainKernelsBits) {
+  const size_t m = 6, k = 160, n = 24;
+  std::vector<float> x = WeightLikeRows(m, k, 51);
+  for (QuantType t : kPackable) {
+    SCOPED_TRACE(Name(t));
+    std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 52), n, k);
+    const std::vector<float> packed = RunPacked(t, x, Pack(t, w, n, k), m, k, n), plain = Run(t, x, w, m, k, n);
+    if (T().tier == Tier::kScalar) {
+      EXPECT_EQ(0, std::memcmp(packed.data(), plain.data(), plain.size() * sizeof(float)));
+    } else {  // kernels revision 3: the x86 tiers sum each block in integers before the float step
+      EXPECT_NE(0, std::memcmp(packed.data(), plain.data(), plain.size() * sizeof(float)));
+    }
+  }
+}
+
+// AVX2 and AVX-512 compute the same integers and the same float ops, so the same bits.
+TEST_P(PackedQuantTest, X86TiersAgreeBitForBit) {
+  if (T().tier == Tier::kScalar || !TierSupported(Tier::kAvx2)) GTEST_SKIP() << "needs an x86 SIMD tier and AVX2";
+  const size_t m = 7, k = 320, n = 32;
+  std::vector<float> x = WeightLikeRows(m, k, 61);
+  for (QuantType t : kPackable) {
+    SCOPED_TRACE(Name(t));
+    std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 62), n, k), packed = Pack(t, w, n, k);
+    std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
+    std::vector<float> here = RunPacked(t, x, packed, m, k, n), avx2(m * n, std::nanf(""));
+    (*TableFor(Tier::kAvx2))->matmul_q_packed(t, xq.data(), packed.data(), QuantRowBytes(t, k), avx2.data(), n, m, k, 0, n);
+    EXPECT_EQ(0, std::memcmp(here.data(), avx2.data(), avx2.size() * sizeof(float)));
+  }
+}
+
+}  // namespace
+}  // namespace fak::kernels::testing
