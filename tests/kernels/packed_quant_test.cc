@@ -34,10 +34,7 @@ class PackedQuantTest : public QuantTierTest {
   }
   std::vector<float> RunPacked(QuantType t, const std::vector<float>& x, const std::vector<uint8_t>& packed, size_t m,
                                size_t k, size_t n) const {
-    std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
-    std::vector<float> y(m * n, std::nanf(""));
-    T().matmul_q_packed(t, xq.data(), packed.data(), QuantRowBytes(t, k), y.data(), n, m, k, 0, n);
-    return y;
+    return Run(t, x, packed, m, k, n, /*packed=*/true);
   }
 };
 FAK_INSTANTIATE_OVER_TIERS(PackedQuantTest);

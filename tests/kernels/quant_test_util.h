@@ -83,11 +83,12 @@ class QuantTierTest : public TierTest {
     T().quantize_act(t, x.data(), k, m, k, xq.data());
     return xq;
   }
+  // matmul_q, or matmul_q_packed when w is packed (quant_pack.h).
   std::vector<float> Run(QuantType t, const std::vector<float>& x, const std::vector<uint8_t>& w, size_t m,
-                         size_t k, size_t n) const {
+                         size_t k, size_t n, bool packed = false) const {
     std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
     std::vector<float> y(m * n, std::nanf(""));
-    T().matmul_q(t, xq.data(), w.data(), QuantRowBytes(t, k), y.data(), n, m, k, 0, n);
+    (packed ? T().matmul_q_packed : T().matmul_q)(t, xq.data(), w.data(), QuantRowBytes(t, k), y.data(), n, m, k, 0, n);
     return y;
   }
 };
