@@ -103,9 +103,9 @@ struct KernelTable {
   void (*matmul_q)(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                    size_t m, size_t k, size_t n_begin, size_t n_end);
 
-  // matmul_q for Q8_0, Q4_0 or Q5_0 weights packed eight rows at a time (quant_pack.h; w_row_bytes
-  // is the plain row's, so rows 8r.. start at w + 8r * w_row_bytes), n_begin and n_end multiples of
-  // 8. Per block and output the exact integer sum over the block, then one float step, in block
+  // matmul_q for Q8_0, Q4_0, Q5_0 or Q4_K weights packed eight rows at a time (quant_pack.h;
+  // w_row_bytes is PackedRowBytes, so rows 8r.. start at w + 8r * w_row_bytes), n_begin and n_end
+  // multiples of 8. Per block and output the exact integer sum over the block, then one float step, in block
   // order.
   void (*matmul_q_packed)(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                           size_t m, size_t k, size_t n_begin, size_t n_end);

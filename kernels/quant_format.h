@@ -105,6 +105,18 @@ struct BlockQ5_0x8 {
 };
 
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ5_0) == 22);
+// Q4_K: the scales and mins widened to bytes, sc[s][c] / m[s][c] for sub-block s of row c; quants
+// by 4-element group: qs[ch][j][4c + e] = row c's qs[32ch + 4j + e], whose low nibble is element
+// 4j + e of sub-block 2ch and high nibble that of sub-block 2ch + 1. 32 bytes more than 8 rows.
+struct BlockQ4_Kx8 {
+  uint16_t d[8];
+  uint16_t dmin[8];
+  uint8_t sc[8][8];
+  uint8_t m[8][8];
+  uint8_t qs[4][8][32];
+};
+
+static_assert(sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K) + 32);
 static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0) && sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0) &&
               sizeof(BlockQ5_0x8) == 8 * sizeof(BlockQ5_0));
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);

@@ -25,9 +25,22 @@ void PackBlock(const BlockQ5_0& src, size_t c, BlockQ5_0x8* o) {
   for (size_t j = 0; j < 8; ++j) o->qh[j] |= ((qh >> (4 * j)) & 0xFu) << (4 * c);
 }
 
-template <class Plain, class Packed>
+void PackBlock(const BlockQ4_K& src, size_t c, BlockQ4_Kx8* o) {
+  o->d[c] = src.d;
+  o->dmin[c] = src.dmin;
+  // The 6-bit scales and mins, as ggml unpacks them (model-formats.md §3.3).
+  for (size_t s = 0; s < 8; ++s) {
+    const uint8_t* q = src.scales;
+    o->sc[s][c] = s < 4 ? q[s] & 63 : (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
+    o->m[s][c] = s < 4 ? q[s + 4] & 63 : (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+  }
+  for (size_t ch = 0; ch < 4; ++ch)
+    for (size_t j = 0; j < 8; ++j) std::memcpy(o->qs[ch][j] + 4 * c, src.qs + 32 * ch + 4 * j, 4);
+}
+
+template <class Plain, class Packed, size_t kElems = kQK0>
 void Pack(const void* w, size_t rows, size_t k, void* out) {
-  const size_t n_blocks = k / kQK0;
+  const size_t n_blocks = k / kElems;
   const auto* in = static_cast<const Plain*>(w);
   auto* packed = static_cast<Packed*>(out);
   for (size_t r = 0; r < rows / 8; ++r)
@@ -37,13 +50,20 @@ void Pack(const void* w, size_t rows, size_t k, void* out) {
 
 }  // namespace
 
-bool IsPackable(QuantType t) { return t == QuantType::kQ8_0 || t == QuantType::kQ4_0 || t == QuantType::kQ5_0; }
+bool IsPackable(QuantType t) {
+  return t == QuantType::kQ8_0 || t == QuantType::kQ4_0 || t == QuantType::kQ5_0 || t == QuantType::kQ4_K;
+}
+
+size_t PackedRowBytes(QuantType t, size_t k) {
+  return t == QuantType::kQ4_K ? k / kQKK * (sizeof(BlockQ4_Kx8) / 8) : QuantRowBytes(t, k);
+}
 
 void PackRows(QuantType t, const void* w, size_t rows, size_t k, void* out) {
   switch (t) {
     case QuantType::kQ8_0: return Pack<BlockQ8_0, BlockQ8_0x8>(w, rows, k, out);
     case QuantType::kQ4_0: return Pack<BlockQ4_0, BlockQ4_0x8>(w, rows, k, out);
     case QuantType::kQ5_0: return Pack<BlockQ5_0, BlockQ5_0x8>(w, rows, k, out);
+    case QuantType::kQ4_K: return Pack<BlockQ4_K, BlockQ4_Kx8, kQKK>(w, rows, k, out);
     default: return;  // not packable (IsPackable)
   }
 }

@@ -9,11 +9,15 @@
 
 namespace fak::kernels {
 
-// Types with a packed layout (KernelTable::matmul_q_packed): Q8_0, Q4_0, Q5_0.
+// Types with a packed layout (KernelTable::matmul_q_packed): Q8_0, Q4_0, Q5_0, Q4_K.
 bool IsPackable(QuantType t);
 
-// Packs `rows` rows (a multiple of 8) of type-t weights, k elements each, eight rows at a time.
-// `out` holds as many bytes as `w`. t must be packable.
+// Bytes per row of k elements once packed: eight rows take 8 times this, from row 8r at
+// 8r · PackedRowBytes. The plain row bytes, except for Q4_K (widened scales).
+size_t PackedRowBytes(QuantType t, size_t k);
+
+// Packs `rows` rows (a multiple of 8) of type-t weights, k elements each, eight rows at a time
+// into rows · PackedRowBytes(t, k) bytes at `out`. t must be packable.
 void PackRows(QuantType t, const void* w, size_t rows, size_t k, void* out);
 
 }  // namespace fak::kernels

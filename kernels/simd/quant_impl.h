@@ -449,6 +449,7 @@ void MatMulQ(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes,
 
 // Packed weights (quant_pack.h) through the tier's own block step, one output at a time: the
 // scalar tier, whose steps already sum each block in integers first, so packing changes no bit.
+// (n_begin, n_end and the group address use the packed row bytes.)
 // Plain(p, c) rebuilds row c's plain block.
 template <class Q>
 struct PackedSteps {
@@ -473,11 +474,24 @@ struct PackedSteps {
     std::memcpy(b.qh, &qh, 4);
     return b;
   }
-  template <class PB>
+  static BlockQ4_K Plain(const BlockQ4_Kx8& p, size_t c) {
+    BlockQ4_K b;
+    b.d = p.d[c];
+    b.dmin = p.dmin[c];
+    for (size_t i = 0; i < 4; ++i) {  // the 6-bit packing UnpackKScales reads
+      b.scales[i] = static_cast<uint8_t>(p.sc[i][c] | ((p.sc[i + 4][c] >> 4) << 6));
+      b.scales[i + 4] = static_cast<uint8_t>(p.m[i][c] | ((p.m[i + 4][c] >> 4) << 6));
+      b.scales[i + 8] = static_cast<uint8_t>((p.sc[i + 4][c] & 0xF) | ((p.m[i + 4][c] & 0xF) << 4));
+    }
+    for (size_t ch = 0; ch < 4; ++ch)
+      for (size_t j = 0; j < 8; ++j) std::memcpy(b.qs + 32 * ch + 4 * j, p.qs[ch][j] + 4 * c, 4);
+    return b;
+  }
+  template <class PB, class XB, size_t kElems>
   static void Run(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
                   size_t n_begin, size_t n_end) {
-    const size_t n_blocks = k / kQK0;
-    const auto* x = static_cast<const ActQ8_0*>(xq);
+    const size_t n_blocks = k / kElems;
+    const auto* x = static_cast<const XB*>(xq);
     for (size_t n = n_begin; n < n_end; n += 8) {
       const auto* group = reinterpret_cast<const PB*>(static_cast<const uint8_t*>(w) + n * w_row_bytes);
       for (size_t c = 0; c < 8; ++c) {
@@ -495,9 +509,10 @@ struct PackedSteps {
   static void MatMul(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
                      size_t k, size_t n_begin, size_t n_end) {
     switch (wtype) {
-      case QuantType::kQ4_0: return Run<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
-      case QuantType::kQ5_0: return Run<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
-      default: return Run<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ4_0: return Run<BlockQ4_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ5_0: return Run<BlockQ5_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ4_K: return Run<BlockQ4_Kx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      default: return Run<BlockQ8_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
   }
 };

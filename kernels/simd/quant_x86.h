@@ -299,9 +299,84 @@ struct X86QuantOps {
       }
     }
   }
+  // Q4_K packed (BlockQ4_Kx8): per sub-block the eight groups' dot products (exact), times the
+  // column's scale, summed over the super-block; the mins term Σ_s m_s·Σx likewise; then
+  // y_c = fma(d_c·d_x, float(sum), y_c) and fnmadd(dmin_c·d_x, float(mins), y_c) per super-block.
+  template <int MR, bool kPrefetch>
+  static void PackedQ4KTile(const ActQ8_K* x, size_t n_blocks, const BlockQ4_Kx8* w, float* y, size_t ldy,
+                            const BlockQ4_Kx8* w_ahead) {
+    __m256 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+    for (size_t b = 0; b < n_blocks; ++b) {
+      if constexpr (kPrefetch) {
+        for (size_t o = 0; o < sizeof(BlockQ4_Kx8); o += 64)
+          __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
+      }
+      const BlockQ4_Kx8& wb = w[b];
+      __m256i sum[MR], mins[MR];
+      for (int i = 0; i < MR; ++i) sum[i] = mins[i] = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {  // sub-block s: chunk s / 2, low nibbles for even s
+        const int ch = s / 2, shift = 4 * (s % 2);
+        __m256i q[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) q[j] = _mm256_and_si256(_mm256_srli_epi16(Load(wb.qs[ch][j]), shift), Mask(0x0F));
+        const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.sc[s])));
+        const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.m[s])));
+        const __m256i m_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i) {
+          const ActQ8_K& xb = x[i * n_blocks + b];
+          __m256i c0 = _mm256_setzero_si256(), c1 = c0;
+#pragma GCC unroll 4
+          for (int j = 0; j < 8; j += 2) {
+            int32_t x0, x1;
+            std::memcpy(&x0, xb.qs + 32 * s + 4 * j, 4);
+            std::memcpy(&x1, xb.qs + 32 * s + 4 * j + 4, 4);
+            c0 = I::DotU8S8(c0, q[j], _mm256_set1_epi32(x0));  // q ∈ [0, 15], |x| ≤ 127: exact
+            c1 = I::DotU8S8(c1, q[j + 1], _mm256_set1_epi32(x1));
+          }
+          sum[i] = _mm256_add_epi32(sum[i], _mm256_mullo_epi32(_mm256_add_epi32(c0, c1), sc));
+          int32_t bsum_pair;
+          std::memcpy(&bsum_pair, xb.bsums + 2 * s, 4);
+          mins[i] = _mm256_add_epi32(mins[i], _mm256_madd_epi16(m_pairs, _mm256_set1_epi32(bsum_pair)));
+        }
+      }
+      const __m256 d = Scales(wb.d), dmin = Scales(wb.dmin);
+      for (int i = 0; i < MR; ++i) {
+        const __m256 dx = _mm256_set1_ps(x[i * n_blocks + b].d);
+        acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sum[i]), acc[i]);
+        acc[i] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mins[i]), acc[i]);
+      }
+    }
+    for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
+  }
+  static void MatMulPackedQ4K(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
+                              size_t k, size_t n_begin, size_t n_end) {
+    constexpr size_t kRowBlock = 32, kAheadGroups = 2;
+    const size_t n_blocks = k / kQKK;
+    const auto* x = static_cast<const ActQ8_K*>(xq);
+    auto group = [&](size_t n) {
+      return reinterpret_cast<const BlockQ4_Kx8*>(static_cast<const uint8_t*>(w) + n * w_row_bytes);
+    };
+    if (m == 1) {
+      for (size_t n = n_begin; n < n_end; n += 8)
+        PackedQ4KTile<1, true>(x, n_blocks, group(n), y + n, ldy, group(std::min(n + 8 * kAheadGroups, n_end - 8)));
+      return;
+    }
+    for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
+      const size_t i1 = std::min(m, i0 + kRowBlock);
+      for (size_t n = n_begin; n < n_end; n += 8) {
+        size_t i = i0;
+        for (; i + 4 <= i1; i += 4) PackedQ4KTile<4, false>(x + i * n_blocks, n_blocks, group(n), y + i * ldy + n, ldy, nullptr);
+        for (; i < i1; ++i) PackedQ4KTile<1, false>(x + i * n_blocks, n_blocks, group(n), y + i * ldy + n, ldy, nullptr);
+      }
+    }
+  }
+
   static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                            size_t m, size_t k, size_t n_begin, size_t n_end) {
     switch (wtype) {
+      case QuantType::kQ4_K: return MatMulPackedQ4K(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_0: return MatMulPackedTyped<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ5_0: return MatMulPackedTyped<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       default: return MatMulPackedTyped<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);

@@ -53,7 +53,7 @@ void MatMulWeights(const Pass& p, const float* x, size_t rows, std::initializer_
     if (product.quantized) product.wtype = QuantOf(o.w.dtype);
     product.packed = o.w.packed != nullptr;
     product.w = product.packed ? o.w.packed : o.w.data;
-    product.w_row_bytes = o.w.row_bytes();
+    product.w_row_bytes = product.packed ? o.w.packed_row_bytes : o.w.row_bytes();
     product.y = o.y;
     product.ldy = product.n = o.w.rows;
   }

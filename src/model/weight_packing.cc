@@ -10,9 +10,11 @@ void Pack(WeightTensor* t, std::vector<AlignedArray<uint8_t>>* storage) {
       t->packed != nullptr) {
     return;
   }
-  AlignedArray<uint8_t>& out = storage->emplace_back(t->size_bytes());
-  kernels::PackRows(QuantOf(t->dtype), t->data, t->rows, t->cols, out.data());
+  const kernels::QuantType q = QuantOf(t->dtype);
+  AlignedArray<uint8_t>& out = storage->emplace_back(t->rows * kernels::PackedRowBytes(q, t->cols));
+  kernels::PackRows(q, t->data, t->rows, t->cols, out.data());
   t->packed = out.data();
+  t->packed_row_bytes = kernels::PackedRowBytes(q, t->cols);
 }
 
 }  // namespace

@@ -38,10 +38,11 @@ struct WeightTensor {
   DType dtype = DType::kF32;
   size_t rows = 0, cols = 0;  // row-major [rows][cols]; matmul weights are [out][in]
   const void* data = nullptr;  // owned by ModelWeights::storage or inside ModelWeights::backing
-  // The same values packed for the matmul (Q8_0, Q4_0, Q5_0: kernels/quant_pack.h), owned by
+  // The same values packed for the matmul (Q8_0, Q4_0, Q5_0, Q4_K: kernels/quant_pack.h), owned by
   // ModelWeights::packed_storage;
   // null when the matmul reads `data`. `data` stays what was loaded (the digest hashes it).
   const void* packed = nullptr;
+  size_t packed_row_bytes = 0;  // kernels::PackedRowBytes when packed
 
   bool empty() const { return data == nullptr; }
   const float* f32() const { return static_cast<const float*>(data); }
@@ -101,7 +102,7 @@ struct ModelWeights {
   }
 };
 
-// Packs the matmul weights the kernels read faster packed: Q8_0, Q4_0 and Q5_0 projections (and
+// Packs the matmul weights the kernels read faster packed: Q8_0, Q4_0, Q5_0 and Q4_K projections (and
 // an untied head of those types) whose row count is a multiple of 8. The embedding table is read
 // row by row, so it, and a head tied to it, stay as loaded.
 void PackForMatMul(ModelWeights* weights);

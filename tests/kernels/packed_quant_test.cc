@@ -1,4 +1,4 @@
-// Q8_0, Q4_0 and Q5_0 weights packed eight rows at a time (quant_pack.h, KernelTable::matmul_q_packed)
+// Q8_0, Q4_0, Q5_0 and Q4_K weights packed eight rows at a time (quant_pack.h, KernelTable::matmul_q_packed)
 // in every tier: against the product of the dequantized operands, the batch-independence contract
 // (each output's bits do not depend on M, the column range or the thread count), and through
 // ParallelMatMuls. In the scalar tier the packed kernel keeps the plain kernel's bits (its steps
@@ -23,12 +23,15 @@ namespace fak::kernels::testing {
 namespace {
 
 constexpr QuantType kQ8 = QuantType::kQ8_0;
-constexpr QuantType kPackable[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ5_0};
+constexpr QuantType kPackable[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ5_0, QuantType::kQ4_K};
+
+// A width of about `k` that the type's blocks divide.
+size_t WidthFor(QuantType t, size_t k) { return IsK(t) ? (k + 255) / 256 * 256 : k; }
 
 class PackedQuantTest : public QuantTierTest {
  protected:
   std::vector<uint8_t> Pack(QuantType t, const std::vector<uint8_t>& w, size_t n, size_t k) const {
-    std::vector<uint8_t> packed(w.size());
+    std::vector<uint8_t> packed(n * PackedRowBytes(t, k));
     PackRows(t, w.data(), n, k, packed.data());
     return packed;
   }
@@ -55,7 +58,8 @@ TEST_P(PackedQuantTest, Q8_0PackingMovesEveryByteOnce) {
 
 TEST_P(PackedQuantTest, MatchesTheProductOfTheDequantizedOperands) {
   for (QuantType t : kPackable)
-  for (auto [m, k, n] : std::vector<std::array<size_t, 3>>{{1, 32, 8}, {3, 96, 16}, {17, 576, 8}, {70, 2048, 24}}) {
+  for (auto [m, k0, n] : std::vector<std::array<size_t, 3>>{{1, 32, 8}, {3, 96, 16}, {17, 576, 8}, {70, 2048, 24}}) {
+    const size_t k = WidthFor(t, k0);
     SCOPED_TRACE(Name(t) + " m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
     std::vector<float> x = WeightLikeRows(m, k, 1 + k);
     std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 2 + n), n, k), xq = QuantizeAct(t, x, m, k);
@@ -70,7 +74,7 @@ TEST_P(PackedQuantTest, MatchesTheProductOfTheDequantizedOperands) {
         double acc = 0, bound = 0;
         for (size_t e = 0; e < k; ++e) acc += double(wd[e]) * xd[e], bound += mag[e] * std::fabs(double(xd[e]));
         ref[i * n + j] = acc;
-        tol[i * n + j] = Gamma(2 * (k / 32) + 16) * bound;  // per block a scale product, a convert, an fma
+        tol[i * n + j] = Gamma(2 * (k / 32) + 16) * bound;  // per block: scale products, converts, fmas
       }
     }
     ExpectWithin(y.data(), ref, tol, "packed matmul vs dequantized product");
@@ -80,10 +84,11 @@ TEST_P(PackedQuantTest, MatchesTheProductOfTheDequantizedOperands) {
 // Every row of every batch size (across the 64-row blocks), through the pool with 1 and 2 threads,
 // and one row at a time, has the bits of the M = 1 path; so do column ranges cut on groups.
 TEST_P(PackedQuantTest, RowsAndColumnRangesAreBitIdentical) {
-  const size_t k = 192, n = 40;
+  const size_t n = 40;
   internal::ThreadPool pool1(1), pool2(2);
   for (QuantType t : kPackable)
   for (size_t m : {1, 3, 8, 17, 70}) {
+    const size_t k = WidthFor(t, 192);
     SCOPED_TRACE(Name(t) + " m=" + std::to_string(m));
     std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 9), n, k), packed = Pack(t, w, n, k);
     std::vector<float> x = WeightLikeRows(m, k, 4 + m);
@@ -95,11 +100,11 @@ TEST_P(PackedQuantTest, RowsAndColumnRangesAreBitIdentical) {
     std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
     std::vector<float> pieces(m * n, std::nanf(""));
     for (auto [lo, hi] : {std::pair<size_t, size_t>{0, 8}, {8, 32}, {32, 40}})
-      T().matmul_q_packed(t, xq.data(), packed.data(), QuantRowBytes(t, k), pieces.data(), n, m, k, lo, hi);
+      T().matmul_q_packed(t, xq.data(), packed.data(), PackedRowBytes(t, k), pieces.data(), n, m, k, lo, hi);
     EXPECT_EQ(0, std::memcmp(pieces.data(), batched.data(), batched.size() * sizeof(float)));
     for (internal::ThreadPool* pool : {&pool1, &pool2, static_cast<internal::ThreadPool*>(nullptr)}) {
       std::vector<float> y(m * n, std::nanf(""));
-      WeightProduct p{true, t, packed.data(), QuantRowBytes(t, k), y.data(), n, n, /*packed=*/true};
+      WeightProduct p{true, t, packed.data(), PackedRowBytes(t, k), y.data(), n, n, /*packed=*/true};
       ParallelMatMuls(T(), pool, x.data(), k, m, k, {&p, 1});
       EXPECT_EQ(0, std::memcmp(y.data(), batched.data(), y.size() * sizeof(float)));
     }
@@ -107,29 +112,33 @@ TEST_P(PackedQuantTest, RowsAndColumnRangesAreBitIdentical) {
 }
 
 TEST_P(PackedQuantTest, AnOutputDependsOnItsRowAndColumnOnly) {
-  const size_t m = 5, k = 96, n = 16;
-  std::vector<float> x = WeightLikeRows(m, k, 31);
+  const size_t m = 5, n = 16;
   for (QuantType t : kPackable) {
     SCOPED_TRACE(Name(t));
+    const size_t k = WidthFor(t, 96);
+    std::vector<float> x = WeightLikeRows(m, k, 31);
     std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 32), n, k);
     const std::vector<float> base = RunPacked(t, x, Pack(t, w, n, k), m, k, n);
-    // One quant byte of column 11 (group 1, lane 3), past the scale (and Q5_0's fifth bits): only
-    // column 11 moves, in every row.
+    // One quant byte of column 11 (group 1, lane 3), near the end of its first block, past the
+    // scales (and Q5_0's fifth bits): only column 11 moves, in every row.
     std::vector<uint8_t> w2 = w;
-    w2[11 * QuantRowBytes(t, k) + FormatOf(t).block_bytes + FormatOf(t).block_bytes - 3] ^= 0x11;
+    w2[11 * QuantRowBytes(t, k) + FormatOf(t).block_bytes - 3] ^= 0x11;
     const std::vector<float> moved = RunPacked(t, x, Pack(t, w2, n, k), m, k, n);
     for (size_t i = 0; i < m; ++i)
       for (size_t j = 0; j < n; ++j) EXPECT_EQ(moved[i * n + j] != base[i * n + j], j == 11) << i << "," << j;
     // The plain bytes read as if packed give other sums: the kernel really reads the packed layout.
-    EXPECT_NE(0, std::memcmp(RunPacked(t, x, w, m, k, n).data(), base.data(), base.size() * sizeof(float)));
+    std::vector<uint8_t> misread = w;
+    misread.resize(n * PackedRowBytes(t, k));
+    EXPECT_NE(0, std::memcmp(RunPacked(t, x, misread, m, k, n).data(), base.data(), base.size() * sizeof(float)));
   }
 }
 
 TEST_P(PackedQuantTest, ScalarTierKeepsThePlainKernelsBits) {
-  const size_t m = 6, k = 160, n = 24;
-  std::vector<float> x = WeightLikeRows(m, k, 51);
+  const size_t m = 6, n = 24;
   for (QuantType t : kPackable) {
     SCOPED_TRACE(Name(t));
+    const size_t k = WidthFor(t, 160);
+    std::vector<float> x = WeightLikeRows(m, k, 51);
     std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 52), n, k);
     const std::vector<float> packed = RunPacked(t, x, Pack(t, w, n, k), m, k, n), plain = Run(t, x, w, m, k, n);
     if (T().tier == Tier::kScalar) {
@@ -143,14 +152,15 @@ TEST_P(PackedQuantTest, ScalarTierKeepsThePlainKernelsBits) {
 // AVX2 and AVX-512 compute the same integers and the same float ops, so the same bits.
 TEST_P(PackedQuantTest, X86TiersAgreeBitForBit) {
   if (T().tier == Tier::kScalar || !TierSupported(Tier::kAvx2)) GTEST_SKIP() << "needs an x86 SIMD tier and AVX2";
-  const size_t m = 7, k = 320, n = 32;
-  std::vector<float> x = WeightLikeRows(m, k, 61);
+  const size_t m = 7, n = 32;
   for (QuantType t : kPackable) {
     SCOPED_TRACE(Name(t));
+    const size_t k = WidthFor(t, 320);
+    std::vector<float> x = WeightLikeRows(m, k, 61);
     std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 62), n, k), packed = Pack(t, w, n, k);
     std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
     std::vector<float> here = RunPacked(t, x, packed, m, k, n), avx2(m * n, std::nanf(""));
-    (*TableFor(Tier::kAvx2))->matmul_q_packed(t, xq.data(), packed.data(), QuantRowBytes(t, k), avx2.data(), n, m, k, 0, n);
+    (*TableFor(Tier::kAvx2))->matmul_q_packed(t, xq.data(), packed.data(), PackedRowBytes(t, k), avx2.data(), n, m, k, 0, n);
     EXPECT_EQ(0, std::memcmp(here.data(), avx2.data(), avx2.size() * sizeof(float)));
   }
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/quant_format.h"
+#include "kernels/quant_pack.h"
 #include "kernels/ref/ref_quant.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
@@ -88,7 +89,8 @@ class QuantTierTest : public TierTest {
                          size_t k, size_t n, bool packed = false) const {
     std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
     std::vector<float> y(m * n, std::nanf(""));
-    (packed ? T().matmul_q_packed : T().matmul_q)(t, xq.data(), w.data(), QuantRowBytes(t, k), y.data(), n, m, k, 0, n);
+    const size_t row_bytes = packed ? PackedRowBytes(t, k) : QuantRowBytes(t, k);
+    (packed ? T().matmul_q_packed : T().matmul_q)(t, xq.data(), w.data(), row_bytes, y.data(), n, m, k, 0, n);
     return y;
   }
 };
