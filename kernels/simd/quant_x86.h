@@ -262,13 +262,32 @@ struct X86QuantOps {
     }
     for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
   }
-  // Rows in blocks of 64 (their activations stay in L2) x groups of eight columns (a group's weights
-  // stay in L1 while the rows pass), in tiles of four rows; one row (decode) prefetches two groups
-  // ahead.
+  // Rows in blocks of kRowBlock (their activations stay in L2) x groups of eight columns (a group's
+  // weights stay in L1 while the rows pass), in tiles of four rows; one row (decode) prefetches two
+  // groups ahead. tile.template operator()<MR, kPrefetch>(row, group, group_ahead, y) runs rows
+  // [row, row + MR) against one group, writing at y.
+  template <class PB, size_t kRowBlock, class Tile>
+  static void ForEachPackedTile(const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t n_begin,
+                                size_t n_end, Tile&& tile) {
+    constexpr size_t kAheadGroups = 2;
+    auto group = [&](size_t n) { return reinterpret_cast<const PB*>(static_cast<const uint8_t*>(w) + n * w_row_bytes); };
+    if (m == 1) {
+      for (size_t n = n_begin; n < n_end; n += 8)
+        tile.template operator()<1, true>(0, group(n), group(std::min(n + 8 * kAheadGroups, n_end - 8)), y + n);
+      return;
+    }
+    for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
+      const size_t i1 = std::min(m, i0 + kRowBlock);
+      for (size_t n = n_begin; n < n_end; n += 8) {
+        size_t i = i0;
+        for (; i + 4 <= i1; i += 4) tile.template operator()<4, false>(i, group(n), nullptr, y + i * ldy + n);
+        for (; i < i1; ++i) tile.template operator()<1, false>(i, group(n), nullptr, y + i * ldy + n);
+      }
+    }
+  }
   template <class PB>
   static void MatMulPackedTyped(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
                                 size_t k, size_t n_begin, size_t n_end) {
-    constexpr size_t kRowBlock = 64, kAheadGroups = 2;
     const size_t n_blocks = k / kQK0;
     const auto* x = static_cast<const ActQ8_0*>(xq);
     std::vector<int32_t> neg_off;
@@ -280,24 +299,11 @@ struct X86QuantOps {
         neg_off[r] = -kPackedOffset<PB> * sum;
       }
     }
-    auto group = [&](size_t n) { return reinterpret_cast<const PB*>(static_cast<const uint8_t*>(w) + n * w_row_bytes); };
-    if (m == 1) {
-      for (size_t n = n_begin; n < n_end; n += 8) {
-        const size_t ahead = std::min(n + 8 * kAheadGroups, n_end - 8);
-        PackedTile<PB, 1, true>(x, neg_off.data(), n_blocks, group(n), y + n, ldy, group(ahead));
-      }
-      return;
-    }
-    for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
-      const size_t i1 = std::min(m, i0 + kRowBlock);
-      for (size_t n = n_begin; n < n_end; n += 8) {
-        size_t i = i0;
-        for (; i + 4 <= i1; i += 4)
-          PackedTile<PB, 4, false>(x + i * n_blocks, neg_off.data() + i * n_blocks, n_blocks, group(n), y + i * ldy + n, ldy, nullptr);
-        for (; i < i1; ++i)
-          PackedTile<PB, 1, false>(x + i * n_blocks, neg_off.data() + i * n_blocks, n_blocks, group(n), y + i * ldy + n, ldy, nullptr);
-      }
-    }
+    ForEachPackedTile<PB, 64>(w, w_row_bytes, y, ldy, m, n_begin, n_end,
+                              [&]<int MR, bool kPf>(size_t i, const PB* g, const PB* ahead, float* yi) {
+                                const int32_t* off = neg_off.empty() ? nullptr : neg_off.data() + i * n_blocks;
+                                PackedTile<PB, MR, kPf>(x + i * n_blocks, off, n_blocks, g, yi, ldy, ahead);
+                              });
   }
   // Q4_K packed (BlockQ4_Kx8): per sub-block the eight groups' dot products (exact), times the
   // column's scale, summed over the super-block; the mins term Σ_s m_s·Σx likewise; then
@@ -352,25 +358,13 @@ struct X86QuantOps {
   }
   static void MatMulPackedQ4K(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
                               size_t k, size_t n_begin, size_t n_end) {
-    constexpr size_t kRowBlock = 32, kAheadGroups = 2;
     const size_t n_blocks = k / kQKK;
     const auto* x = static_cast<const ActQ8_K*>(xq);
-    auto group = [&](size_t n) {
-      return reinterpret_cast<const BlockQ4_Kx8*>(static_cast<const uint8_t*>(w) + n * w_row_bytes);
-    };
-    if (m == 1) {
-      for (size_t n = n_begin; n < n_end; n += 8)
-        PackedQ4KTile<1, true>(x, n_blocks, group(n), y + n, ldy, group(std::min(n + 8 * kAheadGroups, n_end - 8)));
-      return;
-    }
-    for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
-      const size_t i1 = std::min(m, i0 + kRowBlock);
-      for (size_t n = n_begin; n < n_end; n += 8) {
-        size_t i = i0;
-        for (; i + 4 <= i1; i += 4) PackedQ4KTile<4, false>(x + i * n_blocks, n_blocks, group(n), y + i * ldy + n, ldy, nullptr);
-        for (; i < i1; ++i) PackedQ4KTile<1, false>(x + i * n_blocks, n_blocks, group(n), y + i * ldy + n, ldy, nullptr);
-      }
-    }
+    ForEachPackedTile<BlockQ4_Kx8, 32>(
+        w, w_row_bytes, y, ldy, m, n_begin, n_end,
+        [&]<int MR, bool kPf>(size_t i, const BlockQ4_Kx8* g, const BlockQ4_Kx8* ahead, float* yi) {
+          PackedQ4KTile<MR, kPf>(x + i * n_blocks, n_blocks, g, yi, ldy, ahead);
+        });
   }
 
   static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,

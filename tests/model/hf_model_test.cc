@@ -69,6 +69,19 @@ void ExpectSameTop1(const std::vector<float>& a, const std::vector<float>& b, si
 // (those move logits by ~0.1 or more, see the controls below).
 constexpr float kOracleTolerance = 1e-4f;
 
+// An HF checkpoint and its GGUF twin that run the same arithmetic: bit-identical logits, both
+// within kOracleTolerance of the float64 numpy pass stored in `oracle_file`.
+void ExpectBitTwinsNearOracle(const Model& hf, const Model& gguf, const std::string& oracle_file, const char* label) {
+  std::vector<float> a = AllLogits(hf), b = AllLogits(gguf), oracle = ReadFloats(HfData(oracle_file));
+  ASSERT_EQ(a.size(), kPrompt.size() * 64);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(MaxAbsDiff(a, b), 0.0f);
+  ExpectSameTop1(a, oracle, 64, "hf vs oracle");
+  const float d_oracle = MaxAbsDiff(a, oracle);
+  std::printf("[ %-8s ] max|d| hf-gguf %.3g, hf-oracle %.3g\n", label, MaxAbsDiff(a, b), d_oracle);
+  EXPECT_LE(d_oracle, kOracleTolerance);
+}
+
 TEST(HfModelTest, LlamaConfigFromConfigJson) {
   ASSERT_OK_AND_ASSIGN(auto m, Model::Load(HfData("llama")));
   const ModelConfig& c = m->config();
@@ -173,13 +186,7 @@ TEST(HfModelTest, Qwen2SafetensorsMatchesGgufBitForBitAndTheOracle) {
     EXPECT_DOUBLE_EQ(c.rope_base, 1e6);
     EXPECT_NE(c.Describe().find("qkv-bias"), std::string::npos);
   }
-  std::vector<float> a = AllLogits(*hf), b = AllLogits(*gguf), oracle = ReadFloats(HfData("qwen2.logits"));
-  ASSERT_EQ(a.size(), kPrompt.size() * 64);
-  EXPECT_EQ(a, b);
-  ExpectSameTop1(a, oracle, 64, "hf vs oracle");
-  const float d_oracle = MaxAbsDiff(a, oracle);
-  std::printf("[ qwen2    ] max|d| hf-gguf %.3g, hf-oracle %.3g\n", MaxAbsDiff(a, b), d_oracle);
-  EXPECT_LE(d_oracle, kOracleTolerance);
+  ExpectBitTwinsNearOracle(*hf, *gguf, "qwen2.logits", "qwen2");
 }
 
 // Non-vacuity: the same checkpoint without its biases (as a Llama with Qwen's rope_theta) is a
@@ -320,13 +327,7 @@ TEST(HfModelTest, Gemma3ConfigFromConfigJson) {
 TEST(HfModelTest, Gemma3SafetensorsMatchesGgufBitForBitAndTheOracle) {
   ASSERT_OK_AND_ASSIGN(auto hf, Model::Load(HfData("gemma")));
   ASSERT_OK_AND_ASSIGN(auto gguf, Model::Load(HfData("gemma.gguf")));
-  std::vector<float> a = AllLogits(*hf), b = AllLogits(*gguf), oracle = ReadFloats(HfData("gemma.logits"));
-  ASSERT_EQ(a.size(), kPrompt.size() * 64);
-  EXPECT_EQ(MaxAbsDiff(a, b), 0.0f);
-  ExpectSameTop1(a, oracle, 64, "hf vs oracle");
-  const float d = MaxAbsDiff(a, oracle);
-  std::printf("[ gemma3   ] max|d| hf-gguf %.3g, hf-oracle %.3g\n", MaxAbsDiff(a, b), d);
-  EXPECT_LE(d, kOracleTolerance);
+  ExpectBitTwinsNearOracle(*hf, *gguf, "gemma.logits", "gemma3");
 }
 
 // Non-vacuity for the norm convention: HF's raw norm weights read as if they already held the +1
