@@ -128,24 +128,34 @@ Status AttentionChecked(const KernelTable& t, std::span<const float> q, std::spa
                         std::span<const float> v, std::span<float> out, std::span<float> scratch,
                         const AttentionShape& s) {
   FAK_RETURN_IF_ERROR(ValidateAttentionDims(s));
-  FAK_ASSIGN_OR_RETURN(size_t q_floats, Mul(s.n_heads, s.head_dim, "n_heads*head_dim"));
-  FAK_ASSIGN_OR_RETURN(size_t head_floats, Mul(s.key_end, s.head_dim, "key_end*head_dim"));
+  if (s.rows == 0) return InvalidArgument("rows = 0: attention needs at least one query row");
+  size_t last_end;  // the last row's key end
+  if (__builtin_add_overflow(s.key_end, s.rows - 1, &last_end)) return InvalidArgument("key_end + rows overflows");
+  FAK_ASSIGN_OR_RETURN(size_t row_floats, Mul(s.n_heads, s.head_dim, "n_heads*head_dim"));
+  FAK_ASSIGN_OR_RETURN(size_t q_floats, Mul(s.rows, row_floats, "rows*n_heads*head_dim"));
+  FAK_ASSIGN_OR_RETURN(size_t head_floats, Mul(last_end, s.head_dim, "(key_end+rows-1)*head_dim"));
   if (s.kv_head_stride < head_floats) {
-    return InvalidArgument("kv_head_stride = " + N(s.kv_head_stride) + " is less than key_end*head_dim = " +
+    return InvalidArgument("kv_head_stride = " + N(s.kv_head_stride) + " is less than (key_end+rows-1)*head_dim = " +
                            N(head_floats) + " (KV heads would overlap)");
   }
   FAK_ASSIGN_OR_RETURN(size_t kv_before_last, Mul(s.n_kv_heads - 1, s.kv_head_stride, "(n_kv_heads-1)*kv_head_stride"));
   size_t kv_floats;
   if (__builtin_add_overflow(kv_before_last, head_floats, &kv_floats)) return InvalidArgument("k/v extent overflows");
-  FAK_RETURN_IF_ERROR(ExpectSize("q", q.size(), "n_heads*head_dim", q_floats));
-  FAK_RETURN_IF_ERROR(ExpectSize("out", out.size(), "n_heads*head_dim", q_floats));
-  FAK_RETURN_IF_ERROR(ExpectAtLeast("k", k.size(), "(n_kv_heads-1)*kv_head_stride + key_end*head_dim", kv_floats));
-  FAK_RETURN_IF_ERROR(ExpectAtLeast("v", v.size(), "(n_kv_heads-1)*kv_head_stride + key_end*head_dim", kv_floats));
-  FAK_RETURN_IF_ERROR(
-      ExpectAtLeast("scratch", scratch.size(), "kAttentionHeadsAtOnce*key_end", kAttentionHeadsAtOnce * s.key_end));
-  const KeyRun run{k.data(), v.data(), s.kv_head_stride, s.key_end};
+  FAK_RETURN_IF_ERROR(ExpectSize("q", q.size(), "rows*n_heads*head_dim", q_floats));
+  FAK_RETURN_IF_ERROR(ExpectSize("out", out.size(), "rows*n_heads*head_dim", q_floats));
+  const char* kv_formula = "(n_kv_heads-1)*kv_head_stride + (key_end+rows-1)*head_dim";
+  FAK_RETURN_IF_ERROR(ExpectAtLeast("k", k.size(), kv_formula, kv_floats));
+  FAK_RETURN_IF_ERROR(ExpectAtLeast("v", v.size(), kv_formula, kv_floats));
+  size_t per_head = last_end;  // AttentionScratchFloats, overflow-checked (last_end fits: k holds that many rows)
+  if (s.rows > 1) {
+    FAK_ASSIGN_OR_RETURN(per_head, Mul(s.rows, last_end + s.head_dim, "rows*(key_end+rows-1+head_dim)"));
+  }
+  FAK_ASSIGN_OR_RETURN(size_t scratch_floats, Mul(kAttentionHeadsAtOnce, per_head, "scratch floats"));
+  FAK_RETURN_IF_ERROR(ExpectAtLeast("scratch", scratch.size(), "AttentionScratchFloats(rows, key_end+rows-1, head_dim)",
+                                    scratch_floats));
+  const KeyRun run{k.data(), v.data(), s.kv_head_stride, last_end};
   AttentionArgs args{q.data(), &run, 1, out.data(), scratch.data(), s.n_heads, s.n_kv_heads, s.head_dim,
-                     s.key_begin, s.key_end, s.scale, s.head_begin, s.head_end};
+                     s.key_begin, s.key_end, s.scale, s.head_begin, s.head_end, s.rows, s.window};
   t.attention(args);
   return Status::Ok();
 }

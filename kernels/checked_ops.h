@@ -42,11 +42,14 @@ struct AttentionShape {
   size_t key_begin = 0, key_end = 0;    // keys [key_begin, key_end), non-empty
   size_t head_begin = 0, head_end = 0;  // query heads to compute, within [0, n_heads]
   float scale = 1.0f;
+  size_t rows = 1;    // consecutive query rows; row r attends up to key_end + r (kernel_table.h)
+  size_t window = 0;  // sliding window, 0: none
 };
 
-// One query row of grouped-query attention. q and out hold exactly n_heads*head_dim floats;
-// k and v at least (n_kv_heads-1)*kv_head_stride + key_end*head_dim; scratch at least kAttentionHeadsAtOnce*key_end
-// (the contract stated in kernel_table.h). n_heads must be a multiple of n_kv_heads.
+// Query rows of grouped-query attention, with e = key_end + rows - 1 the last row's key end. q and
+// out hold exactly rows*n_heads*head_dim floats; k and v at least (n_kv_heads-1)*kv_head_stride +
+// e*head_dim; scratch at least AttentionScratchFloats(rows, e, head_dim) (the contract stated in
+// kernel_table.h). n_heads must be a multiple of n_kv_heads.
 Status AttentionChecked(const KernelTable& t, std::span<const float> q, std::span<const float> k,
                         std::span<const float> v, std::span<float> out, std::span<float> scratch,
                         const AttentionShape& shape);

@@ -33,19 +33,34 @@ struct KeyRun {
 // its scratch holds one score row per head.
 inline constexpr size_t kAttentionHeadsAtOnce = 4;
 
-// One query row over a sequence's keys, grouped-query heads. The keys may lie in several runs (a
+// Prefill hands attention up to this many consecutive query rows of a sequence at once: their
+// scores over the shared keys are one small matmul, each key row loaded once for every row and head.
+inline constexpr size_t kAttentionRowsAtOnce = 8;
+
+// Scratch floats one attention call needs (per calling thread): `rows` query rows whose last row
+// attends keys below `last_key_end`.
+inline constexpr size_t AttentionScratchFloats(size_t rows, size_t last_key_end, size_t head_dim) {
+  return kAttentionHeadsAtOnce * (rows == 1 ? last_key_end : rows * (last_key_end + head_dim));
+}
+
+// Query rows over a sequence's keys, grouped-query heads. The keys may lie in several runs (a
 // session reads a shared prefix in place from radix-tree slabs, then its own rows): the runs, in
 // order, hold keys 0, 1, 2, ..., and where one run ends and the next begins does not change a bit.
+// Row r is the query at position key_end - 1 + r (causal): it attends keys [b_r, key_end + r), where
+// b_r = max(key_begin, key_end + r - window) with a sliding window (window > 0), else key_begin.
+// Every row gets the bits a call with that row alone gives: how rows are grouped changes nothing.
 struct AttentionArgs {
-  const float* q;          // [n_heads][head_dim], already rotated
-  const KeyRun* runs;      // covering at least keys [0, key_end)
+  const float* q;          // [rows][n_heads][head_dim], already rotated
+  const KeyRun* runs;      // covering at least keys [0, key_end + rows - 1)
   size_t n_runs;
-  float* out;              // [n_heads][head_dim]
-  float* scratch;          // >= kAttentionHeadsAtOnce * key_end floats, per calling thread
+  float* out;              // [rows][n_heads][head_dim]
+  float* scratch;          // >= AttentionScratchFloats(rows, key_end + rows - 1, head_dim), per calling thread
   size_t n_heads, n_kv_heads, head_dim;
-  size_t key_begin, key_end;  // attend to keys [key_begin, key_end) (a sliding window starts late)
+  size_t key_begin, key_end;  // row 0 attends keys [key_begin, key_end) (a sliding window starts late)
   float scale;             // multiplies q·k before softmax
   size_t head_begin, head_end;  // query heads to compute (lets callers split heads across threads)
+  size_t rows = 1;
+  size_t window = 0;       // 0: no sliding window
 };
 
 struct KernelTable {

@@ -41,6 +41,7 @@ struct Avx2V {
     __m256 r = _mm256_hadd_ps(h, h);  // rows 0, 1 in lanes 0-1, rows 2, 3 in lanes 4-5
     return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 1, 4, 5, 0, 1, 4, 5));
   }
+  static B Max(B a, B b) { return xsimd::max(a, b); }
   static B Exp(B v) { return xsimd::exp(v); }
   static B Tanh(B v) { return xsimd::tanh(v); }
 };

@@ -48,6 +48,7 @@ struct Avx512V {
     // r's 128-bit lanes hold rows (0,1), (4,5), (2,3), (6,7) in their first two floats.
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 1, 8, 9, 4, 5, 12, 13, 0, 1, 8, 9, 4, 5, 12, 13), r);
   }
+  static B Max(B a, B b) { return xsimd::max(a, b); }
   static B Exp(B v) { return xsimd::exp(v); }
   static B Tanh(B v) { return xsimd::tanh(v); }
 };

@@ -18,6 +18,7 @@ struct ScalarV {
   static B Fma(B a, B b, B c) { return a * b + c; }  // two roundings: this tier has no FMA
   static float Hsum(B v) { return v; }
   static B HsumBatch(const B* v) { return v[0]; }
+  static B Max(B a, B b) { return b > a ? b : a; }
   static B Exp(B v) { return std::exp(v); }
   static B Tanh(B v) { return std::tanh(v); }
 };

@@ -246,10 +246,21 @@ void RmsNorm(const float* x, const float* w, float* y, size_t n, float eps, bool
 template <class V>
 void Softmax(float* x, size_t n) {
   if (n == 0) return;
+  // The maximum is exact in any order: only which NaN or which signed zero wins may differ, and
+  // neither changes an output (a NaN makes every output NaN; x - (+0) and x - (-0) differ only for
+  // x = ±0, and exp(±0) = 1).
   float mx = x[0];
-  for (size_t i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
-  typename V::B vmax = V::Set1(mx), acc = V::Set1(0.0f);
   size_t i = 0;
+  if (n >= V::kWidth) {
+    typename V::B m = V::Load(x);
+    for (i = V::kWidth; i + V::kWidth <= n; i += V::kWidth) m = V::Max(m, V::Load(x + i));
+    alignas(64) float lanes[V::kWidth];
+    V::Store(lanes, m);
+    for (float l : lanes) mx = l > mx ? l : mx;
+  }
+  for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  typename V::B vmax = V::Set1(mx), acc = V::Set1(0.0f);
+  i = 0;
   for (; i + V::kWidth <= n; i += V::kWidth) {
     typename V::B e = V::Exp(V::Load(x + i) - vmax);
     V::Store(x + i, e);
@@ -438,25 +449,68 @@ void AttentionHeads(const AttentionArgs& a, size_t h0) {
   AttentionValues<V, HB>(a, kv_head, a.scratch, n_keys, a.out + h0 * a.head_dim);
 }
 
+// Query rows [0, a.rows) of heads [h0, h0 + HB) of one KV head. The scores of every (head, row)
+// pair over the block's keys are one matmul (MatMul's outputs have Dot's arithmetic, so each score
+// has the bits of AttentionScores'); each pair then keeps only its own keys for softmax and values,
+// which run per row as for a single row. Scratch: the pairs' queries gathered, then their scores.
+template <class V, size_t HB>
+void AttentionHeadsRows(const AttentionArgs& a, size_t h0) {
+  const size_t kv_head = h0 / (a.n_heads / a.n_kv_heads), hd = a.head_dim, rows = a.rows, pairs = HB * rows;
+  auto first_key = [&](size_t r) {
+    const size_t end = a.key_end + r;
+    return a.window > 0 && end > a.window ? std::max(a.key_begin, end - a.window) : a.key_begin;
+  };
+  const size_t lo = first_key(0), hi = a.key_end + rows - 1, n = hi - lo;
+  float* qg = a.scratch;         // pair h * rows + r: the query of head h0 + h in row r
+  float* s = a.scratch + pairs * hd;  // its scores over keys [lo, hi), n apart
+  for (size_t h = 0; h < HB; ++h) {
+    for (size_t r = 0; r < rows; ++r) {
+      const float* src = a.q + (r * a.n_heads + h0 + h) * hd;
+      float* dst = qg + (h * rows + r) * hd;
+      for (size_t d = 0; d < hd; ++d) dst[d] = src[d];  // a few hundred bytes: not worth a libc call
+    }
+  }
+  AttentionArgs block = a;
+  block.key_begin = lo;
+  block.key_end = hi;
+  ForEachKeyStretch(block, kv_head, [&](const float* k, const float*, size_t first, size_t len) {
+    MatMul<V>(qg, hd, k, hd, s + (first - lo), n, pairs, hd, 0, len);
+  });
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t b = first_key(r), e = a.key_end + r;
+    for (size_t h = 0; h < HB; ++h) {
+      float* sr = s + (h * rows + r) * n + (b - lo);
+      Scale<V>(sr, a.scale, sr, e - b);
+      Softmax<V>(sr, e - b);
+    }
+    AttentionArgs row = a;
+    row.key_begin = b;
+    row.key_end = e;
+    AttentionValues<V, HB>(row, kv_head, s + r * n + (b - lo), rows * n, a.out + (r * a.n_heads + h0) * hd);
+  }
+}
+
 template <class V>
 void Attention(const AttentionArgs& a) {
   static_assert(kAttentionHeadsAtOnce == 4);
   const size_t group = a.n_heads / a.n_kv_heads;
+  AttentionArgs one = a;  // a single row: the window folded into key_begin
+  if (a.rows == 1 && a.window > 0 && a.key_end > a.window) one.key_begin = std::max(a.key_begin, a.key_end - a.window);
   for (size_t h = a.head_begin; h < a.head_end;) {
     const size_t group_end = (h / group + 1) * group;  // heads of one KV head run together
-    const size_t heads = std::min({a.head_end, group_end, h + kAttentionHeadsAtOnce}) - h;
+    const size_t heads = V::kWidth < 4 ? 1 : std::min({a.head_end, group_end, h + kAttentionHeadsAtOnce}) - h;
+    auto run = [&]<size_t HB>() { a.rows == 1 ? AttentionHeads<V, HB>(one, h) : AttentionHeadsRows<V, HB>(a, h); };
     if constexpr (V::kWidth >= 4) {
       switch (heads) {
-        case 4: AttentionHeads<V, 4>(a, h); break;
-        case 3: AttentionHeads<V, 3>(a, h); break;
-        case 2: AttentionHeads<V, 2>(a, h); break;
-        default: AttentionHeads<V, 1>(a, h); break;
+        case 4: run.template operator()<4>(); break;
+        case 3: run.template operator()<3>(); break;
+        case 2: run.template operator()<2>(); break;
+        default: run.template operator()<1>(); break;
       }
-      h += heads;
     } else {  // one lane: nothing to share a batch with
-      AttentionHeads<V, 1>(a, h);
-      h += 1;
+      run.template operator()<1>();
     }
+    h += heads;
   }
 }
 

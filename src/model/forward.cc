@@ -122,18 +122,25 @@ void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, con
                            ? p.c.query_pre_attn_scalar
                            : static_cast<float>(hd);
   const float scale = 1.0f / std::sqrt(scalar);
-  // Causal rows cost in proportion to their position, so within a part work item r is row r/2 from
-  // the top for even r and from the bottom for odd r: contiguous thread shares then hold equal work.
+  // Work items are blocks of up to kAttentionRowsAtOnce rows of one part. Causal rows cost in
+  // proportion to their position, so within a part item b is block b/2 from the top for even b and
+  // from the bottom for odd b: contiguous thread shares then hold equal work.
+  constexpr size_t kRows = kernels::kAttentionRowsAtOnce;
   struct Item {
     size_t part;
-    size_t i;  // row within the part
+    size_t i, rows;  // rows [i, i + rows) of the part
   };
   std::vector<Item> items;
   std::vector<std::vector<kernels::KeyRun>> runs(parts.size());  // each part's keys, shared slabs first
-  size_t max_keys = 0;
+  size_t max_keys = 0, max_rows = 1;
   for (size_t j = 0; j < parts.size(); ++j) {
     const Part& part = parts[j];
-    for (size_t r = 0; r < part.rows; ++r) items.push_back({j, r % 2 == 0 ? r / 2 : part.rows - 1 - r / 2});
+    const size_t blocks = (part.rows + kRows - 1) / kRows;
+    for (size_t b = 0; b < blocks; ++b) {
+      const size_t i = (b % 2 == 0 ? b / 2 : blocks - 1 - b / 2) * kRows;
+      items.push_back({j, i, std::min(kRows, part.rows - i)});
+      max_rows = std::max(max_rows, items.back().rows);
+    }
     const size_t n_keys = part.slot0 + part.rows;
     max_keys = std::max(max_keys, n_keys);
     for (size_t t = 0; t < n_keys;) {  // the step's rows are stored already, not yet committed
@@ -144,7 +151,7 @@ void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, con
     }
   }
   p.pool->ParallelFor(items.size() * nh, 1, [&](size_t begin, size_t end) {
-    AlignedBuffer scratch(kernels::kAttentionHeadsAtOnce * max_keys);
+    AlignedBuffer scratch(kernels::AttentionScratchFloats(max_rows, max_keys, hd));
     for (size_t u = begin; u < end;) {
       const Item& item = items[u / nh];
       const Part& part = parts[item.part];
@@ -159,11 +166,13 @@ void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, con
       a.n_heads = nh;
       a.n_kv_heads = p.c.n_kv_heads;
       a.head_dim = hd;
+      a.key_begin = 0;
       a.key_end = part.slot0 + item.i + 1;
-      a.key_begin = window > 0 && a.key_end > window ? a.key_end - window : 0;
       a.scale = scale;
       a.head_begin = head_begin;
       a.head_end = head_end;
+      a.rows = item.rows;
+      a.window = window;
       p.t.attention(a);
       u += head_end - head_begin;
     }

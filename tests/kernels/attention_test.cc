@@ -240,6 +240,89 @@ TEST_P(AttentionTest, KeysSplitIntoRunsGiveTheBitsOfOneRun) {
   }
 }
 
+// Several query rows at once (prefill): row r attends keys up to key_end + r, from key_begin or the
+// window's start. Each row must carry the bits of a one-row call, whatever the row count, the GQA
+// ratio, head_dim, window and however the keys are cut into runs.
+TEST_P(AttentionTest, RowBlocksGiveEachRowTheBitsOfOneRow) {
+  struct Shape {
+    size_t begin, end, window;
+  };
+  const Shape shapes[] = {{0, 1, 0}, {0, 20, 0}, {3, 20, 0}, {0, 20, 4}, {0, 3, 5}, {2, 40, 30}};
+  uint32_t seed = 900;
+  for (size_t hd : {64, 24, 7}) {
+    for (size_t group : {1, 3, 4}) {
+      for (size_t rows : {2, 5, 8}) {
+        for (const Shape& sh : shapes) {
+          for (bool cut : {false, true}) {
+            const size_t last_end = sh.end + rows - 1, nh = group * 2, row_floats = nh * hd;
+            AttnCase c(group, 2, hd, sh.begin, last_end, seed += 7);
+            std::vector<float> q = RandomVector(rows * row_floats, seed + 3);
+            std::vector<std::vector<float>> ks, vs;
+            std::vector<KeyRun> runs;
+            const size_t at = cut ? std::min<size_t>(7, last_end - 1) : 0;
+            for (auto [from, to] : {std::pair<size_t, size_t>{0, at}, {at, c.capacity}}) {
+              if (from == to) continue;
+              const size_t n = to - from, stride = n * hd + 3;
+              ks.emplace_back(2 * stride, 5.0f);
+              vs.emplace_back(2 * stride, 5.0f);
+              for (size_t h = 0; h < 2; ++h) {
+                std::memcpy(&ks.back()[h * stride], &c.k[h * c.stride + from * hd], n * hd * sizeof(float));
+                std::memcpy(&vs.back()[h * stride], &c.v[h * c.stride + from * hd], n * hd * sizeof(float));
+              }
+              runs.push_back({ks.back().data(), vs.back().data(), stride, n});
+            }
+            auto run = [&](const float* qr, float* out, size_t key_end, size_t n_rows) {
+              std::vector<float> scratch(AttentionScratchFloats(n_rows, key_end + n_rows - 1, hd), NAN);
+              AttentionArgs a{qr, runs.data(), runs.size(), out, scratch.data(), nh, 2, hd, sh.begin, key_end,
+                              c.scale(), 0, nh, n_rows, sh.window};
+              T().attention(a);
+            };
+            std::vector<float> block(rows * row_floats, NAN);
+            run(q.data(), block.data(), sh.end, rows);
+            for (size_t r = 0; r < rows; ++r) {
+              std::vector<float> one(row_floats, NAN);
+              run(q.data() + r * row_floats, one.data(), sh.end + r, 1);
+              ASSERT_EQ(0, std::memcmp(one.data(), block.data() + r * row_floats, row_floats * sizeof(float)))
+                  << "hd=" << hd << " group=" << group << " rows=" << rows << " keys=[" << sh.begin << "," << sh.end
+                  << ") window=" << sh.window << " cut=" << cut << " row " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Non-vacuity for the row-block test: row r sees key key_end + r - 1 but not key key_end + r (which
+// row r + 1 sees), and with a window it no longer sees the key its window has passed.
+TEST_P(AttentionTest, RowBlocksAreCausalAndWindowed) {
+  const size_t hd = 24, rows = 4, end = 10, window = 6, nh = 4, row_floats = nh * hd;
+  AttnCase c(2, 2, hd, 0, end + rows - 1, 77);
+  const std::vector<float> q = RandomVector(rows * row_floats, 78);
+  auto run = [&](const AttnCase& kc) {
+    std::vector<float> out(rows * row_floats), scratch(AttentionScratchFloats(rows, end + rows - 1, hd));
+    const KeyRun kr{kc.k.data(), kc.v.data(), kc.stride, kc.capacity};
+    AttentionArgs a{q.data(), &kr, 1, out.data(), scratch.data(), nh, 2, hd, 0, end, kc.scale(), 0, nh, rows, window};
+    T().attention(a);
+    return out;
+  };
+  const std::vector<float> base = run(c);
+  auto changed_rows = [&](size_t slot) {
+    AttnCase p = c;
+    for (size_t d = 0; d < hd; ++d) p.k[slot * hd + d] += 0.5f;  // KV head 0: query heads 0 and 1
+    const std::vector<float> out = run(p);
+    std::vector<size_t> rows_changed;
+    for (size_t r = 0; r < rows; ++r)
+      if (std::memcmp(out.data() + r * row_floats, base.data() + r * row_floats, row_floats * sizeof(float)))
+        rows_changed.push_back(r);
+    return rows_changed;
+  };
+  EXPECT_EQ(changed_rows(end + 1), (std::vector<size_t>{2, 3}));  // rows 2, 3 end at keys 12, 13
+  EXPECT_EQ(changed_rows(end - 1), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(changed_rows(end - window), (std::vector<size_t>{0}));  // row 1's window starts one later
+  EXPECT_EQ(changed_rows(end - window - 1), (std::vector<size_t>{}));
+}
+
 TEST_P(AttentionTest, QueryAndScaleMatter) {
   // Non-vacuity for the reference comparison: a different query or scale gives a different output.
   AttnCase c(1, 2, 20, 0, 17, 500);

@@ -135,25 +135,65 @@ TEST_P(CheckedOpsTest, AttentionRejectsBadRanges) {
   ExpectInvalid(b.Run(T()), "head range [4, 2)");
   b = AttnBuffers();
   b.shape.key_end = 11;  // past the 10 slots each KV head has
-  ExpectInvalid(b.Run(T()), "kv_head_stride = 80 is less than key_end*head_dim = 88");
+  ExpectInvalid(b.Run(T()), "kv_head_stride = 80 is less than (key_end+rows-1)*head_dim = 88");
 }
 
 TEST_P(CheckedOpsTest, AttentionNamesTheShortBuffer) {
   AttnBuffers b;
   b.q.resize(47);
-  ExpectInvalid(b.Run(T()), "q has 47 floats, expected n_heads*head_dim = 48");
+  ExpectInvalid(b.Run(T()), "q has 47 floats, expected rows*n_heads*head_dim = 48");
   b = AttnBuffers();
   b.out.resize(49);
-  ExpectInvalid(b.Run(T()), "out has 49 floats, expected n_heads*head_dim = 48");
+  ExpectInvalid(b.Run(T()), "out has 49 floats, expected rows*n_heads*head_dim = 48");
   b = AttnBuffers();
   b.k.resize(80 + 9 * 8 - 1);
-  ExpectInvalid(b.Run(T()), "k has 151 floats, expected at least (n_kv_heads-1)*kv_head_stride + key_end*head_dim = 152");
+  ExpectInvalid(b.Run(T()), "k has 151 floats, expected at least (n_kv_heads-1)*kv_head_stride + (key_end+rows-1)*head_dim = 152");
   b = AttnBuffers();
   b.v.resize(100);
   ExpectInvalid(b.Run(T()), "v has 100 floats");
   b = AttnBuffers();
   b.scratch.resize(35);
-  ExpectInvalid(b.Run(T()), "scratch has 35 floats, expected at least kAttentionHeadsAtOnce*key_end = 36");
+  ExpectInvalid(b.Run(T()), "scratch has 35 floats, expected at least AttentionScratchFloats(rows, key_end+rows-1, head_dim) = 36");
+}
+
+// Rows 1 and 2 after row 0 (key_end 9 -> the last row attends up to key 11): the buffers grow with
+// the rows, and each shortfall is named.
+TEST_P(CheckedOpsTest, AttentionRowsNeedTheirBuffers) {
+  AttnBuffers b;
+  b.shape.rows = 0;
+  ExpectInvalid(b.Run(T()), "rows = 0");
+  b = AttnBuffers();
+  b.shape.rows = 3;
+  b.shape.kv_head_stride = 12 * 8;
+  b.k = RandomVector(2 * 96, 2);
+  b.v = RandomVector(2 * 96, 3);
+  b.q = RandomVector(3 * 48, 1);
+  b.out.assign(3 * 48, 0.0f);
+  b.scratch.assign(AttentionScratchFloats(3, 11, 8), 0.0f);
+  ASSERT_OK(b.Run(T()));
+  // Row r has the bits of a one-row call at key_end + r.
+  for (size_t r = 0; r < 3; ++r) {
+    AttnBuffers one = b;
+    one.shape.rows = 1;
+    one.shape.key_end = 9 + r;
+    one.q.assign(b.q.begin() + r * 48, b.q.begin() + (r + 1) * 48);
+    one.out.assign(48, 0.0f);
+    ASSERT_OK(one.Run(T()));
+    EXPECT_EQ(0, std::memcmp(one.out.data(), b.out.data() + r * 48, 48 * sizeof(float))) << "row " << r;
+  }
+  AttnBuffers short_q = b;
+  short_q.q.resize(3 * 48 - 1);
+  ExpectInvalid(short_q.Run(T()), "q has 143 floats, expected rows*n_heads*head_dim = 144");
+  AttnBuffers short_k = b;
+  short_k.k.resize(96 + 11 * 8 - 1);
+  ExpectInvalid(short_k.Run(T()), "k has 183 floats, expected at least (n_kv_heads-1)*kv_head_stride + "
+                                  "(key_end+rows-1)*head_dim = 184");
+  AttnBuffers short_scratch = b;
+  short_scratch.scratch.resize(AttentionScratchFloats(3, 11, 8) - 1);
+  ExpectInvalid(short_scratch.Run(T()), "scratch has 227 floats");
+  AttnBuffers narrow = b;
+  narrow.shape.kv_head_stride = 10 * 8;  // keys 9 and 10 of KV head 0 would run into KV head 1
+  ExpectInvalid(narrow.Run(T()), "kv_head_stride = 80 is less than (key_end+rows-1)*head_dim = 88");
 }
 
 TEST_P(CheckedOpsTest, AttentionDoesNotWriteOnError) {
