@@ -134,12 +134,19 @@ void MatMulFinish(const typename V::B* acc, size_t count, const float* x, size_t
 // Row blocks at least this tall copy each K-block of W into an L1 buffer first (MatMulStrip).
 inline constexpr size_t kPackMinRows = 64;
 
+// Strips ahead that a strip of few rows (read in place, not packed) prefetches W: with little
+// compute per W byte, W streams from DRAM nearly as in decode, so it goes into L2 from far enough
+// ahead to cover DRAM latency (into L1 it would hold the core's few L1 miss buffers; see decode).
+inline constexpr size_t kInPlaceStripsAhead = 3;
+
 // Prefill: rows [0, rows <= kMatMulRows) x NR columns, K-blocked so the NR W rows of a K-block stay in
-// L1 while every X row block streams past them. Accumulators are column-major in scratch. The first
-// NR row tiles of each K-block prefetch the same K-block of w_next's NR rows (the next strip).
+// L1 while every X row block streams past them. Accumulators are column-major in scratch. The row
+// tiles of each K-block prefetch the same K-block of w_pf's NR rows, spread over the tiles: the next
+// strip into L1 when W is packed (rows >= kPackMinRows), else the strip kInPlaceStripsAhead ahead
+// into L2.
 template <class V, int NR>
 void MatMulStrip(const float* x, size_t ldx, const float* w, size_t ldw, float* y, size_t ldy, size_t rows,
-                 size_t k, const float* w_next) {
+                 size_t k, const float* w_pf) {
   constexpr size_t kRows = V::kMatMulRows;
   alignas(64) typename V::B acc[kRows * NR];
   alignas(64) float w_pack[NR * V::kKcSteps * V::kWidth];  // this K-block of the NR W rows
@@ -160,12 +167,18 @@ void MatMulStrip(const float* x, size_t ldx, const float* w, size_t ldw, float* 
     }
     const float* wk = pack ? w_pack : w + s0 * V::kWidth;
     float* y_out = s0 + ns == steps && reduce_in_tile ? y : nullptr;  // the last K-block finishes in registers
+    const size_t tiles = rows / V::kMR, pf_per_tile = tiles == 0 ? 0 : (NR + tiles - 1) / tiles;
     size_t i = 0;
     for (; i + V::kMR <= rows; i += V::kMR) {
-      const size_t t = i / V::kMR;
-      const float* pf = w_next != nullptr && t < NR ? w_next + t * ldw + s0 * V::kWidth : nullptr;
-      MatMulTile<V, V::kMR, NR>(xk + i * ldx, ldx, wk, ldp, ns, s0 > 0, acc + i, kRows, pf,
-                                y_out ? y_out + i * ldy : nullptr, ldy);
+      const size_t first = i / V::kMR * pf_per_tile;  // this tile prefetches W rows [first, first + n_pf)
+      const size_t n_pf = first < NR ? std::min(pf_per_tile, NR - first) : 0;
+      const float* pf = w_pf != nullptr && n_pf > 0 ? w_pf + first * ldw + s0 * V::kWidth : nullptr;
+      float* yi = y_out ? y_out + i * ldy : nullptr;
+      if (pack) {
+        MatMulTile<V, V::kMR, NR, 3>(xk + i * ldx, ldx, wk, ldp, ns, s0 > 0, acc + i, kRows, pf, yi, ldy, n_pf, ldw);
+      } else {
+        MatMulTile<V, V::kMR, NR, 2>(xk + i * ldx, ldx, wk, ldp, ns, s0 > 0, acc + i, kRows, pf, yi, ldy, n_pf, ldw);
+      }
     }
     if constexpr (V::kMR > 2) {
       if (rows - i >= 2) {
@@ -221,9 +234,10 @@ void MatMul(const float* x, size_t ldx, const float* w, size_t ldw, float* y, si
     const float* xi = x + i * ldx;
     float* yi = y + i * ldy;
     size_t n = n_begin;
+    const size_t ahead = rows >= kPackMinRows ? 1 : kInPlaceStripsAhead;
     for (; n + V::kNR <= n_end; n += V::kNR) {
-      const float* w_next = n + 2 * V::kNR <= n_end ? w + (n + V::kNR) * ldw : nullptr;
-      MatMulStrip<V, V::kNR>(xi, ldx, w + n * ldw, ldw, yi + n, ldy, rows, k, w_next);
+      const float* w_pf = n + (ahead + 1) * V::kNR <= n_end ? w + (n + ahead * V::kNR) * ldw : nullptr;
+      MatMulStrip<V, V::kNR>(xi, ldx, w + n * ldw, ldw, yi + n, ldy, rows, k, w_pf);
     }
     for (; n < n_end; ++n) MatMulStrip<V, 1>(xi, ldx, w + n * ldw, ldw, yi + n, ldy, rows, k, nullptr);
   }
