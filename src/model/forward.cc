@@ -12,7 +12,8 @@
 // kPrefillChunk rows, which bounds scratch memory and, by the same argument, changes nothing; and
 // several sequences (Model::PrefillBatch) can share a chunk's rows — every row-independent step
 // sees all of them at once, attention runs per sequence over its own cache — which changes nothing
-// either.
+// either. For the same reason the last layer runs attention onwards only for the rows whose logits
+// are wanted (every row's keys and values are still computed and stored).
 #include <algorithm>
 #include <initializer_list>
 #include <cmath>
@@ -193,15 +194,22 @@ void AddBiasRows(const Pass& p, float* y, const WeightTensor& bias, size_t rows)
   for (size_t i = 0; i < rows; ++i) p.t.add(y + i * bias.cols, bias.f32(), y + i * bias.cols, bias.cols);
 }
 
-void LlamaLayer(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
+// A layer in two halves. The first computes every row's query, key and value and stores the keys
+// and values; the second (attention onwards) may run on fewer rows: on the last layer only the rows
+// whose logits are wanted need it, since no later layer reads the others.
+void LlamaLayerKeys(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
   const LayerWeights& w = p.m.weights.layers[l];
-  const size_t h = p.c.hidden_size;
   RmsNormRows(p, b.x.data(), w.attn_norm, b.xn.data(), rows);
   MatMulWeights(p, b.xn.data(), rows, {{w.wq, b.q.data()}, {w.wk, b.k.data()}, {w.wv, b.v.data()}});
   AddBiasRows(p, b.q.data(), w.bq, rows);
   AddBiasRows(p, b.k.data(), w.bk, rows);  // before RoPE: the stored raw keys include it
   AddBiasRows(p, b.v.data(), w.bv, rows);
   StoreKeysAndRotateQueries(p, l, parts, b.q.data(), b.k.data(), b.v.data());
+}
+
+void LlamaLayerRest(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
+  const LayerWeights& w = p.m.weights.layers[l];
+  const size_t h = p.c.hidden_size;
   AttentionRows(p, l, parts, b.q.data(), b.attn.data());
   MatMulWeights(p, b.attn.data(), rows, {{w.wo, b.xn.data()}});
   p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
@@ -214,14 +222,18 @@ void LlamaLayer(const Pass& p, size_t l, std::span<const Part> parts, size_t row
 }
 
 // Gemma 3: sandwich norms around attention and FFN, QK-norm before RoPE, GELU-tanh gating.
-void GemmaLayer(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
+void GemmaLayerKeys(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
   const LayerWeights& w = p.m.weights.layers[l];
-  const size_t h = p.c.hidden_size;
   RmsNormRows(p, b.x.data(), w.attn_norm, b.xn.data(), rows);
   MatMulWeights(p, b.xn.data(), rows, {{w.wq, b.q.data()}, {w.wk, b.k.data()}, {w.wv, b.v.data()}});
   RmsNormRows(p, b.q.data(), w.q_norm, b.q.data(), rows * p.c.n_heads);  // per head, in place
   RmsNormRows(p, b.k.data(), w.k_norm, b.k.data(), rows * p.c.n_kv_heads);
   StoreKeysAndRotateQueries(p, l, parts, b.q.data(), b.k.data(), b.v.data());
+}
+
+void GemmaLayerRest(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
+  const LayerWeights& w = p.m.weights.layers[l];
+  const size_t h = p.c.hidden_size;
   AttentionRows(p, l, parts, b.q.data(), b.attn.data());
   MatMulWeights(p, b.attn.data(), rows, {{w.wo, b.xn.data()}});
   RmsNormRows(p, b.xn.data(), w.post_attn_norm, b.xn.data(), rows);
@@ -233,6 +245,31 @@ void GemmaLayer(const Pass& p, size_t l, std::span<const Part> parts, size_t row
   MatMulWeights(p, b.gate.data(), rows, {{w.w_down, b.xn.data()}});
   RmsNormRows(p, b.xn.data(), w.post_ffn_norm, b.xn.data(), rows);
   p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
+}
+
+void LayerKeys(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
+  p.c.architecture == Architecture::kGemma3 ? GemmaLayerKeys(p, l, parts, rows, b) : LlamaLayerKeys(p, l, parts, rows, b);
+}
+
+void LayerRest(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
+  p.c.architecture == Architecture::kGemma3 ? GemmaLayerRest(p, l, parts, rows, b) : LlamaLayerRest(p, l, parts, rows, b);
+}
+
+// The last layer for the rows in `keep` only (after LayerKeys ran on all of the step's rows): those
+// rows' residual stream and rotated queries move into `kept`, each as a one-row part at its own
+// slot, and the rest of the layer runs there. Every step is row-independent and attention gets the
+// same keys per row, so the kept rows end with the bits the whole step would give them.
+void LastLayerRestOf(const Pass& p, std::span<const Part> parts, const Buffers& b, std::span<const size_t> keep,
+                     std::span<const size_t> keep_part, Buffers& kept) {
+  const size_t h = p.c.hidden_size, qw = p.c.n_heads * p.c.head_dim;
+  std::vector<Part> one_row(keep.size());
+  for (size_t r = 0; r < keep.size(); ++r) {
+    const Part& part = parts[keep_part[r]];
+    one_row[r] = {part.cache, part.slot0 + (keep[r] - part.row0), 1, r};
+    std::memcpy(kept.x.data() + r * h, b.x.data() + keep[r] * h, h * sizeof(float));
+    std::memcpy(kept.q.data() + r * qw, b.q.data() + keep[r] * qw, qw * sizeof(float));
+  }
+  LayerRest(p, p.c.n_layers - 1, one_row, keep.size(), kept);
 }
 
 // Logits of the given rows of x: [n_rows][vocab] appended to *logits.
@@ -268,21 +305,11 @@ void Forward(const Model::Impl& m, std::span<const BatchItem> items, std::span<s
       const std::span<const int32_t> tokens = items[part_item[j]].tokens.subspan(done[part_item[j]], parts[j].rows);
       for (size_t r = 0; r < tokens.size(); ++r) EmbedRow(p, tokens[r], b.x.data() + (parts[j].row0 + r) * h);
     }
-    const bool gemma = p.c.architecture == Architecture::kGemma3;
-    for (size_t l = 0; l < p.c.n_layers; ++l) {
-      if (gemma) {
-        GemmaLayer(p, l, parts, rows, b);
-      } else {
-        LlamaLayer(p, l, parts, rows, b);
-      }
-    }
     // The rows that want logits, gathered so the output head reads its weights once for all of them.
     std::vector<size_t> head_rows, head_part;
     for (size_t j = 0; j < parts.size(); ++j) {
       const size_t i = part_item[j];
-      parts[j].cache->CommitAppended(items[i].tokens.subspan(done[i], parts[j].rows));
-      done[i] += parts[j].rows;
-      const bool finished = done[i] == items[i].tokens.size();
+      const bool finished = done[i] + parts[j].rows == items[i].tokens.size();
       for (size_t r = 0; r < parts[j].rows; ++r) {
         const bool last = finished && r + 1 == parts[j].rows;
         if (items[i].mode == LogitsMode::kAll || (items[i].mode == LogitsMode::kLast && last)) {
@@ -290,17 +317,33 @@ void Forward(const Model::Impl& m, std::span<const BatchItem> items, std::span<s
           head_part.push_back(j);
         }
       }
-      if (finished) next = i + 1;
+    }
+    for (size_t l = 0; l + 1 < p.c.n_layers; ++l) {
+      LayerKeys(p, l, parts, rows, b);
+      LayerRest(p, l, parts, rows, b);
+    }
+    LayerKeys(p, p.c.n_layers - 1, parts, rows, b);
+    const bool trim = head_rows.size() < rows;  // then only the head rows finish the last layer
+    Buffers kept(p.c, trim ? head_rows.size() : 0);
+    if (trim) {
+      LastLayerRestOf(p, parts, b, head_rows, head_part, kept);
+    } else {
+      LayerRest(p, p.c.n_layers - 1, parts, rows, b);
+    }
+    for (size_t j = 0; j < parts.size(); ++j) {
+      const size_t i = part_item[j];
+      parts[j].cache->CommitAppended(items[i].tokens.subspan(done[i], parts[j].rows));
+      done[i] += parts[j].rows;
+      if (done[i] == items[i].tokens.size()) next = i + 1;
     }
     if (head_rows.empty()) continue;
+    const float* head_x = trim ? kept.x.data() : b.x.data() + head_rows.front() * h;  // when not trimmed: all rows
     if (head_part.front() == head_part.back()) {  // one item's rows (a lone Prefill): contiguous, straight into its logits
-      OutputHead(p, b.x.data() + head_rows.front() * h, head_rows.size(), &logits[part_item[head_part.front()]]);
+      OutputHead(p, head_x, head_rows.size(), &logits[part_item[head_part.front()]]);
       continue;
     }
-    AlignedBuffer x(head_rows.size() * h);
-    for (size_t r = 0; r < head_rows.size(); ++r) std::memcpy(x.data() + r * h, b.x.data() + head_rows[r] * h, h * sizeof(float));
     std::vector<float> out;
-    OutputHead(p, x.data(), head_rows.size(), &out);
+    OutputHead(p, head_x, head_rows.size(), &out);
     const size_t vocab = p.c.vocab_size;
     for (size_t r = 0; r < head_rows.size(); ++r) {
       std::vector<float>& dst = logits[part_item[head_part[r]]];
