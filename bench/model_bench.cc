@@ -62,7 +62,7 @@ double DecodeWeightBytes(const ModelConfig& c) {
   const double norms = (2.0 * c.n_layers + 1) * c.hidden_size;
   const double head = double(c.vocab_size) * c.hidden_size;
   const double embedding_read = c.tied_embeddings ? 0 : c.hidden_size;  // tied: the head reads it all
-  return 4 * (LayerMatmulParams(c) + norms + head + embedding_read);
+  return 4 * (c.n_layers * (LayerKeysParams(c) + LayerRestParams(c)) + norms + head + embedding_read);
 }
 
 std::vector<int32_t> PromptTokens(const ModelConfig& c, size_t n, uint64_t seed) {
