@@ -245,6 +245,7 @@ struct Summary {
   double agents_batched_speedup = 0, agents_batched_vs_batched = 0;  // batched waves: vs arm A, vs arm A'
   size_t agents_aware_reused = 0, agents_published_reused = 0;
   bool all_exact = true, all_bytes_exact = true, published_ok = true;
+  bool all_served = true;  // every lookup served (through the gate) the prefix MatchLength reported
 };
 
 Status RunTrace(const Model& model, const Tokenizer& tokenizer, const Trace& trace, Summary* sum) {
@@ -275,6 +276,7 @@ Status RunTrace(const Model& model, const Tokenizer& tokenizer, const Trace& tra
     std::fflush(stdout);
     sum->all_exact &= r.max_delta == 0;
     sum->all_bytes_exact &= r.bytes_per_token_exact;
+    sum->all_served &= r.reused + r.prefilled == r.total;
     if (arm.budget_bytes == 0 && !arm.cache_aware)
       sum->published_ok &= r.reused == trace.published_reused && r.total == trace.published_total;
     if (trace.name != "agents") continue;
@@ -353,8 +355,10 @@ int Main(int argc, char** argv) {
     }
   }
   std::printf("\nChecks: unbounded first-come hit counts equal the published ones: %s; every tree arm's logits "
-              "equal arm A's (max|d| = 0): %s; resident bytes == unique tokens x BytesPerToken(): %s\n",
-              sum.published_ok ? "yes" : "NO", sum.all_exact ? "yes" : "NO", sum.all_bytes_exact ? "yes" : "NO");
+              "equal arm A's (max|d| = 0): %s; resident bytes == unique tokens x BytesPerToken(): %s; every lookup "
+              "served the matched prefix (reused + prefilled == total): %s\n",
+              sum.published_ok ? "yes" : "NO", sum.all_exact ? "yes" : "NO", sum.all_bytes_exact ? "yes" : "NO",
+              sum.all_served ? "yes" : "NO");
   if (ran_agents) {
     std::printf("Targets (agents):\n");
     std::printf("  wall-clock speedup vs naive, unbounded first-come: %.2fx (target >= 7.0x; token bound 7.50x, "
@@ -368,7 +372,7 @@ int Main(int argc, char** argv) {
                 sum.agents_published_reused, sum.agents_aware_reused == sum.agents_published_reused ? "met" : "NOT met");
   }
   std::printf("load average at end: %s\n", LoadAverage().c_str());
-  return sum.published_ok && sum.all_exact && sum.all_bytes_exact ? 0 : 1;
+  return sum.published_ok && sum.all_exact && sum.all_bytes_exact && sum.all_served ? 0 : 1;
 }
 
 }  // namespace

@@ -94,6 +94,20 @@ struct RadixTree::Impl {
     }
   }
 
+  // Binds `n` anew over its current slab, keeping its source, tenant and sharing.
+  void Rebind(Node* n) {
+    std::vector<const Node*> up;
+    for (const Node* a = n; a->parent != nullptr; a = a->parent) up.push_back(a);
+    std::vector<int32_t> context;
+    context.reserve(n->depth_end);
+    for (auto it = up.rbegin(); it != up.rend(); ++it) {
+      const std::vector<int32_t>& edge = (*it)->slab->tokens;
+      context.insert(context.end(), edge.begin(), edge.end());
+    }
+    const KVManifest old = n->manifest;
+    Bind(n, context, old.source_digest, old.tenant, old.sharing, SlabChecksum(*n->slab));
+  }
+
   // Splits `node`'s edge after `k` tokens; returns the new upper node (which takes its place).
   // `context` holds the tokens from the root through the split point.
   Node* Split(Node* node, size_t k, std::span<const int32_t> context) {
@@ -201,6 +215,7 @@ struct RadixTree::Impl {
         victim->depth_end -= excess_tokens;
         stats.unique_tokens -= excess_tokens;
         stats.evicted_tokens += excess_tokens;
+        Rebind(victim);  // the manifest vouched for the untrimmed span and bytes
         continue;
       }
       Remove(victim);

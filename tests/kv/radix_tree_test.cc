@@ -119,6 +119,16 @@ TEST_F(RadixTreeTest, DeepestFirstTrimsTailsAndKeepsSharedPrefixes) {
   EXPECT_EQ(tree.MatchLength(Concat(base, TokenSequence(12, 2, 97))), 16u);
   EXPECT_EQ(tree.MatchLength(Concat(base, TokenSequence(6, 3, 97))), 14u);
   EXPECT_EQ(tree.Stats().resident_bytes, 22 * tree.BytesPerToken());
+  // The trimmed node is bound anew: the gate serves what MatchLength reports, its bytes verify, and
+  // the served prefix equals a fresh prefill of it.
+  const auto request = Concat(base, TokenSequence(12, 2, 97));
+  LookupResult r = tree.Lookup(request);
+  EXPECT_TRUE(r.gate.hit()) << r.gate.ToString();
+  EXPECT_EQ(r.matched_tokens, 16u);
+  EXPECT_TRUE(tree.VerifyIntegrity().empty());
+  KVCache fresh = model_->NewCache();
+  ASSERT_OK(model_->Prefill(&fresh, std::span(request).first(16), LogitsMode::kNone));
+  EXPECT_EQ(r.cache.ComputeDigest(), fresh.ComputeDigest());
 }
 
 TEST_F(RadixTreeTest, EvictNodeReportsWhatItRemoved) {
