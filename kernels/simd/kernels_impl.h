@@ -467,14 +467,16 @@ void AttentionHeads(const AttentionArgs& a, size_t h0) {
 // pair over the block's keys are one matmul (MatMul's outputs have Dot's arithmetic, so each score
 // has the bits of AttentionScores'); each pair then keeps only its own keys for softmax and values,
 // which run per row as for a single row. Scratch: the pairs' queries gathered, then their scores.
+// The first key query row r attends (kernel_table.h: AttentionArgs).
+inline size_t FirstKey(const AttentionArgs& a, size_t r) {
+  const size_t end = a.key_end + r;
+  return a.window > 0 && end > a.window ? std::max(a.key_begin, end - a.window) : a.key_begin;
+}
+
 template <class V, size_t HB>
 void AttentionHeadsRows(const AttentionArgs& a, size_t h0) {
   const size_t kv_head = h0 / (a.n_heads / a.n_kv_heads), hd = a.head_dim, rows = a.rows, pairs = HB * rows;
-  auto first_key = [&](size_t r) {
-    const size_t end = a.key_end + r;
-    return a.window > 0 && end > a.window ? std::max(a.key_begin, end - a.window) : a.key_begin;
-  };
-  const size_t lo = first_key(0), hi = a.key_end + rows - 1, n = hi - lo;
+  const size_t lo = FirstKey(a, 0), hi = a.key_end + rows - 1, n = hi - lo;
   float* qg = a.scratch;         // pair h * rows + r: the query of head h0 + h in row r
   float* s = a.scratch + pairs * hd;  // its scores over keys [lo, hi), n apart
   for (size_t h = 0; h < HB; ++h) {
@@ -491,7 +493,7 @@ void AttentionHeadsRows(const AttentionArgs& a, size_t h0) {
     MatMul<V>(qg, hd, k, hd, s + (first - lo), n, pairs, hd, 0, len);
   });
   for (size_t r = 0; r < rows; ++r) {
-    const size_t b = first_key(r), e = a.key_end + r;
+    const size_t b = FirstKey(a, r), e = a.key_end + r;
     for (size_t h = 0; h < HB; ++h) {
       float* sr = s + (h * rows + r) * n + (b - lo);
       Scale<V>(sr, a.scale, sr, e - b);
@@ -509,7 +511,7 @@ void Attention(const AttentionArgs& a) {
   static_assert(kAttentionHeadsAtOnce == 4);
   const size_t group = a.n_heads / a.n_kv_heads;
   AttentionArgs one = a;  // a single row: the window folded into key_begin
-  if (a.rows == 1 && a.window > 0 && a.key_end > a.window) one.key_begin = std::max(a.key_begin, a.key_end - a.window);
+  one.key_begin = FirstKey(a, 0);
   for (size_t h = a.head_begin; h < a.head_end;) {
     const size_t group_end = (h / group + 1) * group;  // heads of one KV head run together
     const size_t heads = V::kWidth < 4 ? 1 : std::min({a.head_end, group_end, h + kAttentionHeadsAtOnce}) - h;
