@@ -40,6 +40,23 @@ std::vector<PreparedEdge> PrepareEdges(const KVCache& cache, size_t from, size_t
   return edges;
 }
 
+// A split of one edge made ready outside the lock: the halves of `slab` (the edge as it was seen)
+// after k tokens, each with its checksum. Split uses it only if the edge still holds that slab.
+struct PreparedSplit {
+  std::shared_ptr<const KVSlab> slab;
+  size_t k = 0;
+  std::shared_ptr<const KVSlab> upper, lower;
+  Digest upper_checksum, lower_checksum;
+
+  void Prepare() {
+    if (slab == nullptr) return;
+    upper = std::make_shared<const KVSlab>(slab->Slice(0, k));
+    lower = std::make_shared<const KVSlab>(slab->Slice(k, slab->size() - k));
+    upper_checksum = SlabChecksum(*upper);
+    lower_checksum = SlabChecksum(*lower);
+  }
+};
+
 }  // namespace
 
 struct RadixTree::Impl {
@@ -109,26 +126,34 @@ struct RadixTree::Impl {
   }
 
   // Splits `node`'s edge after `k` tokens; returns the new upper node (which takes its place).
-  // `context` holds the tokens from the root through the split point.
-  Node* Split(Node* node, size_t k, std::span<const int32_t> context) {
+  // `context` holds the tokens from the root through the split point. The halves and their
+  // checksums come from `ready` when it was made for this very edge, else they are made here.
+  Node* Split(Node* node, size_t k, std::span<const int32_t> context, const PreparedSplit* ready) {
+    PreparedSplit made;
+    if (ready == nullptr || ready->slab != node->slab || ready->k != k) {
+      made.slab = node->slab;
+      made.k = k;
+      made.Prepare();
+      ready = &made;
+    }
     auto upper = std::make_unique<Node>();
     upper->id = next_id++;
     upper->parent = node->parent;
     upper->ns = node->ns;
-    upper->slab = std::make_shared<const KVSlab>(node->slab->Slice(0, k));
+    upper->slab = ready->upper;
     upper->depth_end = node->from() + k;
     upper->last_access = node->last_access;
     upper->hits = node->hits;
     auto& slot = node->parent->children[node->key()];
     std::unique_ptr<Node> lower = std::move(slot);
     const std::vector<int32_t> old_edge = lower->slab->tokens;
-    lower->slab = std::make_shared<const KVSlab>(lower->slab->Slice(k, lower->edge_size() - k));
+    lower->slab = ready->lower;
     lower->parent = upper.get();
     const KVManifest old = lower->manifest;
     std::vector<int32_t> full(context.begin(), context.begin() + upper->depth_end);
     full.insert(full.end(), old_edge.begin() + k, old_edge.end());
-    Bind(upper.get(), full, old.source_digest, old.tenant, old.sharing, SlabChecksum(*upper->slab));
-    Bind(lower.get(), full, old.source_digest, old.tenant, old.sharing, SlabChecksum(*lower->slab));
+    Bind(upper.get(), full, old.source_digest, old.tenant, old.sharing, ready->upper_checksum);
+    Bind(lower.get(), full, old.source_digest, old.tenant, old.sharing, ready->lower_checksum);
     Node* up = upper.get();
     up->children[lower->key()] = std::move(lower);
     by_id[up->id] = up;
@@ -137,27 +162,39 @@ struct RadixTree::Impl {
     return up;
   }
 
+  struct WalkEnd {
+    Node* node;   // the deepest node whose edge matched whole (after the split, when one was made)
+    size_t pos;   // tokens matched
+    PreparedSplit split_point;  // without a split: the edge the match ends inside, and where (slab null: none)
+  };
+
   // Walks `tokens[0, limit)` in `tenant`'s view: the shared namespace below the public prefix
-  // length, the tenant's own beyond. Splits an edge at a mid-edge divergence when `split`.
-  std::pair<Node*, size_t> Walk(std::span<const int32_t> tokens, size_t limit, std::string_view tenant, bool split) {
+  // length, the tenant's own beyond. Splits an edge at a mid-edge divergence when `split` (with the
+  // halves in `ready` when they were made for that edge), else reports where it would.
+  WalkEnd Walk(std::span<const int32_t> tokens, size_t limit, std::string_view tenant, bool split,
+               const PreparedSplit* ready = nullptr) {
     const size_t public_len = options.access.PublicPrefixLength(tokens);
-    Node* n = &root;
-    size_t pos = 0;
-    while (pos < limit) {
-      auto it = n->children.find({pos < public_len ? std::string() : std::string(tenant), tokens[pos]});
-      if (it == n->children.end()) break;
+    WalkEnd end{&root, 0, {}};
+    while (end.pos < limit) {
+      auto it = end.node->children.find({end.pos < public_len ? std::string() : std::string(tenant), tokens[end.pos]});
+      if (it == end.node->children.end()) break;
       Node* c = it->second.get();
       const std::vector<int32_t>& edge = c->slab->tokens;
       size_t m = 0;
-      while (m < edge.size() && pos + m < limit && edge[m] == tokens[pos + m]) ++m;
-      pos += m;
+      while (m < edge.size() && end.pos + m < limit && edge[m] == tokens[end.pos + m]) ++m;
+      end.pos += m;
       if (m < edge.size()) {
-        if (split) n = Split(c, m, tokens);
+        if (split) {
+          end.node = Split(c, m, tokens, ready);
+        } else {
+          end.split_point.slab = c->slab;
+          end.split_point.k = m;
+        }
         break;
       }
-      n = c;
+      end.node = c;
     }
-    return {n, pos};
+    return end;
   }
 
   void Touch(Node* n) {
@@ -255,10 +292,16 @@ LookupResult RadixTree::Lookup(std::span<const int32_t> tokens) { return Lookup(
 LookupResult RadixTree::Lookup(const ResidentClaim& claim, std::span<const int32_t> tokens) {
   std::vector<std::shared_ptr<const KVSlab>> path;
   LookupResult out{.cache = impl_->model.NewCache(), .gate = ClaimVerdict::Hit(), .lease = {}};
+  const size_t limit = tokens.empty() ? 0 : tokens.size() - 1;
+  PreparedSplit split;  // a mid-edge match splits that edge: its halves are copied and hashed unlocked
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
-    const size_t limit = tokens.empty() ? 0 : tokens.size() - 1;
-    Impl::Node* end = impl_->Walk(tokens, limit, claim.tenant, /*split=*/true).first;
+    split = impl_->Walk(tokens, limit, claim.tenant, /*split=*/false).split_point;
+  }
+  split.Prepare();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    Impl::Node* end = impl_->Walk(tokens, limit, claim.tenant, /*split=*/true, &split).node;
     std::vector<Impl::Node*> nodes;
     for (Impl::Node* n = end; n->parent != nullptr; n = n->parent) nodes.push_back(n);
     // The gate, top down: serve nodes while every one of them is a HIT for this claim.
@@ -303,7 +346,7 @@ LookupResult RadixTree::Lookup(const ResidentClaim& claim, std::span<const int32
 
 size_t RadixTree::MatchLength(std::span<const int32_t> tokens, std::string_view tenant) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  return const_cast<Impl*>(impl_.get())->Walk(tokens, tokens.size(), tenant, /*split=*/false).second;
+  return const_cast<Impl*>(impl_.get())->Walk(tokens, tokens.size(), tenant, /*split=*/false).pos;
 }
 
 Status RadixTree::Insert(std::string_view tenant, std::span<const int32_t> tokens, const KVCache& cache) {
@@ -314,12 +357,20 @@ Status RadixTree::Insert(std::string_view tenant, std::span<const int32_t> token
   if (!IsValidTenant(tenant)) return InvalidArgument("RadixTree::Insert: invalid tenant name '" + std::string(tenant) + "'");
   // Copying and hashing the new tokens' KV is the costly part, so it happens outside the lock, for
   // what the tree lacked a moment ago; if another thread changed that meanwhile, it is redone.
+  // So is splitting the edge the match ends inside.
   const size_t public_len = impl_->options.access.PublicPrefixLength(tokens);
-  const size_t had = MatchLength(tokens, tenant);
-  std::vector<PreparedEdge> edges = PrepareEdges(cache, had, tokens.size(), public_len);
+  Impl::WalkEnd seen;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    seen = impl_->Walk(tokens, tokens.size(), tenant, /*split=*/false);
+  }
+  seen.split_point.Prepare();
+  std::vector<PreparedEdge> edges = PrepareEdges(cache, seen.pos, tokens.size(), public_len);
   std::lock_guard<std::mutex> lock(impl_->mu);
-  auto [node, matched] = impl_->Walk(tokens, tokens.size(), tenant, /*split=*/true);
-  if (matched != had) edges = PrepareEdges(cache, matched, tokens.size(), public_len);
+  const Impl::WalkEnd end = impl_->Walk(tokens, tokens.size(), tenant, /*split=*/true, &seen.split_point);
+  Impl::Node* node = end.node;
+  size_t matched = end.pos;
+  if (matched != seen.pos) edges = PrepareEdges(cache, matched, tokens.size(), public_len);
   for (PreparedEdge& edge : edges) {
     // The public part of a new run goes to the shared namespace, the rest to the tenant's own.
     const bool is_public = matched < public_len;
@@ -346,10 +397,10 @@ Status RadixTree::Insert(std::string_view tenant, std::span<const int32_t> token
 
 Result<NodeId> RadixTree::FindNode(std::span<const int32_t> tokens, std::string_view tenant) {
   std::lock_guard<std::mutex> lock(impl_->mu);
-  auto [node, matched] = impl_->Walk(tokens, tokens.size(), tenant, /*split=*/true);
-  if (matched != tokens.size()) return NotFound("RadixTree::FindNode: only " + std::to_string(matched) + " of " +
+  const Impl::WalkEnd end = impl_->Walk(tokens, tokens.size(), tenant, /*split=*/true);
+  if (end.pos != tokens.size()) return NotFound("RadixTree::FindNode: only " + std::to_string(end.pos) + " of " +
                                                 std::to_string(tokens.size()) + " tokens are cached");
-  return node->id;
+  return end.node->id;
 }
 
 Result<EvictedSubtree> RadixTree::EvictNode(NodeId id) {
