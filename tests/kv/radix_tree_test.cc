@@ -158,39 +158,45 @@ TEST_F(RadixTreeTest, CacheAwareOrderPicksTheLongestCachedPrefix) {
 // Many threads looking up, inserting and evicting at once (run under the tsan preset too):
 // invariants hold and sampled caches equal recompute.
 TEST_F(RadixTreeTest, ConcurrentStressKeepsInvariants) {
-  RadixTreeOptions opt;
-  opt.budget_bytes = 200 * RadixTree(*model_, *testing_tokenizer).BytesPerToken();
-  RadixTree tree(*model_, *testing_tokenizer, opt);
-  const auto system = TokenSequence(24, 7, 97);
-  std::atomic<int> checked{0}, failures{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t) {
-    threads.emplace_back([&, t] {
-      std::mt19937 rng(t);
-      for (int i = 0; i < 25; ++i) {
-        auto tokens = Concat(system, TokenSequence(4 + rng() % 20, rng() % 6, 97));
-        if (rng() % 7 == 0) {
-          tree.EvictToBudget(opt.budget_bytes / 2);
-          continue;
+  for (EvictionPolicy policy : {EvictionPolicy::kLru, EvictionPolicy::kDeepestFirst}) {  // eviction removes or trims
+    SCOPED_TRACE(policy == EvictionPolicy::kLru ? "LRU" : "deepest-first");
+    RadixTreeOptions opt;
+    opt.budget_bytes = 200 * RadixTree(*model_, *testing_tokenizer).BytesPerToken();
+    opt.policy = policy;
+    RadixTree tree(*model_, *testing_tokenizer, opt);
+    const auto system = TokenSequence(24, 7, 97);
+    std::atomic<int> checked{0}, failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 rng(t);
+        for (int i = 0; i < 25; ++i) {
+          auto tokens = Concat(system, TokenSequence(4 + rng() % 20, rng() % 6, 97));
+          if (rng() % 7 == 0) {
+            tree.EvictToBudget(opt.budget_bytes / 2);
+            continue;
+          }
+          LookupResult r = tree.Lookup(tokens);
+          if (!r.gate.hit()) ++failures;  // one tenant, one model: every node's manifest must hold
+          if (!model_->Prefill(&r.cache, std::span(tokens).subspan(r.matched_tokens), LogitsMode::kNone).ok()) ++failures;
+          if (i % 5 == 0) {
+            KVCache fresh = model_->NewCache();
+            if (!model_->Prefill(&fresh, tokens, LogitsMode::kNone).ok()) ++failures;
+            if (fresh.ComputeDigest() != r.cache.ComputeDigest()) ++failures;
+            ++checked;
+          }
+          if (!tree.Insert(tokens, r.cache).ok()) ++failures;
         }
-        LookupResult r = tree.Lookup(tokens);
-        if (!model_->Prefill(&r.cache, std::span(tokens).subspan(r.matched_tokens), LogitsMode::kNone).ok()) ++failures;
-        if (i % 5 == 0) {
-          KVCache fresh = model_->NewCache();
-          if (!model_->Prefill(&fresh, tokens, LogitsMode::kNone).ok()) ++failures;
-          if (fresh.ComputeDigest() != r.cache.ComputeDigest()) ++failures;
-          ++checked;
-        }
-        if (!tree.Insert(tokens, r.cache).ok()) ++failures;
-      }
-    });
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_GT(checked.load(), 30);
+    RadixTreeStats s = tree.Stats();
+    EXPECT_LE(s.resident_bytes, opt.budget_bytes);
+    EXPECT_EQ(s.resident_bytes, s.unique_tokens * tree.BytesPerToken());
+    EXPECT_TRUE(tree.VerifyIntegrity().empty());  // splits made from prepared halves vouch for their bytes
   }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
-  EXPECT_GT(checked.load(), 30);
-  RadixTreeStats s = tree.Stats();
-  EXPECT_LE(s.resident_bytes, opt.budget_bytes);
-  EXPECT_EQ(s.resident_bytes, s.unique_tokens * tree.BytesPerToken());
 }
 
 }  // namespace
