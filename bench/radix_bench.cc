@@ -19,7 +19,9 @@
 // eviction).
 //
 // Flags: --quick (or FAK_BENCH_QUICK=1): a small model of the same vocabulary (hidden 128, 4
-// layers) for a fast smoke run; --trace NAME (one trace); --threads T (default 2).
+// layers) for a fast smoke run; --trace NAME (one trace); --threads T (default 2); --reps N (run
+// every arm N times, in turn, and report median times: this host moves single runs by 5-40%).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +47,7 @@ struct Flags {
   bool quick = false;
   std::string trace;
   size_t threads = 2;
+  size_t reps = 1;  // whole-trace repetitions; rows report medians (the host is noisy)
 };
 
 struct Arm {
@@ -253,18 +256,38 @@ struct Summary {
   bool all_served = true;  // every lookup served (through the gate) the prefix MatchLength reported
 };
 
-Status RunTrace(const Model& model, const Tokenizer& tokenizer, const Trace& trace, Summary* sum) {
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// An arm's repetitions folded into one row: the median wall time and its parts (each part's own
+// median), the rest as in every repetition (the counts are deterministic; max|d| the worst).
+ArmResult MedianOf(const std::vector<ArmResult>& reps) {
+  ArmResult out = reps.front();
+  auto median = [&](double ArmResult::*field) {
+    std::vector<double> v;
+    for (const ArmResult& r : reps) v.push_back(r.*field);
+    return Median(v);
+  };
+  out.wall_s = median(&ArmResult::wall_s);
+  out.lookup_s = median(&ArmResult::lookup_s);
+  out.prefill_s = median(&ArmResult::prefill_s);
+  out.insert_s = median(&ArmResult::insert_s);
+  for (const ArmResult& r : reps) {
+    out.max_delta = std::max(out.max_delta, r.max_delta);
+    out.bytes_per_token_exact &= r.bytes_per_token_exact;
+  }
+  return out;
+}
+
+Status RunTrace(const Model& model, const Tokenizer& tokenizer, const Trace& trace, size_t reps, Summary* sum) {
   const size_t budget_tokens = LongestRequest(trace) * 3 / 2;
   const size_t bpt = RadixTree(model, tokenizer).BytesPerToken();
   const size_t budget = budget_tokens * bpt;
-  std::printf("\n%s: %zu requests, %zu tokens, longest %zu; budget 1.5x = %zu tokens (%.1f MB at %zu B/token)\n",
+  std::printf("\n%s: %zu requests, %zu tokens, longest %zu; budget 1.5x = %zu tokens (%.1f MB at %zu B/token)%s\n",
               trace.name.c_str(), trace.requests.size(), trace.published_total, LongestRequest(trace), budget_tokens,
-              budget / 1e6, bpt);
-  std::fflush(stdout);
-  Logits naive_logits;
-  FAK_ASSIGN_OR_RETURN(ArmResult naive, RunNaive(model, trace, &naive_logits));
-  PrintHeader();
-  PrintRow(naive, naive);
+              budget / 1e6, bpt, reps > 1 ? ("; medians of " + std::to_string(reps) + " runs").c_str() : "");
   std::fflush(stdout);
   const std::vector<Arm> arms = {
       {"unbounded, first-come", true, 0, EvictionPolicy::kLru, false},
@@ -275,10 +298,29 @@ Status RunTrace(const Model& model, const Tokenizer& tokenizer, const Trace& tra
       {"1.5x deepest-first, cache-aware", true, budget, EvictionPolicy::kDeepestFirst, true},
       {"unbounded, first-come, batched waves", true, 0, EvictionPolicy::kLru, false, true},
   };
-  for (const Arm& arm : arms) {
-    FAK_ASSIGN_OR_RETURN(ArmResult r, RunTree(model, tokenizer, trace, arm, naive_logits));
+  // Every repetition runs every arm in turn, so each arm's median spans the whole run's conditions.
+  std::vector<ArmResult> naive_runs, naive_batched_runs;
+  std::vector<std::vector<ArmResult>> arm_runs(arms.size());
+  Logits naive_logits;
+  for (size_t rep = 0; rep < reps; ++rep) {
+    FAK_ASSIGN_OR_RETURN(ArmResult naive, RunNaive(model, trace, &naive_logits));
+    naive_runs.push_back(naive);
+    for (size_t a = 0; a < arms.size(); ++a) {
+      FAK_ASSIGN_OR_RETURN(ArmResult r, RunTree(model, tokenizer, trace, arms[a], naive_logits));
+      arm_runs[a].push_back(r);
+      if (arms[a].batched && trace.name == "agents") {
+        FAK_ASSIGN_OR_RETURN(ArmResult a2, RunNaiveBatched(model, trace, r.wave_sizes, naive_logits));
+        naive_batched_runs.push_back(a2);
+      }
+    }
+  }
+  const ArmResult naive = MedianOf(naive_runs);
+  PrintHeader();
+  PrintRow(naive, naive);
+  for (size_t a = 0; a < arms.size(); ++a) {
+    const Arm& arm = arms[a];
+    const ArmResult r = MedianOf(arm_runs[a]);
     PrintRow(r, naive);
-    std::fflush(stdout);
     sum->all_exact &= r.max_delta == 0;
     sum->all_bytes_exact &= r.bytes_per_token_exact;
     sum->all_served &= r.reused + r.prefilled == r.total;
@@ -287,7 +329,7 @@ Status RunTrace(const Model& model, const Tokenizer& tokenizer, const Trace& tra
     if (trace.name != "agents") continue;
     sum->agents_published_reused = trace.published_reused;
     if (arm.batched) {
-      FAK_ASSIGN_OR_RETURN(ArmResult a2, RunNaiveBatched(model, trace, r.wave_sizes, naive_logits));
+      const ArmResult a2 = MedianOf(naive_batched_runs);
       PrintRow(a2, naive);
       std::printf("  (%zu waves; batched tree vs batched naive A': %.2fx)\n", r.wave_sizes.size(), a2.wall_s / r.wall_s);
       sum->all_exact &= a2.max_delta == 0;
@@ -312,6 +354,7 @@ Status RunTrace(const Model& model, const Tokenizer& tokenizer, const Trace& tra
   }
   std::printf("  (published, unbounded first-come: %zu/%zu = %.1f%%; load %s)\n", trace.published_reused,
               trace.published_total, 100.0 * trace.published_reused / trace.published_total, LoadAverage().c_str());
+  std::fflush(stdout);
   return Status::Ok();
 }
 
@@ -336,8 +379,9 @@ int Main(int argc, char** argv) {
     if (!std::strcmp(argv[i], "--quick")) f.quick = true;
     else if (!std::strcmp(argv[i], "--trace") && i + 1 < argc) f.trace = argv[++i];
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) f.threads = std::max(1, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) f.reps = std::max(1, std::atoi(argv[++i]));
     else {
-      std::fprintf(stderr, "usage: fak_radix_bench [--quick] [--trace NAME] [--threads T]\n");
+      std::fprintf(stderr, "usage: fak_radix_bench [--quick] [--trace NAME] [--threads T] [--reps N]\n");
       return 2;
     }
   }
@@ -358,7 +402,7 @@ int Main(int argc, char** argv) {
   for (const Trace& t : AllTraces()) {
     if (!f.trace.empty() && t.name != f.trace) continue;
     ran_agents |= t.name == "agents";
-    if (Status s = RunTrace(**model_or, *tokenizer, t, &sum); !s.ok()) {
+    if (Status s = RunTrace(**model_or, *tokenizer, t, f.reps, &sum); !s.ok()) {
       std::fprintf(stderr, "fak_radix_bench: %s: %s\n", t.name.c_str(), s.ToString().c_str());
       return 1;
     }
