@@ -39,6 +39,16 @@ class PackedQuantTest : public QuantTierTest {
                                size_t k, size_t n) const {
     return Run(t, x, packed, m, k, n, /*packed=*/true);
   }
+  // Activations X[m][k] (seed) and type-t weights W[n][k] (seed + 1), k widened to t's blocks.
+  struct Operands {
+    size_t k;
+    std::vector<float> x;
+    std::vector<uint8_t> w;
+  };
+  Operands MakeOperands(QuantType t, size_t m, size_t n, size_t k0, uint32_t seed) const {
+    const size_t k = WidthFor(t, k0);
+    return {k, WeightLikeRows(m, k, seed), QuantizeRows(t, WeightLikeRows(n, k, seed + 1), n, k)};
+  }
 };
 FAK_INSTANTIATE_OVER_TIERS(PackedQuantTest);
 
@@ -115,9 +125,7 @@ TEST_P(PackedQuantTest, AnOutputDependsOnItsRowAndColumnOnly) {
   const size_t m = 5, n = 16;
   for (QuantType t : kPackable) {
     SCOPED_TRACE(Name(t));
-    const size_t k = WidthFor(t, 96);
-    std::vector<float> x = WeightLikeRows(m, k, 31);
-    std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 32), n, k);
+    const auto [k, x, w] = MakeOperands(t, m, n, 96, 31);
     const std::vector<float> base = RunPacked(t, x, Pack(t, w, n, k), m, k, n);
     // One quant byte of column 11 (group 1, lane 3), near the end of its first block, past the
     // scales (and Q5_0's fifth bits): only column 11 moves, in every row.
@@ -137,9 +145,7 @@ TEST_P(PackedQuantTest, ScalarTierKeepsThePlainKernelsBits) {
   const size_t m = 6, n = 24;
   for (QuantType t : kPackable) {
     SCOPED_TRACE(Name(t));
-    const size_t k = WidthFor(t, 160);
-    std::vector<float> x = WeightLikeRows(m, k, 51);
-    std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 52), n, k);
+    const auto [k, x, w] = MakeOperands(t, m, n, 160, 51);
     const std::vector<float> packed = RunPacked(t, x, Pack(t, w, n, k), m, k, n), plain = Run(t, x, w, m, k, n);
     if (T().tier == Tier::kScalar) {
       EXPECT_EQ(0, std::memcmp(packed.data(), plain.data(), plain.size() * sizeof(float)));
@@ -155,9 +161,8 @@ TEST_P(PackedQuantTest, X86TiersAgreeBitForBit) {
   const size_t m = 7, n = 32;
   for (QuantType t : kPackable) {
     SCOPED_TRACE(Name(t));
-    const size_t k = WidthFor(t, 320);
-    std::vector<float> x = WeightLikeRows(m, k, 61);
-    std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 62), n, k), packed = Pack(t, w, n, k);
+    const auto [k, x, w] = MakeOperands(t, m, n, 320, 61);
+    const std::vector<uint8_t> packed = Pack(t, w, n, k);
     std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
     std::vector<float> here = RunPacked(t, x, packed, m, k, n), avx2(m * n, std::nanf(""));
     (*TableFor(Tier::kAvx2))->matmul_q_packed(t, xq.data(), packed.data(), PackedRowBytes(t, k), avx2.data(), n, m, k, 0, n);
