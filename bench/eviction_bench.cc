@@ -35,8 +35,8 @@
 
 #include "bench/probes.h"
 #include "bench/radix_traces.h"
-#include "fak/ledger.h"
-#include "fak/model.h"
+#include "fak/session/segment_ledger.h"
+#include "fak/model/model.h"
 #include "kernels/dispatch.h"
 
 namespace fak::bench {

@@ -8,7 +8,7 @@
 
 #include <cstddef>
 
-#include "fak/model.h"
+#include "fak/model/model.h"
 
 namespace fak::bench {
 

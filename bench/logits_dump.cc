@@ -22,9 +22,9 @@
 #include <string_view>
 #include <vector>
 
-#include "fak/kernel_tier.h"
-#include "fak/model.h"
-#include "fak/tokenizer.h"
+#include "fak/kernels/kernel_tier.h"
+#include "fak/model/model.h"
+#include "fak/tokenizer/tokenizer.h"
 
 namespace fak::bench {
 namespace {

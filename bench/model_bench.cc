@@ -30,7 +30,7 @@
 #include "bench/flops.h"
 #include "bench/probes.h"
 #include "bench/radix_traces.h"
-#include "fak/model.h"
+#include "fak/model/model.h"
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 #include "src/core/thread_pool.h"

@@ -33,9 +33,9 @@
 #include "bench/flops.h"
 #include "bench/probes.h"
 #include "bench/radix_traces.h"
-#include "fak/model.h"
-#include "fak/radix_tree.h"
-#include "fak/tokenizer.h"
+#include "fak/model/model.h"
+#include "fak/session/radix_tree.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "kernels/dispatch.h"
 
 namespace fak::bench {

@@ -1,6 +1,6 @@
 // Radix-tree workload traces, defined exactly as the Go original's published radix bench so hit
 // rates compare one to one: token ids from a 64-bit LCG seeded per segment, vocabulary 49152.
-// Used by bench/radix_bench.cc and, for the published hit rates, by tests/kv/radix_traces_test.cc.
+// Used by bench/radix_bench.cc and, for the published hit rates, by tests/session/radix_traces_test.cc.
 #ifndef FAK_BENCH_RADIX_TRACES_H_
 #define FAK_BENCH_RADIX_TRACES_H_
 

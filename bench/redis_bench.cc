@@ -29,8 +29,8 @@
 #include <thread>
 #include <vector>
 
-#include "fak/blob_store.h"
-#include "fak/redis_store.h"
+#include "fak/store/blob_store.h"
+#include "fak/store/redis_store.h"
 
 namespace {
 

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "bench/radix_traces.h"
-#include "fak/kernel_tier.h"
-#include "fak/regen.h"
+#include "fak/kernels/kernel_tier.h"
+#include "fak/regen/regen.h"
 #include "tests/tokenizer/shifted_byte_tokenizer.h"
 
 namespace fak::bench {

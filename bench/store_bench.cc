@@ -21,7 +21,7 @@
 #include <random>
 #include <string>
 
-#include "fak/blob_store.h"
+#include "fak/store/blob_store.h"
 
 namespace {
 

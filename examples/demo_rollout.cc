@@ -8,7 +8,7 @@
 
 #include "examples/demo_report.h"
 #include "fak/fak.h"
-#include "fak/regen.h"
+#include "fak/regen/regen.h"
 
 namespace fak::demo {
 namespace {

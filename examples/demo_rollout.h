@@ -2,8 +2,8 @@
 #ifndef FAK_EXAMPLES_DEMO_ROLLOUT_H_
 #define FAK_EXAMPLES_DEMO_ROLLOUT_H_
 
-#include "fak/model.h"
-#include "fak/tokenizer.h"
+#include "fak/model/model.h"
+#include "fak/tokenizer/tokenizer.h"
 
 namespace fak::demo {
 

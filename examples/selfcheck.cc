@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "fak/kernel_tier.h"
+#include "fak/kernels/kernel_tier.h"
 #include "kernels/dispatch.h"
 #include "kernels/ref/ref_kernels.h"
 

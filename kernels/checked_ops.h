@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <span>
 
-#include "fak/status.h"
+#include "fak/core/status.h"
 #include "kernels/kernel_table.h"
 #include "kernels/quant_format.h"
 

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fak/status.h"
+#include "fak/core/status.h"
 #include "kernels/kernel_table.h"
 
 namespace fak::kernels {

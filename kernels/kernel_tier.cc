@@ -1,5 +1,5 @@
 // The public face of dispatch.h.
-#include "fak/kernel_tier.h"
+#include "fak/kernels/kernel_tier.h"
 
 #include "kernels/cpu_features.h"
 #include "kernels/dispatch.h"

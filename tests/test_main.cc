@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fak/kernel_tier.h"
+#include "fak/kernels/kernel_tier.h"
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);

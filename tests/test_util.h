@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "fak/status.h"
+#include "fak/core/status.h"
 
 #define ASSERT_OK(expr)                                  \
   do {                                                   \

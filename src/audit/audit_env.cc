@@ -7,7 +7,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "fak/audit.h"
+#include "fak/audit/audit.h"
 
 namespace fak {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include "fak/audit.h"
-#include "fak/digest.h"
-#include "fak/status.h"
+#include "fak/audit/audit.h"
+#include "fak/core/digest.h"
+#include "fak/core/status.h"
 
 namespace fak::internal {
 

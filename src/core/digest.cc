@@ -1,5 +1,5 @@
 // Digest: sha256 through OpenSSL EVP, and hex encoding.
-#include "fak/digest.h"
+#include "fak/core/digest.h"
 
 #include <openssl/evp.h>
 

@@ -1,5 +1,5 @@
 // Status: code names and message formatting.
-#include "fak/status.h"
+#include "fak/core/status.h"
 
 namespace fak {
 

@@ -1,5 +1,5 @@
-// Version strings compiled into the library (see include/fak/version.h).
-#include "fak/version.h"
+// Version strings compiled into the library (see include/fak/core/version.h).
+#include "fak/core/version.h"
 
 #define FAK_STR_INNER_(x) #x
 #define FAK_STR_(x) FAK_STR_INNER_(x)

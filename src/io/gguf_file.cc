@@ -1,7 +1,7 @@
 // GgufFile: the memory mapping behind a parsed GGUF file and its typed metadata getters.
 #include <string>
 
-#include "fak/gguf.h"
+#include "fak/io/gguf.h"
 #include "src/io/mapped_file.h"
 
 namespace fak {

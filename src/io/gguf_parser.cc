@@ -3,7 +3,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "fak/gguf.h"
+#include "fak/io/gguf.h"
 #include "src/io/le.h"
 
 namespace fak {

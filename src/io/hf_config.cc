@@ -4,7 +4,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "fak/safetensors.h"
+#include "fak/io/safetensors.h"
 
 namespace fak {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "fak/gguf.h"
+#include "fak/io/gguf.h"
 
 namespace fak::internal {
 

@@ -8,7 +8,7 @@
 #include <span>
 #include <string>
 
-#include "fak/status.h"
+#include "fak/core/status.h"
 
 namespace fak::internal {
 

@@ -1,6 +1,6 @@
 // SafetensorsFile: 8-byte header length, JSON header (nlohmann, exceptions contained here),
 // byte buffer; every entry checked against the buffer before a view is handed out.
-#include "fak/safetensors.h"
+#include "fak/io/safetensors.h"
 
 #include <algorithm>
 #include <cstring>

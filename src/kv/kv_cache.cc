@@ -1,6 +1,6 @@
 // KVCache: storage growth, shared prefixes, span surgery (prefix, truncate, evict, append) and the
 // digest.
-#include "fak/kv_cache.h"
+#include "fak/kv/kv_cache.h"
 
 #include <algorithm>
 #include <cstring>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "fak/gguf.h"
+#include "fak/io/gguf.h"
 #include "src/model/gguf_loader.h"
 
 namespace fak::internal {

@@ -3,8 +3,8 @@
 #ifndef FAK_SRC_MODEL_GGUF_LOADER_H_
 #define FAK_SRC_MODEL_GGUF_LOADER_H_
 
-#include "fak/gguf.h"
-#include "fak/model.h"
+#include "fak/io/gguf.h"
+#include "fak/model/model.h"
 #include "src/model/weights.h"
 
 namespace fak::internal {

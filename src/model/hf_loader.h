@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "fak/model.h"
-#include "fak/safetensors.h"
+#include "fak/model/model.h"
+#include "fak/io/safetensors.h"
 #include "src/model/weights.h"
 
 namespace fak::internal {

@@ -3,7 +3,7 @@
 #include <string>
 #include <unordered_set>
 
-#include "fak/gguf.h"
+#include "fak/io/gguf.h"
 #include "src/model/gguf_loader.h"
 #include "src/model/hf_loader.h"
 #include "src/model/model_impl.h"

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <string>
 
-#include "fak/model.h"
+#include "fak/model/model.h"
 
 namespace fak {
 namespace {

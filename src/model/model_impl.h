@@ -7,7 +7,7 @@
 #include <span>
 #include <vector>
 
-#include "fak/model.h"
+#include "fak/model/model.h"
 #include "src/core/thread_pool.h"
 #include "src/kv/rope_binding.h"
 #include "src/model/weights.h"

@@ -1,5 +1,5 @@
 // Sampler: repetition penalty → temperature → top-k → top-p → draw, with xoshiro256**.
-#include "fak/sampler.h"
+#include "fak/model/sampler.h"
 
 #include <algorithm>
 #include <cmath>

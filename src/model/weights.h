@@ -16,8 +16,8 @@
 #include <string_view>
 #include <vector>
 
-#include "fak/digest.h"
-#include "fak/model.h"
+#include "fak/core/digest.h"
+#include "fak/model/model.h"
 #include "kernels/quant_format.h"
 #include "src/core/aligned_buffer.h"
 

@@ -1,6 +1,6 @@
 // Planner: prepare (render, seal, tokenize), reuse (tree + gate), append (screen, evict, certify),
 // decode, and give the context back to the tree.
-#include "fak/planner.h"
+#include "fak/planner/planner.h"
 
 #include <chrono>
 

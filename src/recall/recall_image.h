@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "fak/digest.h"
-#include "fak/screen.h"
-#include "fak/status.h"
+#include "fak/core/digest.h"
+#include "fak/screen/screen.h"
+#include "fak/core/status.h"
 
 namespace fak::internal {
 

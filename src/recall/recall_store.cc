@@ -1,6 +1,6 @@
 // RecallStore: save (screen, blobs, then the image atomically), load (verify everything, fail
 // closed, re-screen), list, remove, garbage-collect; PrefillTranscript (regen from text).
-#include "fak/recall.h"
+#include "fak/recall/recall.h"
 
 #include <unistd.h>
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "fak/regen.h"
+#include "fak/regen/regen.h"
 
 namespace fak {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "fak/regen.h"
+#include "fak/regen/regen.h"
 
 namespace fak {
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <string>
 
-#include "fak/kernel_tier.h"
-#include "fak/regen.h"
+#include "fak/kernels/kernel_tier.h"
+#include "fak/regen/regen.h"
 
 namespace fak {
 

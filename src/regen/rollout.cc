@@ -3,7 +3,7 @@
 #include <cmath>
 #include <mutex>
 
-#include "fak/regen.h"
+#include "fak/regen/regen.h"
 
 namespace fak {
 

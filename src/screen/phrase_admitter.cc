@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "fak/screen.h"
+#include "fak/screen/screen.h"
 
 namespace fak {
 namespace {

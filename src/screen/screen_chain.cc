@@ -1,7 +1,7 @@
 // ScreenChain and QuarantineDenylist.
 #include <mutex>
 
-#include "fak/screen.h"
+#include "fak/screen/screen.h"
 
 namespace fak {
 

@@ -3,7 +3,7 @@
 #include <cctype>
 #include <string>
 
-#include "fak/screen.h"
+#include "fak/screen/screen.h"
 
 namespace fak {
 namespace {

@@ -13,8 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fak/blob_store.h"
-#include "fak/digest.h"
+#include "fak/store/blob_store.h"
+#include "fak/core/digest.h"
 
 namespace fak::internal {
 

@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "fak/blob_store.h"
+#include "fak/store/blob_store.h"
 #include "src/store/posix_file.h"
 
 namespace fak::internal {

@@ -18,8 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fak/digest.h"
-#include "fak/status.h"
+#include "fak/core/digest.h"
+#include "fak/core/status.h"
 #include "src/store/store_format.h"
 
 namespace fak::internal {

@@ -14,7 +14,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "fak/blob_store.h"
+#include "fak/store/blob_store.h"
 #include "src/store/blob_index.h"
 #include "src/store/blob_journal.h"
 #include "src/store/posix_file.h"

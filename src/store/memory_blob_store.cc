@@ -2,7 +2,7 @@
 // stray write into a held payload is reported rather than served.
 #include <mutex>
 
-#include "fak/blob_store.h"
+#include "fak/store/blob_store.h"
 #include "src/store/blob_index.h"
 
 namespace fak {

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fak/status.h"
+#include "fak/core/status.h"
 
 namespace fak::internal {
 

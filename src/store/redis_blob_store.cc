@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <atomic>
 
-#include "fak/redis_store.h"
+#include "fak/store/redis_store.h"
 #include "src/store/redis_connection.h"
 
 namespace fak {

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "fak/redis_store.h"
-#include "fak/status.h"
+#include "fak/store/redis_store.h"
+#include "fak/core/status.h"
 
 struct redisContext;
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "fak/redis_store.h"
+#include "fak/store/redis_store.h"
 #include "src/store/redis_connection.h"
 
 namespace fak {

@@ -1,5 +1,5 @@
 // TextCorpus: source blobs and self-describing token-list blobs (format in docs/store.md).
-#include "fak/text_corpus.h"
+#include "fak/store/text_corpus.h"
 
 #include <cstring>
 

@@ -1,7 +1,7 @@
 // ByteTokenizer: the embedded default — every byte is its own token, so any text round-trips.
 #include <string>
 
-#include "fak/tokenizer.h"
+#include "fak/tokenizer/tokenizer.h"
 
 namespace fak {
 namespace {

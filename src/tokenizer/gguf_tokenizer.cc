@@ -1,6 +1,6 @@
 // LoadTokenizerFromGguf: picks the tokenizer kind named by tokenizer.ggml.model and builds it.
-#include "fak/gguf.h"
-#include "fak/tokenizer.h"
+#include "fak/io/gguf.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "src/tokenizer/gguf_tokenizers.h"
 
 namespace fak {

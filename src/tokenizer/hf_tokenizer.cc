@@ -14,7 +14,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
-#include "fak/tokenizer.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "src/tokenizer/gguf_tokenizers.h"
 
 namespace fak {

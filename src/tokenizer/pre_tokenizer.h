@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fak/status.h"
+#include "fak/core/status.h"
 
 namespace fak::internal {
 

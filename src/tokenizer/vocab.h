@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fak/gguf.h"
-#include "fak/tokenizer.h"
+#include "fak/io/gguf.h"
+#include "fak/tokenizer/tokenizer.h"
 
 namespace fak::internal {
 

@@ -10,9 +10,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "fak/audit.h"
-#include "fak/ledger.h"
-#include "fak/tokenizer.h"
+#include "fak/audit/audit.h"
+#include "fak/session/segment_ledger.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/audit/test_pki.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"

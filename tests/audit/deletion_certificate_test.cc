@@ -4,9 +4,9 @@
 
 #include <set>
 
-#include "fak/audit.h"
-#include "fak/ledger.h"
-#include "fak/tokenizer.h"
+#include "fak/audit/audit.h"
+#include "fak/session/segment_ledger.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/audit/fault_env.h"
 #include "tests/audit/test_pki.h"
 #include "tests/model/test_models.h"

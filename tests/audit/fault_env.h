@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "fak/audit.h"
+#include "fak/audit/audit.h"
 
 namespace fak::testing {
 

@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "fak/audit.h"
+#include "fak/audit/audit.h"
 #include "tests/audit/fault_env.h"
 #include "tests/test_util.h"
 

@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-#include "fak/audit.h"
+#include "fak/audit/audit.h"
 #include "tests/audit/test_pki.h"
 #include "tests/test_util.h"
 

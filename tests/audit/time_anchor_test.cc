@@ -4,7 +4,7 @@
 
 #include <ctime>
 
-#include "fak/audit.h"
+#include "fak/audit/audit.h"
 #include "tests/audit/test_pki.h"
 #include "tests/test_util.h"
 

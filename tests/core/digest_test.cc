@@ -1,5 +1,5 @@
 // Digest / Digester: sha256 known-answer vectors, incremental hashing, hex round trip, hashing.
-#include "fak/digest.h"
+#include "fak/core/digest.h"
 
 #include <gtest/gtest.h>
 

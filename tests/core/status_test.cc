@@ -1,5 +1,5 @@
 // Status and Result<T>: codes, messages, context, copy/move and the propagation macros.
-#include "fak/status.h"
+#include "fak/core/status.h"
 
 #include <gtest/gtest.h>
 

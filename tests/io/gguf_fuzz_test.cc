@@ -9,8 +9,8 @@
 #include <iterator>
 #include <random>
 
-#include "fak/gguf.h"
-#include "fak/tokenizer.h"
+#include "fak/io/gguf.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/io/gguf_writer.h"
 #include "tests/test_util.h"
 

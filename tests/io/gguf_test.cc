@@ -1,6 +1,6 @@
 // GGUF reader: every metadata type, tensor sizes per ggml type, alignment, and clear errors for
 // malformed files.
-#include "fak/gguf.h"
+#include "fak/io/gguf.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fak/gguf.h"
+#include "fak/io/gguf.h"
 
 namespace fak::testing {
 

@@ -1,5 +1,5 @@
 // safetensors reader and HF config.json parsing: layout, zero-copy views, strict header checks.
-#include "fak/safetensors.h"
+#include "fak/io/safetensors.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "fak/kernel_tier.h"
+#include "fak/kernels/kernel_tier.h"
 #include "kernels/cpu_features.h"
 #include "tests/test_util.h"
 

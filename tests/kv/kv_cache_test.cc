@@ -1,7 +1,7 @@
 // KVCache: bounds errors leave the cache unchanged; sizes account for Kraw; sessions from prefixes.
 #include <gtest/gtest.h>
 
-#include "fak/model.h"
+#include "fak/model/model.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 

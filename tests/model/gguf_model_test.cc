@@ -14,8 +14,8 @@
 
 #include <unistd.h>
 
-#include "fak/model.h"
-#include "fak/tokenizer.h"
+#include "fak/model/model.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "kernels/ref/ref_quant.h"
 #include "src/model/model_impl.h"
 #include "tests/io/gguf_writer.h"

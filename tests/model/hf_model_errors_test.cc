@@ -4,7 +4,7 @@
 
 #include <functional>
 
-#include "fak/model.h"
+#include "fak/model/model.h"
 #include "tests/model/hf_test_util.h"
 #include "tests/test_util.h"
 

@@ -10,10 +10,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "fak/gguf.h"
-#include "fak/model.h"
-#include "fak/safetensors.h"
-#include "fak/tokenizer.h"
+#include "fak/io/gguf.h"
+#include "fak/model/model.h"
+#include "fak/io/safetensors.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/model/hf_test_util.h"
 #include "tests/test_util.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "fak/safetensors.h"
+#include "fak/io/safetensors.h"
 
 namespace fak::testing {
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "fak/kernel_tier.h"
-#include "fak/model.h"
+#include "fak/kernels/kernel_tier.h"
+#include "fak/model/model.h"
 #include "tests/test_util.h"
 
 namespace fak {

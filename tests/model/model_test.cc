@@ -4,7 +4,7 @@
 
 #include <set>
 
-#include "fak/model.h"
+#include "fak/model/model.h"
 #include "tests/model/reference_forward.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"

@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "fak/model.h"
+#include "fak/model/model.h"
 #include "src/model/model_impl.h"
 
 namespace fak::testing {

@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "fak/gguf.h"
-#include "fak/manifest.h"
-#include "fak/model.h"
-#include "fak/tokenizer.h"
+#include "fak/io/gguf.h"
+#include "fak/gate/manifest.h"
+#include "fak/model/model.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "kernels/rope.h"
 #include "src/model/model_impl.h"
 #include "tests/io/gguf_writer.h"

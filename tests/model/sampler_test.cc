@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "fak/sampler.h"
+#include "fak/model/sampler.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "fak/model.h"
+#include "fak/model/model.h"
 
 namespace fak::testing {
 

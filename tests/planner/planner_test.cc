@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "fak/planner.h"
+#include "fak/planner/planner.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 

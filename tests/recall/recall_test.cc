@@ -1,7 +1,7 @@
 // Recall images: round trip, re-screening by a stricter chain, fail-closed loading (tampered,
 // truncated, missing, swapped blobs; edited images; unknown versions), names that would escape the
 // store directory, listing, removal and garbage collection, and rebuilding a ledger from text.
-#include "fak/recall.h"
+#include "fak/recall/recall.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "fak/regen.h"
+#include "fak/regen/regen.h"
 #include "tests/test_util.h"
 
 namespace fak {

@@ -3,7 +3,7 @@
 // and counted; denylisted or quarantined text is never prefilled.
 #include <gtest/gtest.h>
 
-#include "fak/regen.h"
+#include "fak/regen/regen.h"
 #include "tests/regen/regen_test_util.h"
 #include "tests/test_util.h"
 

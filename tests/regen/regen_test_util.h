@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "fak/blob_store.h"
-#include "fak/radix_tree.h"
-#include "fak/regen.h"
-#include "fak/text_corpus.h"
-#include "fak/tokenizer.h"
+#include "fak/store/blob_store.h"
+#include "fak/session/radix_tree.h"
+#include "fak/regen/regen.h"
+#include "fak/store/text_corpus.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/model/test_models.h"
 #include "tests/tokenizer/shifted_byte_tokenizer.h"
 

@@ -1,8 +1,8 @@
 // The cross-regime oracle: EXACT / EQUIVALENT{tol} / DIVERGENT from logits, and across kernel tiers.
 #include <gtest/gtest.h>
 
-#include "fak/kernel_tier.h"
-#include "fak/regen.h"
+#include "fak/kernels/kernel_tier.h"
+#include "fak/regen/regen.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 

@@ -2,7 +2,7 @@
 // denylisted text is never backfilled, CanShare skips backfill only when every regime axis allows.
 #include <gtest/gtest.h>
 
-#include "fak/regen.h"
+#include "fak/regen/regen.h"
 #include "tests/regen/regen_test_util.h"
 #include "tests/test_util.h"
 

@@ -1,11 +1,11 @@
 // Screening: the prompt-injection marker set (with evasions), secrets shapes (with near misses),
 // the digest-keyed denylist, and the chain's order, identity and fit with the ledger.
-#include "fak/screen.h"
+#include "fak/screen/screen.h"
 
 #include <gtest/gtest.h>
 
-#include "fak/ledger.h"
-#include "fak/tokenizer.h"
+#include "fak/session/segment_ledger.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 

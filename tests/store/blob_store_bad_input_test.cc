@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "fak/blob_store.h"
+#include "fak/store/blob_store.h"
 #include "src/store/blob_journal.h"
 #include "tests/store/store_test_util.h"
 #include "tests/test_util.h"

@@ -1,6 +1,6 @@
 // The BlobStore contract, run against every backend: identity, dedupe, inline threshold, pins,
 // LRU eviction past the byte bound, removal, listing, batch calls and concurrent use.
-#include "fak/blob_store.h"
+#include "fak/store/blob_store.h"
 
 #include <gtest/gtest.h>
 

@@ -19,8 +19,8 @@
 #include <sstream>
 #include <thread>
 
-#include "fak/blob_store.h"
-#include "fak/recall.h"
+#include "fak/store/blob_store.h"
+#include "fak/recall/recall.h"
 #include "tests/store/store_test_util.h"
 #include "tests/test_util.h"
 

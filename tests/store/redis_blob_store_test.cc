@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "fak/redis_store.h"
+#include "fak/store/redis_store.h"
 #include "tests/store/redis_test_util.h"
 #include "tests/store/store_test_util.h"
 #include "tests/test_util.h"

@@ -18,8 +18,8 @@
 #include <sstream>
 #include <thread>
 
-#include "fak/redis_store.h"
-#include "fak/text_corpus.h"
+#include "fak/store/redis_store.h"
+#include "fak/store/text_corpus.h"
 #include "tests/store/redis_test_util.h"
 #include "tests/store/store_test_util.h"
 #include "tests/test_util.h"

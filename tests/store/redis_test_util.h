@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "fak/redis_store.h"
+#include "fak/store/redis_store.h"
 
 namespace fak::testing {
 

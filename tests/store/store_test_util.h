@@ -11,7 +11,7 @@
 #include <random>
 #include <string>
 
-#include "fak/digest.h"
+#include "fak/core/digest.h"
 
 namespace fak::testing {
 

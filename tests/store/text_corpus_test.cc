@@ -1,6 +1,6 @@
 // TextCorpus: source bytes by SourceDigest; token ids cached per (SourceDigest, TokenizerID), so a
 // tokenizer change re-tokenizes rather than reusing stale ids.
-#include "fak/text_corpus.h"
+#include "fak/store/text_corpus.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // ByteTokenizer: any byte string round-trips; special ids decode to nothing; bad ids are errors.
 #include <gtest/gtest.h>
 
-#include "fak/tokenizer.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace fak {

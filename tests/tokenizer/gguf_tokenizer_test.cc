@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "fak/gguf.h"
-#include "fak/tokenizer.h"
+#include "fak/io/gguf.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "src/tokenizer/pre_tokenizer.h"
 #include "tests/io/gguf_writer.h"
 #include "tests/test_util.h"

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "fak/digest.h"
-#include "fak/status.h"
-#include "fak/tokenizer.h"
+#include "fak/core/digest.h"
+#include "fak/core/status.h"
+#include "fak/tokenizer/tokenizer.h"
 
 namespace fak::testing {
 

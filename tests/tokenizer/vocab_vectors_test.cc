@@ -6,7 +6,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "fak/tokenizer.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace fak {

@@ -4,7 +4,7 @@
 // differ, and a rejected batch changes no cache.
 #include <gtest/gtest.h>
 
-#include "fak/model.h"
+#include "fak/model/model.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 

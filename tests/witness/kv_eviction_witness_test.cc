@@ -5,9 +5,9 @@
 
 #include <cmath>
 
-#include "fak/ledger.h"
-#include "fak/model.h"
-#include "fak/tokenizer.h"
+#include "fak/session/segment_ledger.h"
+#include "fak/model/model.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 

@@ -8,7 +8,7 @@
 
 #include <random>
 
-#include "fak/model.h"
+#include "fak/model/model.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 

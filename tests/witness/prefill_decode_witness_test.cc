@@ -6,7 +6,7 @@
 #include <cmath>
 #include <string>
 
-#include "fak/model.h"
+#include "fak/model/model.h"
 #include "kernels/dispatch.h"
 #include "src/model/model_impl.h"
 #include "tests/model/test_models.h"

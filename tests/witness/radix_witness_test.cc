@@ -2,8 +2,8 @@
 // eviction removes a named subtree that recency alone would have kept.
 #include <gtest/gtest.h>
 
-#include "fak/radix_tree.h"
-#include "fak/tokenizer.h"
+#include "fak/session/radix_tree.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 

@@ -4,10 +4,10 @@
 // the active tier. Each has a control showing the compared quantities depend on the text.
 #include <gtest/gtest.h>
 
-#include "fak/ledger.h"
-#include "fak/model.h"
-#include "fak/recall.h"
-#include "fak/tokenizer.h"
+#include "fak/session/segment_ledger.h"
+#include "fak/model/model.h"
+#include "fak/recall/recall.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/model/test_models.h"
 #include "tests/store/store_test_util.h"
 #include "tests/test_util.h"

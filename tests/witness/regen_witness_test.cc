@@ -5,7 +5,7 @@
 // differs, so the comparison depends on the model.
 #include <gtest/gtest.h>
 
-#include "fak/regen.h"
+#include "fak/regen/regen.h"
 #include "tests/regen/regen_test_util.h"
 #include "tests/test_util.h"
 

@@ -3,9 +3,9 @@
 // holding copies, bit for bit; and it really reads the slabs (changing one changes the logits).
 #include <gtest/gtest.h>
 
-#include "fak/model.h"
-#include "fak/radix_tree.h"
-#include "fak/tokenizer.h"
+#include "fak/model/model.h"
+#include "fak/session/radix_tree.h"
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 

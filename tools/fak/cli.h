@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "fak/model.h"
-#include "fak/status.h"
-#include "fak/tokenizer.h"
+#include "fak/model/model.h"
+#include "fak/core/status.h"
+#include "fak/tokenizer/tokenizer.h"
 
 namespace fak::cli {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "fak/audit.h"
-#include "fak/blob_store.h"
-#include "fak/manifest.h"
+#include "fak/audit/audit.h"
+#include "fak/store/blob_store.h"
+#include "fak/gate/manifest.h"
 #include "tools/fak/cli.h"
 
 namespace fak::cli {

@@ -9,9 +9,9 @@
 #include <iostream>
 #include <string>
 
-#include "fak/audit.h"
-#include "fak/blob_store.h"
-#include "fak/planner.h"
+#include "fak/audit/audit.h"
+#include "fak/store/blob_store.h"
+#include "fak/planner/planner.h"
 #include "tools/fak/cli.h"
 
 namespace fak::cli {

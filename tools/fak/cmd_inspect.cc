@@ -4,9 +4,9 @@
 #include <filesystem>
 #include <string>
 
-#include "fak/gguf.h"
-#include "fak/kernel_tier.h"
-#include "fak/safetensors.h"
+#include "fak/io/gguf.h"
+#include "fak/kernels/kernel_tier.h"
+#include "fak/io/safetensors.h"
 #include "tools/fak/cli.h"
 
 namespace fak::cli {

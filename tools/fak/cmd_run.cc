@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "fak/kernel_tier.h"
-#include "fak/sampler.h"
+#include "fak/kernels/kernel_tier.h"
+#include "fak/model/sampler.h"
 #include "tools/fak/cli.h"
 
 namespace fak::cli {

@@ -4,8 +4,8 @@
 #include <span>
 #include <string_view>
 
-#include "fak/kernel_tier.h"
-#include "fak/version.h"
+#include "fak/kernels/kernel_tier.h"
+#include "fak/core/version.h"
 #include "tools/fak/cli.h"
 
 namespace {

@@ -1,0 +1,30 @@
+// Kernel tier: which arithmetic regime (scalar, AVX2, AVX-512) fak's kernels run in.
+//
+// Results are bit-exact within one tier and differ in rounding across tiers, so the tier is part
+// of every cache binding. It is picked at start from the CPU (or FAK_KERNEL_TIER) and may be
+// pinned here. Changing it affects calls that start afterwards.
+#ifndef FAK_KERNELS_KERNEL_TIER_H_
+#define FAK_KERNELS_KERNEL_TIER_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fak/core/status.h"
+
+namespace fak {
+
+// "scalar", "avx2" or "avx512".
+std::string_view ActiveKernelTier();
+// The tiers this CPU and OS can run, slowest first.
+std::vector<std::string> SupportedKernelTiers();
+// Pins the tier; InvalidArgument for an unknown name, Unsupported for a tier this CPU lacks.
+Status SetKernelTier(std::string_view name);
+// An error when FAK_KERNEL_TIER names an unknown or unsupported tier; OK otherwise.
+Status KernelTierEnvironmentStatus();
+// The CPU features fak looked at, e.g. "avx2 fma f16c avx512f ...".
+std::string CpuFeatureSummary();
+
+}  // namespace fak
+
+#endif  // FAK_KERNELS_KERNEL_TIER_H_

@@ -1,0 +1,177 @@
+// KVCache: the addressable key/value cache of one sequence — a build artifact of its token ids.
+//
+// Per layer and KV head it holds K (keys after RoPE, what attention reads), Kraw (the same keys
+// before RoPE) and V, token-contiguous so a span is cut out with one move per head; plus the
+// absolute position and token id of every slot. Keeping Kraw costs one extra K-sized tensor
+// (≈1.5x a plain K/V cache, see size_bytes()) and buys exact eviction: a survivor that moves is
+// re-rotated once from Kraw by the same pinned RoPE routine that made it, so it is bit-identical to
+// a key computed fresh at its new position (architecture §3).
+//
+// Shared prefix (zero-copy sessions): a cache may start with slabs it reads in place instead of
+// owning copies (AppendShared; a radix-tree lookup builds sessions this way). Slabs are immutable,
+// so sharing changes no bit; a mutation that would move or drop shared tokens (Evict, Truncate)
+// copies just those into the cache first.
+//
+// Thread-safety: none; one session owns a cache (shared slabs are only read). Copying is explicit
+// (Clone) to show its cost. Every failed mutation leaves the cache as it was.
+#ifndef FAK_KV_KV_CACHE_H_
+#define FAK_KV_KV_CACHE_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "fak/core/digest.h"
+#include "fak/core/status.h"
+
+namespace fak {
+
+namespace internal {
+struct RopeBinding;  // the model's RoPE tables and pairing, shared by its caches
+}
+
+struct KVShape {
+  size_t n_layers = 0;
+  size_t n_kv_heads = 0;
+  size_t head_dim = 0;
+  size_t max_tokens = 0;  // the model's context length
+  friend bool operator==(const KVShape&, const KVShape&) = default;
+};
+
+// The K, Kraw and V of a run of tokens at fixed positions, detached from any cache: what a radix
+// tree node stores for its edge. Plain data; copying copies the floats.
+struct KVSlab {
+  KVShape shape;
+  size_t start_position = 0;  // position of the first token
+  std::vector<int32_t> tokens;
+  std::vector<float> k, kraw, v;  // each [n_layers][n_kv_heads][tokens.size()][head_dim]
+
+  size_t size() const { return tokens.size(); }
+  size_t size_bytes() const { return (k.size() + kraw.size() + v.size()) * sizeof(float) + tokens.size() * sizeof(int32_t); }
+  // The sub-run [from, from + n) (caller keeps it in range), positions preserved.
+  KVSlab Slice(size_t from, size_t n) const;
+};
+
+class KVCache {
+ public:
+  // Made by Model::NewCache(); a cache is bound to its model's shape and RoPE convention.
+  KVCache(const KVShape& shape, std::shared_ptr<const internal::RopeBinding> rope);
+  KVCache(KVCache&&) noexcept = default;
+  KVCache& operator=(KVCache&&) noexcept = default;
+  KVCache(const KVCache&) = delete;
+  KVCache& operator=(const KVCache&) = delete;
+
+  const KVShape& shape() const { return shape_; }
+  size_t size() const { return n_tokens_; }  // tokens held
+  bool empty() const { return n_tokens_ == 0; }
+  // Bytes of K, Kraw, V, positions and token ids for the tokens held (Kraw is reported separately).
+  size_t size_bytes() const;
+  size_t kraw_bytes() const;
+  std::span<const int32_t> positions() const { return {positions_.data(), n_tokens_}; }
+  std::span<const int32_t> tokens() const { return {tokens_.data(), n_tokens_}; }
+
+  // Deep copy (cost: the whole cache).
+  KVCache Clone() const;
+  // Copy of the first n tokens; InvalidArgument when n > size().
+  Result<KVCache> Prefix(size_t n) const;
+  // Drops tokens [n, size()); InvalidArgument when n > size().
+  Status Truncate(size_t n);
+  // Removes tokens [from, from + n) from every layer, renumbers positions of the survivors and
+  // re-rotates each moved key from Kraw at its new position. Exact iff no survivor attended to the
+  // span (it was the tail, or the model has one layer); see SegmentLedger for repair.
+  Status Evict(size_t from, size_t n);
+  // Appends the tokens [src_from, src_from + n) of `src` (same shape and RoPE binding), re-rotating
+  // them to their new positions. Used to assemble a cache from radix-tree slabs.
+  Status AppendFrom(const KVCache& src, size_t src_from, size_t n);
+  // Copies tokens [from, from + n) out as a slab; InvalidArgument when out of range.
+  Result<KVSlab> CopySpan(size_t from, size_t n) const;
+  // Appends a slab of the same shape at the end, re-rotating its keys from Kraw if the slab was
+  // made at other positions (exact either way).
+  Status AppendSlab(const KVSlab& slab);
+  // Appends a slab by reference: the cache reads its tokens in place from then on, keeping the slab
+  // alive. Only while everything held so far is shared and the slab sits at the next position
+  // (a radix-tree path); otherwise the slab is copied, as AppendSlab. Same contents either way.
+  Status AppendShared(std::shared_ptr<const KVSlab> slab);
+  // Tokens [0, shared_tokens()) are read in place from shared_slabs(), in order.
+  size_t shared_tokens() const { return shared_tokens_; }
+  std::span<const std::shared_ptr<const KVSlab>> shared_slabs() const { return shared_; }
+  // sha256 over the shape, positions and the K, Kraw and V of every held token.
+  Digest ComputeDigest() const;
+
+  // The K, Kraw and V rows of one layer and KV head from token `from` on, and how many tokens after
+  // it are stored contiguously (a shared slab's end, or the cache's capacity): rows [n][head_dim].
+  struct Rows {
+    const float *k, *kraw, *v;
+    size_t n;
+    size_t head_stride;  // floats from these rows to the same token's rows of the next KV head
+  };
+  Rows RowsAt(size_t layer, size_t head, size_t from) const;
+  // Calls f(const Rows&) for the contiguous runs covering tokens [from, from + n), in order; each
+  // run's n is clipped to the range. The caller keeps the range within size().
+  template <class F>
+  void ForEachRun(size_t layer, size_t head, size_t from, size_t n, F&& f) const {
+    for (const size_t end = from + n; from < end;) {
+      Rows r = RowsAt(layer, head, from);
+      r.n = std::min(r.n, end - from);
+      f(r);
+      from += r.n;
+    }
+  }
+
+  // The cache's own rows of one layer and KV head: [capacity][head_dim], token-contiguous; only
+  // tokens [shared_tokens(), size()) are there (read the rest through RowsAt / ForEachRun).
+  const float* k(size_t layer, size_t head) const { return k_.get() + HeadOffset(layer, head); }
+  const float* kraw(size_t layer, size_t head) const { return kraw_.get() + HeadOffset(layer, head); }
+  const float* v(size_t layer, size_t head) const { return v_.get() + HeadOffset(layer, head); }
+  // Floats between consecutive KV heads of one layer in the own rows (the capacity times head_dim).
+  size_t head_stride() const { return capacity_ * shape_.head_dim; }
+
+  // ---- for the model's forward pass (fak internals) ----
+  // Grows storage to hold `n_tokens` without reallocating; ResourceExhausted past max_tokens.
+  Status Reserve(size_t n_tokens);
+  float* mutable_k(size_t layer, size_t head) { return k_.get() + HeadOffset(layer, head); }
+  float* mutable_kraw(size_t layer, size_t head) { return kraw_.get() + HeadOffset(layer, head); }
+  float* mutable_v(size_t layer, size_t head) { return v_.get() + HeadOffset(layer, head); }
+  // Marks slots [size(), size() + ids.size()) as filled with these tokens at consecutive positions.
+  void CommitAppended(std::span<const int32_t> ids);
+  const internal::RopeBinding& rope() const { return *rope_; }
+  bool SameBinding(const KVCache& other) const { return shape_ == other.shape_ && rope_ == other.rope_; }
+
+ private:
+  size_t HeadOffset(size_t layer, size_t head) const { return (layer * shape_.n_kv_heads + head) * head_stride(); }
+  // Re-rotates K of tokens [from, size()) from Kraw at their positions (own rows).
+  void RerotateFrom(size_t from);
+  void Reallocate(size_t new_capacity);
+  // Copies tokens [src_from, src_from + n) of `src` (shared or own rows) into own slots from `at`.
+  void CopyRowsFrom(const KVCache& src, size_t src_from, size_t n, size_t at);
+  // Makes tokens [from, size()) own rows, copying the shared slabs that hold any of them.
+  void Unshare(size_t from);
+
+  KVShape shape_;
+  std::shared_ptr<const internal::RopeBinding> rope_;
+  size_t n_tokens_ = 0;
+  size_t capacity_ = 0;
+  std::vector<std::shared_ptr<const KVSlab>> shared_;  // tokens [0, shared_tokens_), in order
+  size_t shared_tokens_ = 0;
+  // Own rows, [n_layers][n_kv_heads][capacity][head_dim]; slots below shared_tokens_ stay unwritten
+  // (left uninitialised, so their pages are never touched).
+  std::unique_ptr<float[]> k_, kraw_, v_;
+  std::vector<int32_t> positions_;  // [capacity]
+  std::vector<int32_t> tokens_;     // [capacity]
+};
+
+// A session cache starting from the longest common prefix of `source`'s tokens and `tokens`: only
+// tokens[reused_tokens:] remain to be prefilled (at least one token always remains, so the caller
+// gets next-token logits). Cost: a copy of the reused prefix.
+struct SessionStart {
+  KVCache cache;
+  size_t reused_tokens = 0;
+};
+SessionStart SessionFromPrefix(const KVCache& source, std::span<const int32_t> tokens);
+
+}  // namespace fak
+
+#endif  // FAK_KV_KV_CACHE_H_

@@ -1,0 +1,172 @@
+// Model: an immutable transformer (Llama family and Gemma 3 text) and its forward pass on the CPU.
+//
+// All per-request state lives in a KVCache; a Model is safe to share between threads. Prefill runs
+// a whole prompt as one batch; Decode runs one token. Within one kernel tier both produce the same
+// K/V and logits bit for bit, because every matmul output is reduced in an order independent of
+// the batch and the same attention routine serves both (architecture §2).
+#ifndef FAK_MODEL_MODEL_H_
+#define FAK_MODEL_MODEL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fak/core/digest.h"
+#include "fak/kv/kv_cache.h"
+#include "fak/core/status.h"
+
+namespace fak {
+
+enum class Architecture { kLlama, kGemma3 };
+// Which dimensions RoPE rotates together: (2i, 2i+1) or (i, i + head_dim/2) (HF rotate_half).
+enum class RopePairing { kAdjacent, kSplitHalf };
+
+struct ModelConfig {
+  Architecture architecture = Architecture::kLlama;
+  size_t vocab_size = 0;
+  size_t hidden_size = 0;
+  size_t n_layers = 0;
+  size_t n_heads = 0;
+  size_t n_kv_heads = 0;      // grouped-query attention: n_heads % n_kv_heads == 0
+  size_t head_dim = 0;        // Llama: hidden_size / n_heads
+  size_t ffn_size = 0;
+  double rope_base = 10000.0;
+  RopePairing rope_pairing = RopePairing::kSplitHalf;
+  // RoPE frequency scaling, as llama.cpp and HF apply it (docs/models.md "RoPE scaling"): inverse
+  // frequency i is base^(-2i/head_dim) / rope_scale_factor / rope_freq_factors[i].
+  // - linear (GGUF rope.scaling.type "linear", HF rope_type "linear"): positions divided by
+  //   rope_scale_factor (1: none).
+  // - llama3 (Llama 3.1-3.3): head_dim/2 per-frequency divisors, GGUF rope_freqs.weight or computed
+  //   from HF's rope_scaling by Llama3RopeFreqFactors (empty: none).
+  // - yarn (GGUF rope.scaling.type "yarn", HF rope_type "yarn"; Qwen2.5 and others past their
+  //   trained context): rope_yarn.factor > 0, see RopeYarn. Exclusive with the other two.
+  // Gemma 3 scales its global layers only; sliding layers keep rope_local_base unscaled.
+  double rope_scale_factor = 1.0;
+  std::vector<float> rope_freq_factors;
+  // YaRN as llama.cpp's rope_yarn and transformers' _compute_yarn_parameters compute it: inverse
+  // frequency i blends base^(-2i/d) / factor and base^(-2i/d) by a ramp over the dimensions between
+  // the correction dims of beta_fast and beta_slow rotations in original_context positions, and
+  // cos/sin are multiplied by `magnitude` (llama.cpp: attn_factor * (1 + 0.1 ln factor); HF:
+  // attention_factor, default 1 + 0.1 ln factor).
+  struct RopeYarn {
+    double factor = 0.0;  // 0: no YaRN
+    size_t original_context = 0;
+    double beta_fast = 32.0, beta_slow = 1.0;
+    double magnitude = 1.0;
+  } rope_yarn;
+  float rms_eps = 1e-5f;
+  bool tied_embeddings = true;  // the output head reuses the token embedding
+  size_t context_length = 2048;
+  int32_t bos_id = -1, eos_id = -1;  // -1: none
+  // Llama family only: the q/k/v projections add a bias before RoPE (Qwen2: GGUF "qwen2", HF
+  // model_type "qwen2"; otherwise a Llama with split-half RoPE).
+  bool qkv_bias = false;
+
+  // ---- Gemma 3 (ignored for Llama) ----
+  // Sliding-window attention: layer l is global iff (l + 1) % sliding_window_pattern == 0, else it
+  // attends to keys at positions [max(0, p + 1 - sliding_window), p] and rotates with
+  // rope_local_base. sliding_window == 0: every layer is global.
+  size_t sliding_window = 0;
+  size_t sliding_window_pattern = 6;
+  double rope_local_base = 10000.0;
+  // Attention scale = query_pre_attn_scalar^-0.5; 0 means head_dim.
+  float query_pre_attn_scalar = 0.0f;
+  // Whether layer l uses the sliding window (Gemma 3 with sliding_window > 0 and l not global).
+  bool IsSlidingLayer(size_t layer) const;
+
+  // InvalidArgument naming the first inconsistent field.
+  Status Validate() const;
+  bool HasRopeScaling() const { return rope_scale_factor != 1.0 || !rope_freq_factors.empty() || rope_yarn.factor != 0.0; }
+  // The scaling as the cache binding's position_convention.scaling names it: "none", "linear 8",
+  // "llama3 <sha256 of the f32 factors>", both joined by " + ", or "yarn 4 orig 32768 beta 32/1 mag 1.1386".
+  std::string RopeScalingLabel() const;
+  // A compact description, e.g. "llama h576 L30 heads 9/3 hd64 ffn1536 vocab49152".
+  std::string Describe() const;
+
+  // The embedded default: small enough to run anywhere in milliseconds, byte-level vocabulary.
+  static ModelConfig EmbeddedDefault();
+  // Real-model shapes (random weights) for benchmarks.
+  static ModelConfig SmolLM2_135M_Shape();
+  static ModelConfig TinyLlama_1_1B_Shape();
+};
+
+struct ModelOptions {
+  // Threads used by one forward pass. Default: 0 = one per hardware thread.
+  size_t n_threads = 0;
+  // Load only: cap the context length (RoPE tables and the cache limit) below the file's trained
+  // context. Default: 0 = the file's value.
+  size_t max_context = 0;
+};
+
+enum class LogitsMode {
+  kNone,  // fill the cache only
+  kLast,  // logits of the last prompt token: [vocab]
+  kAll,   // logits of every prompt token: [n_tokens][vocab]
+};
+
+// One sequence of Model::PrefillBatch: tokens appended to its own cache.
+struct BatchItem {
+  KVCache* cache = nullptr;
+  std::span<const int32_t> tokens;
+  LogitsMode mode = LogitsMode::kLast;
+};
+
+class Model {
+ public:
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  // Deterministic random weights with sensible scales (outputs depend on context). Same config
+  // and seed, same weights, on every machine.
+  static Result<std::unique_ptr<Model>> Synthetic(const ModelConfig& config, uint64_t seed,
+                                                  const ModelOptions& options = {});
+
+  // Loads a GGUF file (v2/v3; architectures llama, qwen2 and gemma3; tensors F32, F16, BF16, Q8_0,
+  // Q4_0, Q5_0, Q4_K, Q5_K, Q6_K) or a Hugging Face checkpoint: a directory with config.json and
+  // model.safetensors (or shards listed in model.safetensors.index.json), or a .safetensors file
+  // with config.json beside it (LlamaForCausalLM, Qwen2ForCausalLM, Gemma3ForCausalLM; F32, F16, BF16). F32 and
+  // quantized weights stay in the memory-mapped files, which the model keeps open; F16/BF16
+  // matrices are widened to f32 at load (twice their file size). docs/models.md has the details.
+  // Errors: IOError (cannot map), NotFound (no config.json or weights file), Corruption (malformed
+  // file, a missing tensor or a wrong shape, naming the tensor), Unsupported (another architecture,
+  // format, feature or tensor type).
+  static Result<std::unique_ptr<Model>> Load(const std::string& path, const ModelOptions& options = {});
+
+  const ModelConfig& config() const;
+  // sha256 over the config and every weight: the ModelID axis of the cache binding. Computed
+  // once, on first call (cost: one pass over the weights).
+  const Digest& WeightsDigest() const;
+  size_t weights_bytes() const;
+
+  // An empty cache bound to this model's shape and RoPE convention.
+  KVCache NewCache() const;
+
+  // Appends `tokens` to `cache` as one batch and returns logits as `mode` asks. Errors (cache of
+  // another model, empty prompt, token id out of range, context overflow) leave the cache as it was.
+  Result<std::vector<float>> Prefill(KVCache* cache, std::span<const int32_t> tokens,
+                                     LogitsMode mode = LogitsMode::kLast) const;
+  // Appends one token and returns the logits of the next.
+  Result<std::vector<float>> Decode(KVCache* cache, int32_t token) const;
+  // Several sequences in one forward pass (continuous batching: a server's decode step for all its
+  // sessions, or several prompts at once): every matmul, the output head included, reads its
+  // weights once for all their rows, while attention runs per sequence over its own cache. Result
+  // i has the bits Prefill(items[i].cache, items[i].tokens, items[i].mode) gives, whatever the other
+  // items (batch independence, architecture §2.1). Every item is checked before any cache changes
+  // (Prefill's errors, naming the item, plus a cache that appears twice); on error none changes.
+  Result<std::vector<std::vector<float>>> PrefillBatch(std::span<const BatchItem> items) const;
+
+  struct Impl;
+  const Impl& impl() const { return *impl_; }
+
+ private:
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fak
+
+#endif  // FAK_MODEL_MODEL_H_

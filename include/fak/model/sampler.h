@@ -1,0 +1,61 @@
+// Sampling and generation: turn logits into tokens, reproducibly.
+//
+// Sampler is seeded: the same seed, logits and history give the same tokens on every machine (its
+// generator is a fixed xoshiro256** stream, not std::random's implementation-defined
+// distributions). Not thread-safe; one per sequence.
+#ifndef FAK_MODEL_SAMPLER_H_
+#define FAK_MODEL_SAMPLER_H_
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "fak/kv/kv_cache.h"
+#include "fak/model/model.h"
+#include "fak/core/status.h"
+
+namespace fak {
+
+struct SamplingParams {
+  float temperature = 0.0f;         // 0 = greedy (argmax; ties go to the lowest id). Default: 0.
+  size_t top_k = 0;                 // keep the k most likely; 0 = all. Default: 0.
+  float top_p = 1.0f;               // nucleus mass in (0, 1]; 1 = all. Default: 1.
+  float repetition_penalty = 1.0f;  // > 1 discourages tokens in the history (CTRL rule). Default: 1.
+  uint64_t seed = 0;                // Default: 0.
+
+  Status Validate() const;
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+  // Picks the next token from `logits` given the ids seen so far (for the repetition penalty).
+  int32_t Sample(std::span<const float> logits, std::span<const int32_t> history);
+
+ private:
+  double NextUniform();  // [0, 1)
+  SamplingParams params_;
+  uint64_t state_[4];
+};
+
+struct GenerateParams {
+  size_t max_new_tokens = 64;  // Default: 64.
+  int32_t stop_token = -1;     // generation ends after emitting it; -1 = none. Default: -1.
+  SamplingParams sampling;
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated ids (the stop token included if it was emitted)
+  size_t n_prompt_tokens = 0;
+};
+
+// Prefills `prompt` onto `cache` (which may already hold a prefix) and decodes up to
+// max_new_tokens, calling on_token (if set) after each; on_token returning false stops early.
+Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
+                                const GenerateParams& params,
+                                const std::function<bool(int32_t)>& on_token = nullptr);
+
+}  // namespace fak
+
+#endif  // FAK_MODEL_SAMPLER_H_

@@ -1,0 +1,127 @@
+// Planner: the agent-facing entry point — "here is the conversation so far, continue it".
+//
+// Complete() stores each message's text in the corpus by SourceDigest, renders and tokenizes it,
+// looks the context up in the radix tree through the manifest gate (with the caller's tenant),
+// prefills only the suffix, screens new tool results at write time — a quarantined one is evicted
+// at once, certified (signed, journaled, witnessed against a never-saw run) and from then on
+// replaced everywhere by a sealed stub naming its digest, so no later turn or regen re-feeds it —
+// then decodes, streaming text through a callback, and puts the finished context back into the
+// tree for the next turn or the next session.
+//
+// Thread-safety: Complete may run concurrently for many conversations sharing one tree; the model,
+// tokenizer, key and blob store must outlive the planner.
+#ifndef FAK_PLANNER_PLANNER_H_
+#define FAK_PLANNER_PLANNER_H_
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fak/audit/audit.h"
+#include "fak/store/blob_store.h"
+#include "fak/model/model.h"
+#include "fak/session/radix_tree.h"
+#include "fak/recall/recall.h"
+#include "fak/model/sampler.h"
+#include "fak/screen/screen.h"
+#include "fak/store/text_corpus.h"
+#include "fak/tokenizer/tokenizer.h"
+
+namespace fak {
+
+struct Message {
+  SegmentKind kind = SegmentKind::kUser;
+  std::string text;
+};
+
+struct Conversation {
+  std::string tenant = std::string(kDefaultTenant);
+  std::vector<Message> messages;
+};
+
+struct CompleteParams {
+  GenerateParams generate;  // stop_token defaults to the tokenizer's EOS when left at -1
+  // Called with each piece of generated text; returning false stops generation.
+  std::function<bool(std::string_view)> on_text;
+};
+
+struct MessageOutcome {
+  Digest source_digest;  // sha256 of the message text as given
+  Verdict verdict;
+  bool sealed = false;   // replaced by its stub (quarantined now or earlier)
+  bool reused = false;   // its KV came from the tree
+};
+
+struct CompleteResult {
+  std::string text;                // the reply
+  std::vector<int32_t> generated;  // its token ids
+  size_t context_tokens = 0;       // rendered conversation + reply header
+  size_t reused_tokens = 0;        // served from the tree
+  size_t prefilled_tokens = 0;
+  std::vector<MessageOutcome> messages;
+  std::vector<DeletionCertificate> certificates;  // issued during this call
+  ClaimVerdict gate;               // the tree's verdict for this claim
+  double prefill_ms = 0, decode_ms = 0;
+};
+
+struct PlannerOptions {
+  RadixTreeOptions tree;
+  // Journal file for deletion rows (created if absent). Required.
+  std::string journal_path;
+  // Screens tool results. Default: ScreenChain::Default() (prompt injection + secrets + denylist).
+  std::shared_ptr<const ScreenChain> chain;
+};
+
+class Planner {
+ public:
+  // `blobs` holds the corpus texts (e.g. a directory store); all references must outlive it.
+  static Result<std::unique_ptr<Planner>> Create(const Model& model, const Tokenizer& tokenizer, SigningKey key,
+                                                 BlobStore& blobs, PlannerOptions options);
+
+  Result<CompleteResult> Complete(const Conversation& conversation, const CompleteParams& params = {});
+
+  // The conversation as durable text, in order: each message's own text (a sealed one as its stub)
+  // and kind — what RecallStore::Save persists.
+  std::vector<RecallSegment> Transcript(const Conversation& conversation) const;
+  // Rebuilds a session's KV from a recalled transcript exactly as Complete builds it live: each
+  // segment rendered with its role marker, a segment the current chain quarantines as its stub.
+  Result<SegmentLedger> Rebuild(const RecalledTranscript& transcript) const;
+  // `text` with its role marker, as the model sees it.
+  static std::string Render(SegmentKind kind, std::string_view text);
+  // What replaces a quarantined message: names its digest, carries none of its bytes.
+  static std::string SealedStub(const Digest& digest);
+  static constexpr std::string_view kReplyHeader = "<|assistant|>\n";
+
+  RadixTree& tree() { return *tree_; }
+  Journal& journal() { return *journal_; }
+  TextCorpus& corpus() { return corpus_; }
+  const ScreenChain& chain() const { return *chain_; }
+  const PublicKey public_key() const { return key_.public_key(); }
+
+ private:
+  struct Prepared;
+  Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key, BlobStore& blobs,
+          std::shared_ptr<const ScreenChain> chain, std::unique_ptr<Journal> journal, RadixTreeOptions tree);
+  Result<Prepared> Prepare(const Conversation& conversation);
+  // Appends segments [first, end): screens new tool results, certifies and seals quarantined ones.
+  // Returns the logits after the last segment (the reply header).
+  Result<std::vector<float>> AppendNew(const Conversation& conversation, Prepared& p, size_t first,
+                                       SegmentLedger& ledger, CompleteResult* out);
+  Status Decode(SegmentLedger& ledger, std::vector<float> logits, const CompleteParams& params, CompleteResult* out);
+
+  const Model& model_;
+  const Tokenizer& tokenizer_;
+  SigningKey key_;
+  TextCorpus corpus_;
+  std::shared_ptr<const ScreenChain> chain_;
+  std::unique_ptr<Journal> journal_;
+  std::unique_ptr<RadixTree> tree_;
+  std::mutex audit_mu_;  // serialises certificate issuance (journal appends) and denylist updates
+};
+
+}  // namespace fak
+
+#endif  // FAK_PLANNER_PLANNER_H_

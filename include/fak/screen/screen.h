@@ -1,0 +1,141 @@
+// Screening: admitters judge segment bytes before (and whenever) they enter a model's context.
+//
+// An Admitter maps bytes plus metadata to admit or quarantine, with a reason and its own name. The
+// ledger's write-time bridge calls one on every screened segment; a quarantine evicts the segment
+// at once, so the cache equals one that never saw it. A ScreenChain runs a digest-keyed quarantine
+// denylist and then its registered admitters in order; its identity (a digest over every
+// admitter's name, version and configuration) is recorded in recall images, and every page-in is
+// re-screened by the current chain (architecture §7). Admitters must be thread-safe.
+#ifndef FAK_SCREEN_SCREEN_H_
+#define FAK_SCREEN_SCREEN_H_
+
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "fak/core/digest.h"
+
+namespace fak {
+
+enum class SegmentKind { kSystem, kUser, kToolResult, kAssistant };
+std::string_view SegmentKindName(SegmentKind kind);
+
+struct Verdict {
+  enum class Action { kAdmit, kQuarantine };
+  Action action = Action::kAdmit;
+  std::string detector;  // the admitter that decided (empty for a plain admit)
+  std::string reason;    // why, naming what matched
+
+  bool quarantined() const { return action == Action::kQuarantine; }
+  static Verdict Admit() { return {}; }
+  static Verdict Quarantine(std::string detector, std::string reason) {
+    return {Action::kQuarantine, std::move(detector), std::move(reason)};
+  }
+};
+
+struct ScreenInput {
+  std::string_view bytes;
+  SegmentKind kind = SegmentKind::kUser;
+  // sha256 of `bytes` when the caller has it (the SourceDigest); the denylist hashes otherwise.
+  std::optional<Digest> source_digest;
+};
+
+class Admitter {
+ public:
+  virtual ~Admitter() = default;
+  virtual std::string_view name() const = 0;
+  virtual Verdict Screen(const ScreenInput& input) const = 0;
+  // Bumped whenever the admitter's rules change meaning. Default: "1".
+  virtual std::string_view version() const { return "1"; }
+  // Identity of the admitter's rules: name, version and configuration. Default: sha256 of
+  // "name/version". Part of ScreenChain::id().
+  virtual Digest Fingerprint() const;
+};
+
+// Quarantines bytes containing any of `phrases`. Matching is ASCII case-insensitive, treats any
+// run of whitespace as one space and ignores zero-width characters (U+200B..U+200D, U+2060,
+// U+FEFF), so "Ignore  all\nprevious instructions" still matches. Fingerprint covers the phrases.
+std::unique_ptr<Admitter> MakePhraseAdmitter(std::string name, std::vector<std::string> phrases);
+
+// The built-in prompt-injection admitter, "prompt_injection" version 2. Marker set:
+//   instruction overrides: "ignore all previous instructions", "ignore previous instructions",
+//     "ignore all prior instructions", "ignore the above instructions", "disregard your
+//     instructions", "disregard all previous instructions", "disregard the above",
+//     "forget your previous instructions", "new instructions:", "system override"
+//   role / jailbreak claims: "you are now in developer mode", "you are now dan"
+//   exfiltration: "reveal your system prompt", "print your system prompt", "exfiltrate"
+//   chat-template control tokens smuggled into data: "<|im_start|>", "<|im_end|>", "<|system|>",
+//     "<|start_header_id|>", "<|eot_id|>", "<start_of_turn>", "<end_of_turn>", "[inst]", "<<sys>>"
+// The same list is in docs/store.md; changing it bumps the version.
+std::unique_ptr<Admitter> MakePromptInjectionAdmitter();
+std::vector<std::string> PromptInjectionMarkers();
+
+// The built-in secrets admitter, "secrets" version 1. Quarantines bytes holding a private-key block
+// ("-----BEGIN ... PRIVATE KEY-----", including OpenSSH and PGP blocks) or a common API-key shape:
+// AWS access key ids (AKIA/ASIA + 16 [A-Z0-9]), GitHub tokens (ghp_/gho_/ghu_/ghs_/ghr_ + 36+
+// alphanumerics, github_pat_ + 22+), Slack tokens (xoxb-/xoxp-/xoxa-/xoxr-/xoxs- + 10+), OpenAI /
+// Anthropic style keys (sk- + 32+ of [A-Za-z0-9_-]), Google API keys (AIza + 35), Stripe live keys
+// (sk_live_/rk_live_ + 24+). A key must not be glued to a preceding letter or digit. The reason
+// names the kind and byte offset, never the secret itself.
+std::unique_ptr<Admitter> MakeSecretsAdmitter();
+
+// A digest-keyed quarantine denylist: bytes whose sha256 is listed are quarantined whatever they
+// say. Its contents are data, not rules, so they are not part of the fingerprint. Thread-safe
+// (readers share a lock); Add/Remove may run while others screen.
+class QuarantineDenylist final : public Admitter {
+ public:
+  std::string_view name() const override { return "denylist"; }
+  Verdict Screen(const ScreenInput& input) const override;
+
+  // Lists `digest` with a reason (replacing an earlier reason).
+  void Add(const Digest& digest, std::string reason);
+  // False when it was not listed.
+  bool Remove(const Digest& digest);
+  bool Contains(const Digest& digest) const;
+  size_t size() const;
+  // Every listed digest with its reason, for a host that persists the list.
+  std::vector<std::pair<Digest, std::string>> Entries() const;
+
+ private:
+  mutable std::shared_mutex mu_;
+  std::unordered_map<Digest, std::string> entries_;  // GUARDED_BY(mu_)
+};
+
+// The chain: the denylist first, then each admitter in registration order; the first quarantine
+// wins. A chain is itself an Admitter, so it plugs into SegmentLedger::AppendScreened.
+// Thread-safety: configure (Add, set_denylist) before sharing; Screen is then safe concurrently.
+class ScreenChain final : public Admitter {
+ public:
+  // An empty chain with its own empty denylist.
+  ScreenChain();
+  // The built-in chain: denylist, prompt_injection, secrets.
+  static ScreenChain Default();
+
+  // Registers an admitter. InvalidArgument for null, or a name already in the chain.
+  Status Add(std::shared_ptr<const Admitter> admitter);
+  // Shares `denylist` (e.g. one list across chains). InvalidArgument for null.
+  Status set_denylist(std::shared_ptr<QuarantineDenylist> denylist);
+  QuarantineDenylist& denylist() const { return *denylist_; }
+
+  std::string_view name() const override { return "screen_chain"; }
+  std::string_view version() const override { return "1"; }
+  Verdict Screen(const ScreenInput& input) const override;
+  // The chain identity: sha256 over "fak.screen_chain.v1" and each admitter's fingerprint, in order.
+  Digest Fingerprint() const override;
+  Digest id() const { return Fingerprint(); }
+  // "denylist, prompt_injection/2, secrets/1": for logs and recall images.
+  std::string Describe() const;
+  size_t size() const { return admitters_.size(); }
+
+ private:
+  std::shared_ptr<QuarantineDenylist> denylist_;
+  std::vector<std::shared_ptr<const Admitter>> admitters_;
+};
+
+}  // namespace fak
+
+#endif  // FAK_SCREEN_SCREEN_H_

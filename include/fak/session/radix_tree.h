@@ -1,0 +1,164 @@
+// RadixTree: cross-session prefix reuse of one model's KV, keyed on token-id runs.
+//
+// A compressed trie: each node owns the KV slab of its own edge only, so resident memory equals the
+// unique tokens held (no prefix is stored twice). Lookup walks to the longest cached prefix,
+// splitting an edge where the request diverges inside it (slicing a slab is exact), and hands out a
+// session cache that reads the path's slabs in place (KVCache::AppendShared: nothing is copied, and
+// a slab outlives its node while a session reads it); only the suffix is left to prefill. Insert
+// adds what a finished request computed.
+//
+// Eviction: EvictToBudget trims under memory pressure by a pluggable policy (LRU, LFU, or
+// deepest-tokens-first), never touching leased or pinned paths; EvictNode removes a subtree because
+// policy says so (quarantine), whatever its recency or leases, and reports what it removed.
+//
+// The manifest gate (architecture §6) guards every reuse: each node carries a KVManifest (binding
+// tuple of its span, tenant, sharing), and a lookup serves a node only if the caller's claim gets a
+// HIT from CheckResidentClaim — so a tree never serves KV across a model, tokenizer, regime or
+// tenant boundary. Each tenant's tokens live in its own namespace below the declared public
+// prefixes (AccessPolicy), which every tenant shares.
+//
+// Thread-safety: all methods may be called concurrently (one internal mutex; a lookup's session
+// cache is set up, and an insert's new KV copied and hashed, outside it). Leases must not outlive
+// the tree.
+#ifndef FAK_SESSION_RADIX_TREE_H_
+#define FAK_SESSION_RADIX_TREE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fak/core/digest.h"
+#include "fak/kv/kv_cache.h"
+#include "fak/gate/manifest.h"
+#include "fak/model/model.h"
+#include "fak/tokenizer/tokenizer.h"
+#include "fak/core/status.h"
+
+namespace fak {
+
+enum class EvictionPolicy {
+  kLru,           // least recently used leaf first (whole leaves)
+  kLfu,           // least often hit leaf first, then least recent
+  kDeepestFirst,  // trim the deepest tokens first, keeping shallow shared prefixes of every branch
+};
+
+struct RadixTreeOptions {
+  // Resident KV bytes kept after each Insert; 0 = unbounded. Default: 0.
+  size_t budget_bytes = 0;
+  // Default: kLru.
+  EvictionPolicy policy = EvictionPolicy::kLru;
+  // Tenancy rules and public prefixes; copied at construction. Default: tenant-only spans.
+  AccessPolicy access;
+};
+
+inline constexpr std::string_view kDefaultTenant = "default";
+
+struct RadixTreeStats {
+  size_t unique_tokens = 0;   // tokens resident (each stored once)
+  size_t resident_bytes = 0;  // bytes of the resident slabs
+  size_t node_count = 0;      // excluding the root
+  size_t lookups = 0, hits = 0, misses = 0;
+  size_t hit_tokens = 0;        // tokens served from the tree
+  size_t prefilled_tokens = 0;  // tokens lookups left to prefill
+  size_t evicted_tokens = 0;
+};
+
+using NodeId = uint64_t;  // 0 is the root
+
+class RadixTree;
+
+// Keeps a node (and so its whole path) from budget eviction while a session is in flight.
+class Lease {
+ public:
+  Lease() = default;
+  ~Lease();
+  Lease(Lease&& other) noexcept;
+  Lease& operator=(Lease&& other) noexcept;
+  Lease(const Lease&) = delete;
+  Lease& operator=(const Lease&) = delete;
+  NodeId node() const { return node_; }
+
+ private:
+  friend class RadixTree;
+  Lease(RadixTree* tree, NodeId node) : tree_(tree), node_(node) {}
+  void Release();
+  RadixTree* tree_ = nullptr;
+  NodeId node_ = 0;
+};
+
+struct LookupResult {
+  KVCache cache;           // the longest cached prefix, read in place from the tree's slabs, with room
+                           // reserved for the rest of the request
+  size_t matched_tokens = 0;
+  ClaimVerdict gate;       // HIT, or the verdict that stopped the walk (MISS{axis}, REFUSE, ...)
+  NodeId node = 0;         // where the match ends (0 = root: a miss)
+  Lease lease;             // held until the request is done
+};
+
+struct EvictedSubtree {
+  size_t n_nodes = 0, n_tokens = 0;
+  std::vector<Digest> span_digests;  // one per removed node: sha256 of its edge's token ids
+};
+
+class RadixTree {
+ public:
+  // `model` and `tokenizer` must outlive the tree; every slab belongs to the model's KV shape, and
+  // every node is bound to the regime (model, tokenizer, kernel tier...) current at construction.
+  RadixTree(const Model& model, const Tokenizer& tokenizer, RadixTreeOptions options = {});
+  ~RadixTree();
+  RadixTree(const RadixTree&) = delete;
+  RadixTree& operator=(const RadixTree&) = delete;
+
+  // Longest cached prefix of `tokens` that the gate admits for `claim` (its binding's regime axes
+  // and tenant; span axes are filled per node), capped at tokens.size() - 1 so one token is always
+  // left to prefill (the caller needs its logits).
+  LookupResult Lookup(const ResidentClaim& claim, std::span<const int32_t> tokens);
+  // Lookup with this tree's own regime and kDefaultTenant.
+  LookupResult Lookup(std::span<const int32_t> tokens);
+  // The claim this tree's own regime makes for `tenant`.
+  ResidentClaim ClaimFor(std::string tenant) const;
+  // Length of the longest cached prefix, without splitting, copying or touching recency.
+  size_t MatchLength(std::span<const int32_t> tokens, std::string_view tenant = kDefaultTenant) const;
+  // Adds `tokens` (the first tokens.size() tokens of `cache`, which must be this model's) to
+  // `tenant`'s namespace (the public-prefix part to the shared one), then trims to the budget.
+  // InvalidArgument when the cache does not hold those tokens or the tenant name is invalid.
+  Status Insert(std::string_view tenant, std::span<const int32_t> tokens, const KVCache& cache);
+  Status Insert(std::span<const int32_t> tokens, const KVCache& cache) { return Insert(kDefaultTenant, tokens, cache); }
+
+  // The node at the end of exactly `tokens` in `tenant`'s view (splitting an edge if needed);
+  // NotFound if absent.
+  Result<NodeId> FindNode(std::span<const int32_t> tokens, std::string_view tenant = kDefaultTenant);
+  // Removes `node` and its subtree regardless of recency and leases; NotFound if absent,
+  // InvalidArgument for the root.
+  Result<EvictedSubtree> EvictNode(NodeId node);
+  // Trims unleased, unpinned tokens by the policy until resident bytes <= budget_bytes.
+  void EvictToBudget(size_t budget_bytes);
+  // A pinned node (and so its path) is never evicted under budget pressure.
+  Status SetPinned(NodeId node, bool pinned);
+
+  RadixTreeStats Stats() const;
+  // Verdict counts by outcome and miss axis, token-level hit rates.
+  GateStats GateStatistics() const;
+  // Re-hashes every slab against its manifest's integrity checksum; the ids of nodes that differ.
+  std::vector<NodeId> VerifyIntegrity() const;
+  const KVManifest* ManifestOf(NodeId node) const;  // null if absent; valid until the next mutation
+  // Bytes of one token's KV (K, Kraw, V and its id): resident_bytes / unique_tokens when exact.
+  size_t BytesPerToken() const;
+
+ private:
+  friend class Lease;
+  struct Impl;
+  void ReleaseLease(NodeId node);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Cache-aware scheduling (SGLang's longest-prefix-match order): the index of the waiting request
+// with the longest cached prefix right now, the earliest on ties; call it again after each request
+// runs, since running one changes what the others match. `waiting` must not be empty.
+size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting);
+
+}  // namespace fak
+
+#endif  // FAK_SESSION_RADIX_TREE_H_
