@@ -26,7 +26,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 #include "kernels/quant_format.h"
-#include "kernels/ref/ref_quant.h"
+#include "tests/kernels/oracle/ref_quant.h"
 #include "src/core/thread_pool.h"
 
 // Eigen's product per tier, each in its own shared library (bench/eigen_<tier>.cc).

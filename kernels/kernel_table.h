@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "fak/kernels/rope_pairing.h"
 #include "kernels/quant_format.h"
 
 namespace fak::kernels {
@@ -16,9 +17,6 @@ namespace fak::kernels {
 enum class Tier : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 inline constexpr int kNumTiers = 3;
 
-// How RoPE pairs the dimensions of a head: (2i, 2i+1) as in the original GPT-J/Meta layout, or
-// (i, i + head_dim/2) as in the HF "rotate_half" layout (GGUF NEOX-style).
-enum class RopePairing : int { kAdjacent = 0, kSplitHalf = 1 };
 
 // Keys [first, first + n) of one sequence, stored contiguously per KV head: key first + t of KV
 // head h is at k + h * kv_head_stride + t * head_dim, its value at the same offset from v.

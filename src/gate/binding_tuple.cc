@@ -9,7 +9,6 @@
 #include "fak/gate/manifest.h"
 #include "fak/core/version.h"
 #include "src/gate/manifest_json.h"
-#include "src/model/model_impl.h"
 
 namespace fak {
 namespace {
@@ -27,15 +26,6 @@ Status CheckLabel(std::string_view field, std::string_view value) {
   if (IsLabel(value)) return Status::Ok();
   return InvalidArgument(std::string(field) + ": must be 1..128 printable ASCII characters, got \"" +
                          std::string(value.substr(0, 64)) + "\"");
-}
-
-// The distinct storage types of the model's weights, sorted and joined by '+' ("f32" today).
-std::string WeightDType(const Model& model) {
-  std::set<std::string_view> names;
-  model.impl().weights.ForEach([&](const char*, const internal::WeightTensor& t) { names.insert(internal::DTypeName(t.dtype)); });
-  std::string out;
-  for (std::string_view n : names) out += (out.empty() ? "" : "+") + std::string(n);
-  return out;
 }
 
 std::string Short(const Digest& d) { return d.IsZero() ? "none" : d.Hex().substr(0, 16); }
@@ -140,7 +130,7 @@ BindingTuple RegimeBinding(const Model& model, const Tokenizer& tokenizer) {
   BindingTuple t;
   t.model_id = model.WeightsDigest();
   t.tokenizer_id = tokenizer.id();
-  t.precision = Precision{WeightDType(model), "f32", std::string(ActiveKernelTier())};
+  t.precision = Precision{model.WeightDTypes(), "f32", std::string(ActiveKernelTier())};
   t.position.scheme = "rope";
   t.position.pairing = config.rope_pairing == RopePairing::kAdjacent ? "adjacent" : "split_half";
   t.position.base = config.rope_base;
@@ -184,7 +174,7 @@ Result<Digest> KVSpanChecksum(const KVCache& cache, size_t from, size_t n_tokens
 
 Result<BindingTuple> BindCacheSpan(const Model& model, const Tokenizer& tokenizer, const KVCache& cache, size_t from,
                                    size_t n_tokens) {
-  if (&cache.rope() != model.impl().rope.get() || !(cache.shape() == model.NewCache().shape())) {
+  if (!model.Owns(cache)) {
     return InvalidArgument("BindCacheSpan: the cache was not made by this model (" + model.config().Describe() + ")");
   }
   FAK_ASSIGN_OR_RETURN(BindingTuple t, BindSpan(RegimeBinding(model, tokenizer), cache.tokens(), from, n_tokens));

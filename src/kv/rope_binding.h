@@ -11,7 +11,7 @@
 namespace fak::internal {
 
 struct RopeBinding {
-  kernels::RopePairing pairing = kernels::RopePairing::kSplitHalf;
+  RopePairing pairing = RopePairing::kSplitHalf;
   std::vector<std::shared_ptr<const kernels::RopeTable>> layer_tables;  // [n_layers]
 };
 

@@ -24,6 +24,7 @@
 #include "kernels/rope.h"
 #include "src/core/aligned_buffer.h"
 #include "src/model/model_impl.h"
+#include "src/kv/kv_cache_access.h"
 
 namespace fak::internal {
 namespace {
@@ -31,7 +32,7 @@ namespace {
 constexpr size_t kPrefillChunk = 512;
 
 struct Pass {
-  const Model::Impl& m;
+  const ModelImpl& m;
   const ModelConfig& c;
   const kernels::KernelTable& t;  // fetched once per forward pass
   ThreadPool* pool;
@@ -95,18 +96,18 @@ void StoreKeysAndRotateQueries(const Pass& p, size_t layer, std::span<const Part
                                const float* v) {
   const size_t hd = p.c.head_dim, nkv = p.c.n_kv_heads;
   const kernels::RopeTable& table = *p.m.rope->layer_tables[layer];
-  const kernels::RopePairing pairing = p.m.rope->pairing;
+  const RopePairing pairing = p.m.rope->pairing;
   for (const Part& part : parts) {
     KVCache* cache = part.cache;
     for (size_t i = 0; i < part.rows; ++i) {
       const size_t slot = part.slot0 + i, row = part.row0 + i;  // positions are compact: slot = position
       for (size_t h = 0; h < nkv; ++h) {
         const float* src_k = k + (row * nkv + h) * hd;
-        std::memcpy(cache->mutable_kraw(layer, h) + slot * hd, src_k, hd * sizeof(float));
-        float* dst_k = cache->mutable_k(layer, h) + slot * hd;
+        std::memcpy(internal::KVCacheAccess::Kraw(*cache, layer, h) + slot * hd, src_k, hd * sizeof(float));
+        float* dst_k = internal::KVCacheAccess::K(*cache, layer, h) + slot * hd;
         std::memcpy(dst_k, src_k, hd * sizeof(float));
         kernels::ApplyRope(dst_k, 1, hd, table, slot, pairing);
-        std::memcpy(cache->mutable_v(layer, h) + slot * hd, v + (row * nkv + h) * hd, hd * sizeof(float));
+        std::memcpy(internal::KVCacheAccess::V(*cache, layer, h) + slot * hd, v + (row * nkv + h) * hd, hd * sizeof(float));
       }
       kernels::ApplyRope(q + row * p.c.n_heads * hd, p.c.n_heads, hd, table, slot, pairing);
     }
@@ -284,7 +285,7 @@ void OutputHead(const Pass& p, const float* x, size_t n_rows, std::vector<float>
 
 }  // namespace
 
-void Forward(const Model::Impl& m, std::span<const BatchItem> items, std::span<std::vector<float>> logits) {
+void Forward(const ModelImpl& m, std::span<const BatchItem> items, std::span<std::vector<float>> logits) {
   const Pass p{m, m.config, kernels::Active(), m.pool.get()};
   const size_t h = p.c.hidden_size;
   std::vector<size_t> done(items.size(), 0);
@@ -332,7 +333,7 @@ void Forward(const Model::Impl& m, std::span<const BatchItem> items, std::span<s
     }
     for (size_t j = 0; j < parts.size(); ++j) {
       const size_t i = part_item[j];
-      parts[j].cache->CommitAppended(items[i].tokens.subspan(done[i], parts[j].rows));
+      internal::KVCacheAccess::CommitAppended(*parts[j].cache, items[i].tokens.subspan(done[i], parts[j].rows));
       done[i] += parts[j].rows;
       if (done[i] == items[i].tokens.size()) next = i + 1;
     }
@@ -354,8 +355,7 @@ void Forward(const Model::Impl& m, std::span<const BatchItem> items, std::span<s
 
 std::shared_ptr<const RopeBinding> MakeRopeBinding(const ModelConfig& c) {
   auto binding = std::make_shared<RopeBinding>();
-  binding->pairing = c.rope_pairing == RopePairing::kAdjacent ? kernels::RopePairing::kAdjacent
-                                                                : kernels::RopePairing::kSplitHalf;
+  binding->pairing = c.rope_pairing;
   // Frequency scaling (linear, llama3 factors) applies to every Llama layer and to Gemma 3's global
   // layers; Gemma 3's sliding layers rotate unscaled with their own base (llama.cpp's
   // rope_freq_scale_train_swa = 1, HF's rotary_emb_local).

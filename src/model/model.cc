@@ -1,11 +1,13 @@
 // Model: construction, the binding digest, and the validated Prefill/Decode entry points.
 #include <fstream>
+#include <set>
 #include <string>
 #include <unordered_set>
 
 #include "fak/io/gguf.h"
 #include "src/model/gguf_loader.h"
 #include "src/model/hf_loader.h"
+#include "src/kv/kv_cache_access.h"
 #include "src/model/model_impl.h"
 
 namespace fak {
@@ -15,7 +17,7 @@ namespace {
 Status CheckAppend(const Model& m, const std::string& what, const KVCache* cache, std::span<const int32_t> tokens) {
   const ModelConfig& c = m.config();
   if (cache == nullptr) return InvalidArgument(what + ": cache is null");
-  if (&cache->rope() != m.impl().rope.get() || !(cache->shape() == m.NewCache().shape())) {
+  if (!m.Owns(*cache)) {
     return InvalidArgument(what + ": the cache was made by a different model");
   }
   if (tokens.empty()) return InvalidArgument(what + ": empty prompt (need at least one token)");
@@ -34,7 +36,7 @@ Status CheckAppend(const Model& m, const std::string& what, const KVCache* cache
 
 }  // namespace
 
-Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::Model(std::unique_ptr<internal::ModelImpl> impl) : impl_(std::move(impl)) {}
 Model::~Model() = default;
 
 const ModelConfig& Model::config() const { return impl_->config; }
@@ -42,7 +44,7 @@ size_t Model::weights_bytes() const { return impl_->weights.size_bytes(); }
 
 Result<std::unique_ptr<Model>> Model::Synthetic(const ModelConfig& config, uint64_t seed, const ModelOptions& options) {
   FAK_RETURN_IF_ERROR(config.Validate());
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_unique<internal::ModelImpl>();
   impl->config = config;
   impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
   impl->weights = internal::SyntheticWeights(config, seed, impl->pool.get());
@@ -53,20 +55,20 @@ Result<std::unique_ptr<Model>> Model::Synthetic(const ModelConfig& config, uint6
 namespace {
 
 // A Hugging Face checkpoint directory, or a .safetensors file with config.json beside it.
-Result<std::unique_ptr<Model::Impl>> LoadHf(const std::string& path, const ModelOptions& options) {
+Result<std::unique_ptr<internal::ModelImpl>> LoadHf(const std::string& path, const ModelOptions& options) {
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<internal::HfCheckpoint> ckpt, internal::OpenHfCheckpoint(path));
   FAK_ASSIGN_OR_RETURN(ModelConfig config, internal::ConfigFromHf(*ckpt, options));
-  auto impl = std::make_unique<Model::Impl>();
+  auto impl = std::make_unique<internal::ModelImpl>();
   impl->config = config;
   FAK_ASSIGN_OR_RETURN(impl->weights, internal::WeightsFromHf(*ckpt, config));
   impl->weights.backing = std::shared_ptr<const internal::HfCheckpoint>(std::move(ckpt));
   return impl;
 }
 
-Result<std::unique_ptr<Model::Impl>> LoadGguf(const std::string& path, const ModelOptions& options) {
+Result<std::unique_ptr<internal::ModelImpl>> LoadGguf(const std::string& path, const ModelOptions& options) {
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
   FAK_ASSIGN_OR_RETURN(ModelConfig config, internal::ConfigFromGguf(*file, options));
-  auto impl = std::make_unique<Model::Impl>();
+  auto impl = std::make_unique<internal::ModelImpl>();
   impl->config = config;
   FAK_ASSIGN_OR_RETURN(impl->weights, internal::WeightsFromGguf(*file, config));
   impl->weights.backing = std::shared_ptr<const GgufFile>(std::move(file));
@@ -76,7 +78,7 @@ Result<std::unique_ptr<Model::Impl>> LoadGguf(const std::string& path, const Mod
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelOptions& options) {
-  std::unique_ptr<Impl> impl;
+  std::unique_ptr<internal::ModelImpl> impl;
   if (internal::LooksLikeHfCheckpoint(path)) {
     FAK_ASSIGN_OR_RETURN(impl, LoadHf(path, options));
   } else {
@@ -119,7 +121,22 @@ const Digest& Model::WeightsDigest() const {
 
 KVCache Model::NewCache() const {
   const ModelConfig& c = impl_->config;
-  return KVCache(KVShape{c.n_layers, c.n_kv_heads, c.head_dim, c.context_length}, impl_->rope);
+  return internal::KVCacheAccess::Make(KVShape{c.n_layers, c.n_kv_heads, c.head_dim, c.context_length}, impl_->rope);
+}
+
+bool Model::Owns(const KVCache& cache) const {
+  return &internal::KVCacheAccess::Rope(cache) == impl_->rope.get() && cache.shape() == NewCache().shape();
+}
+
+std::string Model::WeightDTypes() const {
+  std::set<std::string_view> names;
+  impl_->weights.ForEach([&](const char*, const internal::WeightTensor& t) { names.insert(internal::DTypeName(t.dtype)); });
+  std::string out;
+  for (std::string_view n : names) {
+    if (!out.empty()) out += '+';
+    out += n;
+  }
+  return out;
 }
 
 Result<std::vector<float>> Model::Prefill(KVCache* cache, std::span<const int32_t> tokens, LogitsMode mode) const {

@@ -1,4 +1,4 @@
-// Model::Impl: what a loaded model holds — config, weights, RoPE binding, its thread pool.
+// ModelImpl: what a loaded model holds — config, weights, RoPE binding, its thread pool.
 #ifndef FAK_SRC_MODEL_MODEL_IMPL_H_
 #define FAK_SRC_MODEL_MODEL_IMPL_H_
 
@@ -12,9 +12,9 @@
 #include "src/kv/rope_binding.h"
 #include "src/model/weights.h"
 
-namespace fak {
+namespace fak::internal {
 
-struct Model::Impl {
+struct ModelImpl {
   ModelConfig config;
   internal::ModelWeights weights;
   std::shared_ptr<const internal::RopeBinding> rope;
@@ -23,16 +23,20 @@ struct Model::Impl {
   mutable Digest digest;
 };
 
-namespace internal {
+// The model's insides, for the forward pass and for tests that check them.
+class ModelAccess {
+ public:
+  static const ModelImpl& Get(const Model& model) { return *model.impl_; }
+  static Model Make(std::unique_ptr<ModelImpl> impl) { return Model(std::move(impl)); }
+};
 
 // The forward pass over each item's tokens appended to its cache (validated, reserved, caches
 // distinct), all items' rows batched together. Writes item i's logits, as its mode asks, into logits[i].
-void Forward(const Model::Impl& model, std::span<const BatchItem> items, std::span<std::vector<float>> logits);
+void Forward(const ModelImpl& model, std::span<const BatchItem> items, std::span<std::vector<float>> logits);
 
 // Builds the per-layer RoPE tables of a config.
 std::shared_ptr<const RopeBinding> MakeRopeBinding(const ModelConfig& config);
 
-}  // namespace internal
-}  // namespace fak
+}  // namespace fak::internal
 
 #endif  // FAK_SRC_MODEL_MODEL_IMPL_H_

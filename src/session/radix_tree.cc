@@ -1,5 +1,6 @@
 // RadixTree: the trie, its splits, slab assembly, leases and eviction.
 #include "fak/session/radix_tree.h"
+#include "src/kv/kv_cache_access.h"
 
 #include <algorithm>
 #include <map>
@@ -340,7 +341,7 @@ LookupResult RadixTree::Lookup(const ResidentClaim& claim, std::span<const int32
   // Room for the whole request, so prefilling the suffix does not regrow (copy) the assembled prefix;
   // the matched part alone always fits, since it was prefilled once.
   if (!out.cache.Reserve(tokens.size()).ok()) (void)out.cache.Reserve(out.matched_tokens);
-  for (auto& slab : path) (void)out.cache.AppendShared(std::move(slab));  // read in place, not copied
+  for (auto& slab : path) (void)internal::KVCacheAccess::AppendShared(out.cache, std::move(slab));  // read in place, not copied
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "fak/core/version.h"
 #include "tests/gate/gate_test_util.h"
 #include "tests/test_util.h"
+#include "src/kv/kv_cache_access.h"
 
 namespace fak {
 namespace {
@@ -84,11 +85,11 @@ TEST(BindingTuple, KVSpanChecksumCoversOnlyItsSpanAndSeesEveryByte) {
   // A copy of the head has the head's checksum; one flipped V bit in the tail leaves it alone.
   ASSERT_OK_AND_ASSIGN(KVCache prefix, w.cache.Prefix(6));
   EXPECT_EQ(*KVSpanChecksum(prefix, 0, 6), head);
-  w.cache.mutable_v(1, 1)[8 * w.cache.shape().head_dim + 3] += 1.0f;
+  internal::KVCacheAccess::V(w.cache, 1, 1)[8 * w.cache.shape().head_dim + 3] += 1.0f;
   EXPECT_EQ(*KVSpanChecksum(w.cache, 0, 6), head);
   EXPECT_NE(*KVSpanChecksum(w.cache, 6, 6), tail);
   // Kraw is covered too (it is what eviction re-rotates from).
-  w.cache.mutable_kraw(0, 0)[1] += 1.0f;
+  internal::KVCacheAccess::Kraw(w.cache, 0, 0)[1] += 1.0f;
   EXPECT_NE(*KVSpanChecksum(w.cache, 0, 6), head);
 }
 

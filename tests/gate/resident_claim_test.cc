@@ -5,6 +5,7 @@
 #include "fak/gate/manifest.h"
 #include "tests/gate/gate_test_util.h"
 #include "tests/test_util.h"
+#include "src/kv/kv_cache_access.h"
 
 namespace fak {
 namespace {
@@ -25,7 +26,7 @@ TEST(ResidentClaim, HitWhenEveryAxisMatchesAndTheBytesVerify) {
   // A sub-span manifest over a slab that holds only that span verifies against the slab.
   const KVManifest tail = w.Manifest(8, 4);
   KVCache slab = w.model->NewCache();
-  ASSERT_OK(slab.AppendFrom(w.cache, 8, 4));
+  ASSERT_OK(internal::KVCacheAccess::AppendFrom(slab, w.cache, 8, 4));
   ResidentClaim tail_claim = w.Claim(8, 4);
   // AppendFrom re-rotates to the slab's own positions, so its bytes differ from the source span:
   // a manifest must be made over the bytes it will vouch for.
@@ -87,7 +88,7 @@ TEST(ResidentClaim, TamperedBytesAreCorrupt) {
   GateWorld w = GateWorld::Make();
   const KVManifest m = w.Manifest(0, 12);
   const ResidentClaim claim = w.Claim(0, 12);
-  w.cache.mutable_k(1, 0)[5 * w.cache.shape().head_dim] += 1e-6f;
+  internal::KVCacheAccess::K(w.cache, 1, 0)[5 * w.cache.shape().head_dim] += 1e-6f;
   ClaimVerdict v = CheckResidentClaim(claim, m, kIsolated, w.cache, 0, 12);
   EXPECT_EQ(v.outcome, ClaimOutcome::kCorrupt) << v.ToString();
   EXPECT_NE(v.detail.find("integrity_checksum"), std::string::npos);

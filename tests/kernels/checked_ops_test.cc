@@ -1,6 +1,6 @@
 // Checked kernel entry points: every shape mismatch is an InvalidArgument naming the size at
 // fault, and a valid call gives exactly the table kernel's bits.
-#include "kernels/checked_ops.h"
+#include "tests/kernels/oracle/checked_ops.h"
 
 #include <gtest/gtest.h>
 

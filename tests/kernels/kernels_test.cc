@@ -1,5 +1,5 @@
 // Every elementwise and reduction op of KernelTable, in every tier the host supports, against the
-// double-precision reference (kernels/ref/ref_kernels.h). Matmul and attention have their own
+// double-precision reference (tests/kernels/oracle/ref_kernels.h). Matmul and attention have their own
 // files. Tolerances are stated per op with the reason; lengths are odd to hit every tail path.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/kernel_table.h"
-#include "kernels/ref/ref_kernels.h"
+#include "tests/kernels/oracle/ref_kernels.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 

@@ -10,7 +10,7 @@
 
 #include "kernels/kernel_table.h"
 #include "kernels/parallel.h"
-#include "kernels/ref/ref_kernels.h"
+#include "tests/kernels/oracle/ref_kernels.h"
 #include "src/core/thread_pool.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"

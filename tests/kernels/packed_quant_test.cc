@@ -14,7 +14,7 @@
 #include "kernels/parallel.h"
 #include "kernels/quant_format.h"
 #include "kernels/quant_pack.h"
-#include "kernels/ref/ref_quant.h"
+#include "tests/kernels/oracle/ref_quant.h"
 #include "src/core/thread_pool.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/quant_test_util.h"

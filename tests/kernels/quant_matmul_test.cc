@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/checked_ops.h"
+#include "tests/kernels/oracle/checked_ops.h"
 #include "kernels/kernel_table.h"
 #include "kernels/parallel.h"
 #include "kernels/quant_format.h"
-#include "kernels/ref/ref_kernels.h"
-#include "kernels/ref/ref_quant.h"
+#include "tests/kernels/oracle/ref_kernels.h"
+#include "tests/kernels/oracle/ref_quant.h"
 #include "src/core/thread_pool.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/quant_test_util.h"

@@ -1,4 +1,4 @@
-// Quantized weights in every tier: dequantizers against the spec reference (kernels/ref/ref_quant.h),
+// Quantized weights in every tier: dequantizers against the spec reference (tests/kernels/oracle/ref_quant.h),
 // activation quantization, and the quantized matmul — accuracy against the product of the
 // dequantized operands (tight) and of the unquantized ones (format-typical), plus the batch
 // independence contract (architecture §2.1) with its non-vacuity controls.
@@ -13,7 +13,7 @@
 #include "kernels/kernel_table.h"
 #include "kernels/parallel.h"
 #include "kernels/quant_format.h"
-#include "kernels/ref/ref_quant.h"
+#include "tests/kernels/oracle/ref_quant.h"
 #include "src/core/thread_pool.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/kernels/quant_test_util.h"

@@ -12,7 +12,7 @@
 
 #include "kernels/quant_format.h"
 #include "kernels/quant_pack.h"
-#include "kernels/ref/ref_quant.h"
+#include "tests/kernels/oracle/ref_quant.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 

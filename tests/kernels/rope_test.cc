@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
-#include "kernels/ref/ref_kernels.h"
+#include "tests/kernels/oracle/ref_kernels.h"
 #include "tests/kernels/kernel_test_util.h"
 #include "tests/test_util.h"
 

@@ -4,6 +4,7 @@
 #include "fak/model/model.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
+#include "src/kv/kv_cache_access.h"
 
 namespace fak {
 namespace {
@@ -31,10 +32,10 @@ TEST_F(KVCacheTest, OutOfRangeCallsAreErrorsAndChangeNothing) {
   EXPECT_EQ(cache_->Evict(5, SIZE_MAX).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(cache_->Truncate(21).code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(cache_->Prefix(21).has_value());
-  EXPECT_FALSE(cache_->AppendFrom(*cache_, 0, 1).ok());
+  EXPECT_FALSE(internal::KVCacheAccess::AppendFrom(*cache_, *cache_, 0, 1).ok());
   auto other = *Model::Synthetic(testing::TinyConfig(4, 4, 16), 3);
   KVCache foreign = other->NewCache();
-  EXPECT_FALSE(cache_->AppendFrom(foreign, 0, 0).ok());
+  EXPECT_FALSE(internal::KVCacheAccess::AppendFrom(*cache_, foreign, 0, 0).ok());
   ExpectUnchanged();
   EXPECT_OK(cache_->Evict(20, 0));  // an empty span at the end is fine
   ExpectUnchanged();
@@ -71,18 +72,18 @@ TEST_F(KVCacheTest, SessionFromPrefixReusesTheCommonPrefixButKeepsOneToken) {
 
 TEST_F(KVCacheTest, AppendSharedRefusesBadSlabsAndChangesNothing) {
   KVCache fresh = model_->NewCache();
-  EXPECT_EQ(fresh.AppendShared(nullptr).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(internal::KVCacheAccess::AppendShared(fresh, nullptr).code(), StatusCode::kInvalidArgument);
   auto slab = std::make_shared<KVSlab>(*cache_->CopySpan(0, 4));
   slab->v.pop_back();
-  EXPECT_EQ(fresh.AppendShared(slab).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(internal::KVCacheAccess::AppendShared(fresh, slab).code(), StatusCode::kInvalidArgument);
   auto foreign = *Model::Synthetic(testing::TinyConfig(4, 4, 16), 3);
   KVCache other = foreign->NewCache();
   ASSERT_OK(foreign->Prefill(&other, testing::TokenSequence(4, 1, 97), LogitsMode::kNone));
-  EXPECT_EQ(fresh.AppendShared(std::make_shared<KVSlab>(*other.CopySpan(0, 4))).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(internal::KVCacheAccess::AppendShared(fresh, std::make_shared<KVSlab>(*other.CopySpan(0, 4))).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(fresh.size(), 0u);
   EXPECT_EQ(fresh.shared_tokens(), 0u);
   // A slab at another position is copied and re-rotated, as AppendSlab does.
-  ASSERT_OK(fresh.AppendShared(std::make_shared<KVSlab>(*cache_->CopySpan(4, 3))));
+  ASSERT_OK(internal::KVCacheAccess::AppendShared(fresh, std::make_shared<KVSlab>(*cache_->CopySpan(4, 3))));
   EXPECT_EQ(fresh.shared_tokens(), 0u);
   EXPECT_EQ(fresh.size(), 3u);
 }

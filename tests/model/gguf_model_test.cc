@@ -16,7 +16,7 @@
 
 #include "fak/model/model.h"
 #include "fak/tokenizer/tokenizer.h"
-#include "kernels/ref/ref_quant.h"
+#include "tests/kernels/oracle/ref_quant.h"
 #include "src/model/model_impl.h"
 #include "tests/io/gguf_writer.h"
 #include "tests/model/test_models.h"
@@ -68,7 +68,7 @@ WriteOptions BadShape(const std::string& name) {
 // Writes `m`'s weights and config as a GGUF file the loader must read back as the same model.
 void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = {}) {
   const ModelConfig& c = m.config();
-  const internal::ModelWeights& w = m.impl().weights;
+  const internal::ModelWeights& w = internal::ModelAccess::Get(m).weights;
   const bool gemma = c.architecture == Architecture::kGemma3;
   const std::string a = !o.architecture.empty() ? o.architecture : gemma ? "gemma3" : c.qkv_bias ? "qwen2" : "llama";
   GgufWriter g;

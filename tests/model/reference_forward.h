@@ -42,7 +42,7 @@ inline void RotateHead(double* v, size_t hd, size_t pos, double base, RopePairin
 // Logits [n_tokens][vocab] of a fresh sequence.
 inline MatrixD ReferenceLogits(const Model& model, const std::vector<int32_t>& tokens) {
   const ModelConfig& c = model.config();
-  const internal::ModelWeights& w = model.impl().weights;
+  const internal::ModelWeights& w = internal::ModelAccess::Get(model).weights;
   const size_t n = tokens.size(), hd = c.head_dim, group = c.n_heads / c.n_kv_heads;
   MatrixD x(n, c.hidden_size);
   for (size_t i = 0; i < n; ++i)

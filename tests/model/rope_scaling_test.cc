@@ -205,7 +205,7 @@ TEST(RopeScalingTest, GemmaScalesGlobalLayersOnlyLlamaEveryLayer) {
   for (double local_base : {1e4, 1e6}) {
     const ModelConfig c = GemmaScaled(local_base);
     ASSERT_OK_AND_ASSIGN(auto m, Model::Synthetic(c, 1));
-    const auto& tables = m->impl().rope->layer_tables;
+    const auto& tables = internal::ModelAccess::Get(*m).rope->layer_tables;
     const std::vector<double> global = kernels::RopeInverseFrequencies(16, 1e6, 8.0, {});
     const std::vector<double> local = kernels::RopeInverseFrequencies(16, local_base);
     for (size_t l = 0; l < c.n_layers; ++l) {
@@ -218,7 +218,7 @@ TEST(RopeScalingTest, GemmaScalesGlobalLayersOnlyLlamaEveryLayer) {
   llama.rope_freq_factors = kernels::Llama3RopeFreqFactors(16, 10000.0, 8.0, 1.0, 4.0, 128.0);
   ASSERT_OK_AND_ASSIGN(auto m, Model::Synthetic(llama, 1));
   const std::vector<double> inv = kernels::RopeInverseFrequencies(16, 10000.0, 1.0, llama.rope_freq_factors);
-  for (size_t l = 0; l < llama.n_layers; ++l) EXPECT_TRUE(SameTable(*m->impl().rope->layer_tables[l], inv, 512)) << l;
+  for (size_t l = 0; l < llama.n_layers; ++l) EXPECT_TRUE(SameTable(*internal::ModelAccess::Get(*m).rope->layer_tables[l], inv, 512)) << l;
 }
 
 // The exactness contract is unchanged: the scaled table is one pinned table, so prefill and

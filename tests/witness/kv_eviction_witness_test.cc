@@ -10,6 +10,7 @@
 #include "fak/tokenizer/tokenizer.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
+#include "src/kv/kv_cache_access.h"
 
 namespace fak {
 namespace {
@@ -192,7 +193,7 @@ void ExpectEvictRerotationExact(bool qkv_bias) {
   ASSERT_OK(drifting.Evict(a.size(), span.size()));
   for (size_t h = 0; h < model->config().n_kv_heads; ++h) {
     for (size_t t = a.size(); t < drifting.size(); ++t) {
-      float* k = drifting.mutable_k(0, h) + t * hd;
+      float* k = internal::KVCacheAccess::K(drifting, 0, h) + t * hd;
       std::copy_n(old_k[h].data() + (t + span.size()) * hd, hd, k);
       ComposeRotationBack(k, hd, span.size(), model->config().rope_base);
     }

@@ -47,7 +47,7 @@ TEST(Witness, PackedQ8_0DecodeMatchesPrefill) {
   for (const char* name : {"llama_q8_0.gguf", "gemma3_q8_0.gguf"}) {
     SCOPED_TRACE(name);
     ASSERT_OK_AND_ASSIGN(auto model, Model::Load(std::string(FAK_TEST_DATA_DIR) + "/llama_cpp/" + name));
-    ASSERT_NE(model->impl().weights.layers[0].wq.packed, nullptr);  // the packed path is the one tested
+    ASSERT_NE(internal::ModelAccess::Get(*model).weights.layers[0].wq.packed, nullptr);  // the packed path is the one tested
     const auto tokens = TokenSequence(40, 3, model->config().vocab_size);
     KVCache prefilled = model->NewCache(), decoded = model->NewCache();
     ASSERT_OK_AND_ASSIGN(auto all, model->Prefill(&prefilled, tokens, LogitsMode::kAll));

@@ -8,6 +8,7 @@
 #include "fak/tokenizer/tokenizer.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
+#include "src/kv/kv_cache_access.h"
 
 namespace fak {
 namespace {
@@ -19,7 +20,7 @@ struct SharedPrefixCase {
   std::unique_ptr<Model> model;
   std::vector<int32_t> tokens = TokenSequence(40, 7, 97);  // 26 prefix tokens, then a 14-token suffix
   std::vector<std::shared_ptr<KVSlab>> slabs;              // the prefix as three slabs: [0,9) [9,10) [10,26)
-  KVCache copied{KVShape{}, nullptr};                      // the prefix as own rows
+  KVCache copied = internal::KVCacheAccess::Make(KVShape{}, nullptr);  // the prefix as own rows
 
   explicit SharedPrefixCase(ModelConfig config) {
     model = *Model::Synthetic(config, 21);
@@ -31,7 +32,7 @@ struct SharedPrefixCase {
   }
   KVCache Shared() const {
     KVCache c = model->NewCache();
-    for (const auto& slab : slabs) EXPECT_OK(c.AppendShared(slab));
+    for (const auto& slab : slabs) EXPECT_OK(internal::KVCacheAccess::AppendShared(c, slab));
     return c;
   }
 };
@@ -103,8 +104,8 @@ TEST(Witness, SharedPrefixSurgeryMatchesCopy) {
   }
   // Appending after own rows, or out of position, copies instead of sharing: same contents.
   KVCache late = w.model->NewCache();
-  ASSERT_OK(late.AppendSlab(*w.slabs[0]));
-  ASSERT_OK(late.AppendShared(w.slabs[1]));
+  ASSERT_OK(internal::KVCacheAccess::AppendSlab(late, *w.slabs[0]));
+  ASSERT_OK(internal::KVCacheAccess::AppendShared(late, w.slabs[1]));
   EXPECT_EQ(late.shared_tokens(), 0u);
   EXPECT_EQ(late.ComputeDigest(), first10.ComputeDigest());
 }

@@ -8,9 +8,13 @@
 // a key computed fresh at its new position (architecture §3).
 //
 // Shared prefix (zero-copy sessions): a cache may start with slabs it reads in place instead of
-// owning copies (AppendShared; a radix-tree lookup builds sessions this way). Slabs are immutable,
-// so sharing changes no bit; a mutation that would move or drop shared tokens (Evict, Truncate)
-// copies just those into the cache first.
+// owning copies (a radix-tree lookup builds sessions this way). Slabs are immutable, so sharing
+// changes no bit; a mutation that would move or drop shared tokens (Evict, Truncate) copies just
+// those into the cache first.
+//
+// Writing K/Kraw/V and splicing in keys computed elsewhere are not public: only the model's forward
+// pass writes a cache, and only the session layer splices slabs, after the manifest gate passed them
+// (through internal::KVCacheAccess, src/kv/kv_cache_access.h).
 //
 // Thread-safety: none; one session owns a cache (shared slabs are only read). Copying is explicit
 // (Clone) to show its cost. Every failed mutation leaves the cache as it was.
@@ -30,7 +34,8 @@
 namespace fak {
 
 namespace internal {
-struct RopeBinding;  // the model's RoPE tables and pairing, shared by its caches
+struct RopeBinding;   // the model's RoPE tables and pairing, shared by its caches
+class KVCacheAccess;  // the model's and the session layer's way into a cache's storage
 }
 
 struct KVShape {
@@ -58,7 +63,6 @@ struct KVSlab {
 class KVCache {
  public:
   // Made by Model::NewCache(); a cache is bound to its model's shape and RoPE convention.
-  KVCache(const KVShape& shape, std::shared_ptr<const internal::RopeBinding> rope);
   KVCache(KVCache&&) noexcept = default;
   KVCache& operator=(KVCache&&) noexcept = default;
   KVCache(const KVCache&) = delete;
@@ -83,18 +87,12 @@ class KVCache {
   // re-rotates each moved key from Kraw at its new position. Exact iff no survivor attended to the
   // span (it was the tail, or the model has one layer); see SegmentLedger for repair.
   Status Evict(size_t from, size_t n);
-  // Appends the tokens [src_from, src_from + n) of `src` (same shape and RoPE binding), re-rotating
-  // them to their new positions. Used to assemble a cache from radix-tree slabs.
-  Status AppendFrom(const KVCache& src, size_t src_from, size_t n);
   // Copies tokens [from, from + n) out as a slab; InvalidArgument when out of range.
   Result<KVSlab> CopySpan(size_t from, size_t n) const;
-  // Appends a slab of the same shape at the end, re-rotating its keys from Kraw if the slab was
-  // made at other positions (exact either way).
-  Status AppendSlab(const KVSlab& slab);
-  // Appends a slab by reference: the cache reads its tokens in place from then on, keeping the slab
-  // alive. Only while everything held so far is shared and the slab sits at the next position
-  // (a radix-tree path); otherwise the slab is copied, as AppendSlab. Same contents either way.
-  Status AppendShared(std::shared_ptr<const KVSlab> slab);
+  // Grows storage to hold `n_tokens` without reallocating; ResourceExhausted past max_tokens.
+  Status Reserve(size_t n_tokens);
+  // True when both caches were made by the same model (shape and RoPE binding).
+  bool SameBinding(const KVCache& other) const { return shape_ == other.shape_ && rope_ == other.rope_; }
   // Tokens [0, shared_tokens()) are read in place from shared_slabs(), in order.
   size_t shared_tokens() const { return shared_tokens_; }
   std::span<const std::shared_ptr<const KVSlab>> shared_slabs() const { return shared_; }
@@ -129,18 +127,28 @@ class KVCache {
   // Floats between consecutive KV heads of one layer in the own rows (the capacity times head_dim).
   size_t head_stride() const { return capacity_ * shape_.head_dim; }
 
-  // ---- for the model's forward pass (fak internals) ----
-  // Grows storage to hold `n_tokens` without reallocating; ResourceExhausted past max_tokens.
-  Status Reserve(size_t n_tokens);
+ private:
+  friend class internal::KVCacheAccess;
+  KVCache(const KVShape& shape, std::shared_ptr<const internal::RopeBinding> rope);
+
+  // ---- storage and splices, reached through internal::KVCacheAccess ----
   float* mutable_k(size_t layer, size_t head) { return k_.get() + HeadOffset(layer, head); }
   float* mutable_kraw(size_t layer, size_t head) { return kraw_.get() + HeadOffset(layer, head); }
   float* mutable_v(size_t layer, size_t head) { return v_.get() + HeadOffset(layer, head); }
   // Marks slots [size(), size() + ids.size()) as filled with these tokens at consecutive positions.
   void CommitAppended(std::span<const int32_t> ids);
-  const internal::RopeBinding& rope() const { return *rope_; }
-  bool SameBinding(const KVCache& other) const { return shape_ == other.shape_ && rope_ == other.rope_; }
+  // Appends the tokens [src_from, src_from + n) of `src` (same shape and RoPE binding), re-rotating
+  // them to their new positions.
+  Status AppendFrom(const KVCache& src, size_t src_from, size_t n);
+  // Appends a slab of the same shape at the end, re-rotating its keys from Kraw if the slab was
+  // made at other positions. The rotation is exact; whether the slab's keys belong in this context
+  // is the gate's question, not this function's.
+  Status AppendSlab(const KVSlab& slab);
+  // Appends a slab by reference: the cache reads its tokens in place from then on, keeping the slab
+  // alive. Only while everything held so far is shared and the slab sits at the next position
+  // (a radix-tree path); otherwise the slab is copied, as AppendSlab. Same contents either way.
+  Status AppendShared(std::shared_ptr<const KVSlab> slab);
 
- private:
   size_t HeadOffset(size_t layer, size_t head) const { return (layer * shape_.n_kv_heads + head) * head_stride(); }
   // Re-rotates K of tokens [from, size()) from Kraw at their positions (own rows).
   void RerotateFrom(size_t from);

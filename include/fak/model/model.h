@@ -15,14 +15,18 @@
 #include <vector>
 
 #include "fak/core/digest.h"
+#include "fak/kernels/rope_pairing.h"
 #include "fak/kv/kv_cache.h"
 #include "fak/core/status.h"
 
 namespace fak {
 
+namespace internal {
+struct ModelImpl;    // config, weights, RoPE binding, thread pool (src/model/model_impl.h)
+class ModelAccess;   // how the forward pass and tests reach it
+}  // namespace internal
+
 enum class Architecture { kLlama, kGemma3 };
-// Which dimensions RoPE rotates together: (2i, 2i+1) or (i, i + head_dim/2) (HF rotate_half).
-enum class RopePairing { kAdjacent, kSplitHalf };
 
 struct ModelConfig {
   Architecture architecture = Architecture::kLlama;
@@ -144,6 +148,12 @@ class Model {
 
   // An empty cache bound to this model's shape and RoPE convention.
   KVCache NewCache() const;
+  // True when `cache` was made by this model's NewCache (same shape and RoPE binding): the only
+  // caches Prefill accepts and the gate binds to this model.
+  bool Owns(const KVCache& cache) const;
+  // The distinct storage types of the weights, sorted and joined by '+' ("f32", "f32+q4_k+q8_0"):
+  // part of the cache binding's precision axis.
+  std::string WeightDTypes() const;
 
   // Appends `tokens` to `cache` as one batch and returns logits as `mode` asks. Errors (cache of
   // another model, empty prompt, token id out of range, context overflow) leave the cache as it was.
@@ -159,12 +169,10 @@ class Model {
   // (Prefill's errors, naming the item, plus a cache that appears twice); on error none changes.
   Result<std::vector<std::vector<float>>> PrefillBatch(std::span<const BatchItem> items) const;
 
-  struct Impl;
-  const Impl& impl() const { return *impl_; }
-
  private:
-  explicit Model(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  friend class internal::ModelAccess;
+  explicit Model(std::unique_ptr<internal::ModelImpl> impl);
+  std::unique_ptr<internal::ModelImpl> impl_;
 };
 
 }  // namespace fak

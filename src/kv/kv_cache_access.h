@@ -1,0 +1,30 @@
+// KVCacheAccess: the way into a KVCache's storage for the layers that may write it — the model's
+// forward pass (K/Kraw/V rows, commit) and the session layer (splicing slabs the manifest gate has
+// passed). Not public: a host that spliced keys computed under another context would get an
+// approximate cache that looks exact (architecture §3, "no ungated splice").
+#ifndef FAK_SRC_KV_KV_CACHE_ACCESS_H_
+#define FAK_SRC_KV_KV_CACHE_ACCESS_H_
+
+#include <memory>
+#include <span>
+
+#include "fak/kv/kv_cache.h"
+
+namespace fak::internal {
+
+class KVCacheAccess {
+ public:
+  static KVCache Make(const KVShape& shape, std::shared_ptr<const RopeBinding> rope) { return KVCache(shape, std::move(rope)); }
+  static const RopeBinding& Rope(const KVCache& c) { return *c.rope_; }
+  static float* K(KVCache& c, size_t layer, size_t head) { return c.mutable_k(layer, head); }
+  static float* Kraw(KVCache& c, size_t layer, size_t head) { return c.mutable_kraw(layer, head); }
+  static float* V(KVCache& c, size_t layer, size_t head) { return c.mutable_v(layer, head); }
+  static void CommitAppended(KVCache& c, std::span<const int32_t> ids) { c.CommitAppended(ids); }
+  static Status AppendFrom(KVCache& c, const KVCache& src, size_t src_from, size_t n) { return c.AppendFrom(src, src_from, n); }
+  static Status AppendSlab(KVCache& c, const KVSlab& slab) { return c.AppendSlab(slab); }
+  static Status AppendShared(KVCache& c, std::shared_ptr<const KVSlab> slab) { return c.AppendShared(std::move(slab)); }
+};
+
+}  // namespace fak::internal
+
+#endif  // FAK_SRC_KV_KV_CACHE_ACCESS_H_
