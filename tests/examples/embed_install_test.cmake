@@ -28,7 +28,7 @@ file(REMOVE_RECURSE ${WORK_DIR})
 step("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix} --config ${CONFIG})
 
 # Every installed header compiles standalone.
-file(GLOB headers RELATIVE ${prefix}/include ${prefix}/include/fak/*.h)
+file(GLOB_RECURSE headers RELATIVE ${prefix}/include ${prefix}/include/fak/*.h)
 list(LENGTH headers n_headers)
 if(n_headers LESS 10)
   message(FATAL_ERROR "embed_install_test: only ${n_headers} headers installed under ${prefix}/include/fak")
