@@ -60,15 +60,42 @@ std::vector<double> RopeYarnInverseFrequencies(size_t head_dim, double base, dou
   return inv;
 }
 
-RopeTable::RopeTable(const std::vector<double>& inv_freq, size_t n_positions, double magnitude)
-    : half_dim_(inv_freq.size()), n_positions_(n_positions), cos_(n_positions * half_dim_), sin_(n_positions * half_dim_) {
-  for (size_t p = 0; p < n_positions; ++p) {
-    for (size_t i = 0; i < half_dim_; ++i) {
-      double angle = static_cast<double>(p) * inv_freq[i];
-      cos_[p * half_dim_ + i] = static_cast<float>(std::cos(angle) * magnitude);
-      sin_[p * half_dim_ + i] = static_cast<float>(std::sin(angle) * magnitude);
+RopeTable::RopeTable(std::vector<double> inv_freq, size_t n_positions, double magnitude)
+    : inv_freq_(std::move(inv_freq)),
+      n_positions_(n_positions),
+      magnitude_(magnitude),
+      chunks_(new std::atomic<float*>[(n_positions + kChunkRows - 1) / kChunkRows]) {
+  for (size_t c = 0; c < (n_positions + kChunkRows - 1) / kChunkRows; ++c) chunks_[c].store(nullptr, std::memory_order_relaxed);
+}
+
+RopeTable::~RopeTable() {
+  for (size_t c = 0; c < (n_positions_ + kChunkRows - 1) / kChunkRows; ++c) delete[] chunks_[c].load(std::memory_order_relaxed);
+}
+
+const float* RopeTable::BuildChunk(size_t index) const {
+  std::lock_guard<std::mutex> lock(build_mu_);
+  if (float* built = chunks_[index].load(std::memory_order_acquire)) return built;  // another thread won
+  const size_t half = half_dim();
+  float* chunk = new float[2 * kChunkRows * half]();
+  float* sin_rows = chunk + kChunkRows * half;
+  const size_t first = index * kChunkRows, end = std::min(n_positions_, first + kChunkRows);
+  for (size_t p = first; p < end; ++p) {
+    for (size_t i = 0; i < half; ++i) {
+      double angle = static_cast<double>(p) * inv_freq_[i];
+      chunk[(p - first) * half + i] = static_cast<float>(std::cos(angle) * magnitude_);
+      sin_rows[(p - first) * half + i] = static_cast<float>(std::sin(angle) * magnitude_);
     }
   }
+  chunks_[index].store(chunk, std::memory_order_release);
+  return chunk;
+}
+
+size_t RopeTable::built_positions() const {
+  size_t n = 0;
+  for (size_t c = 0; c < (n_positions_ + kChunkRows - 1) / kChunkRows; ++c) {
+    if (chunks_[c].load(std::memory_order_acquire) != nullptr) n += kChunkRows;
+  }
+  return n;
 }
 
 void ApplyRope(float* x, size_t n_heads, size_t head_dim, const RopeTable& table, size_t position,

@@ -8,7 +8,10 @@
 #ifndef FAK_KERNELS_ROPE_H_
 #define FAK_KERNELS_ROPE_H_
 
+#include <atomic>
 #include <cstddef>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -42,20 +45,40 @@ std::vector<double> RopeYarnInverseFrequencies(size_t head_dim, double base, dou
                                                double beta_fast, double beta_slow);
 
 // magnitude * cos/sin of position * inv_freq for positions [0, n_positions) (magnitude: YaRN's
-// attention factor; 1 otherwise). Immutable; share freely.
+// attention factor; 1 otherwise). Rows are built on first use, kChunkRows positions at a time, so a
+// model whose file claims a long context pays only for the positions its caches reach (a crafted
+// context length cannot exhaust memory at load). A row's values do not depend on when or in which
+// chunk it is built. Thread-safe; share freely.
 class RopeTable {
  public:
-  RopeTable() = default;
-  RopeTable(const std::vector<double>& inv_freq, size_t n_positions, double magnitude = 1.0);
+  static constexpr size_t kChunkRows = 256;
 
-  size_t half_dim() const { return half_dim_; }
+  RopeTable(std::vector<double> inv_freq, size_t n_positions, double magnitude = 1.0);
+  ~RopeTable();
+  RopeTable(const RopeTable&) = delete;
+  RopeTable& operator=(const RopeTable&) = delete;
+
+  size_t half_dim() const { return inv_freq_.size(); }
   size_t n_positions() const { return n_positions_; }
-  const float* cos_row(size_t position) const { return cos_.data() + position * half_dim_; }
-  const float* sin_row(size_t position) const { return sin_.data() + position * half_dim_; }
+  // Rows [half_dim] (position < n_positions()); the first read of a chunk builds it.
+  const float* cos_row(size_t position) const { return Chunk(position) + (position % kChunkRows) * half_dim(); }
+  const float* sin_row(size_t position) const { return cos_row(position) + kChunkRows * half_dim(); }
+  // Positions whose rows exist so far (a multiple of kChunkRows, at most n_positions rounded up).
+  size_t built_positions() const;
 
  private:
-  size_t half_dim_ = 0, n_positions_ = 0;
-  std::vector<float> cos_, sin_;  // [n_positions][half_dim]
+  // The chunk holding `position`: cos rows [kChunkRows][half_dim], then sin rows likewise.
+  const float* Chunk(size_t position) const {
+    const float* chunk = chunks_[position / kChunkRows].load(std::memory_order_acquire);
+    return chunk != nullptr ? chunk : BuildChunk(position / kChunkRows);
+  }
+  const float* BuildChunk(size_t index) const;
+
+  std::vector<double> inv_freq_;
+  size_t n_positions_;
+  double magnitude_;
+  mutable std::mutex build_mu_;
+  mutable std::unique_ptr<std::atomic<float*>[]> chunks_;  // [ceil(n_positions / kChunkRows)]
 };
 
 // Rotates x = [n_heads][head_dim] in place to `position` (position < table.n_positions()).

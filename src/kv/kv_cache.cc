@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "src/core/exception_boundary.h"
 #include "src/kv/rope_binding.h"
 
 namespace fak {
@@ -33,20 +34,26 @@ size_t KVCache::size_bytes() const { return 3 * kraw_bytes() + n_tokens_ * 2 * s
 
 void KVCache::Reallocate(size_t new_capacity) {
   const size_t heads = shape_.n_layers * shape_.n_kv_heads, hd = shape_.head_dim;
-  auto move_tensor = [&](std::unique_ptr<float[]>& t) {
-    // Uninitialised: slots are written before they are read, and shared slots never are.
-    auto grown = std::make_unique_for_overwrite<float[]>(heads * new_capacity * hd);
+  // Everything is allocated before anything moves, so a failed allocation leaves the cache as it was.
+  // Uninitialised: slots are written before they are read, and shared slots never are.
+  auto k = std::make_unique_for_overwrite<float[]>(heads * new_capacity * hd);
+  auto kraw = std::make_unique_for_overwrite<float[]>(heads * new_capacity * hd);
+  auto v = std::make_unique_for_overwrite<float[]>(heads * new_capacity * hd);
+  std::vector<int32_t> positions(new_capacity), tokens(new_capacity);
+  auto move_tensor = [&](std::unique_ptr<float[]>& from, std::unique_ptr<float[]>& to) {
     for (size_t h = 0; h < heads; ++h) {
-      std::copy_n(t.get() + (h * capacity_ + shared_tokens_) * hd, (n_tokens_ - shared_tokens_) * hd,
-                  grown.get() + (h * new_capacity + shared_tokens_) * hd);
+      std::copy_n(from.get() + (h * capacity_ + shared_tokens_) * hd, (n_tokens_ - shared_tokens_) * hd,
+                  to.get() + (h * new_capacity + shared_tokens_) * hd);
     }
-    t = std::move(grown);
+    from = std::move(to);
   };
-  move_tensor(k_);
-  move_tensor(kraw_);
-  move_tensor(v_);
-  positions_.resize(new_capacity);
-  tokens_.resize(new_capacity);
+  move_tensor(k_, k);
+  move_tensor(kraw_, kraw);
+  move_tensor(v_, v);
+  std::copy_n(positions_.begin(), n_tokens_, positions.begin());
+  std::copy_n(tokens_.begin(), n_tokens_, tokens.begin());
+  positions_ = std::move(positions);
+  tokens_ = std::move(tokens);
   capacity_ = new_capacity;
 }
 
@@ -56,8 +63,10 @@ Status KVCache::Reserve(size_t n_tokens) {
                              std::to_string(shape_.max_tokens));
   }
   if (n_tokens <= capacity_) return Status::Ok();
-  Reallocate(std::min(shape_.max_tokens, std::max(n_tokens, capacity_ * 2)));
-  return Status::Ok();
+  return internal::ExceptionBoundary("KVCache::Reserve", [&] {
+    Reallocate(std::min(shape_.max_tokens, std::max(n_tokens, capacity_ * 2)));
+    return Status::Ok();
+  });
 }
 
 void KVCache::CommitAppended(std::span<const int32_t> ids) {

@@ -38,9 +38,16 @@ Result<double> Real(const GgufFile& f, const std::string& key, std::optional<dou
 }
 
 // Special token id `key`, -1 when absent or outside the vocabulary.
-int32_t SpecialId(const GgufFile& f, const std::string& key, size_t vocab) {
+// A special token id: -1 when the key is absent; Corruption when it names no token of the vocabulary
+// (silently dropping it would change how every prompt is framed).
+Result<int32_t> SpecialId(const GgufFile& f, const std::string& key, size_t vocab) {
   auto v = f.GetUint64(key);
-  return v.has_value() && *v < vocab ? static_cast<int32_t>(*v) : -1;
+  if (!v.has_value()) return -1;
+  if (*v >= vocab) {
+    return Corruption("GGUF key " + key + " = " + std::to_string(*v) + " is outside the vocabulary of " +
+                      std::to_string(vocab) + " tokens");
+  }
+  return static_cast<int32_t>(*v);
 }
 
 // RoPE scaling as llama.cpp reads it (llama_model_loader, model-formats.md §1.6): the type defaults
@@ -230,8 +237,8 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f, const ModelOptions& option
   c.context_length = std::min<size_t>(c.context_length, size_t{1} << 24);
   FAK_ASSIGN_OR_RETURN(c.vocab_size, VocabSize(f));
   c.tied_embeddings = f.FindTensor("output.weight") == nullptr;
-  c.bos_id = SpecialId(f, "tokenizer.ggml.bos_token_id", c.vocab_size);
-  c.eos_id = SpecialId(f, "tokenizer.ggml.eos_token_id", c.vocab_size);
+  FAK_ASSIGN_OR_RETURN(c.bos_id, SpecialId(f, "tokenizer.ggml.bos_token_id", c.vocab_size));
+  FAK_ASSIGN_OR_RETURN(c.eos_id, SpecialId(f, "tokenizer.ggml.eos_token_id", c.vocab_size));
   if (c.architecture == Architecture::kGemma3) FAK_RETURN_IF_ERROR(ReadGemmaKeys(f, &c));
   FAK_RETURN_IF_ERROR(c.Validate());
   return c;

@@ -132,8 +132,15 @@ Result<size_t> Positive(const std::string& file, const char* key, int64_t v) {
 }
 
 // The first of a list of special ids (config.json allows a list) inside the vocabulary, else -1.
-int32_t FirstId(const std::vector<int64_t>& ids, size_t vocab) {
-  return !ids.empty() && ids[0] >= 0 && static_cast<uint64_t>(ids[0]) < vocab ? static_cast<int32_t>(ids[0]) : -1;
+// The first of a special token's ids: -1 when none is given; Corruption when one names no token.
+Result<int32_t> FirstId(const std::vector<int64_t>& ids, size_t vocab, const std::string& file, const char* key) {
+  for (int64_t id : ids) {
+    if (id < 0 || static_cast<uint64_t>(id) >= vocab) {
+      return Corruption(file + ": " + key + " " + std::to_string(id) + " is outside the vocabulary of " +
+                        std::to_string(vocab) + " tokens");
+    }
+  }
+  return ids.empty() ? -1 : static_cast<int32_t>(ids[0]);
 }
 
 // HF's layer_types (sliding_attention / full_attention) as fak's period: layer l is global iff
@@ -345,8 +352,8 @@ Result<ModelConfig> ConfigFromHf(const HfCheckpoint& ck, const ModelOptions& opt
   // Gemma 3 ties by default (HF's Gemma3TextConfig), and HfConfig cannot tell an absent key from
   // false: a Gemma checkpoint without an lm_head is tied. A Llama one says so explicitly.
   c.tied_embeddings = h.tie_word_embeddings || (gemma && ck.Find(LmHeadName(prefix)) == nullptr);
-  c.bos_id = FirstId(h.bos_token_ids, c.vocab_size);
-  c.eos_id = FirstId(h.eos_token_ids, c.vocab_size);
+  FAK_ASSIGN_OR_RETURN(c.bos_id, FirstId(h.bos_token_ids, c.vocab_size, f, "bos_token_id"));
+  FAK_ASSIGN_OR_RETURN(c.eos_id, FirstId(h.eos_token_ids, c.vocab_size, f, "eos_token_id"));
   if (gemma) FAK_RETURN_IF_ERROR(ReadGemmaKeys(h, f, &c));
   FAK_RETURN_IF_ERROR(c.Validate());
   return c;

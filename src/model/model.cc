@@ -7,6 +7,7 @@
 #include "fak/io/gguf.h"
 #include "src/model/gguf_loader.h"
 #include "src/model/hf_loader.h"
+#include "src/core/exception_boundary.h"
 #include "src/kv/kv_cache_access.h"
 #include "src/model/model_impl.h"
 
@@ -43,13 +44,15 @@ const ModelConfig& Model::config() const { return impl_->config; }
 size_t Model::weights_bytes() const { return impl_->weights.size_bytes(); }
 
 Result<std::unique_ptr<Model>> Model::Synthetic(const ModelConfig& config, uint64_t seed, const ModelOptions& options) {
-  FAK_RETURN_IF_ERROR(config.Validate());
-  auto impl = std::make_unique<internal::ModelImpl>();
-  impl->config = config;
-  impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
-  impl->weights = internal::SyntheticWeights(config, seed, impl->pool.get());
-  impl->rope = internal::MakeRopeBinding(config);
-  return std::unique_ptr<Model>(new Model(std::move(impl)));
+  return internal::ExceptionBoundary("Model::Synthetic", [&]() -> Result<std::unique_ptr<Model>> {
+    FAK_RETURN_IF_ERROR(config.Validate());
+    auto impl = std::make_unique<internal::ModelImpl>();
+    impl->config = config;
+    impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
+    impl->weights = internal::SyntheticWeights(config, seed, impl->pool.get());
+    impl->rope = internal::MakeRopeBinding(config);
+    return std::unique_ptr<Model>(new Model(std::move(impl)));
+  });
 }
 
 namespace {
@@ -78,24 +81,26 @@ Result<std::unique_ptr<internal::ModelImpl>> LoadGguf(const std::string& path, c
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelOptions& options) {
-  std::unique_ptr<internal::ModelImpl> impl;
-  if (internal::LooksLikeHfCheckpoint(path)) {
-    FAK_ASSIGN_OR_RETURN(impl, LoadHf(path, options));
-  } else {
-    char magic[4] = {};
-    std::ifstream in(path, std::ios::binary);
-    if (!in || !in.read(magic, 4)) return IOError("Model::Load: cannot read " + path);
-    if (std::string(magic, 4) != "GGUF") {
-      return Unsupported("Model::Load: " + path +
-                         " is neither a GGUF file nor a Hugging Face checkpoint (a directory with config.json and "
-                         "safetensors, or a .safetensors file with config.json beside it)");
+  return internal::ExceptionBoundary("Model::Load", [&]() -> Result<std::unique_ptr<Model>> {
+    std::unique_ptr<internal::ModelImpl> impl;
+    if (internal::LooksLikeHfCheckpoint(path)) {
+      FAK_ASSIGN_OR_RETURN(impl, LoadHf(path, options));
+    } else {
+      char magic[4] = {};
+      std::ifstream in(path, std::ios::binary);
+      if (!in || !in.read(magic, 4)) return IOError("Model::Load: cannot read " + path);
+      if (std::string(magic, 4) != "GGUF") {
+        return Unsupported("Model::Load: " + path +
+                           " is neither a GGUF file nor a Hugging Face checkpoint (a directory with config.json and "
+                           "safetensors, or a .safetensors file with config.json beside it)");
+      }
+      FAK_ASSIGN_OR_RETURN(impl, LoadGguf(path, options));
     }
-    FAK_ASSIGN_OR_RETURN(impl, LoadGguf(path, options));
-  }
-  internal::PackForMatMul(&impl->weights);
-  impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
-  impl->rope = internal::MakeRopeBinding(impl->config);
-  return std::unique_ptr<Model>(new Model(std::move(impl)));
+    internal::PackForMatMul(&impl->weights);
+    impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
+    impl->rope = internal::MakeRopeBinding(impl->config);
+    return std::unique_ptr<Model>(new Model(std::move(impl)));
+  });
 }
 
 const Digest& Model::WeightsDigest() const {

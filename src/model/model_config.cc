@@ -55,34 +55,45 @@ Status ValidateRopeScaling(const ModelConfig& c) {
 }  // namespace
 
 Status ModelConfig::Validate() const {
-  auto positive = [](size_t v) { return v > 0; };
-  if (!positive(vocab_size)) return Field("vocab_size", "must be > 0");
-  if (!positive(hidden_size)) return Field("hidden_size", "must be > 0");
-  if (!positive(n_layers)) return Field("n_layers", "must be > 0");
-  if (!positive(n_heads)) return Field("n_heads", "must be > 0");
-  if (!positive(n_kv_heads)) return Field("n_kv_heads", "must be > 0");
+  // Every size is bounded first, far above any real model, so that no product of sizes computed
+  // from a file (weights, caches, tables) can wrap: a crafted head_dim of 2^62 must be an error,
+  // not an allocation that aborts.
+  auto in_range = [](const char* field, size_t v, size_t max) -> Status {
+    if (v == 0) return Field(field, "must be > 0");
+    if (v > max) return Field(field, std::to_string(v) + " exceeds " + std::to_string(max));
+    return Status::Ok();
+  };
+  FAK_RETURN_IF_ERROR(in_range("vocab_size", vocab_size, size_t{1} << 24));
+  FAK_RETURN_IF_ERROR(in_range("hidden_size", hidden_size, size_t{1} << 16));
+  FAK_RETURN_IF_ERROR(in_range("n_layers", n_layers, size_t{1} << 12));
+  FAK_RETURN_IF_ERROR(in_range("n_heads", n_heads, size_t{1} << 12));
+  FAK_RETURN_IF_ERROR(in_range("n_kv_heads", n_kv_heads, size_t{1} << 12));
+  FAK_RETURN_IF_ERROR(in_range("head_dim", head_dim, size_t{1} << 12));
+  FAK_RETURN_IF_ERROR(in_range("ffn_size", ffn_size, size_t{1} << 20));
+  FAK_RETURN_IF_ERROR(in_range("context_length", context_length, size_t{1} << 24));
   if (n_heads % n_kv_heads != 0) {
     return Field("n_kv_heads", std::to_string(n_kv_heads) + " does not divide n_heads " + std::to_string(n_heads));
   }
-  if (!positive(head_dim) || head_dim % 2 != 0) return Field("head_dim", std::to_string(head_dim) + " must be even and > 0");
+  if (head_dim % 2 != 0) return Field("head_dim", std::to_string(head_dim) + " must be even");
   if (architecture == Architecture::kLlama && n_heads * head_dim != hidden_size) {
     return Field("head_dim", "n_heads " + std::to_string(n_heads) + " x head_dim " + std::to_string(head_dim) +
                                  " != hidden_size " + std::to_string(hidden_size));
   }
-  if (!positive(ffn_size)) return Field("ffn_size", "must be > 0");
-  if (!(rope_base > 1.0)) return Field("rope_base", std::to_string(rope_base) + " must be > 1");
+  if (!std::isfinite(rope_base) || !(rope_base > 1.0)) return Field("rope_base", Shortest(rope_base) + " must be finite and > 1");
   FAK_RETURN_IF_ERROR(ValidateRopeScaling(*this));
-  if (!(rms_eps > 0.0f)) return Field("rms_eps", "must be > 0");
-  if (!positive(context_length)) return Field("context_length", "must be > 0");
-  if (context_length > (size_t{1} << 24)) return Field("context_length", std::to_string(context_length) + " exceeds 2^24");
+  if (!std::isfinite(rms_eps) || !(rms_eps > 0.0f)) return Field("rms_eps", Shortest(rms_eps) + " must be finite and > 0");
   auto valid_id = [&](int32_t id) { return id == -1 || (id >= 0 && static_cast<size_t>(id) < vocab_size); };
   if (!valid_id(bos_id)) return Field("bos_id", std::to_string(bos_id) + " outside the vocabulary");
   if (!valid_id(eos_id)) return Field("eos_id", std::to_string(eos_id) + " outside the vocabulary");
   if (qkv_bias && architecture != Architecture::kLlama) return Field("qkv_bias", "only Llama-family models (Qwen2) have one");
   if (architecture == Architecture::kGemma3) {
     if (sliding_window > 0 && sliding_window_pattern == 0) return Field("sliding_window_pattern", "must be > 0");
-    if (!(rope_local_base > 1.0)) return Field("rope_local_base", std::to_string(rope_local_base) + " must be > 1");
-    if (!(query_pre_attn_scalar >= 0.0f)) return Field("query_pre_attn_scalar", "must be >= 0");
+    if (!std::isfinite(rope_local_base) || !(rope_local_base > 1.0)) {
+      return Field("rope_local_base", Shortest(rope_local_base) + " must be finite and > 1");
+    }
+    if (!std::isfinite(query_pre_attn_scalar) || !(query_pre_attn_scalar >= 0.0f)) {
+      return Field("query_pre_attn_scalar", "must be finite and >= 0");
+    }
   }
   return Status::Ok();
 }

@@ -40,6 +40,36 @@ TEST(RopeTest, InverseFrequencies) {
   }
 }
 
+TEST(RopeTest, TableRowsAreBuiltOnFirstUseOnly) {
+  // A file may claim a context of 2^24 positions: the table costs nothing until positions are used
+  // (issue 20 D2: eager tables took gigabytes at load), and a row built late, in any order, has
+  // the bits of the same row in a small table.
+  std::vector<double> inv = RopeInverseFrequencies(256, kBase);
+  RopeTable huge(inv, size_t{1} << 24), small(inv, 600);
+  EXPECT_EQ(huge.built_positions(), 0u);
+  for (size_t p : {599, 3, 256, 255}) {
+    EXPECT_EQ(0, std::memcmp(huge.cos_row(p), small.cos_row(p), 128 * sizeof(float))) << p;
+    EXPECT_EQ(0, std::memcmp(huge.sin_row(p), small.sin_row(p), 128 * sizeof(float))) << p;
+  }
+  EXPECT_EQ(huge.built_positions(), 3 * RopeTable::kChunkRows);  // chunks [0,256) [256,512) [512,768)
+  const size_t last = (size_t{1} << 24) - 1;
+  EXPECT_EQ(huge.cos_row(last)[0], static_cast<float>(std::cos(last * inv[0])));
+  EXPECT_EQ(huge.built_positions(), 4 * RopeTable::kChunkRows);
+}
+
+TEST(RopeTest, TableChunksBuiltConcurrentlyAgree) {
+  std::vector<double> inv = RopeInverseFrequencies(64, kBase);
+  RopeTable shared(inv, 4096), alone(inv, 4096);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&shared, t] {
+      for (size_t p = t; p < 4096; p += 7) (void)shared.cos_row(p);
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (size_t p = 0; p < 4096; ++p) ASSERT_EQ(0, std::memcmp(shared.cos_row(p), alone.cos_row(p), 32 * sizeof(float))) << p;
+}
+
 TEST(RopeTest, TableShapeAndRowsIndependentOfLength) {
   // A table built for more positions has the same rows for the positions both cover, so a cache
   // that grows its table never changes the rotation of an existing position.

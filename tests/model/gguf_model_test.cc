@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -47,6 +48,9 @@ struct WriteOptions {
   std::string skip_tensor;                  // leave this tensor out
   std::string bad_shape_tensor;             // write this tensor with its dims swapped
   std::string architecture;                 // general.architecture other than the model's
+  // Crafted metadata (issue 20): values the writer puts instead of the model's.
+  std::optional<uint64_t> head_dim, context_length, bos_id;
+  std::optional<float> freq_base;
 };
 
 WriteOptions Quantized(kernels::QuantType t) {
@@ -73,15 +77,16 @@ void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = 
   const std::string a = !o.architecture.empty() ? o.architecture : gemma ? "gemma3" : c.qkv_bias ? "qwen2" : "llama";
   GgufWriter g;
   g.KvString("general.architecture", a);
-  g.Kv<uint32_t>(a + ".context_length", GgufType::kUint32, static_cast<uint32_t>(c.context_length));
+  g.Kv<uint64_t>(a + ".context_length", GgufType::kUint64, o.context_length.value_or(c.context_length));
   g.Kv<uint32_t>(a + ".embedding_length", GgufType::kUint32, static_cast<uint32_t>(c.hidden_size));
   g.Kv<uint32_t>(a + ".block_count", GgufType::kUint32, static_cast<uint32_t>(c.n_layers));
   g.Kv<uint32_t>(a + ".feed_forward_length", GgufType::kUint32, static_cast<uint32_t>(c.ffn_size));
   g.Kv<uint32_t>(a + ".attention.head_count", GgufType::kUint32, static_cast<uint32_t>(c.n_heads));
   g.Kv<uint32_t>(a + ".attention.head_count_kv", GgufType::kUint32, static_cast<uint32_t>(c.n_kv_heads));
-  g.Kv<uint32_t>(a + ".attention.key_length", GgufType::kUint32, static_cast<uint32_t>(c.head_dim));
-  g.Kv<uint32_t>(a + ".attention.value_length", GgufType::kUint32, static_cast<uint32_t>(c.head_dim));
-  g.Kv<float>(a + ".rope.freq_base", GgufType::kFloat32, static_cast<float>(c.rope_base));
+  g.Kv<uint64_t>(a + ".attention.key_length", GgufType::kUint64, o.head_dim.value_or(c.head_dim));
+  g.Kv<uint64_t>(a + ".attention.value_length", GgufType::kUint64, o.head_dim.value_or(c.head_dim));
+  g.Kv<float>(a + ".rope.freq_base", GgufType::kFloat32, o.freq_base.value_or(static_cast<float>(c.rope_base)));
+  if (o.bos_id) g.Kv<uint32_t>("tokenizer.ggml.bos_token_id", GgufType::kUint32, static_cast<uint32_t>(*o.bos_id));
   g.Kv<float>(a + ".attention.layer_norm_rms_epsilon", GgufType::kFloat32, c.rms_eps);
   if (gemma) g.Kv<uint32_t>("gemma3.attention.sliding_window", GgufType::kUint32, static_cast<uint32_t>(c.sliding_window));
   // Gemma GGUF norms carry the +1 the synthetic model applies at run time (the converter's rule).
@@ -302,6 +307,62 @@ TEST(GgufModel, BadFilesAreClearErrors) {
   ASSERT_FALSE(keys.has_value());
   EXPECT_NE(keys.error().message().find("llama.embedding_length"), std::string::npos) << keys.error().ToString();
   EXPECT_FALSE(Model::Load(path + ".does_not_exist").has_value());
+  std::remove(path.c_str());
+}
+
+// Issue 20 D1: head_dim 2^62 + 16 with 4 heads multiplies (wrapping) to the hidden size 64; the
+// load used to pass validation and abort building RoPE tables. Now every size is bounded first.
+TEST(GgufModel, CraftedSizesAreErrorsNotAborts) {
+  ASSERT_OK_AND_ASSIGN(auto synthetic, Model::Synthetic(TinyConfig(4, 2, 16), 5));
+  const std::string path = TempPath("crafted.gguf");
+  WriteOptions wrap;
+  wrap.head_dim = (uint64_t{1} << 62) + 16;
+  ASSERT_EQ(4 * *wrap.head_dim, 64u);  // the wrap the old check fell for
+  WriteGguf(*synthetic, path, wrap);
+  auto wrapped = Model::Load(path);
+  ASSERT_FALSE(wrapped.has_value());
+  EXPECT_EQ(wrapped.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrapped.error().message().find("head_dim"), std::string::npos) << wrapped.error().ToString();
+
+  WriteOptions inf_base;
+  inf_base.freq_base = std::numeric_limits<float>::infinity();
+  WriteGguf(*synthetic, path, inf_base);
+  auto base = Model::Load(path);
+  ASSERT_FALSE(base.has_value());
+  EXPECT_NE(base.error().message().find("rope_base"), std::string::npos) << base.error().ToString();
+
+  WriteOptions bos;
+  bos.bos_id = synthetic->config().vocab_size;  // one past the last token
+  WriteGguf(*synthetic, path, bos);
+  auto bad_bos = Model::Load(path);
+  ASSERT_FALSE(bad_bos.has_value());
+  EXPECT_EQ(bad_bos.error().code(), StatusCode::kCorruption);
+  EXPECT_NE(bad_bos.error().message().find("bos_token_id"), std::string::npos) << bad_bos.error().ToString();
+  bos.bos_id = 1;  // control: an id inside the vocabulary loads
+  WriteGguf(*synthetic, path, bos);
+  ASSERT_OK_AND_ASSIGN(auto good_bos, Model::Load(path));
+  EXPECT_EQ(good_bos->config().bos_id, 1);
+  std::remove(path.c_str());
+}
+
+// Issue 20 D2: a Gemma 3 file claiming a context of 2^24 used to build every RoPE row at load
+// (gigabytes, ~20 s). Rows are now built as positions are reached, with the same bits.
+TEST(GgufModel, AHugeClaimedContextCostsNothingUntilUsed) {
+  ASSERT_OK_AND_ASSIGN(auto synthetic, Model::Synthetic(GemmaConfig(), 24));
+  const std::string path = TempPath("long_context.gguf");
+  WriteOptions huge;
+  huge.context_length = size_t{1} << 24;
+  WriteGguf(*synthetic, path, huge);
+  ASSERT_OK_AND_ASSIGN(auto loaded, Model::Load(path));
+  EXPECT_EQ(loaded->config().context_length, size_t{1} << 24);
+  const auto& tables = internal::ModelAccess::Get(*loaded).rope->layer_tables;
+  for (const auto& t : tables) EXPECT_EQ(t->built_positions(), 0u);
+  const std::vector<int32_t> prompt = testing::TokenSequence(20, 3, GemmaConfig().vocab_size);
+  KVCache a = loaded->NewCache(), b = synthetic->NewCache();
+  ASSERT_OK_AND_ASSIGN(auto la, loaded->Prefill(&a, prompt));
+  ASSERT_OK_AND_ASSIGN(auto lb, synthetic->Prefill(&b, prompt));
+  EXPECT_EQ(testing::MaxAbsDiff(la, lb), 0.0f);  // same rows, whatever the table's length
+  for (const auto& t : tables) EXPECT_EQ(t->built_positions(), kernels::RopeTable::kChunkRows);
   std::remove(path.c_str());
 }
 

@@ -2,6 +2,7 @@
 // input that leaves the cache untouched.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <set>
 
 #include "fak/model/model.h"
@@ -56,6 +57,14 @@ TEST(Model, ConfigValidationNamesTheField) {
   c.hidden_size = 60;
   EXPECT_FALSE(c.Validate().ok());
   EXPECT_FALSE(Model::Synthetic(c, 1).has_value());
+  // Products of sizes cannot wrap: each size is bounded before any is multiplied (issue 20 D1).
+  c = TinyConfig(4, 2, 16);
+  c.head_dim = (size_t{1} << 62) + 16;  // 4 x head_dim wraps to hidden_size 64
+  s = c.Validate();
+  EXPECT_NE(s.message().find("head_dim"), std::string_view::npos) << s.ToString();
+  c = TinyConfig();
+  c.rms_eps = std::numeric_limits<float>::infinity();
+  EXPECT_NE(c.Validate().message().find("rms_eps"), std::string_view::npos);
   EXPECT_OK(ModelConfig::EmbeddedDefault().Validate());
   EXPECT_OK(ModelConfig::SmolLM2_135M_Shape().Validate());
   EXPECT_OK(ModelConfig::TinyLlama_1_1B_Shape().Validate());

@@ -194,9 +194,12 @@ ModelConfig GemmaScaled(double local_base) {
 
 bool SameTable(const kernels::RopeTable& t, const std::vector<double>& inv, size_t n) {
   const kernels::RopeTable want(inv, n);
-  return t.n_positions() == n && t.half_dim() == want.half_dim() &&
-         std::memcmp(t.cos_row(0), want.cos_row(0), n * want.half_dim() * sizeof(float)) == 0 &&
-         std::memcmp(t.sin_row(0), want.sin_row(0), n * want.half_dim() * sizeof(float)) == 0;
+  if (t.n_positions() != n || t.half_dim() != want.half_dim()) return false;
+  for (size_t p = 0; p < n; ++p) {
+    if (std::memcmp(t.cos_row(p), want.cos_row(p), want.half_dim() * sizeof(float)) != 0 ||
+        std::memcmp(t.sin_row(p), want.sin_row(p), want.half_dim() * sizeof(float)) != 0) return false;
+  }
+  return true;
 }
 
 // llama.cpp (rope_freq_scale_train_swa = 1) and HF (rotary_emb_local) leave Gemma 3's sliding layers
