@@ -6,10 +6,11 @@
 #include <string>
 
 #include "fak/kernels/kernel_tier.h"
-#include "fak/gate/manifest.h"
+#include "fak/gate/binding_tuple.h"
 #include "fak/core/version.h"
 #include "src/gate/manifest_json.h"
 #include "src/model/model_impl.h"
+#include "src/core/str_cat.h"
 
 namespace fak {
 namespace {
@@ -34,7 +35,10 @@ std::string WeightDType(const Model& model) {
   std::set<std::string_view> names;
   model.impl().weights.ForEach([&](const char*, const internal::WeightTensor& t) { names.insert(internal::DTypeName(t.dtype)); });
   std::string out;
-  for (std::string_view n : names) out += (out.empty() ? "" : "+") + std::string(n);
+  for (std::string_view n : names) {
+    if (!out.empty()) out += '+';
+    out += n;
+  }
   return out;
 }
 
@@ -50,7 +54,7 @@ std::string PositionText(const PositionConvention& p) {
 }
 std::string ProducerText(const Producer& p) { return p.library + " " + p.version + " (" + p.kernel_build + ")"; }
 std::string RangeText(const TokenRange& r) {
-  return "[" + std::to_string(r.from) + ", " + std::to_string(r.from + r.count) + ")";
+  return internal::StrCat("[", std::to_string(r.from), ", ", std::to_string(r.from + r.count), ")");
 }
 
 }  // namespace
