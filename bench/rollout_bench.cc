@@ -29,7 +29,7 @@
 
 #include "bench/radix_traces.h"
 #include "fak/kernels/kernel_tier.h"
-#include "fak/regen/regen.h"
+#include "fak/regen/rollout.h"
 #include "tests/tokenizer/shifted_byte_tokenizer.h"
 
 namespace fak::bench {

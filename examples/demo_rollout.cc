@@ -8,7 +8,7 @@
 
 #include "examples/demo_report.h"
 #include "fak/fak.h"
-#include "fak/regen/regen.h"
+#include "fak/regen/rollout.h"
 
 namespace fak::demo {
 namespace {

@@ -3,8 +3,6 @@
 #ifndef FAK_SRC_AUDIT_AUDIT_INTERNAL_H_
 #define FAK_SRC_AUDIT_AUDIT_INTERNAL_H_
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,24 +11,14 @@
 #include "fak/audit/audit.h"
 #include "fak/core/digest.h"
 #include "fak/core/status.h"
+#include "src/core/hex.h"
+#include "src/core/json.h"
 
 namespace fak::internal {
 
-using Json = nlohmann::json;
+// JSON (ParseJson, CanonicalJson, GetString, ...) comes from src/core/json.h, hex from
+// src/core/hex.h.
 
-// Parses without throwing; InvalidArgument naming `what` on bad JSON.
-Result<Json> ParseJson(std::string_view text, std::string_view what);
-// Canonical form: sorted keys, no whitespace, UTF-8 checked. InvalidArgument on invalid UTF-8.
-Result<std::string> CanonicalJson(const Json& value, std::string_view what);
-
-// Typed field readers: Corruption naming `what` and the key when absent or of another type.
-Result<std::string> GetString(const Json& obj, std::string_view key, std::string_view what);
-Result<uint64_t> GetUint(const Json& obj, std::string_view key, std::string_view what);
-Result<int64_t> GetInt(const Json& obj, std::string_view key, std::string_view what);
-Result<Digest> GetDigest(const Json& obj, std::string_view key, std::string_view what);
-
-std::string HexEncode(std::string_view bytes);
-Result<std::string> HexDecode(std::string_view hex, std::string_view what);
 std::string Base64Encode(std::string_view bytes);
 Result<std::string> Base64Decode(std::string_view text, std::string_view what);
 

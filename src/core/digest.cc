@@ -1,9 +1,12 @@
-// Digest: sha256 through OpenSSL EVP, and hex encoding.
+// Digest: sha256 through OpenSSL EVP; its hex form through src/core/hex.h.
 #include "fak/core/digest.h"
 
 #include <openssl/evp.h>
 
+#include <cstring>
 #include <new>
+
+#include "src/core/hex.h"
 
 namespace fak {
 
@@ -38,32 +41,16 @@ Digest Digester::Finish() {
 Digest Digest::Of(const void* data, size_t size_bytes) { return Digester().Update(data, size_bytes).Finish(); }
 
 std::string Digest::Hex() const {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(kSize * 2, '0');
-  for (size_t i = 0; i < kSize; ++i) {
-    out[2 * i] = kHex[bytes[i] >> 4];
-    out[2 * i + 1] = kHex[bytes[i] & 15];
-  }
-  return out;
-}
-
-static int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
+  return internal::HexEncode(bytes.data(), kSize);
 }
 
 Result<Digest> Digest::FromHex(std::string_view hex) {
   if (hex.size() != kSize * 2) {
     return InvalidArgument("digest hex must be 64 characters, got " + std::to_string(hex.size()));
   }
+  FAK_ASSIGN_OR_RETURN(std::string raw, internal::HexDecode(hex, "digest hex"));
   Digest d;
-  for (size_t i = 0; i < kSize; ++i) {
-    int hi = HexValue(hex[2 * i]), lo = HexValue(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return InvalidArgument("digest hex has a non-hex character at offset " + std::to_string(hi < 0 ? 2 * i : 2 * i + 1));
-    d.bytes[i] = static_cast<uint8_t>(hi << 4 | lo);
-  }
+  std::memcpy(d.bytes.data(), raw.data(), kSize);
   return d;
 }
 

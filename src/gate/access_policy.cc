@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 
-#include "fak/gate/manifest.h"
+#include "fak/gate/resident_claim.h"
 
 namespace fak {
 

@@ -6,9 +6,10 @@
 #include <string>
 
 #include "fak/kernels/kernel_tier.h"
-#include "fak/gate/manifest.h"
+#include "fak/gate/binding_tuple.h"
 #include "fak/core/version.h"
 #include "src/gate/manifest_json.h"
+#include "src/core/str_cat.h"
 
 namespace fak {
 namespace {
@@ -40,7 +41,7 @@ std::string PositionText(const PositionConvention& p) {
 }
 std::string ProducerText(const Producer& p) { return p.library + " " + p.version + " (" + p.kernel_build + ")"; }
 std::string RangeText(const TokenRange& r) {
-  return "[" + std::to_string(r.from) + ", " + std::to_string(r.from + r.count) + ")";
+  return internal::StrCat("[", std::to_string(r.from), ", ", std::to_string(r.from + r.count), ")");
 }
 
 }  // namespace

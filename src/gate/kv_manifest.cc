@@ -3,13 +3,13 @@
 #include <string>
 #include <utility>
 
-#include "fak/gate/manifest.h"
+#include "fak/gate/kv_manifest.h"
 #include "src/gate/manifest_json.h"
 
 namespace fak {
 namespace {
 
-using nlohmann::json;
+using json = internal::Json;
 
 json BindingToJson(const BindingTuple& b) {
   json j = json::object();
@@ -116,7 +116,7 @@ Status CheckSchema(const json& value, const std::string& path, std::string_view 
   }
   if (!v->is_number_unsigned() || v->get<uint64_t>() != static_cast<uint64_t>(kManifestSchemaVersion)) {
     return Unsupported(path + ".schema_version: this build reads version " + std::to_string(kManifestSchemaVersion) +
-                       ", got " + internal::CanonicalDump(*v));
+                       ", got " + internal::DumpJson(*v));
   }
   return Status::Ok();
 }
@@ -157,12 +157,12 @@ Status KVManifest::Validate() const {
 }
 
 Digest KVManifest::BindingDigest() const {
-  return Digest::Of(internal::CanonicalDump(internal::ManifestToJsonValue(*this, /*with_binding_digest=*/false)));
+  return Digest::Of(internal::DumpJson(internal::ManifestToJsonValue(*this, /*with_binding_digest=*/false)));
 }
 
 Result<std::string> KVManifest::ToJson() const {
   FAK_RETURN_IF_ERROR(Validate());
-  return internal::CanonicalDump(internal::ManifestToJsonValue(*this, /*with_binding_digest=*/true));
+  return internal::DumpJson(internal::ManifestToJsonValue(*this, /*with_binding_digest=*/true));
 }
 
 Result<KVManifest> KVManifest::FromJson(std::string_view text) {
@@ -199,32 +199,42 @@ json ManifestToJsonValue(const KVManifest& m, bool with_binding_digest) {
   return j;
 }
 
+namespace {
+
+// The fields, before ManifestFromJsonValue checks validity and the binding digest.
+Result<KVManifest> ReadManifest(const json& value, const std::string& path, Digest* claimed) {
+  FAK_RETURN_IF_ERROR(CheckSchema(value, path, kManifestSchema));
+  JsonObjectReader r(value, path);
+  r.String("schema");
+  r.Unsigned("schema_version");
+  KVManifest m;
+  if (const json* b = r.Object("binding")) FAK_RETURN_IF_ERROR(ReadBinding(*b, r.FieldPath("binding"), &m.binding));
+  m.source_digest = r.Hex("source_digest");
+  m.tenant = r.String("tenant");
+  const std::string sharing = r.String("sharing");
+  m.plane = r.String("plane");
+  m.provenance = r.String("provenance");
+  m.created_unix_ms = r.Signed("created_unix_ms");
+  *claimed = r.Hex("binding_digest");
+  FAK_RETURN_IF_ERROR(r.Finish());
+  FAK_ASSIGN_OR_RETURN(m.sharing, ParseSharing(sharing, r.FieldPath("sharing")));
+  return m;
+}
+
+}  // namespace
+
 Result<KVManifest> ManifestFromJsonValue(const json& value, const std::string& path) {
-  try {
-    FAK_RETURN_IF_ERROR(CheckSchema(value, path, kManifestSchema));
-    JsonObjectReader r(value, path);
-    r.String("schema");
-    r.Unsigned("schema_version");
-    KVManifest m;
-    if (const json* b = r.Object("binding")) FAK_RETURN_IF_ERROR(ReadBinding(*b, r.FieldPath("binding"), &m.binding));
-    m.source_digest = r.Hex("source_digest");
-    m.tenant = r.String("tenant");
-    const std::string sharing = r.String("sharing");
-    m.plane = r.String("plane");
-    m.provenance = r.String("provenance");
-    m.created_unix_ms = r.Signed("created_unix_ms");
-    const Digest claimed = r.Hex("binding_digest");
-    FAK_RETURN_IF_ERROR(r.Finish());
-    FAK_ASSIGN_OR_RETURN(m.sharing, ParseSharing(sharing, r.FieldPath("sharing")));
+  // Defensive: the reader checks types before get(), so nothing should throw.
+  return ContainJsonExceptions(StatusCode::kInvalidArgument, path, [&]() -> Result<KVManifest> {
+    Digest claimed;
+    FAK_ASSIGN_OR_RETURN(KVManifest m, ReadManifest(value, path, &claimed));
     if (Status s = m.Validate(); !s.ok()) return InvalidArgument(path + "." + std::string(s.message()));
     if (const Digest actual = m.BindingDigest(); actual != claimed) {
       return Corruption(path + ".binding_digest: the fields hash to " + actual.Hex() + ", the document says " +
                         claimed.Hex());
     }
     return m;
-  } catch (const nlohmann::json::exception& e) {  // defensive: the reader checks types before get()
-    return InvalidArgument(path + ": " + e.what());
-  }
+  });
 }
 
 }  // namespace internal

@@ -1,13 +1,13 @@
 // KVTransfer: the metadata contract for moving a span between storage tiers, and its JSON.
 #include <string>
 
-#include "fak/gate/manifest.h"
+#include "fak/gate/kv_transfer.h"
 #include "src/gate/manifest_json.h"
 
 namespace fak {
 namespace {
 
-using nlohmann::json;
+using json = internal::Json;
 
 Result<KVTier> ParseTier(const std::string& name, const std::string& field) {
   for (KVTier t : {KVTier::kResidentMemory, KVTier::kLocalDisk, KVTier::kRemoteStore}) {
@@ -78,12 +78,13 @@ Result<std::string> KVTransfer::ToJson() const {
   j["source_tier"] = std::string(KVTierName(source));
   j["target_tier"] = std::string(KVTierName(target));
   j["manifest"] = internal::ManifestToJsonValue(manifest, /*with_binding_digest=*/true);
-  return internal::CanonicalDump(j);
+  return internal::DumpJson(j);
 }
 
 Result<KVTransfer> KVTransfer::FromJson(std::string_view text) {
   FAK_ASSIGN_OR_RETURN(json value, internal::ParseJsonText(text, "transfer"));
-  try {
+  // Defensive: the reader checks types before get(), so nothing should throw.
+  return internal::ContainJsonExceptions(StatusCode::kInvalidArgument, "transfer", [&]() -> Result<KVTransfer> {
     internal::JsonObjectReader r(value, "transfer");
     FAK_RETURN_IF_ERROR(CheckTransferSchema(r));
     KVTransfer t;
@@ -98,9 +99,7 @@ Result<KVTransfer> KVTransfer::FromJson(std::string_view text) {
     FAK_ASSIGN_OR_RETURN(t.manifest, internal::ManifestFromJsonValue(*manifest, r.FieldPath("manifest")));
     FAK_RETURN_IF_ERROR(t.Validate());
     return t;
-  } catch (const nlohmann::json::exception& e) {  // defensive: the reader checks types before get()
-    return InvalidArgument(std::string("transfer: ") + e.what());
-  }
+  });
 }
 
 }  // namespace fak

@@ -1,4 +1,4 @@
-// Canonical JSON dumping, non-throwing parsing and the strict object reader.
+// The size-capped manifest parse, decimal text for doubles, and the strict object reader.
 #include "src/gate/manifest_json.h"
 
 #include <charconv>
@@ -6,24 +6,16 @@
 #include <limits>
 #include <utility>
 
+#include "src/core/str_cat.h"
+
 namespace fak::internal {
 
-std::string CanonicalDump(const nlohmann::json& value) {
-  return value.dump(-1, ' ', /*ensure_ascii=*/false, nlohmann::json::error_handler_t::replace);
-}
-
-Result<nlohmann::json> ParseJsonText(std::string_view text, std::string_view what) {
+Result<Json> ParseJsonText(std::string_view text, std::string_view what) {
   if (text.size() > kMaxManifestJsonBytes) {
-    return InvalidArgument(std::string(what) + ": document is " + std::to_string(text.size()) +
-                           " bytes, more than the limit of " + std::to_string(kMaxManifestJsonBytes));
+    return InvalidArgument(StrCat(what, ": document is ", std::to_string(text.size()), " bytes, more than the limit of ",
+                                  std::to_string(kMaxManifestJsonBytes)));
   }
-  try {
-    return nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument(std::string(what) + ": malformed JSON: " + e.what());
-  } catch (const std::exception& e) {  // e.g. bad_alloc from a pathological document
-    return InvalidArgument(std::string(what) + ": cannot parse JSON: " + e.what());
-  }
+  return ParseJson(text, what);
 }
 
 std::string FormatDouble(double value) {
@@ -37,29 +29,13 @@ Result<double> ParseDouble(std::string_view text) {
   double value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-    return InvalidArgument("\"" + std::string(text) + "\" is not a decimal number");
+    return InvalidArgument(StrCat("\"", text, "\" is not a decimal number"));
   }
-  if (!std::isfinite(value)) return InvalidArgument("\"" + std::string(text) + "\" is not finite");
+  if (!std::isfinite(value)) return InvalidArgument(StrCat("\"", text, "\" is not finite"));
   return value;
 }
 
-std::string_view JsonTypeName(const nlohmann::json& value) {
-  switch (value.type()) {
-    case nlohmann::json::value_t::null: return "null";
-    case nlohmann::json::value_t::object: return "object";
-    case nlohmann::json::value_t::array: return "array";
-    case nlohmann::json::value_t::string: return "string";
-    case nlohmann::json::value_t::boolean: return "boolean";
-    case nlohmann::json::value_t::number_integer: return "negative integer";
-    case nlohmann::json::value_t::number_unsigned: return "unsigned integer";
-    case nlohmann::json::value_t::number_float: return "floating-point number";
-    case nlohmann::json::value_t::binary: return "binary";
-    case nlohmann::json::value_t::discarded: return "discarded";
-  }
-  return "unknown";
-}
-
-JsonObjectReader::JsonObjectReader(const nlohmann::json& value, std::string path)
+JsonObjectReader::JsonObjectReader(const Json& value, std::string path)
     : value_(value), path_(std::move(path)) {
   if (!value_.is_object()) {
     status_ = InvalidArgument(path_ + ": expected object, got " + std::string(JsonTypeName(value_)));
@@ -70,7 +46,7 @@ void JsonObjectReader::Fail(Status status) {
   if (status_.ok()) status_ = std::move(status);
 }
 
-const nlohmann::json* JsonObjectReader::Find(std::string_view key, bool (*type_ok)(const nlohmann::json&),
+const Json* JsonObjectReader::Find(std::string_view key, bool (*type_ok)(const Json&),
                                              const char* type_name) {
   if (!status_.ok()) return nullptr;
   read_.emplace(key);
@@ -87,7 +63,7 @@ const nlohmann::json* JsonObjectReader::Find(std::string_view key, bool (*type_o
 }
 
 std::string JsonObjectReader::String(std::string_view key) {
-  const nlohmann::json* v = Find(key, [](const nlohmann::json& j) { return j.is_string(); }, "string");
+  const Json* v = Find(key, [](const Json& j) { return j.is_string(); }, "string");
   return v ? v->get_ref<const std::string&>() : std::string();
 }
 
@@ -105,13 +81,13 @@ Digest JsonObjectReader::Hex(std::string_view key) {
 }
 
 uint64_t JsonObjectReader::Unsigned(std::string_view key) {
-  const nlohmann::json* v =
-      Find(key, [](const nlohmann::json& j) { return j.is_number_unsigned(); }, "unsigned integer");
+  const Json* v =
+      Find(key, [](const Json& j) { return j.is_number_unsigned(); }, "unsigned integer");
   return v ? v->get<uint64_t>() : 0;
 }
 
 int64_t JsonObjectReader::Signed(std::string_view key) {
-  const nlohmann::json* v = Find(key, [](const nlohmann::json& j) { return j.is_number_integer(); }, "integer");
+  const Json* v = Find(key, [](const Json& j) { return j.is_number_integer(); }, "integer");
   if (v == nullptr) return 0;
   if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     Fail(InvalidArgument(FieldPath(key) + ": " + std::to_string(v->get<uint64_t>()) + " is out of range"));
@@ -120,11 +96,11 @@ int64_t JsonObjectReader::Signed(std::string_view key) {
   return v->get<int64_t>();
 }
 
-const nlohmann::json* JsonObjectReader::Object(std::string_view key) {
-  return Find(key, [](const nlohmann::json& j) { return j.is_object(); }, "object");
+const Json* JsonObjectReader::Object(std::string_view key) {
+  return Find(key, [](const Json& j) { return j.is_object(); }, "object");
 }
 
-const nlohmann::json* JsonObjectReader::Raw(std::string_view key) { return Find(key, nullptr, ""); }
+const Json* JsonObjectReader::Raw(std::string_view key) { return Find(key, nullptr, ""); }
 
 Status JsonObjectReader::Finish() const {
   if (!status_.ok()) return status_;

@@ -1,6 +1,6 @@
-// Internal JSON plumbing for manifests and transfers: canonical dumping, non-throwing parsing and a
-// strict object reader that names the field at fault (docs/manifest.md). nlohmann_json stays here,
-// behind the public API, and every exception it can throw is caught in this layer.
+// Internal JSON plumbing for manifests and transfers: a size-capped parse and a strict object
+// reader that names the field at fault (docs/manifest.md). Parsing, dumping and exception
+// containment are src/core/json.h's; nlohmann_json stays behind the public API.
 #ifndef FAK_SRC_CACHE_MANIFEST_JSON_H_
 #define FAK_SRC_CACHE_MANIFEST_JSON_H_
 
@@ -9,22 +9,19 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "fak/core/digest.h"
-#include "fak/gate/manifest.h"
 #include "fak/core/status.h"
+#include "fak/gate/kv_manifest.h"
+#include "src/core/json.h"
 
 namespace fak::internal {
 
 // Largest manifest or transfer document accepted, in bytes (a real one is under 2 KiB).
 inline constexpr size_t kMaxManifestJsonBytes = 64 * 1024;
 
-// Sorted keys (std::map order: bytewise), no whitespace, UTF-8 passed through. Never throws:
-// invalid UTF-8 (which validated values cannot hold) is replaced rather than thrown on.
-std::string CanonicalDump(const nlohmann::json& value);
-// Parses `text` as one JSON value; InvalidArgument "<what>: malformed JSON: ..." on any error.
-Result<nlohmann::json> ParseJsonText(std::string_view text, std::string_view what);
+// Parses `text` as one JSON value of at most kMaxManifestJsonBytes; InvalidArgument
+// "<what>: malformed JSON: ..." on any error.
+Result<Json> ParseJsonText(std::string_view text, std::string_view what);
 
 // Shortest decimal that round-trips (std::to_chars), e.g. "10000", "500000", "1e+06".
 std::string FormatDouble(double value);
@@ -33,24 +30,24 @@ Result<double> ParseDouble(std::string_view text);
 
 // The manifest as a JSON object; with_binding_digest = false gives the document the binding digest
 // is computed over.
-nlohmann::json ManifestToJsonValue(const KVManifest& manifest, bool with_binding_digest);
+Json ManifestToJsonValue(const KVManifest& manifest, bool with_binding_digest);
 // Reads, validates and digest-checks a manifest object; error messages start with `path`.
-Result<KVManifest> ManifestFromJsonValue(const nlohmann::json& value, const std::string& path);
+Result<KVManifest> ManifestFromJsonValue(const Json& value, const std::string& path);
 
 // Reads the fields of one JSON object, recording the first error (later reads return defaults).
 // Finish() also reports a field that was never read, so unknown fields are rejected.
 class JsonObjectReader {
  public:
-  JsonObjectReader(const nlohmann::json& value, std::string path);
+  JsonObjectReader(const Json& value, std::string path);
 
   std::string String(std::string_view key);
   Digest Hex(std::string_view key);  // 64 lowercase hex digits
   uint64_t Unsigned(std::string_view key);
   int64_t Signed(std::string_view key);
   // The member object, or nullptr (with the error recorded) when missing or not an object.
-  const nlohmann::json* Object(std::string_view key);
+  const Json* Object(std::string_view key);
   // Marks `key` read without checking its type (the caller checks).
-  const nlohmann::json* Raw(std::string_view key);
+  const Json* Raw(std::string_view key);
 
   bool ok() const { return status_.ok(); }
   Status Finish() const;
@@ -58,17 +55,14 @@ class JsonObjectReader {
 
  private:
   // The member, or nullptr after recording "missing" or "expected <type>".
-  const nlohmann::json* Find(std::string_view key, bool (*type_ok)(const nlohmann::json&), const char* type_name);
+  const Json* Find(std::string_view key, bool (*type_ok)(const Json&), const char* type_name);
   void Fail(Status status);
 
-  const nlohmann::json& value_;
+  const Json& value_;
   std::string path_;
   Status status_;
   std::set<std::string, std::less<>> read_;
 };
-
-// "string", "object", "unsigned integer", ... for error messages.
-std::string_view JsonTypeName(const nlohmann::json& value);
 
 }  // namespace fak::internal
 

@@ -1,7 +1,7 @@
 // CheckResidentClaim: the gate every reuse of resident KV passes, and its counters.
 #include <string>
 
-#include "fak/gate/manifest.h"
+#include "fak/gate/resident_claim.h"
 
 namespace fak {
 namespace {

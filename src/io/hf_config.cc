@@ -1,15 +1,15 @@
-// ParseHfConfig: the fields of a Hugging Face config.json fak's model code needs (nlohmann_json,
+// ParseHfConfig: the fields of a Hugging Face config.json fak's model code needs (src/core/json.h,
 // exceptions contained here). A multimodal Gemma 3 config's `text_config` overrides the top level.
 #include <fstream>
 #include <iterator>
-#include <nlohmann/json.hpp>
 
 #include "fak/io/safetensors.h"
+#include "src/core/json.h"
 
 namespace fak {
 namespace {
 
-using nlohmann::json;
+using json = internal::Json;
 
 // Reads field `key` of `j` into `out` when present and not null; InvalidArgument on a wrong type.
 class Reader {
@@ -160,15 +160,9 @@ Status Fill(const json& top, std::string_view name, HfConfig& c) {
 
 Result<HfConfig> ParseHfConfig(std::string_view json_text, std::string_view name) {
   HfConfig c;
-  Status s;
-  try {
-    json top = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
-    if (top.is_discarded() || !top.is_object()) return Corruption(std::string(name) + ": not a JSON object");
-    s = Fill(top, name, c);
-  } catch (const std::exception& e) {  // get<> on a value out of range, bad_alloc: contained here
-    s = InvalidArgument(std::string(name) + ": " + e.what());
-  }
-  if (!s.ok()) return s;
+  FAK_ASSIGN_OR_RETURN(json top, internal::ParseJsonObject(json_text, name, StatusCode::kCorruption));
+  // get<> on a value out of range, bad_alloc: contained here.
+  FAK_RETURN_IF_ERROR(internal::ContainJsonExceptions(StatusCode::kInvalidArgument, name, [&] { return Fill(top, name, c); }));
   return c;
 }
 

@@ -1,17 +1,17 @@
-// SafetensorsFile: 8-byte header length, JSON header (nlohmann, exceptions contained here),
+// SafetensorsFile: 8-byte header length, JSON header (src/core/json.h, exceptions contained),
 // byte buffer; every entry checked against the buffer before a view is handed out.
 #include "fak/io/safetensors.h"
 
 #include <algorithm>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
+#include "src/core/json.h"
 #include "src/io/mapped_file.h"
 
 namespace fak {
 namespace {
 
-using nlohmann::json;
+using json = internal::Json;
 
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // the reference reader's limit
 
@@ -104,8 +104,8 @@ Status ParseHeader(std::span<const uint8_t> bytes, std::vector<SafetensorsTensor
     return Corruption("offset 0: header length " + std::to_string(n) + " exceeds the file or the 100 MB limit");
   }
   const char* text = reinterpret_cast<const char*>(bytes.data() + 8);
-  json header = json::parse(text, text + n, nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object()) return Corruption("offset 8: header is not a JSON object");
+  FAK_ASSIGN_OR_RETURN(json header, internal::ParseJsonObject(std::string_view(text, n), "offset 8: header",
+                                                              StatusCode::kCorruption));
   std::span<const uint8_t> buffer = bytes.subspan(8 + n);
   std::vector<std::pair<uint64_t, size_t>> begins;
   for (auto it = header.begin(); it != header.end(); ++it) {
@@ -154,12 +154,9 @@ size_t SafetensorsDtypeSize(SafetensorsDtype dtype) {
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Parse(std::span<const uint8_t> bytes, std::string name) {
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
   file->name_ = std::move(name);
-  Status s;
-  try {  // nlohmann may still throw (e.g. bad_alloc); nothing escapes the API
-    s = ParseHeader(bytes, file->tensors_, file->metadata_);
-  } catch (const std::exception& e) {
-    s = Corruption(std::string("header: ") + e.what());
-  }
+  // nlohmann may still throw (e.g. bad_alloc); nothing escapes the API.
+  Status s = internal::ContainJsonExceptions(StatusCode::kCorruption, "header",
+                                             [&] { return ParseHeader(bytes, file->tensors_, file->metadata_); });
   if (!s.ok()) return s.WithContext(file->name_);
   std::sort(file->tensors_.begin(), file->tensors_.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   return file;

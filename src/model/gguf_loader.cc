@@ -5,6 +5,7 @@
 
 #include "kernels/dispatch.h"
 #include "src/model/gguf_loader.h"
+#include "src/core/str_cat.h"
 
 namespace fak::internal {
 namespace {
@@ -19,7 +20,7 @@ class TensorReader {
     const bool ok = t->ne.size() >= 2 && static_cast<size_t>(t->ne[0]) == cols &&
                     (at_least ? static_cast<size_t>(t->ne[1]) >= rows : static_cast<size_t>(t->ne[1]) == rows) &&
                     TrailingOnes(*t, 2);
-    if (!ok) return BadShape(*t, "[" + std::to_string(cols) + ", " + std::to_string(rows) + "]");
+    if (!ok) return BadShape(*t, StrCat("[", std::to_string(cols), ", ", std::to_string(rows), "]"));
     return View(*t, rows, cols, /*allow_quant=*/true);
   }
 
@@ -27,7 +28,7 @@ class TensorReader {
   Result<WeightTensor> Vector(const std::string& name, size_t n) {
     FAK_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name));
     if (t->ne.empty() || static_cast<size_t>(t->ne[0]) != n || !TrailingOnes(*t, 1))
-      return BadShape(*t, "[" + std::to_string(n) + "]");
+      return BadShape(*t, StrCat("[", std::to_string(n), "]"));
     return View(*t, 1, n, /*allow_quant=*/false);
   }
 

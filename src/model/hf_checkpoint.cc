@@ -4,10 +4,10 @@
 
 #include <fstream>
 #include <iterator>
-#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
+#include "src/core/json.h"
 #include "src/model/hf_loader.h"
 
 namespace fak::internal {
@@ -38,10 +38,9 @@ Result<std::string> ReadText(const std::string& path) {
 // is input, and a name like "../x" would read outside it.
 Status ParseIndex(const std::string& path, std::set<std::string>& files, std::map<std::string, std::string>& where) {
   FAK_ASSIGN_OR_RETURN(std::string text, ReadText(path));
-  using nlohmann::json;
-  try {
-    json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return Corruption(path + ": not a JSON object");
+  FAK_ASSIGN_OR_RETURN(Json j, ParseJsonObject(text, path, StatusCode::kCorruption));
+  // Defensive: every value's type is checked; bad_alloc is all that could still throw.
+  FAK_RETURN_IF_ERROR(ContainJsonExceptions(StatusCode::kCorruption, path, [&]() -> Status {
     auto map = j.find("weight_map");
     if (map == j.end() || !map->is_object()) return Corruption(path + ": missing object 'weight_map'");
     for (auto it = map->begin(); it != map->end(); ++it) {
@@ -54,9 +53,8 @@ Status ParseIndex(const std::string& path, std::set<std::string>& files, std::ma
       files.insert(file);
       where[it.key()] = file;
     }
-  } catch (const std::exception& e) {  // nlohmann may still throw (bad_alloc); nothing escapes
-    return Corruption(path + ": " + e.what());
-  }
+    return Status::Ok();
+  }));
   if (files.empty()) return Corruption(path + ": weight_map is empty");
   return Status::Ok();
 }

@@ -17,6 +17,7 @@
 
 #include "kernels/dispatch.h"
 #include "kernels/rope.h"
+#include "src/core/str_cat.h"
 
 namespace fak::internal {
 namespace {
@@ -204,7 +205,7 @@ class TensorReader {
   Result<WeightTensor> Matrix(const std::string& name, size_t rows, size_t cols) {
     FAK_ASSIGN_OR_RETURN(const SafetensorsTensor* t, Find(name));
     if (t->shape.size() != 2 || static_cast<size_t>(t->shape[0]) != rows || static_cast<size_t>(t->shape[1]) != cols) {
-      return BadShape(*t, "[" + std::to_string(rows) + ", " + std::to_string(cols) + "]");
+      return BadShape(*t, StrCat("[", std::to_string(rows), ", ", std::to_string(cols), "]"));
     }
     return View(*t, rows, cols);
   }
@@ -213,7 +214,7 @@ class TensorReader {
   Result<WeightTensor> Vector(const std::string& name, size_t n) {
     FAK_ASSIGN_OR_RETURN(const SafetensorsTensor* t, Find(name));
     if (t->shape.size() != 1 || static_cast<size_t>(t->shape[0]) != n)
-      return BadShape(*t, "[" + std::to_string(n) + "]");
+      return BadShape(*t, StrCat("[", std::to_string(n), "]"));
     return View(*t, 1, n);
   }
 

@@ -1,6 +1,7 @@
 // Planner: prepare (render, seal, tokenize), reuse (tree + gate), append (screen, evict, certify),
 // decode, and give the context back to the tree.
 #include "fak/planner/planner.h"
+#include "src/core/str_cat.h"
 
 #include <chrono>
 
@@ -50,7 +51,7 @@ std::vector<RecallSegment> Planner::Transcript(const Conversation& conversation)
     const Message& m = conversation.messages[i];
     const Digest d = Digest::Of(m.text);
     const bool sealed = chain_->denylist().Contains(d);
-    out.push_back(RecallSegment{"m" + std::to_string(i), m.kind, sealed ? SealedStub(d) : m.text});
+    out.push_back(RecallSegment{internal::StrCat("m", std::to_string(i)), m.kind, sealed ? SealedStub(d) : m.text});
   }
   return out;
 }

@@ -1,16 +1,15 @@
-// Recall image JSON: encode, and decode with every field checked (nlohmann exceptions contained).
+// Recall image JSON: encode, and decode with every field checked (src/core/json.h contains exceptions).
 #include "src/recall/recall_image.h"
-
-#include <nlohmann/json.hpp>
 
 #include <set>
 
+#include "src/core/json.h"
 #include "src/store/store_format.h"
 
 namespace fak::internal {
 namespace {
 
-using nlohmann::json;
+using json = Json;
 
 constexpr std::string_view kFormatName = "fak.recall_image";
 
@@ -20,27 +19,17 @@ json VerdictJson(const Verdict& v) {
 
 // The checksum covers the canonical dump (sorted keys, no whitespace) of everything but itself.
 // Invalid UTF-8 (say, in an admitter's reason) is replaced rather than thrown on.
-std::string Dump(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
+std::string Dump(const json& j, int indent) { return DumpJson(j, indent); }
 std::string Checksum(const json& body) { return Digest::Of(Dump(body, -1)).Hex(); }
 
-Result<Digest> HexField(const json& obj, const char* key, const std::string& where) {
-  if (!obj.contains(key) || !obj[key].is_string()) return Corruption(where + ": field '" + key + "' is missing or not a string");
-  // FromHex accepts exactly 64 hex digits, so no path-like value ("../x") can become a blob name.
-  Result<Digest> d = Digest::FromHex(obj[key].get<std::string>());
-  if (!d.has_value()) return Corruption(where + ": field '" + key + "': " + std::string(d.error().message()));
-  return d;
-}
-
-Result<std::string> StringField(const json& obj, const char* key, const std::string& where) {
-  if (!obj.contains(key) || !obj[key].is_string()) return Corruption(where + ": field '" + key + "' is missing or not a string");
-  return obj[key].get<std::string>();
-}
+// Digests are read with GetDigest: exactly 64 hex digits, so no path-like value ("../x") can become
+// a blob name.
 
 Result<Verdict> ParseVerdict(const json& v, const std::string& where) {
   if (!v.is_object()) return Corruption(where + ": field 'verdict' is not an object");
-  FAK_ASSIGN_OR_RETURN(std::string action, StringField(v, "action", where + ".verdict"));
-  FAK_ASSIGN_OR_RETURN(std::string detector, StringField(v, "detector", where + ".verdict"));
-  FAK_ASSIGN_OR_RETURN(std::string reason, StringField(v, "reason", where + ".verdict"));
+  FAK_ASSIGN_OR_RETURN(std::string action, GetString(v, "action", where + ".verdict"));
+  FAK_ASSIGN_OR_RETURN(std::string detector, GetString(v, "detector", where + ".verdict"));
+  FAK_ASSIGN_OR_RETURN(std::string reason, GetString(v, "reason", where + ".verdict"));
   if (action == "admit") return Verdict::Admit();
   if (action == "quarantine") return Verdict::Quarantine(std::move(detector), std::move(reason));
   return Corruption(where + ".verdict: action '" + action + "' is neither 'admit' nor 'quarantine'");
@@ -49,12 +38,12 @@ Result<Verdict> ParseVerdict(const json& v, const std::string& where) {
 Result<ImageSegment> ParseSegment(const json& s, const std::string& where) {
   if (!s.is_object()) return Corruption(where + " is not an object");
   ImageSegment seg;
-  FAK_ASSIGN_OR_RETURN(seg.id, StringField(s, "id", where));
-  FAK_ASSIGN_OR_RETURN(std::string kind, StringField(s, "kind", where));
+  FAK_ASSIGN_OR_RETURN(seg.id, GetString(s, "id", where));
+  FAK_ASSIGN_OR_RETURN(std::string kind, GetString(s, "kind", where));
   Result<SegmentKind> k = ParseSegmentKind(kind);
   if (!k.has_value()) return Corruption(where + ": " + std::string(k.error().message()));
   seg.kind = *k;
-  FAK_ASSIGN_OR_RETURN(seg.source, HexField(s, "source", where));
+  FAK_ASSIGN_OR_RETURN(seg.source, GetDigest(s, "source", where));
   if (!s.contains("size_bytes") || !s["size_bytes"].is_number_unsigned()) {
     return Corruption(where + ": field 'size_bytes' is missing or not an unsigned integer");
   }
@@ -67,10 +56,10 @@ Result<ImageSegment> ParseSegment(const json& s, const std::string& where) {
 Result<ImageRecord> ParseBody(const json& doc, const std::string& path) {
   ImageRecord image;
   image.version = doc["version"].get<uint32_t>();
-  FAK_ASSIGN_OR_RETURN(image.name, StringField(doc, "name", path));
+  FAK_ASSIGN_OR_RETURN(image.name, GetString(doc, "name", path));
   if (!doc.contains("chain") || !doc["chain"].is_object()) return Corruption(path + ": field 'chain' is missing or not an object");
-  FAK_ASSIGN_OR_RETURN(image.chain_id, HexField(doc["chain"], "id", path + ": chain"));
-  FAK_ASSIGN_OR_RETURN(image.chain, StringField(doc["chain"], "describe", path + ": chain"));
+  FAK_ASSIGN_OR_RETURN(image.chain_id, GetDigest(doc["chain"], "id", path + ": chain"));
+  FAK_ASSIGN_OR_RETURN(image.chain, GetString(doc["chain"], "describe", path + ": chain"));
   if (!doc.contains("segments") || !doc["segments"].is_array()) return Corruption(path + ": field 'segments' is missing or not an array");
   std::set<std::string> ids;
   for (size_t i = 0; i < doc["segments"].size(); ++i) {
@@ -105,8 +94,7 @@ std::string EncodeImage(const ImageRecord& image) {
 }
 
 Result<ImageRecord> DecodeImage(std::string_view bytes, const std::string& path) {
-  json doc = json::parse(bytes.begin(), bytes.end(), /*cb=*/nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return Corruption(path + ": not a JSON object (damaged or truncated)");
+  FAK_ASSIGN_OR_RETURN(json doc, ParseJsonObject(bytes, path, StatusCode::kCorruption));
   if (!doc.contains("format") || !doc["format"].is_string() || doc["format"].get<std::string>() != kFormatName) return Corruption(path + ": field 'format' is not '" + std::string(kFormatName) + "'");
   if (!doc.contains("version") || !doc["version"].is_number_unsigned()) return Corruption(path + ": field 'version' is missing");
   if (doc["version"].get<uint64_t>() != kRecallImageVersion) {
@@ -117,11 +105,8 @@ Result<ImageRecord> DecodeImage(std::string_view bytes, const std::string& path)
   const std::string checksum = doc["checksum"].get<std::string>();
   doc.erase("checksum");
   if (Checksum(doc) != checksum) return Corruption(path + ": checksum does not match the image (edited or damaged)");
-  try {
-    return ParseBody(doc, path);
-  } catch (const std::exception& e) {  // a type mismatch the checks above missed
-    return Corruption(path + ": " + e.what());
-  }
+  // A type mismatch the checks above missed comes back as Corruption.
+  return ContainJsonExceptions(StatusCode::kCorruption, path, [&] { return ParseBody(doc, path); });
 }
 
 }  // namespace fak::internal

@@ -1,9 +1,14 @@
 // BackfillScheduler: live steps first, backfill prefill in bounded chunks, throttled by a measured
 // p99 of live per-token latency (AIMD on the chunk quantum, exponential cooldown on interleaving).
+#include "fak/regen/backfill_scheduler.h"
+
 #include <algorithm>
 #include <chrono>
-
-#include "fak/regen/regen.h"
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace fak {
 namespace {
@@ -20,45 +25,75 @@ constexpr int64_t kMaxCooldownFactor = 64;
 
 }  // namespace
 
+struct BackfillScheduler::LiveEntry {
+  std::unique_ptr<LiveTask> task;
+  uint64_t seq = 0;
+  int64_t ready_ns = 0;
+  bool started = false;
+};
+
+// Everything the worker, the submitters and RunOnce share; kept out of the public header.
+struct BackfillScheduler::State {
+  std::mutex run_mu;  // serializes RunOnce
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::deque<LiveEntry> live;                          // GUARDED_BY(mu); front is in flight
+  std::deque<std::unique_ptr<BackfillTask>> backfill;  // GUARDED_BY(mu)
+  uint64_t next_seq = 1;                               // GUARDED_BY(mu)
+  bool chunk_owed = false;                             // GUARDED_BY(mu): a live step ran since the last chunk
+  std::vector<int64_t> window;                         // GUARDED_BY(mu): ring of live per-token samples
+  std::vector<int64_t> bare;                           // GUARDED_BY(mu): ring of live step run times
+  size_t window_next = 0, bare_next = 0, clean_samples = 0;  // GUARDED_BY(mu)
+  double ns_per_token = 0;                             // GUARDED_BY(mu): backfill cost, smoothed
+  size_t chunk_tokens = 0;                             // GUARDED_BY(mu)
+  int64_t throttled_until_ns = 0, cooldown_ns = 0;     // GUARDED_BY(mu)
+  BackfillSchedulerStats stats;                        // GUARDED_BY(mu)
+  std::thread worker;
+  bool stop = false;  // GUARDED_BY(mu)
+};
+
 SchedulerClock& SteadyClock() {
   static SteadyClockImpl clock;
   return clock;
 }
 
 BackfillScheduler::BackfillScheduler(SchedulerClock& clock, BackfillSchedulerOptions options)
-    : clock_(&clock), options_(std::move(options)) {
+    : clock_(&clock), options_(std::move(options)), state_(std::make_unique<State>()) {
   options_.min_chunk_tokens = std::max<size_t>(1, options_.min_chunk_tokens);
   options_.chunk_tokens = std::max(options_.chunk_tokens, options_.min_chunk_tokens);
   options_.window = std::max<size_t>(1, options_.window);
   options_.min_samples = std::clamp<size_t>(options_.min_samples, 1, options_.window);
-  chunk_tokens_ = options_.chunk_tokens;
-  cooldown_ns_ = options_.cooldown_ns;
-  window_.reserve(options_.window);
-  bare_.reserve(options_.window);
+  state_->chunk_tokens = options_.chunk_tokens;
+  state_->cooldown_ns = options_.cooldown_ns;
+  state_->window.reserve(options_.window);
+  state_->bare.reserve(options_.window);
 }
 
 BackfillScheduler::~BackfillScheduler() { Stop(); }
 
 void BackfillScheduler::SubmitLive(std::unique_ptr<LiveTask> task) {
+  State& st = *state_;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    live_.push_back(LiveEntry{std::move(task), next_seq_++, clock_->NowNanos(), false});
+    std::lock_guard<std::mutex> lock(st.mu);
+    st.live.push_back(LiveEntry{std::move(task), st.next_seq++, clock_->NowNanos(), false});
   }
-  cv_.notify_all();
+  st.cv.notify_all();
 }
 
 void BackfillScheduler::SubmitBackfill(std::unique_ptr<BackfillTask> task) {
+  State& st = *state_;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<std::mutex> lock(st.mu);
     if (task == nullptr || task->done()) return;
-    backfill_.push_back(std::move(task));
+    st.backfill.push_back(std::move(task));
   }
-  cv_.notify_all();
+  st.cv.notify_all();
 }
 
 bool BackfillScheduler::Idle() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return live_.empty() && backfill_.empty();
+  const State& st = *state_;
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.live.empty() && st.backfill.empty();
 }
 
 namespace {
@@ -84,50 +119,53 @@ void PushRing(std::vector<int64_t>* ring, size_t* next, size_t capacity, int64_t
 
 // One live per-token sample: judge the SLO once the window has enough samples.
 void BackfillScheduler::RecordLive(int64_t latency_ns, int64_t bare_ns, int64_t now_ns) {
-  PushRing(&window_, &window_next_, options_.window, latency_ns);
-  PushRing(&bare_, &bare_next_, options_.window, bare_ns);
-  if (options_.slo_p99_ns <= 0 || window_.size() < options_.min_samples) return;
-  if (P99(window_) > options_.slo_p99_ns) {
-    ++stats_.throttle_events;
-    chunk_tokens_ = std::max(options_.min_chunk_tokens, chunk_tokens_ / 2);
-    throttled_until_ns_ = now_ns + cooldown_ns_;
-    cooldown_ns_ = std::min(cooldown_ns_ * 2, options_.cooldown_ns * kMaxCooldownFactor);
-    window_.clear();  // judge the next window on samples taken after the adjustment
-    window_next_ = 0;
-    clean_samples_ = 0;
-  } else if (++clean_samples_ >= options_.window) {
-    chunk_tokens_ = std::min(options_.chunk_tokens, chunk_tokens_ + std::max<size_t>(1, chunk_tokens_ / 4));
-    cooldown_ns_ = options_.cooldown_ns;
-    clean_samples_ = 0;
+  State& st = *state_;
+  PushRing(&st.window, &st.window_next, options_.window, latency_ns);
+  PushRing(&st.bare, &st.bare_next, options_.window, bare_ns);
+  if (options_.slo_p99_ns <= 0 || st.window.size() < options_.min_samples) return;
+  if (P99(st.window) > options_.slo_p99_ns) {
+    ++st.stats.throttle_events;
+    st.chunk_tokens = std::max(options_.min_chunk_tokens, st.chunk_tokens / 2);
+    st.throttled_until_ns = now_ns + st.cooldown_ns;
+    st.cooldown_ns = std::min(st.cooldown_ns * 2, options_.cooldown_ns * kMaxCooldownFactor);
+    st.window.clear();  // judge the next window on samples taken after the adjustment
+    st.window_next = 0;
+    st.clean_samples = 0;
+  } else if (++st.clean_samples >= options_.window) {
+    st.chunk_tokens = std::min(options_.chunk_tokens, st.chunk_tokens + std::max<size_t>(1, st.chunk_tokens / 4));
+    st.cooldown_ns = options_.cooldown_ns;
+    st.clean_samples = 0;
   }
 }
 
 // Tokens of one chunk that fit between two live steps without breaking the SLO; 0 = none.
 size_t BackfillScheduler::InterleaveTokens() const {
-  if (options_.slo_p99_ns <= 0) return chunk_tokens_;
-  if (ns_per_token_ <= 0 || bare_.empty()) return options_.min_chunk_tokens;  // probe once to measure
-  const double room_ns = static_cast<double>(options_.slo_p99_ns - P99(bare_));
+  const State& st = *state_;
+  if (options_.slo_p99_ns <= 0) return st.chunk_tokens;
+  if (st.ns_per_token <= 0 || st.bare.empty()) return options_.min_chunk_tokens;  // probe once to measure
+  const double room_ns = static_cast<double>(options_.slo_p99_ns - P99(st.bare));
   if (room_ns <= 0) return 0;
-  const size_t fit = std::min(chunk_tokens_, static_cast<size_t>(room_ns / ns_per_token_));
+  const size_t fit = std::min(st.chunk_tokens, static_cast<size_t>(room_ns / st.ns_per_token));
   return fit >= options_.min_chunk_tokens ? fit : 0;
 }
 
 BackfillScheduler::Ran BackfillScheduler::RunOnce() {
-  std::lock_guard<std::mutex> run_lock(run_mu_);
+  State& st = *state_;
+  std::lock_guard<std::mutex> run_lock(st.run_mu);
   LiveEntry* entry = nullptr;
   size_t quantum = 0;
   bool interleaved = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    const bool have_backfill = !backfill_.empty();
-    if (!live_.empty()) {
-      if (have_backfill && options_.interleave && chunk_owed_ && clock_->NowNanos() >= throttled_until_ns_) {
+    std::lock_guard<std::mutex> lock(st.mu);
+    const bool have_backfill = !st.backfill.empty();
+    if (!st.live.empty()) {
+      if (have_backfill && options_.interleave && st.chunk_owed && clock_->NowNanos() >= st.throttled_until_ns) {
         quantum = InterleaveTokens();
         interleaved = quantum > 0;
       }
-      if (!interleaved) entry = &live_.front();  // only this thread pops the front (run_mu_ held)
+      if (!interleaved) entry = &st.live.front();  // only this thread pops the front (run_mu held)
     } else if (have_backfill) {
-      quantum = chunk_tokens_;
+      quantum = st.chunk_tokens;
     }
   }
   if (entry != nullptr) return RunLiveStep(entry);
@@ -136,24 +174,25 @@ BackfillScheduler::Ran BackfillScheduler::RunOnce() {
 }
 
 BackfillScheduler::Ran BackfillScheduler::RunLiveStep(LiveEntry* entry) {
+  State& st = *state_;
   const int64_t start = clock_->NowNanos();
   Result<bool> step = entry->task->Step();
   const int64_t end = clock_->NowNanos();
   LiveStepRecord record{entry->seq, !entry->started, !step.has_value() || *step, entry->ready_ns, start, end};
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++stats_.live_steps;
-    chunk_owed_ = true;
+    std::lock_guard<std::mutex> lock(st.mu);
+    ++st.stats.live_steps;
+    st.chunk_owed = true;
     if (entry->started) RecordLive(end - entry->ready_ns, end - start, end);
     entry->started = true;
     entry->ready_ns = end;
     if (!step.has_value()) {
-      ++stats_.live_errors;
-      stats_.last_error = step.error();
+      ++st.stats.live_errors;
+      st.stats.last_error = step.error();
     }
     if (record.last) {
-      ++stats_.live_tasks_done;
-      live_.pop_front();  // `entry` dangles from here on
+      ++st.stats.live_tasks_done;
+      st.live.pop_front();  // `entry` dangles from here on
     }
   }
   if (options_.on_live_step) options_.on_live_step(record);
@@ -161,32 +200,33 @@ BackfillScheduler::Ran BackfillScheduler::RunLiveStep(LiveEntry* entry) {
 }
 
 BackfillScheduler::Ran BackfillScheduler::RunChunk(bool interleaved, size_t quantum) {
+  State& st = *state_;
   BackfillTask* task = nullptr;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    task = backfill_.front().get();  // only RunOnce (under run_mu_) pops backfill tasks
+    std::lock_guard<std::mutex> lock(st.mu);
+    task = st.backfill.front().get();  // only RunOnce (under run_mu) pops backfill tasks
   }
   const int64_t start = clock_->NowNanos();
   Result<size_t> ran = task->RunChunk(quantum);
   const int64_t elapsed = clock_->NowNanos() - start;
-  std::lock_guard<std::mutex> lock(mu_);
-  chunk_owed_ = false;
-  ++stats_.backfill_chunks;
-  if (interleaved) ++stats_.interleaved_chunks;
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.chunk_owed = false;
+  ++st.stats.backfill_chunks;
+  if (interleaved) ++st.stats.interleaved_chunks;
   if (!ran.has_value()) {
-    ++stats_.backfill_errors;
-    stats_.last_error = ran.error();
-    backfill_.pop_front();
+    ++st.stats.backfill_errors;
+    st.stats.last_error = ran.error();
+    st.backfill.pop_front();
     return Ran::kBackfill;
   }
   if (*ran > 0) {
     const double per_token = static_cast<double>(elapsed) / static_cast<double>(*ran);
-    ns_per_token_ = ns_per_token_ <= 0 ? per_token : 0.75 * ns_per_token_ + 0.25 * per_token;
+    st.ns_per_token = st.ns_per_token <= 0 ? per_token : 0.75 * st.ns_per_token + 0.25 * per_token;
   }
-  stats_.backfill_tokens += *ran;
+  st.stats.backfill_tokens += *ran;
   if (task->done() || *ran == 0) {
-    ++stats_.backfill_tasks_done;
-    backfill_.pop_front();
+    ++st.stats.backfill_tasks_done;
+    st.backfill.pop_front();
   }
   return Ran::kBackfill;
 }
@@ -198,40 +238,44 @@ size_t BackfillScheduler::RunUntilIdle() {
 }
 
 Status BackfillScheduler::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (worker_.joinable()) return FailedPrecondition("BackfillScheduler: worker already started");
-  stop_ = false;
-  worker_ = std::thread([this] {
+  State& st = *state_;
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.worker.joinable()) return FailedPrecondition("BackfillScheduler: worker already started");
+  st.stop = false;
+  st.worker = std::thread([this, &st] {
     for (;;) {
       if (RunOnce() != Ran::kNothing) continue;
-      std::unique_lock<std::mutex> lock(mu_);
-      if (stop_) return;
+      std::unique_lock<std::mutex> lock(st.mu);
+      if (st.stop) return;
       // Wake on a submission, or after a millisecond (a throttle cooldown may have ended).
-      cv_.wait_for(lock, std::chrono::milliseconds(1), [this] { return stop_ || !live_.empty() || !backfill_.empty(); });
-      if (stop_) return;
+      st.cv.wait_for(lock, std::chrono::milliseconds(1),
+                     [&st] { return st.stop || !st.live.empty() || !st.backfill.empty(); });
+      if (st.stop) return;
     }
   });
   return Status::Ok();
 }
 
 void BackfillScheduler::Stop() {
+  State& st = *state_;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    std::lock_guard<std::mutex> lock(st.mu);
+    st.stop = true;
   }
-  cv_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  st.cv.notify_all();
+  if (st.worker.joinable()) st.worker.join();
 }
 
 BackfillSchedulerStats BackfillScheduler::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  BackfillSchedulerStats s = stats_;
-  s.chunk_tokens = chunk_tokens_;
-  s.live_p99_ns = P99(window_);
-  s.backfill_ns_per_token = ns_per_token_;
-  s.pending_live = live_.size();
-  s.pending_backfill = backfill_.size();
-  for (const auto& t : backfill_) s.pending_backfill_tokens += t->remaining_tokens();
+  const State& st = *state_;
+  std::lock_guard<std::mutex> lock(st.mu);
+  BackfillSchedulerStats s = st.stats;
+  s.chunk_tokens = st.chunk_tokens;
+  s.live_p99_ns = P99(st.window);
+  s.backfill_ns_per_token = st.ns_per_token;
+  s.pending_live = st.live.size();
+  s.pending_backfill = st.backfill.size();
+  for (const auto& t : st.backfill) s.pending_backfill_tokens += t->remaining_tokens();
   return s;
 }
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "fak/regen/regen.h"
+#include "fak/regen/regen_driver.h"
 
 namespace fak {
 

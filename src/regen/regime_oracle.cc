@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fak/kernels/kernel_tier.h"
-#include "fak/regen/regen.h"
+#include "fak/regen/regime_oracle.h"
 
 namespace fak {
 

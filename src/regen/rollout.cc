@@ -1,77 +1,13 @@
-// Hot-set scoring, CanShare and the rollout policies (flush, lazy, blue_green, canary).
+// CanShare and the rollout policies (flush, lazy, blue_green, canary).
+#include "fak/regen/rollout.h"
+
 #include <algorithm>
-#include <cmath>
+#include <atomic>
 #include <mutex>
 
-#include "fak/regen/regen.h"
+#include "src/core/str_cat.h"
 
 namespace fak {
-
-// ---- hot set ----
-
-namespace {
-
-std::string SessionKey(const TranscriptRef& t) {
-  if (!t.session.empty()) return t.session;
-  Digester d;
-  for (const Digest& s : t.segments) d.Update(s.bytes.data(), s.bytes.size());
-  return "~" + d.Finish().Hex();
-}
-
-}  // namespace
-
-double HotSetTracker::Decayed(const State& s, int64_t now_ns) const {
-  const double age_s = static_cast<double>(std::max<int64_t>(0, now_ns - s.last_ns)) * 1e-9;
-  return s.score * std::exp2(-age_s / options_.half_life_s);
-}
-
-void HotSetTracker::Touch(const TranscriptRef& transcript, size_t n_tokens, int64_t now_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
-  State& s = sessions_[SessionKey(transcript)];
-  s.score = Decayed(s, now_ns) + 1.0;
-  s.last_ns = std::max(s.last_ns, now_ns);
-  s.transcript = transcript;
-  s.n_tokens = n_tokens;
-}
-
-void HotSetTracker::Forget(std::string_view session) {
-  std::lock_guard<std::mutex> lock(mu_);
-  sessions_.erase(std::string(session));
-}
-
-double HotSetTracker::Score(std::string_view session, int64_t now_ns) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = sessions_.find(std::string(session));
-  return it == sessions_.end() ? 0.0 : Decayed(it->second, now_ns);
-}
-
-size_t HotSetTracker::size() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return sessions_.size();
-}
-
-std::vector<HotSetTracker::Entry> HotSetTracker::Select(int64_t now_ns, size_t budget_tokens, size_t budget_bytes,
-                                                        size_t bytes_per_token) const {
-  std::vector<std::pair<std::string, Entry>> all;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    all.reserve(sessions_.size());
-    for (const auto& [key, s] : sessions_) all.push_back({key, Entry{s.transcript, s.n_tokens, Decayed(s, now_ns)}});
-  }
-  // Highest score first; the key breaks ties so the order is deterministic.
-  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
-    return a.second.score != b.second.score ? a.second.score > b.second.score : a.first < b.first;
-  });
-  std::vector<Entry> out;
-  size_t tokens = 0;
-  for (auto& [key, e] : all) {
-    if (budget_tokens > 0 && tokens + e.n_tokens > budget_tokens) break;
-    if (budget_bytes > 0 && bytes_per_token > 0 && (tokens + e.n_tokens) * bytes_per_token > budget_bytes) break;
-    tokens += e.n_tokens;
-    out.push_back(std::move(e));
-  }
-  return out;
-}
 
 // ---- CanShare ----
 
@@ -86,7 +22,7 @@ ShareDecision CanShare(const BindingTuple& from_regime, const BindingTuple& to_r
   d.axis = FirstDifferingAxis(b, a);
   d.share = !d.axis.has_value();
   d.detail = d.share ? "every regime axis is equal: the cache is shared"
-                     : std::string(BindingAxisName(*d.axis)) + " differs: " + DescribeAxisDifference(*d.axis, b, a);
+                     : internal::StrCat(BindingAxisName(*d.axis), " differs: ", DescribeAxisDifference(*d.axis, b, a));
   return d;
 }
 

@@ -12,9 +12,9 @@
 
 #include <fstream>
 #include <iterator>
-#include <nlohmann/json.hpp>
 
 #include "fak/tokenizer/tokenizer.h"
+#include "src/core/json.h"
 #include "src/tokenizer/gguf_tokenizers.h"
 
 namespace fak {
@@ -22,7 +22,7 @@ namespace {
 
 using internal::PreTokenizer;
 using internal::Vocab;
-using nlohmann::json;
+using json = internal::Json;
 
 constexpr std::string_view kMeta = "\xE2\x96\x81";  // U+2581 ▁
 
@@ -384,19 +384,15 @@ Result<std::string> ReadFile(const std::string& path) {
 Result<std::unique_ptr<Tokenizer>> ParseHfTokenizer(std::string_view tokenizer_json, std::string_view config_json,
                                                     std::string_view name) {
   Ctx cx{std::string(name)};
-  try {
-    json root = json::parse(tokenizer_json.begin(), tokenizer_json.end(), nullptr, /*allow_exceptions=*/false);
-    if (root.is_discarded() || !root.is_object()) return Corruption(cx.name + ": not a JSON object");
-    json cfg;
-    if (!config_json.empty()) {
-      cfg = json::parse(config_json.begin(), config_json.end(), nullptr, /*allow_exceptions=*/false);
-      if (cfg.is_discarded() || !cfg.is_object())
-        return Corruption(cx.name + ": tokenizer_config.json is not a JSON object");
-    }
-    return Build(cx, root, config_json.empty() ? nullptr : &cfg);
-  } catch (const std::exception& e) {  // nlohmann may still throw (type errors, bad_alloc); nothing escapes
-    return Corruption(cx.name + ": " + e.what());
+  FAK_ASSIGN_OR_RETURN(json root, internal::ParseJsonObject(tokenizer_json, cx.name, StatusCode::kCorruption));
+  json cfg;
+  if (!config_json.empty()) {
+    FAK_ASSIGN_OR_RETURN(cfg, internal::ParseJsonObject(config_json, cx.name + ": tokenizer_config.json",
+                                                        StatusCode::kCorruption));
   }
+  // Build reads many fields; a type error it does not check for must not escape the API.
+  return internal::ContainJsonExceptions(StatusCode::kCorruption, cx.name,
+                                         [&] { return Build(cx, root, config_json.empty() ? nullptr : &cfg); });
 }
 
 Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromHfJson(const std::string& path) {

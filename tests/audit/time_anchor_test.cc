@@ -32,7 +32,7 @@ std::unique_ptr<TimestampAuthority> Tsa() {
 
 DeletionCertificate SignedCert() {
   DeletionCertificate c;
-  c.scope = "x";
+  c.scope = std::string("x");  // not `= "x"`: GCC 12 -Wrestrict misfires on that assign
   c.subject = Digest::Of("deleted text");
   c.issued_at_unix_us = 1;
   auto key = SigningKey::Generate();

@@ -1,7 +1,7 @@
 // AccessPolicy: tenant isolation by default, per-range sharing of declared public prefixes.
 #include <gtest/gtest.h>
 
-#include "fak/gate/manifest.h"
+#include "fak/gate/resident_claim.h"
 #include "tests/gate/gate_test_util.h"
 #include "tests/test_util.h"
 

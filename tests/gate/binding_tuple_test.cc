@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "fak/kernels/kernel_tier.h"
-#include "fak/gate/manifest.h"
+#include "fak/gate/binding_tuple.h"
 #include "fak/core/version.h"
 #include "tests/gate/gate_test_util.h"
 #include "tests/test_util.h"

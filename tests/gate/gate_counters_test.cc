@@ -4,7 +4,7 @@
 #include <thread>
 #include <vector>
 
-#include "fak/gate/manifest.h"
+#include "fak/gate/resident_claim.h"
 #include "tests/gate/gate_test_util.h"
 #include "tests/test_util.h"
 

@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "fak/gate/manifest.h"
+#include "fak/gate/kv_manifest.h"
+#include "fak/gate/resident_claim.h"
 #include "fak/model/model.h"
 #include "fak/tokenizer/tokenizer.h"
 #include "tests/model/test_models.h"

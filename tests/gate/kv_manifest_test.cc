@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fak/gate/manifest.h"
+#include "fak/gate/kv_manifest.h"
 #include "tests/gate/gate_test_util.h"
 #include "tests/test_util.h"
 

@@ -8,7 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "fak/gate/manifest.h"
+#include "fak/gate/kv_manifest.h"
+#include "fak/gate/kv_transfer.h"
 #include "tests/gate/gate_test_util.h"
 #include "tests/test_util.h"
 

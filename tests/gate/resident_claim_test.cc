@@ -2,7 +2,7 @@
 // bytes; REFUSE before anything about the binding is revealed.
 #include <gtest/gtest.h>
 
-#include "fak/gate/manifest.h"
+#include "fak/gate/resident_claim.h"
 #include "tests/gate/gate_test_util.h"
 #include "tests/test_util.h"
 #include "src/kv/kv_cache_access.h"

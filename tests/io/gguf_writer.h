@@ -18,7 +18,11 @@ class GgufWriter {
  public:
   // Raw little-endian appenders, usable to hand-assemble values.
   static void Put(std::vector<uint8_t>& b, const void* p, size_t n) {
-    b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+    // resize + memcpy rather than insert: GCC 12 -Wstringop-overflow misfires on insert into an
+    // empty vector.
+    const size_t at = b.size();
+    b.resize(at + n);
+    if (n > 0) std::memcpy(b.data() + at, p, n);
   }
   template <class T>
   static void PutPod(std::vector<uint8_t>& b, T v) { Put(b, &v, sizeof(v)); }

@@ -14,11 +14,13 @@ namespace {
 // 8-byte LE header length + header JSON (space-padded to a multiple of 8) + buffer.
 std::vector<uint8_t> Build(std::string header, const std::vector<uint8_t>& buffer) {
   while ((8 + header.size()) % 8 != 0) header.push_back(' ');
-  std::vector<uint8_t> b(8);
+  // Sized once and filled with memcpy: GCC 12 -Warray-bounds misfires on insert after the
+  // 8-byte length.
+  std::vector<uint8_t> b(8 + header.size() + buffer.size());
   uint64_t n = header.size();
   std::memcpy(b.data(), &n, 8);
-  b.insert(b.end(), header.begin(), header.end());
-  b.insert(b.end(), buffer.begin(), buffer.end());
+  std::memcpy(b.data() + 8, header.data(), header.size());
+  if (!buffer.empty()) std::memcpy(b.data() + 8 + header.size(), buffer.data(), buffer.size());
   return b;
 }
 

@@ -12,6 +12,7 @@
 #include "fak/kernels/kernel_tier.h"
 #include "kernels/cpu_features.h"
 #include "tests/test_util.h"
+#include "src/core/str_cat.h"
 
 namespace fak::kernels {
 namespace {
@@ -43,7 +44,7 @@ TEST(DispatchTest, ParseTierRejectsUnknownNamingTheValue) {
     Result<Tier> r = ParseTier(bad);
     ASSERT_FALSE(r.has_value()) << bad;
     EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(r.error().message().find("'" + std::string(bad) + "'"), std::string_view::npos) << r.error().ToString();
+    EXPECT_NE(r.error().message().find(fak::internal::StrCat("'", bad, "'")), std::string_view::npos) << r.error().ToString();
   }
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fak/io/safetensors.h"
+#include "src/core/str_cat.h"
 
 namespace fak::testing {
 
@@ -70,8 +71,12 @@ inline void WriteSafetensors(const std::string& path, const std::vector<StEntry>
   std::string header = "{", data;
   for (const StEntry& e : entries) {
     std::string shape;
-    for (int64_t d : e.shape) shape += (shape.empty() ? "" : ",") + std::to_string(d);
-    header += (header.size() > 1 ? "," : "") + std::string("\"") + e.name + "\":{\"dtype\":\"" + e.dtype +
+    for (int64_t d : e.shape) {
+      if (!shape.empty()) shape += ',';
+      shape += std::to_string(d);
+    }
+    if (header.size() > 1) header += ',';
+    header += std::string("\"") + e.name + "\":{\"dtype\":\"" + e.dtype +
               "\",\"shape\":[" + shape + "],\"data_offsets\":[" + std::to_string(data.size()) + "," +
               std::to_string(data.size() + e.bytes.size()) + "]}";
     data += e.bytes;

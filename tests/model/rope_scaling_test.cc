@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "fak/io/gguf.h"
-#include "fak/gate/manifest.h"
+#include "fak/gate/binding_tuple.h"
 #include "fak/model/model.h"
 #include "fak/tokenizer/tokenizer.h"
 #include "kernels/rope.h"

@@ -9,8 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "fak/regen/regen.h"
+#include "fak/regen/backfill_scheduler.h"
 #include "tests/test_util.h"
+#include "src/core/str_cat.h"
 
 namespace fak {
 namespace {
@@ -45,7 +46,7 @@ class FakeBackfill final : public BackfillTask {
     const size_t n = std::min(max_tokens, left_);
     clock_->Advance(static_cast<int64_t>(n) * ns_per_token_);
     left_ -= n;
-    log_->events.push_back("B" + std::to_string(n));
+    log_->events.push_back(internal::StrCat("B", std::to_string(n)));
     return n;
   }
   size_t remaining_tokens() const override { return left_; }

@@ -3,7 +3,9 @@
 // and counted; denylisted or quarantined text is never prefilled.
 #include <gtest/gtest.h>
 
-#include "fak/regen/regen.h"
+#include "fak/regen/regen_driver.h"
+#include "fak/regen/regime_oracle.h"
+#include "fak/regen/rollout.h"
 #include "tests/regen/regen_test_util.h"
 #include "tests/test_util.h"
 

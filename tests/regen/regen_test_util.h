@@ -8,7 +8,7 @@
 
 #include "fak/store/blob_store.h"
 #include "fak/session/radix_tree.h"
-#include "fak/regen/regen.h"
+#include "fak/regen/regen_driver.h"
 #include "fak/store/text_corpus.h"
 #include "fak/tokenizer/tokenizer.h"
 #include "tests/model/test_models.h"

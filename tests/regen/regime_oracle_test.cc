@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "fak/kernels/kernel_tier.h"
-#include "fak/regen/regen.h"
+#include "fak/regen/regime_oracle.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 

@@ -2,9 +2,11 @@
 // denylisted text is never backfilled, CanShare skips backfill only when every regime axis allows.
 #include <gtest/gtest.h>
 
-#include "fak/regen/regen.h"
+#include "fak/regen/regime_oracle.h"
+#include "fak/regen/rollout.h"
 #include "tests/regen/regen_test_util.h"
 #include "tests/test_util.h"
+#include "src/core/str_cat.h"
 
 namespace fak {
 namespace {
@@ -27,8 +29,8 @@ class RolloutTest : public ::testing::Test {
   std::vector<TranscriptRef> ServeSessions(int n) {
     std::vector<TranscriptRef> out;
     for (int i = 0; i < n; ++i) {
-      TranscriptRef t = PutTranscript(corpus_, "s" + std::to_string(i),
-                                      {"system: be brief.\n", "user: session " + std::to_string(i) + " asks a question.\n"});
+      TranscriptRef t = PutTranscript(corpus_, internal::StrCat("s", std::to_string(i)),
+                                      {"system: be brief.\n", internal::StrCat("user: session ", std::to_string(i), " asks a question.\n")});
       Materialized m = *on_a_.Materialize("default", t);
       hot_.Touch(t, m.tokens.size(), i * kSec);
       out.push_back(t);

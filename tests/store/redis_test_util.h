@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "fak/store/redis_store.h"
+#include "src/core/str_cat.h"
 
 namespace fak::testing {
 
@@ -87,8 +88,8 @@ class RawRedis {
   bool connected() const { return fd_ >= 0; }
 
   std::string Command(const std::vector<std::string>& argv) {
-    std::string req = "*" + std::to_string(argv.size()) + "\r\n";
-    for (const std::string& a : argv) req += "$" + std::to_string(a.size()) + "\r\n" + a + "\r\n";
+    std::string req = fak::internal::StrCat("*", std::to_string(argv.size()), "\r\n");
+    for (const std::string& a : argv) req += fak::internal::StrCat("$", std::to_string(a.size()), "\r\n", a, "\r\n");
     if (fd_ < 0 || ::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) return "!send";
     std::string line = ReadLine();
     if (line.size() > 1 && line[0] == '$' && line != "$-1") {

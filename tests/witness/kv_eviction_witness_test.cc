@@ -10,6 +10,7 @@
 #include "fak/tokenizer/tokenizer.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
+#include "src/core/str_cat.h"
 #include "src/kv/kv_cache_access.h"
 
 namespace fak {
@@ -130,7 +131,7 @@ TEST(Witness, LedgerRenumberAfterMiddleEvict) {
   Transcript t = ByteModel();
   const char* texts[] = {"s0: ten chars", "s1: 7ch", "s2: thirteen chars..", "s3:five", "s4: nine chars!!"};
   SegmentLedger ledger(*t.model);
-  for (int i = 0; i < 5; ++i) ASSERT_OK(ledger.Append(t.Spec("s" + std::to_string(i), SegmentKind::kUser, texts[i])));
+  for (int i = 0; i < 5; ++i) ASSERT_OK(ledger.Append(t.Spec(internal::StrCat("s", std::to_string(i)), SegmentKind::kUser, texts[i])));
   const size_t stale_from_s4 = ledger.Find("s4")->from;
   ASSERT_OK(ledger.Evict("s1", Repair::kRecomputeTail));
   EXPECT_EQ(ledger.Find("s2")->from, std::string_view(texts[0]).size());
@@ -139,7 +140,7 @@ TEST(Witness, LedgerRenumberAfterMiddleEvict) {
   EXPECT_TRUE(tail.exact);
 
   SegmentLedger fresh(*t.model);
-  for (int i : {0, 2, 3}) ASSERT_OK(fresh.Append(t.Spec("s" + std::to_string(i), SegmentKind::kUser, texts[i])));
+  for (int i : {0, 2, 3}) ASSERT_OK(fresh.Append(t.Spec(internal::StrCat("s", std::to_string(i)), SegmentKind::kUser, texts[i])));
   EXPECT_EQ(ledger.cache().ComputeDigest(), fresh.cache().ComputeDigest());
   const auto probe = *t.tok->Encode(kProbe);
   EXPECT_EQ(MaxAbsDiff(ProbeLogits(*t.model, ledger.cache(), probe), ProbeLogits(*t.model, fresh.cache(), probe)), 0.0f);

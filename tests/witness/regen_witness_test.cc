@@ -5,7 +5,8 @@
 // differs, so the comparison depends on the model.
 #include <gtest/gtest.h>
 
-#include "fak/regen/regen.h"
+#include "fak/regen/regen_driver.h"
+#include "fak/regen/regime_oracle.h"
 #include "tests/regen/regen_test_util.h"
 #include "tests/test_util.h"
 

@@ -10,7 +10,7 @@
 
 #include "fak/audit/audit.h"
 #include "fak/store/blob_store.h"
-#include "fak/gate/manifest.h"
+#include "fak/gate/kv_manifest.h"
 #include "tools/fak/cli.h"
 
 namespace fak::cli {

@@ -57,7 +57,11 @@ int InspectNamed(const LoadedModel& m, bool digest) {
 std::string ValueText(const GgufValue& v) {
   constexpr size_t kMaxChars = 80;
   if (v.is_array()) {
-    std::string text = "[" + std::string(GgufTypeName(v.array_type())) + " x " + std::to_string(v.array_size()) + "]";
+    std::string text = "[";  // built with += : GCC 12 -Wrestrict misfires on "literal" + std::string
+    text += GgufTypeName(v.array_type());
+    text += " x ";
+    text += std::to_string(v.array_size());
+    text += "]";
     if (v.array_type() != GgufType::kArray && v.array_type() != GgufType::kString && v.array_size() <= 8) {
       text += " ";
       for (size_t i = 0; i < v.array_size(); ++i) {

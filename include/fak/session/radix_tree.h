@@ -31,7 +31,7 @@
 
 #include "fak/core/digest.h"
 #include "fak/kv/kv_cache.h"
-#include "fak/gate/manifest.h"
+#include "fak/gate/resident_claim.h"
 #include "fak/model/model.h"
 #include "fak/tokenizer/tokenizer.h"
 #include "fak/core/status.h"

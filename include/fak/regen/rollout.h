@@ -1,0 +1,110 @@
+// Rollout: move serving from one model to another under one policy (architecture §9).
+//
+// A model change misses every cached span at once; how the new model's cache is rebuilt is a
+// policy — flush, lazy, blue_green (backfill the hot set first), canary — and CanShare skips all of
+// it for a redeploy of identical weights. Policies and their trade-offs: docs/regen.md.
+#ifndef FAK_REGEN_ROLLOUT_H_
+#define FAK_REGEN_ROLLOUT_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "fak/core/status.h"
+#include "fak/gate/binding_tuple.h"
+#include "fak/model/model.h"
+#include "fak/regen/backfill_scheduler.h"
+#include "fak/regen/hot_set.h"
+#include "fak/regen/regen_driver.h"
+#include "fak/session/radix_tree.h"
+#include "fak/tokenizer/tokenizer.h"
+
+namespace fak {
+
+// Whether the new model may serve the old one's KV as is: every regime axis (weights digest,
+// tokenizer, adapter, precision, position convention, producer) is equal — a rename or redeploy.
+struct ShareDecision {
+  bool share = false;
+  std::optional<BindingAxis> axis;  // the first axis that differs when !share
+  std::string detail;
+};
+ShareDecision CanShare(const BindingTuple& from_regime, const BindingTuple& to_regime);
+ShareDecision CanShare(const Model& from_model, const Tokenizer& from_tokenizer, const Model& to_model,
+                       const Tokenizer& to_tokenizer);
+
+enum class RolloutPolicy { kFlush, kLazy, kBlueGreen, kCanary };
+std::string_view RolloutPolicyName(RolloutPolicy policy);  // "flush", "lazy", "blue_green", "canary"
+Result<RolloutPolicy> ParseRolloutPolicy(std::string_view name);
+
+enum class RolloutPhase { kNotStarted, kWarming, kCanary, kCutOver };
+std::string_view RolloutPhaseName(RolloutPhase phase);
+
+struct RolloutOptions {
+  // Default: kLazy.
+  RolloutPolicy policy = RolloutPolicy::kLazy;
+  // Tenant the hot set is backfilled for. Default: kDefaultTenant.
+  std::string tenant = std::string(kDefaultTenant);
+  // Hot-set budget for blue_green (0 = unbounded). Default: 0, 0.
+  size_t hot_set_budget_tokens = 0, hot_set_budget_bytes = 0;
+  // blue_green: cut over this long after Begin even if backfill is unfinished; 0 = wait. Default: 0.
+  int64_t warm_deadline_ns = 0;
+  // canary: share of sessions (by hash) served by the new model first. Default: 0.1.
+  double canary_share = 0.1;
+  // canary: promote to everyone this long after Begin; 0 = only on Promote(). Default: 0.
+  int64_t canary_duration_ns = 0;
+  // Clock for the deadlines, the stats' times and hot-set selection (it must be the clock the
+  // tracker was touched with); null = the scheduler's. Must outlive the rollout. Default: null.
+  SchedulerClock* clock = nullptr;
+};
+
+struct RolloutStats {
+  RolloutPolicy policy = RolloutPolicy::kLazy;
+  RolloutPhase phase = RolloutPhase::kNotStarted;
+  bool shared = false;  // CanShare held: no backfill, the old cache serves
+  size_t hot_set_sessions = 0, hot_set_tokens = 0;
+  size_t backfill_tasks = 0, backfill_refused = 0, backfill_skipped = 0, backfill_pending = 0;
+  int64_t begin_ns = 0, cutover_ns = 0;  // cutover_ns: 0 until cut over
+};
+
+// Moves serving from one model to another under one policy (docs/regen.md):
+//   flush       cut over at once; the old model's tree is emptied (the cliff, no way back).
+//   lazy        cut over at once; the new model regenerates each context from text on its miss.
+//   blue_green  backfill the hot set for the new model behind live work, then cut over.
+//   canary      a share of sessions goes to the new model (lazily) first; the rest on Promote().
+// When CanShare holds, every policy cuts over at once with no backfill and the old driver (same
+// weights, same bits) keeps serving from its cache. Thread-safety: Route/Stats may be called
+// concurrently with Poll; Begin and Promote once, from one thread. Both drivers, the scheduler
+// and the tracker must outlive the rollout.
+class Rollout {
+ public:
+  Rollout(RegenDriver& from, RegenDriver& to, RolloutOptions options = {});
+  ~Rollout();
+
+  // Starts the rollout now (options.clock, or the scheduler's). blue_green selects the hot set and submits one
+  // backfill task per transcript (denylisted or quarantined ones are refused and counted).
+  // FailedPrecondition when already begun; InvalidArgument for a canary_share outside [0, 1].
+  Status Begin(const HotSetTracker& hot, BackfillScheduler& scheduler);
+  // Advances time-driven phases: blue_green cuts over when its backfill is done (or the deadline
+  // passed); canary promotes after canary_duration_ns.
+  void Poll();
+  // Canary (or any warming phase): cut over now.
+  void Promote();
+  // The driver that serves `session` now.
+  RegenDriver& Route(std::string_view session);
+  bool cut_over() const;
+  RolloutStats Stats() const;
+
+ private:
+  struct State;
+  RegenDriver* from_;
+  RegenDriver* to_;
+  RolloutOptions options_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace fak
+
+#endif  // FAK_REGEN_ROLLOUT_H_
