@@ -14,8 +14,10 @@ namespace fak::internal {
 // Two lowercase hex digits per byte.
 std::string HexEncode(const void* data, size_t size_bytes);
 inline std::string HexEncode(std::string_view bytes) { return HexEncode(bytes.data(), bytes.size()); }
-// The bytes of `hex`; digits of either case are accepted (as both former decoders did). A `code`
-// error "<what>: hex has an odd length" or "<what>: non-hex character at offset N".
+// The bytes of `hex`, lowercase digits only: fak writes lowercase, and accepting both cases would
+// let one signed value travel as many different byte strings (issue 20). A `code` error
+// "<what>: hex has an odd length" or "<what>: non-hex character at offset N" (an uppercase digit
+// is one).
 Result<std::string> HexDecode(std::string_view hex, std::string_view what,
                               StatusCode code = StatusCode::kInvalidArgument);
 

@@ -1,4 +1,5 @@
 // Model: construction, the binding digest, and the validated Prefill/Decode entry points.
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <string>
@@ -31,6 +32,18 @@ Status CheckAppend(const Model& m, const std::string& what, const KVCache* cache
   if (tokens.size() > c.context_length - cache->size()) {
     return ResourceExhausted(what + ": " + std::to_string(cache->size()) + " cached + " + std::to_string(tokens.size()) +
                              " new tokens exceed the context length " + std::to_string(c.context_length));
+  }
+  return Status::Ok();
+}
+
+// NaN or infinite logits mean the weights (or what they made of the input) are broken: an error
+// naming the first bad value, never an answer. `item` names the sequence in the message.
+Status CheckFinite(const std::vector<float>& logits, const std::string& item) {
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!std::isfinite(logits[i])) {
+      return FailedPrecondition(item + ": the model produced a non-finite logit (" + std::to_string(logits[i]) +
+                                " at index " + std::to_string(i) + "); its weights hold NaN or overflow");
+    }
   }
   return Status::Ok();
 }
@@ -148,9 +161,16 @@ Result<std::vector<float>> Model::Prefill(KVCache* cache, std::span<const int32_
   const BatchItem item{cache, tokens, mode};
   FAK_RETURN_IF_ERROR(CheckAppend(*this, "Prefill", cache, tokens));
   FAK_RETURN_IF_ERROR(cache->Reserve(cache->size() + tokens.size()));
-  std::vector<std::vector<float>> logits(1);
-  internal::Forward(*impl_, std::span(&item, 1), logits);
-  return std::move(logits[0]);
+  const size_t before = cache->size();
+  return internal::ExceptionBoundary("Prefill", [&]() -> Result<std::vector<float>> {
+    std::vector<std::vector<float>> logits(1);
+    internal::Forward(*impl_, std::span(&item, 1), logits);
+    if (Status finite = CheckFinite(logits[0], "Prefill"); !finite.ok()) {
+      (void)cache->Truncate(before);  // the cache is as it was
+      return finite;
+    }
+    return std::move(logits[0]);
+  });
 }
 
 Result<std::vector<std::vector<float>>> Model::PrefillBatch(std::span<const BatchItem> items) const {
@@ -161,10 +181,22 @@ Result<std::vector<std::vector<float>>> Model::PrefillBatch(std::span<const Batc
     FAK_RETURN_IF_ERROR(CheckAppend(*this, what, items[i].cache, items[i].tokens));
     if (!seen.insert(items[i].cache).second) return InvalidArgument(what + ": its cache is also an earlier item's");
   }
-  for (const BatchItem& item : items) FAK_RETURN_IF_ERROR(item.cache->Reserve(item.cache->size() + item.tokens.size()));
-  std::vector<std::vector<float>> logits(items.size());
-  internal::Forward(*impl_, items, logits);
-  return logits;
+  std::vector<size_t> before;
+  for (const BatchItem& item : items) {
+    FAK_RETURN_IF_ERROR(item.cache->Reserve(item.cache->size() + item.tokens.size()));
+    before.push_back(item.cache->size());
+  }
+  return internal::ExceptionBoundary("PrefillBatch", [&]() -> Result<std::vector<std::vector<float>>> {
+    std::vector<std::vector<float>> logits(items.size());
+    internal::Forward(*impl_, items, logits);
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (Status finite = CheckFinite(logits[i], "PrefillBatch: item " + std::to_string(i)); !finite.ok()) {
+        for (size_t j = 0; j < items.size(); ++j) (void)items[j].cache->Truncate(before[j]);  // none changes
+        return finite;
+      }
+    }
+    return logits;
+  });
 }
 
 Result<std::vector<float>> Model::Decode(KVCache* cache, int32_t token) const {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "fak/model/model.h"
+#include "src/model/model_impl.h"
 #include "tests/model/reference_forward.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
@@ -68,6 +69,29 @@ TEST(Model, ConfigValidationNamesTheField) {
   EXPECT_OK(ModelConfig::EmbeddedDefault().Validate());
   EXPECT_OK(ModelConfig::SmolLM2_135M_Shape().Validate());
   EXPECT_OK(ModelConfig::TinyLlama_1_1B_Shape().Validate());
+}
+
+// Issue 20: a NaN weight used to give NaN logits, which sampled to an empty answer with success.
+TEST(Model, NonFiniteLogitsAreAnErrorAndLeaveTheCacheUnchanged) {
+  ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(TinyConfig(), 3));
+  KVCache cache = model->NewCache();
+  ASSERT_OK(model->Prefill(&cache, TokenSequence(4, 1, TinyConfig().vocab_size)));
+  const Digest before = cache.ComputeDigest();
+  ASSERT_OK(model->Decode(&cache, 7));  // control: the healthy model decodes
+  ASSERT_OK(cache.Truncate(4));
+  // Poison one output-norm weight (synthetic weights are the model's own writable buffers).
+  const internal::WeightTensor& norm = internal::ModelAccess::Get(*model).weights.output_norm;
+  const_cast<float*>(norm.f32())[3] = std::numeric_limits<float>::quiet_NaN();
+  Result<std::vector<float>> r = model->Decode(&cache, 7);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.error().message().find("non-finite"), std::string_view::npos) << r.error().ToString();
+  EXPECT_EQ(cache.size(), 4u);
+  EXPECT_EQ(cache.ComputeDigest(), before);
+  const std::vector<int32_t> more = TokenSequence(2, 5, TinyConfig().vocab_size);
+  const BatchItem items[] = {{&cache, more, LogitsMode::kLast}};
+  EXPECT_FALSE(model->PrefillBatch(items).has_value());
+  EXPECT_EQ(cache.ComputeDigest(), before);
 }
 
 TEST(Model, BadInputIsAnErrorAndLeavesTheCacheUnchanged) {

@@ -24,7 +24,7 @@ struct Digest {
 
   static Digest Of(const void* data, size_t size_bytes);
   static Digest Of(std::string_view data) { return Of(data.data(), data.size()); }
-  // Parses 64 lowercase or uppercase hex characters.
+  // Parses 64 lowercase hex characters (the one spelling Hex() writes).
   static Result<Digest> FromHex(std::string_view hex);
   std::string Hex() const;
   bool IsZero() const;
