@@ -34,13 +34,6 @@ std::string UniqueTmpName() {
 
 }  // namespace
 
-std::string JoinPath(std::string_view a, std::string_view b) {
-  std::string out(a);
-  if (!out.empty() && out.back() != '/') out += '/';
-  out += b;
-  return out;
-}
-
 Status ErrnoStatus(std::string_view what, const std::string& path) {
   return IOError(std::string(what) + " '" + path + "': " + std::strerror(errno));
 }
@@ -140,14 +133,6 @@ Result<std::vector<DirEntry>> ListDir(const std::string& path) {
   }
   ::closedir(dir);
   return out;
-}
-
-bool IsSafeName(std::string_view name) {
-  if (name.empty() || name == "." || name == ".." || name.size() > 200) return false;
-  for (char c : name) {
-    if (c == '/' || c == '\0') return false;
-  }
-  return true;
 }
 
 }  // namespace fak::internal

@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "fak/core/status.h"
+#include "src/core/path.h"
 
 namespace fak::internal {
 
-std::string JoinPath(std::string_view a, std::string_view b);
 // IOError naming `what`, `path` and errno.
 Status ErrnoStatus(std::string_view what, const std::string& path);
 
@@ -41,9 +41,6 @@ struct DirEntry {
 // Entries of `path` except "." and "..". NotFound when the directory is absent.
 Result<std::vector<DirEntry>> ListDir(const std::string& path);
 
-// True when `name` is one path component that cannot escape its directory: non-empty, not "." or
-// "..", no '/', no NUL, at most 200 bytes.
-bool IsSafeName(std::string_view name);
 
 }  // namespace fak::internal
 
