@@ -7,6 +7,7 @@
 #include "fak/core/digest.h"
 #include "fak/kernels/kernel_tier.h"
 #include "fak/kv/kv_cache.h"
+#include "fak/session/certify_eviction.h"
 #include "fak/session/segment_ledger.h"
 #include "fak/gate/manifest.h"
 #include "fak/model/model.h"

@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "fak/session/certify_eviction.h"
+
 namespace fak {
 namespace {
 
