@@ -294,6 +294,33 @@ TEST(Journal, CrashKeepingAWholeUnsyncedRowKeepsIt) {
   EXPECT_TRUE(reopened->Verify().ok());
 }
 
+TEST(Journal, PowerLossAtEveryAppendOrSyncKeepsEveryAcknowledgedRow) {
+  for (EnvOp op : {EnvOp::kCreate, EnvOp::kSyncDir, EnvOp::kAppend, EnvOp::kSync}) {
+    for (uint64_t i = 1; i <= (op == EnvOp::kCreate || op == EnvOp::kSyncDir ? 1u : 4u); ++i) {
+      const std::string where = std::string(EnvOpName(op)) + " #" + std::to_string(i);
+      JournalEnv env;
+      env.FailNth(op, i, FaultKind::kCrash);
+      std::vector<JournalRow> acked;
+      {
+        JournalOptions o;
+        o.env = &env;
+        Result<std::unique_ptr<Journal>> j = Journal::Open(env.path(), o);
+        for (int k = 1; j.has_value() && k <= 4; ++k) {
+          Result<JournalRow> row = (*j)->Append("test", "subject-" + std::to_string(k), "{}");
+          if (!row.has_value()) break;
+          acked.push_back(*row);
+        }
+      }
+      ASSERT_OK(env.PowerLoss());
+      auto reopened = OpenOrDie(&env);
+      ASSERT_NE(reopened, nullptr) << where;
+      ASSERT_EQ(reopened->rows().size(), acked.size()) << where;
+      for (size_t k = 0; k < acked.size(); ++k) EXPECT_EQ(reopened->rows()[k].hash, acked[k].hash) << where;
+      EXPECT_TRUE(reopened->Verify().ok()) << where;
+    }
+  }
+}
+
 TEST(Journal, RealFileRoundTrip) {
   char dir_template[] = "/tmp/fak_journal_XXXXXX";
   ASSERT_NE(::mkdtemp(dir_template), nullptr);
