@@ -26,10 +26,10 @@
 #include "fak/regen/rollout.h"
 #include "fak/regen/transcript_ref.h"
 #include "fak/screen/screen.h"
+#include "fak/session/certify_eviction.h"
 #include "fak/session/radix_tree.h"
 #include "fak/session/segment_ledger.h"
 #include "fak/store/blob_store.h"
-#include "fak/store/redis_store.h"
 #include "fak/store/text_corpus.h"
 #include "fak/tokenizer/tokenizer.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "fak/audit/audit.h"
+#include "fak/audit/time_anchor.h"
 #include "fak/core/digest.h"
 #include "fak/core/status.h"
 #include "src/core/hex.h"

@@ -5,6 +5,7 @@
 
 #include "src/audit/audit_internal.h"
 #include "src/audit/journal_format.h"
+#include "src/core/path.h"
 
 namespace fak {
 
@@ -169,8 +170,8 @@ JournalCheck VerifyJournalBytes(std::string_view bytes, const std::optional<Jour
   return chain;
 }
 
-Result<std::vector<JournalRow>> ReadJournalRows(const std::string& path, AuditEnv* env) {
-  if (env == nullptr) env = AuditEnv::Default();
+Result<std::vector<JournalRow>> ReadJournalRows(const std::string& path, Env* env) {
+  if (env == nullptr) env = Env::Default();
   FAK_ASSIGN_OR_RETURN(std::string bytes, env->ReadFile(path));
   ParsedJournal parsed = ParseJournal(bytes);
   if (parsed.malformed_line != 0) {
@@ -186,7 +187,7 @@ Result<std::vector<JournalRow>> ReadJournalRows(const std::string& path, AuditEn
 Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path, const JournalOptions& options) {
   std::unique_ptr<Journal> j(new Journal());
   j->path_ = path;
-  j->env_ = options.env != nullptr ? options.env : AuditEnv::Default();
+  j->env_ = options.env != nullptr ? options.env : Env::Default();
   Result<std::string> bytes = j->env_->ReadFile(path);
   if (!bytes.has_value() && bytes.error().code() != StatusCode::kNotFound) return bytes.error();
   ParsedJournal parsed = ParseJournal(bytes.has_value() ? *bytes : std::string());
@@ -199,12 +200,19 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path, const Jo
     const std::string what = std::to_string(parsed.torn_bytes) + " bytes of a torn last row after offset " +
                              std::to_string(parsed.whole_bytes) + " (a crash mid-append)";
     if (!options.recover_torn_tail) return Corruption("journal " + path + ": " + what);
-    FAK_RETURN_IF_ERROR(j->env_->Truncate(path, parsed.whole_bytes).WithContext("recovering journal " + path));
+    // Cut, then make the cut durable before anything is appended after it.
+    FAK_RETURN_IF_ERROR(j->env_->TruncateFile(path, parsed.whole_bytes).WithContext("recovering journal " + path));
+    FAK_ASSIGN_OR_RETURN(j->file_, j->env_->NewAppendableFile(path));
+    FAK_RETURN_IF_ERROR(j->file_->Sync().WithContext("recovering journal " + path));
     j->recovered_torn_bytes_ = parsed.torn_bytes;
     j->recovery_note_ = "journal " + path + ": recovered to the last whole row (seq " + std::to_string(parsed.rows.size()) +
                         "), cut " + what;
   }
-  FAK_ASSIGN_OR_RETURN(j->file_, j->env_->OpenAppendable(path));
+  if (j->file_ == nullptr) {
+    FAK_ASSIGN_OR_RETURN(j->file_, j->env_->NewAppendableFile(path));
+    // A new journal's directory entry must be durable before its first row is acknowledged.
+    if (!bytes.has_value()) FAK_RETURN_IF_ERROR(j->env_->SyncDir(internal::ParentDir(path)));
+  }
   j->rows_ = std::move(parsed.rows);
   return j;
 }

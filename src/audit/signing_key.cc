@@ -1,12 +1,9 @@
 // Ed25519 keys through OpenSSL EVP: generate, sign, verify, PEM save (0600) and load (refusing
 // keys other users can read).
-#include <fcntl.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "src/audit/audit_internal.h"
@@ -29,10 +26,6 @@ Result<PublicKey> RawPublicKey(EVP_PKEY* pkey) {
     return InvalidArgument("ed25519 public key: " + OpenSslErrors());
   }
   return pub;
-}
-
-Status Errno(std::string_view op, const std::string& path) {
-  return IOError(std::string(op) + " " + path + ": " + std::strerror(errno));
 }
 
 }  // namespace
@@ -93,62 +86,48 @@ Result<SigningKey> SigningKey::FromPem(std::string_view pem) {
   return SigningKey(std::move(impl));
 }
 
-Result<SigningKey> SigningKey::LoadPem(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? Status(NotFound("no private key " + path)) : Errno("open private key", path);
-  struct stat st {};
-  // Judge the file we opened (fstat), not whatever the path names a moment later.
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return FailedPrecondition("private key " + path + " is not a regular file");
+Result<SigningKey> SigningKey::LoadPem(const std::string& path, Env* env) {
+  if (env == nullptr) env = Env::Default();
+  // Judge the file by lstat before reading it: a link, a non-file or a key others can read is refused.
+  Result<FileInfo> info = env->GetFileInfo(path);
+  if (!info.has_value()) {
+    if (info.error().code() == StatusCode::kNotFound) return NotFound("no private key " + path);
+    return info.error();
   }
-  if ((st.st_mode & 077) != 0) {
-    ::close(fd);
-    char mode[8];
-    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  if (!info->is_regular) return FailedPrecondition("private key " + path + " is not a regular file");
+  if ((info->mode & 077) != 0) {
+    char mode[16];  // "%04o" of the permission bits: 4 digits
+    std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(info->mode & 07777));
     return FailedPrecondition("private key " + path + " has mode " + mode +
                               ": readable or writable by group or others; refusing it (chmod 600)");
   }
-  std::string pem(static_cast<size_t>(st.st_size), '\0');
-  size_t got = 0;
-  while (got < pem.size()) {
-    const ssize_t n = ::read(fd, pem.data() + got, pem.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  pem.resize(got);
+  FAK_ASSIGN_OR_RETURN(std::string pem, env->ReadFile(path));  // refuses a link swapped in since
   Result<SigningKey> key = FromPem(pem);
   OPENSSL_cleanse(pem.data(), pem.size());
   if (!key.has_value()) return key.error().WithContext(path);
   return key;
 }
 
-Status SigningKey::SavePem(const std::string& path) const {
+Status SigningKey::SavePem(const std::string& path, Env* env) const {
+  if (env == nullptr) env = Env::Default();
   std::unique_ptr<BIO, BioFree> bio(BIO_new(BIO_s_mem()));
   if (!bio || PEM_write_bio_PrivateKey(bio.get(), impl_->pkey.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1) {
     return InvalidArgument("encoding private key as PEM: " + OpenSslErrors());
   }
   char* data = nullptr;
   const long len = BIO_get_mem_data(bio.get(), &data);
-  // O_EXCL: never overwrite a key; 0600 from the first byte (fchmod in case umask or an ACL differs).
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    if (errno == EEXIST) return FailedPrecondition("private key " + path + " already exists; refusing to overwrite it");
-    return Errno("create private key", path);
+  // Owner-only from the first byte, and never over an existing key.
+  Result<std::unique_ptr<WritableFile>> file = env->NewPrivateFile(path);
+  if (!file.has_value()) {
+    if (file.error().code() == StatusCode::kFailedPrecondition) {
+      return FailedPrecondition("private key " + path + " already exists; refusing to overwrite it");
+    }
+    return file.error();
   }
-  Status s;
-  if (::fchmod(fd, 0600) != 0) s = Errno("chmod 600", path);
-  for (long off = 0; s.ok() && off < len;) {
-    const ssize_t n = ::write(fd, data + off, static_cast<size_t>(len - off));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) s = Errno("write private key", path);
-    else off += n;
-  }
-  if (s.ok() && ::fsync(fd) != 0) s = Errno("fsync private key", path);
-  ::close(fd);
-  if (!s.ok()) ::unlink(path.c_str());
+  Status s = (*file)->Append(std::string_view(data, static_cast<size_t>(len)));
+  if (s.ok()) s = (*file)->Sync();
+  if (s.ok()) s = (*file)->Close();
+  if (!s.ok()) (void)env->RemoveFile(path);  // never leave half a key behind
   return s;
 }
 

@@ -2,19 +2,19 @@
 #include <string>
 
 #include "fak/io/gguf.h"
-#include "src/io/mapped_file.h"
+#include "fak/core/env.h"
 
 namespace fak {
 
 struct GgufFile::Mapping {
-  std::unique_ptr<internal::MappedFile> file;
+  std::unique_ptr<ReadOnlyMapping> file;
 };
 
 GgufFile::GgufFile() = default;
 GgufFile::~GgufFile() = default;
 
 Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  FAK_ASSIGN_OR_RETURN(std::unique_ptr<internal::MappedFile> mapped, internal::MappedFile::Open(path));
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<ReadOnlyMapping> mapped, Env::Default()->MapReadOnly(path));
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, Parse(mapped->bytes(), path));
   file->mapping_ = std::make_unique<Mapping>(Mapping{std::move(mapped)});
   return file;

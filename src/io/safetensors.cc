@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "fak/core/env.h"
 #include "src/core/json.h"
-#include "src/io/mapped_file.h"
 
 namespace fak {
 namespace {
@@ -131,7 +131,7 @@ Status ParseHeader(std::span<const uint8_t> bytes, std::vector<SafetensorsTensor
 }  // namespace
 
 struct SafetensorsFile::Mapping {
-  std::unique_ptr<internal::MappedFile> file;
+  std::unique_ptr<ReadOnlyMapping> file;
 };
 
 SafetensorsFile::SafetensorsFile() = default;
@@ -163,7 +163,7 @@ Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Parse(std::span<const 
 }
 
 Result<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
-  FAK_ASSIGN_OR_RETURN(std::unique_ptr<internal::MappedFile> mapped, internal::MappedFile::Open(path));
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<ReadOnlyMapping> mapped, Env::Default()->MapReadOnly(path));
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, Parse(mapped->bytes(), path));
   file->mapping_ = std::make_unique<Mapping>(Mapping{std::move(mapped)});
   return file;

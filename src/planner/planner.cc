@@ -5,6 +5,8 @@
 
 #include <chrono>
 
+#include "fak/session/certify_eviction.h"
+
 namespace fak {
 namespace {
 

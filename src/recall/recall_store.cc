@@ -2,14 +2,11 @@
 // closed, re-screen), list, remove, garbage-collect; PrefillTranscript (regen from text).
 #include "fak/recall/recall.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <set>
 
 #include "src/recall/recall_image.h"
-#include "src/store/posix_file.h"
+#include "src/store/store_files.h"
 #include "src/store/store_format.h"
 
 namespace fak {
@@ -55,17 +52,21 @@ size_t RecalledTranscript::n_newly_quarantined() const {
   return n;
 }
 
-Result<std::unique_ptr<RecallStore>> RecallStore::Open(const std::string& dir, const RecallStoreOptions& options) {
+Result<std::unique_ptr<RecallStore>> RecallStore::Open(const std::string& dir, const RecallStoreOptions& given) {
   if (dir.empty()) return InvalidArgument("RecallStore::Open: dir is empty");
-  FAK_RETURN_IF_ERROR(internal::EnsureDir(dir, options.sync));
-  FAK_RETURN_IF_ERROR(internal::EnsureDir(internal::JoinPath(dir, kImagesDir), options.sync));
+  RecallStoreOptions options = given;
+  if (options.env == nullptr) options.env = Env::Default();
+  Env* env = options.env;
+  FAK_RETURN_IF_ERROR(internal::EnsureDir(env, dir, options.sync));
+  FAK_RETURN_IF_ERROR(internal::EnsureDir(env, internal::JoinPath(dir, kImagesDir), options.sync));
   const std::string tmp = internal::JoinPath(dir, kTmpDir);
-  FAK_RETURN_IF_ERROR(internal::EnsureDir(tmp, options.sync));
-  FAK_ASSIGN_OR_RETURN(std::vector<internal::DirEntry> leftovers, internal::ListDir(tmp));
-  for (const auto& e : leftovers) ::unlink(internal::JoinPath(tmp, e.name).c_str());  // never renamed: never saved
+  FAK_RETURN_IF_ERROR(internal::EnsureDir(env, tmp, options.sync));
+  FAK_ASSIGN_OR_RETURN(std::vector<FileInfo> leftovers, env->ListDir(tmp));
+  for (const auto& e : leftovers) (void)env->RemoveFile(internal::JoinPath(tmp, e.name));  // never renamed: never saved
   BlobStoreOptions blob_options;
   blob_options.capacity_bytes = UINT64_MAX;  // images depend on every text blob: never evict
   blob_options.sync = options.sync;
+  blob_options.env = env;
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<BlobStore> blobs, OpenDirectoryBlobStore(internal::JoinPath(dir, "blobs"), blob_options));
   return std::unique_ptr<RecallStore>(new RecallStore(dir, options, std::move(blobs)));
 }
@@ -93,14 +94,14 @@ Result<Digest> RecallStore::Save(std::string_view name, std::span<const RecallSe
     image.segments.push_back(internal::ImageSegment{s.id, s.kind, source, s.text.size(), verdict});
   }
   const std::string bytes = internal::EncodeImage(image);
-  FAK_RETURN_IF_ERROR(internal::AtomicWriteFile(internal::JoinPath(dir_, kTmpDir), path, {bytes}, options_.sync)
+  FAK_RETURN_IF_ERROR(internal::AtomicWriteFile(options_.env, internal::JoinPath(dir_, kTmpDir), path, {bytes}, options_.sync)
                           .WithContext("saving recall image '" + std::string(name) + "'"));
   return Digest::Of(bytes);
 }
 
 Result<RecalledTranscript> RecallStore::Load(std::string_view name, const ScreenChain& current) {
   FAK_ASSIGN_OR_RETURN(const std::string path, ImagePath(name));
-  Result<std::string> bytes = internal::ReadFileNoFollow(path);
+  Result<std::string> bytes = options_.env->ReadFile(path);
   if (!bytes.has_value()) {
     if (bytes.error().code() == StatusCode::kNotFound) return NotFound("no recall image '" + std::string(name) + "' in '" + dir_ + "'");
     return bytes.error();
@@ -129,7 +130,7 @@ Result<RecalledTranscript> RecallStore::Load(std::string_view name, const Screen
 }
 
 Result<std::vector<std::string>> RecallStore::ListImages() {
-  FAK_ASSIGN_OR_RETURN(std::vector<internal::DirEntry> entries, internal::ListDir(internal::JoinPath(dir_, kImagesDir)));
+  FAK_ASSIGN_OR_RETURN(std::vector<FileInfo> entries, options_.env->ListDir(internal::JoinPath(dir_, kImagesDir)));
   std::vector<std::string> names;
   for (const auto& e : entries) {
     if (!e.is_regular || !e.name.ends_with(kImageSuffix)) continue;
@@ -142,11 +143,10 @@ Result<std::vector<std::string>> RecallStore::ListImages() {
 
 Status RecallStore::RemoveImage(std::string_view name) {
   FAK_ASSIGN_OR_RETURN(const std::string path, ImagePath(name));
-  if (::unlink(path.c_str()) != 0) {
-    if (errno == ENOENT) return NotFound("no recall image '" + std::string(name) + "' in '" + dir_ + "'");
-    return internal::ErrnoStatus("unlink recall image", path);
-  }
-  return options_.sync ? internal::SyncDir(internal::JoinPath(dir_, kImagesDir)) : Status::Ok();
+  Status removed = options_.env->RemoveFile(path);
+  if (removed.code() == StatusCode::kNotFound) return NotFound("no recall image '" + std::string(name) + "' in '" + dir_ + "'");
+  FAK_RETURN_IF_ERROR(removed);
+  return options_.sync ? options_.env->SyncDir(internal::JoinPath(dir_, kImagesDir)) : Status::Ok();
 }
 
 Result<size_t> RecallStore::CollectGarbage() {
@@ -154,7 +154,7 @@ Result<size_t> RecallStore::CollectGarbage() {
   FAK_ASSIGN_OR_RETURN(std::vector<std::string> names, ListImages());
   for (const std::string& name : names) {
     FAK_ASSIGN_OR_RETURN(const std::string path, ImagePath(name));
-    FAK_ASSIGN_OR_RETURN(std::string bytes, internal::ReadFileNoFollow(path));
+    FAK_ASSIGN_OR_RETURN(std::string bytes, options_.env->ReadFile(path));
     // A damaged image blocks collection: its texts might be what a repair needs.
     FAK_ASSIGN_OR_RETURN(internal::ImageRecord image, internal::DecodeImage(bytes, path));
     for (const auto& s : image.segments) live.insert(s.source);

@@ -1,16 +1,11 @@
 // BlobJournal: record encoding, replay with torn-tail and corruption handling, append, rewrite.
 #include "src/store/blob_journal.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "fak/store/blob_store.h"
-#include "src/store/posix_file.h"
+#include "src/store/store_files.h"
 
 namespace fak::internal {
 namespace {
@@ -122,23 +117,18 @@ std::string EncodeJournalRecord(RecordType type, const Digest& digest, std::stri
   return rec;
 }
 
-BlobJournal::~BlobJournal() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
 Status BlobJournal::Reopen() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
-  if (fd_ < 0) return ErrnoStatus("open journal", path_);
+  file_.reset();
+  FAK_ASSIGN_OR_RETURN(file_, env_->NewAppendableFile(path_));
   return Status::Ok();
 }
 
-Result<std::unique_ptr<BlobJournal>> BlobJournal::Open(const std::string& path, const std::string& tmp_dir, bool sync,
-                                                       bool salvage, JournalState* state) {
-  std::unique_ptr<BlobJournal> j(new BlobJournal(path, tmp_dir, sync, -1));
-  Result<std::string> data = ReadFileNoFollow(path);
+Result<std::unique_ptr<BlobJournal>> BlobJournal::Open(Env* env, const std::string& path, const std::string& tmp_dir,
+                                                       bool sync, bool salvage, JournalState* state) {
+  std::unique_ptr<BlobJournal> j(new BlobJournal(env, path, tmp_dir, sync));
+  Result<std::string> data = env->ReadFile(path);
   if (!data.has_value() && data.error().code() == StatusCode::kNotFound) {
-    FAK_RETURN_IF_ERROR(AtomicWriteFile(tmp_dir, path, {JournalHeader()}, sync));
+    FAK_RETURN_IF_ERROR(AtomicWriteFile(env, tmp_dir, path, {JournalHeader()}, sync));
     FAK_RETURN_IF_ERROR(j->Reopen());
     return j;
   }
@@ -150,30 +140,21 @@ Result<std::unique_ptr<BlobJournal>> BlobJournal::Open(const std::string& path, 
   if (!replay.ok() || damaged) {
     // Salvage: keep the damaged file for inspection, continue with what verified.
     if (!replay.ok()) ++state->n_corrupt_records;
-    const std::string aside = path + ".corrupt";
-    if (::rename(path.c_str(), aside.c_str()) != 0) return ErrnoStatus("rename damaged journal", path);
+    FAK_RETURN_IF_ERROR(env->RenameFile(path, path + ".corrupt").WithContext("setting the damaged journal aside"));
     FAK_RETURN_IF_ERROR(j->Rewrite(*state));
     return j;
   }
   if (valid_end < data->size()) {  // drop the torn tail before appending after it
-    if (::truncate(path.c_str(), static_cast<off_t>(valid_end)) != 0) return ErrnoStatus("truncate torn journal", path);
+    FAK_RETURN_IF_ERROR(env->TruncateFile(path, valid_end).WithContext("cutting the torn journal tail"));
   }
   FAK_RETURN_IF_ERROR(j->Reopen());
-  if (sync && valid_end < data->size() && ::fsync(j->fd_) != 0) return ErrnoStatus("fsync journal", path);
+  if (sync && valid_end < data->size()) FAK_RETURN_IF_ERROR(j->file_->Sync());
   return j;
 }
 
 Status BlobJournal::Append(RecordType type, const Digest& digest, std::string_view payload) {
-  const std::string rec = EncodeJournalRecord(type, digest, payload);
-  std::string_view left = rec;
-  while (!left.empty()) {
-    ssize_t n = ::write(fd_, left.data(), left.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ErrnoStatus("append to journal", path_);
-    left.remove_prefix(static_cast<size_t>(n));
-  }
-  if (sync_ && ::fdatasync(fd_) != 0) return ErrnoStatus("fdatasync journal", path_);
-  return Status::Ok();
+  FAK_RETURN_IF_ERROR(file_->Append(EncodeJournalRecord(type, digest, payload)));
+  return sync_ ? file_->Sync() : Status::Ok();
 }
 
 Status BlobJournal::Rewrite(const JournalState& live) {
@@ -187,7 +168,7 @@ Status BlobJournal::Rewrite(const JournalState& live) {
     PutU32(&count, pins);
     out += EncodeJournalRecord(RecordType::kPinCount, d, count);
   }
-  FAK_RETURN_IF_ERROR(AtomicWriteFile(tmp_dir_, path_, {out}, sync_));
+  FAK_RETURN_IF_ERROR(AtomicWriteFile(env_, tmp_dir_, path_, {out}, sync_));
   return Reopen();
 }
 

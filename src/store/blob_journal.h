@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fak/core/digest.h"
+#include "fak/core/env.h"
 #include "fak/core/status.h"
 #include "src/store/store_format.h"
 
@@ -39,14 +40,14 @@ struct JournalState {
 
 class BlobJournal {
  public:
-  ~BlobJournal();
+  ~BlobJournal() = default;
   BlobJournal(const BlobJournal&) = delete;
   BlobJournal& operator=(const BlobJournal&) = delete;
 
-  // Opens or creates the journal at `path` (temporaries go to `tmp_dir`) and replays it into
-  // `state`. A torn tail is truncated away before any new record is appended.
-  static Result<std::unique_ptr<BlobJournal>> Open(const std::string& path, const std::string& tmp_dir, bool sync,
-                                                   bool salvage, JournalState* state);
+  // Opens or creates the journal at `path` (temporaries go to `tmp_dir`) through `env` (not owned)
+  // and replays it into `state`. A torn tail is truncated away before any new record is appended.
+  static Result<std::unique_ptr<BlobJournal>> Open(Env* env, const std::string& path, const std::string& tmp_dir,
+                                                   bool sync, bool salvage, JournalState* state);
 
   // Appends one record; durable on return when `sync`.
   Status Append(RecordType type, const Digest& digest, std::string_view payload);
@@ -54,13 +55,14 @@ class BlobJournal {
   Status Rewrite(const JournalState& live);
 
  private:
-  BlobJournal(std::string path, std::string tmp_dir, bool sync, int fd)
-      : path_(std::move(path)), tmp_dir_(std::move(tmp_dir)), sync_(sync), fd_(fd) {}
+  BlobJournal(Env* env, std::string path, std::string tmp_dir, bool sync)
+      : env_(env), path_(std::move(path)), tmp_dir_(std::move(tmp_dir)), sync_(sync) {}
   Status Reopen();
 
+  Env* const env_;
   std::string path_, tmp_dir_;
   bool sync_;
-  int fd_;  // O_APPEND
+  std::unique_ptr<WritableFile> file_;  // appending
 };
 
 // Serializes one record (exposed for tests that craft damaged journals).

@@ -4,12 +4,7 @@
 // Writes are atomic (temporary file + fsync + rename + directory fsync), so a reader or a reopen
 // after process death sees a blob whole or not at all. Reads stream the file through sha256 and
 // fail on any mismatch. Open checks each file's header (cheap); Get checks its content.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -17,7 +12,7 @@
 #include "fak/store/blob_store.h"
 #include "src/store/blob_index.h"
 #include "src/store/blob_journal.h"
-#include "src/store/posix_file.h"
+#include "src/store/store_files.h"
 #include "src/store/store_format.h"
 
 namespace fak {
@@ -71,7 +66,8 @@ struct ScannedFile {
 class DirectoryBlobStore final : public BlobStore {
  public:
   DirectoryBlobStore(std::string dir, const BlobStoreOptions& options)
-      : dir_(std::move(dir)), options_(options), index_(options.capacity_bytes) {}
+      : dir_(std::move(dir)), options_(options), env_(options.env != nullptr ? options.env : Env::Default()),
+        index_(options.capacity_bytes) {}
 
   Status Open();
 
@@ -110,6 +106,7 @@ class DirectoryBlobStore final : public BlobStore {
 
   const std::string dir_;
   const BlobStoreOptions options_;
+  Env* const env_;
   std::string blobs_dir_, tmp_dir_;
   mutable std::mutex mu_;
   BlobIndex index_;                                  // GUARDED_BY(mu_)
@@ -119,19 +116,19 @@ class DirectoryBlobStore final : public BlobStore {
 
 Status DirectoryBlobStore::CheckMarker() {
   const std::string marker = JoinPath(dir_, internal::kStoreMarkerFile);
-  Result<std::string> text = internal::ReadFileNoFollow(marker);
+  Result<std::string> text = env_->ReadFile(marker);
   if (!text.has_value() && text.error().code() == StatusCode::kNotFound) {
     // A new store: refuse to adopt a directory that holds anything a store would not have made.
-    FAK_ASSIGN_OR_RETURN(std::vector<internal::DirEntry> entries, internal::ListDir(dir_));
+    FAK_ASSIGN_OR_RETURN(std::vector<FileInfo> entries, env_->ListDir(dir_));
     for (const auto& e : entries) {
       if (e.name != internal::kTmpDir && e.name != internal::kBlobsDir && e.name != internal::kJournalFile) {
         return FailedPrecondition("'" + dir_ + "' is not empty and has no " + std::string(internal::kStoreMarkerFile) +
                                   " marker (found '" + e.name + "'); refusing to use it as a blob store");
       }
     }
-    FAK_RETURN_IF_ERROR(internal::EnsureDir(tmp_dir_, options_.sync));
+    FAK_RETURN_IF_ERROR(internal::EnsureDir(env_, tmp_dir_, options_.sync));
     const std::string line = std::string(internal::kStoreMarkerPrefix) + std::to_string(internal::kStoreFormatVersion) + "\n";
-    return internal::AtomicWriteFile(tmp_dir_, marker, {line}, options_.sync);
+    return internal::AtomicWriteFile(env_, tmp_dir_, marker, {line}, options_.sync);
   }
   if (!text.has_value()) return text.error();
   const std::string_view t = *text;
@@ -149,26 +146,26 @@ Status DirectoryBlobStore::CheckMarker() {
 Status DirectoryBlobStore::Open() {
   blobs_dir_ = JoinPath(dir_, internal::kBlobsDir);
   tmp_dir_ = JoinPath(dir_, internal::kTmpDir);
-  FAK_RETURN_IF_ERROR(internal::EnsureDir(dir_, options_.sync));
+  FAK_RETURN_IF_ERROR(internal::EnsureDir(env_, dir_, options_.sync));
   FAK_RETURN_IF_ERROR(CheckMarker());
-  FAK_RETURN_IF_ERROR(internal::EnsureDir(tmp_dir_, options_.sync));
+  FAK_RETURN_IF_ERROR(internal::EnsureDir(env_, tmp_dir_, options_.sync));
   // Anything left in tmp/ was never renamed into place, so it was never acknowledged.
-  FAK_ASSIGN_OR_RETURN(std::vector<internal::DirEntry> leftovers, internal::ListDir(tmp_dir_));
+  FAK_ASSIGN_OR_RETURN(std::vector<FileInfo> leftovers, env_->ListDir(tmp_dir_));
   for (const auto& e : leftovers) {
-    if (::unlink(JoinPath(tmp_dir_, e.name).c_str()) != 0) return internal::ErrnoStatus("unlink temporary", JoinPath(tmp_dir_, e.name));
+    FAK_RETURN_IF_ERROR(env_->RemoveFile(JoinPath(tmp_dir_, e.name)));
   }
-  FAK_RETURN_IF_ERROR(internal::EnsureDir(blobs_dir_, options_.sync));
+  FAK_RETURN_IF_ERROR(internal::EnsureDir(env_, blobs_dir_, options_.sync));
   std::vector<ScannedFile> files;
   FAK_RETURN_IF_ERROR(ScanBlobs(&files));
   internal::JournalState journal;
-  FAK_ASSIGN_OR_RETURN(journal_, internal::BlobJournal::Open(JoinPath(dir_, internal::kJournalFile), tmp_dir_,
+  FAK_ASSIGN_OR_RETURN(journal_, internal::BlobJournal::Open(env_, JoinPath(dir_, internal::kJournalFile), tmp_dir_,
                                                              options_.sync, options_.salvage_journal, &journal));
   std::lock_guard lock(mu_);
   return Rebuild(files, journal);
 }
 
 Status DirectoryBlobStore::ScanBlobs(std::vector<ScannedFile>* files) {
-  FAK_ASSIGN_OR_RETURN(std::vector<internal::DirEntry> subs, internal::ListDir(blobs_dir_));
+  FAK_ASSIGN_OR_RETURN(std::vector<FileInfo> subs, env_->ListDir(blobs_dir_));
   for (const auto& sub : subs) {
     // A fan-out entry must be a real directory named by two hex digits; a symlink here could lead
     // reads outside the store, so it is rejected, not followed.
@@ -182,7 +179,7 @@ Status DirectoryBlobStore::ScanBlobs(std::vector<ScannedFile>* files) {
 }
 
 Status DirectoryBlobStore::ScanFanout(const std::string& sub_dir, std::string_view prefix, std::vector<ScannedFile>* files) {
-  FAK_ASSIGN_OR_RETURN(std::vector<internal::DirEntry> entries, internal::ListDir(sub_dir));
+  FAK_ASSIGN_OR_RETURN(std::vector<FileInfo> entries, env_->ListDir(sub_dir));
   for (const auto& e : entries) {
     const std::string path = JoinPath(sub_dir, e.name);
     Result<Digest> digest = Digest::FromHex(e.name);
@@ -194,12 +191,9 @@ Status DirectoryBlobStore::ScanFanout(const std::string& sub_dir, std::string_vi
     if (!e.is_regular) {
       bad = Corruption("blob path '" + path + "' is not a regular file (symbolic links are never followed)");
     } else {
-      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-      char header[internal::kBlobHeaderBytes];
-      const ssize_t n = fd < 0 ? -1 : ::pread(fd, header, sizeof(header), 0);
-      if (fd >= 0) ::close(fd);
-      Result<uint64_t> size = CheckBlobHeader(std::string_view(header, n < 0 ? 0 : static_cast<size_t>(n)), *digest,
-                                              e.size_bytes, path);
+      // The header only: open stays cheap however large the blobs are. Unreadable = damaged.
+      Result<std::string> header = env_->ReadFilePrefix(path, internal::kBlobHeaderBytes);
+      Result<uint64_t> size = CheckBlobHeader(header.has_value() ? *header : std::string(), *digest, e.size_bytes, path);
       if (size.has_value()) {
         files->push_back(ScannedFile{e.mtime_ns, *digest, *size});
         continue;
@@ -251,8 +245,8 @@ Result<Digest> DirectoryBlobStore::Put(std::string_view bytes) {
     }
   }
   // Large blob: write outside the lock. Two racing writers of one digest rename identical files.
-  FAK_RETURN_IF_ERROR(internal::EnsureDir(FanoutDir(digest), options_.sync));
-  FAK_RETURN_IF_ERROR(internal::AtomicWriteFile(tmp_dir_, BlobPath(digest), {EncodeBlobHeader(digest, bytes.size()), bytes},
+  FAK_RETURN_IF_ERROR(internal::EnsureDir(env_, FanoutDir(digest), options_.sync));
+  FAK_RETURN_IF_ERROR(internal::AtomicWriteFile(env_, tmp_dir_, BlobPath(digest), {EncodeBlobHeader(digest, bytes.size()), bytes},
                                                 options_.sync));
   std::lock_guard lock(mu_);
   corrupt_.erase(digest);
@@ -294,35 +288,16 @@ Result<std::string> DirectoryBlobStore::Get(const Digest& digest) {
 }
 
 Result<std::string> DirectoryBlobStore::ReadVerified(const Digest& digest, const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) {
-    if (errno == ENOENT) return NotFound("blob " + digest.Hex() + " was removed from '" + dir_ + "'");
-    return internal::ErrnoStatus("open blob", path);
+  Result<std::string> file = env_->ReadFile(path);
+  if (!file.has_value()) {
+    if (file.error().code() == StatusCode::kNotFound) return NotFound("blob " + digest.Hex() + " was removed from '" + dir_ + "'");
+    return file.error();
   }
-  struct stat st;
-  char header[internal::kBlobHeaderBytes];
-  ssize_t n = ::fstat(fd, &st) == 0 ? ::pread(fd, header, sizeof(header), 0) : -1;
-  Result<uint64_t> size = CheckBlobHeader(std::string_view(header, n < 0 ? 0 : static_cast<size_t>(n)), digest,
-                                          static_cast<uint64_t>(st.st_size), path);
-  if (!size.has_value()) {
-    ::close(fd);
-    return size.error();
-  }
-  // Hash while reading, in chunks that are still in cache when hashed.
-  constexpr size_t kChunk = 256 * 1024;
-  std::string out(*size, '\0');
-  Digester hasher;
-  size_t got = 0;
-  while (got < out.size()) {
-    n = ::pread(fd, out.data() + got, std::min(kChunk, out.size() - got), static_cast<off_t>(internal::kBlobHeaderBytes + got));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    hasher.Update(out.data() + got, static_cast<size_t>(n));
-    got += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  if (got != out.size()) return Corruption("blob file '" + path + "': short read (" + std::to_string(got) + " of " + std::to_string(out.size()) + " bytes)");
-  if (hasher.Finish() != digest) return VerificationFailed("blob file '" + path + "': content does not hash to " + digest.Hex());
+  // The header's size must match the file's length, so what follows it is the whole payload.
+  FAK_RETURN_IF_ERROR(CheckBlobHeader(*file, digest, file->size(), path).status());
+  std::string out = std::move(*file);
+  out.erase(0, internal::kBlobHeaderBytes);
+  if (Digest::Of(out) != digest) return VerificationFailed("blob file '" + path + "': content does not hash to " + digest.Hex());
   return out;
 }
 
@@ -354,8 +329,9 @@ Status DirectoryBlobStore::DropStorageLocked(const Digest& digest, bool sync_dir
   const BlobIndex::Entry* e = index_.Find(digest);
   if (e->has_payload) return journal_->Append(RecordType::kRemove, digest, {});
   const std::string path = BlobPath(digest);
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return internal::ErrnoStatus("unlink blob", path);
-  return sync_dir ? internal::SyncDir(FanoutDir(digest)) : Status::Ok();
+  Status removed = env_->RemoveFile(path);
+  if (!removed.ok() && removed.code() != StatusCode::kNotFound) return removed;
+  return sync_dir ? env_->SyncDir(FanoutDir(digest)) : Status::Ok();
 }
 
 Status DirectoryBlobStore::EvictLocked(const Digest* keep) {

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "fak/audit/audit.h"
+#include "fak/session/certify_eviction.h"
 #include "fak/session/segment_ledger.h"
 #include "fak/tokenizer/tokenizer.h"
 #include "tests/audit/test_pki.h"

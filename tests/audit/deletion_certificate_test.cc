@@ -5,11 +5,13 @@
 #include <set>
 
 #include "fak/audit/audit.h"
+#include "fak/session/certify_eviction.h"
 #include "fak/session/segment_ledger.h"
 #include "fak/tokenizer/tokenizer.h"
-#include "tests/audit/fault_env.h"
 #include "tests/audit/test_pki.h"
 #include "tests/model/test_models.h"
+#include "tests/store/store_test_util.h"
+#include "tests/support/fault_injection_env.h"
 #include "tests/test_util.h"
 
 namespace fak {
@@ -28,7 +30,7 @@ class DeletionCertificateTest : public ::testing::Test {
     model_ = *Model::Synthetic(c, 17);
     JournalOptions o;
     o.env = &env_;
-    journal_ = std::move(*Journal::Open("/mem/audit.journal", o));
+    journal_ = std::move(*Journal::Open(tmp_.Sub("audit.journal"), o));
     ASSERT_OK(journal_->Append("session.start", "session-1", R"({"note":"an earlier row"})"));
     key_ = *SigningKey::Generate();
     ledger_.emplace(*model_);
@@ -60,7 +62,8 @@ class DeletionCertificateTest : public ::testing::Test {
 
   std::unique_ptr<Tokenizer> tok_ = MakeByteTokenizer();
   std::unique_ptr<Model> model_;
-  testing::FaultEnv env_;
+  testing::ScopedTempDir tmp_;  // outlives the journal below
+  testing::FaultInjectionEnv env_;
   std::unique_ptr<Journal> journal_;
   std::optional<SigningKey> key_;
   std::optional<SegmentLedger> ledger_;

@@ -1,37 +1,47 @@
 // Journal: hash chain, every detectable tamper with its own fault, fsync failure and crash
-// recovery through FaultEnv, and a real POSIX file.
+// recovery through FaultInjectionEnv, and the default POSIX Env.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdlib>
 
 #include "fak/audit/audit.h"
-#include "tests/audit/fault_env.h"
+#include "tests/store/store_test_util.h"
+#include "tests/support/fault_injection_env.h"
 #include "tests/test_util.h"
 
 namespace fak {
 namespace {
 
-using testing::FaultEnv;
+using testing::EnvOp;
+using testing::FaultKind;
 
-constexpr char kPath[] = "/mem/audit.journal";
+// A FaultInjectionEnv over a temporary directory holding the journal, with a manual clock.
+class JournalEnv : public testing::FaultInjectionEnv {
+ public:
+  JournalEnv() { UseManualClock(1'700'000'000'000'000, 1000); }
+  std::string path() const { return tmp_.Sub("audit.journal"); }
 
-std::unique_ptr<Journal> OpenOrDie(FaultEnv* env, const std::string& path = kPath) {
+ private:
+  testing::ScopedTempDir tmp_;
+};
+
+std::unique_ptr<Journal> OpenOrDie(JournalEnv* env) {
   JournalOptions o;
   o.env = env;
-  auto j = Journal::Open(path, o);
+  auto j = Journal::Open(env->path(), o);
   EXPECT_TRUE(j.has_value()) << j.error().ToString();
   return j.has_value() ? std::move(*j) : nullptr;
 }
 
 // A journal of `n` rows with subjects "subject-1".."subject-n"; returns its file bytes.
-std::string MakeJournal(FaultEnv* env, int n) {
+std::string MakeJournal(JournalEnv* env, int n) {
   auto j = OpenOrDie(env);
   for (int i = 1; i <= n; ++i) {
     auto r = j->Append("test", "subject-" + std::to_string(i), R"({"i":)" + std::to_string(i) + R"(,"note":"row"})");
     EXPECT_TRUE(r.has_value()) << r.error().ToString();
   }
-  return *env->ReadFile(kPath);
+  return *env->ReadFile(env->path());
 }
 
 std::vector<std::string> Lines(const std::string& bytes) {
@@ -48,7 +58,7 @@ std::string Join(const std::vector<std::string>& lines) {
 }
 
 TEST(Journal, AppendChainsAndReopens) {
-  FaultEnv env;
+  JournalEnv env;
   MakeJournal(&env, 4);
   auto j = OpenOrDie(&env);
   ASSERT_EQ(j->rows().size(), 4u);
@@ -74,16 +84,16 @@ TEST(Journal, AppendChainsAndReopens) {
 }
 
 TEST(Journal, EveryAppendIsSynced) {
-  FaultEnv env;
+  JournalEnv env;
   auto j = OpenOrDie(&env);
   for (int i = 0; i < 3; ++i) ASSERT_OK(j->Append("k", "s", "{}"));
-  EXPECT_EQ(env.n_syncs(), 3);
-  env.Crash();  // nothing unsynced to lose
+  EXPECT_EQ(env.count(EnvOp::kSync), 3u);
+  ASSERT_OK(env.PowerLoss());  // nothing unsynced to lose
   EXPECT_EQ(OpenOrDie(&env)->rows().size(), 3u);
 }
 
 TEST(Journal, AppendRejectsBadInput) {
-  FaultEnv env;
+  JournalEnv env;
   auto j = OpenOrDie(&env);
   EXPECT_EQ(j->Append("", "s", "{}").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(j->Append("k", "s", "[1,2]").status().code(), StatusCode::kInvalidArgument);
@@ -95,7 +105,7 @@ TEST(Journal, AppendRejectsBadInput) {
 }
 
 TEST(Journal, VerifyHonestBytes) {
-  FaultEnv env;
+  JournalEnv env;
   const std::string bytes = MakeJournal(&env, 5);
   JournalCheck c = VerifyJournalBytes(bytes);
   EXPECT_TRUE(c.ok()) << c.detail;
@@ -104,7 +114,7 @@ TEST(Journal, VerifyHonestBytes) {
 }
 
 TEST(Journal, EditedFieldIsDetected) {
-  FaultEnv env;
+  JournalEnv env;
   auto lines = Lines(MakeJournal(&env, 5));
   const size_t at = lines[1].find("subject-2");
   lines[1].replace(at, 9, "subject-X");
@@ -116,7 +126,7 @@ TEST(Journal, EditedFieldIsDetected) {
 }
 
 TEST(Journal, EditedRowWithRecomputedHashBreaksTheLink) {
-  FaultEnv env;
+  JournalEnv env;
   MakeJournal(&env, 5);
   auto journal = OpenOrDie(&env);
   std::vector<JournalRow> rows(journal->rows().begin(), journal->rows().end());
@@ -137,7 +147,7 @@ TEST(Journal, EditedRowWithRecomputedHashBreaksTheLink) {
 }
 
 TEST(Journal, ReorderedMissingAndInsertedRows) {
-  FaultEnv env;
+  JournalEnv env;
   const auto lines = Lines(MakeJournal(&env, 5));
   auto swapped = lines;
   std::swap(swapped[1], swapped[2]);
@@ -164,7 +174,7 @@ TEST(Journal, ReorderedMissingAndInsertedRows) {
 }
 
 TEST(Journal, TornTailTruncationAndMalformedRows) {
-  FaultEnv env;
+  JournalEnv env;
   const std::string bytes = MakeJournal(&env, 5);
   auto journal = OpenOrDie(&env);
   const auto rows = journal->rows();
@@ -193,38 +203,38 @@ TEST(Journal, TornTailTruncationAndMalformedRows) {
 }
 
 TEST(Journal, VerifyRereadsTheFile) {
-  FaultEnv env;
+  JournalEnv env;
   const std::string bytes = MakeJournal(&env, 3);
   auto j = OpenOrDie(&env);
   ASSERT_TRUE(j->Verify().ok());
   std::string edited = bytes;
   edited.replace(edited.find("subject-1"), 9, "subject-9");
-  env.SetContent(kPath, edited);
+  ASSERT_OK(env.WriteDurably(env.path(), edited));
   EXPECT_EQ(j->Verify().fault, JournalFault::kEditedRow);
   auto lines = Lines(bytes);
   lines.pop_back();
-  env.SetContent(kPath, Join(lines));
+  ASSERT_OK(env.WriteDurably(env.path(), Join(lines)));
   EXPECT_EQ(j->Verify().fault, JournalFault::kTruncated);  // against the journal's own head
 }
 
 TEST(Journal, OpenRefusesABrokenChain) {
-  FaultEnv env;
+  JournalEnv env;
   auto lines = Lines(MakeJournal(&env, 3));
   std::swap(lines[0], lines[1]);
-  env.SetContent(kPath, Join(lines));
+  ASSERT_OK(env.WriteDurably(env.path(), Join(lines)));
   JournalOptions o;
   o.env = &env;
-  auto j = Journal::Open(kPath, o);
+  auto j = Journal::Open(env.path(), o);
   ASSERT_FALSE(j.has_value());
   EXPECT_EQ(j.error().code(), StatusCode::kCorruption);
   EXPECT_NE(j.error().message().find("reordered_row"), std::string_view::npos) << j.error().ToString();
 }
 
 TEST(Journal, FsyncFailureThenCrashRecoversTornTail) {
-  FaultEnv env;
+  JournalEnv env;
   MakeJournal(&env, 3);
   auto j = OpenOrDie(&env);
-  env.FailNextSync();
+  env.FailNth(EnvOp::kSync, 1);
   auto failed = j->Append("test", "subject-4", R"({"i":4})");
   ASSERT_FALSE(failed.has_value());
   EXPECT_EQ(failed.error().code(), StatusCode::kIOError);
@@ -232,8 +242,8 @@ TEST(Journal, FsyncFailureThenCrashRecoversTornTail) {
   // The durable state is unknown: the journal refuses to go on until it is reopened.
   EXPECT_EQ(j->Append("test", "subject-5", "{}").status().code(), StatusCode::kFailedPrecondition);
 
-  env.Crash(/*keep_unsynced_bytes=*/25);  // the power cut left a torn prefix of row 4
-  JournalCheck torn = VerifyJournalBytes(*env.ReadFile(kPath));
+  ASSERT_OK(env.PowerLoss(/*keep_unsynced_bytes=*/25));  // the power cut left a torn prefix of row 4
+  JournalCheck torn = VerifyJournalBytes(*env.ReadFile(env.path()));
   EXPECT_EQ(torn.fault, JournalFault::kTornTail);
   auto reopened = OpenOrDie(&env);
   EXPECT_EQ(reopened->rows().size(), 3u);
@@ -243,45 +253,72 @@ TEST(Journal, FsyncFailureThenCrashRecoversTornTail) {
   ASSERT_OK_AND_ASSIGN(JournalRow r4, reopened->Append("test", "subject-4", R"({"i":4})"));
   EXPECT_EQ(r4.seq, 4u);
   EXPECT_EQ(r4.prev_hash, reopened->rows()[2].hash);
-  EXPECT_TRUE(VerifyJournalBytes(*env.ReadFile(kPath)).ok());
+  EXPECT_TRUE(VerifyJournalBytes(*env.ReadFile(env.path())).ok());
 }
 
 TEST(Journal, TornTailWithoutRecoveryIsCorruption) {
-  FaultEnv env;
+  JournalEnv env;
   const std::string bytes = MakeJournal(&env, 2);
-  env.SetContent(kPath, bytes + R"({"hash":"ab)");
+  ASSERT_OK(env.WriteDurably(env.path(), bytes + R"({"hash":"ab)"));
   JournalOptions o;
   o.env = &env;
   o.recover_torn_tail = false;
-  auto j = Journal::Open(kPath, o);
+  auto j = Journal::Open(env.path(), o);
   ASSERT_FALSE(j.has_value());
   EXPECT_EQ(j.error().code(), StatusCode::kCorruption);
-  EXPECT_EQ(ReadJournalRows(kPath, &env).status().code(), StatusCode::kCorruption);
-  EXPECT_EQ(*env.ReadFile(kPath), bytes + R"({"hash":"ab)");  // left as it was
+  EXPECT_EQ(ReadJournalRows(env.path(), &env).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(*env.ReadFile(env.path()), bytes + R"({"hash":"ab)");  // left as it was
 }
 
 TEST(Journal, ShortWriteIsAFailedAppendAndRecovers) {
-  FaultEnv env;
+  JournalEnv env;
   MakeJournal(&env, 2);
   auto j = OpenOrDie(&env);
-  env.FailNextAppend();
+  env.FailNth(EnvOp::kAppend, 1, FaultKind::kShortWrite);
   EXPECT_EQ(j->Append("test", "s", "{}").status().code(), StatusCode::kIOError);
-  env.Crash(/*keep_unsynced_bytes=*/1000);  // the half-written row survived the crash
+  ASSERT_OK(env.PowerLoss(/*keep_unsynced_bytes=*/1000));  // the half-written row survived the crash
   auto reopened = OpenOrDie(&env);
   EXPECT_EQ(reopened->rows().size(), 2u);
   EXPECT_GT(reopened->recovered_torn_bytes(), 0u);
 }
 
 TEST(Journal, CrashKeepingAWholeUnsyncedRowKeepsIt) {
-  FaultEnv env;
+  JournalEnv env;
   MakeJournal(&env, 2);
   auto j = OpenOrDie(&env);
-  env.FailNextSync();
+  env.FailNth(EnvOp::kSync, 1);
   ASSERT_FALSE(j->Append("test", "subject-3", "{}").has_value());
-  env.Crash(/*keep_unsynced_bytes=*/1 << 20);
+  ASSERT_OK(env.PowerLoss(/*keep_unsynced_bytes=*/1 << 20));
   auto reopened = OpenOrDie(&env);  // a failed append may survive whole; never half
   EXPECT_EQ(reopened->rows().size(), 3u);
   EXPECT_TRUE(reopened->Verify().ok());
+}
+
+TEST(Journal, PowerLossAtEveryAppendOrSyncKeepsEveryAcknowledgedRow) {
+  for (EnvOp op : {EnvOp::kCreate, EnvOp::kSyncDir, EnvOp::kAppend, EnvOp::kSync}) {
+    for (uint64_t i = 1; i <= (op == EnvOp::kCreate || op == EnvOp::kSyncDir ? 1u : 4u); ++i) {
+      const std::string where = std::string(EnvOpName(op)) + " #" + std::to_string(i);
+      JournalEnv env;
+      env.FailNth(op, i, FaultKind::kCrash);
+      std::vector<JournalRow> acked;
+      {
+        JournalOptions o;
+        o.env = &env;
+        Result<std::unique_ptr<Journal>> j = Journal::Open(env.path(), o);
+        for (int k = 1; j.has_value() && k <= 4; ++k) {
+          Result<JournalRow> row = (*j)->Append("test", "subject-" + std::to_string(k), "{}");
+          if (!row.has_value()) break;
+          acked.push_back(*row);
+        }
+      }
+      ASSERT_OK(env.PowerLoss());
+      auto reopened = OpenOrDie(&env);
+      ASSERT_NE(reopened, nullptr) << where;
+      ASSERT_EQ(reopened->rows().size(), acked.size()) << where;
+      for (size_t k = 0; k < acked.size(); ++k) EXPECT_EQ(reopened->rows()[k].hash, acked[k].hash) << where;
+      EXPECT_TRUE(reopened->Verify().ok()) << where;
+    }
+  }
 }
 
 TEST(Journal, RealFileRoundTrip) {

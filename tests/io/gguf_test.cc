@@ -137,7 +137,7 @@ TEST(GgufReaderTest, OpensRealVocabFilesByMmap) {
 }
 
 TEST(GgufReaderTest, OpenErrors) {
-  ExpectError(GgufFile::Open("/nonexistent/x.gguf"), StatusCode::kIOError, "/nonexistent/x.gguf");
+  ExpectError(GgufFile::Open("/nonexistent/x.gguf"), StatusCode::kNotFound, "/nonexistent/x.gguf");
   std::string empty = (std::filesystem::temp_directory_path() / "fak_gguf_empty.gguf").string();
   GgufWriter::WriteFile(empty, {});
   ExpectError(GgufFile::Open(empty), StatusCode::kCorruption, "magic");

@@ -73,7 +73,7 @@ TEST(SafetensorsTest, RejectsMalformedHeaders) {
               StatusCode::kCorruption, "non-negative");
   ExpectError(SafetensorsFile::Parse(Build(R"({"a":{"dtype":"F32","shape":[2],"offsets":[0,8]}})", buf), "x"),
               StatusCode::kCorruption, "data_offsets");
-  ExpectError(SafetensorsFile::Open("/nonexistent.safetensors"), StatusCode::kIOError, "/nonexistent.safetensors");
+  ExpectError(SafetensorsFile::Open("/nonexistent.safetensors"), StatusCode::kNotFound, "/nonexistent.safetensors");
 }
 
 TEST(SafetensorsTest, SurvivesRandomCorruption) {

@@ -241,7 +241,7 @@ TEST(HfModelErrorsTest, ShardIndexProblems) {
     std::string needle;
   };
   const Case cases[] = {
-      {index, StatusCode::kIOError, "model-00002-of-00002.safetensors"},  // the second shard is absent
+      {index, StatusCode::kNotFound, "model-00002-of-00002.safetensors"},  // the second shard is absent
       {index.substr(0, index.size() / 2), StatusCode::kCorruption, "model.safetensors.index.json"},
       {"{\"weight_map\": {\"model.norm.weight\": \"../etc/passwd\"}}", StatusCode::kCorruption, "is not a file name"},
       {"{\"weight_map\": {}}", StatusCode::kCorruption, "weight_map is empty"},

@@ -13,6 +13,7 @@
 #ifndef FAK_CORE_ENV_H_
 #define FAK_CORE_ENV_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -57,6 +58,7 @@ struct FileInfo {
   bool is_dir = false;
   int64_t mtime_ns = 0;
   uint64_t size_bytes = 0;
+  uint32_t mode = 0;        // permission bits (st_mode & 07777): key files refuse group/other access
 };
 
 class Env {
@@ -70,9 +72,18 @@ class Env {
   virtual Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
   // Opens `path` for appending, creating it when absent.
   virtual Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) = 0;
-  // The whole file. NotFound when absent; refuses to follow a symlink (IOError), so a planted link
-  // cannot lead a read out of a store.
+  // Creates `path` readable and writable by its owner only (0600), never following a link;
+  // FailedPrecondition when anything is already there. For secrets (key files): never overwritten.
+  virtual Result<std::unique_ptr<WritableFile>> NewPrivateFile(const std::string& path) = 0;
+  // The whole file. NotFound when absent; refuses to follow a symlink and any file that is not
+  // regular (Corruption: a link where a store keeps a file is damage, and a planted link must not
+  // lead a read out of a store).
   virtual Result<std::string> ReadFile(const std::string& path) = 0;
+  // At most the first `max_bytes` bytes of the file (fewer when it is shorter); refuses links like
+  // ReadFile. For checking headers without reading whole blobs.
+  virtual Result<std::string> ReadFilePrefix(const std::string& path, size_t max_bytes) = 0;
+  // What lstat says about `path` (a symlink is reported, not followed). NotFound when absent.
+  virtual Result<FileInfo> GetFileInfo(const std::string& path) = 0;
   // Maps the whole file read-only (models: the readers hand out views into it).
   virtual Result<std::unique_ptr<ReadOnlyMapping>> MapReadOnly(const std::string& path) = 0;
   // Atomically replaces `to` with `from` (POSIX rename). Durable only after SyncDir of the parent.
@@ -81,7 +92,8 @@ class Env {
   virtual Status RemoveFile(const std::string& path) = 0;
   // Cuts (or extends with zeros) `path` to `size_bytes`. Durable only after a Sync of the file.
   virtual Status TruncateFile(const std::string& path, uint64_t size_bytes) = 0;
-  // Creates one directory level; OK when it already exists as a directory.
+  // Creates one directory level; OK when it already exists as a directory, FailedPrecondition when
+  // something else is there. Durable only after SyncDir of the parent.
   virtual Status CreateDir(const std::string& path) = 0;
   // Removes an empty directory.
   virtual Status RemoveDir(const std::string& path) = 0;
@@ -109,7 +121,10 @@ class EnvWrapper : public Env {
 
   Result<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override { return target_->NewWritableFile(path); }
   Result<std::unique_ptr<WritableFile>> NewAppendableFile(const std::string& path) override { return target_->NewAppendableFile(path); }
+  Result<std::unique_ptr<WritableFile>> NewPrivateFile(const std::string& path) override { return target_->NewPrivateFile(path); }
   Result<std::string> ReadFile(const std::string& path) override { return target_->ReadFile(path); }
+  Result<std::string> ReadFilePrefix(const std::string& path, size_t max_bytes) override { return target_->ReadFilePrefix(path, max_bytes); }
+  Result<FileInfo> GetFileInfo(const std::string& path) override { return target_->GetFileInfo(path); }
   Result<std::unique_ptr<ReadOnlyMapping>> MapReadOnly(const std::string& path) override { return target_->MapReadOnly(path); }
   Status RenameFile(const std::string& from, const std::string& to) override { return target_->RenameFile(from, to); }
   Status RemoveFile(const std::string& path) override { return target_->RemoveFile(path); }
@@ -127,10 +142,12 @@ class EnvWrapper : public Env {
 };
 
 // Env-level helpers used by every store (each error names the path).
-// Writes `data` to `tmp_path`, syncs it, renames it over `final_path` and syncs the directory of
-// `final_path` (`dir`): readers see the old file or the whole new one, never a part.
+// Writes `parts` (concatenated) to `tmp_path`, syncs it, renames it over `final_path` and syncs the
+// directory of `final_path` (`dir`): readers see the old file or the whole new one, never a part.
+// `tmp_path` is removed on failure. With `sync` false both syncs are skipped: still atomic, but an
+// acknowledged write may be lost to a power cut (not to process death).
 Status WriteFileAtomically(Env* env, const std::string& tmp_path, const std::string& final_path,
-                           const std::string& dir, std::span<const std::string_view> parts);
+                           const std::string& dir, std::span<const std::string_view> parts, bool sync = true);
 
 }  // namespace fak
 

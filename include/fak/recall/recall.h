@@ -65,6 +65,9 @@ struct RecalledTranscript {
 struct RecallStoreOptions {
   // Whether every write is fsynced before Save returns. Default: true.
   bool sync = true;
+  // Files, fsyncs and renames (images and the blob store) go through this Env. Default: nullptr =
+  // Env::Default(). Not owned; must outlive the store.
+  Env* env = nullptr;
 };
 
 class RecallStore {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "fak/core/digest.h"
+#include "fak/core/env.h"
 #include "fak/core/status.h"
 
 namespace fak {
@@ -42,6 +43,9 @@ struct BlobStoreOptions {
   // Directory backend: on open, skip journal records that fail their checksum (counted in
   // Stats().n_corrupt_records) instead of failing the open with Corruption. Default: false.
   bool salvage_journal = false;
+  // Directory backend: the files, fsyncs and renames go through this Env. Default: nullptr =
+  // Env::Default(). Not owned; must outlive the store.
+  Env* env = nullptr;
 };
 
 struct BlobStoreStats {

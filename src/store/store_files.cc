@@ -1,0 +1,41 @@
+// Store file helpers: durable mkdir and atomic replace, both through the Env.
+#include "src/store/store_files.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <random>
+#include <span>
+
+namespace fak::internal {
+namespace {
+
+// Unique across threads (counter) and processes (pid, salt) sharing one tmp/.
+std::string UniqueTmpName() {
+  static std::atomic<uint64_t> counter{0};
+  static const uint64_t salt = std::random_device{}();
+  return std::to_string(::getpid()) + "-" + std::to_string(salt % 1000000) + "-" +
+         std::to_string(counter.fetch_add(1)) + ".tmp";
+}
+
+}  // namespace
+
+Status EnsureDir(Env* env, const std::string& path, bool sync) {
+  Result<FileInfo> info = env->GetFileInfo(path);
+  if (info.has_value()) {
+    if (!info->is_dir) return FailedPrecondition("'" + path + "' exists and is not a directory");
+    return Status::Ok();
+  }
+  if (info.error().code() != StatusCode::kNotFound) return info.error();
+  FAK_RETURN_IF_ERROR(env->CreateDir(path));
+  return sync ? env->SyncDir(ParentDir(path)) : Status::Ok();
+}
+
+Status AtomicWriteFile(Env* env, const std::string& tmp_dir, const std::string& final_path,
+                       std::initializer_list<std::string_view> parts, bool sync) {
+  return WriteFileAtomically(env, JoinPath(tmp_dir, UniqueTmpName()), final_path, ParentDir(final_path),
+                             std::span<const std::string_view>(parts.begin(), parts.size()), sync);
+}
+
+}  // namespace fak::internal

@@ -1,0 +1,28 @@
+// File helpers shared by the directory blob store and recall images, on top of an Env: make a
+// directory (durably), replace a file atomically through a temporary in the store's tmp/.
+#ifndef FAK_SRC_STORE_STORE_FILES_H_
+#define FAK_SRC_STORE_STORE_FILES_H_
+
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "fak/core/env.h"
+#include "fak/core/status.h"
+#include "src/core/path.h"
+
+namespace fak::internal {
+
+// Creates one directory level when absent and, when `sync`, makes its entry durable (SyncDir of
+// the parent). FailedPrecondition when `path` exists and is not a directory.
+Status EnsureDir(Env* env, const std::string& path, bool sync);
+
+// Writes `parts` (concatenated) to a new uniquely named file in `tmp_dir`, syncs it when `sync`,
+// renames it to `final_path` and syncs the destination directory when `sync`. Readers see the old
+// file or the whole new one, never a part.
+Status AtomicWriteFile(Env* env, const std::string& tmp_dir, const std::string& final_path,
+                       std::initializer_list<std::string_view> parts, bool sync);
+
+}  // namespace fak::internal
+
+#endif  // FAK_SRC_STORE_STORE_FILES_H_
