@@ -53,9 +53,10 @@ std::string LcgText(size_t n, uint64_t seed) {
 // The executor thread's CPU time: per-token latency as the work the executor did between a live
 // token becoming ready and its completion (its decode plus any backfill chunk run in between),
 // without the preemption by other processes that dominates wall-clock tails on a shared machine.
-class ThreadCpuClock final : public SchedulerClock {
+class ThreadCpuClock final : public EnvWrapper {
  public:
-  int64_t NowNanos() const override {
+  ThreadCpuClock() : EnvWrapper(Env::Default()) {}
+  int64_t NowMonotonicNanos() override {
     timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
@@ -121,18 +122,18 @@ class AgentRequest final : public LiveTask {
       out_->ctx_tokens = m.tokens.size();
       out_->reused = m.reused_tokens;
       out_->on_new = on_new_;
-      out_->first_ns = SteadyClock().NowNanos();
+      out_->first_ns = Env::Default()->NowMonotonicNanos();
       hot_->Touch(t_, m.tokens.size(), out_->first_ns);
       if (last_turn_) hot_->Forget(t_.session);  // the runtime closed the session: it will not return
       if (!m.cache) return FailedPrecondition("request not served: " + m.detail);
       cache_.emplace(std::move(*m.cache));
       next_ = Argmax(m.logits);
-      last_wall_ns_ = SteadyClock().NowNanos();
+      last_wall_ns_ = Env::Default()->NowMonotonicNanos();
       return decode_ == 0;
     }
     FAK_ASSIGN_OR_RETURN(std::vector<float> logits, driver_->target().model->Decode(&*cache_, next_));
     next_ = Argmax(logits);
-    const int64_t now = SteadyClock().NowNanos();
+    const int64_t now = Env::Default()->NowMonotonicNanos();
     wall_gaps_->push_back(now - last_wall_ns_);  // wall time since the previous token
     last_wall_ns_ = now;
     return ++decoded_ == decode_;
@@ -189,7 +190,7 @@ class Sim {
         on_a_({w.model_a.get(), w.tok_a.get(), &tree_a_}, corpus_, chain_),
         on_b_({w.model_b.get(), w.tok_b.get(), &tree_b_}, corpus_, chain_),
         hot_(HotSetOptions{20.0 * static_cast<double>(interval_ns) * 1e-9}), rollout_(on_a_, on_b_, RolloutOpts()),
-        scheduler_(cpu_clock_, SchedulerOpts(slo_ns)), seq_to_request_(trace.size() + 1) {
+        scheduler_(&cpu_clock_, SchedulerOpts(slo_ns)), seq_to_request_(trace.size() + 1) {
     r_.name = policy ? std::string(RolloutPolicyName(*policy)) : "none";
     r_.outcomes.resize(trace.size());
     r_.wall_gaps.resize(trace.size());
@@ -202,16 +203,16 @@ class Sim {
 
   // Serves the trace open-loop in real time; `policy` empty = no rollout.
   RunResult Serve() {
-    t0_ = SteadyClock().NowNanos();
+    t0_ = Env::Default()->NowMonotonicNanos();
     while (next_ < trace_.size() || !scheduler_.Idle()) {
-      Deliver(SteadyClock().NowNanos());
+      Deliver(Env::Default()->NowMonotonicNanos());
       if (begun_) rollout_.Poll();
       if (begun_ && r_.backfill_end_ns == 0 && scheduler_.Stats().pending_backfill == 0) {
-        r_.backfill_end_ns = SteadyClock().NowNanos();
+        r_.backfill_end_ns = Env::Default()->NowMonotonicNanos();
         r_.backfill_end_index = next_;
       }
       if (scheduler_.RunOnce() == BackfillScheduler::Ran::kNothing && next_ < trace_.size()) {
-        Sleep(Arrival(next_) - SteadyClock().NowNanos());
+        Sleep(Arrival(next_) - Env::Default()->NowMonotonicNanos());
       }
     }
     return Finish();
@@ -225,7 +226,7 @@ class Sim {
     ro.canary_duration_ns = 30 * interval_ns_;
     ro.hot_set_budget_tokens = f_.budget_tokens;
     ro.warm_deadline_ns = static_cast<int64_t>(f_.warm_deadline) * interval_ns_;  // a rollout has a deadline
-    ro.clock = &SteadyClock();  // wall time for deadlines and the hot set; the scheduler measures CPU time
+    ro.clock = Env::Default();  // wall time for deadlines and the hot set; the scheduler measures CPU time
     return ro;
   }
   BackfillSchedulerOptions SchedulerOpts(int64_t slo_ns) {
@@ -245,7 +246,7 @@ class Sim {
     for (; next_ < trace_.size() && Arrival(next_) <= now; ++next_) {
       if (policy_ && next_ == f_.rollout_at && !begun_) {
         prefill_at_begin_ = on_a_.Stats().prefilled_tokens + on_b_.Stats().prefilled_tokens;
-        r_.begin_ns = SteadyClock().NowNanos();
+        r_.begin_ns = Env::Default()->NowMonotonicNanos();
         for (const auto& e : hot_.Select(r_.begin_ns, f_.budget_tokens)) hot_set_.push_back(e);
         (void)rollout_.Begin(hot_, scheduler_);
         begun_ = true;
@@ -358,12 +359,12 @@ int64_t Calibrate(const World& w, const Flags& f) {
     std::string text;
     for (const auto& s : probe[i].segments) text += s;
     std::vector<int32_t> ids = *w.tok_a->Encode(text);
-    const int64_t t = SteadyClock().NowNanos();
+    const int64_t t = Env::Default()->NowMonotonicNanos();
     LookupResult l = tree.Lookup(ids);
     (void)w.model_a->Prefill(&l.cache, std::span<const int32_t>(ids).subspan(l.matched_tokens));
     (void)tree.Insert(ids, l.cache);
     for (size_t d = 0; d < f.decode; ++d) (void)w.model_a->Decode(&l.cache, 'a');
-    if (i >= 30) costs.push_back(SteadyClock().NowNanos() - t);
+    if (i >= 30) costs.push_back(Env::Default()->NowMonotonicNanos() - t);
   }
   int64_t sum = 0;
   for (int64_t c : costs) sum += c;

@@ -69,11 +69,11 @@ bool RolloutSection(int number, const Model& model_a, const Tokenizer& tok) {
     RadixTree tree_a(model_a, tok), tree_b(**model_b, tok);
     RegenDriver a({&model_a, &tok, &tree_a}, corpus, chain), b({model_b->get(), &tok, &tree_b}, corpus, chain);
     HotSetTracker hot;
-    BackfillScheduler scheduler(SteadyClock());
+    BackfillScheduler scheduler;  // the default Env's monotonic clock
     for (const TranscriptRef& t : *sessions) {  // traffic before the rollout, all on A
       auto m = a.Materialize(kDefaultTenant, t);
       if (!m.has_value()) return fail(m.error());
-      hot.Touch(t, m->tokens.size(), SteadyClock().NowNanos());
+      hot.Touch(t, m->tokens.size(), Env::Default()->NowMonotonicNanos());
     }
     RolloutOptions options;
     options.policy = policy;

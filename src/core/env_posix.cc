@@ -126,12 +126,21 @@ class PosixEnv final : public Env {
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
   }
 
-  Result<std::string> ReadFile(const std::string& path) override { return Read(path, SIZE_MAX); }
-  Result<std::string> ReadFilePrefix(const std::string& path, size_t max_bytes) override { return Read(path, max_bytes); }
+  Result<std::string> ReadFile(const std::string& path) override { return Read(path, SIZE_MAX, O_NOFOLLOW); }
+  Result<std::string> ReadFilePrefix(const std::string& path, size_t max_bytes) override {
+    return Read(path, max_bytes, O_NOFOLLOW);
+  }
+  Result<std::string> ReadInputFile(const std::string& path, size_t max_bytes) override { return Read(path, max_bytes, 0); }
 
   Result<FileInfo> GetFileInfo(const std::string& path) override {
     struct stat st;
     if (::lstat(path.c_str(), &st) != 0) return PosixError("lstat", path, errno);
+    const size_t slash = path.find_last_of('/');
+    return InfoFromStat(slash == std::string::npos ? path : path.substr(slash + 1), st);
+  }
+  Result<FileInfo> GetTargetInfo(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return PosixError("stat", path, errno);
     const size_t slash = path.find_last_of('/');
     return InfoFromStat(slash == std::string::npos ? path : path.substr(slash + 1), st);
   }
@@ -271,9 +280,10 @@ class PosixEnv final : public Env {
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
   }
 
-  Result<std::string> Read(const std::string& path, size_t max_bytes) {
+  // `nofollow`: O_NOFOLLOW for store files, 0 for input files a caller named.
+  Result<std::string> Read(const std::string& path, size_t max_bytes, int nofollow) {
     // O_NONBLOCK: opening a planted FIFO must not hang; it is rejected as not regular below.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    const int fd = ::open(path.c_str(), O_RDONLY | nofollow | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
       const int err = errno;
       if (err == ELOOP) return Corruption("'" + path + "' is a symbolic link; links are never followed");

@@ -1,9 +1,9 @@
 // KVManifest: validation, the binding digest and canonical JSON (format in docs/manifest.md).
-#include <chrono>
 #include <string>
 #include <utility>
 
 #include "fak/gate/kv_manifest.h"
+#include "fak/core/env.h"
 #include "src/gate/manifest_json.h"
 
 namespace fak {
@@ -176,8 +176,7 @@ Result<KVManifest> MakeManifest(BindingTuple binding, const Digest& source_diges
   m.source_digest = source_digest;
   m.tenant = std::move(tenant);
   m.sharing = sharing;
-  m.created_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
+  m.created_unix_ms = Env::Default()->NowUnixMicros() / 1000;
   FAK_RETURN_IF_ERROR(m.Validate());
   return m;
 }

@@ -1,9 +1,9 @@
 // ParseHfConfig: the fields of a Hugging Face config.json fak's model code needs (src/core/json.h,
 // exceptions contained here). A multimodal Gemma 3 config's `text_config` overrides the top level.
-#include <fstream>
 #include <iterator>
 
 #include "fak/io/safetensors.h"
+#include "fak/core/env.h"
 #include "src/core/json.h"
 
 namespace fak {
@@ -167,9 +167,7 @@ Result<HfConfig> ParseHfConfig(std::string_view json_text, std::string_view name
 }
 
 Result<HfConfig> LoadHfConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IOError(path + ": cannot open");
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  FAK_ASSIGN_OR_RETURN(std::string text, Env::Default()->ReadInputFile(path, SIZE_MAX));
   return ParseHfConfig(text, path);
 }
 

@@ -1,37 +1,32 @@
 // Opening a Hugging Face checkpoint: where config.json and the shards are, the sharded index
 // (model-formats.md §6.1 "Sharding"), and one name → tensor table over all shards.
-#include <sys/stat.h>
 
-#include <fstream>
 #include <iterator>
 #include <set>
 #include <string>
 
 #include "src/core/json.h"
+#include "fak/core/env.h"
 #include "src/model/hf_loader.h"
 
 namespace fak::internal {
 namespace {
 
 bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  Result<FileInfo> info = Env::Default()->GetTargetInfo(path);
+  return info.has_value() && info->is_dir;
 }
 
 bool IsFile(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  Result<FileInfo> info = Env::Default()->GetTargetInfo(path);
+  return info.has_value() && info->is_regular;
 }
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-Result<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IOError(path + ": cannot open");
-  return std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+Result<std::string> ReadText(const std::string& path) { return Env::Default()->ReadInputFile(path, SIZE_MAX); }
 
 // The shard file names of model.safetensors.index.json's weight_map, and which shard each tensor
 // is said to be in. A shard name must be a plain file name in the checkpoint directory: the index

@@ -1,11 +1,11 @@
 // Model: construction, the binding digest, and the validated Prefill/Decode entry points.
 #include <cmath>
-#include <fstream>
 #include <set>
 #include <string>
 #include <unordered_set>
 
 #include "fak/io/gguf.h"
+#include "fak/core/env.h"
 #include "src/model/gguf_loader.h"
 #include "src/model/hf_loader.h"
 #include "src/core/exception_boundary.h"
@@ -99,10 +99,8 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelO
     if (internal::LooksLikeHfCheckpoint(path)) {
       FAK_ASSIGN_OR_RETURN(impl, LoadHf(path, options));
     } else {
-      char magic[4] = {};
-      std::ifstream in(path, std::ios::binary);
-      if (!in || !in.read(magic, 4)) return IOError("Model::Load: cannot read " + path);
-      if (std::string(magic, 4) != "GGUF") {
+      FAK_ASSIGN_OR_RETURN(std::string magic, Env::Default()->ReadInputFile(path, 4));
+      if (magic != "GGUF") {
         return Unsupported("Model::Load: " + path +
                            " is neither a GGUF file nor a Hugging Face checkpoint (a directory with config.json and "
                            "safetensors, or a .safetensors file with config.json beside it)");

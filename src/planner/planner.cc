@@ -1,17 +1,17 @@
 // Planner: prepare (render, seal, tokenize), reuse (tree + gate), append (screen, evict, certify),
 // decode, and give the context back to the tree.
 #include "fak/planner/planner.h"
+#include "fak/core/env.h"
 #include "src/core/str_cat.h"
 
-#include <chrono>
 
 #include "fak/session/certify_eviction.h"
 
 namespace fak {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double MsSince(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+int64_t NowNanos() { return Env::Default()->NowMonotonicNanos(); }
+double MsSince(int64_t t0_ns) { return static_cast<double>(NowNanos() - t0_ns) / 1e6; }
 
 }  // namespace
 
@@ -146,7 +146,7 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
   }
   FAK_ASSIGN_OR_RETURN(Prepared p, Prepare(conversation));
   out.context_tokens = p.context.size();
-  const auto t0 = Clock::now();
+  const int64_t t0 = NowNanos();
 
   // Reuse the longest prefix the gate admits for this tenant: whole segments, plus the start of
   // the next one unless it is a tool result (a different result may share a prefix; it must be
@@ -183,7 +183,7 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
   out.prefilled_tokens = ledger.cache().size() - kept;
   out.prefill_ms = MsSince(t0);
 
-  const auto t1 = Clock::now();
+  const int64_t t1 = NowNanos();
   FAK_RETURN_IF_ERROR(Decode(ledger, std::move(logits), params, &out));
   out.decode_ms = MsSince(t1);
   FAK_RETURN_IF_ERROR(tree_->Insert(conversation.tenant, ledger.cache().tokens(), ledger.cache()));

@@ -13,14 +13,6 @@
 namespace fak {
 namespace {
 
-class SteadyClockImpl final : public SchedulerClock {
- public:
-  int64_t NowNanos() const override {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
-};
-
 constexpr int64_t kMaxCooldownFactor = 64;
 
 }  // namespace
@@ -52,13 +44,9 @@ struct BackfillScheduler::State {
   bool stop = false;  // GUARDED_BY(mu)
 };
 
-SchedulerClock& SteadyClock() {
-  static SteadyClockImpl clock;
-  return clock;
-}
 
-BackfillScheduler::BackfillScheduler(SchedulerClock& clock, BackfillSchedulerOptions options)
-    : clock_(&clock), options_(std::move(options)), state_(std::make_unique<State>()) {
+BackfillScheduler::BackfillScheduler(Env* env, BackfillSchedulerOptions options)
+    : env_(env != nullptr ? env : Env::Default()), options_(std::move(options)), state_(std::make_unique<State>()) {
   options_.min_chunk_tokens = std::max<size_t>(1, options_.min_chunk_tokens);
   options_.chunk_tokens = std::max(options_.chunk_tokens, options_.min_chunk_tokens);
   options_.window = std::max<size_t>(1, options_.window);
@@ -75,7 +63,7 @@ void BackfillScheduler::SubmitLive(std::unique_ptr<LiveTask> task) {
   State& st = *state_;
   {
     std::lock_guard<std::mutex> lock(st.mu);
-    st.live.push_back(LiveEntry{std::move(task), st.next_seq++, clock_->NowNanos(), false});
+    st.live.push_back(LiveEntry{std::move(task), st.next_seq++, env_->NowMonotonicNanos(), false});
   }
   st.cv.notify_all();
 }
@@ -159,7 +147,7 @@ BackfillScheduler::Ran BackfillScheduler::RunOnce() {
     std::lock_guard<std::mutex> lock(st.mu);
     const bool have_backfill = !st.backfill.empty();
     if (!st.live.empty()) {
-      if (have_backfill && options_.interleave && st.chunk_owed && clock_->NowNanos() >= st.throttled_until_ns) {
+      if (have_backfill && options_.interleave && st.chunk_owed && env_->NowMonotonicNanos() >= st.throttled_until_ns) {
         quantum = InterleaveTokens();
         interleaved = quantum > 0;
       }
@@ -175,9 +163,9 @@ BackfillScheduler::Ran BackfillScheduler::RunOnce() {
 
 BackfillScheduler::Ran BackfillScheduler::RunLiveStep(LiveEntry* entry) {
   State& st = *state_;
-  const int64_t start = clock_->NowNanos();
+  const int64_t start = env_->NowMonotonicNanos();
   Result<bool> step = entry->task->Step();
-  const int64_t end = clock_->NowNanos();
+  const int64_t end = env_->NowMonotonicNanos();
   LiveStepRecord record{entry->seq, !entry->started, !step.has_value() || *step, entry->ready_ns, start, end};
   {
     std::lock_guard<std::mutex> lock(st.mu);
@@ -206,9 +194,9 @@ BackfillScheduler::Ran BackfillScheduler::RunChunk(bool interleaved, size_t quan
     std::lock_guard<std::mutex> lock(st.mu);
     task = st.backfill.front().get();  // only RunOnce (under run_mu) pops backfill tasks
   }
-  const int64_t start = clock_->NowNanos();
+  const int64_t start = env_->NowMonotonicNanos();
   Result<size_t> ran = task->RunChunk(quantum);
-  const int64_t elapsed = clock_->NowNanos() - start;
+  const int64_t elapsed = env_->NowMonotonicNanos() - start;
   std::lock_guard<std::mutex> lock(st.mu);
   st.chunk_owed = false;
   ++st.stats.backfill_chunks;

@@ -102,7 +102,7 @@ uint64_t SessionHash(std::string_view session) {
 struct Rollout::State {
   mutable std::mutex mu;
   RolloutStats stats;                // GUARDED_BY(mu)
-  SchedulerClock* clock = nullptr;   // set by Begin
+  Env* clock = nullptr;   // set by Begin: whose monotonic clock times the rollout
   std::atomic<bool> shared{false};
   std::shared_ptr<std::atomic<size_t>> pending = std::make_shared<std::atomic<size_t>>(0);
   std::atomic<int> phase{static_cast<int>(RolloutPhase::kNotStarted)};
@@ -125,9 +125,9 @@ Status Rollout::Begin(const HotSetTracker& hot, BackfillScheduler& scheduler) {
   const RegenTarget& b = to_->target();
   const ShareDecision share = CanShare(*a.model, *a.tokenizer, *b.model, *b.tokenizer);
   std::lock_guard<std::mutex> lock(state_->mu);
-  state_->clock = options_.clock != nullptr ? options_.clock : &scheduler.clock();
+  state_->clock = options_.clock != nullptr ? options_.clock : scheduler.env();
   RolloutStats& s = state_->stats;
-  s.begin_ns = state_->clock->NowNanos();
+  s.begin_ns = state_->clock->NowMonotonicNanos();
   s.shared = share.share;
   state_->shared.store(share.share);
   RolloutPhase phase = RolloutPhase::kCutOver;
@@ -166,7 +166,7 @@ void Rollout::Poll() {
   const RolloutPhase phase = static_cast<RolloutPhase>(state_->phase.load());
   if (phase != RolloutPhase::kWarming && phase != RolloutPhase::kCanary) return;
   std::lock_guard<std::mutex> lock(state_->mu);
-  const int64_t now = state_->clock->NowNanos();
+  const int64_t now = state_->clock->NowMonotonicNanos();
   const int64_t since = now - state_->stats.begin_ns;
   bool cut = false;
   if (phase == RolloutPhase::kWarming) {
@@ -183,7 +183,7 @@ void Rollout::Poll() {
 void Rollout::Promote() {
   std::lock_guard<std::mutex> lock(state_->mu);
   if (state_->phase.load() == static_cast<int>(RolloutPhase::kCutOver) || state_->clock == nullptr) return;
-  state_->stats.cutover_ns = state_->clock->NowNanos();
+  state_->stats.cutover_ns = state_->clock->NowMonotonicNanos();
   state_->phase.store(static_cast<int>(RolloutPhase::kCutOver));
 }
 

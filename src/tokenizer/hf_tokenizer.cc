@@ -8,12 +8,11 @@
 // Anything else (Unigram/WordPiece models, other normalizers or regexes, added tokens that strip
 // neighbouring spaces) is Unsupported, naming the field: a silently different tokenization would
 // give wrong ids under a plausible TokenizerID.
-#include <sys/stat.h>
 
-#include <fstream>
 #include <iterator>
 
 #include "fak/tokenizer/tokenizer.h"
+#include "fak/core/env.h"
 #include "src/core/json.h"
 #include "src/tokenizer/gguf_tokenizers.h"
 
@@ -368,16 +367,12 @@ Result<std::unique_ptr<Tokenizer>> Build(const Ctx& cx, const json& root, const 
 }
 
 bool IsDir(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  Result<FileInfo> info = Env::Default()->GetTargetInfo(path);
+  return info.has_value() && info->is_dir;
 }
 
 // The file's text; NotFound when it does not exist and `optional` (the caller then goes on without).
-Result<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return NotFound(path + ": cannot open");
-  return std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+Result<std::string> ReadFile(const std::string& path) { return Env::Default()->ReadInputFile(path, SIZE_MAX); }
 
 }  // namespace
 
@@ -412,10 +407,10 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromHfJson(const std::string& pa
 }
 
 Result<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const std::string& path) {
-  char magic[4] = {};
-  std::ifstream in(path, std::ios::binary);
-  if (!IsDir(path) && in && in.read(magic, 4) && std::string_view(magic, 4) == "GGUF")
-    return LoadTokenizerFromGguf(path);
+  if (!IsDir(path)) {
+    Result<std::string> magic = Env::Default()->ReadInputFile(path, 4);
+    if (magic.has_value() && *magic == "GGUF") return LoadTokenizerFromGguf(path);
+  }
   return LoadTokenizerFromHfJson(path);
 }
 

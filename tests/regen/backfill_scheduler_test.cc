@@ -12,6 +12,7 @@
 #include "fak/regen/backfill_scheduler.h"
 #include "tests/test_util.h"
 #include "src/core/str_cat.h"
+#include "tests/support/manual_clock_env.h"
 
 namespace fak {
 namespace {
@@ -24,7 +25,7 @@ struct Log {
 
 class FakeLive final : public LiveTask {
  public:
-  FakeLive(ManualClock* clock, Log* log, int steps, int64_t step_ns) : clock_(clock), log_(log), left_(steps), step_ns_(step_ns) {}
+  FakeLive(testing::ManualClockEnv* clock, Log* log, int steps, int64_t step_ns) : clock_(clock), log_(log), left_(steps), step_ns_(step_ns) {}
   Result<bool> Step() override {
     clock_->Advance(step_ns_);
     log_->events.push_back("L");
@@ -32,7 +33,7 @@ class FakeLive final : public LiveTask {
   }
 
  private:
-  ManualClock* clock_;
+  testing::ManualClockEnv* clock_;
   Log* log_;
   int left_;
   int64_t step_ns_;
@@ -40,7 +41,7 @@ class FakeLive final : public LiveTask {
 
 class FakeBackfill final : public BackfillTask {
  public:
-  FakeBackfill(ManualClock* clock, Log* log, size_t tokens, int64_t ns_per_token)
+  FakeBackfill(testing::ManualClockEnv* clock, Log* log, size_t tokens, int64_t ns_per_token)
       : clock_(clock), log_(log), left_(tokens), ns_per_token_(ns_per_token) {}
   Result<size_t> RunChunk(size_t max_tokens) override {
     const size_t n = std::min(max_tokens, left_);
@@ -53,19 +54,19 @@ class FakeBackfill final : public BackfillTask {
   void set_ns_per_token(int64_t ns) { ns_per_token_ = ns; }
 
  private:
-  ManualClock* clock_;
+  testing::ManualClockEnv* clock_;
   Log* log_;
   size_t left_;
   int64_t ns_per_token_;
 };
 
 TEST(BackfillScheduler, LiveAlwaysFirstWithoutInterleave) {
-  ManualClock clock;
+  testing::ManualClockEnv clock;
   Log log;
   BackfillSchedulerOptions opt;
   opt.interleave = false;
   opt.chunk_tokens = 16;
-  BackfillScheduler s(clock, opt);
+  BackfillScheduler s(&clock, opt);
   s.SubmitBackfill(std::make_unique<FakeBackfill>(&clock, &log, 40, 1000));
   s.SubmitLive(std::make_unique<FakeLive>(&clock, &log, 3, kMs));
   s.SubmitLive(std::make_unique<FakeLive>(&clock, &log, 2, kMs));
@@ -80,12 +81,12 @@ TEST(BackfillScheduler, LiveAlwaysFirstWithoutInterleave) {
 }
 
 TEST(BackfillScheduler, BackfillYieldsToLiveWorkBetweenChunks) {
-  ManualClock clock;
+  testing::ManualClockEnv clock;
   Log log;
   BackfillSchedulerOptions opt;
   opt.interleave = false;
   opt.chunk_tokens = 10;
-  BackfillScheduler s(clock, opt);
+  BackfillScheduler s(&clock, opt);
   s.SubmitBackfill(std::make_unique<FakeBackfill>(&clock, &log, 100, 1000));
   EXPECT_EQ(s.RunOnce(), BackfillScheduler::Ran::kBackfill);
   EXPECT_EQ(s.RunOnce(), BackfillScheduler::Ran::kBackfill);
@@ -101,7 +102,7 @@ TEST(BackfillScheduler, BackfillYieldsToLiveWorkBetweenChunks) {
 }
 
 TEST(BackfillScheduler, InterleavedChunksAreSizedToTheSlo) {
-  ManualClock clock;
+  testing::ManualClockEnv clock;
   Log log;
   BackfillSchedulerOptions opt;
   opt.chunk_tokens = 64;
@@ -110,7 +111,7 @@ TEST(BackfillScheduler, InterleavedChunksAreSizedToTheSlo) {
   opt.min_samples = 8;
   std::vector<LiveStepRecord> records;
   opt.on_live_step = [&](const LiveStepRecord& r) { records.push_back(r); };
-  BackfillScheduler s(clock, opt);
+  BackfillScheduler s(&clock, opt);
   s.SubmitBackfill(std::make_unique<FakeBackfill>(&clock, &log, 10000, kMs / 10));
   s.SubmitLive(std::make_unique<FakeLive>(&clock, &log, 200, kMs));
   for (int i = 0; i < 400 && !s.Stats().live_tasks_done; ++i) s.RunOnce();
@@ -132,7 +133,7 @@ TEST(BackfillScheduler, InterleavedChunksAreSizedToTheSlo) {
 }
 
 TEST(BackfillScheduler, ThrottlesWhenMeasuredP99BreaksTheSlo) {
-  ManualClock clock;
+  testing::ManualClockEnv clock;
   Log log;
   BackfillSchedulerOptions opt;
   opt.chunk_tokens = 64;
@@ -142,7 +143,7 @@ TEST(BackfillScheduler, ThrottlesWhenMeasuredP99BreaksTheSlo) {
   opt.cooldown_ns = 20 * kMs;
   std::vector<LiveStepRecord> records;
   opt.on_live_step = [&](const LiveStepRecord& r) { records.push_back(r); };
-  BackfillScheduler s(clock, opt);
+  BackfillScheduler s(&clock, opt);
   auto task = std::make_unique<FakeBackfill>(&clock, &log, 100000, kMs / 10);
   FakeBackfill* backfill = task.get();
   s.SubmitBackfill(std::move(task));
@@ -152,11 +153,11 @@ TEST(BackfillScheduler, ThrottlesWhenMeasuredP99BreaksTheSlo) {
   backfill->set_ns_per_token(kMs);  // backfill suddenly costs 10x: the estimate is now wrong
   const size_t chunk_before = s.Stats().chunk_tokens;
   while (s.Stats().throttle_events == 0) ASSERT_NE(s.RunOnce(), BackfillScheduler::Ran::kNothing);
-  const int64_t throttled_at = clock.NowNanos();
+  const int64_t throttled_at = clock.NowMonotonicNanos();
   EXPECT_EQ(s.Stats().chunk_tokens, chunk_before / 2);
   // During the cooldown no chunk runs between live steps: every live step is back to 1 ms.
   const size_t mark = records.size();
-  while (clock.NowNanos() < throttled_at + opt.cooldown_ns) ASSERT_EQ(s.RunOnce(), BackfillScheduler::Ran::kLive);
+  while (clock.NowMonotonicNanos() < throttled_at + opt.cooldown_ns) ASSERT_EQ(s.RunOnce(), BackfillScheduler::Ran::kLive);
   for (size_t i = mark; i < records.size(); ++i) EXPECT_EQ(records[i].end_ns - records[i].ready_ns, kMs);
   // After it, the measured cost leaves no room for even the minimum chunk: backfill waits for idle time.
   for (int i = 0; i < 50; ++i) s.RunOnce();
@@ -168,8 +169,8 @@ TEST(BackfillScheduler, ThrottlesWhenMeasuredP99BreaksTheSlo) {
 
 TEST(BackfillScheduler, WorkerThreadRunsLiveAndBackfill) {
   Log log;  // only touched by the worker thread
-  ManualClock clock;
-  BackfillScheduler s(SteadyClock(), {});
+  testing::ManualClockEnv clock;
+  BackfillScheduler s(nullptr, {});  // the default Env: real time
   ASSERT_OK(s.Start());
   EXPECT_FALSE(s.Start().ok());
   s.SubmitBackfill(std::make_unique<FakeBackfill>(&clock, &log, 1000, 0));

@@ -8,6 +8,7 @@
 #include "fak/regen/rollout.h"
 #include "tests/regen/regen_test_util.h"
 #include "tests/test_util.h"
+#include "tests/support/manual_clock_env.h"
 
 namespace fak {
 namespace {
@@ -51,8 +52,8 @@ TEST_F(RegenDriverTest, LazyRegenAfterCutoverHitsWithNewBindingNeverOld) {
 
   Rollout rollout(on_a, on_b, {RolloutPolicy::kLazy});
   HotSetTracker hot;
-  ManualClock clock;
-  BackfillScheduler scheduler(clock);
+  testing::ManualClockEnv clock;
+  BackfillScheduler scheduler(&clock);
   ASSERT_OK(rollout.Begin(hot, scheduler));
   ASSERT_TRUE(rollout.cut_over());
   RegenDriver& serving = rollout.Route("alice");

@@ -7,6 +7,7 @@
 #include "tests/regen/regen_test_util.h"
 #include "tests/test_util.h"
 #include "src/core/str_cat.h"
+#include "tests/support/manual_clock_env.h"
 
 namespace fak {
 namespace {
@@ -44,12 +45,12 @@ class RolloutTest : public ::testing::Test {
   Served a_, b_;
   RegenDriver on_a_, on_b_;
   HotSetTracker hot_;
-  ManualClock clock_;
+  testing::ManualClockEnv clock_;
 };
 
 TEST_F(RolloutTest, BlueGreenBackfillsTheHotSetThenCutsOver) {
   const auto sessions = ServeSessions(4);
-  BackfillScheduler scheduler(clock_, {});
+  BackfillScheduler scheduler(&clock_, {});
   Rollout rollout(on_a_, on_b_, {RolloutPolicy::kBlueGreen});
   ASSERT_OK(rollout.Begin(hot_, scheduler));
   EXPECT_FALSE(rollout.cut_over());
@@ -73,7 +74,7 @@ TEST_F(RolloutTest, BlueGreenBackfillsTheHotSetThenCutsOver) {
 TEST_F(RolloutTest, DenylistedTextIsNeverBackfilled) {
   auto sessions = ServeSessions(3);
   chain_.denylist().Add(sessions[1].segments[1], "takedown");
-  BackfillScheduler scheduler(clock_, {});
+  BackfillScheduler scheduler(&clock_, {});
   Rollout rollout(on_a_, on_b_, {RolloutPolicy::kBlueGreen});
   ASSERT_OK(rollout.Begin(hot_, scheduler));
   EXPECT_EQ(rollout.Stats().backfill_refused, 1u);
@@ -119,7 +120,7 @@ TEST_F(RolloutTest, CanShareOnlyWhenEveryRegimeAxisAllows) {
   // Shared: blue_green submits no backfill and the warm cache keeps serving.
   const auto sessions = ServeSessions(3);
   RegenDriver on_a2(a2.target(), corpus_, chain_);
-  BackfillScheduler scheduler(clock_, {});
+  BackfillScheduler scheduler(&clock_, {});
   Rollout shared(on_a_, on_a2, {RolloutPolicy::kBlueGreen});
   ASSERT_OK(shared.Begin(hot_, scheduler));
   EXPECT_TRUE(shared.Stats().shared);
@@ -129,7 +130,7 @@ TEST_F(RolloutTest, CanShareOnlyWhenEveryRegimeAxisAllows) {
   ASSERT_OK_AND_ASSIGN(Materialized m, shared.Route("s0").Materialize("default", sessions[0]));
   EXPECT_EQ(m.verdict, MaterializeVerdict::kHit);
   // Control: not shared (new weights) — the same policy does backfill.
-  BackfillScheduler scheduler2(clock_, {});
+  BackfillScheduler scheduler2(&clock_, {});
   Rollout not_shared(on_a_, on_b_, {RolloutPolicy::kBlueGreen});
   ASSERT_OK(not_shared.Begin(hot_, scheduler2));
   EXPECT_FALSE(not_shared.Stats().shared);
@@ -137,7 +138,7 @@ TEST_F(RolloutTest, CanShareOnlyWhenEveryRegimeAxisAllows) {
 }
 
 TEST_F(RolloutTest, CanaryRoutesAShareThenPromotes) {
-  BackfillScheduler scheduler(clock_, {});
+  BackfillScheduler scheduler(&clock_, {});
   RolloutOptions opt;
   opt.policy = RolloutPolicy::kCanary;
   opt.canary_share = 0.25;
@@ -162,7 +163,7 @@ TEST_F(RolloutTest, CanaryRoutesAShareThenPromotes) {
 TEST_F(RolloutTest, FlushEmptiesTheOldCacheAndLazyKeepsIt) {
   ServeSessions(2);
   ASSERT_GT(a_.tree->Stats().unique_tokens, 0u);
-  BackfillScheduler scheduler(clock_, {});
+  BackfillScheduler scheduler(&clock_, {});
   Rollout lazy(on_a_, on_b_, {RolloutPolicy::kLazy});
   ASSERT_OK(lazy.Begin(hot_, scheduler));
   EXPECT_GT(a_.tree->Stats().unique_tokens, 0u);  // rollback possible

@@ -9,6 +9,7 @@
 #include "fak/regen/regime_oracle.h"
 #include "tests/regen/regen_test_util.h"
 #include "tests/test_util.h"
+#include "tests/support/manual_clock_env.h"
 
 namespace fak {
 namespace {
@@ -31,8 +32,8 @@ TEST(Witness, RegenEqualsRecompute) {
   BackfillSchedulerOptions opt;
   opt.chunk_tokens = 7;
   opt.min_chunk_tokens = 7;
-  ManualClock clock;
-  BackfillScheduler scheduler(clock, opt);
+  testing::ManualClockEnv clock;
+  BackfillScheduler scheduler(&clock, opt);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<BackfillTask> task, on_b.PrepareBackfill("default", t));
   scheduler.SubmitBackfill(std::move(task));
   scheduler.RunUntilIdle();

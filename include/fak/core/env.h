@@ -84,6 +84,12 @@ class Env {
   virtual Result<std::string> ReadFilePrefix(const std::string& path, size_t max_bytes) = 0;
   // What lstat says about `path` (a symlink is reported, not followed). NotFound when absent.
   virtual Result<FileInfo> GetFileInfo(const std::string& path) = 0;
+  // Input files a caller names (a model's config.json, tokenizer.json, a GGUF's magic bytes):
+  // symlinks are followed, since model caches (Hugging Face's) are built of them; anything not a
+  // regular file is still refused. At most `max_bytes` bytes (SIZE_MAX: the whole file).
+  virtual Result<std::string> ReadInputFile(const std::string& path, size_t max_bytes) = 0;
+  // What stat says about the file `path` leads to (links followed). NotFound when absent.
+  virtual Result<FileInfo> GetTargetInfo(const std::string& path) = 0;
   // Maps the whole file read-only (models: the readers hand out views into it).
   virtual Result<std::unique_ptr<ReadOnlyMapping>> MapReadOnly(const std::string& path) = 0;
   // Atomically replaces `to` with `from` (POSIX rename). Durable only after SyncDir of the parent.
@@ -125,6 +131,8 @@ class EnvWrapper : public Env {
   Result<std::string> ReadFile(const std::string& path) override { return target_->ReadFile(path); }
   Result<std::string> ReadFilePrefix(const std::string& path, size_t max_bytes) override { return target_->ReadFilePrefix(path, max_bytes); }
   Result<FileInfo> GetFileInfo(const std::string& path) override { return target_->GetFileInfo(path); }
+  Result<std::string> ReadInputFile(const std::string& path, size_t max_bytes) override { return target_->ReadInputFile(path, max_bytes); }
+  Result<FileInfo> GetTargetInfo(const std::string& path) override { return target_->GetTargetInfo(path); }
   Result<std::unique_ptr<ReadOnlyMapping>> MapReadOnly(const std::string& path) override { return target_->MapReadOnly(path); }
   Status RenameFile(const std::string& from, const std::string& to) override { return target_->RenameFile(from, to); }
   Status RemoveFile(const std::string& path) override { return target_->RemoveFile(path); }

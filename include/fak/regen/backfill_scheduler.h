@@ -3,38 +3,19 @@
 // Eager regen (architecture §9) must not cost live requests their latency: the scheduler runs two
 // classes of work on one executor and throttles the low-priority one against a measured p99 of
 // live per-token latency. The tasks are interfaces so the engine's requests and RegenDriver's
-// backfill tasks plug in alike; the clock is an interface so tests drive time by hand.
+// backfill tasks plug in alike; time comes from an Env's monotonic clock, so tests drive it by hand.
 #ifndef FAK_REGEN_BACKFILL_SCHEDULER_H_
 #define FAK_REGEN_BACKFILL_SCHEDULER_H_
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 
+#include "fak/core/env.h"
 #include "fak/core/status.h"
 
 namespace fak {
-
-// Time source for the scheduler: the steady clock in production, a manual clock in tests.
-class SchedulerClock {
- public:
-  virtual ~SchedulerClock() = default;
-  virtual int64_t NowNanos() const = 0;
-};
-// The process-wide steady clock.
-SchedulerClock& SteadyClock();
-// A clock that moves only when told. Thread-safe.
-class ManualClock final : public SchedulerClock {
- public:
-  int64_t NowNanos() const override { return now_ns_.load(std::memory_order_relaxed); }
-  void Advance(int64_t ns) { now_ns_.fetch_add(ns, std::memory_order_relaxed); }
-  void Set(int64_t ns) { now_ns_.store(ns, std::memory_order_relaxed); }
-
- private:
-  std::atomic<int64_t> now_ns_{0};
-};
 
 // One live request: a first step (lookup + prefill: the first token), then one decode step per token.
 class LiveTask {
@@ -112,7 +93,9 @@ class BackfillScheduler {
  public:
   enum class Ran { kNothing, kLive, kBackfill };
 
-  explicit BackfillScheduler(SchedulerClock& clock, BackfillSchedulerOptions options = {});
+  // Times (latencies, throttle cooldowns) come from env->NowMonotonicNanos(); nullptr means
+  // Env::Default(). Not owned; must outlive the scheduler.
+  explicit BackfillScheduler(Env* env = nullptr, BackfillSchedulerOptions options = {});
   ~BackfillScheduler();  // stops the worker, drops unfinished tasks
   BackfillScheduler(const BackfillScheduler&) = delete;
   BackfillScheduler& operator=(const BackfillScheduler&) = delete;
@@ -129,7 +112,7 @@ class BackfillScheduler {
   // Whether no live or backfill work is pending.
   bool Idle() const;
   BackfillSchedulerStats Stats() const;
-  SchedulerClock& clock() const { return *clock_; }
+  Env* env() const { return env_; }
 
  private:
   struct State;      // queues, locks, the worker thread and the throttle's measurements
@@ -139,7 +122,7 @@ class BackfillScheduler {
   void RecordLive(int64_t latency_ns, int64_t bare_ns, int64_t now_ns);  // REQUIRES: state_->mu
   size_t InterleaveTokens() const;                                        // REQUIRES: state_->mu
 
-  SchedulerClock* clock_;
+  Env* env_;
   BackfillSchedulerOptions options_;
   std::unique_ptr<State> state_;
 };

@@ -55,9 +55,9 @@ struct RolloutOptions {
   double canary_share = 0.1;
   // canary: promote to everyone this long after Begin; 0 = only on Promote(). Default: 0.
   int64_t canary_duration_ns = 0;
-  // Clock for the deadlines, the stats' times and hot-set selection (it must be the clock the
-  // tracker was touched with); null = the scheduler's. Must outlive the rollout. Default: null.
-  SchedulerClock* clock = nullptr;
+  // Whose monotonic clock times the deadlines, the stats and hot-set selection (it must be the
+  // clock the tracker was touched with); null = the scheduler's Env. Must outlive the rollout.
+  Env* clock = nullptr;
 };
 
 struct RolloutStats {
@@ -83,7 +83,7 @@ class Rollout {
   Rollout(RegenDriver& from, RegenDriver& to, RolloutOptions options = {});
   ~Rollout();
 
-  // Starts the rollout now (options.clock, or the scheduler's). blue_green selects the hot set and submits one
+  // Starts the rollout now (options.clock, or the scheduler's Env). blue_green selects the hot set and submits one
   // backfill task per transcript (denylisted or quarantined ones are refused and counted).
   // FailedPrecondition when already begun; InvalidArgument for a canary_share outside [0, 1].
   Status Begin(const HotSetTracker& hot, BackfillScheduler& scheduler);
