@@ -80,6 +80,7 @@ TEST_F(AuditEndToEnd, QuarantineEvictionCertifiedAnchoredAndVerifiedFromDisk) {
   ASSERT_OK_AND_ASSIGN(DeletionCertificate cert,
                        IssueDeletionCertificate(*model, ledger, poison, *appended.eviction, journal.get(), key, options));
   const auto& pki = testing::SharedTestPki();
+  if (!FAK_WITH_TSA) GTEST_SKIP() << "anchoring needs RFC 3161 support (FAK_WITH_TSA=OFF)";
   ASSERT_OK_AND_ASSIGN(auto tsa, MakeLocalTimestampAuthority(pki.tsa_cert_pem, pki.tsa_key_pem, testing::kTestTsaPolicy));
   ASSERT_OK(AnchorCertificate(&cert, *tsa));
   ASSERT_OK_AND_ASSIGN(std::string shipped, cert.ToJson());
@@ -119,7 +120,7 @@ TEST_F(AuditEndToEnd, JournalSurvivesATornTailOnDisk) {
   const std::string path = dir_ + "/audit.journal";
   {
     ASSERT_OK_AND_ASSIGN(auto j, Journal::Open(path));
-    for (int i = 0; i < 3; ++i) ASSERT_OK(j->Append("test", "s" + std::to_string(i), "{}"));
+    for (int i = 0; i < 3; ++i) ASSERT_OK(j->Append("test", std::to_string(i), "{}"));
   }
   const std::string whole = ReadAll(path);
   WriteAll(path, whole + R"({"hash":"0123)");  // a crash mid-append
