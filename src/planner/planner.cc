@@ -120,12 +120,13 @@ Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, 
                          ": " + r.verdict.reason);
     }
     // Quarantined and evicted at write time: deny forever, certify, and put the stub in its place.
-    // The denylist comes first, so an unreachable one leaves no journal row and no certificate.
-    std::lock_guard<std::mutex> lock(audit_mu_);
+    // The denylist comes first, so an unreachable one leaves no journal row and no certificate; it
+    // may be remote, so it is asked outside the journal's lock.
     IssueOptions issue;
     issue.reason = r.verdict.detector + ": " + r.verdict.reason;
     FAK_RETURN_IF_ERROR(chain_->denylist().Add(d, issue.reason).WithContext(
         "message m" + std::to_string(j) + " was quarantined but cannot be sealed now; nothing was recorded, retry later"));
+    std::lock_guard<std::mutex> lock(audit_mu_);
     FAK_ASSIGN_OR_RETURN(DeletionCertificate cert,
                          IssueDeletionCertificate(model_, ledger, spec, *r.eviction, journal_.get(), key_, issue));
     out->certificates.push_back(std::move(cert));

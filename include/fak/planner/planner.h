@@ -132,7 +132,7 @@ class Planner {
   std::shared_ptr<const ScreenChain> chain_;
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<RadixTree> tree_;
-  std::mutex audit_mu_;  // serialises certificate issuance (journal appends) and denylist updates
+  std::mutex audit_mu_;  // serialises certificate issuance (journal appends); never held across denylist calls
 };
 
 }  // namespace fak
