@@ -302,7 +302,7 @@ int Run(const std::string& dir) {
 
   Section(5, "restart: reload the transcript from disk, rebuild the KV from text");
   DEMO_ASSIGN(auto store, RecallStore::Open(dir + "/recall"));
-  std::vector<RecallSegment> transcript = planner->Transcript(conv);
+  DEMO_ASSIGN(std::vector<RecallSegment> transcript, planner->Transcript(conv));
   DEMO_ASSIGN(Digest image, store->Save("demo-session", transcript, planner->chain()));
   Line("saved image", "demo-session: " + std::to_string(transcript.size()) + " segments, sha256 " + Short(image.Hex()));
   // The live session's KV, as the tree holds it: the longest cached prefix of the transcript.
@@ -316,7 +316,7 @@ int Run(const std::string& dir) {
   const Digest original = live.cache.ComputeDigest();
   live = LookupResult{model->NewCache()};  // release the lease
   const std::shared_ptr<const ScreenChain> chain = std::make_shared<ScreenChain>(ScreenChain::Default());
-  chain->denylist().Add(cert.subject, "sealed in the previous process");
+  DEMO_TRY(chain->denylist().Add(cert.subject, "sealed in the previous process"));
   planner.reset();  // the process's caches and tree are gone; the text on disk is what remains
   store.reset();
   options.chain = chain;

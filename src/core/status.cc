@@ -14,6 +14,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kResourceExhausted: return "ResourceExhausted";
     case StatusCode::kFailedPrecondition: return "FailedPrecondition";
     case StatusCode::kVerificationFailed: return "VerificationFailed";
+    case StatusCode::kUnavailable: return "Unavailable";
   }
   return "Unknown";
 }

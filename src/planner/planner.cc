@@ -47,15 +47,32 @@ std::string Planner::SealedStub(const Digest& digest) {
   return "[sealed: quarantined content sha256:" + digest.Hex() + " withheld]";
 }
 
-std::vector<RecallSegment> Planner::Transcript(const Conversation& conversation) const {
+Result<std::vector<RecallSegment>> Planner::Transcript(const Conversation& conversation) const {
+  std::vector<bool> sealed;
+  for (const Message& m : conversation.messages) {
+    FAK_ASSIGN_OR_RETURN(bool listed, IsSealed(Digest::Of(m.text)));
+    sealed.push_back(listed);
+  }
+  return TranscriptOf(conversation, sealed);
+}
+
+std::vector<RecallSegment> Planner::TranscriptOf(const Conversation& conversation, const std::vector<bool>& sealed) {
   std::vector<RecallSegment> out;
   for (size_t i = 0; i < conversation.messages.size(); ++i) {
     const Message& m = conversation.messages[i];
-    const Digest d = Digest::Of(m.text);
-    const bool sealed = chain_->denylist().Contains(d);
-    out.push_back(RecallSegment{internal::StrCat("m", std::to_string(i)), m.kind, sealed ? SealedStub(d) : m.text});
+    const std::string text = sealed[i] ? SealedStub(Digest::Of(m.text)) : m.text;
+    out.push_back(RecallSegment{internal::StrCat("m", std::to_string(i)), m.kind, text});
   }
   return out;
+}
+
+Result<bool> Planner::IsSealed(const Digest& digest) const {
+  Result<bool> listed = chain_->denylist().IsQuarantined(digest);
+  if (!listed.has_value()) {
+    return listed.error().WithContext("the denylist cannot say whether " + digest.Hex() +
+                                      " is sealed; nothing was admitted or recorded, retry later");
+  }
+  return listed;
 }
 
 Result<SegmentLedger> Planner::Rebuild(const RecalledTranscript& transcript) const {
@@ -68,9 +85,9 @@ Result<SegmentLedger> Planner::Rebuild(const RecalledTranscript& transcript) con
   return ledger;
 }
 
-Result<Planner::Prepared> Planner::Prepare(const Conversation& conversation) {
+Result<Planner::Prepared> Planner::Prepare(const Conversation& conversation, const std::vector<bool>& sealed) {
   Prepared p;
-  std::vector<RecallSegment> transcript = Transcript(conversation);
+  std::vector<RecallSegment> transcript = TranscriptOf(conversation, sealed);
   for (RecallSegment& seg : transcript) seg.text = Render(seg.kind, seg.text);
   transcript.push_back(RecallSegment{"reply", SegmentKind::kAssistant, std::string(kReplyHeader)});
   for (RecallSegment& seg : transcript) {
@@ -97,15 +114,24 @@ Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, 
     FAK_ASSIGN_OR_RETURN(AppendResult r, ledger.AppendScreened(spec, conversation.messages[j].text, *chain_));
     out->messages[j].verdict = r.verdict;
     if (!r.eviction.has_value()) continue;
-    // Quarantined and evicted at write time: certify, deny forever, and put the stub in its place.
-    std::lock_guard<std::mutex> lock(audit_mu_);
+    const Digest& d = out->messages[j].source_digest;
+    if (r.verdict.unavailable()) {
+      // Undecided, not bad: withheld from this turn (the ledger dropped it, the tree never sees this
+      // context), but neither certified nor sealed. The caller retries later.
+      return Unavailable("message m" + std::to_string(j) + " (" + d.Hex() + ") withheld this turn: " + r.verdict.detector +
+                         ": " + r.verdict.reason);
+    }
+    // Quarantined and evicted at write time: deny forever, certify, and put the stub in its place.
+    // The denylist comes first, so an unreachable one leaves no journal row and no certificate; it
+    // may be remote, so it is asked outside the journal's lock.
     IssueOptions issue;
     issue.reason = r.verdict.detector + ": " + r.verdict.reason;
+    FAK_RETURN_IF_ERROR(chain_->denylist().Add(d, issue.reason).WithContext(
+        "message m" + std::to_string(j) + " was quarantined but cannot be sealed now; nothing was recorded, retry later"));
+    std::lock_guard<std::mutex> lock(audit_mu_);
     FAK_ASSIGN_OR_RETURN(DeletionCertificate cert,
                          IssueDeletionCertificate(model_, ledger, spec, *r.eviction, journal_.get(), key_, issue));
     out->certificates.push_back(std::move(cert));
-    const Digest& d = out->messages[j].source_digest;
-    chain_->denylist().Add(d, issue.reason);
     out->messages[j].sealed = true;
     const std::string stub = Render(conversation.messages[j].kind, SealedStub(d));
     FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_.Encode(stub));
@@ -139,12 +165,14 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
   if (conversation.messages.empty()) return InvalidArgument("Complete: the conversation has no messages");
   if (!IsValidTenant(conversation.tenant)) return InvalidArgument("Complete: invalid tenant '" + conversation.tenant + "'");
   CompleteResult out;
+  std::vector<bool> sealed_now;
   for (const Message& m : conversation.messages) {
     FAK_ASSIGN_OR_RETURN(Digest d, corpus_.PutSource(m.text));
-    const bool sealed = chain_->denylist().Contains(d);
+    FAK_ASSIGN_OR_RETURN(const bool sealed, IsSealed(d));
+    sealed_now.push_back(sealed);
     out.messages.push_back(MessageOutcome{d, sealed ? Verdict::Quarantine("denylist", "sealed earlier") : Verdict::Admit(), sealed, false});
   }
-  FAK_ASSIGN_OR_RETURN(Prepared p, Prepare(conversation));
+  FAK_ASSIGN_OR_RETURN(Prepared p, Prepare(conversation, sealed_now));
   out.context_tokens = p.context.size();
   const int64_t t0 = NowNanos();
 

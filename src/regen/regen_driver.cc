@@ -110,11 +110,13 @@ RegenStats RegenDriver::Stats() const {
 }
 
 std::optional<std::string> RegenDriver::DenylistHit(const TranscriptRef& transcript) const {
-  const QuarantineDenylist& deny = screen_->denylist();
+  const Denylist& deny = screen_->denylist();
   for (size_t i = 0; i < transcript.segments.size(); ++i) {
-    if (deny.Contains(transcript.segments[i])) {
-      return "segment " + std::to_string(i) + " (" + ShortHex(transcript.segments[i]) + ") is on the quarantine denylist";
-    }
+    const Result<bool> listed = deny.IsQuarantined(transcript.segments[i]);
+    const std::string seg = "segment " + std::to_string(i) + " (" + ShortHex(transcript.segments[i]) + ")";
+    // Unknown refuses this call only (fail closed); nothing is recorded, so a later call may pass.
+    if (!listed.has_value()) return seg + ": the denylist cannot be asked now, retry later: " + listed.error().ToString();
+    if (*listed) return seg + " is on the quarantine denylist";
   }
   return std::nullopt;
 }
@@ -128,8 +130,9 @@ Status RegenDriver::ScreenSegments(const TranscriptRef& transcript, std::string*
     if (!text.has_value()) return text.error().WithContext("transcript.segments[" + std::to_string(i) + "]: ");
     Verdict v = screen_->Screen(ScreenInput{*text, SegmentKind::kUser, d});
     if (v.quarantined()) {
-      *refused_detail = "segment " + std::to_string(i) + " (" + ShortHex(d) + ") quarantined by " + v.detector + ": " +
-                        v.reason;
+      *refused_detail = "segment " + std::to_string(i) + " (" + ShortHex(d) + ") " +
+                        (v.unavailable() ? "withheld (undecided, retry later) by " : "quarantined by ") + v.detector +
+                        ": " + v.reason;
       return Status::Ok();
     }
   }

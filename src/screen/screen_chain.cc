@@ -13,9 +13,10 @@ Verdict QuarantineDenylist::Screen(const ScreenInput& input) const {
   return Verdict::Quarantine("denylist", "source " + digest.Hex() + " is denylisted: " + it->second);
 }
 
-void QuarantineDenylist::Add(const Digest& digest, std::string reason) {
+Status QuarantineDenylist::Add(const Digest& digest, std::string reason) {
   std::unique_lock lock(mu_);
   entries_[digest] = std::move(reason);
+  return Status::Ok();
 }
 
 bool QuarantineDenylist::Remove(const Digest& digest) {
@@ -60,7 +61,7 @@ Status ScreenChain::Add(std::shared_ptr<const Admitter> admitter) {
   return Status::Ok();
 }
 
-Status ScreenChain::set_denylist(std::shared_ptr<QuarantineDenylist> denylist) {
+Status ScreenChain::set_denylist(std::shared_ptr<Denylist> denylist) {
   if (denylist == nullptr) return InvalidArgument("ScreenChain::set_denylist: denylist is null");
   denylist_ = std::move(denylist);
   return Status::Ok();
@@ -69,11 +70,16 @@ Status ScreenChain::set_denylist(std::shared_ptr<QuarantineDenylist> denylist) {
 Verdict ScreenChain::Screen(const ScreenInput& input) const {
   ScreenInput in = input;
   if (!in.source_digest) in.source_digest = Digest::Of(in.bytes);  // hash once for the denylist
-  if (Verdict v = denylist_->Screen(in); v.quarantined()) return v;
+  Verdict undecided = Verdict::Admit();  // the first Unavailable, kept while others may still decide
+  Verdict v = denylist_->Screen(in);
+  if (v.quarantined() && !v.unavailable()) return v;
+  if (v.unavailable()) undecided = std::move(v);
   for (const auto& a : admitters_) {
-    if (Verdict v = a->Screen(in); v.quarantined()) return v;
+    v = a->Screen(in);
+    if (v.quarantined() && !v.unavailable()) return v;
+    if (v.unavailable() && !undecided.unavailable()) undecided = std::move(v);
   }
-  return Verdict::Admit();
+  return undecided;
 }
 
 Digest ScreenChain::Fingerprint() const {

@@ -60,13 +60,6 @@ constexpr size_t kMaxBatchBytes = size_t{1} << 20;
 
 std::string TenantPrefix(const RedisOptions& o) { return o.prefix + ":t:" + o.tenant + ":"; }
 
-// Maps an error reply to a Status; OOM (maxmemory reached) is ResourceExhausted.
-Status ErrorReply(const std::string& what, const RedisReply& r) {
-  if (r.str.rfind("OOM", 0) == 0) return ResourceExhausted(what + ": redis is out of memory: " + r.str);
-  if (r.str.rfind("WRONGTYPE", 0) == 0) return Corruption(what + ": key holds a non-string value: " + r.str);
-  return IOError(what + ": redis error: " + r.str);
-}
-
 class RedisBlobStore final : public BlobStore {
  public:
   RedisBlobStore(std::unique_ptr<RedisConnection> conn, const BlobStoreOptions& store_options)
@@ -127,7 +120,7 @@ class RedisBlobStore final : public BlobStore {
 
  private:
   Status Unexpected(const std::string& what, const RedisReply& r) const {
-    if (r.type == RedisReply::Type::kError) return ErrorReply("redis " + conn_->endpoint() + ": " + what, r);
+    if (r.type == RedisReply::Type::kError) return internal::ErrorReplyStatus("redis " + conn_->endpoint() + ": " + what, r);
     return Corruption("redis " + conn_->endpoint() + ": " + what + ": unexpected reply " + internal::DescribeReply(r));
   }
 

@@ -1,4 +1,5 @@
-// RedisConnection over hiredis 0.14+ (blocking API). hiredis writes with plain write(2), so a
+// RedisConnection over hiredis 0.14+ (blocking API), pooled: the mutex guards only the pool and
+// breaker bookkeeping; every round trip runs on a leased context with no lock held. hiredis writes with plain write(2), so a
 // server that died would raise SIGPIPE and kill the host; every round trip blocks SIGPIPE in the
 // calling thread and swallows one it caused, without touching the process's handlers.
 #include "src/store/redis_connection.h"
@@ -96,12 +97,24 @@ Status ValidateRedisOptions(const RedisOptions& o) {
   if (o.max_retries < 0 || o.max_retries > 100) return InvalidArgument("RedisOptions.max_retries must be in [0, 100]");
   if (o.retry_backoff_ms < 0) return InvalidArgument("RedisOptions.retry_backoff_ms must be >= 0");
   if (o.pipeline_depth <= 0) return InvalidArgument("RedisOptions.pipeline_depth must be > 0");
+  if (o.pool_size < 1 || o.pool_size > 1024) return InvalidArgument("RedisOptions.pool_size must be in [1, 1024]");
+  if (o.breaker_failure_threshold < 0) return InvalidArgument("RedisOptions.breaker_failure_threshold must be >= 0");
+  if (o.breaker_cooldown_ms < 0) return InvalidArgument("RedisOptions.breaker_cooldown_ms must be >= 0");
   if (o.ttl_seconds < 0) return InvalidArgument("RedisOptions.ttl_seconds must be >= 0");
   if (o.database < 0) return InvalidArgument("RedisOptions.database must be >= 0");
   return Status::Ok();
 }
 
 std::string CommandName(const RedisCommand& command) { return command.empty() ? "(empty)" : command[0]; }
+
+Status ErrorReplyStatus(const std::string& what, const RedisReply& r) {
+  const auto starts = [&r](std::string_view word) { return r.str.rfind(word, 0) == 0; };
+  if (starts("OOM")) return ResourceExhausted(what + ": redis is out of memory: " + r.str);
+  if (starts("LOADING") || starts("BUSY") || starts("MASTERDOWN") || starts("TRYAGAIN") || starts("CLUSTERDOWN"))
+    return Unavailable(what + ": redis cannot serve now: " + r.str);
+  if (starts("WRONGTYPE")) return Corruption(what + ": key holds a value of another type: " + r.str);
+  return IOError(what + ": redis error: " + r.str);
+}
 
 std::string DescribeReply(const RedisReply& reply) {
   switch (reply.type) {
@@ -119,11 +132,31 @@ int64_t UnixMillisNow() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+namespace {
+
+void Free(redisContext*& ctx) {
+  if (ctx != nullptr) redisFree(ctx);
+  ctx = nullptr;
+}
+
+// A server that went away leaves the socket readable at EOF (or with an error) while idle; such a
+// connection is re-made before anything is sent, so even non-idempotent calls survive a restart.
+bool LooksClosed(const redisContext* ctx) {
+  pollfd p{ctx->fd, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return true;
+  char byte;
+  const ssize_t n = ::recv(ctx->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+}  // namespace
+
 RedisConnection::RedisConnection(const RedisOptions& options) : options_(options), endpoint_(EndpointOf(options)) {}
 
 RedisConnection::~RedisConnection() {
-  std::lock_guard lock(mu_);
-  Drop();
+  // The owner destroys us only after every call returned, so every context is idle here.
+  for (redisContext*& c : idle_) Free(c);
 }
 
 Result<std::unique_ptr<RedisConnection>> RedisConnection::Open(const RedisOptions& options) {
@@ -134,13 +167,8 @@ Result<std::unique_ptr<RedisConnection>> RedisConnection::Open(const RedisOption
   return conn;
 }
 
-void RedisConnection::Drop() {
-  if (ctx_ != nullptr) redisFree(ctx_);
-  ctx_ = nullptr;
-}
-
-Status RedisConnection::Connect() {
-  Drop();
+Status RedisConnection::Connect(redisContext*& ctx) {
+  Free(ctx);
   const timeval tv = Millis(options_.connect_timeout_ms);
   redisContext* c = options_.unix_socket.empty() ? redisConnectWithTimeout(options_.host.c_str(), options_.port, tv)
                                                  : redisConnectUnixWithTimeout(options_.unix_socket.c_str(), tv);
@@ -148,40 +176,29 @@ Status RedisConnection::Connect() {
   if (c->err != 0) {
     const std::string why = c->errstr;
     redisFree(c);
-    return IOError("redis " + endpoint_ + ": connect failed: " + why);
+    return Unavailable("redis " + endpoint_ + ": connect failed: " + why);
   }
   redisSetTimeout(c, Millis(options_.command_timeout_ms));
   if (options_.unix_socket.empty()) redisEnableKeepAlive(c);
-  ctx_ = c;
+  ctx = c;
   std::vector<RedisCommand> setup;
   if (!options_.password.empty()) setup.push_back({"AUTH", options_.password});
   if (options_.database != 0) setup.push_back({"SELECT", std::to_string(options_.database)});
   if (setup.empty()) return Status::Ok();
   bool reached = false, timed_out = false;
-  Result<std::vector<RedisReply>> replies = RunOnce(setup, &reached, &timed_out);
+  Result<std::vector<RedisReply>> replies = RunOnce(ctx, setup, &reached, &timed_out);
   if (!replies.has_value()) return replies.error();
   for (size_t i = 0; i < replies->size(); ++i) {
     if ((*replies)[i].type == RedisReply::Type::kError) {
-      Drop();
+      Free(ctx);
       return FailedPrecondition("redis " + endpoint_ + ": " + setup[i][0] + " refused: " + (*replies)[i].str);
     }
   }
   return Status::Ok();
 }
 
-// A server that went away leaves the socket readable at EOF (or with an error) while idle; such a
-// connection is re-made before anything is sent, so even non-idempotent calls survive a restart.
-bool RedisConnection::LooksClosed() const {
-  pollfd p{ctx_->fd, POLLIN, 0};
-  if (::poll(&p, 1, 0) <= 0) return false;
-  if (p.revents & (POLLERR | POLLHUP | POLLNVAL)) return true;
-  char byte;
-  const ssize_t n = ::recv(ctx_->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-}
-
-Result<std::vector<RedisReply>> RedisConnection::RunOnce(std::span<const RedisCommand> commands, bool* may_have_reached,
-                                                         bool* timed_out) {
+Result<std::vector<RedisReply>> RedisConnection::RunOnce(redisContext*& ctx, std::span<const RedisCommand> commands,
+                                                         bool* may_have_reached, bool* timed_out) {
   for (const RedisCommand& cmd : commands) {
     std::vector<const char*> argv;
     std::vector<size_t> lens;
@@ -189,8 +206,10 @@ Result<std::vector<RedisReply>> RedisConnection::RunOnce(std::span<const RedisCo
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
-    if (redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK)
+    if (redisAppendCommandArgv(ctx, static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK) {
+      Free(ctx);  // its output buffer may hold part of the batch
       return ResourceExhausted("redis " + endpoint_ + ": cannot buffer " + CommandName(cmd));
+    }
   }
   *may_have_reached = true;  // the first redisGetReply flushes the buffer
   std::vector<RedisReply> out;
@@ -198,12 +217,12 @@ Result<std::vector<RedisReply>> RedisConnection::RunOnce(std::span<const RedisCo
   for (const RedisCommand& cmd : commands) {
     void* raw = nullptr;
     errno = 0;
-    if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
-      *timed_out = ctx_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+    if (redisGetReply(ctx, &raw) != REDIS_OK || raw == nullptr) {
+      *timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
       const std::string why = *timed_out ? "timed out after " + std::to_string(options_.command_timeout_ms) + " ms"
-                                         : std::string(ctx_->errstr[0] ? ctx_->errstr : "connection lost");
-      Drop();
-      return IOError("redis " + endpoint_ + ": " + CommandName(cmd) + ": " + why);
+                                         : std::string(ctx->errstr[0] ? ctx->errstr : "connection lost");
+      Free(ctx);
+      return Unavailable("redis " + endpoint_ + ": " + CommandName(cmd) + ": " + why);
     }
     out.push_back(CopyReply(static_cast<redisReply*>(raw)));
     freeReplyObject(raw);
@@ -211,34 +230,111 @@ Result<std::vector<RedisReply>> RedisConnection::RunOnce(std::span<const RedisCo
   return out;
 }
 
-Result<std::vector<RedisReply>> RedisConnection::Run(std::span<const RedisCommand> commands, bool idempotent) {
-  ScopedSigpipeBlock no_sigpipe;
-  std::lock_guard lock(mu_);
+Result<std::vector<RedisReply>> RedisConnection::Attempts(redisContext*& ctx, std::span<const RedisCommand> commands,
+                                                          bool idempotent, int max_retries) {
   int backoff_ms = options_.retry_backoff_ms;
   Status last;
-  for (int attempt = 0; attempt <= options_.max_retries; ++attempt) {
+  for (int attempt = 0; attempt <= max_retries; ++attempt) {
     if (attempt > 0 && backoff_ms > 0) {
       std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
       backoff_ms *= 2;
     }
-    if (ctx_ != nullptr && LooksClosed()) Drop();
-    if (ctx_ == nullptr) {
-      last = Connect();
+    if (ctx != nullptr && LooksClosed(ctx)) Free(ctx);
+    if (ctx == nullptr) {
+      last = Connect(ctx);
       if (!last.ok()) {
-        if (last.code() != StatusCode::kIOError) return last;
+        if (last.code() != StatusCode::kUnavailable) return last;
         continue;
       }
     }
     bool reached = false, timed_out = false;
-    Result<std::vector<RedisReply>> r = RunOnce(commands, &reached, &timed_out);
-    if (r.has_value() || r.error().code() != StatusCode::kIOError) return r;
+    Result<std::vector<RedisReply>> r = RunOnce(ctx, commands, &reached, &timed_out);
+    if (r.has_value() || r.error().code() != StatusCode::kUnavailable) return r;
     last = r.error();
     if (timed_out) return last;
     if (reached && !idempotent)
-      return IOError(std::string(last.message()) + " (not retried: the command may or may not have been applied)");
+      return Unavailable(std::string(last.message()) + " (not retried: the command may or may not have been applied)");
   }
-  return IOError(std::string(last.message()) + " (gave up after " + std::to_string(options_.max_retries + 1) +
-                 " attempts)");
+  return Unavailable(std::string(last.message()) + " (gave up after " + std::to_string(max_retries + 1) + " attempts)");
+}
+
+Status RedisConnection::Admit(bool* probe) {
+  if (options_.breaker_failure_threshold == 0) return Status::Ok();
+  std::lock_guard lock(mu_);
+  if (consecutive_failures_ < options_.breaker_failure_threshold) return Status::Ok();
+  const Clock::time_point now = Clock::now();
+  if (now < open_until_ || probe_in_flight_) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(open_until_ - now).count();
+    return Unavailable("redis " + endpoint_ + ": circuit breaker open after " + std::to_string(consecutive_failures_) +
+                       " consecutive failures, failing fast" +
+                       (probe_in_flight_ ? std::string(" while a probe is in flight")
+                                         : " for another " + std::to_string(left) + " ms") +
+                       " (last failure: " + last_failure_ + ")");
+  }
+  probe_in_flight_ = true;
+  *probe = true;
+  return Status::Ok();
+}
+
+void RedisConnection::Record(bool outage, bool probe, const Status& why) {
+  if (options_.breaker_failure_threshold == 0) return;
+  std::lock_guard lock(mu_);
+  if (probe) probe_in_flight_ = false;
+  if (!outage) {
+    consecutive_failures_ = 0;
+    return;
+  }
+  last_failure_ = std::string(why.message());
+  if (++consecutive_failures_ >= options_.breaker_failure_threshold)
+    open_until_ = Clock::now() + std::chrono::milliseconds(options_.breaker_cooldown_ms);
+}
+
+Result<redisContext*> RedisConnection::Lease() {
+  std::unique_lock lock(mu_);
+  // A caller waits at most about one full call for a slot, so a stall cannot queue callers forever.
+  const int wait_ms = options_.connect_timeout_ms + options_.command_timeout_ms;
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(wait_ms);
+  while (idle_.empty() && n_leased_ >= options_.pool_size) {
+    if (slot_freed_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
+        n_leased_ >= options_.pool_size) {
+      return Unavailable("redis " + endpoint_ + ": all " + std::to_string(options_.pool_size) +
+                         " pooled connections stayed busy for " + std::to_string(wait_ms) + " ms");
+    }
+  }
+  ++n_leased_;
+  redisContext* ctx = nullptr;  // none idle: the caller makes one in this slot
+  if (!idle_.empty()) {
+    ctx = idle_.back();  // the most recently used: the likeliest to be alive
+    idle_.pop_back();
+  }
+  return ctx;
+}
+
+void RedisConnection::Return(redisContext* ctx) {
+  {
+    std::lock_guard lock(mu_);
+    --n_leased_;
+    if (ctx != nullptr) idle_.push_back(ctx);
+  }
+  slot_freed_.notify_one();
+}
+
+Result<std::vector<RedisReply>> RedisConnection::Run(std::span<const RedisCommand> commands, bool idempotent) {
+  ScopedSigpipeBlock no_sigpipe;
+  bool probe = false;
+  FAK_RETURN_IF_ERROR(Admit(&probe));
+  Result<redisContext*> leased = Lease();
+  if (!leased.has_value()) {
+    Record(/*outage=*/true, probe, leased.error());
+    return leased.error();
+  }
+  redisContext* ctx = *leased;
+  // The probe gets one attempt: it only asks whether the server is back.
+  Result<std::vector<RedisReply>> r = Attempts(ctx, commands, idempotent, probe ? 0 : options_.max_retries);
+  Return(ctx);  // null when the attempt dropped it
+  const bool outage = !r.has_value() && r.error().code() == StatusCode::kUnavailable;
+  Record(outage, probe, r.error());
+  return r;
 }
 
 Result<RedisReply> RedisConnection::RunOne(const RedisCommand& command, bool idempotent) {

@@ -1,10 +1,13 @@
-// RedisConnection: the one place fak talks to hiredis. Owns a blocking connection with connect and
-// command timeouts, pipelines a batch of commands per round trip, reconnects with bounded,
-// backed-off retries, and turns every failure into a Status naming the endpoint and command.
+// RedisConnection: the one place fak talks to hiredis. Owns a small pool of blocking connections
+// with connect and command timeouts and a circuit breaker, pipelines a batch of commands per round
+// trip, reconnects with bounded, backed-off retries, and turns every failure into a Status naming
+// the endpoint and command (Unavailable for outages, so callers never mistake one for an answer).
 // Also the option validation and key layout shared by the Redis blob store and denylist.
 #ifndef FAK_SRC_STORE_REDIS_CONNECTION_H_
 #define FAK_SRC_STORE_REDIS_CONNECTION_H_
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -32,8 +35,12 @@ struct RedisReply {
 
 using RedisCommand = std::vector<std::string>;  // argv; binary-safe
 
-// Thread-safety: Run may be called concurrently; calls serialize on one connection.
-// Ownership: owns its hiredis context. Cost: one socket.
+// Thread-safety: Run may be called concurrently. Each call leases one connection from a pool of at
+// most options.pool_size (idle ones are reused; a new one is made when none is idle), so a stalled
+// call holds only its own socket and no lock is held across network I/O. A circuit breaker shared
+// by the pool turns an outage into fast Unavailable answers: after breaker_failure_threshold
+// consecutive failed calls it opens for breaker_cooldown_ms, then lets one probe call through.
+// Ownership: owns its hiredis contexts. Cost: up to pool_size sockets.
 class RedisConnection {
  public:
   // Connects, authenticates, selects the database and PINGs.
@@ -44,7 +51,9 @@ class RedisConnection {
 
   // Sends `commands` in one pipelined round trip; one reply each, in order. A broken connection is
   // re-made and the batch re-sent up to max_retries times, except that a batch that may have
-  // reached the server is re-sent only when `idempotent`. A timeout is never retried.
+  // reached the server is re-sent only when `idempotent`. A timeout is never retried. An outage
+  // (refused, reset, timed out, open breaker, every connection busy) is Unavailable; error replies
+  // are replies.
   Result<std::vector<RedisReply>> Run(std::span<const RedisCommand> commands, bool idempotent);
   Result<RedisReply> RunOne(const RedisCommand& command, bool idempotent);
 
@@ -53,19 +62,32 @@ class RedisConnection {
   const RedisOptions& options() const { return options_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
   explicit RedisConnection(const RedisOptions& options);
-  Status Connect();  // REQUIRES: mu_ held
-  void Drop();       // REQUIRES: mu_ held
-  bool LooksClosed() const;  // REQUIRES: mu_ held
-  // One attempt. `*may_have_reached` is set once bytes may have left for the server;
-  // `*timed_out` when the failure was a timeout.
-  Result<std::vector<RedisReply>> RunOnce(std::span<const RedisCommand> commands, bool* may_have_reached,
-                                          bool* timed_out);  // REQUIRES: mu_ held
+  // Breaker gate: OK to go on (setting *probe when this call is the one probe), else Unavailable.
+  Status Admit(bool* probe);
+  // Records a call's outcome for the breaker; `outage` when it failed to reach the server.
+  void Record(bool outage, bool probe, const Status& why);
+  // A pooled context (null: make a new one) or Unavailable when every slot stays busy.
+  Result<redisContext*> Lease();
+  void Return(redisContext* ctx);  // null gives the slot back
+  // The retry loop on one leased context; never touches the pool.
+  Result<std::vector<RedisReply>> Attempts(redisContext*& ctx, std::span<const RedisCommand> commands,
+                                           bool idempotent, int max_retries);
+  Status Connect(redisContext*& ctx);
+  Result<std::vector<RedisReply>> RunOnce(redisContext*& ctx, std::span<const RedisCommand> commands,
+                                          bool* may_have_reached, bool* timed_out);
 
   const RedisOptions options_;
   const std::string endpoint_;
-  std::mutex mu_;
-  redisContext* ctx_ = nullptr;  // GUARDED_BY(mu_); null while disconnected
+  std::mutex mu_;  // guards the fields below; never held across I/O
+  std::condition_variable slot_freed_;
+  std::vector<redisContext*> idle_;
+  int n_leased_ = 0;             // slots in use (leased contexts, or contexts being made)
+  int consecutive_failures_ = 0;
+  Clock::time_point open_until_{};  // breaker open while now < open_until_
+  bool probe_in_flight_ = false;
+  std::string last_failure_;        // for the open breaker's message
 };
 
 // InvalidArgument naming the field when an option is out of range.
@@ -73,6 +95,10 @@ Status ValidateRedisOptions(const RedisOptions& options);
 
 // The name of a command for messages: its first word (never its payload).
 std::string CommandName(const RedisCommand& command);
+// The Status for an error reply: OOM (maxmemory reached) is ResourceExhausted; a server that is up
+// but cannot serve now (LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN) is Unavailable;
+// WRONGTYPE is Corruption; anything else IOError. `what` names the endpoint and call.
+Status ErrorReplyStatus(const std::string& what, const RedisReply& reply);
 // A short description of an unexpected reply, for messages.
 std::string DescribeReply(const RedisReply& reply);
 

@@ -1,6 +1,7 @@
-// RedisDenylist: the fleet quarantine authority (docs/store.md §5.3). One hash per digest under
-// "<prefix>:q:{<hex>}" holding the current state, and a list "<prefix>:q:{<hex>}:log" holding every
-// add and revocation; both share the digest's hash tag, so each change is one atomic script.
+// RedisDenylist: the fleet quarantine authority (docs/store.md §5.3). One hash per entry under
+// "<prefix>:q:{<hex>}" (fleet) or "<prefix>:t:<tenant>:q:{<hex>}" (tenant) holding the current
+// state, and a list "<key>:log" holding every add and revocation; all of a digest's keys share its
+// hash tag, so each change is one atomic script and a read of both scopes stays on one shard.
 #include <algorithm>
 #include <charconv>
 
@@ -34,63 +35,98 @@ int64_t ParseMillis(std::string_view s) {
   return v;
 }
 
-std::string LogKey(const RedisOptions& o, const Digest& d) { return RedisDenylistKey(o, d) + ":log"; }
+std::string LogKey(const RedisOptions& o, const Digest& d, DenylistScope scope) {
+  return RedisDenylistKey(o, d, scope) + ":log";
+}
+
+// Everything before the hash tag of a scope's record keys.
+std::string KeyHead(const RedisOptions& o, DenylistScope scope) {
+  return scope == DenylistScope::kFleet ? o.prefix + ":q:" : o.prefix + ":t:" + o.tenant + ":q:";
+}
+
+const char* ScopeName(DenylistScope scope) { return scope == DenylistScope::kFleet ? "fleet" : "tenant"; }
 
 }  // namespace
 
 struct RedisDenylist::Impl {
   std::unique_ptr<RedisConnection> conn;
+  DenylistRole role = DenylistRole::kTenant;
 
   const RedisOptions& o() const { return conn->options(); }
   Status Unexpected(const std::string& what, const RedisReply& r) const {
-    if (r.type == RedisReply::Type::kError) return IOError("redis " + conn->endpoint() + ": " + what + ": " + r.str);
+    if (r.type == RedisReply::Type::kError) return internal::ErrorReplyStatus("redis " + conn->endpoint() + ": " + what, r);
     return Corruption("redis " + conn->endpoint() + ": " + what + ": unexpected reply " + internal::DescribeReply(r));
   }
-  Result<DenylistRecord> ParseRecord(const Digest& digest, const RedisReply& r) const;
+  Result<DenylistRecord> ParseRecord(const Digest& digest, DenylistScope scope, const RedisReply& r) const;
+  // FailedPrecondition when this handle may not write `scope`.
+  Status CheckWrite(DenylistScope scope, const std::string& what) const {
+    if (scope == DenylistScope::kTenant || role == DenylistRole::kFleetAdmin) return Status::Ok();
+    return FailedPrecondition("denylist " + what + ": tenant '" + o().tenant +
+                              "' may write only its own entries; a fleet entry needs DenylistRole::kFleetAdmin");
+  }
+  // The (state, reason) of the tenant's entry and the fleet's, in one round trip.
+  Result<std::vector<RedisReply>> ReadBoth(const Digest& digest) const {
+    std::vector<RedisCommand> batch = {{"HMGET", RedisDenylistKey(o(), digest, DenylistScope::kTenant), "state", "reason"},
+                                       {"HMGET", RedisDenylistKey(o(), digest, DenylistScope::kFleet), "state", "reason"}};
+    FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> r, conn->Run(batch, /*idempotent=*/true));
+    for (const RedisReply& one : r) {
+      if (one.type != RedisReply::Type::kArray || one.elements.size() != 2) return Unexpected("denylist read " + digest.Hex(), one);
+    }
+    return r;
+  }
 };
 
 RedisDenylist::RedisDenylist(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 RedisDenylist::~RedisDenylist() = default;
 
-Result<std::shared_ptr<RedisDenylist>> RedisDenylist::Open(const RedisOptions& options) {
+Result<std::shared_ptr<RedisDenylist>> RedisDenylist::Open(const RedisOptions& options, DenylistRole role) {
   auto impl = std::make_unique<Impl>();
+  impl->role = role;
   FAK_ASSIGN_OR_RETURN(impl->conn, RedisConnection::Open(options));
   return std::shared_ptr<RedisDenylist>(new RedisDenylist(std::move(impl)));
 }
 
-Result<bool> RedisDenylist::IsQuarantined(const Digest& digest) {
-  const std::string key = RedisDenylistKey(impl_->o(), digest);
-  FAK_ASSIGN_OR_RETURN(RedisReply r, impl_->conn->RunOne({"HGET", key, "state"}, true));
-  if (r.type == RedisReply::Type::kNil) return false;
-  if (r.type != RedisReply::Type::kString) return impl_->Unexpected("IsQuarantined " + key, r);
-  return r.str == "quarantined";
+Result<bool> RedisDenylist::IsQuarantined(const Digest& digest) const {
+  FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> r, impl_->ReadBoth(digest));
+  return r[0].elements[0].str == "quarantined" || r[1].elements[0].str == "quarantined";
 }
 
-Status RedisDenylist::Add(const Digest& digest, std::string_view reason) {
+Status RedisDenylist::Add(const Digest& digest, std::string reason) {
+  return Add(digest, std::move(reason), DenylistScope::kTenant);
+}
+
+Status RedisDenylist::Add(const Digest& digest, std::string reason, DenylistScope scope) {
   const RedisOptions& o = impl_->o();
+  FAK_RETURN_IF_ERROR(impl_->CheckWrite(scope, "Add " + digest.Hex()));
   // Re-sending an add repeats one history line at worst; the state is the same.
-  FAK_ASSIGN_OR_RETURN(RedisReply r, impl_->conn->RunOne({"EVAL", kAddScript, "2", RedisDenylistKey(o, digest), LogKey(o, digest),
-                                                          std::string(reason), std::to_string(internal::UnixMillisNow())},
-                                                         /*idempotent=*/true));
+  FAK_ASSIGN_OR_RETURN(RedisReply r,
+                       impl_->conn->RunOne({"EVAL", kAddScript, "2", RedisDenylistKey(o, digest, scope), LogKey(o, digest, scope),
+                                            std::move(reason), std::to_string(internal::UnixMillisNow())},
+                                           /*idempotent=*/true));
   if (r.type != RedisReply::Type::kInteger) return impl_->Unexpected("denylist Add " + digest.Hex(), r);
   return Status::Ok();
 }
 
-Status RedisDenylist::Revoke(const Digest& digest, std::string_view reason) {
+Status RedisDenylist::Revoke(const Digest& digest, std::string_view reason, DenylistScope scope) {
   const RedisOptions& o = impl_->o();
-  FAK_ASSIGN_OR_RETURN(RedisReply r, impl_->conn->RunOne({"EVAL", kRevokeScript, "2", RedisDenylistKey(o, digest), LogKey(o, digest),
-                                                          std::string(reason), std::to_string(internal::UnixMillisNow())},
-                                                         /*idempotent=*/false));
+  FAK_RETURN_IF_ERROR(impl_->CheckWrite(scope, "Revoke " + digest.Hex()));
+  FAK_ASSIGN_OR_RETURN(RedisReply r,
+                       impl_->conn->RunOne({"EVAL", kRevokeScript, "2", RedisDenylistKey(o, digest, scope), LogKey(o, digest, scope),
+                                            std::string(reason), std::to_string(internal::UnixMillisNow())},
+                                           /*idempotent=*/false));
   if (r.type != RedisReply::Type::kInteger) return impl_->Unexpected("denylist Revoke " + digest.Hex(), r);
-  if (r.integer == 0) return NotFound("denylist Revoke: digest " + digest.Hex() + " is not quarantined");
+  if (r.integer == 0)
+    return NotFound("denylist Revoke: digest " + digest.Hex() + " is not quarantined in the " + ScopeName(scope) + " scope");
   return Status::Ok();
 }
 
-Result<DenylistRecord> RedisDenylist::Impl::ParseRecord(const Digest& digest, const RedisReply& r) const {
+Result<DenylistRecord> RedisDenylist::Impl::ParseRecord(const Digest& digest, DenylistScope scope,
+                                                        const RedisReply& r) const {
   if (r.type != RedisReply::Type::kArray || r.elements.size() % 2 != 0)
     return Unexpected("denylist record " + digest.Hex(), r);
   DenylistRecord rec;
   rec.digest = digest;
+  rec.scope = scope;
   for (size_t i = 0; i + 1 < r.elements.size(); i += 2) {
     const std::string& field = r.elements[i].str;
     const std::string& value = r.elements[i + 1].str;
@@ -103,15 +139,15 @@ Result<DenylistRecord> RedisDenylist::Impl::ParseRecord(const Digest& digest, co
   return rec;
 }
 
-Result<std::optional<DenylistRecord>> RedisDenylist::Lookup(const Digest& digest) {
-  FAK_ASSIGN_OR_RETURN(RedisReply r, impl_->conn->RunOne({"HGETALL", RedisDenylistKey(impl_->o(), digest)}, true));
+Result<std::optional<DenylistRecord>> RedisDenylist::Lookup(const Digest& digest, DenylistScope scope) {
+  FAK_ASSIGN_OR_RETURN(RedisReply r, impl_->conn->RunOne({"HGETALL", RedisDenylistKey(impl_->o(), digest, scope)}, true));
   if (r.type == RedisReply::Type::kArray && r.elements.empty()) return std::optional<DenylistRecord>();
-  FAK_ASSIGN_OR_RETURN(DenylistRecord rec, impl_->ParseRecord(digest, r));
+  FAK_ASSIGN_OR_RETURN(DenylistRecord rec, impl_->ParseRecord(digest, scope, r));
   return std::optional<DenylistRecord>(std::move(rec));
 }
 
-Result<std::vector<DenylistRecord>> RedisDenylist::Entries() {
-  const std::string head = impl_->o().prefix + ":q:{";
+Result<std::vector<DenylistRecord>> RedisDenylist::Entries(DenylistScope scope) {
+  const std::string head = KeyHead(impl_->o(), scope) + "{";
   std::vector<Digest> digests;
   std::string cursor = "0";
   do {  // the pattern ends in '}', so the ":log" lists do not match
@@ -127,19 +163,19 @@ Result<std::vector<DenylistRecord>> RedisDenylist::Entries() {
   std::sort(digests.begin(), digests.end());
   digests.erase(std::unique(digests.begin(), digests.end()), digests.end());
   std::vector<RedisCommand> batch;
-  for (const Digest& d : digests) batch.push_back({"HGETALL", RedisDenylistKey(impl_->o(), d)});
+  for (const Digest& d : digests) batch.push_back({"HGETALL", RedisDenylistKey(impl_->o(), d, scope)});
   FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> replies, impl_->conn->Run(batch, true));
   std::vector<DenylistRecord> out;
   for (size_t i = 0; i < digests.size(); ++i) {
     if (replies[i].type == RedisReply::Type::kArray && replies[i].elements.empty()) continue;  // removed meanwhile
-    FAK_ASSIGN_OR_RETURN(DenylistRecord rec, impl_->ParseRecord(digests[i], replies[i]));
+    FAK_ASSIGN_OR_RETURN(DenylistRecord rec, impl_->ParseRecord(digests[i], scope, replies[i]));
     out.push_back(std::move(rec));
   }
   return out;
 }
 
-Result<std::vector<DenylistEvent>> RedisDenylist::History(const Digest& digest) {
-  const std::string key = LogKey(impl_->o(), digest);
+Result<std::vector<DenylistEvent>> RedisDenylist::History(const Digest& digest, DenylistScope scope) {
+  const std::string key = LogKey(impl_->o(), digest, scope);
   FAK_ASSIGN_OR_RETURN(RedisReply r, impl_->conn->RunOne({"LRANGE", key, "0", "-1"}, true));
   if (r.type != RedisReply::Type::kArray) return impl_->Unexpected("denylist History " + key, r);
   std::vector<DenylistEvent> out;
@@ -159,28 +195,35 @@ Result<std::vector<DenylistEvent>> RedisDenylist::History(const Digest& digest) 
 }
 
 Status RedisDenylist::CopyTo(QuarantineDenylist& local) {
-  FAK_ASSIGN_OR_RETURN(std::vector<DenylistRecord> records, Entries());
-  for (DenylistRecord& r : records) {
-    if (r.quarantined) local.Add(r.digest, "fleet: " + r.reason);
+  for (DenylistScope scope : {DenylistScope::kTenant, DenylistScope::kFleet}) {
+    FAK_ASSIGN_OR_RETURN(std::vector<DenylistRecord> records, Entries(scope));
+    for (DenylistRecord& r : records) {
+      if (r.quarantined) FAK_RETURN_IF_ERROR(local.Add(r.digest, std::string(ScopeName(scope)) + ": " + r.reason));
+    }
   }
   return Status::Ok();
 }
 
 Verdict RedisDenylist::Screen(const ScreenInput& input) const {
   const Digest digest = input.source_digest.has_value() ? *input.source_digest : Digest::Of(input.bytes);
-  const std::string key = RedisDenylistKey(impl_->o(), digest);
-  Result<RedisReply> r = impl_->conn->RunOne({"HMGET", key, "state", "reason"}, true);
-  if (!r.has_value() || r->type != RedisReply::Type::kArray || r->elements.size() != 2) {
-    const std::string why = r.has_value() ? "unexpected reply " + internal::DescribeReply(*r) : r.error().ToString();
+  Result<std::vector<RedisReply>> r = impl_->ReadBoth(digest);
+  if (!r.has_value()) {
     if (!impl_->o().screen_fail_closed) return Verdict::Admit();
-    return Verdict::Quarantine(std::string(name()), "fleet denylist unavailable (failing closed): " + why);
+    // Unknown is not bad: withhold the bytes this time, but never quarantine them for it.
+    return Verdict::Unavailable(std::string(name()), "fleet denylist cannot be asked now (withheld, retry later): " +
+                                                         r.error().ToString());
   }
-  if (r->elements[0].str != "quarantined") return Verdict::Admit();
-  return Verdict::Quarantine(std::string(name()), "digest " + digest.Hex() + " is on the fleet denylist: " + r->elements[1].str);
+  for (DenylistScope scope : {DenylistScope::kFleet, DenylistScope::kTenant}) {
+    const RedisReply& one = (*r)[scope == DenylistScope::kTenant ? 0 : 1];
+    if (one.elements[0].str == "quarantined")
+      return Verdict::Quarantine(std::string(name()), "digest " + digest.Hex() + " is on the " + ScopeName(scope) +
+                                                          " denylist: " + one.elements[1].str);
+  }
+  return Verdict::Admit();
 }
 
-std::string RedisDenylistKey(const RedisOptions& options, const Digest& digest) {
-  return options.prefix + ":q:{" + digest.Hex() + "}";
+std::string RedisDenylistKey(const RedisOptions& options, const Digest& digest, DenylistScope scope) {
+  return KeyHead(options, scope) + "{" + digest.Hex() + "}";
 }
 
 }  // namespace fak

@@ -44,6 +44,7 @@ TEST(StatusTest, EveryFactoryCarriesItsCodeAndMessage) {
   cases.push_back({ResourceExhausted("m"), StatusCode::kResourceExhausted, "ResourceExhausted"});
   cases.push_back({FailedPrecondition("m"), StatusCode::kFailedPrecondition, "FailedPrecondition"});
   cases.push_back({VerificationFailed("m"), StatusCode::kVerificationFailed, "VerificationFailed"});
+  cases.push_back({Unavailable("m"), StatusCode::kUnavailable, "Unavailable"});
   for (const Case& c : cases) {
     EXPECT_FALSE(c.status.ok()) << c.name;
     EXPECT_EQ(c.status.code(), c.code) << c.name;

@@ -76,7 +76,7 @@ TEST_F(PlannerTest, PoisonedToolResultIsCertifiedThenSealed) {
   ASSERT_OK_AND_ASSIGN(CompleteResult next, planner_->Complete(conv, params_));
   EXPECT_TRUE(next.certificates.empty());
   EXPECT_TRUE(next.messages[1].sealed);
-  const auto transcript = planner_->Transcript(conv);
+  ASSERT_OK_AND_ASSIGN(const auto transcript, planner_->Transcript(conv));
   EXPECT_EQ(transcript[1].text, Planner::SealedStub(Digest::Of(poison)));
   // Control: a clean tool result is admitted and kept.
   Conversation clean{"t1", {{SegmentKind::kUser, "search"}, {SegmentKind::kToolResult, "result: sunny"}}};

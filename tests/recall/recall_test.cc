@@ -74,7 +74,7 @@ TEST(Recall, StricterChainQuarantinesOnLoad) {
   EXPECT_EQ(t.n_newly_quarantined(), 1u);
   // A denylist entry added after the save also re-judges old text.
   ScreenChain strict = ScreenChain::Default();
-  strict.denylist().Add(Digest::Of(Conversation()[1].text), "retracted");
+  ASSERT_OK(strict.denylist().Add(Digest::Of(Conversation()[1].text), "retracted"));
   ASSERT_OK_AND_ASSIGN(RecalledTranscript t2, f.store->Load("s", strict));
   EXPECT_EQ(t2.segments[1].current.detector, "denylist");
   EXPECT_EQ(t2.n_newly_quarantined(), 2u);

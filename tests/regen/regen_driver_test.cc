@@ -83,7 +83,7 @@ TEST_F(RegenDriverTest, LazyRegenAfterCutoverHitsWithNewBindingNeverOld) {
 TEST_F(RegenDriverTest, RefuseForDenylistQuarantineAndTenancy) {
   RegenDriver on_a(a_.target(), corpus_, chain_);
   const TranscriptRef listed = Session("bob");
-  chain_.denylist().Add(listed.segments[1], "operator request");
+  ASSERT_OK(chain_.denylist().Add(listed.segments[1], "operator request"));
   ASSERT_OK_AND_ASSIGN(Materialized m, on_a.Materialize("default", listed));
   EXPECT_EQ(m.verdict, MaterializeVerdict::kRefuse);
   EXPECT_NE(m.detail.find("denylist"), std::string::npos);

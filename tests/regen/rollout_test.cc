@@ -73,7 +73,7 @@ TEST_F(RolloutTest, BlueGreenBackfillsTheHotSetThenCutsOver) {
 
 TEST_F(RolloutTest, DenylistedTextIsNeverBackfilled) {
   auto sessions = ServeSessions(3);
-  chain_.denylist().Add(sessions[1].segments[1], "takedown");
+  ASSERT_OK(chain_.denylist().Add(sessions[1].segments[1], "takedown"));
   BackfillScheduler scheduler(&clock_, {});
   Rollout rollout(on_a_, on_b_, {RolloutPolicy::kBlueGreen});
   ASSERT_OK(rollout.Begin(hot_, scheduler));

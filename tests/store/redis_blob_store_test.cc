@@ -209,10 +209,11 @@ TEST(RedisClusterTest, EveryOperationStaysInOneHashSlot) {
   const RedisOptions o = server.Options();
   const std::string slot = raw.Command({"CLUSTER", "KEYSLOT", RedisBlobKey(o, d)});
   EXPECT_EQ(raw.Command({"CLUSTER", "KEYSLOT", RedisPinKey(o, d)}), slot);
-  EXPECT_EQ(raw.Command({"CLUSTER", "KEYSLOT", RedisDenylistKey(o, d)}), slot);
+  EXPECT_EQ(raw.Command({"CLUSTER", "KEYSLOT", RedisDenylistKey(o, d, DenylistScope::kTenant)}), slot);
+  EXPECT_EQ(raw.Command({"CLUSTER", "KEYSLOT", RedisDenylistKey(o, d, DenylistScope::kFleet)}), slot);
 }
 
-// A port with nothing on it: the open fails at once with IOError naming the endpoint.
+// A port with nothing on it: the open fails at once with Unavailable naming the endpoint.
 TEST(RedisUnreachableTest, RefusedConnectionIsAClearError) {
   RedisOptions o;
   o.port = testing::FreeLoopbackPort();
@@ -221,11 +222,11 @@ TEST(RedisUnreachableTest, RefusedConnectionIsAClearError) {
   Result<std::unique_ptr<BlobStore>> s = OpenRedisBlobStore(o);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_FALSE(s.has_value());
-  EXPECT_EQ(s.error().code(), StatusCode::kIOError);
+  EXPECT_EQ(s.error().code(), StatusCode::kUnavailable);
   EXPECT_NE(s.error().message().find("127.0.0.1:" + std::to_string(o.port)), std::string_view::npos) << s.error().ToString();
   EXPECT_NE(s.error().message().find("3 attempts"), std::string_view::npos) << s.error().ToString();
   EXPECT_LT(seconds, 2.0);
-  EXPECT_EQ(RedisDenylist::Open(o).error().code(), StatusCode::kIOError);
+  EXPECT_EQ(RedisDenylist::Open(o).error().code(), StatusCode::kUnavailable);
 }
 
 // A peer that accepts connections but never answers: the command timeout ends the call.
@@ -246,7 +247,7 @@ TEST(RedisUnreachableTest, SilentServerTimesOutInsteadOfHanging) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ::close(fd);
   ASSERT_FALSE(s.has_value());
-  EXPECT_EQ(s.error().code(), StatusCode::kIOError);
+  EXPECT_EQ(s.error().code(), StatusCode::kUnavailable);
   EXPECT_NE(s.error().message().find("timed out after 300 ms"), std::string_view::npos) << s.error().ToString();
   EXPECT_LT(seconds, 2.0);
 }

@@ -160,6 +160,13 @@ class RedisServer {
   // SIGKILL: no shutdown, no final save.
   void Kill() { Signal(SIGKILL); }
   void Stop() { Signal(SIGTERM); }
+  // SIGSTOP / SIGCONT: a stalled server that keeps its sockets open (the kernel still accepts).
+  void Pause() {
+    if (pid_ > 0) ::kill(pid_, SIGSTOP);
+  }
+  void Resume() {
+    if (pid_ > 0) ::kill(pid_, SIGCONT);
+  }
 
   int port() const { return port_; }
   RedisOptions Options(const std::string& tenant = "default") const {
@@ -177,6 +184,7 @@ class RedisServer {
   void Signal(int sig) {
     if (pid_ <= 0) return;
     ::kill(pid_, sig);
+    ::kill(pid_, SIGCONT);  // a paused server would never act on SIGTERM
     int status = 0;
     ::waitpid(pid_, &status, 0);
     pid_ = -1;

@@ -26,6 +26,9 @@ enum class StatusCode : int {
   kResourceExhausted,
   kFailedPrecondition,
   kVerificationFailed,
+  // A dependency (e.g. a Redis server) cannot be reached now; retry later. Says nothing about the
+  // data: callers must not read it as "absent", "denied" or "corrupt".
+  kUnavailable,
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -65,6 +68,7 @@ inline Status Unsupported(std::string m) { return Status(StatusCode::kUnsupporte
 inline Status ResourceExhausted(std::string m) { return Status(StatusCode::kResourceExhausted, std::move(m)); }
 inline Status FailedPrecondition(std::string m) { return Status(StatusCode::kFailedPrecondition, std::move(m)); }
 inline Status VerificationFailed(std::string m) { return Status(StatusCode::kVerificationFailed, std::move(m)); }
+inline Status Unavailable(std::string m) { return Status(StatusCode::kUnavailable, std::move(m)); }
 
 // A value or an error Status. Constructing from an OK Status is a programming error.
 template <class T>

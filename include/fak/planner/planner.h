@@ -8,6 +8,11 @@
 // then decodes, streaming text through a callback, and puts the finished context back into the
 // tree for the next turn or the next session.
 //
+// A denylist that cannot be asked (e.g. a RedisDenylist whose server is down) is "unknown", never
+// "quarantined": Complete then answers Unavailable — the message is not admitted this turn, but it
+// is not quarantined, not added to the denylist, and no deletion row or certificate is written.
+// The caller retries the same call later.
+//
 // Thread-safety: Complete may run concurrently for many conversations sharing one tree; the model,
 // tokenizer, key and blob store must outlive the planner.
 #ifndef FAK_PLANNER_PLANNER_H_
@@ -81,11 +86,15 @@ class Planner {
   static Result<std::unique_ptr<Planner>> Create(const Model& model, const Tokenizer& tokenizer, SigningKey key,
                                                  BlobStore& blobs, PlannerOptions options);
 
+  // Errors: Unavailable when the chain's denylist cannot be asked now (checking for sealed
+  // messages, or sealing a quarantined one), or an admitter answered Verdict::Unavailable for a new
+  // tool result: nothing was admitted, sealed, journaled or certified, and the tree is unchanged;
+  // retry later. Other codes are real failures.
   Result<CompleteResult> Complete(const Conversation& conversation, const CompleteParams& params = {});
 
   // The conversation as durable text, in order: each message's own text (a sealed one as its stub)
-  // and kind — what RecallStore::Save persists.
-  std::vector<RecallSegment> Transcript(const Conversation& conversation) const;
+  // and kind — what RecallStore::Save persists. Unavailable when the denylist cannot be asked.
+  Result<std::vector<RecallSegment>> Transcript(const Conversation& conversation) const;
   // Rebuilds a session's KV from a recalled transcript exactly as Complete builds it live: each
   // segment rendered with its role marker, a segment the current chain quarantines as its stub.
   Result<SegmentLedger> Rebuild(const RecalledTranscript& transcript) const;
@@ -105,7 +114,11 @@ class Planner {
   struct Prepared;
   Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key, BlobStore& blobs,
           std::shared_ptr<const ScreenChain> chain, std::unique_ptr<Journal> journal, RadixTreeOptions tree);
-  Result<Prepared> Prepare(const Conversation& conversation);
+  // `sealed[i]`: message i is on the denylist (asked once per call).
+  Result<Prepared> Prepare(const Conversation& conversation, const std::vector<bool>& sealed);
+  static std::vector<RecallSegment> TranscriptOf(const Conversation& conversation, const std::vector<bool>& sealed);
+  // Whether the denylist lists `digest`; Unavailable (with context) when it cannot be asked.
+  Result<bool> IsSealed(const Digest& digest) const;
   // Appends segments [first, end): screens new tool results, certifies and seals quarantined ones.
   // Returns the logits after the last segment (the reply header).
   Result<std::vector<float>> AppendNew(const Conversation& conversation, Prepared& p, size_t first,
@@ -119,7 +132,7 @@ class Planner {
   std::shared_ptr<const ScreenChain> chain_;
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<RadixTree> tree_;
-  std::mutex audit_mu_;  // serialises certificate issuance (journal appends) and denylist updates
+  std::mutex audit_mu_;  // serialises certificate issuance (journal appends); never held across denylist calls
 };
 
 }  // namespace fak

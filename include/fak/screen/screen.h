@@ -18,22 +18,33 @@
 #include <vector>
 
 #include "fak/core/digest.h"
+#include "fak/core/status.h"
 
 namespace fak {
 
 enum class SegmentKind { kSystem, kUser, kToolResult, kAssistant };
 std::string_view SegmentKindName(SegmentKind kind);
 
+// kUnavailable: the admitter could not decide now (e.g. the fleet denylist's server is down). The
+// bytes are withheld from this context, exactly like a quarantine, so every consumer that checks
+// quarantined() fails closed; but it is no judgement of the bytes: it must never be certified,
+// sealed or written to a denylist. Ask again later.
 struct Verdict {
-  enum class Action { kAdmit, kQuarantine };
+  enum class Action { kAdmit, kQuarantine, kUnavailable };
   Action action = Action::kAdmit;
   std::string detector;  // the admitter that decided (empty for a plain admit)
-  std::string reason;    // why, naming what matched
+  std::string reason;    // why, naming what matched (or what could not be reached)
 
-  bool quarantined() const { return action == Action::kQuarantine; }
+  // Not admitted now: quarantined, or undecided because a dependency is down.
+  bool quarantined() const { return action != Action::kAdmit; }
+  // Undecided: withheld this time only.
+  bool unavailable() const { return action == Action::kUnavailable; }
   static Verdict Admit() { return {}; }
   static Verdict Quarantine(std::string detector, std::string reason) {
     return {Action::kQuarantine, std::move(detector), std::move(reason)};
+  }
+  static Verdict Unavailable(std::string detector, std::string reason) {
+    return {Action::kUnavailable, std::move(detector), std::move(reason)};
   }
 };
 
@@ -83,16 +94,30 @@ std::vector<std::string> PromptInjectionMarkers();
 // names the kind and byte offset, never the secret itself.
 std::unique_ptr<Admitter> MakeSecretsAdmitter();
 
-// A digest-keyed quarantine denylist: bytes whose sha256 is listed are quarantined whatever they
-// say. Its contents are data, not rules, so they are not part of the fingerprint. Thread-safe
-// (readers share a lock); Add/Remove may run while others screen.
-class QuarantineDenylist final : public Admitter {
+// What a ScreenChain consults first and what the planner writes to when it seals a quarantined
+// message: a digest-keyed list that may live elsewhere (e.g. RedisDenylist, fleet-wide). Asking it
+// can fail: Unavailable means "unknown now", never "listed" and never "not listed". Its Screen
+// answers Verdict::Unavailable (not Quarantine) when it cannot be asked. Must be thread-safe.
+class Denylist : public Admitter {
+ public:
+  // Whether `digest` is listed. Unavailable when the list cannot be asked now.
+  virtual Result<bool> IsQuarantined(const Digest& digest) const = 0;
+  // Lists `digest` with a reason (replacing an earlier reason). Unavailable as above; a list with
+  // scoped writes may refuse (FailedPrecondition).
+  virtual Status Add(const Digest& digest, std::string reason) = 0;
+};
+
+// The process-local denylist: bytes whose sha256 is listed are quarantined whatever they say. Its
+// contents are data, not rules, so they are not part of the fingerprint. Never Unavailable.
+// Thread-safe (readers share a lock); Add/Remove may run while others screen.
+class QuarantineDenylist final : public Denylist {
  public:
   std::string_view name() const override { return "denylist"; }
   Verdict Screen(const ScreenInput& input) const override;
 
-  // Lists `digest` with a reason (replacing an earlier reason).
-  void Add(const Digest& digest, std::string reason);
+  Result<bool> IsQuarantined(const Digest& digest) const override { return Contains(digest); }
+  // Always OK.
+  Status Add(const Digest& digest, std::string reason) override;
   // False when it was not listed.
   bool Remove(const Digest& digest);
   bool Contains(const Digest& digest) const;
@@ -106,7 +131,8 @@ class QuarantineDenylist final : public Admitter {
 };
 
 // The chain: the denylist first, then each admitter in registration order; the first quarantine
-// wins. A chain is itself an Admitter, so it plugs into SegmentLedger::AppendScreened.
+// wins. An admitter that answers Unavailable does not stop the chain (a later admitter may still
+// quarantine for real); the chain answers Unavailable only when nothing quarantined. A chain is itself an Admitter, so it plugs into SegmentLedger::AppendScreened.
 // Thread-safety: configure (Add, set_denylist) before sharing; Screen is then safe concurrently.
 class ScreenChain final : public Admitter {
  public:
@@ -117,9 +143,9 @@ class ScreenChain final : public Admitter {
 
   // Registers an admitter. InvalidArgument for null, or a name already in the chain.
   Status Add(std::shared_ptr<const Admitter> admitter);
-  // Shares `denylist` (e.g. one list across chains). InvalidArgument for null.
-  Status set_denylist(std::shared_ptr<QuarantineDenylist> denylist);
-  QuarantineDenylist& denylist() const { return *denylist_; }
+  // Shares `denylist` (e.g. one list across chains, or a fleet list). InvalidArgument for null.
+  Status set_denylist(std::shared_ptr<Denylist> denylist);
+  Denylist& denylist() const { return *denylist_; }
 
   std::string_view name() const override { return "screen_chain"; }
   std::string_view version() const override { return "1"; }
@@ -132,7 +158,7 @@ class ScreenChain final : public Admitter {
   size_t size() const { return admitters_.size(); }
 
  private:
-  std::shared_ptr<QuarantineDenylist> denylist_;
+  std::shared_ptr<Denylist> denylist_;
   std::vector<std::shared_ptr<const Admitter>> admitters_;
 };
 
