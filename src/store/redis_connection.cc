@@ -3,6 +3,7 @@
 // server that died would raise SIGPIPE and kill the host; every round trip blocks SIGPIPE in the
 // calling thread and swallows one it caused, without touching the process's handlers.
 #include "src/store/redis_connection.h"
+#include "fak/core/env.h"
 
 #include <hiredis/hiredis.h>
 #include <poll.h>
@@ -128,9 +129,7 @@ std::string DescribeReply(const RedisReply& reply) {
   return "?";
 }
 
-int64_t UnixMillisNow() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+int64_t UnixMillisNow() { return Env::Default()->NowUnixMicros() / 1000; }
 
 namespace {
 
