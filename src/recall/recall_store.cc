@@ -160,6 +160,9 @@ Status RecallStore::RemoveImage(std::string_view name) {
 
 Result<size_t> RecallStore::CollectGarbage() {
   std::unique_lock no_saves(gc_mu_);
+  // An image removal whose directory fsync failed is visible but not durable; if GC deleted its
+  // texts durably, a power cut would bring back an image without them. Make the listing durable.
+  if (options_.sync) FAK_RETURN_IF_ERROR(options_.env->SyncDir(internal::JoinPath(dir_, kImagesDir)));
   std::set<Digest> live;
   FAK_ASSIGN_OR_RETURN(std::vector<std::string> names, ListImages());
   for (const std::string& name : names) {
