@@ -66,6 +66,7 @@ Status Replay(const std::string& path, std::string_view data, bool salvage, Jour
     return Unsupported("journal '" + path + "': format version " + std::to_string(GetU32(data, 8)) +
                        " is not supported (this build reads " + std::to_string(kJournalVersion) + ")");
   }
+  if (GetU32(data, 12) != 0) return Corruption("journal '" + path + "': reserved header bytes are not zero");
   size_t off = kJournalHeaderBytes;
   while (off < data.size()) {
     const size_t remaining = data.size() - off;
