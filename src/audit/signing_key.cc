@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "src/audit/audit_internal.h"
+#include "src/core/path.h"
 
 namespace fak {
 
@@ -127,6 +128,7 @@ Status SigningKey::SavePem(const std::string& path, Env* env) const {
   Status s = (*file)->Append(std::string_view(data, static_cast<size_t>(len)));
   if (s.ok()) s = (*file)->Sync();
   if (s.ok()) s = (*file)->Close();
+  if (s.ok()) s = env->SyncDir(internal::ParentDir(path));  // the new entry too, or a power cut loses the key
   if (!s.ok()) (void)env->RemoveFile(path);  // never leave half a key behind
   return s;
 }

@@ -3,6 +3,7 @@
 #include "fak/recall/recall.h"
 
 #include <algorithm>
+#include <mutex>
 #include <set>
 
 #include "src/recall/recall_image.h"
@@ -58,6 +59,13 @@ Result<std::unique_ptr<RecallStore>> RecallStore::Open(const std::string& dir, c
   if (options.env == nullptr) options.env = Env::Default();
   Env* env = options.env;
   FAK_RETURN_IF_ERROR(internal::EnsureDir(env, dir, options.sync));
+  // Before anything is cleaned: tmp/ of a store open elsewhere holds its in-flight saves.
+  Result<std::unique_ptr<FileLock>> lock = env->LockFile(internal::JoinPath(dir, internal::kLockFile));
+  if (!lock.has_value()) {
+    if (lock.error().code() != StatusCode::kFailedPrecondition) return lock.error();
+    return FailedPrecondition("recall store '" + dir + "' is in use by another opener (" + std::string(lock.error().message()) +
+                              "); close it first");
+  }
   FAK_RETURN_IF_ERROR(internal::EnsureDir(env, internal::JoinPath(dir, kImagesDir), options.sync));
   const std::string tmp = internal::JoinPath(dir, kTmpDir);
   FAK_RETURN_IF_ERROR(internal::EnsureDir(env, tmp, options.sync));
@@ -68,7 +76,7 @@ Result<std::unique_ptr<RecallStore>> RecallStore::Open(const std::string& dir, c
   blob_options.sync = options.sync;
   blob_options.env = env;
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<BlobStore> blobs, OpenDirectoryBlobStore(internal::JoinPath(dir, "blobs"), blob_options));
-  return std::unique_ptr<RecallStore>(new RecallStore(dir, options, std::move(blobs)));
+  return std::unique_ptr<RecallStore>(new RecallStore(dir, options, std::move(*lock), std::move(blobs)));
 }
 
 Result<std::string> RecallStore::ImagePath(std::string_view name) const {
@@ -87,6 +95,7 @@ Result<Digest> RecallStore::Save(std::string_view name, std::span<const RecallSe
   image.name = std::string(name);
   image.chain_id = chain.id();
   image.chain = chain.Describe();
+  std::shared_lock gc_excluded(gc_mu_);  // from the first blob until the image names it durably
   for (const RecallSegment& s : segments) {
     // Every blob is durable before the image that names it is written.
     FAK_ASSIGN_OR_RETURN(const Digest source, blobs_->Put(s.text));
@@ -150,6 +159,10 @@ Status RecallStore::RemoveImage(std::string_view name) {
 }
 
 Result<size_t> RecallStore::CollectGarbage() {
+  std::unique_lock no_saves(gc_mu_);
+  // An image removal whose directory fsync failed is visible but not durable; if GC deleted its
+  // texts durably, a power cut would bring back an image without them. Make the listing durable.
+  if (options_.sync) FAK_RETURN_IF_ERROR(options_.env->SyncDir(internal::JoinPath(dir_, kImagesDir)));
   std::set<Digest> live;
   FAK_ASSIGN_OR_RETURN(std::vector<std::string> names, ListImages());
   for (const std::string& name : names) {

@@ -102,4 +102,14 @@ std::vector<Digest> BlobIndex::Digests() const {
   return out;
 }
 
+std::vector<Digest> BlobIndex::RecencyOrder() const {
+  std::vector<Digest> out;
+  out.reserve(entries_.size());
+  for (const auto& [d, e] : entries_) {
+    if (e.pins > 0) out.push_back(d);
+  }
+  out.insert(out.end(), lru_.begin(), lru_.end());
+  return out;
+}
+
 }  // namespace fak::internal

@@ -49,6 +49,9 @@ class BlobIndex {
   }
 
   std::vector<Digest> Digests() const;
+  // Every digest: pinned ones first, then the unpinned ones least recently used first (the order
+  // a rewritten journal keeps, so a reopen rebuilds the same recency).
+  std::vector<Digest> RecencyOrder() const;
   uint64_t size_bytes() const { return stats_.size_bytes; }
   // Counters the backends bump directly (puts, gets, dedup hits, verify failures, open results).
   BlobStoreStats& mutable_stats() { return stats_; }

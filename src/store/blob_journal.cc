@@ -66,6 +66,7 @@ Status Replay(const std::string& path, std::string_view data, bool salvage, Jour
     return Unsupported("journal '" + path + "': format version " + std::to_string(GetU32(data, 8)) +
                        " is not supported (this build reads " + std::to_string(kJournalVersion) + ")");
   }
+  if (GetU32(data, 12) != 0) return Corruption("journal '" + path + "': reserved header bytes are not zero");
   size_t off = kJournalHeaderBytes;
   while (off < data.size()) {
     const size_t remaining = data.size() - off;
@@ -130,6 +131,7 @@ Result<std::unique_ptr<BlobJournal>> BlobJournal::Open(Env* env, const std::stri
   if (!data.has_value() && data.error().code() == StatusCode::kNotFound) {
     FAK_RETURN_IF_ERROR(AtomicWriteFile(env, tmp_dir, path, {JournalHeader()}, sync));
     FAK_RETURN_IF_ERROR(j->Reopen());
+    j->good_end_ = kJournalHeaderBytes;
     return j;
   }
   if (!data.has_value()) return data.error();
@@ -149,12 +151,31 @@ Result<std::unique_ptr<BlobJournal>> BlobJournal::Open(Env* env, const std::stri
   }
   FAK_RETURN_IF_ERROR(j->Reopen());
   if (sync && valid_end < data->size()) FAK_RETURN_IF_ERROR(j->file_->Sync());
+  j->good_end_ = valid_end;
   return j;
 }
 
 Status BlobJournal::Append(RecordType type, const Digest& digest, std::string_view payload) {
-  FAK_RETURN_IF_ERROR(file_->Append(EncodeJournalRecord(type, digest, payload)));
-  return sync_ ? file_->Sync() : Status::Ok();
+  if (!poisoned_.ok()) return poisoned_;
+  const std::string record = EncodeJournalRecord(type, digest, payload);
+  Status s = file_->Append(record);
+  if (s.ok() && sync_) s = file_->Sync();
+  if (!s.ok()) return RollBack(std::move(s));
+  good_end_ += record.size();
+  return Status::Ok();
+}
+
+Status BlobJournal::RollBack(Status cause) {
+  // After a failed write or fdatasync the tail is unknown: part of the record may be in the file
+  // or in the page cache. Cutting it off (durably) makes the failed call a no-op, also on reopen.
+  Status undo = env_->TruncateFile(path_, good_end_);
+  if (undo.ok()) undo = Reopen();
+  if (undo.ok() && sync_) undo = file_->Sync();
+  if (!undo.ok()) {
+    poisoned_ = FailedPrecondition("journal '" + path_ + "' refuses writes until the store is reopened: an append failed (" +
+                                   cause.ToString() + ") and cutting it back failed (" + undo.ToString() + ")");
+  }
+  return cause;
 }
 
 Status BlobJournal::Rewrite(const JournalState& live) {
@@ -168,8 +189,19 @@ Status BlobJournal::Rewrite(const JournalState& live) {
     PutU32(&count, pins);
     out += EncodeJournalRecord(RecordType::kPinCount, d, count);
   }
-  FAK_RETURN_IF_ERROR(AtomicWriteFile(env_, tmp_dir_, path_, {out}, sync_));
-  return Reopen();
+  bool renamed = false;
+  Status s = AtomicReplaceFile(env_, tmp_dir_, path_, out, sync_, &renamed);
+  if (!renamed) return s;  // the old journal and its handle are untouched
+  // The new file is in place: later appends must go to it, not to the unlinked old one.
+  if (Status reopened = Reopen(); s.ok()) s = reopened;
+  if (!s.ok()) {
+    poisoned_ = FailedPrecondition("journal '" + path_ + "' refuses writes until the store is reopened: it was rewritten but " +
+                                   s.ToString());
+    return s;
+  }
+  good_end_ = out.size();
+  poisoned_ = Status::Ok();  // a whole new journal is a clean tail
+  return Status::Ok();
 }
 
 }  // namespace fak::internal

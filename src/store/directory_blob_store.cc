@@ -4,6 +4,11 @@
 // Writes are atomic (temporary file + fsync + rename + directory fsync), so a reader or a reopen
 // after process death sees a blob whole or not at all. Reads stream the file through sha256 and
 // fail on any mismatch. Open checks each file's header (cheap); Get checks its content.
+//
+// One opener at a time: Open takes an exclusive lock on <dir>/LOCK for the store's lifetime, so a
+// second process (or a second open in this one, fsck included) cannot replay, compact or clean the
+// tmp/ of a live store. Remove of an inline blob rewrites the journal without it, so no removed
+// plaintext stays in the directory (docs/store.md §1.3).
 #include <algorithm>
 #include <cstring>
 #include <mutex>
@@ -99,14 +104,18 @@ class DirectoryBlobStore final : public BlobStore {
   Status Rebuild(const std::vector<ScannedFile>& files, internal::JournalState& journal);
   Result<std::string> ReadVerified(const Digest& digest, const std::string& path);
   Status AdjustPins(const Digest& digest, int delta);
-  // Drops LRU victims past the capacity (never `keep`). REQUIRES: mu_ held.
-  Status EvictLocked(const Digest* keep);
+  // Drops LRU victims past the capacity (never `keep`). Best effort: a victim whose removal fails
+  // stays stored and indexed, and the call that triggered it still succeeds. REQUIRES: mu_ held.
+  void EvictLocked(const Digest* keep);
+  // Rewrites the journal with every inline payload and pin count except `drop`'s. REQUIRES: mu_.
+  Status ScrubJournalLocked(const Digest& drop);
   // Removes the stored copy of `digest` (file or inline record). REQUIRES: mu_ held.
   Status DropStorageLocked(const Digest& digest, bool sync_dir);
 
   const std::string dir_;
   const BlobStoreOptions options_;
   Env* const env_;
+  std::unique_ptr<FileLock> lock_;  // declared before journal_: released after it closes
   std::string blobs_dir_, tmp_dir_;
   mutable std::mutex mu_;
   BlobIndex index_;                                  // GUARDED_BY(mu_)
@@ -121,7 +130,8 @@ Status DirectoryBlobStore::CheckMarker() {
     // A new store: refuse to adopt a directory that holds anything a store would not have made.
     FAK_ASSIGN_OR_RETURN(std::vector<FileInfo> entries, env_->ListDir(dir_));
     for (const auto& e : entries) {
-      if (e.name != internal::kTmpDir && e.name != internal::kBlobsDir && e.name != internal::kJournalFile) {
+      if (e.name != internal::kTmpDir && e.name != internal::kBlobsDir && e.name != internal::kJournalFile &&
+          e.name != internal::kLockFile) {
         return FailedPrecondition("'" + dir_ + "' is not empty and has no " + std::string(internal::kStoreMarkerFile) +
                                   " marker (found '" + e.name + "'); refusing to use it as a blob store");
       }
@@ -147,6 +157,14 @@ Status DirectoryBlobStore::Open() {
   blobs_dir_ = JoinPath(dir_, internal::kBlobsDir);
   tmp_dir_ = JoinPath(dir_, internal::kTmpDir);
   FAK_RETURN_IF_ERROR(internal::EnsureDir(env_, dir_, options_.sync));
+  const std::string lock_path = JoinPath(dir_, internal::kLockFile);
+  Result<std::unique_ptr<FileLock>> held = env_->LockFile(lock_path);
+  if (!held.has_value()) {
+    if (held.error().code() != StatusCode::kFailedPrecondition) return held.error();
+    return FailedPrecondition("blob store '" + dir_ + "' is in use by another opener (" + std::string(held.error().message()) +
+                              "); close it first");
+  }
+  lock_ = std::move(*held);
   FAK_RETURN_IF_ERROR(CheckMarker());
   FAK_RETURN_IF_ERROR(internal::EnsureDir(env_, tmp_dir_, options_.sync));
   // Anything left in tmp/ was never renamed into place, so it was never acknowledged.
@@ -224,7 +242,8 @@ Status DirectoryBlobStore::Rebuild(const std::vector<ScannedFile>& scanned, inte
   // Compact when superseded records outnumber live ones.
   const uint64_t live = journal.inline_payloads.size() + journal.pins.size();
   if (journal.n_records > 1024 && journal.n_records > 2 * live) FAK_RETURN_IF_ERROR(journal_->Rewrite(journal));
-  return EvictLocked(nullptr);
+  EvictLocked(nullptr);
+  return Status::Ok();
 }
 
 Result<Digest> DirectoryBlobStore::Put(std::string_view bytes) {
@@ -240,7 +259,7 @@ Result<Digest> DirectoryBlobStore::Put(std::string_view bytes) {
     if (bytes.size() <= kInlineMaxBytes) {
       FAK_RETURN_IF_ERROR(journal_->Append(RecordType::kInlinePut, digest, bytes));
       index_.Insert(digest, bytes.size(), std::string(bytes));
-      FAK_RETURN_IF_ERROR(EvictLocked(&digest));
+      EvictLocked(&digest);  // the blob is durable and indexed: the Put has happened
       return digest;
     }
   }
@@ -251,7 +270,7 @@ Result<Digest> DirectoryBlobStore::Put(std::string_view bytes) {
   std::lock_guard lock(mu_);
   corrupt_.erase(digest);
   if (index_.Find(digest) == nullptr) index_.Insert(digest, bytes.size(), std::nullopt);
-  FAK_RETURN_IF_ERROR(EvictLocked(&digest));
+  EvictLocked(&digest);
   return digest;
 }
 
@@ -320,9 +339,23 @@ Status DirectoryBlobStore::Remove(const Digest& digest) {
   const BlobIndex::Entry* e = index_.Find(digest);
   if (e == nullptr) return NotFound("Remove: blob " + digest.Hex() + " is not in the store");
   if (e->pins > 0) return FailedPrecondition("Remove: blob " + digest.Hex() + " is pinned");
-  FAK_RETURN_IF_ERROR(DropStorageLocked(digest, options_.sync));
+  // An inline payload lives in the journal among others: a removal record would leave its bytes
+  // there, so the journal is rewritten without them (cost: the live inline bytes, per Remove).
+  FAK_RETURN_IF_ERROR(e->has_payload ? ScrubJournalLocked(digest) : DropStorageLocked(digest, options_.sync));
   index_.Erase(digest);
   return Status::Ok();
+}
+
+Status DirectoryBlobStore::ScrubJournalLocked(const Digest& drop) {
+  internal::JournalState live;
+  uint64_t seq = 0;
+  for (const Digest& d : index_.RecencyOrder()) {
+    if (d == drop) continue;
+    const BlobIndex::Entry* e = index_.Find(d);
+    if (e->has_payload) live.inline_payloads[d] = internal::JournalState::Inline{seq++, e->payload};
+    if (e->pins > 0) live.pins[d] = e->pins;
+  }
+  return journal_->Rewrite(live);
 }
 
 Status DirectoryBlobStore::DropStorageLocked(const Digest& digest, bool sync_dir) {
@@ -334,14 +367,14 @@ Status DirectoryBlobStore::DropStorageLocked(const Digest& digest, bool sync_dir
   return sync_dir ? env_->SyncDir(FanoutDir(digest)) : Status::Ok();
 }
 
-Status DirectoryBlobStore::EvictLocked(const Digest* keep) {
+void DirectoryBlobStore::EvictLocked(const Digest* keep) {
   for (const Digest& victim : index_.EvictionVictims(keep)) {
     // An eviction need not be durable: a victim that reappears after a crash is merely cached.
-    FAK_RETURN_IF_ERROR(DropStorageLocked(victim, /*sync_dir=*/false));
+    // A failed one leaves the victim whole (the journal rolls back), so stop and keep it.
+    if (!DropStorageLocked(victim, /*sync_dir=*/false).ok()) return;
     index_.CountEviction(index_.Find(victim)->size_bytes);
     index_.Erase(victim);
   }
-  return Status::Ok();
 }
 
 }  // namespace

@@ -23,6 +23,12 @@ Status EnsureDir(Env* env, const std::string& path, bool sync);
 Status AtomicWriteFile(Env* env, const std::string& tmp_dir, const std::string& final_path,
                        std::initializer_list<std::string_view> parts, bool sync);
 
+// AtomicWriteFile of one buffer that also says whether the rename happened (`*renamed`), so a
+// caller can tell "nothing changed" (error, false) from "replaced, but the directory fsync failed"
+// (error, true) — the second leaves the new file visible though perhaps not durable.
+Status AtomicReplaceFile(Env* env, const std::string& tmp_dir, const std::string& final_path, std::string_view bytes,
+                         bool sync, bool* renamed);
+
 }  // namespace fak::internal
 
 #endif  // FAK_SRC_STORE_STORE_FILES_H_

@@ -16,6 +16,8 @@ inline constexpr uint32_t kStoreFormatVersion = 1;
 inline constexpr std::string_view kBlobsDir = "blobs";  // blobs/<first 2 hex>/<64 hex>
 inline constexpr std::string_view kTmpDir = "tmp";      // temporaries; emptied on open
 inline constexpr std::string_view kJournalFile = "journal";
+// Held (flock) by the one process that has the store open; its content is unused.
+inline constexpr std::string_view kLockFile = "LOCK";
 
 // Blob file: 56-byte header, then the payload.
 //   0  magic "FAKBLOB1" (8)   8 version u32 LE   12 flags u32 (0)   16 payload size u64 LE

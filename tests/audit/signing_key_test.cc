@@ -8,6 +8,7 @@
 
 #include "fak/audit/audit.h"
 #include "tests/audit/test_pki.h"
+#include "tests/support/fault_injection_env.h"
 #include "tests/test_util.h"
 
 namespace fak {
@@ -24,6 +25,16 @@ class SigningKeyTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
   std::string dir_;
 };
+
+// A saved key is durable: its directory entry is fsynced too, so a power cut keeps it (issue 20).
+TEST_F(SigningKeyTest, SavedKeySurvivesPowerLoss) {
+  testing::FaultInjectionEnv env;
+  ASSERT_OK_AND_ASSIGN(SigningKey key, SigningKey::Generate());
+  ASSERT_OK(key.SavePem(Path("key.pem"), &env));
+  ASSERT_OK(env.PowerLoss());
+  ASSERT_OK_AND_ASSIGN(SigningKey loaded, SigningKey::LoadPem(Path("key.pem")));
+  EXPECT_EQ(loaded.public_key(), key.public_key());
+}
 
 TEST_F(SigningKeyTest, SignAndVerify) {
   ASSERT_OK_AND_ASSIGN(SigningKey key, SigningKey::Generate());

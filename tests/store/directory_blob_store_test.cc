@@ -133,9 +133,10 @@ TEST(BlobStoreDirectory, JournalIsCompactedWhenMostlySuperseded) {
   {
     auto store = MustOpen(dir, options);
     keep = *store->Put("keeper");
+    // Pin counts supersede each other (a Remove rewrites the journal at once, so it cannot churn).
     for (uint32_t i = 0; i < 700; ++i) {
-      Digest d = *store->Put("churn " + std::to_string(i));
-      ASSERT_OK(store->Remove(d));
+      ASSERT_OK(store->Pin(keep));
+      ASSERT_OK(store->Unpin(keep));
     }
   }
   const auto before = fs::file_size(dir + "/journal");

@@ -283,6 +283,25 @@ TEST_F(CliTest, StoreFsckFindsACorruptBlob) {
   EXPECT_EQ(RunFak("store fsck " + (dir_ / "absent").string()).exit_code, 1);
 }
 
+// Issue 20 D4: fsck of a store another process has open must not replay, compact or clean it.
+TEST_F(CliTest, StoreFsckRefusesALiveStore) {
+  const fs::path store_dir = dir_ / "live";
+  ASSERT_OK_AND_ASSIGN(auto store, OpenDirectoryBlobStore(store_dir.string()));
+  ASSERT_OK(store->Put("acknowledged"));
+  const fs::path in_flight = store_dir / "tmp" / "in-flight.tmp";  // a writer's temporary
+  WriteFile(in_flight, "partial");
+  CliResult live = RunFak("store fsck " + store_dir.string());
+  EXPECT_EQ(live.exit_code, 1) << live.output;
+  EXPECT_NE(live.output.find("in use"), std::string::npos) << live.output;
+  EXPECT_NE(live.output.find(store_dir.string()), std::string::npos) << live.output;
+  EXPECT_TRUE(fs::exists(in_flight));
+  ASSERT_OK(store->Put("after fsck"));
+  store.reset();
+  CliResult closed = RunFak("store fsck " + store_dir.string());
+  EXPECT_EQ(closed.exit_code, 0) << closed.output;
+  EXPECT_NE(closed.output.find("2 blobs"), std::string::npos) << closed.output;
+}
+
 TEST_F(CliTest, ChatSessionCertificateVerifiesFromTheCommandLine) {
   const fs::path state = dir_ / "chat";
   CliResult chat = RunFak("chat embedded --max-tokens 3 --state " + state.string(),

@@ -11,13 +11,16 @@
 // numeric regime it equals the original session's cache bit for bit (Witness.RecallRegenEqualsOriginal).
 //
 // Thread-safety: a RecallStore may be used from several threads; two Saves of one name race and
-// the later rename wins. Format: docs/store.md.
+// the later rename wins. CollectGarbage excludes Saves while it runs (a reader/writer lock: Saves
+// share it), so it never deletes the texts of an image being saved or just acknowledged. Between
+// processes: one opener at a time (an exclusive lock on <dir>/LOCK). Format: docs/store.md.
 #ifndef FAK_RECALL_RECALL_H_
 #define FAK_RECALL_RECALL_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -73,7 +76,8 @@ struct RecallStoreOptions {
 class RecallStore {
  public:
   // Opens (creating if needed) a recall store at `dir`: images in <dir>/images, texts in a
-  // directory BlobStore at <dir>/blobs (never evicted: images depend on them).
+  // directory BlobStore at <dir>/blobs (never evicted: images depend on them). FailedPrecondition
+  // naming the directory when another opener (process or object) has it open.
   static Result<std::unique_ptr<RecallStore>> Open(const std::string& dir, const RecallStoreOptions& options = {});
 
   // Screens each segment with `chain`, stores the texts, then writes image `name` (replacing any
@@ -94,13 +98,17 @@ class RecallStore {
   const std::string& dir() const { return dir_; }
 
  private:
-  RecallStore(std::string dir, RecallStoreOptions options, std::unique_ptr<BlobStore> blobs)
-      : dir_(std::move(dir)), options_(options), blobs_(std::move(blobs)) {}
+  RecallStore(std::string dir, RecallStoreOptions options, std::unique_ptr<FileLock> lock, std::unique_ptr<BlobStore> blobs)
+      : dir_(std::move(dir)), options_(options), lock_(std::move(lock)), blobs_(std::move(blobs)) {}
   Result<std::string> ImagePath(std::string_view name) const;
 
   std::string dir_;
   RecallStoreOptions options_;
+  std::unique_ptr<FileLock> lock_;  // released last
   std::unique_ptr<BlobStore> blobs_;
+  // Saves hold it shared from their first blob Put until their image is durable; CollectGarbage
+  // holds it exclusively, so the images it reads name every blob it may not delete.
+  std::shared_mutex gc_mu_;
 };
 
 // Rebuilds a session from text: tokenizes each segment the current chain admitted (in order) with
