@@ -3,27 +3,14 @@
 // its time anchor against a fixed TSA root when fak has TSA support) with an empty journal.
 #include <cstddef>
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "fak/audit/deletion_certificate.h"
 #include "fuzz/fuzz_util.h"
 
-namespace {
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string roots = ReadText(FAK_FUZZ_DATA_DIR "/tsa_root.pem");
+  static const std::string roots = fak::fuzz::ReadFile(FAK_FUZZ_DATA_DIR "/tsa_root.pem");
   auto cert = fak::DeletionCertificate::FromJson(fak::fuzz::AsText(data, size));
   if (!cert.has_value()) return 0;
   auto json = cert->ToJson();

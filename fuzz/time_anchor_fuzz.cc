@@ -3,26 +3,13 @@
 // a fixed digest, so seeded tokens verify and mutations reach every check after the DER parse.
 #include <cstddef>
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "fak/audit/time_anchor.h"
 #include "fuzz/fuzz_util.h"
 
-namespace {
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const std::string roots = ReadText(FAK_FUZZ_DATA_DIR "/tsa_root.pem");
+  static const std::string roots = fak::fuzz::ReadFile(FAK_FUZZ_DATA_DIR "/tsa_root.pem");
   static const fak::Digest digest = fak::Digest::Of("fak fuzz time anchor");
   auto anchor = fak::VerifyTimeAnchor(fak::fuzz::AsText(data, size), digest, roots);
   if (anchor.has_value()) FAK_FUZZ_CHECK(!anchor->policy_oid.empty(), "an anchor without a policy");
