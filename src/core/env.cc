@@ -4,7 +4,9 @@
 namespace fak {
 
 Status WriteFileAtomically(Env* env, const std::string& tmp_path, const std::string& final_path,
-                           const std::string& dir, std::span<const std::string_view> parts, bool sync) {
+                           const std::string& dir, std::span<const std::string_view> parts, bool sync,
+                           bool* renamed) {
+  if (renamed != nullptr) *renamed = false;
   Status s;
   {
     Result<std::unique_ptr<WritableFile>> file = env->NewWritableFile(tmp_path);
@@ -21,6 +23,7 @@ Status WriteFileAtomically(Env* env, const std::string& tmp_path, const std::str
     (void)env->RemoveFile(tmp_path);  // best effort: a leftover temporary was never acknowledged
     return s;
   }
+  if (renamed != nullptr) *renamed = true;
   return sync ? env->SyncDir(dir) : Status::Ok();
 }
 

@@ -132,18 +132,8 @@ class PosixEnv final : public Env {
   }
   Result<std::string> ReadInputFile(const std::string& path, size_t max_bytes) override { return Read(path, max_bytes, 0); }
 
-  Result<FileInfo> GetFileInfo(const std::string& path) override {
-    struct stat st;
-    if (::lstat(path.c_str(), &st) != 0) return PosixError("lstat", path, errno);
-    const size_t slash = path.find_last_of('/');
-    return InfoFromStat(slash == std::string::npos ? path : path.substr(slash + 1), st);
-  }
-  Result<FileInfo> GetTargetInfo(const std::string& path) override {
-    struct stat st;
-    if (::stat(path.c_str(), &st) != 0) return PosixError("stat", path, errno);
-    const size_t slash = path.find_last_of('/');
-    return InfoFromStat(slash == std::string::npos ? path : path.substr(slash + 1), st);
-  }
+  Result<FileInfo> GetFileInfo(const std::string& path) override { return Stat(path, /*follow_links=*/false); }
+  Result<FileInfo> GetTargetInfo(const std::string& path) override { return Stat(path, /*follow_links=*/true); }
 
   Result<std::unique_ptr<ReadOnlyMapping>> MapReadOnly(const std::string& path) override {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -278,6 +268,15 @@ class PosixEnv final : public Env {
     const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) return PosixError(call, path, errno);
     return std::unique_ptr<WritableFile>(new PosixWritableFile(path, fd));
+  }
+
+  Result<FileInfo> Stat(const std::string& path, bool follow_links) {
+    struct stat st;
+    if ((follow_links ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0) {
+      return PosixError(follow_links ? "stat" : "lstat", path, errno);
+    }
+    const size_t slash = path.find_last_of('/');
+    return InfoFromStat(slash == std::string::npos ? path : path.substr(slash + 1), st);
   }
 
   // `nofollow`: O_NOFOLLOW for store files, 0 for input files a caller named.

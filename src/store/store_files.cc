@@ -40,23 +40,9 @@ Status AtomicWriteFile(Env* env, const std::string& tmp_dir, const std::string& 
 
 Status AtomicReplaceFile(Env* env, const std::string& tmp_dir, const std::string& final_path, std::string_view bytes,
                          bool sync, bool* renamed) {
-  *renamed = false;
-  const std::string tmp = JoinPath(tmp_dir, UniqueTmpName());
-  Status s;
-  {
-    Result<std::unique_ptr<WritableFile>> file = env->NewWritableFile(tmp);
-    if (!file.has_value()) return file.error();
-    s = (*file)->Append(bytes);
-    if (s.ok() && sync) s = (*file)->Sync();
-    if (s.ok()) s = (*file)->Close();
-  }
-  if (s.ok()) s = env->RenameFile(tmp, final_path);
-  if (!s.ok()) {
-    (void)env->RemoveFile(tmp);  // best effort: a leftover temporary was never acknowledged
-    return s;
-  }
-  *renamed = true;
-  return sync ? env->SyncDir(ParentDir(final_path)) : Status::Ok();
+  const std::string_view parts[] = {bytes};
+  return WriteFileAtomically(env, JoinPath(tmp_dir, UniqueTmpName()), final_path, ParentDir(final_path), parts, sync,
+                             renamed);
 }
 
 }  // namespace fak::internal

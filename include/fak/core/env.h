@@ -153,9 +153,11 @@ class EnvWrapper : public Env {
 // Writes `parts` (concatenated) to `tmp_path`, syncs it, renames it over `final_path` and syncs the
 // directory of `final_path` (`dir`): readers see the old file or the whole new one, never a part.
 // `tmp_path` is removed on failure. With `sync` false both syncs are skipped: still atomic, but an
-// acknowledged write may be lost to a power cut (not to process death).
+// acknowledged write may be lost to a power cut (not to process death). `renamed` (optional) tells
+// "nothing changed" (error, false) from "replaced, but the directory fsync failed" (error, true).
 Status WriteFileAtomically(Env* env, const std::string& tmp_path, const std::string& final_path,
-                           const std::string& dir, std::span<const std::string_view> parts, bool sync = true);
+                           const std::string& dir, std::span<const std::string_view> parts, bool sync = true,
+                           bool* renamed = nullptr);
 
 }  // namespace fak
 
