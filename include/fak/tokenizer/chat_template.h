@@ -1,0 +1,105 @@
+// ChatTemplate: a conversation rendered as the model was trained to see it.
+//
+// fak does not interpret Jinja. It recognises the chat template a model ships (GGUF
+// `tokenizer.chat_template`, HF `tokenizer_config.json` `chat_template`) as one of the families it
+// knows — Gemma (2/3), Llama 3.x, ChatML (Qwen2/2.5, SmolLM2), Mistral / Llama 2 `[INST]`, Phi-3 —
+// with the variant's details (default system prompt, date header, BOS), and renders that family by
+// hand, byte for byte what the template renders under jinja2 (tests/tokenizer/chat_template_test.cc
+// compares against jinja2's renderings of the real template strings). A template it does not
+// recognise is Unsupported, naming it; it never falls back silently. A file that carries no
+// template may be given its family from `general.architecture` — source() then says so.
+//
+// Rendered text contains special-token text (e.g. "<bos>", "<start_of_turn>"): tokenize it with
+// Encode (special tokens become their single ids) and add no BOS of your own.
+// Immutable and thread-safe.
+#ifndef FAK_TOKENIZER_CHAT_TEMPLATE_H_
+#define FAK_TOKENIZER_CHAT_TEMPLATE_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fak/core/status.h"
+#include "fak/tokenizer/tokenizer.h"
+
+namespace fak {
+
+enum class ChatRole { kSystem, kUser, kAssistant, kTool };
+std::string_view ChatRoleName(ChatRole role);              // "system", "user", "assistant", "tool"
+Result<ChatRole> ParseChatRole(std::string_view name);     // InvalidArgument naming an unknown role
+
+struct ChatMessage {
+  ChatRole role = ChatRole::kUser;
+  std::string content;
+};
+
+// A rendered conversation: the text, and where each message's part of it begins.
+struct RenderedChat {
+  std::string text;
+  // message_offsets[i]: the byte where message i's part begins (its first byte that depends on
+  // it; text before message 0's offset, e.g. BOS, belongs to message 0). generation_offset: where
+  // the generation prompt begins (== text.size() when none was asked for).
+  std::vector<size_t> message_offsets;
+  size_t generation_offset = 0;
+
+  // The text cut at those offsets: piece i is message i's (the first also holds what precedes
+  // it), then the generation prompt (possibly empty). Their concatenation is `text`.
+  std::vector<std::string> Pieces() const;
+};
+
+class ChatTemplate {
+ public:
+  // Recognises `jinja_source`. `tokenizer` supplies the texts of BOS/EOS the template prints.
+  // Unsupported (naming the first characters and the families known) when it is none we know.
+  static Result<ChatTemplate> Recognize(std::string_view jinja_source, const Tokenizer& tokenizer);
+  // A family by name: "gemma", "llama3", "chatml", "mistral", "llama2", "phi3", and "fak" (the
+  // embedded default model's own markers, `<|role|>\n...\n`). InvalidArgument for another name.
+  static Result<ChatTemplate> ForFamily(std::string_view family, const Tokenizer& tokenizer);
+  // The template of a model file: a GGUF's tokenizer.chat_template, an HF checkpoint's
+  // tokenizer_config.json chat_template; when the file has none, the family its architecture
+  // implies (gemma*, llama with a Llama 3 vocabulary, qwen2, phi3), else NotFound saying the file
+  // carries no template and how to give one.
+  static Result<ChatTemplate> ForModel(const std::string& model_path, const Tokenizer& tokenizer);
+
+  std::string_view family() const;   // e.g. "gemma"
+  std::string_view variant() const;  // e.g. "gemma3", "llama3.1", "qwen2.5", "mistral-v1"
+  std::string_view source() const;   // "tokenizer.chat_template", "general.architecture=gemma3", "family gemma"
+
+  // Renders `messages` (with the prompt that opens the assistant's turn when
+  // add_generation_prompt). InvalidArgument when the template would refuse the conversation
+  // (e.g. Gemma's roles must alternate), naming the message. Tool messages use the template's
+  // tool role, or where it has none the family's convention (docs/chat-templates.md).
+  Result<RenderedChat> Render(std::span<const ChatMessage> messages, bool add_generation_prompt = true) const;
+
+  // Whether rendering a conversation, then the same conversation plus the assistant's reply and a
+  // next user turn, keeps the first rendering (minus its generation prompt) as a prefix — so the
+  // radix tree reuses earlier turns. False for templates that move the system prompt into the
+  // last user turn, for instance.
+  bool prefix_stable() const;
+
+  // Text of the tokens that end an assistant turn (e.g. "<end_of_turn>", "<|eot_id|>").
+  std::span<const std::string> end_of_turn() const;
+
+  ~ChatTemplate();
+  ChatTemplate(ChatTemplate&&) noexcept;
+  ChatTemplate& operator=(ChatTemplate&&) noexcept;
+  ChatTemplate(const ChatTemplate&);
+  ChatTemplate& operator=(const ChatTemplate&);
+
+  struct Spec;  // the family and variant details (src/tokenizer/chat_template.cc)
+
+ private:
+  explicit ChatTemplate(std::unique_ptr<Spec> spec);
+  std::unique_ptr<Spec> spec_;
+};
+
+// The ids that end generation: EOS plus each end_of_turn() text the tokenizer has as one token
+// (none from `chat_template` when it is null). Sorted, unique.
+std::vector<int32_t> EndOfGenerationTokens(const Tokenizer& tokenizer, const ChatTemplate* chat_template);
+
+}  // namespace fak
+
+#endif  // FAK_TOKENIZER_CHAT_TEMPLATE_H_
