@@ -44,10 +44,12 @@ float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Next-token logits after prefilling `texts` (rendered) and a probe, on a fresh cache.
-Result<std::vector<float>> LogitsAfter(const Model& model, const Tokenizer& tok, const std::vector<std::string>& texts) {
+Result<std::vector<float>> LogitsAfter(const Model& model, const Tokenizer& tok, const ChatTemplate& chat,
+                                       const std::vector<ChatMessage>& messages) {
+  FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat.Render(messages, /*add_generation_prompt=*/false));
   std::vector<int32_t> ids;
-  for (const std::string& t : texts) {
-    FAK_ASSIGN_OR_RETURN(auto part, tok.Encode(t));
+  for (const std::string& piece : rendered.Pieces()) {  // tokenized piece by piece, as the planner does
+    FAK_ASSIGN_OR_RETURN(auto part, tok.Encode(piece));
     ids.insert(ids.end(), part.begin(), part.end());
   }
   KVCache cache = model.NewCache();
@@ -66,25 +68,24 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-// The Gemma 3 chat template for one user turn, preceded by one example exchange: the packaged
-// gemma-3-270m file is the pretrained (base) model, not the instruction-tuned one, so without an
-// example it tends to echo the question instead of answering it.
-std::string GemmaPrompt(const std::string& question) {
-  auto turn = [](const std::string& role, const std::string& text) {
-    return "<start_of_turn>" + role + "\n" + text + "<end_of_turn>\n";
-  };
-  return turn("user", "What is the capital of Germany?") + turn("model", "The capital of Germany is Berlin.\n") +
-         turn("user", question) + "<start_of_turn>model\n";
+// The prompt for one user turn through the model's own chat template (for this file: the Gemma
+// family, named by its architecture), preceded by one example exchange: the packaged gemma-3-270m
+// file is the pretrained (base) model, not the instruction-tuned one, so without an example it
+// tends to echo the question instead of answering it. The rendering carries BOS as "<bos>".
+Result<std::vector<int32_t>> ChatPrompt(const ChatTemplate& chat, const Tokenizer& tok, const std::string& question) {
+  const ChatMessage messages[] = {{ChatRole::kUser, "What is the capital of Germany?"},
+                                  {ChatRole::kAssistant, "The capital of Germany is Berlin."},
+                                  {ChatRole::kUser, question}};
+  FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat.Render(messages));
+  return tok.Encode(rendered.text);
 }
 
-// Greedy reply to one user turn (BOS first); stops at <end_of_turn>, EOS or the end of the first
-// line. Prints the text and tokens/s.
-Result<std::vector<int32_t>> GreedyChat(const Model& model, const Tokenizer& tok, const std::string& question) {
-  std::vector<int32_t> prompt;
-  if (tok.add_bos() && tok.bos_id() >= 0) prompt.push_back(tok.bos_id());
-  FAK_ASSIGN_OR_RETURN(auto body, tok.Encode(GemmaPrompt(question)));
-  prompt.insert(prompt.end(), body.begin(), body.end());
-  const int32_t end_of_turn = tok.FindToken("<end_of_turn>");
+// Greedy reply to one user turn; stops at the end of the turn (EOS or the template's end-of-turn
+// token) or the end of the first line. Prints the text and tokens/s.
+Result<std::vector<int32_t>> GreedyChat(const Model& model, const Tokenizer& tok, const ChatTemplate& chat,
+                                        const std::string& question) {
+  FAK_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, ChatPrompt(chat, tok, question));
+  const std::vector<int32_t> stops = EndOfGenerationTokens(tok, &chat);
   KVCache cache = model.NewCache();
   auto t0 = std::chrono::steady_clock::now();
   FAK_ASSIGN_OR_RETURN(auto logits, model.Prefill(&cache, prompt));
@@ -93,7 +94,7 @@ Result<std::vector<int32_t>> GreedyChat(const Model& model, const Tokenizer& tok
   t0 = std::chrono::steady_clock::now();
   for (size_t step = 0; step < 48; ++step) {
     const int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    if (next == end_of_turn || next == tok.eos_id()) break;
+    if (std::find(stops.begin(), stops.end(), next) != stops.end()) break;
     FAK_ASSIGN_OR_RETURN(std::string piece, tok.Decode(std::span<const int32_t>(&next, 1)));
     if (piece.find('\n') != std::string::npos) break;
     reply.push_back(next);
@@ -127,15 +128,12 @@ Result<float> PrefillDecodeDelta(const Model& model, const std::vector<int32_t>&
 // A server's decode step for several sessions at once: `questions` are prefilled into their own
 // caches (twins kept), then greedy steps run once through one PrefillBatch per step and once
 // session by session; every step's logits must be the same bits. Returns max|dlogit| over all.
-Result<float> BatchedSessions(const Model& model, const Tokenizer& tok, const std::vector<std::string>& questions,
-                              size_t steps) {
+Result<float> BatchedSessions(const Model& model, const Tokenizer& tok, const ChatTemplate& chat,
+                              const std::vector<std::string>& questions, size_t steps) {
   std::vector<KVCache> batched, separate;
   std::vector<int32_t> next;
   for (const std::string& q : questions) {
-    std::vector<int32_t> prompt;
-    if (tok.add_bos() && tok.bos_id() >= 0) prompt.push_back(tok.bos_id());
-    FAK_ASSIGN_OR_RETURN(auto body, tok.Encode(GemmaPrompt(q)));
-    prompt.insert(prompt.end(), body.begin(), body.end());
+    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, ChatPrompt(chat, tok, q));
     batched.push_back(model.NewCache());
     FAK_ASSIGN_OR_RETURN(auto logits, model.Prefill(&batched.back(), prompt));
     separate.push_back(batched.back().Clone());
@@ -189,7 +187,13 @@ bool RealModelSection() {
   Line("config", (*model)->config().Describe());
   Line("weights", Fmt("%.1f MB", (*model)->weights_bytes() / 1e6) + " as stored (mapped), tokenizer " +
                       std::string((*tok)->kind()) + " " + std::to_string((*tok)->vocab_size()) + " ids");
-  auto tokens = GreedyChat(**model, **tok, "What is the capital of France?");
+  auto chat = ChatTemplate::ForModel(path, **tok);
+  if (!chat.has_value()) {
+    std::printf("  no chat template: %s\n", chat.error().ToString().c_str());
+    return false;
+  }
+  Line("chat template", std::string(chat->variant()) + " (from " + std::string(chat->source()) + ")");
+  auto tokens = GreedyChat(**model, **tok, *chat, "What is the capital of France?");
   if (!tokens.has_value()) {
     std::printf("  generation failed: %s\n", tokens.error().ToString().c_str());
     return false;
@@ -198,7 +202,7 @@ bool RealModelSection() {
   if (!delta.has_value()) return false;
   Line("prefill == decode", "last 4 of " + std::to_string(tokens->size()) + " positions, full logit vectors: max|dlogit| = " +
                                 Fmt("%g", *delta) + (*delta == 0.0f ? " (exact)" : " (MISMATCH)"));
-  auto batch_delta = BatchedSessions(**model, **tok,
+  auto batch_delta = BatchedSessions(**model, **tok, *chat,
                                      {"What is the capital of France?", "What is the capital of Italy?",
                                       "Name a large ocean.", "What colour is the sky?", "How many legs has a cat?",
                                       "What is two plus two?", "Name a planet.", "What do bees make?"},
@@ -292,11 +296,13 @@ int Run(const std::string& dir) {
   CertificateCheck bad = VerifyDeletionCertificate(forged, journal_rows, trusted);
   Line("tampered copy", bad.ok() ? "ACCEPTED (bug!)" : "rejected: " + std::string(CertificateFaultName(bad.fault)));
   // Control: the poison really mattered — had it been kept, the next token's distribution moves.
-  const auto sys = Planner::Render(SegmentKind::kSystem, conv.messages[0].text);
-  const auto u1 = Planner::Render(SegmentKind::kUser, user_turns[0]);
-  const auto u2 = Planner::Render(SegmentKind::kUser, user_turns[1]);
-  DEMO_ASSIGN(auto seen, LogitsAfter(*model, *tok, {sys, u1, u2, Planner::Render(SegmentKind::kToolResult, kPoison)}));
-  DEMO_ASSIGN(auto never, LogitsAfter(*model, *tok, {sys, u1, u2}));
+  const std::vector<ChatMessage> before = {{ChatRole::kSystem, conv.messages[0].text},
+                                           {ChatRole::kUser, user_turns[0]},
+                                           {ChatRole::kUser, user_turns[1]}};
+  std::vector<ChatMessage> with_poison = before;
+  with_poison.push_back({ChatRole::kTool, kPoison});
+  DEMO_ASSIGN(auto seen, LogitsAfter(*model, *tok, planner->chat_template(), with_poison));
+  DEMO_ASSIGN(auto never, LogitsAfter(*model, *tok, planner->chat_template(), before));
   Line("control", "poison kept vs never seen: max|dlogit| = " + Fmt("%.3f", MaxAbsDiff(seen, never)) + " (the eviction mattered)");
   const bool section4_ok = check.ok() && !bad.ok() && cert.max_abs_delta == 0.0f;
 
@@ -306,9 +312,12 @@ int Run(const std::string& dir) {
   DEMO_ASSIGN(Digest image, store->Save("demo-session", transcript, planner->chain()));
   Line("saved image", "demo-session: " + std::to_string(transcript.size()) + " segments, sha256 " + Short(image.Hex()));
   // The live session's KV, as the tree holds it: the longest cached prefix of the transcript.
+  std::vector<ChatMessage> transcript_messages;
+  for (const RecallSegment& seg : transcript) transcript_messages.push_back({Planner::RoleOf(seg.kind), seg.text});
+  DEMO_ASSIGN(RenderedChat transcript_text, planner->chat_template().Render(transcript_messages, false));
   std::vector<int32_t> transcript_ids;
-  for (const RecallSegment& seg : transcript) {
-    DEMO_ASSIGN(auto part, tok->Encode(Planner::Render(seg.kind, seg.text)));
+  for (const std::string& piece : transcript_text.Pieces()) {
+    DEMO_ASSIGN(auto part, tok->Encode(piece));
     transcript_ids.insert(transcript_ids.end(), part.begin(), part.end());
   }
   LookupResult live = planner->tree().Lookup(planner->tree().ClaimFor(conv.tenant), transcript_ids);

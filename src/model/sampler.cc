@@ -102,7 +102,8 @@ Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<co
     out.tokens.push_back(next);
     history.push_back(next);
     if (on_token && !on_token(next)) break;
-    if (next == params.stop_token || out.tokens.size() == params.max_new_tokens) break;
+    if (std::find(params.stop_tokens.begin(), params.stop_tokens.end(), next) != params.stop_tokens.end()) break;
+    if (out.tokens.size() == params.max_new_tokens) break;
     if (cache->size() >= model.config().context_length) break;  // context full: stop, do not fail
     FAK_ASSIGN_OR_RETURN(logits, model.Decode(cache, next));
   }

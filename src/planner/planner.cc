@@ -1,11 +1,13 @@
 // Planner: prepare (render, seal, tokenize), reuse (tree + gate), append (screen, evict, certify),
 // decode, and give the context back to the tree.
 #include "fak/planner/planner.h"
+
+#include <algorithm>
+
 #include "fak/core/env.h"
-#include "src/core/str_cat.h"
-
-
 #include "fak/session/certify_eviction.h"
+#include "fak/tokenizer/text_stream.h"
+#include "src/core/str_cat.h"
 
 namespace fak {
 namespace {
@@ -15,16 +17,26 @@ double MsSince(int64_t t0_ns) { return static_cast<double>(NowNanos() - t0_ns) /
 
 }  // namespace
 
+std::string_view FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCallback: return "callback";
+  }
+  return "unknown";
+}
+
 struct Planner::Prepared {
-  std::vector<SegmentSpec> specs;  // one per message, then the reply header
-  std::vector<std::string> rendered;
+  std::vector<SegmentSpec> specs;  // one per message, then the generation prompt
   std::vector<int32_t> context;
 };
 
 Planner::Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key, BlobStore& blobs,
-                 std::shared_ptr<const ScreenChain> chain, std::unique_ptr<Journal> journal, RadixTreeOptions tree)
-    : model_(model), tokenizer_(tokenizer), key_(std::move(key)), corpus_(blobs), chain_(std::move(chain)),
-      journal_(std::move(journal)), tree_(std::make_unique<RadixTree>(model, tokenizer, std::move(tree))) {}
+                 std::shared_ptr<const ChatTemplate> chat_template, std::shared_ptr<const ScreenChain> chain,
+                 std::unique_ptr<Journal> journal, RadixTreeOptions tree)
+    : model_(model), tokenizer_(tokenizer), key_(std::move(key)), corpus_(blobs), template_(std::move(chat_template)),
+      chain_(std::move(chain)), journal_(std::move(journal)),
+      tree_(std::make_unique<RadixTree>(model, tokenizer, std::move(tree))) {}
 
 Result<std::unique_ptr<Planner>> Planner::Create(const Model& model, const Tokenizer& tokenizer, SigningKey key,
                                                  BlobStore& blobs, PlannerOptions options) {
@@ -33,14 +45,61 @@ Result<std::unique_ptr<Planner>> Planner::Create(const Model& model, const Token
     return InvalidArgument("tokenizer vocabulary " + std::to_string(tokenizer.vocab_size()) + " exceeds the model's " +
                            std::to_string(model.config().vocab_size));
   }
+  std::shared_ptr<const ChatTemplate> chat_template = options.chat_template;
+  if (!chat_template) {
+    // Only the embedded model has an obvious template (its own); any other model's comes from its
+    // file, and guessing one would make every turn subtly wrong.
+    if (tokenizer.kind() != "byte") {
+      return InvalidArgument("PlannerOptions.chat_template is required for a '" + std::string(tokenizer.kind()) +
+                             "' tokenizer (ChatTemplate::ForModel reads the model's own)");
+    }
+    FAK_ASSIGN_OR_RETURN(ChatTemplate fak_family, ChatTemplate::ForFamily("fak", tokenizer));
+    chat_template = std::make_shared<const ChatTemplate>(std::move(fak_family));
+  }
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<Journal> journal, Journal::Open(options.journal_path));
   auto chain = options.chain ? options.chain : std::make_shared<const ScreenChain>(ScreenChain::Default());
-  return std::unique_ptr<Planner>(
-      new Planner(model, tokenizer, std::move(key), blobs, std::move(chain), std::move(journal), std::move(options.tree)));
+  return std::unique_ptr<Planner>(new Planner(model, tokenizer, std::move(key), blobs, std::move(chat_template),
+                                              std::move(chain), std::move(journal), std::move(options.tree)));
 }
 
-std::string Planner::Render(SegmentKind kind, std::string_view text) {
-  return "<|" + std::string(SegmentKindName(kind)) + "|>\n" + std::string(text) + "\n";
+ChatRole Planner::RoleOf(SegmentKind kind) {
+  switch (kind) {
+    case SegmentKind::kSystem: return ChatRole::kSystem;
+    case SegmentKind::kUser: return ChatRole::kUser;
+    case SegmentKind::kToolResult: return ChatRole::kTool;
+    case SegmentKind::kAssistant: return ChatRole::kAssistant;
+  }
+  return ChatRole::kUser;
+}
+
+SegmentKind Planner::KindOf(ChatRole role) {
+  switch (role) {
+    case ChatRole::kSystem: return SegmentKind::kSystem;
+    case ChatRole::kUser: return SegmentKind::kUser;
+    case ChatRole::kTool: return SegmentKind::kToolResult;
+    case ChatRole::kAssistant: return SegmentKind::kAssistant;
+  }
+  return SegmentKind::kUser;
+}
+
+Result<std::vector<SegmentSpec>> Planner::Segments(const std::vector<RecallSegment>& transcript, bool reply) const {
+  std::vector<ChatMessage> messages;
+  for (const RecallSegment& seg : transcript) messages.push_back(ChatMessage{RoleOf(seg.kind), seg.text});
+  FAK_ASSIGN_OR_RETURN(RenderedChat rendered, template_->Render(messages, reply));
+  std::vector<std::string> pieces = rendered.Pieces();
+  std::vector<SegmentSpec> specs;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const bool is_reply = i == transcript.size();
+    if (is_reply && !reply) break;
+    const std::string id = is_reply ? "reply" : transcript[i].id;
+    // Each piece is tokenized on its own: segment boundaries are token boundaries, so a span can
+    // be evicted exactly and earlier turns keep their ids as the conversation grows.
+    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_.Encode(pieces[i]));
+    if (ids.empty()) return InvalidArgument("message " + id + " renders to no tokens");
+    specs.push_back(SegmentSpec{id, is_reply ? SegmentKind::kAssistant : transcript[i].kind, std::move(ids),
+                                Digest::Of(pieces[i])});
+  }
+  return specs;
 }
 
 std::string Planner::SealedStub(const Digest& digest) {
@@ -76,32 +135,25 @@ Result<bool> Planner::IsSealed(const Digest& digest) const {
 }
 
 Result<SegmentLedger> Planner::Rebuild(const RecalledTranscript& transcript) const {
-  SegmentLedger ledger(model_);
+  std::vector<RecallSegment> segments;
   for (const RecalledSegment& seg : transcript.segments) {
-    const std::string text = Render(seg.kind, seg.current.quarantined() ? SealedStub(seg.source_digest) : seg.text);
-    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_.Encode(text));
-    FAK_RETURN_IF_ERROR(ledger.Append(SegmentSpec{seg.id, seg.kind, std::move(ids), Digest::Of(text)}).status());
+    segments.push_back(RecallSegment{seg.id, seg.kind, seg.current.quarantined() ? SealedStub(seg.source_digest) : seg.text});
   }
+  FAK_ASSIGN_OR_RETURN(std::vector<SegmentSpec> specs, Segments(segments, /*reply=*/false));
+  SegmentLedger ledger(model_);
+  for (SegmentSpec& spec : specs) FAK_RETURN_IF_ERROR(ledger.Append(std::move(spec)).status());
   return ledger;
 }
 
-Result<Planner::Prepared> Planner::Prepare(const Conversation& conversation, const std::vector<bool>& sealed) {
+Result<Planner::Prepared> Planner::Prepare(const Conversation& conversation, const std::vector<bool>& sealed) const {
   Prepared p;
-  std::vector<RecallSegment> transcript = TranscriptOf(conversation, sealed);
-  for (RecallSegment& seg : transcript) seg.text = Render(seg.kind, seg.text);
-  transcript.push_back(RecallSegment{"reply", SegmentKind::kAssistant, std::string(kReplyHeader)});
-  for (RecallSegment& seg : transcript) {
-    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_.Encode(seg.text));
-    if (ids.empty()) return InvalidArgument("message " + seg.id + " renders to no tokens");
-    p.context.insert(p.context.end(), ids.begin(), ids.end());
-    p.specs.push_back(SegmentSpec{seg.id, seg.kind, std::move(ids), Digest::Of(seg.text)});
-    p.rendered.push_back(std::move(seg.text));
-  }
+  FAK_ASSIGN_OR_RETURN(p.specs, Segments(TranscriptOf(conversation, sealed), /*reply=*/true));
+  for (const SegmentSpec& spec : p.specs) p.context.insert(p.context.end(), spec.tokens.begin(), spec.tokens.end());
   return p;
 }
 
-Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, Prepared& p, size_t first,
-                                              SegmentLedger& ledger, CompleteResult* out) {
+Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, std::vector<bool>& sealed, Prepared& p,
+                                              size_t first, SegmentLedger& ledger, CompleteResult* out) {
   std::vector<float> logits;  // of the last segment: the reply header, never reused or screened
   for (size_t j = first; j < p.specs.size(); ++j) {
     const bool is_message = j < conversation.messages.size();
@@ -133,9 +185,13 @@ Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, 
                          IssueDeletionCertificate(model_, ledger, spec, *r.eviction, journal_.get(), key_, issue));
     out->certificates.push_back(std::move(cert));
     out->messages[j].sealed = true;
-    const std::string stub = Render(conversation.messages[j].kind, SealedStub(d));
-    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_.Encode(stub));
-    FAK_RETURN_IF_ERROR(ledger.Append(SegmentSpec{spec.id + ".sealed", spec.kind, ids, Digest::Of(stub)}).status());
+    // Render again with the stub in the message's place: how a template renders a message may
+    // depend on its neighbours, so the stub's segment and every later one come from the new text.
+    sealed[j] = true;
+    FAK_ASSIGN_OR_RETURN(p, Prepare(conversation, sealed));
+    SegmentSpec stub = p.specs[j];
+    stub.id += ".sealed";
+    FAK_ASSIGN_OR_RETURN(logits, ledger.Append(std::move(stub)));
   }
   return logits;
 }
@@ -143,21 +199,37 @@ Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, 
 Status Planner::Decode(SegmentLedger& ledger, std::vector<float> logits, const CompleteParams& params,
                        CompleteResult* out) {
   GenerateParams g = params.generate;
-  if (g.stop_token < 0) g.stop_token = tokenizer_.eos_id();
+  if (g.stop_tokens.empty()) g.stop_tokens = EndOfGenerationTokens(tokenizer_, template_.get());
   FAK_RETURN_IF_ERROR(g.sampling.Validate());
   Sampler sampler(g.sampling);
+  TextStream stream(tokenizer_, params.stop);
   std::vector<int32_t> history(ledger.cache().tokens().begin(), ledger.cache().tokens().end());
+  out->finish = FinishReason::kLength;
   while (out->generated.size() < g.max_new_tokens) {
     const int32_t next = sampler.Sample(logits, history);
     out->generated.push_back(next);
     history.push_back(next);
-    if (next == g.stop_token) break;
-    FAK_ASSIGN_OR_RETURN(std::string piece, tokenizer_.Decode(std::span<const int32_t>(&next, 1)));
-    out->text += piece;
-    if (params.on_text && !params.on_text(piece)) break;
+    if (std::find(g.stop_tokens.begin(), g.stop_tokens.end(), next) != g.stop_tokens.end()) {
+      out->finish = FinishReason::kStop;
+      break;
+    }
+    FAK_ASSIGN_OR_RETURN(std::string piece, stream.Push(next));
+    if (!piece.empty() && params.on_text && !params.on_text(piece)) {
+      out->finish = FinishReason::kCallback;
+      break;
+    }
+    if (stream.stopped()) {
+      out->finish = FinishReason::kStop;
+      break;
+    }
     if (out->generated.size() == g.max_new_tokens || ledger.cache().size() >= model_.config().context_length) break;
     FAK_ASSIGN_OR_RETURN(logits, ledger.ExtendLast(std::span<const int32_t>(&next, 1)));
   }
+  if (out->finish != FinishReason::kCallback) {
+    const std::string rest = stream.Finish();
+    if (!rest.empty() && params.on_text) params.on_text(rest);
+  }
+  out->text = stream.text();
   return Status::Ok();
 }
 
@@ -206,7 +278,7 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
     ++first_new;
   }
   if (first_new < p.specs.size()) {
-    FAK_ASSIGN_OR_RETURN(logits, AppendNew(conversation, p, first_new, ledger, &out));
+    FAK_ASSIGN_OR_RETURN(logits, AppendNew(conversation, sealed_now, p, first_new, ledger, &out));
   }
   out.prefilled_tokens = ledger.cache().size() - kept;
   out.prefill_ms = MsSince(t0);

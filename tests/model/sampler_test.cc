@@ -83,11 +83,11 @@ TEST(Generate, ReproducibleAndStopsAtMaxOrStopToken) {
   EXPECT_EQ(r1.tokens, streamed);
   EXPECT_EQ(r1.tokens.size(), 12u);
   EXPECT_EQ(c1.size(), 10u + 11u);  // the last sampled token is not fed back
-  gp.stop_token = r1.tokens[3];
+  gp.stop_tokens = {r1.tokens[3]};
   KVCache c3 = model->NewCache();
   ASSERT_OK_AND_ASSIGN(auto r3, Generate(*model, &c3, prompt, gp));
   EXPECT_LE(r3.tokens.size(), 4u);
-  EXPECT_EQ(r3.tokens.back(), gp.stop_token);
+  EXPECT_EQ(r3.tokens.back(), gp.stop_tokens[0]);
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "fak/fak.h"
 #include "tests/io/gguf_writer.h"
 #include "tests/test_util.h"
@@ -120,7 +122,7 @@ TEST_F(CliTest, HelpForEveryCommand) {
 TEST_F(CliTest, UsageErrorsExitTwoOnStderr) {
   EXPECT_EQ(RunFak("").exit_code, 2);
   EXPECT_EQ(RunFak("frobnicate").exit_code, 2);
-  EXPECT_EQ(RunFak("run embedded").exit_code, 2);  // no --prompt
+  EXPECT_EQ(RunFak("run embedded").exit_code, 2);  // no prompt
   EXPECT_EQ(RunFak("run embedded --prompt hi --max-tokens lots").exit_code, 2);
   EXPECT_EQ(RunFak("run embedded --prompt hi --bogus").exit_code, 2);
   CliResult missing = RunFak("run no-such-model.gguf --prompt hi");
@@ -137,6 +139,62 @@ TEST_F(CliTest, RunGeneratesOnTheEmbeddedModel) {
   CliResult b = RunFak("run embedded --prompt hello --max-tokens 6 --temperature 0.8 --seed 3");
   EXPECT_EQ(a.exit_code, 0);
   EXPECT_EQ(a.output.substr(0, a.output.rfind("\n[")), b.output.substr(0, b.output.rfind("\n[")));  // timings aside
+}
+
+// The first line of `output` parsed as JSON (the command's stdout; stderr's numbers follow).
+nlohmann::json FirstJsonLine(const std::string& output) {
+  return nlohmann::json::parse(output.substr(0, output.find('\n')), nullptr, /*allow_exceptions=*/false);
+}
+
+TEST_F(CliTest, RunTakesShortFlagsAPromptFileAndPrintsJson) {
+  WriteFile(dir_ / "prompt.txt", "hi");
+  CliResult a = RunFak("run -m embedded -p hi -n 5 --json");
+  CliResult b = RunFak("run embedded --prompt-file " + (dir_ / "prompt.txt").string() + " --max-tokens 5 --json");
+  ASSERT_EQ(a.exit_code, 0) << a.output;
+  nlohmann::json ja = FirstJsonLine(a.output), jb = FirstJsonLine(b.output);
+  ASSERT_TRUE(ja.is_object()) << a.output;
+  EXPECT_EQ(ja["usage"]["prompt_tokens"], 3);  // BOS + "hi"
+  EXPECT_EQ(ja["tokens"].size(), 5u);
+  EXPECT_EQ(ja["finish_reason"], "length");
+  EXPECT_EQ(ja["tokens"], jb["tokens"]);
+  EXPECT_EQ(RunFak("run embedded -p hi --prompt-file " + (dir_ / "prompt.txt").string()).exit_code, 2);  // both
+  EXPECT_EQ(RunFak("run -m embedded embedded -p hi").exit_code, 2);  // two models
+}
+
+TEST_F(CliTest, RunStopsBeforeAStopStringAndNeverPrintsIt) {
+  CliResult full = RunFak("run embedded -p hello -n 24 --json");
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const std::vector<int32_t> tokens = FirstJsonLine(full.output)["tokens"];
+  // The byte model's ids are bytes: stop at the first plain letter or digit it generated.
+  const auto at = std::find_if(tokens.begin(), tokens.end(), [](int32_t t) { return t < 128 && std::isalnum(t); });
+  ASSERT_NE(at, tokens.end()) << "the continuation has no letter or digit to stop at";
+  const char stop = static_cast<char>(*at);
+  CliResult cut = RunFak(std::string("run embedded -p hello -n 24 --json --stop ") + stop);
+  nlohmann::json j = FirstJsonLine(cut.output);
+  const size_t first = std::find(tokens.begin(), tokens.end(), *at) - tokens.begin();
+  EXPECT_EQ(j["tokens"], std::vector<int32_t>(tokens.begin(), tokens.begin() + first + 1));  // ends on the stop
+  EXPECT_EQ(j["text"].get<std::string>().find(stop), std::string::npos) << "the stop string was printed";
+  EXPECT_EQ(j["finish_reason"], "stop");
+}
+
+TEST_F(CliTest, ChatReadsTurnsFromAPipeAndReusesEarlierTurns) {
+  CliResult r = RunFak("chat embedded --system be-brief -n 4 --json", "first question\nsecond question\n");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<nlohmann::json> turns;
+  for (size_t at = 0; at < r.output.size();) {
+    const size_t end = r.output.find('\n', at);
+    nlohmann::json j = nlohmann::json::parse(r.output.substr(at, end - at), nullptr, false);
+    if (j.is_object()) turns.push_back(j);
+    at = end == std::string::npos ? r.output.size() : end + 1;
+  }
+  ASSERT_EQ(turns.size(), 2u) << r.output;
+  EXPECT_EQ(turns[0]["usage"]["cached_tokens"], 0);
+  EXPECT_GT(turns[1]["usage"]["cached_tokens"].get<size_t>(), turns[0]["usage"]["prompt_tokens"].get<size_t>() / 2)
+      << "the second turn reuses the first from the radix tree";
+  EXPECT_NE(r.output.find("[chat template fak"), std::string::npos) << r.output;
+  CliResult bad = RunFak("chat embedded --template no-such-family", "hi\n");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.output.find("no-such-family"), std::string::npos) << bad.output;
 }
 
 TEST_F(CliTest, InspectAndBenchTheEmbeddedModel) {

@@ -40,12 +40,17 @@ Result<Args> Args::Parse(std::span<char* const> argv, const Spec& spec) {
       args.options_.emplace_back("help", "");
       continue;
     }
-    if (arg.substr(0, 2) != "--") return InvalidArgument("unknown option '" + std::string(arg) + "'");
-    std::string_view name = arg.substr(2);
     std::optional<std::string> inline_value;
-    if (size_t eq = name.find('='); eq != std::string_view::npos) {
-      inline_value = std::string(name.substr(eq + 1));
-      name = name.substr(0, eq);
+    if (size_t eq = arg.find('='); eq != std::string_view::npos) {
+      inline_value = std::string(arg.substr(eq + 1));
+      arg = arg.substr(0, eq);
+    }
+    std::string_view name;
+    for (const auto& [spelling, canonical] : spec.aliases)
+      if (arg == spelling) name = canonical;
+    if (name.empty()) {
+      if (arg.substr(0, 2) != "--") return InvalidArgument("unknown option '" + std::string(arg) + "'");
+      name = arg.substr(2);
     }
     if (Contains(spec.flags, name)) {
       if (inline_value) return InvalidArgument("option --" + std::string(name) + " takes no value");
@@ -178,6 +183,64 @@ Result<LoadedModel> LoadModel(std::string_view spec, size_t n_threads) {
   FAK_ASSIGN_OR_RETURN(loaded.tokenizer, LoadTokenizerForModel(path));  // GGUF metadata or tokenizer.json
   loaded.label = path + " (" + loaded.model->config().Describe() + ")";
   return loaded;
+}
+
+void AddGenerationOptions(Args::Spec* spec) {
+  for (std::string_view name : {"max-tokens", "temperature", "top-k", "top-p", "seed", "repeat-penalty", "stop", "threads"})
+    spec->value_options.push_back(name);
+  spec->flags.push_back("json");
+  spec->aliases.push_back({"-n", "max-tokens"});
+  spec->aliases.push_back({"--temp", "temperature"});
+}
+
+Result<GenerationFlags> ParseGenerationFlags(const Args& args, size_t default_max_tokens) {
+  GenerationFlags g;
+  FAK_ASSIGN_OR_RETURN(g.max_tokens, args.GetUint("max-tokens", default_max_tokens));
+  FAK_ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
+  FAK_ASSIGN_OR_RETURN(double top_p, args.GetDouble("top-p", 1.0));
+  FAK_ASSIGN_OR_RETURN(double penalty, args.GetDouble("repeat-penalty", 1.0));
+  FAK_ASSIGN_OR_RETURN(g.sampling.top_k, args.GetUint("top-k", 0));
+  FAK_ASSIGN_OR_RETURN(g.sampling.seed, args.GetUint("seed", 0));
+  g.sampling.temperature = static_cast<float>(temperature);
+  g.sampling.top_p = static_cast<float>(top_p);
+  g.sampling.repetition_penalty = static_cast<float>(penalty);
+  FAK_RETURN_IF_ERROR(g.sampling.Validate());
+  for (std::string& stop : args.GetAll("stop")) {
+    if (stop.empty()) return InvalidArgument("--stop wants a non-empty text");
+    g.stop.push_back(std::move(stop));
+  }
+  g.json = args.Has("json");
+  return g;
+}
+
+std::string GenerationHelp(size_t default_max_tokens) {
+  std::string help(sizeof(kGenerationHelp) + 16, '\0');
+  help.resize(std::snprintf(help.data(), help.size(), kGenerationHelp, default_max_tokens));
+  return help;
+}
+
+Result<std::string> ModelArgument(const Args& args) {
+  std::optional<std::string> named = args.Get("model");
+  const size_t n = args.positional().size() + (named ? 1 : 0);
+  if (n != 1) return InvalidArgument(n == 0 ? "expected a MODEL" : "expected one MODEL (positional or -m, not both)");
+  return named ? *named : args.positional()[0];
+}
+
+Result<ChatTemplate> ChatTemplateFor(const Args& args, const std::string& model_spec, const Tokenizer& tokenizer) {
+  if (std::optional<std::string> given = args.Get("template")) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(*given, ec)) return ChatTemplate::ForFamily(*given, tokenizer);
+    FAK_ASSIGN_OR_RETURN(std::string source, ReadFileOrStdin(*given));
+    return ChatTemplate::Recognize(source, tokenizer);
+  }
+  if (model_spec == "embedded") return ChatTemplate::ForFamily("fak", tokenizer);
+  return ChatTemplate::ForModel(model_spec, tokenizer);
+}
+
+void WriteJsonLine(const std::string& json) {
+  std::fwrite(json.data(), 1, json.size(), stdout);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
 }
 
 Result<std::vector<int32_t>> EncodePrompt(const Tokenizer& tokenizer, std::string_view prompt) {

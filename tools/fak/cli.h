@@ -16,8 +16,10 @@
 #include <utility>
 #include <vector>
 
-#include "fak/model/model.h"
 #include "fak/core/status.h"
+#include "fak/model/model.h"
+#include "fak/model/sampler.h"
+#include "fak/tokenizer/chat_template.h"
 #include "fak/tokenizer/tokenizer.h"
 
 namespace fak::cli {
@@ -33,6 +35,9 @@ class Args {
   struct Spec {
     std::vector<std::string_view> value_options;  // names without "--"
     std::vector<std::string_view> flags;
+    // Other spellings, e.g. {"-n", "max-tokens"} or {"--temp", "temperature"}: the option is
+    // stored under its name.
+    std::vector<std::pair<std::string_view, std::string_view>> aliases = {};
   };
   // InvalidArgument naming an unknown option or a missing value.
   static Result<Args> Parse(std::span<char* const> argv, const Spec& spec);
@@ -91,6 +96,37 @@ Result<std::vector<int32_t>> EncodePrompt(const Tokenizer& tokenizer, std::strin
 // prefilled in chunks under a progress bar; within one kernel tier chunked and whole prefill give
 // the same cache and logits bit for bit (architecture §2.1), so this changes only what is shown.
 Result<std::vector<float>> PrefillWithProgress(const Model& model, KVCache* cache, std::span<const int32_t> ids);
+
+// What `run` and `chat` share: sampling, stop strings, reply length, output form.
+struct GenerationFlags {
+  SamplingParams sampling;
+  size_t max_tokens = 0;
+  std::vector<std::string> stop;  // --stop, repeatable
+  bool json = false;              // machine-readable output
+};
+// The option names and spellings ParseGenerationFlags reads, to add to a command's Spec.
+void AddGenerationOptions(Args::Spec* spec);
+Result<GenerationFlags> ParseGenerationFlags(const Args& args, size_t default_max_tokens);
+inline constexpr char kGenerationHelp[] =
+    "generation options (run and chat):\n"
+    "  -n, --max-tokens N     tokens to generate at most. Default: %zu\n"
+    "  --temp, --temperature T  0 = greedy. Default: 0\n"
+    "  --top-k K              keep the K most likely tokens; 0 = all. Default: 0\n"
+    "  --top-p P              nucleus mass in (0, 1]. Default: 1\n"
+    "  --seed S               sampler seed (same seed, same tokens). Default: 0\n"
+    "  --repeat-penalty R     > 1 discourages repeating tokens. Default: 1\n"
+    "  --stop TEXT            end the reply before TEXT (never printed); repeatable\n"
+    "  --json                 print one JSON object per reply (text, tokens, finish_reason, usage, timings)\n"
+    "  --threads N            threads per forward pass; 0 = one per hardware thread. Default: 0\n";
+// The generation help with the command's default length filled in.
+std::string GenerationHelp(size_t default_max_tokens);
+// MODEL: `-m/--model` or the one positional (not both).
+Result<std::string> ModelArgument(const Args& args);
+// The chat template: --template (a family name, or a file holding a Jinja template to
+// recognise), else the model's own (ChatTemplate::ForModel; family "fak" for 'embedded').
+Result<ChatTemplate> ChatTemplateFor(const Args& args, const std::string& model_spec, const Tokenizer& tokenizer);
+// Writes one JSON value and a newline to stdout.
+void WriteJsonLine(const std::string& json);
 
 // Subcommands. `argv` starts after the subcommand's name.
 int RunCommand(std::span<char* const> argv);

@@ -9,6 +9,8 @@
 #include <iostream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "fak/audit/audit.h"
 #include "fak/store/blob_store.h"
 #include "fak/planner/planner.h"
@@ -20,10 +22,11 @@ namespace {
 constexpr std::string_view kChatUsage =
     "usage: fak chat MODEL [options]\n"
     "\n"
-    "Reads one user message per line from stdin and streams each reply through the planner: the\n"
-    "conversation's earlier turns are reused from the radix tree, tool results are screened and a\n"
-    "quarantined one is evicted at once with a signed deletion certificate. Per-turn numbers go to\n"
-    "stderr.\n"
+    "Reads one user message per line from stdin (a terminal or a pipe) and streams each reply through\n"
+    "the planner, rendered with the model's chat template: the conversation's earlier turns are\n"
+    "reused from the radix tree, tool results are screened and a quarantined one is evicted at once\n"
+    "with a signed deletion certificate. A reply ends at the model's end-of-turn token, EOS, a --stop\n"
+    "text or the length limit. Per-turn numbers go to stderr.\n"
     "\n"
     "lines:\n"
     "  TEXT                   a user message; the model replies\n"
@@ -31,16 +34,16 @@ constexpr std::string_view kChatUsage =
     "  /quit                  end (so does end of input)\n"
     "\n"
     "options:\n"
+    "  -m, --model MODEL      the model (or give it as the positional argument)\n"
     "  --system TEXT          a system message first. Default: none\n"
+    "  --template NAME|FILE   the chat template: a family (gemma, llama3, chatml, mistral, llama2,\n"
+    "                         phi3, fak) or a file with a Jinja template. Default: the model's own\n"
     "  --tenant NAME          the tenant the radix tree serves. Default: \"default\"\n"
     "  --state DIR            keep the corpus (DIR/corpus), journal (DIR/journal.log), signing key\n"
     "                         (DIR/key.pem) and certificates (DIR/certs/SEQ.json) in DIR, for\n"
     "                         `fak verify` and `fak store fsck`. Default: a temporary directory,\n"
-    "                         removed at exit\n"
-    "  --max-tokens N         tokens per reply. Default: 128\n"
-    "  --temperature T        0 = greedy. Default: 0\n"
-    "  --seed S               sampler seed. Default: 0\n"
-    "  --threads N            threads per forward pass; 0 = one per hardware thread. Default: 0\n";
+    "                         removed at exit\n";
+constexpr size_t kChatDefaultMaxTokens = 128;
 
 // Where the session keeps its durable pieces; a temporary one is removed on destruction.
 struct ChatState {
@@ -87,9 +90,12 @@ Status SaveCertificate(const ChatState& state, const DeletionCertificate& cert, 
   return Status::Ok();
 }
 
-void ReportTurn(const ChatState& state, const CompleteResult& r) {
-  std::fprintf(stderr, "[context %zu tokens: %zu reused, %zu prefilled; %zu generated; prefill %.1f ms, decode %.1f ms]\n",
-               r.context_tokens, r.reused_tokens, r.prefilled_tokens, r.generated.size(), r.prefill_ms, r.decode_ms);
+// Per-turn numbers to stderr; the certificate paths written, for --json.
+std::vector<std::string> ReportTurn(const ChatState& state, const CompleteResult& r) {
+  std::vector<std::string> written;
+  std::fprintf(stderr, "[context %zu tokens: %zu reused, %zu prefilled; %zu generated (%s); prefill %.1f ms, decode %.1f ms]\n",
+               r.context_tokens, r.reused_tokens, r.prefilled_tokens, r.generated.size(),
+               std::string(FinishReasonName(r.finish)).c_str(), r.prefill_ms, r.decode_ms);
   for (const MessageOutcome& m : r.messages) {
     if (!m.verdict.quarantined() || !m.sealed) continue;
     std::fprintf(stderr, "[sealed %s…: quarantined by %s (%s)]\n", m.source_digest.Hex().substr(0, 12).c_str(),
@@ -98,24 +104,43 @@ void ReportTurn(const ChatState& state, const CompleteResult& r) {
   for (const DeletionCertificate& cert : r.certificates) {
     std::string path;
     Status saved = SaveCertificate(state, cert, &path);
+    if (saved.ok()) written.push_back(path);
     std::fprintf(stderr, "[evicted %llu tokens, certified: journal row #%llu, max|dlogit| %g; %s]\n",
                  static_cast<unsigned long long>(cert.evicted_count), static_cast<unsigned long long>(cert.journal_seq),
                  cert.max_abs_delta, saved.ok() ? ("certificate " + path).c_str() : saved.ToString().c_str());
   }
+  return written;
+}
+
+std::string TurnJson(size_t turn, const CompleteResult& r, const std::vector<std::string>& certificates) {
+  nlohmann::json j = {
+      {"turn", turn},
+      {"text", r.text},
+      {"finish_reason", std::string(FinishReasonName(r.finish))},
+      {"usage",
+       {{"prompt_tokens", r.context_tokens}, {"cached_tokens", r.reused_tokens}, {"completion_tokens", r.generated.size()}}},
+      {"timings", {{"prefill_ms", r.prefill_ms}, {"decode_ms", r.decode_ms}}},
+      {"certificates", certificates},
+  };
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 struct ChatSettings {
   CompleteParams params;
   Conversation conversation;
+  bool json = false;
 };
 
 // The REPL: one line in, one reply out, until /quit or end of input.
 Status Repl(Planner& planner, const ChatState& state, ChatSettings& s) {
-  const bool interactive = ::isatty(STDIN_FILENO) == 1 && StdoutIsTerminal();
-  s.params.on_text = [](std::string_view piece) {
-    WriteText(piece);
-    return true;
-  };
+  const bool interactive = ::isatty(STDIN_FILENO) == 1 && StdoutIsTerminal() && !s.json;
+  if (!s.json) {
+    s.params.on_text = [](std::string_view piece) {
+      WriteText(piece);
+      return true;
+    };
+  }
+  size_t turn = 0;
   std::string line;
   while (true) {
     if (interactive) {
@@ -133,9 +158,12 @@ Status Repl(Planner& planner, const ChatState& state, ChatSettings& s) {
       s.conversation.messages.push_back({SegmentKind::kUser, line});
     }
     FAK_ASSIGN_OR_RETURN(CompleteResult r, planner.Complete(s.conversation, s.params));
-    std::fputc('\n', stdout);
-    std::fflush(stdout);
-    ReportTurn(state, r);
+    if (!s.json) {
+      std::fputc('\n', stdout);
+      std::fflush(stdout);
+    }
+    const std::vector<std::string> certificates = ReportTurn(state, r);
+    if (s.json) WriteJsonLine(TurnJson(++turn, r, certificates));
     s.conversation.messages.push_back({SegmentKind::kAssistant, r.text});
   }
   if (!state.temporary)
@@ -145,11 +173,11 @@ Status Repl(Planner& planner, const ChatState& state, ChatSettings& s) {
 
 Result<ChatSettings> ParseSettings(const Args& args) {
   ChatSettings s;
-  FAK_ASSIGN_OR_RETURN(s.params.generate.max_new_tokens, args.GetUint("max-tokens", 128));
-  FAK_ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
-  FAK_ASSIGN_OR_RETURN(s.params.generate.sampling.seed, args.GetUint("seed", 0));
-  s.params.generate.sampling.temperature = static_cast<float>(temperature);
-  FAK_RETURN_IF_ERROR(s.params.generate.sampling.Validate());
+  FAK_ASSIGN_OR_RETURN(GenerationFlags g, ParseGenerationFlags(args, kChatDefaultMaxTokens));
+  s.params.generate.max_new_tokens = g.max_tokens;
+  s.params.generate.sampling = g.sampling;
+  s.params.stop = std::move(g.stop);
+  s.json = g.json;
   if (std::optional<std::string> tenant = args.Get("tenant")) s.conversation.tenant = *tenant;
   if (std::optional<std::string> system = args.Get("system")) s.conversation.messages.push_back({SegmentKind::kSystem, *system});
   return s;
@@ -158,18 +186,26 @@ Result<ChatSettings> ParseSettings(const Args& args) {
 }  // namespace
 
 int ChatCommand(std::span<char* const> argv) {
-  Result<Args> args = Args::Parse(argv, {{"system", "tenant", "state", "max-tokens", "temperature", "seed", "threads"}, {}});
-  if (!args) return UsageError("chat", args.error().message(), kChatUsage);
-  if (args->help()) return ShowHelp(std::string(kChatUsage) + "\n" + kModelHelp);
-  if (args->positional().size() != 1) return UsageError("chat", "expected one MODEL", std::string(kChatUsage) + kModelHelp);
+  Args::Spec spec{{"model", "system", "template", "tenant", "state"}, {}, {{"-m", "model"}}};
+  AddGenerationOptions(&spec);
+  const std::string usage = std::string(kChatUsage) + GenerationHelp(kChatDefaultMaxTokens);
+  Result<Args> args = Args::Parse(argv, spec);
+  if (!args) return UsageError("chat", args.error().message(), usage);
+  if (args->help()) return ShowHelp(usage + "\n" + kModelHelp);
+  Result<std::string> model_spec = ModelArgument(*args);
+  if (!model_spec) return UsageError("chat", model_spec.error().message(), usage + kModelHelp);
   Result<ChatSettings> settings = ParseSettings(*args);
   Result<uint64_t> threads = args->GetUint("threads", 0);
   for (const Status& s : {settings.error(), threads.error()})
-    if (!s.ok()) return UsageError("chat", s.message(), kChatUsage);
+    if (!s.ok()) return UsageError("chat", s.message(), usage);
 
-  Result<LoadedModel> m = LoadModel(args->positional()[0], *threads);
+  Result<LoadedModel> m = LoadModel(*model_spec, *threads);
   if (!m) return Fail("chat", m.error());
   if (!m->tokenizer) return Fail("chat", Unsupported(m->label + " has no tokenizer; it serves `fak bench` and `fak inspect`"));
+  Result<ChatTemplate> chat_template = ChatTemplateFor(*args, *model_spec, *m->tokenizer);
+  if (!chat_template) return Fail("chat", chat_template.error());
+  std::fprintf(stderr, "[chat template %s, from %s]\n", std::string(chat_template->variant()).c_str(),
+               std::string(chat_template->source()).c_str());
   ChatState state;
   if (Status s = OpenStateDir(args->Get("state"), &state); !s.ok()) return Fail("chat", s);
   Result<SigningKey> key = StateKey(state);
@@ -178,6 +214,7 @@ int ChatCommand(std::span<char* const> argv) {
   if (!blobs) return Fail("chat", blobs.error());
   PlannerOptions options;
   options.journal_path = (state.dir / "journal.log").string();
+  options.chat_template = std::make_shared<const ChatTemplate>(std::move(*chat_template));
   Result<std::unique_ptr<Planner>> planner = Planner::Create(*m->model, *m->tokenizer, *key, **blobs, options);
   if (!planner) return Fail("chat", planner.error());
   if (Status s = Repl(**planner, state, *settings); !s.ok()) return Fail("chat", s);

@@ -5,27 +5,28 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "fak/kernels/kernel_tier.h"
 #include "fak/model/sampler.h"
+#include "fak/tokenizer/text_stream.h"
 #include "tools/fak/cli.h"
 
 namespace fak::cli {
 namespace {
 
 constexpr std::string_view kRunUsage =
-    "usage: fak run MODEL --prompt TEXT [options]\n"
+    "usage: fak run MODEL (-p TEXT | --prompt-file FILE) [options]\n"
     "\n"
-    "Prefills TEXT (BOS first when the tokenizer wants it) and streams the continuation to stdout;\n"
-    "timings go to stderr. A long prompt shows a progress bar when stdout is a terminal.\n"
+    "Prefills TEXT as given (BOS first when the tokenizer wants it; no chat template: see `fak chat`)\n"
+    "and streams the continuation to stdout until EOS, a --stop text or the length limit; timings go\n"
+    "to stderr. A long prompt shows a progress bar when stdout is a terminal.\n"
     "\n"
     "options:\n"
-    "  --prompt TEXT          the prompt (required)\n"
-    "  --max-tokens N         tokens to generate; stops early at EOS. Default: 64\n"
-    "  --temperature T        0 = greedy. Default: 0\n"
-    "  --top-k K              keep the K most likely tokens; 0 = all. Default: 0\n"
-    "  --top-p P              nucleus mass in (0, 1]. Default: 1\n"
-    "  --seed S               sampler seed (same seed, same tokens). Default: 0\n"
-    "  --threads N            threads per forward pass; 0 = one per hardware thread. Default: 0\n";
+    "  -m, --model MODEL      the model (or give it as the positional argument)\n"
+    "  -p, --prompt TEXT      the prompt\n"
+    "  --prompt-file FILE     the prompt from FILE ('-': stdin)\n";
+constexpr size_t kRunDefaultMaxTokens = 64;
 
 constexpr std::string_view kBenchUsage =
     "usage: fak bench MODEL [--tokens N] [--decode N] [--sessions S] [--threads N]\n"
@@ -47,79 +48,108 @@ double MsSince(Clock::time_point start) {
 }
 double PerSecond(size_t n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; }
 
-Result<SamplingParams> ParseSampling(const Args& args) {
-  SamplingParams sampling;
-  FAK_ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
-  FAK_ASSIGN_OR_RETURN(double top_p, args.GetDouble("top-p", 1.0));
-  FAK_ASSIGN_OR_RETURN(sampling.top_k, args.GetUint("top-k", 0));
-  FAK_ASSIGN_OR_RETURN(sampling.seed, args.GetUint("seed", 0));
-  sampling.temperature = static_cast<float>(temperature);
-  sampling.top_p = static_cast<float>(top_p);
-  FAK_RETURN_IF_ERROR(sampling.Validate());
-  return sampling;
-}
-
-struct RunTimes {
-  size_t n_prompt = 0, n_generated = 0;
+struct RunResult {
+  std::vector<int32_t> prompt, generated;  // generated: a stop token included
+  std::string text;
+  std::string finish_reason;  // "stop" (EOS or a --stop text) or "length"
   double prefill_ms = 0, decode_ms = 0;
 };
 
-// Prefills the prompt and streams up to `max_tokens` sampled tokens; EOS ends early (not printed).
-Result<RunTimes> Generate(const LoadedModel& m, const std::string& prompt, size_t max_tokens, const SamplingParams& sampling) {
-  RunTimes t;
-  FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, EncodePrompt(*m.tokenizer, prompt));
-  t.n_prompt = ids.size();
+// Prefills the prompt and samples up to `max_tokens`; text is streamed (unless `quiet`) as the
+// TextStream releases it, so a --stop text is never printed.
+Result<RunResult> Generate(const LoadedModel& m, const std::string& prompt, const GenerationFlags& g, bool quiet) {
+  RunResult r;
+  FAK_ASSIGN_OR_RETURN(r.prompt, EncodePrompt(*m.tokenizer, prompt));
+  const std::vector<int32_t> stops = EndOfGenerationTokens(*m.tokenizer, nullptr);
   KVCache cache = m.model->NewCache();
   Clock::time_point start = Clock::now();
-  FAK_ASSIGN_OR_RETURN(std::vector<float> logits, PrefillWithProgress(*m.model, &cache, ids));
-  t.prefill_ms = MsSince(start);
+  FAK_ASSIGN_OR_RETURN(std::vector<float> logits, PrefillWithProgress(*m.model, &cache, r.prompt));
+  r.prefill_ms = MsSince(start);
   start = Clock::now();
-  Sampler sampler(sampling);
-  std::vector<int32_t> history = ids;
-  for (size_t i = 0; i < max_tokens; ++i) {
+  Sampler sampler(g.sampling);
+  TextStream stream(*m.tokenizer, g.stop);
+  std::vector<int32_t> history = r.prompt;
+  r.finish_reason = "length";
+  while (r.generated.size() < g.max_tokens && cache.size() < m.model->config().context_length) {
     const int32_t token = sampler.Sample(logits, history);
-    if (token == m.tokenizer->eos_id()) break;
-    const int32_t one[] = {token};
-    FAK_ASSIGN_OR_RETURN(std::string piece, m.tokenizer->Decode(one));
-    WriteText(piece);
+    r.generated.push_back(token);
     history.push_back(token);
-    ++t.n_generated;
-    if (i + 1 < max_tokens) {
+    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+      r.finish_reason = "stop";
+      break;
+    }
+    FAK_ASSIGN_OR_RETURN(std::string piece, stream.Push(token));
+    if (!quiet) WriteText(piece);
+    if (stream.stopped()) {
+      r.finish_reason = "stop";
+      break;
+    }
+    if (r.generated.size() < g.max_tokens) {
       FAK_ASSIGN_OR_RETURN(logits, m.model->Decode(&cache, token));
     }
   }
-  t.decode_ms = MsSince(start);
-  return t;
+  const std::string rest = stream.Finish();
+  if (!quiet) WriteText(rest);
+  r.text = stream.text();
+  r.decode_ms = MsSince(start);
+  return r;
+}
+
+std::string RunJson(const LoadedModel& m, const RunResult& r) {
+  nlohmann::json j = {
+      {"text", r.text},
+      {"tokens", r.generated},
+      {"finish_reason", r.finish_reason},
+      {"usage", {{"prompt_tokens", r.prompt.size()}, {"completion_tokens", r.generated.size()}}},
+      {"timings", {{"prefill_ms", r.prefill_ms}, {"decode_ms", r.decode_ms}}},
+      {"model", m.label},
+      {"kernel_tier", std::string(ActiveKernelTier())},
+  };
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
 
 int RunCommand(std::span<char* const> argv) {
-  Result<Args> args = Args::Parse(argv, {{"prompt", "max-tokens", "temperature", "top-k", "top-p", "seed", "threads"}, {}});
-  if (!args) return UsageError("run", args.error().message(), kRunUsage);
-  if (args->help()) return ShowHelp(std::string(kRunUsage) + "\n" + kModelHelp);
-  if (args->positional().size() != 1) return UsageError("run", "expected one MODEL", std::string(kRunUsage) + kModelHelp);
+  Args::Spec spec{{"model", "prompt", "prompt-file"}, {}, {{"-m", "model"}, {"-p", "prompt"}}};
+  AddGenerationOptions(&spec);
+  const std::string usage = std::string(kRunUsage) + GenerationHelp(kRunDefaultMaxTokens);
+  Result<Args> args = Args::Parse(argv, spec);
+  if (!args) return UsageError("run", args.error().message(), usage);
+  if (args->help()) return ShowHelp(usage + "\n" + kModelHelp);
+  Result<std::string> model_spec = ModelArgument(*args);
+  if (!model_spec) return UsageError("run", model_spec.error().message(), usage + kModelHelp);
   std::optional<std::string> prompt = args->Get("prompt");
-  if (!prompt) return UsageError("run", "--prompt is required", kRunUsage);
-  Result<SamplingParams> sampling = ParseSampling(*args);
-  Result<uint64_t> max_tokens = args->GetUint("max-tokens", 64);
+  std::optional<std::string> prompt_file = args->Get("prompt-file");
+  if (prompt.has_value() == prompt_file.has_value()) return UsageError("run", "give the prompt by -p TEXT or --prompt-file FILE", usage);
+  Result<GenerationFlags> g = ParseGenerationFlags(*args, kRunDefaultMaxTokens);
   Result<uint64_t> threads = args->GetUint("threads", 0);
-  for (const Status& s : {sampling.error(), max_tokens.error(), threads.error()})
-    if (!s.ok()) return UsageError("run", s.message(), kRunUsage);
+  for (const Status& s : {g.error(), threads.error()})
+    if (!s.ok()) return UsageError("run", s.message(), usage);
+  if (prompt_file) {
+    Result<std::string> text = ReadFileOrStdin(*prompt_file);
+    if (!text) return Fail("run", text.error());
+    prompt = *text;
+  }
 
-  Result<LoadedModel> m = LoadModel(args->positional()[0], *threads);
+  Result<LoadedModel> m = LoadModel(*model_spec, *threads);
   if (!m) return Fail("run", m.error());
   if (!m->tokenizer) return Fail("run", Unsupported(m->label + " has no tokenizer; it serves `fak bench` and `fak inspect`"));
-  Result<RunTimes> t = Generate(*m, *prompt, *max_tokens, *sampling);
-  if (!t) {
-    std::fputc('\n', stdout);
-    return Fail("run", t.error());
+  Result<RunResult> r = Generate(*m, *prompt, *g, /*quiet=*/g->json);
+  if (!r) {
+    if (!g->json) std::fputc('\n', stdout);
+    return Fail("run", r.error());
   }
-  std::fputc('\n', stdout);
-  std::fflush(stdout);
-  std::fprintf(stderr, "[%s, tier %s] prompt %zu tokens in %.1f ms (%.0f tok/s); generated %zu tokens in %.1f ms (%.1f tok/s)\n",
-               m->label.c_str(), std::string(ActiveKernelTier()).c_str(), t->n_prompt, t->prefill_ms,
-               PerSecond(t->n_prompt, t->prefill_ms), t->n_generated, t->decode_ms, PerSecond(t->n_generated, t->decode_ms));
+  if (g->json) {
+    WriteJsonLine(RunJson(*m, *r));
+  } else {
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+  std::fprintf(stderr, "[%s, tier %s] prompt %zu tokens in %.1f ms (%.0f tok/s); generated %zu tokens in %.1f ms (%.1f tok/s), %s\n",
+               m->label.c_str(), std::string(ActiveKernelTier()).c_str(), r->prompt.size(), r->prefill_ms,
+               PerSecond(r->prompt.size(), r->prefill_ms), r->generated.size(), r->decode_ms,
+               PerSecond(r->generated.size(), r->decode_ms), r->finish_reason.c_str());
   return kExitOk;
 }
 

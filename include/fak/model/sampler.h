@@ -41,12 +41,14 @@ class Sampler {
 
 struct GenerateParams {
   size_t max_new_tokens = 64;  // Default: 64.
-  int32_t stop_token = -1;     // generation ends after emitting it; -1 = none. Default: -1.
+  // Generation ends after emitting any of these (e.g. EOS and the template's end-of-turn tokens;
+  // see EndOfGenerationTokens). Default: none.
+  std::vector<int32_t> stop_tokens;
   SamplingParams sampling;
 };
 
 struct GenerateResult {
-  std::vector<int32_t> tokens;  // generated ids (the stop token included if it was emitted)
+  std::vector<int32_t> tokens;  // generated ids (the stop token included if one was emitted)
   size_t n_prompt_tokens = 0;
 };
 

@@ -1,6 +1,8 @@
 // Planner: the agent-facing entry point — "here is the conversation so far, continue it".
 //
-// Complete() stores each message's text in the corpus by SourceDigest, renders and tokenizes it,
+// Complete() stores each message's text in the corpus by SourceDigest, renders the conversation
+// with the model's chat template (each message's part of the rendering is one ledger segment,
+// tokenized on its own) and tokenizes it,
 // looks the context up in the radix tree through the manifest gate (with the caller's tenant),
 // prefills only the suffix, screens new tool results at write time — a quarantined one is evicted
 // at once, certified (signed, journaled, witnessed against a never-saw run) and from then on
@@ -33,6 +35,7 @@
 #include "fak/model/sampler.h"
 #include "fak/screen/screen.h"
 #include "fak/store/text_corpus.h"
+#include "fak/tokenizer/chat_template.h"
 #include "fak/tokenizer/tokenizer.h"
 
 namespace fak {
@@ -48,8 +51,13 @@ struct Conversation {
 };
 
 struct CompleteParams {
-  GenerateParams generate;  // stop_token defaults to the tokenizer's EOS when left at -1
-  // Called with each piece of generated text; returning false stops generation.
+  // stop_tokens, when empty, are EndOfGenerationTokens of the tokenizer and chat template (EOS
+  // and the template's end-of-turn tokens).
+  GenerateParams generate;
+  // The reply ends before the first of these; none is ever part of it, nor streamed.
+  std::vector<std::string> stop;
+  // Called with each piece of generated text as it becomes safe to show (see TextStream);
+  // returning false stops generation.
   std::function<bool(std::string_view)> on_text;
 };
 
@@ -60,9 +68,13 @@ struct MessageOutcome {
   bool reused = false;   // its KV came from the tree
 };
 
+enum class FinishReason { kStop, kLength, kCallback };  // stop token or string; max tokens or context; on_text
+std::string_view FinishReasonName(FinishReason reason);   // "stop", "length", "callback"
+
 struct CompleteResult {
-  std::string text;                // the reply
-  std::vector<int32_t> generated;  // its token ids
+  std::string text;                // the reply (without the stop token's or stop string's text)
+  std::vector<int32_t> generated;  // its token ids (a stop token included)
+  FinishReason finish = FinishReason::kLength;
   size_t context_tokens = 0;       // rendered conversation + reply header
   size_t reused_tokens = 0;        // served from the tree
   size_t prefilled_tokens = 0;
@@ -76,6 +88,9 @@ struct PlannerOptions {
   RadixTreeOptions tree;
   // Journal file for deletion rows (created if absent). Required.
   std::string journal_path;
+  // How messages are rendered: the model's chat template (ChatTemplate::ForModel). Required,
+  // except with the embedded byte-level tokenizer, whose default is family "fak".
+  std::shared_ptr<const ChatTemplate> chat_template;
   // Screens tool results. Default: ScreenChain::Default() (prompt injection + secrets + denylist).
   std::shared_ptr<const ScreenChain> chain;
 };
@@ -95,40 +110,47 @@ class Planner {
   // The conversation as durable text, in order: each message's own text (a sealed one as its stub)
   // and kind — what RecallStore::Save persists. Unavailable when the denylist cannot be asked.
   Result<std::vector<RecallSegment>> Transcript(const Conversation& conversation) const;
-  // Rebuilds a session's KV from a recalled transcript exactly as Complete builds it live: each
-  // segment rendered with its role marker, a segment the current chain quarantines as its stub.
+  // Rebuilds a session's KV from a recalled transcript exactly as Complete builds it live: the
+  // segments rendered by the chat template, a segment the current chain quarantines as its stub.
   Result<SegmentLedger> Rebuild(const RecalledTranscript& transcript) const;
-  // `text` with its role marker, as the model sees it.
-  static std::string Render(SegmentKind kind, std::string_view text);
   // What replaces a quarantined message: names its digest, carries none of its bytes.
   static std::string SealedStub(const Digest& digest);
-  static constexpr std::string_view kReplyHeader = "<|assistant|>\n";
+  // The role a message kind has in a chat template, and back.
+  static ChatRole RoleOf(SegmentKind kind);
+  static SegmentKind KindOf(ChatRole role);
 
   RadixTree& tree() { return *tree_; }
   Journal& journal() { return *journal_; }
   TextCorpus& corpus() { return corpus_; }
   const ScreenChain& chain() const { return *chain_; }
+  const ChatTemplate& chat_template() const { return *template_; }
   const PublicKey public_key() const { return key_.public_key(); }
 
  private:
   struct Prepared;
   Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key, BlobStore& blobs,
-          std::shared_ptr<const ScreenChain> chain, std::unique_ptr<Journal> journal, RadixTreeOptions tree);
+          std::shared_ptr<const ChatTemplate> chat_template, std::shared_ptr<const ScreenChain> chain,
+          std::unique_ptr<Journal> journal, RadixTreeOptions tree);
+  // The segments of `transcript` as the template renders them: one per message, then the
+  // generation prompt when `reply` (its id "reply").
+  Result<std::vector<SegmentSpec>> Segments(const std::vector<RecallSegment>& transcript, bool reply) const;
   // `sealed[i]`: message i is on the denylist (asked once per call).
-  Result<Prepared> Prepare(const Conversation& conversation, const std::vector<bool>& sealed);
+  Result<Prepared> Prepare(const Conversation& conversation, const std::vector<bool>& sealed) const;
   static std::vector<RecallSegment> TranscriptOf(const Conversation& conversation, const std::vector<bool>& sealed);
   // Whether the denylist lists `digest`; Unavailable (with context) when it cannot be asked.
   Result<bool> IsSealed(const Digest& digest) const;
-  // Appends segments [first, end): screens new tool results, certifies and seals quarantined ones.
-  // Returns the logits after the last segment (the reply header).
-  Result<std::vector<float>> AppendNew(const Conversation& conversation, Prepared& p, size_t first,
-                                       SegmentLedger& ledger, CompleteResult* out);
+  // Appends segments [first, end): screens new tool results, certifies and seals quarantined ones
+  // (then renders again with the stub in `sealed`). Returns the logits after the last segment
+  // (the generation prompt).
+  Result<std::vector<float>> AppendNew(const Conversation& conversation, std::vector<bool>& sealed, Prepared& p,
+                                       size_t first, SegmentLedger& ledger, CompleteResult* out);
   Status Decode(SegmentLedger& ledger, std::vector<float> logits, const CompleteParams& params, CompleteResult* out);
 
   const Model& model_;
   const Tokenizer& tokenizer_;
   SigningKey key_;
   TextCorpus corpus_;
+  std::shared_ptr<const ChatTemplate> template_;
   std::shared_ptr<const ScreenChain> chain_;
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<RadixTree> tree_;
