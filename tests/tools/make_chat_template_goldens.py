@@ -76,12 +76,10 @@ CONVERSATIONS = {
 }
 
 # Pairs (base, extended = base + assistant reply + next user turn) for the prefix-stability check.
-PREFIX_PAIRS = [
-    ("single_user", "multi_turn"),
-    ("system_user", "system_multi_turn_2"),
-]
-CONVERSATIONS["system_multi_turn_2"] = CONVERSATIONS["system_user"] + [m("assistant", "Hi there."),
-                                                                         m("user", "And now?")]
+PREFIX_PAIRS = [("single_user", "single_user_next"), ("system_user", "system_user_next"),
+                ("tool_result", "tool_result_next")]
+for base, ext in PREFIX_PAIRS:
+    CONVERSATIONS[ext] = CONVERSATIONS[base] + [m("assistant", "Here you go."), m("user", "And now?")]
 
 
 def raise_exception(message):

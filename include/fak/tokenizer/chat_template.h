@@ -55,8 +55,13 @@ class ChatTemplate {
   // Recognises `jinja_source`. `tokenizer` supplies the texts of BOS/EOS the template prints.
   // Unsupported (naming the first characters and the families known) when it is none we know.
   static Result<ChatTemplate> Recognize(std::string_view jinja_source, const Tokenizer& tokenizer);
+  // The same with the texts the template prints for `bos_token` / `eos_token` given directly ("" for
+  // none), e.g. from a tokenizer_config.json without the tokenizer at hand.
+  static Result<ChatTemplate> Recognize(std::string_view jinja_source, std::string_view bos_text,
+                                        std::string_view eos_text);
   // A family by name: "gemma", "llama3", "chatml", "mistral", "llama2", "phi3", and "fak" (the
-  // embedded default model's own markers, `<|role|>\n...\n`). InvalidArgument for another name.
+  // embedded default model's own markers, `<|role|>\n...\n`); also the variants "gemma2",
+  // "gemma3", "llama3.1", "llama3.2". InvalidArgument for another name.
   static Result<ChatTemplate> ForFamily(std::string_view family, const Tokenizer& tokenizer);
   // The template of a model file: a GGUF's tokenizer.chat_template, an HF checkpoint's
   // tokenizer_config.json chat_template; when the file has none, the family its architecture
