@@ -234,10 +234,13 @@ ChatTemplate::Spec Phi3Spec(std::string variant, std::string eos) {
 
 // ---- recognition ----
 
+// The first 60 bytes of a template (cut at a character boundary), newlines shown as \n.
 std::string Excerpt(std::string_view src) {
+  size_t n = std::min<size_t>(src.size(), 60);
+  while (n < src.size() && n > 0 && (static_cast<unsigned char>(src[n]) & 0xC0) == 0x80) --n;
   std::string out;
-  for (size_t i = 0; i < src.size() && i < 60; ++i) out += src[i] == '\n' ? std::string("\\n") : std::string(1, src[i]);
-  return src.size() > 60 ? out + "…" : out;
+  for (char c : src.substr(0, n)) out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  return n < src.size() ? out + "…" : out;
 }
 
 Status NotRecognised(std::string_view src, std::string_view why) {
@@ -325,8 +328,9 @@ Result<ChatTemplate::Spec> RecognizeLlama2(std::string_view src, std::string_vie
 }
 
 Result<ChatTemplate::Spec> RecognizeMistral(std::string_view src, std::string_view sq, std::string bos, std::string eos) {
-  if (!HasAll(sq, {"(message['role'] == 'user') != ", "message['content'] + '[/INST]'", "eos_token"}) ||
-      !Contains(sq, "bos_token")) {
+  // Later Mistral formats ([SYSTEM_PROMPT], tekken's "[INST]" without spaces) render differently.
+  if (!HasAll(sq, {"(message['role'] == 'user') != ", "message['content'] + '[/INST]'", "eos_token", "bos_token"}) ||
+      Contains(sq, "[SYSTEM_PROMPT]")) {
     return NotRecognised(src, "[INST] markers, but not a Mistral turn structure fak knows");
   }
   ChatTemplate::Spec s = MistralSpec("mistral-legacy", std::move(bos), std::move(eos));

@@ -71,7 +71,10 @@ class ChatTemplate {
 
   std::string_view family() const;   // e.g. "gemma"
   std::string_view variant() const;  // e.g. "gemma3", "llama3.1", "qwen2.5", "mistral-v1"
-  std::string_view source() const;   // "tokenizer.chat_template", "general.architecture=gemma3", "family gemma"
+  // Where it came from: "tokenizer.chat_template" (GGUF), "tokenizer_config.json chat_template",
+  // "chat_template.jinja", "general.architecture=gemma3" / "config.json model_type=qwen2" (inferred),
+  // "family gemma" (ForFamily), "template source" (Recognize).
+  std::string_view source() const;
 
   // Renders `messages` (with the prompt that opens the assistant's turn when
   // add_generation_prompt). InvalidArgument when the template would refuse the conversation
