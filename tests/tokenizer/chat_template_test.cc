@@ -315,6 +315,27 @@ TEST(ChatTemplateModelTest, GgufMetadata) {
   std::filesystem::remove_all(dir);
 }
 
+// BOS/EOS texts come from the tokenizer's vocabulary: Llama 2's template prints BOS before every
+// [INST] and EOS after every reply, each one token.
+TEST(ChatTemplateModelTest, SpecialTextsFromTheVocabulary) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Tokenizer> tok,
+                       LoadTokenizerFromGguf(std::string(FAK_TEST_DATA_DIR) + "/vocab/ggml-vocab-llama-spm.gguf"));
+  EXPECT_EQ(tok->TokenText(tok->bos_id()), "<s>");
+  EXPECT_EQ(tok->TokenText(-1), "");
+  EXPECT_EQ(tok->TokenText(static_cast<int32_t>(tok->vocab_size())), "");
+  ASSERT_OK_AND_ASSIGN(ChatTemplate t, ChatTemplate::Recognize(ReadText(kDir + "meta-llama-Llama-2-7b-chat-hf.jinja"), *tok));
+  ASSERT_OK_AND_ASSIGN(RenderedChat r, t.Render(Conversation("system_user_next")));
+  const Json& golden = Goldens()["templates"]["meta-llama-Llama-2-7b-chat-hf"];
+  ASSERT_OK_AND_ASSIGN(ChatTemplate g, GoldenTemplate("meta-llama-Llama-2-7b-chat-hf"));
+  ASSERT_EQ(golden["bos"], "<s>");
+  EXPECT_EQ(r.text, g.Render(Conversation("system_user_next"))->text);
+  ASSERT_OK_AND_ASSIGN(std::vector<int32_t> ids, tok->Encode(r.text));
+  EXPECT_EQ(ids[0], tok->bos_id());
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), tok->bos_id()), 2);  // two user turns
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), tok->eos_id()), 1);  // one reply
+  EXPECT_EQ(EndOfGenerationTokens(*tok, &t), (std::vector<int32_t>{tok->eos_id()}));
+}
+
 // The real Gemma 3 270M GGUF carries no template: its architecture gives the family.
 TEST(ChatTemplateModelTest, RealGemma3File) {
   if (!std::filesystem::exists(kGemmaFile)) GTEST_SKIP() << kGemmaFile << " is not present";
