@@ -109,8 +109,8 @@ void ReplaceAll(std::string& s, std::string_view from, std::string_view to) {
 }
 
 // The template source without the spellings that do not change what it renders: one kind of
-// quote, no whitespace, no "\n" escapes (a newline may be written either way inside a string),
-// `message.role` as `message['role']`. Recognition compares these forms.
+// quote, no whitespace, no "\n" escapes (a newline may be written either way inside a string), no
+// whitespace-control dashes, `message.role` as `message['role']`. Recognition compares these forms.
 std::string Squash(std::string_view src) {
   std::string out;
   out.reserve(src.size());
@@ -124,6 +124,7 @@ std::string Squash(std::string_view src) {
       out += c;
     }
   }
+  for (auto [from, to] : {std::pair{"{{-", "{{"}, {"-}}", "}}"}, {"{%-", "{%"}, {"-%}", "%}"}}) ReplaceAll(out, from, to);
   ReplaceAll(out, "message.role", "message['role']");
   ReplaceAll(out, "message.content", "message['content']");
   return out;
@@ -249,7 +250,7 @@ Status NotRecognised(std::string_view src, std::string_view why) {
                      " (docs/chat-templates.md); pass a family by name instead");
 }
 
-bool StartsWithBos(std::string_view squashed) { return squashed.starts_with("{{bos_token}}") || squashed.starts_with("{{-bos_token}}"); }
+bool StartsWithBos(std::string_view squashed) { return squashed.starts_with("{{bos_token}}"); }
 
 Result<ChatTemplate::Spec> RecognizeGemma(std::string_view src, std::string_view sq, std::string bos, std::string eos) {
   if (!HasAll(sq, {"set role = 'model'", "'<start_of_turn>' + role + '\\n'", "message['content'] | trim",
@@ -281,7 +282,8 @@ Result<ChatTemplate::Spec> RecognizeLlama3(std::string_view src, std::string_vie
   std::string date = LineAfter(src, "set date_string = \"");
   if (date.empty()) date = LineAfter(src, "set date_string = '");
   if (knowledge.empty() || date.empty() ||
-      !HasAll(sq, {"{{- bos_token }}", "set system_message = messages[0]['content']|trim",
+      !StartsWithBos(sq) ||
+      !HasAll(sq, {"set system_message = messages[0]['content']|trim",
                    "'<|start_header_id|>system<|end_header_id|>\\n\\n'", "'Today Date: ' + date_string + '\\n\\n'",
                    "{{- system_message }}", "'<|start_header_id|>ipython<|end_header_id|>\\n\\n'",
                    "message['content'] | tojson"})) {

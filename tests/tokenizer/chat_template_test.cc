@@ -159,7 +159,7 @@ TEST(ChatTemplateGoldenTest, PrefixStabilityMatchesTheGoldens) {
   EXPECT_EQ(unstable, 2u);  // Mistral v0.2 and v0.3 move the system prompt into the last user turn
 }
 
-TEST(ChatTemplateTest, NewlinesWrittenAsEscapesAreTheSameTemplate) {
+TEST(ChatTemplateTest, EquivalentSpellingsAreTheSameTemplate) {
   std::string src = ReadText(kDir + "meta-llama-Meta-Llama-3-8B-Instruct.jinja");
   ASSERT_NE(src.find('\n'), std::string::npos);
   std::string escaped;
@@ -168,6 +168,24 @@ TEST(ChatTemplateTest, NewlinesWrittenAsEscapesAreTheSameTemplate) {
   ASSERT_OK_AND_ASSIGN(ChatTemplate b, ChatTemplate::Recognize(escaped, "<|begin_of_text|>", "<|eot_id|>"));
   const std::vector<ChatMessage> conv = Conversation("system_multi_turn");
   EXPECT_EQ(a.Render(conv)->text, b.Render(conv)->text);
+  // Whitespace control dashes change nothing where no text lies between the tags.
+  const std::string gemma = ReadText(kDir + "google-gemma-2-2b-it.jinja");
+  std::string dashed;
+  for (size_t i = 0; i < gemma.size(); ++i) {
+    if (gemma.compare(i, 3, "{% ") == 0) {
+      dashed += "{%- ";
+      i += 2;
+    } else if (gemma.compare(i, 3, " %}") == 0) {
+      dashed += " -%}";
+      i += 2;
+    } else {
+      dashed += gemma[i];
+    }
+  }
+  ASSERT_NE(dashed.find("{%- for message in messages -%}"), std::string::npos);
+  ASSERT_OK_AND_ASSIGN(ChatTemplate c, ChatTemplate::Recognize(gemma, "<bos>", "<eos>"));
+  ASSERT_OK_AND_ASSIGN(ChatTemplate d, ChatTemplate::Recognize(dashed, "<bos>", "<eos>"));
+  EXPECT_EQ(c.Render(Conversation("multi_turn"))->text, d.Render(Conversation("multi_turn"))->text);
 }
 
 TEST(ChatTemplateTest, UnrecognisedTemplatesAreUnsupportedAndNamed) {
