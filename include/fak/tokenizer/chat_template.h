@@ -64,13 +64,14 @@ class ChatTemplate {
   // "gemma3", "llama3.1", "llama3.2". InvalidArgument for another name.
   static Result<ChatTemplate> ForFamily(std::string_view family, const Tokenizer& tokenizer);
   // The template of a model file: a GGUF's tokenizer.chat_template, an HF checkpoint's
-  // tokenizer_config.json chat_template; when the file has none, the family its architecture
-  // implies (gemma*, llama with a Llama 3 vocabulary, qwen2, phi3), else NotFound saying the file
-  // carries no template and how to give one.
+  // tokenizer_config.json chat_template (the list form: the one named "default") or
+  // chat_template.jinja; when the file has none, the family its architecture (GGUF
+  // general.architecture, HF config.json model_type) implies (gemma*, llama with a Llama 3
+  // vocabulary, qwen2, phi3), else NotFound saying the file carries no template and how to give one.
   static Result<ChatTemplate> ForModel(const std::string& model_path, const Tokenizer& tokenizer);
 
   std::string_view family() const;   // e.g. "gemma"
-  std::string_view variant() const;  // e.g. "gemma3", "llama3.1", "qwen2.5", "mistral-v1"
+  std::string_view variant() const;  // e.g. "gemma3", "llama3.1", "qwen2.5", "mistral-v0.3"
   // Where it came from: "tokenizer.chat_template" (GGUF), "tokenizer_config.json chat_template",
   // "chat_template.jinja", "general.architecture=gemma3" / "config.json model_type=qwen2" (inferred),
   // "family gemma" (ForFamily), "template source" (Recognize).
