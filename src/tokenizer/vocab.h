@@ -82,6 +82,9 @@ class VocabTokenizer : public Tokenizer {
   int32_t eos_id() const override { return vocab_.eos; }
   bool add_bos() const override { return vocab_.add_bos && vocab_.bos >= 0; }
   int32_t FindToken(std::string_view text) const override { return vocab_.Find(text); }
+  std::string TokenText(int32_t id) const override {
+    return id >= 0 && static_cast<size_t>(id) < vocab_.size() ? vocab_.texts[id] : std::string();
+  }
   const Digest& id() const override { return digest_; }
   std::string_view kind() const override { return kind_; }
 

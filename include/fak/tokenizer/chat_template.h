@@ -55,18 +55,27 @@ class ChatTemplate {
   // Recognises `jinja_source`. `tokenizer` supplies the texts of BOS/EOS the template prints.
   // Unsupported (naming the first characters and the families known) when it is none we know.
   static Result<ChatTemplate> Recognize(std::string_view jinja_source, const Tokenizer& tokenizer);
+  // The same with the texts the template prints for `bos_token` / `eos_token` given directly ("" for
+  // none), e.g. from a tokenizer_config.json without the tokenizer at hand.
+  static Result<ChatTemplate> Recognize(std::string_view jinja_source, std::string_view bos_text,
+                                        std::string_view eos_text);
   // A family by name: "gemma", "llama3", "chatml", "mistral", "llama2", "phi3", and "fak" (the
-  // embedded default model's own markers, `<|role|>\n...\n`). InvalidArgument for another name.
+  // embedded default model's own markers, `<|role|>\n...\n`); also the variants "gemma2",
+  // "gemma3", "llama3.1", "llama3.2". InvalidArgument for another name.
   static Result<ChatTemplate> ForFamily(std::string_view family, const Tokenizer& tokenizer);
   // The template of a model file: a GGUF's tokenizer.chat_template, an HF checkpoint's
-  // tokenizer_config.json chat_template; when the file has none, the family its architecture
-  // implies (gemma*, llama with a Llama 3 vocabulary, qwen2, phi3), else NotFound saying the file
-  // carries no template and how to give one.
+  // tokenizer_config.json chat_template (the list form: the one named "default") or
+  // chat_template.jinja; when the file has none, the family its architecture (GGUF
+  // general.architecture, HF config.json model_type) implies (gemma*, llama with a Llama 3
+  // vocabulary, qwen2, phi3), else NotFound saying the file carries no template and how to give one.
   static Result<ChatTemplate> ForModel(const std::string& model_path, const Tokenizer& tokenizer);
 
   std::string_view family() const;   // e.g. "gemma"
-  std::string_view variant() const;  // e.g. "gemma3", "llama3.1", "qwen2.5", "mistral-v1"
-  std::string_view source() const;   // "tokenizer.chat_template", "general.architecture=gemma3", "family gemma"
+  std::string_view variant() const;  // e.g. "gemma3", "llama3.1", "qwen2.5", "mistral-v0.3"
+  // Where it came from: "tokenizer.chat_template" (GGUF), "tokenizer_config.json chat_template",
+  // "chat_template.jinja", "general.architecture=gemma3" / "config.json model_type=qwen2" (inferred),
+  // "family gemma" (ForFamily), "template source" (Recognize).
+  std::string_view source() const;
 
   // Renders `messages` (with the prompt that opens the assistant's turn when
   // add_generation_prompt). InvalidArgument when the template would refuse the conversation

@@ -38,6 +38,9 @@ class Tokenizer {
   virtual bool add_bos() const { return bos_id() >= 0; }
   // The id whose vocabulary text is exactly `text` (e.g. "<start_of_turn>"), -1 when none.
   virtual int32_t FindToken(std::string_view /*text*/) const { return -1; }
+  // The vocabulary text of `id` (e.g. "<bos>" for Gemma's BOS), "" when the id is out of range or
+  // has none (the byte tokenizer's BOS/EOS). Chat templates print BOS/EOS by this text.
+  virtual std::string TokenText(int32_t /*id*/) const { return {}; }
 };
 
 // The embedded default: one token per byte (ids 0..255), BOS = 256, EOS = 257.

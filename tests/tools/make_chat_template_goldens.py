@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Renders the real chat templates in tests/data/chat_templates/*.jinja with jinja2, the way
+Hugging Face `apply_chat_template` does, over a fixed set of conversations, and writes
+tests/data/chat_templates/goldens.json: the expected text of every (template, conversation,
+add_generation_prompt), or the error jinja raised. tests/tokenizer/chat_template_test.cc checks
+fak's hand-written renderers against it byte for byte.
+
+Usage: python3 tests/tools/make_chat_template_goldens.py   (jinja2 3.1.x; writes the file in place)
+
+Two deliberate departures from transformers, both documented in docs/chat-templates.md:
+  * no `strftime_now` global: Llama 3.2's template then prints its fixed default date
+    ("26 Jul 2024"), so renderings do not change from day to day;
+  * tool messages, for templates that have no tool role (they raise on it or drop it), are
+    passed as user messages — the convention fak applies (TOOL_AS_USER below).
+"""
+import json
+import os
+import sys
+
+import jinja2
+from jinja2.exceptions import TemplateError
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "data", "chat_templates")
+
+# Per template: the model's BOS/EOS texts (tokenizer_config.json) and whether a tool message
+# becomes a user message before rendering (the template has no tool role).
+MODELS = {
+    "google-gemma-2-2b-it": dict(bos="<bos>", eos="<eos>", tool_as_user=True),
+    "google-gemma-3-1b-it": dict(bos="<bos>", eos="<eos>", tool_as_user=True),
+    "meta-llama-Meta-Llama-3-8B-Instruct": dict(bos="<|begin_of_text|>", eos="<|eot_id|>", tool_as_user=False),
+    "meta-llama-Llama-3.2-3B-Instruct": dict(bos="<|begin_of_text|>", eos="<|eot_id|>", tool_as_user=False),
+    "meta-llama-Llama-3.3-70B-Instruct": dict(bos="<|begin_of_text|>", eos="<|eot_id|>", tool_as_user=False),
+    "teknium-OpenHermes-2.5-Mistral-7B": dict(bos="<s>", eos="<|im_end|>", tool_as_user=False),
+    "Qwen-Qwen2-7B-Instruct": dict(bos=None, eos="<|im_end|>", tool_as_user=False),
+    "Qwen-Qwen2.5-0.5B-Instruct": dict(bos=None, eos="<|im_end|>", tool_as_user=False),
+    "HuggingFaceTB-SmolLM2-135M-Instruct": dict(bos="<|im_start|>", eos="<|im_end|>", tool_as_user=False),
+    "mistralai-Mistral-7B-Instruct-v0.2-legacy": dict(bos="<s>", eos="</s>", tool_as_user=True),
+    "mistralai-Mistral-7B-Instruct-v0.1": dict(bos="<s>", eos="</s>", tool_as_user=True),
+    "mistralai-Mistral-7B-Instruct-v0.2": dict(bos="<s>", eos="</s>", tool_as_user=True),
+    "mistralai-Mistral-7B-Instruct-v0.3": dict(bos="<s>", eos="</s>", tool_as_user=True),
+    "meta-llama-Llama-2-7b-chat-hf": dict(bos="<s>", eos="</s>", tool_as_user=True),
+    "microsoft-Phi-3-mini-4k-instruct": dict(bos="<s>", eos="<|endoftext|>", tool_as_user=True),
+    "microsoft-Phi-3.5-mini-instruct": dict(bos="<s>", eos="<|endoftext|>", tool_as_user=True),
+}
+
+
+def m(role, content):
+    return {"role": role, "content": content}
+
+
+SYS = "You are a concise assistant."
+CONVERSATIONS = {
+    "single_user": [m("user", "What is the capital of France?")],
+    "system_user": [m("system", SYS), m("user", "Hello!")],
+    "multi_turn": [m("user", "Hi"), m("assistant", "Hello! How can I help?"), m("user", "Tell me a joke.")],
+    "system_multi_turn": [m("system", SYS), m("user", "Hi"), m("assistant", "Hello! How can I help?"),
+                          m("user", "Tell me a joke.")],
+    "ends_with_assistant": [m("system", SYS), m("user", "Hi"), m("assistant", "Hello!")],
+    "tool_result": [m("user", "What's the weather in Paris?"), m("assistant", "Let me check."),
+                    m("tool", '{"temp": 21, "sky": "clear"}')],
+    "system_tool_result": [m("system", SYS), m("user", "Weather?"), m("assistant", "Checking."),
+                           m("tool", 'line one\nline "two"\t\\ café ☀\x01')],
+    "two_tool_results": [m("user", "Compare"), m("assistant", "Fetching both."), m("tool", "A=1"),
+                         m("tool", "B=2")],
+    "whitespace": [m("system", "  Be brief.  \n"), m("user", "\n  Hello there  \t\n"), m("assistant", "  Hi!  "),
+                   m("user", " \u3000Next\u00a0\u2028")],
+    "unicode": [m("user", "Grüße, 世界! 🌍 — naïve café \"quotes\" \\ back\\slash <b>&amp;</b>")],
+    "empty_content": [m("system", ""), m("user", "")],
+    "empty_user": [m("user", "")],
+    "system_only": [m("system", SYS)],
+    "system_in_middle": [m("user", "Hi"), m("system", "Switch to French."), m("user", "Bonjour")],
+    "two_users": [m("user", "First"), m("user", "Second")],
+    "assistant_first": [m("assistant", "I start."), m("user", "OK")],
+}
+
+# Pairs (base, extended = base + assistant reply + next user turn) for the prefix-stability check.
+PREFIX_PAIRS = [("single_user", "single_user_next"), ("system_user", "system_user_next"),
+                ("tool_result", "tool_result_next")]
+for base, ext in PREFIX_PAIRS:
+    CONVERSATIONS[ext] = CONVERSATIONS[base] + [m("assistant", "Here you go."), m("user", "And now?")]
+
+
+def raise_exception(message):
+    raise TemplateError(message)
+
+
+def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    # transformers' override of jinja's tojson (no HTML escaping).
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def environment():
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    return env
+
+
+def main():
+    env = environment()
+    cases = []
+    templates = {}
+    for name, model in MODELS.items():
+        with open(os.path.join(DATA, name + ".jinja"), encoding="utf-8") as f:
+            source = f.read()
+        templates[name] = dict(file=name + ".jinja", bos=model["bos"] or "", eos=model["eos"] or "")
+        compiled = env.from_string(source)
+        for conv_name, conv in CONVERSATIONS.items():
+            messages = [m("user", x["content"]) if model["tool_as_user"] and x["role"] == "tool" else dict(x)
+                        for x in conv]
+            for add_generation_prompt in (True, False):
+                case = dict(template=name, conversation=conv_name, add_generation_prompt=add_generation_prompt)
+                kwargs = dict(messages=messages, tools=None, documents=None,
+                              add_generation_prompt=add_generation_prompt)
+                if model["bos"] is not None:
+                    kwargs["bos_token"] = model["bos"]
+                kwargs["eos_token"] = model["eos"]
+                try:
+                    case["expected"] = compiled.render(**kwargs)
+                except TemplateError as e:
+                    case["error"] = str(e)
+                cases.append(case)
+    out = dict(
+        generator="tests/tools/make_chat_template_goldens.py",
+        jinja2=jinja2.__version__,
+        templates=templates,
+        conversations={k: v for k, v in CONVERSATIONS.items()},
+        prefix_pairs=[list(p) for p in PREFIX_PAIRS],
+        cases=cases,
+    )
+    path = os.path.join(DATA, "goldens.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(out, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"{path}: {len(cases)} cases, {sum('error' in c for c in cases)} errors", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
