@@ -273,13 +273,15 @@ void Engine::Impl::Admit() {
       job = queued_.PopNext();
     }
     LookupResult found = tree_->Lookup(tree_->ClaimFor(job->request.tenant), job->context);
-    const size_t first_chunk_bytes =
-        std::min(options_.prefill_chunk_tokens, job->context.size() - found.matched_tokens) * bytes_per_token_;
-    if (!Fits(first_chunk_bytes)) {
-      const size_t wanted = SessionBytes() + first_chunk_bytes;
+    // Room for this step's chunk of every running request and of this one.
+    size_t step_tokens = std::min(options_.prefill_chunk_tokens, job->context.size() - found.matched_tokens);
+    for (const Job* other : running_) step_tokens += std::min(options_.prefill_chunk_tokens, other->Pending());
+    const size_t step_bytes = step_tokens * bytes_per_token_;
+    if (!Fits(step_bytes)) {
+      const size_t wanted = SessionBytes() + step_bytes;
       tree_->EvictToBudget(options_.kv_budget_bytes > wanted ? options_.kv_budget_bytes - wanted : 0);
       // With nothing running it must go ahead: Submit checked that it fits alone.
-      if (!Fits(first_chunk_bytes) && !running_.empty()) {
+      if (!Fits(step_bytes) && !running_.empty()) {
         std::lock_guard<std::mutex> lock(mu_);
         queued_.PushFront(job->request.tenant, job);
         return;
