@@ -7,6 +7,8 @@
 #include "fak/core/env.h"
 #include "fak/core/status.h"
 #include "fak/core/version.h"
+#include "fak/engine/engine.h"
+#include "fak/engine/request.h"
 #include "fak/gate/binding_tuple.h"
 #include "fak/gate/kv_manifest.h"
 #include "fak/gate/kv_transfer.h"

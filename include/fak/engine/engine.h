@@ -1,0 +1,117 @@
+// Engine: the serving scheduler — many requests, one model, one batched forward pass per step.
+//
+// Each step admits waiting requests (round robin over tenants), gives each its longest reusable
+// prefix from the radix tree (through the manifest gate, with the request's tenant), and runs one
+// Model::PrefillBatch holding a bounded prefill chunk of each request still reading its prompt and
+// the one-token decode of every request already generating (continuous batching). It samples,
+// streams text through each request's callback, and gives finished contexts back to the tree.
+//
+// Memory: one budget over the KV of every running request and the tree. When a step would pass
+// it, the tree gives back unleased tokens first; then the most recently admitted running request is
+// preempted: its cache is dropped and it waits again, first in its tenant's line, with its tokens
+// so far and its Sampler; on resume it recomputes them (prefix reuse included).
+//
+// Exactness: a request's tokens and the logits they were sampled from are the same bits whether it
+// runs alone or among others, chunked or not, with or without prefix reuse, preempted or not
+// (witness Witness.ScheduledEqualsAlone; docs/engine.md has the argument).
+//
+// Threads: Submit, Cancel, Wait and Stats may be called from any thread. With
+// EngineOptions::start_thread the engine steps itself on its own thread; without, the caller calls
+// Step (deterministic tests) or Wait, which steps until its request is done. Callbacks run on the
+// stepping thread. Shutdown (also the destructor) cancels what is queued or running, or first lets
+// it finish (ShutdownMode::kDrain); no callback runs after it returns.
+// docs/engine.md describes the step loop, budget, preemption and fairness.
+#ifndef FAK_ENGINE_ENGINE_H_
+#define FAK_ENGINE_ENGINE_H_
+
+#include <cstddef>
+#include <memory>
+
+#include "fak/core/env.h"
+#include "fak/core/status.h"
+#include "fak/engine/request.h"
+#include "fak/model/model.h"
+#include "fak/session/radix_tree.h"
+#include "fak/tokenizer/tokenizer.h"
+
+namespace fak {
+
+struct EngineOptions {
+  // Requests decoding or prefilling at once (>= 1). Default: 16.
+  size_t max_running = 16;
+  // Requests waiting for admission; Submit answers Unavailable past it (>= 1). Default: 256.
+  size_t max_queued = 256;
+  // Prompt tokens one request prefills in one step (>= 1). Default: 256.
+  size_t prefill_chunk_tokens = 256;
+  // Tokens in one step's batch, decodes included (>= max_running, so every decode fits). Default: 512.
+  size_t step_token_budget = 512;
+  // Bytes of KV for running requests and the tree together; 0 = unbounded. A request whose whole
+  // context (prompt + max_tokens) could not fit alone is refused at Submit. Default: 0.
+  size_t kv_budget_bytes = 0;
+  // Start the step thread at Create. Default: true.
+  bool start_thread = true;
+  // The clock of deadlines and timings; null = Env::Default(). Must outlive the engine.
+  Env* env = nullptr;
+  // A tree to share (built on the same model and tokenizer; must outlive the engine); null = the
+  // engine builds its own from `tree_options`. Its budget is the engine's: kv_budget_bytes.
+  RadixTree* tree = nullptr;
+  RadixTreeOptions tree_options;
+};
+
+struct EngineStats {
+  size_t queued = 0, running = 0;
+  size_t steps = 0;             // steps that ran a batch
+  size_t batch_items = 0;       // sum over steps of the requests in the batch
+  size_t max_batch_items = 0;
+  size_t prefill_chunks = 0;    // batch items that ended before their request's prompt did
+  size_t preemptions = 0;
+  size_t admitted = 0, finished = 0;
+  size_t session_kv_bytes = 0;  // KV the running requests own (their tree prefixes are the tree's)
+  size_t tree_kv_bytes = 0;
+};
+
+enum class ShutdownMode {
+  kCancel,  // queued and running requests finish with kCancelled after the step in progress
+  kDrain,   // no new submissions; every accepted request runs to its end first
+};
+
+class Engine {
+ public:
+  // `model` and `tokenizer` must outlive the engine. InvalidArgument naming a bad option.
+  static Result<std::unique_ptr<Engine>> Create(const Model& model, const Tokenizer& tokenizer,
+                                                EngineOptions options = {});
+  ~Engine();  // Shutdown(kCancel)
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. InvalidArgument for a bad tenant, prompt, sampling or max_tokens;
+  // ResourceExhausted when prompt + max_tokens exceeds the context length or the KV budget;
+  // Unavailable when max_queued requests wait (retry later); FailedPrecondition after Shutdown.
+  Result<RequestId> Submit(EngineRequest request);
+  // Asks `id` to stop, queued or running (mid-prefill included): it finishes with kCancelled at the
+  // latest after the step in progress; no callback for it starts after Cancel returns. OK when it
+  // has already finished; NotFound for an id never issued or already collected by Wait.
+  Status Cancel(RequestId id);
+  // Blocks until `id` finishes and hands over its result (once: NotFound afterwards, and for an id
+  // never issued). Without the step thread it steps the engine itself.
+  Result<EngineResult> Wait(RequestId id);
+
+  // One scheduling step (admit, batch, sample, stream, finish); returns whether work remains
+  // (requests queued or running). Safe alongside the step thread, which it merely joins in.
+  bool Step();
+  // Stops the engine (idempotent); see ShutdownMode. Must not be called from a callback.
+  void Shutdown(ShutdownMode mode = ShutdownMode::kCancel);
+
+  EngineStats Stats() const;
+  // The tree requests reuse prefixes from (the engine's own, or the one it was given).
+  RadixTree& tree();
+
+ private:
+  struct Impl;
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fak
+
+#endif  // FAK_ENGINE_ENGINE_H_

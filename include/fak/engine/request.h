@@ -1,0 +1,98 @@
+// What a caller hands the serving Engine (EngineRequest) and what it gets back (EngineResult).
+//
+// A request is already tokenized: the caller renders messages with its ChatTemplate and encodes
+// them. Plain values; copy freely (the callback is copied with them).
+#ifndef FAK_ENGINE_REQUEST_H_
+#define FAK_ENGINE_REQUEST_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fak/core/status.h"
+#include "fak/model/sampler.h"
+#include "fak/session/radix_tree.h"
+
+namespace fak {
+
+using RequestId = uint64_t;  // 0 is never issued
+
+// One generated token as the engine streams it.
+struct TokenEvent {
+  RequestId id = 0;
+  int32_t token = -1;
+  // The text TextStream released with this token: possibly empty (held back as a possible stop
+  // string or half a UTF-8 character, or a stop token, which has no text); on the request's last
+  // token it also carries what was held back.
+  std::string_view text;
+};
+
+// Runs on the engine's step thread (or whichever thread calls Step): keep it short, it delays every
+// running request. Returning false cancels the request after this token. It may call
+// Engine::Cancel and Engine::Submit, never Shutdown or Wait.
+using TokenCallback = std::function<bool(const TokenEvent&)>;
+
+struct EngineRequest {
+  // Namespace of its prefix reuse (the radix tree's gate): IsValidTenant. Default: "default".
+  std::string tenant = std::string(kDefaultTenant);
+  // Token ids, at least one, each below the model's vocabulary size.
+  std::vector<int32_t> prompt;
+  // One Sampler per request, seeded from here. Default: greedy.
+  SamplingParams sampling;
+  // Generation ends after this many tokens (>= 1). Default: 64.
+  size_t max_tokens = 64;
+  // Generation ends after emitting any of these (the id is in the result's tokens, with no text).
+  std::vector<int32_t> stop_tokens;
+  // Generation ends when the text contains one of these; it is never emitted, nor what follows.
+  std::vector<std::string> stop_strings;
+  // Env::NowMonotonicNanos of the engine's Env past which the request finishes with kDeadline;
+  // checked before every step. 0: none.
+  int64_t deadline_ns = 0;
+  TokenCallback on_token;  // may be empty
+  // Keep the logits each generated token was sampled from (tests and witnesses; costs a vocabulary
+  // of floats per token).
+  bool record_logits = false;
+};
+
+enum class FinishReason {
+  kStopToken,   // emitted one of stop_tokens
+  kStopString,  // the text reached one of stop_strings
+  kLength,      // max_tokens generated
+  kCancelled,   // Engine::Cancel, the callback returned false, or Shutdown cancelled it
+  kDeadline,    // deadline_ns passed
+  kError,       // EngineResult::error says why
+};
+std::string_view FinishReasonName(FinishReason reason);  // "stop_token", "stop_string", "length", ...
+
+struct RequestUsage {
+  size_t prompt_tokens = 0;
+  size_t cached_tokens = 0;     // prompt tokens served from the radix tree at first admission
+  size_t generated_tokens = 0;
+  size_t preemptions = 0;       // times its cache was dropped for memory and recomputed later
+  size_t recomputed_tokens = 0; // tokens prefilled again after preemptions
+};
+
+// Env::NowMonotonicNanos of the engine's Env.
+struct RequestTimings {
+  int64_t submitted_ns = 0;
+  int64_t first_token_ns = 0;          // 0 when none was generated
+  std::vector<int64_t> token_ns;       // when each generated token was sampled
+  int64_t finished_ns = 0;
+};
+
+struct EngineResult {
+  std::vector<int32_t> tokens;  // generated ids (a stop token included)
+  std::string text;             // the text streamed, without any stop string
+  FinishReason finish = FinishReason::kLength;
+  Status error;                 // set when finish == kError
+  RequestUsage usage;
+  RequestTimings timings;
+  std::vector<std::vector<float>> logits;  // when record_logits: logits[i] produced tokens[i]
+};
+
+}  // namespace fak
+
+#endif  // FAK_ENGINE_REQUEST_H_

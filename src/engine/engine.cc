@@ -1,0 +1,561 @@
+// Engine: admission, one batched forward pass per step, sampling, streaming, finishing.
+//
+// Locks, always taken in this order: step_mu_ (the running set: whoever steps), deliver_mu_ (a
+// callback is running), mu_ (queues, results, counters). No lock is held across a forward pass but
+// step_mu_, and none across a callback but step_mu_ and deliver_mu_.
+#include "fak/engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "fak/gate/kv_manifest.h"
+#include "fak/tokenizer/text_stream.h"
+#include "src/engine/fair_share.h"
+
+namespace fak {
+
+std::string_view FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStopToken: return "stop_token";
+    case FinishReason::kStopString: return "stop_string";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kDeadline: return "deadline";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// The engine whose callback this thread is running: Cancel from inside a callback must not wait
+// for the callback to end.
+thread_local const void* t_delivering_for = nullptr;
+
+struct Job {
+  Job(RequestId job_id, EngineRequest r, const Tokenizer& tokenizer)
+      : id(job_id), request(std::move(r)), context(request.prompt), sampler(request.sampling),
+        stream(tokenizer, request.stop_strings) {
+    std::sort(request.stop_tokens.begin(), request.stop_tokens.end());
+    result.usage.prompt_tokens = request.prompt.size();
+  }
+  bool IsStopToken(int32_t token) const {
+    return std::binary_search(request.stop_tokens.begin(), request.stop_tokens.end(), token);
+  }
+  // Tokens of the context the cache does not hold yet: the unread prompt, or the last sampled token.
+  size_t Pending() const { return context.size() - cache->size(); }
+
+  const RequestId id;
+  EngineRequest request;
+  std::vector<int32_t> context;  // the prompt, then every generated token
+  Sampler sampler;
+  TextStream stream;
+  EngineResult result;
+  std::atomic<bool> cancel_requested{false};
+  bool done = false;  // under mu_
+
+  // While running; touched only under step_mu_.
+  std::optional<KVCache> cache;
+  Lease lease;
+  uint64_t admission = 0;  // order of (re)admission: preemption takes the latest
+  bool admitted_before = false;
+  size_t computed_before_preemption = 0;
+};
+
+// A request's share of one step: `n` of its pending tokens; `completes` when they are all of them,
+// so the step ends with its next-token logits.
+struct Planned {
+  Job* job;
+  size_t n;
+  bool completes;
+};
+Planned PlanFor(Job* job, size_t n) { return {job, n, n == job->Pending()}; }
+
+}  // namespace
+
+struct Engine::Impl {
+  Impl(const Model& model, const Tokenizer& tokenizer, EngineOptions options)
+      : model_(model), tokenizer_(tokenizer), options_(std::move(options)),
+        env_(options_.env != nullptr ? options_.env : Env::Default()),
+        owned_tree_(options_.tree != nullptr ? nullptr
+                                             : std::make_unique<RadixTree>(model, tokenizer, options_.tree_options)),
+        tree_(options_.tree != nullptr ? options_.tree : owned_tree_.get()),
+        bytes_per_token_(tree_->BytesPerToken()) {}
+
+  Result<RequestId> Submit(EngineRequest request);
+  Status Cancel(RequestId id);
+  Result<EngineResult> Wait(RequestId id);
+  bool Step();
+  void Shutdown(ShutdownMode mode);
+  EngineStats Stats() const;
+  void RunLoop();
+
+  bool HasWorkLocked() const { return !queued_.empty() || n_running_ > 0; }
+  void ExpireQueued(int64_t now);
+  void ExpireRunning(int64_t now);
+  void Admit();
+  std::vector<Planned> PlanBatch();
+  void FitBudget(std::vector<Planned>& plan);
+  void Preempt(Job* job);
+  void RunBatch(const std::vector<Planned>& plan);
+  void Emit(Job* job, std::vector<float> logits);
+  // Where a callback's answer leaves its request.
+  enum class Delivered { kContinue, kCancelled, kThrew };
+  Delivered Deliver(Job* job, int32_t token, std::string_view text);
+  // Ends a running job: gives what it computed to the tree (when `to_tree`), publishes the result.
+  void FinishRunning(Job* job, FinishReason reason, Status error = Status::Ok(), bool to_tree = true);
+  void FinishLocked(Job* job, FinishReason reason, Status error);  // mu_ held; job not running
+  void CancelEverything();
+  size_t SessionBytes() const;
+  bool Fits(size_t extra_bytes) const;
+
+  const Model& model_;
+  const Tokenizer& tokenizer_;
+  const EngineOptions options_;
+  Env* const env_;
+  std::unique_ptr<RadixTree> owned_tree_;
+  RadixTree* const tree_;
+  const size_t bytes_per_token_;
+
+  std::mutex step_mu_;
+  std::vector<Job*> running_;  // in admission order
+  uint64_t next_admission_ = 0;
+  size_t prefill_turn_ = 0;  // rotates which tenant's prefill is planned first
+
+  std::mutex deliver_mu_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::unordered_map<RequestId, std::unique_ptr<Job>> jobs_;  // unfinished, or finished and not yet collected
+  internal::TenantQueues<Job*> queued_;
+  size_t n_running_ = 0;
+  RequestId next_id_ = 1;
+  bool accepting_ = true, stopping_ = false, draining_ = false;
+  EngineStats stats_;
+
+  std::mutex shutdown_mu_;
+  bool has_loop_ = false;  // set before any other thread sees the engine
+  std::thread loop_;
+};
+
+// ---- submission, cancellation, results ----
+
+Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
+  if (!IsValidTenant(request.tenant)) return InvalidArgument("Engine::Submit: invalid tenant '" + request.tenant + "'");
+  if (request.prompt.empty()) return InvalidArgument("Engine::Submit: empty prompt");
+  const size_t vocab = model_.config().vocab_size;
+  for (size_t i = 0; i < request.prompt.size(); ++i) {
+    if (request.prompt[i] < 0 || static_cast<size_t>(request.prompt[i]) >= vocab) {
+      return InvalidArgument("Engine::Submit: prompt token " + std::to_string(request.prompt[i]) + " at index " +
+                             std::to_string(i) + " is outside the vocabulary of " + std::to_string(vocab));
+    }
+  }
+  FAK_RETURN_IF_ERROR(request.sampling.Validate().WithContext("Engine::Submit: "));
+  if (request.max_tokens == 0) return InvalidArgument("Engine::Submit: max_tokens is 0");
+  // The cache never holds the last generated token: it is not fed back.
+  const size_t context = request.prompt.size() + request.max_tokens;
+  if (context - 1 > model_.config().context_length) {
+    return ResourceExhausted("Engine::Submit: prompt (" + std::to_string(request.prompt.size()) + ") + max_tokens (" +
+                             std::to_string(request.max_tokens) + ") exceeds the context length " +
+                             std::to_string(model_.config().context_length));
+  }
+  if (options_.kv_budget_bytes != 0 && context * bytes_per_token_ > options_.kv_budget_bytes) {
+    return ResourceExhausted("Engine::Submit: " + std::to_string(context) + " tokens of KV (" +
+                             std::to_string(context * bytes_per_token_) + " bytes) exceed the KV budget of " +
+                             std::to_string(options_.kv_budget_bytes) + " bytes");
+  }
+  const int64_t now = env_->NowMonotonicNanos();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!accepting_) return FailedPrecondition("Engine::Submit: the engine is shut down");
+  if (queued_.size() >= options_.max_queued) {
+    return Unavailable("Engine::Submit: " + std::to_string(queued_.size()) + " requests are waiting (max_queued); retry later");
+  }
+  const RequestId id = next_id_++;
+  auto job = std::make_unique<Job>(id, std::move(request), tokenizer_);
+  job->result.timings.submitted_ns = now;
+  queued_.PushBack(job->request.tenant, job.get());
+  jobs_.emplace(id, std::move(job));
+  work_cv_.notify_all();
+  return id;
+}
+
+Status Engine::Impl::Cancel(RequestId id) {
+  // Waiting for a callback in progress is what makes "no callback after Cancel returns" true.
+  std::unique_lock<std::mutex> delivering;
+  if (t_delivering_for != this) delivering = std::unique_lock<std::mutex>(deliver_mu_);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return NotFound("Engine::Cancel: no request " + std::to_string(id));
+  Job* job = it->second.get();
+  if (job->done) return Status::Ok();
+  job->cancel_requested = true;
+  if (queued_.Remove(job->request.tenant, job)) FinishLocked(job, FinishReason::kCancelled, Status::Ok());
+  work_cv_.notify_all();
+  return Status::Ok();
+}
+
+Result<EngineResult> Engine::Impl::Wait(RequestId id) {
+  std::unique_lock<std::mutex> lock(mu_);
+  auto find = [&]() -> Job* {
+    auto it = jobs_.find(id);
+    return it == jobs_.end() ? nullptr : it->second.get();
+  };
+  if (find() == nullptr) return NotFound("Engine::Wait: no request " + std::to_string(id));
+  if (has_loop_) {
+    done_cv_.wait(lock, [&] { return find() == nullptr || find()->done; });
+  } else {
+    while (find() != nullptr && !find()->done) {
+      lock.unlock();
+      Step();
+      lock.lock();
+    }
+  }
+  Job* job = find();
+  if (job == nullptr) return NotFound("Engine::Wait: request " + std::to_string(id) + " was collected by another Wait");
+  EngineResult result = std::move(job->result);
+  jobs_.erase(id);
+  return result;
+}
+
+// ---- the step ----
+
+bool Engine::Impl::Step() {
+  {
+    std::lock_guard<std::mutex> step(step_mu_);
+    const int64_t now = env_->NowMonotonicNanos();
+    ExpireQueued(now);
+    ExpireRunning(now);
+    Admit();
+    std::vector<Planned> plan = PlanBatch();
+    FitBudget(plan);
+    if (!plan.empty()) RunBatch(plan);
+    const size_t session_bytes = SessionBytes();
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.session_kv_bytes = session_bytes;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return HasWorkLocked();
+}
+
+void Engine::Impl::ExpireQueued(int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Job* job : queued_.Items()) {
+    const bool late = job->request.deadline_ns != 0 && now >= job->request.deadline_ns;
+    if (!late && !job->cancel_requested) continue;
+    queued_.Remove(job->request.tenant, job);
+    FinishLocked(job, late ? FinishReason::kDeadline : FinishReason::kCancelled, Status::Ok());
+  }
+}
+
+void Engine::Impl::ExpireRunning(int64_t now) {
+  for (Job* job : std::vector<Job*>(running_)) {
+    if (job->cancel_requested) {
+      FinishRunning(job, FinishReason::kCancelled);
+    } else if (job->request.deadline_ns != 0 && now >= job->request.deadline_ns) {
+      FinishRunning(job, FinishReason::kDeadline);
+    }
+  }
+}
+
+void Engine::Impl::Admit() {
+  for (;;) {
+    Job* job;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if ((stopping_ && !draining_) || running_.size() >= options_.max_running || queued_.empty()) return;
+      job = queued_.PopNext();
+    }
+    LookupResult found = tree_->Lookup(tree_->ClaimFor(job->request.tenant), job->context);
+    // Room for this step's chunk of every running request and of this one.
+    size_t step_tokens = std::min(options_.prefill_chunk_tokens, job->context.size() - found.matched_tokens);
+    for (const Job* other : running_) step_tokens += std::min(options_.prefill_chunk_tokens, other->Pending());
+    const size_t step_bytes = step_tokens * bytes_per_token_;
+    if (!Fits(step_bytes)) {
+      const size_t wanted = SessionBytes() + step_bytes;
+      tree_->EvictToBudget(options_.kv_budget_bytes > wanted ? options_.kv_budget_bytes - wanted : 0);
+      // With nothing running it must go ahead: Submit checked that it fits alone.
+      if (!Fits(step_bytes) && !running_.empty()) {
+        std::lock_guard<std::mutex> lock(mu_);
+        queued_.PushFront(job->request.tenant, job);
+        return;
+      }
+    }
+    if (job->admitted_before) {
+      job->result.usage.recomputed_tokens +=
+          job->computed_before_preemption - std::min(job->computed_before_preemption, found.matched_tokens);
+    } else {
+      job->result.usage.cached_tokens = found.matched_tokens;
+      job->admitted_before = true;
+    }
+    job->cache.emplace(std::move(found.cache));
+    job->lease = std::move(found.lease);
+    job->admission = next_admission_++;
+    running_.push_back(job);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++n_running_;
+    ++stats_.admitted;
+  }
+}
+
+std::vector<Planned> Engine::Impl::PlanBatch() {
+  std::vector<Planned> plan;
+  std::vector<Job*> prefilling;
+  size_t budget = options_.step_token_budget;  // >= max_running: every decode fits
+  for (Job* job : running_) {
+    if (job->Pending() == 1) {
+      plan.push_back(PlanFor(job, 1));
+      --budget;
+    } else {
+      prefilling.push_back(job);
+    }
+  }
+  const auto tenant_of = [](Job* job) -> std::string_view { return job->request.tenant; };
+  for (Job* job : internal::RoundRobinByTenant(prefilling, tenant_of, prefill_turn_++)) {
+    const size_t n = std::min({job->Pending(), options_.prefill_chunk_tokens, budget});
+    if (n == 0) break;
+    plan.push_back(PlanFor(job, n));
+    budget -= n;
+  }
+  return plan;
+}
+
+void Engine::Impl::FitBudget(std::vector<Planned>& plan) {
+  if (options_.kv_budget_bytes == 0) return;
+  const auto growth = [&] {
+    size_t tokens = 0;
+    for (const Planned& p : plan) tokens += p.n;
+    return tokens * bytes_per_token_;
+  };
+  while (!Fits(growth())) {
+    const size_t wanted = SessionBytes() + growth();
+    tree_->EvictToBudget(options_.kv_budget_bytes > wanted ? options_.kv_budget_bytes - wanted : 0);
+    // The last running request fits alone (Submit checked), once the tree has given back its tokens.
+    if (Fits(growth()) || running_.size() <= 1) return;
+    Job* victim = running_.back();
+    std::erase_if(plan, [&](const Planned& p) { return p.job == victim; });
+    Preempt(victim);
+  }
+}
+
+void Engine::Impl::Preempt(Job* job) {
+  // The text is the source: dropping the cache loses nothing the context cannot rebuild exactly.
+  job->computed_before_preemption = job->cache->size();
+  job->cache.reset();
+  job->lease = Lease();
+  std::erase(running_, job);
+  ++job->result.usage.preemptions;
+  std::lock_guard<std::mutex> lock(mu_);
+  --n_running_;
+  ++stats_.preemptions;
+  queued_.PushFront(job->request.tenant, job);
+}
+
+void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
+  std::vector<BatchItem> items;
+  size_t chunks = 0;
+  for (const Planned& p : plan) {
+    const std::span<const int32_t> tokens = std::span<const int32_t>(p.job->context).subspan(p.job->cache->size(), p.n);
+    items.push_back({&*p.job->cache, tokens, p.completes ? LogitsMode::kLast : LogitsMode::kNone});
+    chunks += p.completes ? 0 : 1;
+  }
+  Result<std::vector<std::vector<float>>> logits = model_.PrefillBatch(items);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.steps;
+    stats_.batch_items += plan.size();
+    stats_.max_batch_items = std::max(stats_.max_batch_items, plan.size());
+    stats_.prefill_chunks += chunks;
+  }
+  if (!logits.has_value()) {
+    for (const Planned& p : plan) FinishRunning(p.job, FinishReason::kError, logits.error(), /*to_tree=*/false);
+    return;
+  }
+  for (size_t i = 0; i < plan.size(); ++i) {
+    if (plan[i].completes) Emit(plan[i].job, std::move((*logits)[i]));
+  }
+}
+
+void Engine::Impl::Emit(Job* job, std::vector<float> logits) {
+  EngineResult& r = job->result;
+  const int32_t token = job->sampler.Sample(logits, job->context);
+  if (job->request.record_logits) r.logits.push_back(std::move(logits));
+  job->context.push_back(token);
+  r.tokens.push_back(token);
+  r.usage.generated_tokens = r.tokens.size();
+  const int64_t now = env_->NowMonotonicNanos();
+  if (r.timings.token_ns.empty()) r.timings.first_token_ns = now;
+  r.timings.token_ns.push_back(now);
+
+  std::optional<FinishReason> end;
+  std::string text;
+  if (job->IsStopToken(token)) {
+    end = FinishReason::kStopToken;
+  } else {
+    // An id the tokenizer cannot spell (a synthetic model wider than its tokenizer) has no text.
+    Result<std::string> piece = job->stream.Push(token);
+    if (piece.has_value()) text = std::move(*piece);
+    if (job->stream.stopped()) end = FinishReason::kStopString;
+  }
+  if (!end && r.tokens.size() >= job->request.max_tokens) end = FinishReason::kLength;
+  if (end) text += job->stream.Finish();
+  switch (Deliver(job, token, text)) {
+    case Delivered::kContinue:
+      if (end) FinishRunning(job, *end);
+      return;
+    case Delivered::kCancelled:
+      FinishRunning(job, end.value_or(FinishReason::kCancelled));
+      return;
+    case Delivered::kThrew:
+      FinishRunning(job, FinishReason::kError, InvalidArgument("the token callback threw an exception"));
+      return;
+  }
+}
+
+Engine::Impl::Delivered Engine::Impl::Deliver(Job* job, int32_t token, std::string_view text) {
+  std::lock_guard<std::mutex> lock(deliver_mu_);
+  if (job->cancel_requested) return Delivered::kCancelled;
+  if (!job->request.on_token) return Delivered::kContinue;
+  t_delivering_for = this;
+  Delivered out = Delivered::kContinue;
+  try {
+    if (!job->request.on_token(TokenEvent{job->id, token, text})) out = Delivered::kCancelled;
+  } catch (...) {
+    out = Delivered::kThrew;  // nothing throws across the API: the request ends in error instead
+  }
+  t_delivering_for = nullptr;
+  return out;
+}
+
+void Engine::Impl::FinishRunning(Job* job, FinishReason reason, Status error, bool to_tree) {
+  if (to_tree && !job->cache->empty()) {
+    // Reuse is an optimisation: a context the tree refuses is simply not reused.
+    (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache);
+  }
+  job->cache.reset();
+  job->lease = Lease();
+  std::erase(running_, job);
+  if (options_.kv_budget_bytes != 0) {
+    const size_t sessions = SessionBytes();
+    tree_->EvictToBudget(options_.kv_budget_bytes > sessions ? options_.kv_budget_bytes - sessions : 0);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  --n_running_;
+  FinishLocked(job, reason, std::move(error));
+}
+
+void Engine::Impl::FinishLocked(Job* job, FinishReason reason, Status error) {
+  EngineResult& r = job->result;
+  r.finish = reason;
+  r.error = std::move(error);
+  r.text = job->stream.text();
+  r.timings.finished_ns = env_->NowMonotonicNanos();
+  job->done = true;
+  ++stats_.finished;
+  done_cv_.notify_all();
+}
+
+size_t Engine::Impl::SessionBytes() const {
+  size_t tokens = 0;
+  for (const Job* job : running_) tokens += job->cache->size() - job->cache->shared_tokens();
+  return tokens * bytes_per_token_;
+}
+
+bool Engine::Impl::Fits(size_t extra_bytes) const {
+  if (options_.kv_budget_bytes == 0) return true;
+  return tree_->Stats().resident_bytes + SessionBytes() + extra_bytes <= options_.kv_budget_bytes;
+}
+
+// ---- the thread and shutdown ----
+
+void Engine::Impl::RunLoop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      work_cv_.wait(lock, [&] { return stopping_ || HasWorkLocked(); });
+      if (stopping_ && (!draining_ || !HasWorkLocked())) return;
+    }
+    Step();
+  }
+}
+
+void Engine::Impl::Shutdown(ShutdownMode mode) {
+  std::lock_guard<std::mutex> once(shutdown_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    accepting_ = false;
+    stopping_ = true;
+    draining_ = mode == ShutdownMode::kDrain;
+    work_cv_.notify_all();
+  }
+  if (loop_.joinable()) {
+    loop_.join();
+  } else if (mode == ShutdownMode::kDrain) {
+    while (Step()) {
+    }
+  }
+  CancelEverything();
+}
+
+void Engine::Impl::CancelEverything() {
+  std::lock_guard<std::mutex> step(step_mu_);
+  for (Job* job : std::vector<Job*>(running_)) FinishRunning(job, FinishReason::kCancelled, Status::Ok(), /*to_tree=*/false);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (Job* job : queued_.Items()) {
+    queued_.Remove(job->request.tenant, job);
+    FinishLocked(job, FinishReason::kCancelled, Status::Ok());
+  }
+}
+
+EngineStats Engine::Impl::Stats() const {
+  EngineStats s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = stats_;
+    s.queued = queued_.size();
+    s.running = n_running_;
+  }
+  s.tree_kv_bytes = tree_->Stats().resident_bytes;
+  return s;
+}
+
+// ---- Engine ----
+
+Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokenizer& tokenizer, EngineOptions options) {
+  if (options.max_running == 0) return InvalidArgument("EngineOptions.max_running is 0");
+  if (options.max_queued == 0) return InvalidArgument("EngineOptions.max_queued is 0");
+  if (options.prefill_chunk_tokens == 0) return InvalidArgument("EngineOptions.prefill_chunk_tokens is 0");
+  if (options.step_token_budget < options.max_running) {
+    return InvalidArgument("EngineOptions.step_token_budget (" + std::to_string(options.step_token_budget) +
+                           ") is below max_running (" + std::to_string(options.max_running) +
+                           "): every running request's decode must fit in a step");
+  }
+  const bool start_thread = options.start_thread;
+  std::unique_ptr<Engine> engine(new Engine(std::make_unique<Impl>(model, tokenizer, std::move(options))));
+  if (start_thread) {
+    Impl* impl = engine->impl_.get();
+    impl->has_loop_ = true;
+    impl->loop_ = std::thread([impl] { impl->RunLoop(); });
+  }
+  return engine;
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() { Shutdown(ShutdownMode::kCancel); }
+
+Result<RequestId> Engine::Submit(EngineRequest request) { return impl_->Submit(std::move(request)); }
+Status Engine::Cancel(RequestId id) { return impl_->Cancel(id); }
+Result<EngineResult> Engine::Wait(RequestId id) { return impl_->Wait(id); }
+bool Engine::Step() { return impl_->Step(); }
+void Engine::Shutdown(ShutdownMode mode) { impl_->Shutdown(mode); }
+EngineStats Engine::Stats() const { return impl_->Stats(); }
+RadixTree& Engine::tree() { return *impl_->tree_; }
+
+}  // namespace fak

@@ -1,0 +1,567 @@
+// Engine: results, stop conditions, cancellation at every stage, deadlines, the KV budget
+// (admission waits, preemption resumes exactly), tenant fairness, queue limits, shutdown, and many
+// threads submitting and cancelling at once (the EngineConcurrent* tests also run under TSan).
+#include "fak/engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "src/engine/fair_share.h"
+#include "tests/engine/alone.h"
+#include "tests/model/test_models.h"
+#include "tests/support/manual_clock_env.h"
+#include "tests/test_util.h"
+
+namespace fak {
+namespace {
+
+using testing::TokenSequence;
+
+constexpr const char* kTenants[] = {"t0", "t1", "t2"};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(model_, Model::Synthetic(testing::TinyConfig(), 11));
+    tokenizer_ = MakeByteTokenizer();
+  }
+  // A stepped engine (no thread) unless the test asks for one.
+  std::unique_ptr<Engine> Make(EngineOptions options = Stepped()) {
+    auto engine = Engine::Create(*model_, *tokenizer_, std::move(options));
+    EXPECT_TRUE(engine.has_value()) << engine.error().ToString();
+    return engine.has_value() ? std::move(*engine) : nullptr;
+  }
+  static EngineOptions Stepped() {
+    EngineOptions o;
+    o.start_thread = false;
+    return o;
+  }
+  EngineRequest Request(size_t prompt_len, uint32_t seed, size_t max_tokens, std::string tenant = "default") const {
+    EngineRequest r;
+    r.tenant = std::move(tenant);
+    r.prompt = TokenSequence(prompt_len, seed, model_->config().vocab_size);
+    r.max_tokens = max_tokens;
+    return r;
+  }
+  testing::AloneRun Alone(const EngineRequest& r) const {
+    return testing::RunAlone(*model_, r.prompt, r.sampling, r.max_tokens);
+  }
+  size_t BytesPerToken() const {
+    const ModelConfig& c = model_->config();
+    return 3 * c.n_layers * c.n_kv_heads * c.head_dim * sizeof(float) + sizeof(int32_t);
+  }
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+};
+
+TEST_F(EngineTest, ResultCarriesTokensTextUsageAndTimings) {
+  auto engine = Make();
+  EngineRequest r = Request(20, 1, 6);
+  std::string streamed;
+  r.on_token = [&](const TokenEvent& e) {
+    streamed += e.text;
+    return true;
+  };
+  ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(r));
+  ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(id));
+  EXPECT_EQ(got.finish, FinishReason::kLength);
+  EXPECT_EQ(got.tokens, Alone(r).tokens);
+  ASSERT_OK_AND_ASSIGN(std::string text, tokenizer_->Decode(got.tokens));
+  EXPECT_EQ(got.text, text);
+  EXPECT_EQ(streamed, text);
+  EXPECT_EQ(got.usage.prompt_tokens, 20u);
+  EXPECT_EQ(got.usage.generated_tokens, 6u);
+  EXPECT_EQ(got.usage.cached_tokens, 0u);
+  EXPECT_EQ(got.timings.token_ns.size(), 6u);
+  EXPECT_TRUE(got.logits.empty());  // not asked for
+  // Collected once.
+  EXPECT_EQ(engine->Wait(id).error().code(), StatusCode::kNotFound);
+
+  // The same prompt again reuses all of it but the last token from the tree.
+  ASSERT_OK_AND_ASSIGN(RequestId again, engine->Submit(r));
+  ASSERT_OK_AND_ASSIGN(EngineResult second, engine->Wait(again));
+  EXPECT_EQ(second.usage.cached_tokens, 19u);
+  EXPECT_EQ(second.tokens, got.tokens);
+}
+
+TEST_F(EngineTest, SubmitRefusesBadRequestsAndChangesNothing) {
+  EngineOptions o = Stepped();
+  o.kv_budget_bytes = 100 * BytesPerToken();
+  auto engine = Make(o);
+  struct Bad {
+    EngineRequest request;
+    StatusCode code;
+  };
+  std::vector<Bad> cases;
+  cases.push_back({Request(5, 1, 4, "no spaces allowed"), StatusCode::kInvalidArgument});
+  cases.push_back({Request(0, 1, 4), StatusCode::kInvalidArgument});
+  EngineRequest out_of_vocab = Request(5, 1, 4);
+  out_of_vocab.prompt[2] = 97;
+  cases.push_back({out_of_vocab, StatusCode::kInvalidArgument});
+  cases.push_back({Request(5, 1, 0), StatusCode::kInvalidArgument});
+  EngineRequest bad_sampling = Request(5, 1, 4);
+  bad_sampling.sampling.top_p = 0.0f;
+  cases.push_back({bad_sampling, StatusCode::kInvalidArgument});
+  cases.push_back({Request(80, 1, 30), StatusCode::kResourceExhausted});  // 110 tokens > the KV budget of 100
+  o.kv_budget_bytes = 0;
+  auto unbounded = Make(o);
+  for (const Bad& b : cases) {
+    auto r = engine->Submit(b.request);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code(), b.code) << r.error().ToString();
+  }
+  auto too_long = unbounded->Submit(Request(500, 1, 20));  // TinyConfig's context is 512
+  ASSERT_FALSE(too_long.has_value());
+  EXPECT_EQ(too_long.error().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(engine->Stats().queued, 0u);
+  EXPECT_FALSE(engine->Step());
+}
+
+TEST_F(EngineTest, StopTokenEndsGenerationWithTheTokenAndNoText) {
+  auto engine = Make();
+  EngineRequest r = Request(12, 2, 10);
+  const std::vector<int32_t> free_run = Alone(r).tokens;
+  r.stop_tokens = {free_run[3], 200};
+  const size_t first_stop = std::find(free_run.begin(), free_run.end(), free_run[3]) - free_run.begin();
+  ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(r));
+  ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(id));
+  EXPECT_EQ(got.finish, FinishReason::kStopToken);
+  EXPECT_EQ(got.tokens, std::vector<int32_t>(free_run.begin(), free_run.begin() + first_stop + 1));
+  ASSERT_OK_AND_ASSIGN(std::string before, tokenizer_->Decode(std::span(free_run).first(first_stop)));
+  EXPECT_EQ(got.text, before);
+}
+
+TEST_F(EngineTest, StopStringsAreNeverStreamed) {
+  auto engine = Make();
+  EngineRequest r = Request(12, 3, 16);
+  ASSERT_OK_AND_ASSIGN(std::string free_text, tokenizer_->Decode(Alone(r).tokens));
+  // A stop string from the middle of what the model says, spanning two tokens.
+  const std::string stop = free_text.substr(6, 2);
+  const size_t at = free_text.find(stop);
+  r.stop_strings = {"never said by this model \x7f", stop};
+  std::string streamed;
+  r.on_token = [&](const TokenEvent& e) {
+    streamed += e.text;
+    EXPECT_EQ(streamed.find(stop), std::string::npos);
+    return true;
+  };
+  ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(r));
+  ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(id));
+  EXPECT_EQ(got.finish, FinishReason::kStopString);
+  EXPECT_EQ(got.text, free_text.substr(0, at));
+  EXPECT_EQ(streamed, got.text);
+  EXPECT_EQ(got.tokens.size(), at + stop.size());  // byte tokens: the stop string's last byte ends it
+}
+
+TEST_F(EngineTest, CancelBeforeAdmission) {
+  auto engine = Make();
+  EngineRequest r = Request(10, 4, 5);
+  bool called = false;
+  r.on_token = [&](const TokenEvent&) { return called = true; };
+  ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(r));
+  ASSERT_OK(engine->Cancel(id));
+  EXPECT_EQ(engine->Stats().queued, 0u);
+  ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(id));
+  EXPECT_EQ(got.finish, FinishReason::kCancelled);
+  EXPECT_TRUE(got.tokens.empty());
+  EXPECT_FALSE(called);
+  EXPECT_EQ(engine->Cancel(id).code(), StatusCode::kNotFound);  // collected
+  EXPECT_EQ(engine->Cancel(12345).code(), StatusCode::kNotFound);
+}
+
+TEST_F(EngineTest, CancelMidPrefill) {
+  EngineOptions o = Stepped();
+  o.prefill_chunk_tokens = 8;
+  auto engine = Make(o);
+  EngineRequest r = Request(60, 5, 5);
+  bool called = false;
+  r.on_token = [&](const TokenEvent&) { return called = true; };
+  ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(r));
+  ASSERT_TRUE(engine->Step());
+  ASSERT_TRUE(engine->Step());
+  EXPECT_EQ(engine->Stats().prefill_chunks, 2u);  // 16 of 60 prompt tokens read
+  ASSERT_OK(engine->Cancel(id));
+  EXPECT_FALSE(engine->Step());
+  ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(id));
+  EXPECT_EQ(got.finish, FinishReason::kCancelled);
+  EXPECT_TRUE(got.tokens.empty());
+  EXPECT_FALSE(called);
+  EXPECT_EQ(engine->Stats().steps, 2u);
+}
+
+TEST_F(EngineTest, CancelMidDecodeFromTheCallbackOrByReturningFalse) {
+  auto engine = Make();
+  EngineRequest by_cancel = Request(10, 6, 20), by_false = Request(10, 7, 20);
+  Engine* e = engine.get();
+  size_t cancel_seen = 0;
+  by_cancel.on_token = [&](const TokenEvent& ev) {
+    if (++cancel_seen == 2) EXPECT_OK(e->Cancel(ev.id));
+    return true;
+  };
+  size_t seen = 0;
+  by_false.on_token = [&](const TokenEvent&) { return ++seen < 3; };
+  ASSERT_OK_AND_ASSIGN(RequestId cancel_id, engine->Submit(by_cancel));
+  ASSERT_OK_AND_ASSIGN(RequestId false_id, engine->Submit(by_false));
+  ASSERT_OK_AND_ASSIGN(EngineResult cancelled, engine->Wait(cancel_id));
+  ASSERT_OK_AND_ASSIGN(EngineResult stopped, engine->Wait(false_id));
+  EXPECT_EQ(cancelled.finish, FinishReason::kCancelled);
+  EXPECT_EQ(cancelled.tokens.size(), 2u);  // it ends before the next step
+  EXPECT_EQ(cancel_seen, 2u);
+  EXPECT_EQ(stopped.finish, FinishReason::kCancelled);
+  EXPECT_EQ(stopped.tokens.size(), 3u);
+  EXPECT_EQ(seen, 3u);
+}
+
+TEST_F(EngineTest, CallbackThatThrowsEndsItsRequestInError) {
+  auto engine = Make();
+  EngineRequest r = Request(10, 8, 5);
+  r.on_token = [](const TokenEvent&) -> bool { throw std::runtime_error("host bug"); };
+  ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(r));
+  ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(id));
+  EXPECT_EQ(got.finish, FinishReason::kError);
+  EXPECT_FALSE(got.error.ok());
+  EXPECT_EQ(got.tokens.size(), 1u);
+}
+
+TEST_F(EngineTest, DeadlinesEndQueuedAndRunningRequests) {
+  testing::ManualClockEnv clock;
+  clock.Set(1'000);
+  EngineOptions o = Stepped();
+  o.env = &clock;
+  o.max_running = 1;
+  auto engine = Make(o);
+  EngineRequest running = Request(10, 9, 50), waiting = Request(10, 10, 50);
+  running.deadline_ns = 5'000;
+  waiting.deadline_ns = 3'000;
+  ASSERT_OK_AND_ASSIGN(RequestId run_id, engine->Submit(running));
+  ASSERT_OK_AND_ASSIGN(RequestId wait_id, engine->Submit(waiting));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(engine->Step());
+  clock.Set(3'000);  // past the waiting one's deadline, before the running one's
+  ASSERT_TRUE(engine->Step());
+  clock.Set(5'000);
+  engine->Step();
+  ASSERT_OK_AND_ASSIGN(EngineResult ran, engine->Wait(run_id));
+  ASSERT_OK_AND_ASSIGN(EngineResult waited, engine->Wait(wait_id));
+  EXPECT_EQ(ran.finish, FinishReason::kDeadline);
+  EXPECT_EQ(ran.tokens.size(), 5u);  // one per step before the deadline
+  const std::vector<int32_t> alone = Alone(running).tokens;
+  EXPECT_EQ(ran.tokens, std::vector<int32_t>(alone.begin(), alone.begin() + 5));
+  EXPECT_EQ(waited.finish, FinishReason::kDeadline);
+  EXPECT_TRUE(waited.tokens.empty());
+  EXPECT_EQ(ran.timings.submitted_ns, 1'000);
+  EXPECT_EQ(ran.timings.finished_ns, 5'000);
+}
+
+TEST_F(EngineTest, QueueFullIsUnavailableUntilAdmissionMakesRoom) {
+  EngineOptions o = Stepped();
+  o.max_queued = 2;
+  o.max_running = 2;
+  auto engine = Make(o);
+  ASSERT_OK(engine->Submit(Request(5, 1, 3)));
+  ASSERT_OK(engine->Submit(Request(5, 2, 3)));
+  auto full = engine->Submit(Request(5, 3, 3));
+  ASSERT_FALSE(full.has_value());
+  EXPECT_EQ(full.error().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(engine->Stats().queued, 2u);
+  engine->Step();  // admits both
+  EXPECT_EQ(engine->Stats().queued, 0u);
+  ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(Request(5, 3, 3)));
+  ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(id));
+  EXPECT_EQ(got.finish, FinishReason::kLength);
+}
+
+TEST_F(EngineTest, AdmissionWaitsForTheBudget) {
+  EngineOptions o = Stepped();
+  o.kv_budget_bytes = 50 * BytesPerToken();  // one 40-token context at a time
+  auto engine = Make(o);
+  EngineRequest a = Request(30, 12, 10, "alpha"), b = Request(30, 13, 10, "beta");
+  ASSERT_OK_AND_ASSIGN(RequestId ia, engine->Submit(a));
+  ASSERT_OK_AND_ASSIGN(RequestId ib, engine->Submit(b));
+  engine->Step();
+  EXPECT_EQ(engine->Stats().running, 1u);
+  EXPECT_EQ(engine->Stats().queued, 1u);
+  ASSERT_OK_AND_ASSIGN(EngineResult ra, engine->Wait(ia));
+  ASSERT_OK_AND_ASSIGN(EngineResult rb, engine->Wait(ib));
+  EXPECT_EQ(ra.tokens, Alone(a).tokens);
+  EXPECT_EQ(rb.tokens, Alone(b).tokens);
+  EXPECT_EQ(ra.usage.preemptions + rb.usage.preemptions, 0u);
+  const EngineStats s = engine->Stats();
+  EXPECT_LE(s.tree_kv_bytes + s.session_kv_bytes, o.kv_budget_bytes);
+}
+
+TEST_F(EngineTest, PreemptedRequestResumesExactly) {
+  EngineOptions o = Stepped();
+  o.kv_budget_bytes = 70 * BytesPerToken();  // both 20-token prompts fit; both 60-token contexts do not
+  o.prefill_chunk_tokens = 64;
+  auto engine = Make(o);
+  EngineRequest a = Request(20, 14, 40, "alpha"), b = Request(20, 15, 40, "beta");
+  a.sampling = {.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .repetition_penalty = 1.2f, .seed = 3};
+  b.sampling = {.temperature = 1.1f, .top_k = 0, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 4};
+  a.record_logits = b.record_logits = true;
+  ASSERT_OK_AND_ASSIGN(RequestId ia, engine->Submit(a));
+  ASSERT_OK_AND_ASSIGN(RequestId ib, engine->Submit(b));
+  engine->Step();
+  EXPECT_EQ(engine->Stats().running, 2u);
+  ASSERT_OK_AND_ASSIGN(EngineResult ra, engine->Wait(ia));
+  ASSERT_OK_AND_ASSIGN(EngineResult rb, engine->Wait(ib));
+  EXPECT_EQ(rb.usage.preemptions, 1u);  // the later admitted gives way
+  EXPECT_GT(rb.usage.recomputed_tokens, 0u);
+  EXPECT_EQ(ra.usage.preemptions, 0u);
+  for (const auto& [got, want] : {std::pair{&ra, Alone(a)}, std::pair{&rb, Alone(b)}}) {
+    EXPECT_EQ(got->tokens, want.tokens);
+    ASSERT_EQ(got->logits.size(), want.logits.size());
+    for (size_t t = 0; t < want.logits.size(); ++t) EXPECT_EQ(testing::MaxAbsDiff(got->logits[t], want.logits[t]), 0.0f);
+  }
+  EXPECT_GE(engine->Stats().preemptions, 1u);
+}
+
+// Indices of `requests` in the order they produced their first token.
+std::vector<size_t> FirstTokenOrder(Engine& engine, std::vector<EngineRequest> requests) {
+  std::vector<size_t> order;
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    requests[i].on_token = [&order, i, first = true](const TokenEvent&) mutable {
+      if (first) order.push_back(i);
+      first = false;
+      return true;
+    };
+    ids.push_back(*engine.Submit(std::move(requests[i])));
+  }
+  for (RequestId id : ids) EXPECT_OK(engine.Wait(id));
+  return order;
+}
+
+size_t RankOf(const std::vector<size_t>& order, size_t index) {
+  return std::find(order.begin(), order.end(), index) - order.begin();
+}
+
+TEST_F(EngineTest, TenantWithOneRequestIsNotStarvedByATenantWithTwenty) {
+  EngineOptions o = Stepped();
+  o.max_running = 2;
+  std::vector<EngineRequest> requests;
+  for (uint32_t i = 0; i < 20; ++i) requests.push_back(Request(12, 20 + i, 4, "busy"));
+  requests.push_back(Request(12, 99, 4, "quiet"));
+  EXPECT_LT(RankOf(FirstTokenOrder(*Make(o), requests), 20), 2u);
+  // Control: the same requests from one tenant are served first come, first served, so the last
+  // one submitted starts last — the fairness above is the tenants' doing.
+  requests.back().tenant = "busy";
+  EXPECT_EQ(RankOf(FirstTokenOrder(*Make(o), requests), 20), 20u);
+}
+
+TEST_F(EngineTest, PrefillChunksAreSharedAcrossTenants) {
+  EngineOptions o = Stepped();
+  o.max_running = 4;
+  o.prefill_chunk_tokens = 8;
+  o.step_token_budget = 8;  // one chunk per step: who gets it is the fair-share order
+  auto engine = Make(o);
+  std::vector<EngineRequest> requests;
+  for (uint32_t i = 0; i < 3; ++i) requests.push_back(Request(40, 40 + i, 2, "busy"));
+  requests.push_back(Request(40, 50, 2, "quiet"));
+  // First come, first served, busy's three prompts (15 chunks) would go before quiet's first chunk;
+  // turns alternate instead.
+  EXPECT_LT(RankOf(FirstTokenOrder(*engine, requests), 3), 2u);
+}
+
+TEST_F(EngineTest, ShutdownCancelsWorkInFlight) {
+  EngineOptions o = Stepped();
+  o.max_running = 2;
+  o.prefill_chunk_tokens = 8;
+  auto engine = Make(o);
+  size_t callbacks = 0;
+  std::vector<RequestId> ids;
+  for (uint32_t i = 0; i < 4; ++i) {
+    EngineRequest r = Request(i == 0 ? 4 : 30, 60 + i, 50);
+    r.on_token = [&](const TokenEvent&) { return ++callbacks > 0; };
+    ids.push_back(*engine->Submit(r));
+  }
+  for (int i = 0; i < 3; ++i) engine->Step();  // one decoding, one mid-prefill, two queued
+  const size_t before = callbacks;
+  EXPECT_GT(before, 0u);
+  engine->Shutdown();
+  EXPECT_EQ(callbacks, before);
+  for (RequestId id : ids) {
+    ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(id));
+    EXPECT_EQ(got.finish, FinishReason::kCancelled);
+  }
+  EXPECT_EQ(engine->Submit(Request(5, 1, 1)).error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(engine->Step());
+  engine->Shutdown();  // idempotent
+}
+
+TEST_F(EngineTest, EngineConcurrentShutdownWithTheStepThreadLeavesNoCallbackBehind) {
+  EngineOptions o;  // with the step thread
+  o.max_running = 2;
+  auto engine = Make(o);
+  std::atomic<bool> shut{false};
+  std::atomic<size_t> late_callbacks{0}, delivered{0};
+  std::vector<RequestId> ids;
+  for (uint32_t i = 0; i < 6; ++i) {
+    EngineRequest r = Request(30, 60 + i, 400);
+    r.on_token = [&](const TokenEvent&) {
+      if (shut) ++late_callbacks;
+      ++delivered;
+      return true;
+    };
+    ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(r));
+    ids.push_back(id);
+  }
+  while (delivered == 0) std::this_thread::yield();
+  engine->Shutdown();
+  shut = true;
+  for (RequestId id : ids) {
+    ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(id));
+    EXPECT_TRUE(got.finish == FinishReason::kCancelled || got.finish == FinishReason::kLength) << FinishReasonName(got.finish);
+  }
+  EXPECT_EQ(late_callbacks, 0u);
+  EXPECT_EQ(engine->Submit(Request(5, 1, 1)).error().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(EngineTest, ShutdownDrainFinishesEveryAcceptedRequest) {
+  for (bool thread : {false, true}) {
+    EngineOptions o;
+    o.start_thread = thread;
+    o.max_running = 2;
+    auto engine = Make(o);
+    std::vector<RequestId> ids;
+    for (uint32_t i = 0; i < 5; ++i) ids.push_back(*engine->Submit(Request(10, 70 + i, 6)));
+    engine->Shutdown(ShutdownMode::kDrain);
+    for (RequestId id : ids) {
+      ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(id));
+      EXPECT_EQ(got.finish, FinishReason::kLength);
+      EXPECT_EQ(got.tokens.size(), 6u);
+    }
+  }
+}
+
+TEST_F(EngineTest, BadOptionsAreRefused) {
+  for (auto bad : {+[](EngineOptions& o) { o.max_running = 0; }, +[](EngineOptions& o) { o.max_queued = 0; },
+                   +[](EngineOptions& o) { o.prefill_chunk_tokens = 0; },
+                   +[](EngineOptions& o) { o.step_token_budget = o.max_running - 1; }}) {
+    EngineOptions o = Stepped();
+    bad(o);
+    auto engine = Engine::Create(*model_, *tokenizer_, o);
+    ASSERT_FALSE(engine.has_value());
+    EXPECT_EQ(engine.error().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+// Many threads submit, wait and cancel at once against the step thread; every request that ran to
+// its end has the bits it has alone, and no callback runs for a request after Cancel returned.
+TEST_F(EngineTest, EngineConcurrentSubmittersGetExactResults) {
+  EngineOptions o;
+  o.max_running = 6;
+  o.prefill_chunk_tokens = 16;
+  o.step_token_budget = 32;
+  o.kv_budget_bytes = 200 * BytesPerToken();
+  auto engine = Make(o);
+  constexpr int kThreads = 6, kPerThread = 4;
+  std::vector<EngineRequest> requests;
+  std::vector<testing::AloneRun> alone;
+  for (int i = 0; i < kThreads * kPerThread; ++i) {
+    EngineRequest r = Request(10 + 7 * (i % 5), 200 + (i % 8), 6, kTenants[i % 3]);
+    if (i % 2) r.sampling = {.temperature = 0.7f, .top_k = 0, .top_p = 0.9f, .repetition_penalty = 1.0f, .seed = 5};
+    alone.push_back(Alone(r));
+    requests.push_back(std::move(r));
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kPerThread; ++k) {
+        const int i = t * kPerThread + k;
+        EngineRequest r = requests[i];
+        const bool cancel = i % 7 == 3;
+        auto cancel_returned = std::make_shared<std::atomic<bool>>(false);
+        r.on_token = [cancel_returned, &failures](const TokenEvent&) {
+          if (*cancel_returned) ++failures;
+          return true;
+        };
+        Result<RequestId> id = engine->Submit(r);
+        if (!id.has_value()) {
+          ++failures;
+          continue;
+        }
+        if (cancel) {
+          if (!engine->Cancel(*id).ok()) ++failures;
+          *cancel_returned = true;
+        }
+        Result<EngineResult> got = engine->Wait(*id);
+        if (!got.has_value()) {
+          ++failures;
+        } else if (got->finish == FinishReason::kLength && got->tokens != alone[i].tokens) {
+          ++failures;
+        } else if (!cancel && got->finish != FinishReason::kLength) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures, 0);
+  EXPECT_GT(engine->Stats().max_batch_items, 1u);
+}
+
+TEST_F(EngineTest, EngineConcurrentCancelAndShutdownRace) {
+  EngineOptions o;
+  o.max_running = 4;
+  auto engine = Make(o);
+  std::vector<RequestId> ids;
+  for (uint32_t i = 0; i < 12; ++i) ids.push_back(*engine->Submit(Request(20, 300 + i, 100, kTenants[i % 2])));
+  std::thread canceller([&] {
+    for (size_t i = 0; i < ids.size(); i += 2) EXPECT_OK(engine->Cancel(ids[i]));
+  });
+  std::thread stats_reader([&] {
+    for (int i = 0; i < 50; ++i) (void)engine->Stats();
+  });
+  canceller.join();
+  stats_reader.join();
+  engine->Shutdown();
+  for (RequestId id : ids) EXPECT_OK(engine->Wait(id));
+}
+
+// ---- fair share, alone ----
+
+TEST(EngineFairShare, QueuesTakeTenantsInTurn) {
+  internal::TenantQueues<int> q;
+  for (int i = 0; i < 4; ++i) q.PushBack("busy", i);
+  q.PushBack("quiet", 100);
+  q.PushBack("calm", 200);
+  std::vector<int> order;
+  while (!q.empty()) order.push_back(q.PopNext());
+  EXPECT_EQ(order, (std::vector<int>{0, 200, 100, 1, 2, 3}));  // busy, calm, quiet, then busy's rest
+
+  q.PushBack("a", 1);
+  q.PushBack("a", 2);
+  q.PushBack("b", 3);
+  EXPECT_EQ(q.PopNext(), 1);
+  q.PushFront("a", 1);  // put back: first in its line and its tenant's turn again
+  EXPECT_EQ(q.PopNext(), 1);
+  EXPECT_TRUE(q.Remove("a", 2));
+  EXPECT_FALSE(q.Remove("a", 2));
+  EXPECT_EQ(q.size(), 1u);
+  EXPECT_EQ(q.PopNext(), 3);
+}
+
+TEST(EngineFairShare, RoundRobinInterleavesTenantsAndRotates) {
+  const std::vector<std::pair<std::string, int>> items = {{"a", 1}, {"a", 2}, {"a", 3}, {"b", 4}, {"c", 5}, {"c", 6}};
+  const auto tenant = [](const std::pair<std::string, int>& p) -> std::string_view { return p.first; };
+  auto values = [&](size_t rotation) {
+    std::vector<int> out;
+    for (const auto& p : internal::RoundRobinByTenant(items, tenant, rotation)) out.push_back(p.second);
+    return out;
+  };
+  EXPECT_EQ(values(0), (std::vector<int>{1, 4, 5, 2, 6, 3}));
+  EXPECT_EQ(values(1), (std::vector<int>{4, 5, 1, 6, 2, 3}));
+  EXPECT_EQ(values(5), (std::vector<int>{5, 1, 4, 6, 2, 3}));
+}
+
+}  // namespace
+}  // namespace fak
