@@ -21,18 +21,6 @@
 
 namespace fak {
 
-std::string_view FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kStopToken: return "stop_token";
-    case FinishReason::kStopString: return "stop_string";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kDeadline: return "deadline";
-    case FinishReason::kError: return "error";
-  }
-  return "unknown";
-}
-
 namespace {
 
 // The engine whose callback this thread is running: Cancel from inside a callback must not wait

@@ -89,6 +89,18 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
   return order[nucleus - 1];
 }
 
+std::string_view FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStopToken: return "stop_token";
+    case FinishReason::kStopString: return "stop_string";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kDeadline: return "deadline";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
 Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
                                 const GenerateParams& params, const std::function<bool(int32_t)>& on_token) {
   FAK_RETURN_IF_ERROR(params.sampling.Validate());

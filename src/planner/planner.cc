@@ -17,15 +17,6 @@ double MsSince(int64_t t0_ns) { return static_cast<double>(NowNanos() - t0_ns) /
 
 }  // namespace
 
-std::string_view FinishReasonName(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCallback: return "callback";
-  }
-  return "unknown";
-}
-
 struct Planner::Prepared {
   std::vector<SegmentSpec> specs;  // one per message, then the generation prompt
   std::vector<int32_t> context;
@@ -210,22 +201,22 @@ Status Planner::Decode(SegmentLedger& ledger, std::vector<float> logits, const C
     out->generated.push_back(next);
     history.push_back(next);
     if (std::find(g.stop_tokens.begin(), g.stop_tokens.end(), next) != g.stop_tokens.end()) {
-      out->finish = FinishReason::kStop;
+      out->finish = FinishReason::kStopToken;
       break;
     }
     FAK_ASSIGN_OR_RETURN(std::string piece, stream.Push(next));
     if (!piece.empty() && params.on_text && !params.on_text(piece)) {
-      out->finish = FinishReason::kCallback;
+      out->finish = FinishReason::kCancelled;
       break;
     }
     if (stream.stopped()) {
-      out->finish = FinishReason::kStop;
+      out->finish = FinishReason::kStopString;
       break;
     }
     if (out->generated.size() == g.max_new_tokens || ledger.cache().size() >= model_.config().context_length) break;
     FAK_ASSIGN_OR_RETURN(logits, ledger.ExtendLast(std::span<const int32_t>(&next, 1)));
   }
-  if (out->finish != FinishReason::kCallback) {
+  if (out->finish != FinishReason::kCancelled) {
     const std::string rest = stream.Finish();
     if (!rest.empty() && params.on_text) params.on_text(rest);
   }

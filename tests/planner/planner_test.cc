@@ -74,7 +74,7 @@ TEST_F(PlannerTest, AStopStringEndsTheReplyAndIsNeverStreamed) {
   ASSERT_OK_AND_ASSIGN(CompleteResult cut, planner_->Complete(conv, params_));
   EXPECT_EQ(cut.text, full.text.substr(0, full.text.find(stop)));
   EXPECT_EQ(streamed, cut.text);
-  EXPECT_EQ(cut.finish, FinishReason::kStop);
+  EXPECT_EQ(cut.finish, FinishReason::kStopString);
   EXPECT_LT(cut.generated.size(), full.generated.size());
 }
 

@@ -174,7 +174,7 @@ TEST_F(CliTest, RunStopsBeforeAStopStringAndNeverPrintsIt) {
   const size_t first = std::find(tokens.begin(), tokens.end(), *at) - tokens.begin();
   EXPECT_EQ(j["tokens"], std::vector<int32_t>(tokens.begin(), tokens.begin() + first + 1));  // ends on the stop
   EXPECT_EQ(j["text"].get<std::string>().find(stop), std::string::npos) << "the stop string was printed";
-  EXPECT_EQ(j["finish_reason"], "stop");
+  EXPECT_EQ(j["finish_reason"], "stop_string");
 }
 
 TEST_F(CliTest, ChatReadsTurnsFromAPipeAndReusesEarlierTurns) {

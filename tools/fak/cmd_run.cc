@@ -51,7 +51,7 @@ double PerSecond(size_t n, double ms) { return ms > 0 ? n * 1000.0 / ms : 0.0; }
 struct RunResult {
   std::vector<int32_t> prompt, generated;  // generated: a stop token included
   std::string text;
-  std::string finish_reason;  // "stop" (EOS or a --stop text) or "length"
+  FinishReason finish = FinishReason::kLength;
   double prefill_ms = 0, decode_ms = 0;
 };
 
@@ -69,19 +69,18 @@ Result<RunResult> Generate(const LoadedModel& m, const std::string& prompt, cons
   Sampler sampler(g.sampling);
   TextStream stream(*m.tokenizer, g.stop);
   std::vector<int32_t> history = r.prompt;
-  r.finish_reason = "length";
   while (r.generated.size() < g.max_tokens && cache.size() < m.model->config().context_length) {
     const int32_t token = sampler.Sample(logits, history);
     r.generated.push_back(token);
     history.push_back(token);
     if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-      r.finish_reason = "stop";
+      r.finish = FinishReason::kStopToken;
       break;
     }
     FAK_ASSIGN_OR_RETURN(std::string piece, stream.Push(token));
     if (!quiet) WriteText(piece);
     if (stream.stopped()) {
-      r.finish_reason = "stop";
+      r.finish = FinishReason::kStopString;
       break;
     }
     if (r.generated.size() < g.max_tokens) {
@@ -99,7 +98,7 @@ std::string RunJson(const LoadedModel& m, const RunResult& r) {
   nlohmann::json j = {
       {"text", r.text},
       {"tokens", r.generated},
-      {"finish_reason", r.finish_reason},
+      {"finish_reason", std::string(FinishReasonName(r.finish))},
       {"usage", {{"prompt_tokens", r.prompt.size()}, {"completion_tokens", r.generated.size()}}},
       {"timings", {{"prefill_ms", r.prefill_ms}, {"decode_ms", r.decode_ms}}},
       {"model", m.label},
@@ -149,7 +148,7 @@ int RunCommand(std::span<char* const> argv) {
   std::fprintf(stderr, "[%s, tier %s] prompt %zu tokens in %.1f ms (%.0f tok/s); generated %zu tokens in %.1f ms (%.1f tok/s), %s\n",
                m->label.c_str(), std::string(ActiveKernelTier()).c_str(), r->prompt.size(), r->prefill_ms,
                PerSecond(r->prompt.size(), r->prefill_ms), r->generated.size(), r->decode_ms,
-               PerSecond(r->generated.size(), r->decode_ms), r->finish_reason.c_str());
+               PerSecond(r->generated.size(), r->decode_ms), std::string(FinishReasonName(r->finish)).c_str());
   return kExitOk;
 }
 

@@ -57,16 +57,6 @@ struct EngineRequest {
   bool record_logits = false;
 };
 
-enum class FinishReason {
-  kStopToken,   // emitted one of stop_tokens
-  kStopString,  // the text reached one of stop_strings
-  kLength,      // max_tokens generated
-  kCancelled,   // Engine::Cancel, the callback returned false, or Shutdown cancelled it
-  kDeadline,    // deadline_ns passed
-  kError,       // EngineResult::error says why
-};
-std::string_view FinishReasonName(FinishReason reason);  // "stop_token", "stop_string", "length", ...
-
 struct RequestUsage {
   size_t prompt_tokens = 0;
   size_t cached_tokens = 0;     // prompt tokens served from the radix tree at first admission

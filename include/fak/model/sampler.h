@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "fak/kv/kv_cache.h"
@@ -46,6 +47,17 @@ struct GenerateParams {
   std::vector<int32_t> stop_tokens;
   SamplingParams sampling;
 };
+
+// Why a generation ended (the planner, the engine and the tools report it).
+enum class FinishReason {
+  kStopToken,   // emitted one of stop_tokens
+  kStopString,  // the text reached one of stop_strings
+  kLength,      // max_tokens generated
+  kCancelled,   // the caller stopped it: a callback returned false, Engine::Cancel, Shutdown
+  kDeadline,    // its deadline passed (engine)
+  kError,       // a failure ended it (the result carries the Status)
+};
+std::string_view FinishReasonName(FinishReason reason);  // "stop_token", "stop_string", "length", ...
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (the stop token included if one was emitted)

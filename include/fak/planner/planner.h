@@ -68,9 +68,6 @@ struct MessageOutcome {
   bool reused = false;   // its KV came from the tree
 };
 
-enum class FinishReason { kStop, kLength, kCallback };  // stop token or string; max tokens or context; on_text
-std::string_view FinishReasonName(FinishReason reason);   // "stop", "length", "callback"
-
 struct CompleteResult {
   std::string text;                // the reply (without the stop token's or stop string's text)
   std::vector<int32_t> generated;  // its token ids (a stop token included)
