@@ -48,10 +48,8 @@ Result<std::vector<float>> LogitsAfter(const Model& model, const Tokenizer& tok,
                                        const std::vector<ChatMessage>& messages) {
   FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat.Render(messages, /*add_generation_prompt=*/false));
   std::vector<int32_t> ids;
-  for (const std::string& piece : rendered.Pieces()) {  // tokenized piece by piece, as the planner does
-    FAK_ASSIGN_OR_RETURN(auto part, tok.Encode(piece));
-    ids.insert(ids.end(), part.begin(), part.end());
-  }
+  FAK_ASSIGN_OR_RETURN(auto pieces, EncodePieces(tok, rendered));  // piece by piece, as the planner does
+  for (const auto& part : pieces) ids.insert(ids.end(), part.begin(), part.end());
   KVCache cache = model.NewCache();
   return model.Prefill(&cache, ids);
 }
@@ -77,7 +75,7 @@ Result<std::vector<int32_t>> ChatPrompt(const ChatTemplate& chat, const Tokenize
                                   {ChatRole::kAssistant, "The capital of Germany is Berlin."},
                                   {ChatRole::kUser, question}};
   FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat.Render(messages));
-  return tok.Encode(rendered.text);
+  return EncodeRendered(tok, rendered);
 }
 
 // Greedy reply to one user turn; stops at the end of the turn (EOS or the template's end-of-turn
@@ -316,10 +314,8 @@ int Run(const std::string& dir) {
   for (const RecallSegment& seg : transcript) transcript_messages.push_back({Planner::RoleOf(seg.kind), seg.text});
   DEMO_ASSIGN(RenderedChat transcript_text, planner->chat_template().Render(transcript_messages, false));
   std::vector<int32_t> transcript_ids;
-  for (const std::string& piece : transcript_text.Pieces()) {
-    DEMO_ASSIGN(auto part, tok->Encode(piece));
-    transcript_ids.insert(transcript_ids.end(), part.begin(), part.end());
-  }
+  DEMO_ASSIGN(auto transcript_pieces, EncodePieces(*tok, transcript_text));
+  for (const auto& part : transcript_pieces) transcript_ids.insert(transcript_ids.end(), part.begin(), part.end());
   LookupResult live = planner->tree().Lookup(planner->tree().ClaimFor(conv.tenant), transcript_ids);
   const size_t n_live = live.matched_tokens;
   const Digest original = live.cache.ComputeDigest();

@@ -77,17 +77,18 @@ Result<std::vector<SegmentSpec>> Planner::Segments(const std::vector<RecallSegme
   std::vector<ChatMessage> messages;
   for (const RecallSegment& seg : transcript) messages.push_back(ChatMessage{RoleOf(seg.kind), seg.text});
   FAK_ASSIGN_OR_RETURN(RenderedChat rendered, template_->Render(messages, reply));
-  std::vector<std::string> pieces = rendered.Pieces();
+  const std::vector<std::string> pieces = rendered.Pieces();
+  // Each piece is tokenized on its own: segment boundaries are token boundaries, so a span can
+  // be evicted exactly and earlier turns keep their ids as the conversation grows. A message's
+  // own text never becomes a special token (it cannot forge a turn).
+  FAK_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> piece_ids, EncodePieces(tokenizer_, rendered));
   std::vector<SegmentSpec> specs;
   for (size_t i = 0; i < pieces.size(); ++i) {
     const bool is_reply = i == transcript.size();
     if (is_reply && !reply) break;
     const std::string id = is_reply ? "reply" : transcript[i].id;
-    // Each piece is tokenized on its own: segment boundaries are token boundaries, so a span can
-    // be evicted exactly and earlier turns keep their ids as the conversation grows.
-    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_.Encode(pieces[i]));
-    if (ids.empty()) return InvalidArgument("message " + id + " renders to no tokens");
-    specs.push_back(SegmentSpec{id, is_reply ? SegmentKind::kAssistant : transcript[i].kind, std::move(ids),
+    if (piece_ids[i].empty()) return InvalidArgument("message " + id + " renders to no tokens");
+    specs.push_back(SegmentSpec{id, is_reply ? SegmentKind::kAssistant : transcript[i].kind, std::move(piece_ids[i]),
                                 Digest::Of(pieces[i])});
   }
   return specs;

@@ -393,6 +393,12 @@ struct Out {
   RenderedChat r;
 
   void Begin(size_t i) { r.message_offsets[i] = r.text.size(); }
+  // Appends a message's own bytes (or a value made of them), recorded as content.
+  void Content(std::string_view bytes) {
+    if (bytes.empty()) return;
+    r.content.push_back({r.text.size(), bytes.size()});
+    r.text += bytes;
+  }
   // The role the template sees: a tool message is a user turn where the template has no tool role.
   ChatRole Role(size_t i) const {
     ChatRole role = messages[i].role;
@@ -419,8 +425,12 @@ Status RenderGemma(Out& o) {
     if ((o.Role(i) == ChatRole::kUser) != (k % 2 == 0)) return o.Refuse(i, kAlternate);
     o.Begin(i);
     o.r.text += "<start_of_turn>" + std::string(GemmaRole(o.Role(i))) + "\n";
-    if (k == 0 && has_system) o.r.text += m[0].content + "\n\n";
-    o.r.text += Trim(m[i].content) + "<end_of_turn>\n";
+    if (k == 0 && has_system) {
+      o.Content(m[0].content);
+      o.r.text += "\n\n";
+    }
+    o.Content(Trim(m[i].content));
+    o.r.text += "<end_of_turn>\n";
   }
   return Status::Ok();
 }
@@ -436,17 +446,21 @@ Status RenderLlama3(Out& o) {
     // 3.1+: the system turn is always printed, with the conversation's leading system message.
     const bool has_system = m[0].role == ChatRole::kSystem;
     first = has_system ? 1 : 0;
-    o.r.text += o.spec.bos + Llama3Header("system") + o.spec.system_preamble +
-                (has_system ? Trim(m[0].content) : std::string()) + "<|eot_id|>";
+    o.r.text += o.spec.bos + Llama3Header("system") + o.spec.system_preamble;
+    if (has_system) o.Content(Trim(m[0].content));
+    o.r.text += "<|eot_id|>";
   }
   for (size_t i = first; i < m.size(); ++i) {
     o.Begin(i);
     if (m[i].role == ChatRole::kTool && o.spec.tool_ipython) {
       // The template JSON-encodes "iterable" content, and a Jinja string is iterable.
-      o.r.text += Llama3Header("ipython") + JsonString(m[i].content) + "<|eot_id|>";
+      o.r.text += Llama3Header("ipython");
+      o.Content(JsonString(m[i].content));
     } else {
-      o.r.text += Llama3Header(ChatRoleName(m[i].role)) + Trim(m[i].content) + "<|eot_id|>";
+      o.r.text += Llama3Header(ChatRoleName(m[i].role));
+      o.Content(Trim(m[i].content));
     }
+    o.r.text += "<|eot_id|>";
   }
   return Status::Ok();
 }
@@ -462,10 +476,14 @@ Status RenderChatml(Out& o) {
     if (m[i].role == ChatRole::kTool && o.spec.tool_response) {
       // Qwen2.5: consecutive tool results share one user turn.
       if (i == 0 || m[i - 1].role != ChatRole::kTool) o.r.text += "<|im_start|>user";
-      o.r.text += "\n<tool_response>\n" + m[i].content + "\n</tool_response>";
+      o.r.text += "\n<tool_response>\n";
+      o.Content(m[i].content);
+      o.r.text += "\n</tool_response>";
       if (i + 1 == m.size() || m[i + 1].role != ChatRole::kTool) o.r.text += "<|im_end|>\n";
     } else {
-      o.r.text += "<|im_start|>" + std::string(ChatRoleName(m[i].role)) + "\n" + m[i].content + "<|im_end|>\n";
+      o.r.text += "<|im_start|>" + std::string(ChatRoleName(m[i].role)) + "\n";
+      o.Content(m[i].content);
+      o.r.text += "<|im_end|>\n";
     }
   }
   return Status::Ok();
@@ -484,9 +502,17 @@ Status RenderMistral(Out& o) {
     o.Begin(i);
     if (o.Role(i) == ChatRole::kUser) {
       const bool with_system = has_system && (o.spec.system == SystemPlacement::kFirstUser ? i == first : i + 1 == m.size());
-      o.r.text += o.spec.inst_open + (with_system ? m[0].content + "\n\n" : std::string()) + m[i].content + o.spec.inst_close;
+      o.r.text += o.spec.inst_open;
+      if (with_system) {
+        o.Content(m[0].content);
+        o.r.text += "\n\n";
+      }
+      o.Content(m[i].content);
+      o.r.text += o.spec.inst_close;
     } else {
-      o.r.text += o.spec.reply_prefix + (o.spec.reply_trim ? Trim(m[i].content) : m[i].content) + o.spec.eos;
+      o.r.text += o.spec.reply_prefix;
+      o.Content(o.spec.reply_trim ? Trim(m[i].content) : m[i].content);
+      o.r.text += o.spec.eos;
     }
   }
   return Status::Ok();
@@ -500,11 +526,24 @@ Status RenderLlama2(Out& o) {
     const size_t k = i - first;
     if ((o.Role(i) == ChatRole::kUser) != (k % 2 == 0)) return o.Refuse(i, kAlternate);
     o.Begin(i);
-    const std::string content = k == 0 && has_system ? "<<SYS>>\n" + m[0].content + "\n<</SYS>>\n\n" + m[i].content : m[i].content;
     if (o.Role(i) == ChatRole::kUser) {
-      o.r.text += o.spec.bos + "[INST] " + Trim(content) + " [/INST]";
+      o.r.text += o.spec.bos + "[INST] ";
+      if (k == 0 && has_system) {
+        // The template trims "<<SYS>>…<</SYS>>\n\n" + content as one string: only the user
+        // content's end can lose whitespace, unless it is all whitespace.
+        const std::string user = Trim("x" + m[i].content).substr(1);
+        o.r.text += "<<SYS>>\n";
+        o.Content(m[0].content);
+        o.r.text += user.empty() ? std::string("\n<</SYS>>") : std::string("\n<</SYS>>\n\n");
+        o.Content(user);
+      } else {
+        o.Content(Trim(m[i].content));
+      }
+      o.r.text += " [/INST]";
     } else if (o.Role(i) == ChatRole::kAssistant) {
-      o.r.text += " " + Trim(content) + " " + o.spec.eos;
+      o.r.text += " ";
+      o.Content(Trim(m[i].content));
+      o.r.text += " " + o.spec.eos;
     }  // a later system message: the template prints nothing for it
   }
   return Status::Ok();
@@ -516,7 +555,9 @@ Status RenderPhi3(Out& o) {
   for (size_t i = 0; i < m.size(); ++i) {
     o.Begin(i);
     if (o.Role(i) == ChatRole::kSystem && o.spec.skip_empty_system && m[i].content.empty()) continue;
-    o.r.text += "<|" + std::string(ChatRoleName(o.Role(i))) + "|>\n" + m[i].content + "<|end|>\n";
+    o.r.text += "<|" + std::string(ChatRoleName(o.Role(i))) + "|>\n";
+    o.Content(m[i].content);
+    o.r.text += "<|end|>\n";
   }
   return Status::Ok();
 }
@@ -525,8 +566,9 @@ Status RenderFak(Out& o) {
   for (size_t i = 0; i < o.messages.size(); ++i) {
     o.Begin(i);
     const ChatRole role = o.messages[i].role;
-    o.r.text += "<|" + std::string(role == ChatRole::kTool ? "tool_result" : ChatRoleName(role)) + "|>\n" +
-                o.messages[i].content + "\n";
+    o.r.text += "<|" + std::string(role == ChatRole::kTool ? "tool_result" : ChatRoleName(role)) + "|>\n";
+    o.Content(o.messages[i].content);
+    o.r.text += "\n";
   }
   return Status::Ok();
 }
@@ -779,6 +821,29 @@ Result<RenderedChat> ChatTemplate::Render(std::span<const ChatMessage> messages,
   o.r.generation_offset = o.r.text.size();
   if (add_generation_prompt) o.r.text += GenerationPrompt(s);
   return std::move(o.r);
+}
+
+Result<std::vector<int32_t>> EncodeRendered(const Tokenizer& tokenizer, const RenderedChat& rendered) {
+  return tokenizer.EncodeWithPlain(rendered.text, rendered.content);
+}
+
+Result<std::vector<std::vector<int32_t>>> EncodePieces(const Tokenizer& tokenizer, const RenderedChat& rendered) {
+  std::vector<std::vector<int32_t>> out;
+  const std::vector<std::string> pieces = rendered.Pieces();
+  size_t begin = 0;
+  auto span = rendered.content.begin();
+  for (const std::string& piece : pieces) {
+    const size_t end = begin + piece.size();
+    std::vector<TextSpan> plain;  // the content inside this piece, relative to it
+    for (; span != rendered.content.end() && span->offset < end; ++span) {
+      // Pieces begin at a message's first byte, so no content range crosses a piece border.
+      plain.push_back({span->offset - begin, span->size});
+    }
+    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.EncodeWithPlain(piece, plain));
+    out.push_back(std::move(ids));
+    begin = end;
+  }
+  return out;
 }
 
 std::vector<int32_t> EndOfGenerationTokens(const Tokenizer& tokenizer, const ChatTemplate* chat_template) {

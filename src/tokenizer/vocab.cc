@@ -154,9 +154,46 @@ VocabTokenizer::VocabTokenizer(Vocab vocab, std::string kind, std::vector<std::s
 }
 
 Result<std::vector<int32_t>> VocabTokenizer::Encode(std::string_view text) const {
+  return EncodeFragments(PartitionSpecials(vocab_, text));
+}
+
+Result<std::vector<int32_t>> VocabTokenizer::EncodeWithPlain(std::string_view text, std::span<const TextSpan> plain) const {
+  FAK_RETURN_IF_ERROR(CheckPlainSpans(text, plain));
+  std::vector<Fragment> fragments;
+  // Raw text is merged across region borders: a plain range only switches the special-token
+  // match off, it does not cut the text, so ordinary content tokenizes exactly as in Encode.
+  auto add_raw = [&](std::string_view raw) {
+    if (raw.empty()) return;
+    if (!fragments.empty() && fragments.back().token < 0 &&
+        fragments.back().text.data() + fragments.back().text.size() == raw.data()) {
+      fragments.back().text = std::string_view(fragments.back().text.data(), fragments.back().text.size() + raw.size());
+    } else {
+      fragments.push_back({raw, -1});
+    }
+  };
+  auto add_marked = [&](std::string_view region) {
+    for (const Fragment& f : PartitionSpecials(vocab_, region)) {
+      if (f.token >= 0) {
+        fragments.push_back(f);
+      } else {
+        add_raw(f.text);
+      }
+    }
+  };
+  size_t at = 0;
+  for (const TextSpan& span : plain) {
+    add_marked(text.substr(at, span.offset - at));
+    add_raw(text.substr(span.offset, span.size));
+    at = span.offset + span.size;
+  }
+  add_marked(text.substr(at));
+  return EncodeFragments(fragments);
+}
+
+std::vector<int32_t> VocabTokenizer::EncodeFragments(const std::vector<Fragment>& fragments) const {
   std::vector<int32_t> out;
   bool after_special = true;
-  for (const Fragment& f : PartitionSpecials(vocab_, text)) {
+  for (const Fragment& f : fragments) {
     if (f.token >= 0) {
       out.push_back(f.token);
       after_special = true;

@@ -76,6 +76,7 @@ std::vector<Fragment> PartitionSpecials(const Vocab& vocab, std::string_view tex
 class VocabTokenizer : public Tokenizer {
  public:
   Result<std::vector<int32_t>> Encode(std::string_view text) const override;
+  Result<std::vector<int32_t>> EncodeWithPlain(std::string_view text, std::span<const TextSpan> plain) const override;
   Result<std::string> Decode(std::span<const int32_t> ids) const override;
   size_t vocab_size() const override { return vocab_.size(); }
   int32_t bos_id() const override { return vocab_.bos; }
@@ -98,6 +99,7 @@ class VocabTokenizer : public Tokenizer {
   const Vocab vocab_;
 
  private:
+  std::vector<int32_t> EncodeFragments(const std::vector<Fragment>& fragments) const;
   std::string kind_;
   std::vector<std::string> pieces_;  // [n_vocab] decoded bytes
   Digest digest_;

@@ -42,7 +42,7 @@ class PlannerChatTest : public ::testing::Test {
     for (const Message& m : conv.messages) messages.push_back({Planner::RoleOf(m.kind), m.text});
     Result<RenderedChat> rendered = chat_->Render(messages);
     EXPECT_TRUE(rendered.has_value());
-    Result<std::vector<int32_t>> ids = tok_->Encode(rendered->text);
+    Result<std::vector<int32_t>> ids = EncodeRendered(*tok_, *rendered);
     EXPECT_TRUE(ids.has_value());
     return *ids;
   }

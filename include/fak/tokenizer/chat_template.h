@@ -10,7 +10,8 @@
 // template may be given its family from `general.architecture` — source() then says so.
 //
 // Rendered text contains special-token text (e.g. "<bos>", "<start_of_turn>"): tokenize it with
-// Encode (special tokens become their single ids) and add no BOS of your own.
+// EncodeRendered or EncodePieces (the markup's special tokens become their single ids, a
+// message's never do) and add no BOS of your own.
 // Immutable and thread-safe.
 #ifndef FAK_TOKENIZER_CHAT_TEMPLATE_H_
 #define FAK_TOKENIZER_CHAT_TEMPLATE_H_
@@ -44,11 +45,22 @@ struct RenderedChat {
   // the generation prompt begins (== text.size() when none was asked for).
   std::vector<size_t> message_offsets;
   size_t generation_offset = 0;
+  // The bytes that are the messages' own content (sorted, disjoint), as opposed to the template's
+  // markup: tokenized as ordinary text, so special-token texts in a message stay text.
+  std::vector<TextSpan> content;
 
   // The text cut at those offsets: piece i is message i's (the first also holds what precedes
   // it), then the generation prompt (possibly empty). Their concatenation is `text`.
   std::vector<std::string> Pieces() const;
 };
+
+// Token ids of the whole rendering; the markup's special-token texts become their ids, the
+// content's never do (Tokenizer::EncodeWithPlain).
+Result<std::vector<int32_t>> EncodeRendered(const Tokenizer& tokenizer, const RenderedChat& rendered);
+// The same per piece (Pieces()), each tokenized on its own: segment boundaries are token
+// boundaries. For the families whose pieces meet inside text (Mistral, Llama 2: see
+// docs/chat-templates.md) the ids can differ from EncodeRendered's at the borders.
+Result<std::vector<std::vector<int32_t>>> EncodePieces(const Tokenizer& tokenizer, const RenderedChat& rendered);
 
 class ChatTemplate {
  public:

@@ -18,12 +18,24 @@
 
 namespace fak {
 
+// A byte range of a text.
+struct TextSpan {
+  size_t offset = 0;
+  size_t size = 0;
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
-  // Token ids of `text`, without BOS/EOS.
+  // Token ids of `text`, without BOS/EOS. Special-token texts (e.g. "<start_of_turn>") anywhere in
+  // it become their single ids.
   virtual Result<std::vector<int32_t>> Encode(std::string_view text) const = 0;
+  // The same, except that inside `plain` (sorted, disjoint ranges of `text`) special-token texts
+  // are ordinary text: a chat message's content can never forge a turn marker. Ids equal
+  // Encode's wherever `plain` holds no special-token text. InvalidArgument for ranges that are
+  // unsorted, overlapping or outside `text`. The default suits tokenizers without special texts.
+  virtual Result<std::vector<int32_t>> EncodeWithPlain(std::string_view text, std::span<const TextSpan> plain) const;
   // The bytes the ids stand for (special tokens decode to nothing). InvalidArgument for an id
   // outside the vocabulary.
   virtual Result<std::string> Decode(std::span<const int32_t> ids) const = 0;
@@ -41,6 +53,10 @@ class Tokenizer {
   // The vocabulary text of `id` (e.g. "<bos>" for Gemma's BOS), "" when the id is out of range or
   // has none (the byte tokenizer's BOS/EOS). Chat templates print BOS/EOS by this text.
   virtual std::string TokenText(int32_t /*id*/) const { return {}; }
+
+ protected:
+  // EncodeWithPlain's check of its ranges.
+  static Status CheckPlainSpans(std::string_view text, std::span<const TextSpan> plain);
 };
 
 // The embedded default: one token per byte (ids 0..255), BOS = 256, EOS = 257.
