@@ -304,7 +304,7 @@ TEST_F(EngineTest, PreemptedRequestResumesExactly) {
   auto engine = Make(o);
   EngineRequest a = Request(20, 14, 40, "alpha"), b = Request(20, 15, 40, "beta");
   a.sampling = {.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .repetition_penalty = 1.2f, .seed = 3};
-  b.sampling = {.temperature = 1.1f, .top_k = 0, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 4};
+  b.sampling = {.temperature = 3.0f, .top_k = 0, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 4};  // near uniform: every draw counts
   a.record_logits = b.record_logits = true;
   ASSERT_OK_AND_ASSIGN(RequestId ia, engine->Submit(a));
   ASSERT_OK_AND_ASSIGN(RequestId ib, engine->Submit(b));
@@ -321,6 +321,10 @@ TEST_F(EngineTest, PreemptedRequestResumesExactly) {
     for (size_t t = 0; t < want.logits.size(); ++t) EXPECT_EQ(testing::MaxAbsDiff(got->logits[t], want.logits[t]), 0.0f);
   }
   EXPECT_GE(engine->Stats().preemptions, 1u);
+  // Control: b's tokens depend on its Sampler's stream, so a resume that restarted it would show.
+  EngineRequest reseeded = b;
+  reseeded.sampling.seed = 5;
+  EXPECT_NE(Alone(reseeded).tokens, Alone(b).tokens);
 }
 
 // Indices of `requests` in the order they produced their first token.
