@@ -40,8 +40,8 @@ namespace {
 thread_local const void* t_delivering_for = nullptr;
 
 struct Job {
-  Job(RequestId job_id, EngineRequest r, const Tokenizer& tokenizer)
-      : id(job_id), request(std::move(r)), context(request.prompt), sampler(request.sampling),
+  Job(EngineRequest r, const Tokenizer& tokenizer)
+      : request(std::move(r)), context(request.prompt), sampler(request.sampling),
         stream(tokenizer, request.stop_strings) {
     std::sort(request.stop_tokens.begin(), request.stop_tokens.end());
     result.usage.prompt_tokens = request.prompt.size();
@@ -52,7 +52,7 @@ struct Job {
   // Tokens of the context the cache does not hold yet: the unread prompt, or the last sampled token.
   size_t Pending() const { return context.size() - cache->size(); }
 
-  const RequestId id;
+  RequestId id = 0;  // set at Submit, under mu_
   EngineRequest request;
   std::vector<int32_t> context;  // the prompt, then every generated token
   Sampler sampler;
@@ -160,8 +160,9 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   FAK_RETURN_IF_ERROR(request.sampling.Validate().WithContext("Engine::Submit: "));
   if (request.max_tokens == 0) return InvalidArgument("Engine::Submit: max_tokens is 0");
   // The cache never holds the last generated token: it is not fed back.
-  const size_t context = request.prompt.size() + request.max_tokens;
-  if (context - 1 > model_.config().context_length) {
+  const size_t limit = model_.config().context_length;
+  const size_t context = request.prompt.size() + std::min(request.max_tokens, limit + 1);
+  if (context - 1 > limit) {
     return ResourceExhausted("Engine::Submit: prompt (" + std::to_string(request.prompt.size()) + ") + max_tokens (" +
                              std::to_string(request.max_tokens) + ") exceeds the context length " +
                              std::to_string(model_.config().context_length));
@@ -171,15 +172,14 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
                              std::to_string(context * bytes_per_token_) + " bytes) exceed the KV budget of " +
                              std::to_string(options_.kv_budget_bytes) + " bytes");
   }
-  const int64_t now = env_->NowMonotonicNanos();
+  auto job = std::make_unique<Job>(std::move(request), tokenizer_);
+  job->result.timings.submitted_ns = env_->NowMonotonicNanos();
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) return FailedPrecondition("Engine::Submit: the engine is shut down");
   if (queued_.size() >= options_.max_queued) {
     return Unavailable("Engine::Submit: " + std::to_string(queued_.size()) + " requests are waiting (max_queued); retry later");
   }
-  const RequestId id = next_id_++;
-  auto job = std::make_unique<Job>(id, std::move(request), tokenizer_);
-  job->result.timings.submitted_ns = now;
+  const RequestId id = job->id = next_id_++;
   queued_.PushBack(job->request.tenant, job.get());
   jobs_.emplace(id, std::move(job));
   work_cv_.notify_all();

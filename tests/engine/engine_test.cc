@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -118,9 +119,11 @@ TEST_F(EngineTest, SubmitRefusesBadRequestsAndChangesNothing) {
     ASSERT_FALSE(r.has_value());
     EXPECT_EQ(r.error().code(), b.code) << r.error().ToString();
   }
-  auto too_long = unbounded->Submit(Request(500, 1, 20));  // TinyConfig's context is 512
-  ASSERT_FALSE(too_long.has_value());
-  EXPECT_EQ(too_long.error().code(), StatusCode::kResourceExhausted);
+  for (size_t max_tokens : {size_t{20}, SIZE_MAX}) {
+    auto too_long = unbounded->Submit(Request(500, 1, max_tokens));  // TinyConfig's context is 512
+    ASSERT_FALSE(too_long.has_value());
+    EXPECT_EQ(too_long.error().code(), StatusCode::kResourceExhausted);
+  }
   EXPECT_EQ(engine->Stats().queued, 0u);
   EXPECT_FALSE(engine->Step());
 }
