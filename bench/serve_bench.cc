@@ -138,8 +138,7 @@ void Agents(const Model& model, const Tokenizer& tokenizer) {
   for (size_t turn = 0; turn * kAgents < trace.requests.size(); ++turn) {
     std::vector<RequestId> ids;
     for (size_t a = 0; a < kAgents; ++a) {
-      EngineRequest r;
-      r.tenant = "agent-" + std::to_string(a);
+      EngineRequest r;  // one tenant: the agents share the system prompt, as in fak_radix_bench
       r.prompt = trace.requests[turn * kAgents + a];
       r.max_tokens = 1;
       ids.push_back(*(*engine)->Submit(std::move(r)));

@@ -67,6 +67,7 @@ struct Job {
   uint64_t admission = 0;  // order of (re)admission: preemption takes the latest
   bool admitted_before = false;
   size_t computed_before_preemption = 0;
+  bool followers_waiting = false;  // a waiting request shares its prompt: insert it once read
 };
 
 // A request's share of one step: `n` of its pending tokens; `completes` when they are all of them,
@@ -101,6 +102,10 @@ struct Engine::Impl {
   void ExpireQueued(int64_t now);
   void ExpireRunning(int64_t now);
   void Admit();
+  // A running request of `job`'s tenant, still reading its prompt, that shares at least
+  // shared_prefix_wait_tokens more tokens with `job` than the tree holds: admitting `job` now would
+  // compute them twice. Null when none.
+  Job* PrefixLeader(const Job& job) const;
   std::vector<Planned> PlanBatch();
   void FitBudget(std::vector<Planned>& plan);
   void Preempt(Job* job);
@@ -265,12 +270,18 @@ void Engine::Impl::ExpireRunning(int64_t now) {
 }
 
 void Engine::Impl::Admit() {
+  std::vector<Job*> held;  // waiting for a running request's prompt to reach the tree
   for (;;) {
     Job* job;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if ((stopping_ && !draining_) || running_.size() >= options_.max_running || queued_.empty()) return;
+      if ((stopping_ && !draining_) || running_.size() >= options_.max_running || queued_.empty()) break;
       job = queued_.PopNext();
+    }
+    if (Job* leader = PrefixLeader(*job)) {
+      leader->followers_waiting = true;
+      held.push_back(job);
+      continue;
     }
     LookupResult found = tree_->Lookup(tree_->ClaimFor(job->request.tenant), job->context);
     // Room for this step's chunk of every running request and of this one.
@@ -282,9 +293,8 @@ void Engine::Impl::Admit() {
       tree_->EvictToBudget(options_.kv_budget_bytes > wanted ? options_.kv_budget_bytes - wanted : 0);
       // With nothing running it must go ahead: Submit checked that it fits alone.
       if (!Fits(step_bytes) && !running_.empty()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        queued_.PushFront(job->request.tenant, job);
-        return;
+        held.push_back(job);
+        break;
       }
     }
     if (job->admitted_before) {
@@ -302,6 +312,22 @@ void Engine::Impl::Admit() {
     ++n_running_;
     ++stats_.admitted;
   }
+  // Back at the front of their lines, in the order they were taken.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = held.rbegin(); it != held.rend(); ++it) queued_.PushFront((*it)->request.tenant, *it);
+}
+
+Job* Engine::Impl::PrefixLeader(const Job& job) const {
+  if (options_.shared_prefix_wait_tokens == 0) return nullptr;
+  const size_t in_tree = tree_->MatchLength(job.context, job.request.tenant);
+  for (Job* other : running_) {
+    if (other->request.tenant != job.request.tenant || other->Pending() <= 1) continue;  // not reading a prompt
+    const size_t shared = static_cast<size_t>(
+        std::mismatch(job.context.begin(), job.context.end(), other->context.begin(), other->context.end()).first -
+        job.context.begin());
+    if (shared >= in_tree + options_.shared_prefix_wait_tokens) return other;
+  }
+  return nullptr;
 }
 
 std::vector<Planned> Engine::Impl::PlanBatch() {
@@ -378,7 +404,15 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
     return;
   }
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (plan[i].completes) Emit(plan[i].job, std::move((*logits)[i]));
+    if (!plan[i].completes) continue;
+    Job* job = plan[i].job;
+    if (job->followers_waiting) {
+      // Its prompt is read: give it to the tree now, not at the end, so the requests waiting for it
+      // start from it at the next step.
+      (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache);
+      job->followers_waiting = false;
+    }
+    Emit(job, std::move((*logits)[i]));
   }
 }
 

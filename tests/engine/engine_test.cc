@@ -330,6 +330,32 @@ TEST_F(EngineTest, PreemptedRequestResumesExactly) {
   EXPECT_NE(Alone(reseeded).tokens, Alone(b).tokens);
 }
 
+TEST_F(EngineTest, RequestsSharingAPromptPrefixComputeItOnce) {
+  const std::vector<int32_t> system = TokenSequence(50, 400, model_->config().vocab_size);
+  std::vector<EngineRequest> requests;
+  for (uint32_t i = 0; i < 4; ++i) {
+    EngineRequest r = Request(6, 410 + i, 3);
+    r.prompt.insert(r.prompt.begin(), system.begin(), system.end());
+    requests.push_back(std::move(r));
+  }
+  for (size_t wait_tokens : {size_t{32}, size_t{0}}) {
+    EngineOptions o = Stepped();
+    o.shared_prefix_wait_tokens = wait_tokens;
+    auto engine = Make(o);
+    std::vector<RequestId> ids;
+    for (const EngineRequest& r : requests) ids.push_back(*engine->Submit(r));
+    size_t cached = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(ids[i]));
+      EXPECT_EQ(got.tokens, Alone(requests[i]).tokens);
+      cached += got.usage.cached_tokens;
+    }
+    // The first reads the shared 50 tokens; the other three wait one step and start from them.
+    // Control (0: never wait): all four start at once and compute the prefix four times.
+    EXPECT_EQ(cached, wait_tokens != 0 ? 3 * system.size() : 0u) << wait_tokens;
+  }
+}
+
 // Indices of `requests` in the order they produced their first token.
 std::vector<size_t> FirstTokenOrder(Engine& engine, std::vector<EngineRequest> requests) {
   std::vector<size_t> order;
