@@ -28,8 +28,8 @@ namespace {
 thread_local const void* t_delivering_for = nullptr;
 
 struct Job {
-  Job(RequestId job_id, EngineRequest r, const Tokenizer& tokenizer)
-      : id(job_id), request(std::move(r)), context(request.prompt), sampler(request.sampling),
+  Job(EngineRequest r, const Tokenizer& tokenizer)
+      : request(std::move(r)), context(request.prompt), sampler(request.sampling),
         stream(tokenizer, request.stop_strings) {
     std::sort(request.stop_tokens.begin(), request.stop_tokens.end());
     result.usage.prompt_tokens = request.prompt.size();
@@ -40,7 +40,7 @@ struct Job {
   // Tokens of the context the cache does not hold yet: the unread prompt, or the last sampled token.
   size_t Pending() const { return context.size() - cache->size(); }
 
-  const RequestId id;
+  RequestId id = 0;  // set at Submit, under mu_
   EngineRequest request;
   std::vector<int32_t> context;  // the prompt, then every generated token
   Sampler sampler;
@@ -55,6 +55,7 @@ struct Job {
   uint64_t admission = 0;  // order of (re)admission: preemption takes the latest
   bool admitted_before = false;
   size_t computed_before_preemption = 0;
+  bool followers_waiting = false;  // a waiting request shares its prompt: insert it once read
 };
 
 // A request's share of one step: `n` of its pending tokens; `completes` when they are all of them,
@@ -89,6 +90,10 @@ struct Engine::Impl {
   void ExpireQueued(int64_t now);
   void ExpireRunning(int64_t now);
   void Admit();
+  // A running request of `job`'s tenant, still reading its prompt, that shares at least
+  // shared_prefix_wait_tokens more tokens with `job` than the tree holds: admitting `job` now would
+  // compute them twice. Null when none.
+  Job* PrefixLeader(const Job& job) const;
   std::vector<Planned> PlanBatch();
   void FitBudget(std::vector<Planned>& plan);
   void Preempt(Job* job);
@@ -148,8 +153,9 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   FAK_RETURN_IF_ERROR(request.sampling.Validate().WithContext("Engine::Submit: "));
   if (request.max_tokens == 0) return InvalidArgument("Engine::Submit: max_tokens is 0");
   // The cache never holds the last generated token: it is not fed back.
-  const size_t context = request.prompt.size() + request.max_tokens;
-  if (context - 1 > model_.config().context_length) {
+  const size_t limit = model_.config().context_length;
+  const size_t context = request.prompt.size() + std::min(request.max_tokens, limit + 1);
+  if (context - 1 > limit) {
     return ResourceExhausted("Engine::Submit: prompt (" + std::to_string(request.prompt.size()) + ") + max_tokens (" +
                              std::to_string(request.max_tokens) + ") exceeds the context length " +
                              std::to_string(model_.config().context_length));
@@ -159,15 +165,14 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
                              std::to_string(context * bytes_per_token_) + " bytes) exceed the KV budget of " +
                              std::to_string(options_.kv_budget_bytes) + " bytes");
   }
-  const int64_t now = env_->NowMonotonicNanos();
+  auto job = std::make_unique<Job>(std::move(request), tokenizer_);
+  job->result.timings.submitted_ns = env_->NowMonotonicNanos();
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) return FailedPrecondition("Engine::Submit: the engine is shut down");
   if (queued_.size() >= options_.max_queued) {
     return Unavailable("Engine::Submit: " + std::to_string(queued_.size()) + " requests are waiting (max_queued); retry later");
   }
-  const RequestId id = next_id_++;
-  auto job = std::make_unique<Job>(id, std::move(request), tokenizer_);
-  job->result.timings.submitted_ns = now;
+  const RequestId id = job->id = next_id_++;
   queued_.PushBack(job->request.tenant, job.get());
   jobs_.emplace(id, std::move(job));
   work_cv_.notify_all();
@@ -253,12 +258,18 @@ void Engine::Impl::ExpireRunning(int64_t now) {
 }
 
 void Engine::Impl::Admit() {
+  std::vector<Job*> held;  // waiting for a running request's prompt to reach the tree
   for (;;) {
     Job* job;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if ((stopping_ && !draining_) || running_.size() >= options_.max_running || queued_.empty()) return;
+      if ((stopping_ && !draining_) || running_.size() >= options_.max_running || queued_.empty()) break;
       job = queued_.PopNext();
+    }
+    if (Job* leader = PrefixLeader(*job)) {
+      leader->followers_waiting = true;
+      held.push_back(job);
+      continue;
     }
     LookupResult found = tree_->Lookup(tree_->ClaimFor(job->request.tenant), job->context);
     // Room for this step's chunk of every running request and of this one.
@@ -270,9 +281,8 @@ void Engine::Impl::Admit() {
       tree_->EvictToBudget(options_.kv_budget_bytes > wanted ? options_.kv_budget_bytes - wanted : 0);
       // With nothing running it must go ahead: Submit checked that it fits alone.
       if (!Fits(step_bytes) && !running_.empty()) {
-        std::lock_guard<std::mutex> lock(mu_);
-        queued_.PushFront(job->request.tenant, job);
-        return;
+        held.push_back(job);
+        break;
       }
     }
     if (job->admitted_before) {
@@ -290,6 +300,22 @@ void Engine::Impl::Admit() {
     ++n_running_;
     ++stats_.admitted;
   }
+  // Back at the front of their lines, in the order they were taken.
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = held.rbegin(); it != held.rend(); ++it) queued_.PushFront((*it)->request.tenant, *it);
+}
+
+Job* Engine::Impl::PrefixLeader(const Job& job) const {
+  if (options_.shared_prefix_wait_tokens == 0) return nullptr;
+  const size_t in_tree = tree_->MatchLength(job.context, job.request.tenant);
+  for (Job* other : running_) {
+    if (other->request.tenant != job.request.tenant || other->Pending() <= 1) continue;  // not reading a prompt
+    const size_t shared = static_cast<size_t>(
+        std::mismatch(job.context.begin(), job.context.end(), other->context.begin(), other->context.end()).first -
+        job.context.begin());
+    if (shared >= in_tree + options_.shared_prefix_wait_tokens) return other;
+  }
+  return nullptr;
 }
 
 std::vector<Planned> Engine::Impl::PlanBatch() {
@@ -366,7 +392,15 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
     return;
   }
   for (size_t i = 0; i < plan.size(); ++i) {
-    if (plan[i].completes) Emit(plan[i].job, std::move((*logits)[i]));
+    if (!plan[i].completes) continue;
+    Job* job = plan[i].job;
+    if (job->followers_waiting) {
+      // Its prompt is read: give it to the tree now, not at the end, so the requests waiting for it
+      // start from it at the next step.
+      (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache);
+      job->followers_waiting = false;
+    }
+    Emit(job, std::move((*logits)[i]));
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -118,9 +119,11 @@ TEST_F(EngineTest, SubmitRefusesBadRequestsAndChangesNothing) {
     ASSERT_FALSE(r.has_value());
     EXPECT_EQ(r.error().code(), b.code) << r.error().ToString();
   }
-  auto too_long = unbounded->Submit(Request(500, 1, 20));  // TinyConfig's context is 512
-  ASSERT_FALSE(too_long.has_value());
-  EXPECT_EQ(too_long.error().code(), StatusCode::kResourceExhausted);
+  for (size_t max_tokens : {size_t{20}, SIZE_MAX}) {
+    auto too_long = unbounded->Submit(Request(500, 1, max_tokens));  // TinyConfig's context is 512
+    ASSERT_FALSE(too_long.has_value());
+    EXPECT_EQ(too_long.error().code(), StatusCode::kResourceExhausted);
+  }
   EXPECT_EQ(engine->Stats().queued, 0u);
   EXPECT_FALSE(engine->Step());
 }
@@ -304,7 +307,7 @@ TEST_F(EngineTest, PreemptedRequestResumesExactly) {
   auto engine = Make(o);
   EngineRequest a = Request(20, 14, 40, "alpha"), b = Request(20, 15, 40, "beta");
   a.sampling = {.temperature = 0.8f, .top_k = 20, .top_p = 0.9f, .repetition_penalty = 1.2f, .seed = 3};
-  b.sampling = {.temperature = 1.1f, .top_k = 0, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 4};
+  b.sampling = {.temperature = 3.0f, .top_k = 0, .top_p = 1.0f, .repetition_penalty = 1.0f, .seed = 4};  // near uniform: every draw counts
   a.record_logits = b.record_logits = true;
   ASSERT_OK_AND_ASSIGN(RequestId ia, engine->Submit(a));
   ASSERT_OK_AND_ASSIGN(RequestId ib, engine->Submit(b));
@@ -321,6 +324,36 @@ TEST_F(EngineTest, PreemptedRequestResumesExactly) {
     for (size_t t = 0; t < want.logits.size(); ++t) EXPECT_EQ(testing::MaxAbsDiff(got->logits[t], want.logits[t]), 0.0f);
   }
   EXPECT_GE(engine->Stats().preemptions, 1u);
+  // Control: b's tokens depend on its Sampler's stream, so a resume that restarted it would show.
+  EngineRequest reseeded = b;
+  reseeded.sampling.seed = 5;
+  EXPECT_NE(Alone(reseeded).tokens, Alone(b).tokens);
+}
+
+TEST_F(EngineTest, RequestsSharingAPromptPrefixComputeItOnce) {
+  const std::vector<int32_t> system = TokenSequence(50, 400, model_->config().vocab_size);
+  std::vector<EngineRequest> requests;
+  for (uint32_t i = 0; i < 4; ++i) {
+    EngineRequest r = Request(6, 410 + i, 3);
+    r.prompt.insert(r.prompt.begin(), system.begin(), system.end());
+    requests.push_back(std::move(r));
+  }
+  for (size_t wait_tokens : {size_t{32}, size_t{0}}) {
+    EngineOptions o = Stepped();
+    o.shared_prefix_wait_tokens = wait_tokens;
+    auto engine = Make(o);
+    std::vector<RequestId> ids;
+    for (const EngineRequest& r : requests) ids.push_back(*engine->Submit(r));
+    size_t cached = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(ids[i]));
+      EXPECT_EQ(got.tokens, Alone(requests[i]).tokens);
+      cached += got.usage.cached_tokens;
+    }
+    // The first reads the shared 50 tokens; the other three wait one step and start from them.
+    // Control (0: never wait): all four start at once and compute the prefix four times.
+    EXPECT_EQ(cached, wait_tokens != 0 ? 3 * system.size() : 0u) << wait_tokens;
+  }
 }
 
 // Indices of `requests` in the order they produced their first token.

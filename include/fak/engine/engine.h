@@ -45,6 +45,11 @@ struct EngineOptions {
   size_t prefill_chunk_tokens = 256;
   // Tokens in one step's batch, decodes included (>= max_running, so every decode fits). Default: 512.
   size_t step_token_budget = 512;
+  // A waiting request whose prompt shares at least this many more tokens with the prompt a running
+  // request of its tenant is still reading than the tree holds waits until that prompt is read and
+  // in the tree, instead of computing the shared tokens a second time (agents that share a system
+  // prompt, submitted together). 0 = never wait. Default: 32.
+  size_t shared_prefix_wait_tokens = 32;
   // Bytes of KV for running requests and the tree together; 0 = unbounded. A request whose whole
   // context (prompt + max_tokens) could not fit alone is refused at Submit. Default: 0.
   size_t kv_budget_bytes = 0;

