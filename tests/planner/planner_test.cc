@@ -119,6 +119,16 @@ TEST_F(PlannerTest, ConcurrentConversationsShareOneTree) {
   EXPECT_GT(planner_->tree().Stats().hit_tokens, 0u);
 }
 
+TEST_F(PlannerTest, TwoPlannersCannotShareOneJournal) {
+  PlannerOptions opt;
+  opt.journal_path = (dir_ / "journal.log").string();
+  Result<std::unique_ptr<Planner>> second = Planner::Create(*model_, *tok_, *key_, *blobs_, opt);
+  ASSERT_FALSE(second.has_value());
+  EXPECT_EQ(second.error().code(), StatusCode::kFailedPrecondition) << second.error().ToString();
+  planner_.reset();
+  ASSERT_OK(Planner::Create(*model_, *tok_, *key_, *blobs_, opt).status());
+}
+
 TEST_F(PlannerTest, BadInputIsRejected) {
   EXPECT_EQ(planner_->Complete(Conversation{"t", {}}, params_).status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(planner_->Complete(Conversation{"bad tenant!", {{SegmentKind::kUser, "x"}}}, params_).has_value());
