@@ -110,11 +110,15 @@ Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, 
       FAK_ASSIGN_OR_RETURN(logits, ledger.Append(p.specs[j]));
       continue;
     }
-    const SegmentSpec spec = p.specs[j];
+    // The segment's source is the message text as given, not its rendering: a certificate's subject
+    // then names the digest the denylist and the sealed stub carry (the rendered tokens are bound by
+    // the journal row's tokens_digest).
+    const Digest& d = out->messages[j].source_digest;
+    SegmentSpec spec = p.specs[j];
+    spec.source_digest = d;
     FAK_ASSIGN_OR_RETURN(AppendResult r, ledger.AppendScreened(spec, conversation.messages[j].text, *chain_));
     out->messages[j].verdict = r.verdict;
     if (!r.eviction.has_value()) continue;
-    const Digest& d = out->messages[j].source_digest;
     if (r.verdict.unavailable()) {
       // Undecided, not bad: withheld from this turn (the ledger dropped it, the tree never sees this
       // context), but neither certified nor sealed. The caller retries later.
