@@ -75,6 +75,12 @@ Result<bool> Planner::IsSealed(const Digest& digest) const {
   return listed;
 }
 
+Status Planner::EraseSource(const Digest& digest) {
+  Status s = corpus_.RemoveSource(digest);
+  if (s.code() == StatusCode::kNotFound) return Status::Ok();
+  return s.WithContext("erasing sealed content " + digest.Hex() + " from the text store");
+}
+
 Result<SegmentLedger> Planner::Rebuild(const RecalledTranscript& transcript) const {
   SegmentLedger ledger(model_);
   for (const RecalledSegment& seg : transcript.segments) {
@@ -137,6 +143,7 @@ Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, 
                          IssueDeletionCertificate(model_, ledger, spec, *r.eviction, journal_.get(), key_, issue));
     out->certificates.push_back(std::move(cert));
     out->messages[j].sealed = true;
+    FAK_RETURN_IF_ERROR(EraseSource(d));  // stored before it was screened; no plaintext may stay behind
     const std::string stub = Render(conversation.messages[j].kind, SealedStub(d));
     FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer_.Encode(stub));
     FAK_RETURN_IF_ERROR(ledger.Append(SegmentSpec{spec.id + ".sealed", spec.kind, ids, Digest::Of(stub)}).status());
@@ -171,8 +178,10 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
   CompleteResult out;
   std::vector<bool> sealed_now;
   for (const Message& m : conversation.messages) {
-    FAK_ASSIGN_OR_RETURN(Digest d, corpus_.PutSource(m.text));
+    const Digest d = Digest::Of(m.text);
     FAK_ASSIGN_OR_RETURN(const bool sealed, IsSealed(d));
+    // Sealed text is never stored again; erasing it here also finishes an erasure that failed after sealing.
+    FAK_RETURN_IF_ERROR(sealed ? EraseSource(d) : corpus_.PutSource(m.text).status());
     sealed_now.push_back(sealed);
     out.messages.push_back(MessageOutcome{d, sealed ? Verdict::Quarantine("denylist", "sealed earlier") : Verdict::Admit(), sealed, false});
   }

@@ -1,6 +1,7 @@
 // Planner: the agent-facing entry point — "here is the conversation so far, continue it".
 //
-// Complete() stores each message's text in the corpus by SourceDigest, renders and tokenizes it,
+// Complete() stores each message's text in the corpus by SourceDigest (sealed ones excepted: their
+// text is erased from it when they are sealed and never stored again), renders and tokenizes it,
 // looks the context up in the radix tree through the manifest gate (with the caller's tenant),
 // prefills only the suffix, screens new tool results at write time — a quarantined one is evicted
 // at once, certified (signed, journaled, witnessed against a never-saw run) and from then on
@@ -119,6 +120,8 @@ class Planner {
   static std::vector<RecallSegment> TranscriptOf(const Conversation& conversation, const std::vector<bool>& sealed);
   // Whether the denylist lists `digest`; Unavailable (with context) when it cannot be asked.
   Result<bool> IsSealed(const Digest& digest) const;
+  // Removes sealed content's text (and cached token lists) from the corpus; absent is fine.
+  Status EraseSource(const Digest& digest);
   // Appends segments [first, end): screens new tool results, certifies and seals quarantined ones.
   // Returns the logits after the last segment (the reply header).
   Result<std::vector<float>> AppendNew(const Conversation& conversation, Prepared& p, size_t first,
