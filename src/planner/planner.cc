@@ -22,9 +22,10 @@ struct Planner::Prepared {
 };
 
 Planner::Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key, BlobStore& blobs,
-                 std::shared_ptr<const ScreenChain> chain, std::unique_ptr<Journal> journal, RadixTreeOptions tree)
+                 std::shared_ptr<const ScreenChain> chain, std::unique_ptr<Journal> journal, PlannerOptions options)
     : model_(model), tokenizer_(tokenizer), key_(std::move(key)), corpus_(blobs), chain_(std::move(chain)),
-      journal_(std::move(journal)), tree_(std::make_unique<RadixTree>(model, tokenizer, std::move(tree))) {}
+      journal_(std::move(journal)), tree_(std::make_unique<RadixTree>(model, tokenizer, std::move(options.tree))),
+      denied_kv_sweep_interval_ns_(options.denied_kv_sweep_interval_ns), last_denied_kv_sweep_ns_(NowNanos()) {}
 
 Result<std::unique_ptr<Planner>> Planner::Create(const Model& model, const Tokenizer& tokenizer, SigningKey key,
                                                  BlobStore& blobs, PlannerOptions options) {
@@ -34,9 +35,10 @@ Result<std::unique_ptr<Planner>> Planner::Create(const Model& model, const Token
                            std::to_string(model.config().vocab_size));
   }
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<Journal> journal, Journal::Open(options.journal_path));
+  if (options.denied_kv_sweep_interval_ns < 0) return InvalidArgument("PlannerOptions.denied_kv_sweep_interval_ns is negative");
   auto chain = options.chain ? options.chain : std::make_shared<const ScreenChain>(ScreenChain::Default());
   return std::unique_ptr<Planner>(
-      new Planner(model, tokenizer, std::move(key), blobs, std::move(chain), std::move(journal), std::move(options.tree)));
+      new Planner(model, tokenizer, std::move(key), blobs, std::move(chain), std::move(journal), std::move(options)));
 }
 
 std::string Planner::Render(SegmentKind kind, std::string_view text) {
@@ -73,6 +75,19 @@ Result<bool> Planner::IsSealed(const Digest& digest) const {
                                       " is sealed; nothing was admitted or recorded, retry later");
   }
   return listed;
+}
+
+Result<EvictedSubtree> Planner::EvictDeniedKV() {
+  EvictedSubtree out;
+  for (const Digest& source : tree_->Sources()) {
+    FAK_ASSIGN_OR_RETURN(const bool denied, IsSealed(source));
+    if (!denied) continue;
+    const EvictedSubtree gone = tree_->EvictSource(source);
+    out.n_nodes += gone.n_nodes;
+    out.n_tokens += gone.n_tokens;
+    out.span_digests.insert(out.span_digests.end(), gone.span_digests.begin(), gone.span_digests.end());
+  }
+  return out;
 }
 
 Status Planner::EraseSource(const Digest& digest) {
@@ -175,6 +190,12 @@ Status Planner::Decode(SegmentLedger& ledger, std::vector<float> logits, const C
 Result<CompleteResult> Planner::Complete(const Conversation& conversation, const CompleteParams& params) {
   if (conversation.messages.empty()) return InvalidArgument("Complete: the conversation has no messages");
   if (!IsValidTenant(conversation.tenant)) return InvalidArgument("Complete: invalid tenant '" + conversation.tenant + "'");
+  // A denylist entry made since the last sweep must also stop the KV already held for that text.
+  const int64_t now = NowNanos();
+  int64_t last = last_denied_kv_sweep_ns_.load();
+  if (now - last >= denied_kv_sweep_interval_ns_ && last_denied_kv_sweep_ns_.compare_exchange_strong(last, now)) {
+    FAK_RETURN_IF_ERROR(EvictDeniedKV().status());
+  }
   CompleteResult out;
   std::vector<bool> sealed_now;
   for (const Message& m : conversation.messages) {
@@ -227,7 +248,13 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
   const int64_t t1 = NowNanos();
   FAK_RETURN_IF_ERROR(Decode(ledger, std::move(logits), params, &out));
   out.decode_ms = MsSince(t1);
-  FAK_RETURN_IF_ERROR(tree_->Insert(conversation.tenant, ledger.cache().tokens(), ledger.cache()));
+  // Each message's tokens are tagged with its text's digest, so a later denial can evict them.
+  std::vector<SourceSpan> sources;
+  for (size_t j = 0; j < conversation.messages.size(); ++j) {
+    const Segment* seg = out.messages[j].sealed ? nullptr : ledger.Find(p.specs[j].id);
+    if (seg != nullptr) sources.push_back(SourceSpan{seg->from, seg->tokens.size(), out.messages[j].source_digest});
+  }
+  FAK_RETURN_IF_ERROR(tree_->Insert(conversation.tenant, ledger.cache().tokens(), ledger.cache(), sources));
   return out;
 }
 

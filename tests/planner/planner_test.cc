@@ -2,6 +2,7 @@
 // stub from then on, tenant isolation, concurrency, bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -148,6 +149,36 @@ TEST_F(PlannerTest, QuarantinedTextIsErasedFromTheTextStore) {
   EXPECT_TRUE(FilesHolding(store_dir, "AKIAIOSFODNN7EXAMPLE").empty());
   ASSERT_OK_AND_ASSIGN(const bool again, store->Contains(Digest::Of(poison)));
   EXPECT_FALSE(again);
+}
+
+TEST_F(PlannerTest, ADenylistEntryEvictsTheKVAlreadyHeldForThatText) {
+  PlannerOptions opt;
+  opt.journal_path = (dir_ / "sweep.journal").string();
+  opt.denied_kv_sweep_interval_ns = 0;  // sweep on every Complete
+  auto chain = std::make_shared<ScreenChain>(ScreenChain::Default());
+  opt.chain = chain;
+  ASSERT_OK_AND_ASSIGN(auto planner, Planner::Create(*model_, *tok_, *key_, *blobs_, opt));
+  const std::string result = "result: the quarterly numbers are up 4%";
+  const Conversation held{"t1", {{SegmentKind::kUser, "fetch the report"}, {SegmentKind::kToolResult, result}}};
+  ASSERT_OK_AND_ASSIGN(CompleteResult first, planner->Complete(held, params_));
+  ASSERT_FALSE(first.messages[1].sealed);
+  std::vector<int32_t> through_result = *tok_->Encode(Planner::Render(SegmentKind::kUser, "fetch the report"));
+  const size_t before_result = through_result.size();
+  const std::vector<int32_t> rendered = *tok_->Encode(Planner::Render(SegmentKind::kToolResult, result));
+  through_result.insert(through_result.end(), rendered.begin(), rendered.end());
+  ASSERT_EQ(planner->tree().MatchLength(through_result, "t1"), through_result.size());  // the tree holds it
+  const std::vector<Digest> sources = planner->tree().Sources();
+  ASSERT_NE(std::find(sources.begin(), sources.end(), Digest::Of(result)), sources.end());
+
+  // Denied elsewhere (as a fleet entry copied in); the next Complete of any conversation sweeps.
+  ASSERT_OK(chain->denylist().Add(Digest::Of(result), "takedown"));
+  const Conversation other{"t2", {{SegmentKind::kUser, "an unrelated question"}}};
+  ASSERT_OK(planner->Complete(other, params_));
+  EXPECT_EQ(planner->tree().MatchLength(through_result, "t1"), before_result);  // the user turn stays
+  const std::vector<Digest> after = planner->tree().Sources();
+  EXPECT_EQ(std::find(after.begin(), after.end(), Digest::Of(result)), after.end());
+  ASSERT_OK_AND_ASSIGN(EvictedSubtree again, planner->EvictDeniedKV());
+  EXPECT_EQ(again.n_nodes, 0u);
 }
 
 TEST_F(PlannerTest, TenantsDoNotReuseEachOthersContext) {

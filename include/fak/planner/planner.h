@@ -19,6 +19,7 @@
 #ifndef FAK_PLANNER_PLANNER_H_
 #define FAK_PLANNER_PLANNER_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -79,6 +80,10 @@ struct PlannerOptions {
   std::string journal_path;
   // Screens tool results. Default: ScreenChain::Default() (prompt injection + secrets + denylist).
   std::shared_ptr<const ScreenChain> chain;
+  // How often Complete sweeps the tree for KV of texts the chain's denylist lists now (entries
+  // added elsewhere, e.g. a fleet denylist copied in by RedisDenylist::CopyTo): it asks the denylist
+  // once per distinct source held and evicts their nodes. 0 = on every Complete. Default: 1 s.
+  int64_t denied_kv_sweep_interval_ns = 1'000'000'000;
 };
 
 class Planner {
@@ -105,6 +110,10 @@ class Planner {
   static std::string SealedStub(const Digest& digest);
   static constexpr std::string_view kReplyHeader = "<|assistant|>\n";
 
+  // Evicts from the tree every node whose tokens came from a text the chain's denylist lists now;
+  // returns what it removed. Unavailable when the denylist cannot be asked (nothing more evicted).
+  Result<EvictedSubtree> EvictDeniedKV();
+
   RadixTree& tree() { return *tree_; }
   Journal& journal() { return *journal_; }
   TextCorpus& corpus() { return corpus_; }
@@ -114,7 +123,7 @@ class Planner {
  private:
   struct Prepared;
   Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key, BlobStore& blobs,
-          std::shared_ptr<const ScreenChain> chain, std::unique_ptr<Journal> journal, RadixTreeOptions tree);
+          std::shared_ptr<const ScreenChain> chain, std::unique_ptr<Journal> journal, PlannerOptions options);
   // `sealed[i]`: message i is on the denylist (asked once per call).
   Result<Prepared> Prepare(const Conversation& conversation, const std::vector<bool>& sealed);
   static std::vector<RecallSegment> TranscriptOf(const Conversation& conversation, const std::vector<bool>& sealed);
@@ -136,6 +145,8 @@ class Planner {
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<RadixTree> tree_;
   std::mutex audit_mu_;  // serialises certificate issuance (journal appends); never held across denylist calls
+  const int64_t denied_kv_sweep_interval_ns_;
+  std::atomic<int64_t> last_denied_kv_sweep_ns_;  // monotonic; starts at construction (the tree is empty)
 };
 
 }  // namespace fak
