@@ -1,11 +1,13 @@
 // Tamper sweeps over the audit artifacts (issue 20): every single-bit flip of a deletion
-// certificate, and two flips of every byte of the journal that backs it, are detected — a typed error from the parser, the
-// verifier or Journal::Open (or, for the journal's last '\n', the reported torn-tail recovery) —
-// and no flip yields a certificate or a journal that verifies with different contents.
+// certificate, and two flips of every byte of the journal that backs it, are detected — a typed
+// error from the parser, the verifier or Journal::Open (or, for the journal's last '\n', the
+// reported torn-tail recovery) — and no flip yields a certificate or journal that verifies.
 #include <gtest/gtest.h>
 
 #include <iostream>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "fak/audit/audit.h"
 #include "fak/session/certify_eviction.h"

@@ -215,6 +215,45 @@ TEST_F(PlannerTest, ConcurrentConversationsShareOneTree) {
   EXPECT_GT(planner_->tree().Stats().hit_tokens, 0u);
 }
 
+// Sweeps on every Complete from four threads while texts they hold are denied: no call fails, and
+// the denied texts' KV is gone once the next sweep has run. Also run under TSan.
+TEST_F(PlannerTest, DenialSweepsBesideConcurrentConversations) {
+  PlannerOptions opt;
+  opt.journal_path = (dir_ / "sweep.journal").string();
+  opt.denied_kv_sweep_interval_ns = 0;
+  auto chain = std::make_shared<ScreenChain>(ScreenChain::Default());
+  opt.chain = chain;
+  ASSERT_OK_AND_ASSIGN(auto planner, Planner::Create(*model_, *tok_, *key_, *blobs_, opt));
+  auto result = [](int t) { return "result: figure " + std::to_string(t) + " is 42"; };
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      Conversation conv{"team", {{SegmentKind::kSystem, "shared system prompt for everyone"},
+                                 {SegmentKind::kToolResult, result(t)}}};
+      for (int turn = 0; turn < 3; ++turn) {
+        auto r = planner->Complete(conv, params_);
+        if (!r.has_value()) {
+          ++failures;
+          return;
+        }
+        conv.messages.push_back({SegmentKind::kAssistant, r->text});
+        conv.messages.push_back({SegmentKind::kUser, "more"});
+      }
+    });
+  }
+  for (int t = 0; t < 4; t += 2) ASSERT_OK(chain->denylist().Add(Digest::Of(result(t)), "takedown"));
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  ASSERT_OK(planner->EvictDeniedKV().status());
+  const std::vector<Digest> held = planner->tree().Sources();
+  for (int t = 0; t < 4; ++t) {
+    const bool kept = std::find(held.begin(), held.end(), Digest::Of(result(t))) != held.end();
+    EXPECT_EQ(kept, t % 2 == 1) << "result " << t;
+  }
+  EXPECT_TRUE(planner->tree().VerifyIntegrity().empty());
+}
+
 TEST_F(PlannerTest, TwoPlannersCannotShareOneJournal) {
   PlannerOptions opt;
   opt.journal_path = (dir_ / "journal.log").string();
