@@ -26,6 +26,7 @@
 #include "fak/regen/regen_driver.h"
 #include "fak/regen/regime_oracle.h"
 #include "fak/regen/rollout.h"
+#include "fak/regen/transcript_pins.h"
 #include "fak/regen/transcript_ref.h"
 #include "fak/screen/screen.h"
 #include "fak/session/certify_eviction.h"

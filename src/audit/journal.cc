@@ -188,6 +188,15 @@ Result<std::unique_ptr<Journal>> Journal::Open(const std::string& path, const Jo
   std::unique_ptr<Journal> j(new Journal());
   j->path_ = path;
   j->env_ = options.env != nullptr ? options.env : Env::Default();
+  // Two appenders would each extend their own in-memory head: two rows with one seq, a forked chain.
+  const std::string lock_path = path + std::string(fmt::kLockSuffix);
+  Result<std::unique_ptr<FileLock>> held = j->env_->LockFile(lock_path);
+  if (!held.has_value()) {
+    if (held.error().code() != StatusCode::kFailedPrecondition) return held.error();
+    return FailedPrecondition("journal " + path + " is in use by another opener (" + std::string(held.error().message()) +
+                              "); close it first");
+  }
+  j->lock_ = std::move(*held);
   Result<std::string> bytes = j->env_->ReadFile(path);
   if (!bytes.has_value() && bytes.error().code() != StatusCode::kNotFound) return bytes.error();
   ParsedJournal parsed = ParseJournal(bytes.has_value() ? *bytes : std::string());

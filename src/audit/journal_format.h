@@ -11,6 +11,8 @@ namespace fak::internal::audit_format {
 // ---- journal rows: one canonical JSON object per '\n'-terminated line ----
 inline constexpr char kRowTerminator = '\n';
 inline constexpr uint64_t kFirstSeq = 1;
+// The writer's exclusive lock lives beside the journal: `<path>.lock` (its content is unused).
+inline constexpr std::string_view kLockSuffix = ".lock";
 inline constexpr std::string_view kSeq = "seq";
 inline constexpr std::string_view kTime = "time";  // integer microseconds since the Unix epoch
 inline constexpr std::string_view kKind = "kind";

@@ -24,10 +24,11 @@ struct Planner::Prepared {
 
 Planner::Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key, BlobStore& blobs,
                  std::shared_ptr<const ChatTemplate> chat_template, std::shared_ptr<const ScreenChain> chain,
-                 std::unique_ptr<Journal> journal, RadixTreeOptions tree)
+                 std::unique_ptr<Journal> journal, PlannerOptions options)
     : model_(model), tokenizer_(tokenizer), key_(std::move(key)), corpus_(blobs), template_(std::move(chat_template)),
       chain_(std::move(chain)), journal_(std::move(journal)),
-      tree_(std::make_unique<RadixTree>(model, tokenizer, std::move(tree))) {}
+      tree_(std::make_unique<RadixTree>(model, tokenizer, std::move(options.tree))),
+      denied_kv_sweep_interval_ns_(options.denied_kv_sweep_interval_ns), last_denied_kv_sweep_ns_(NowNanos()) {}
 
 Result<std::unique_ptr<Planner>> Planner::Create(const Model& model, const Tokenizer& tokenizer, SigningKey key,
                                                  BlobStore& blobs, PlannerOptions options) {
@@ -48,9 +49,10 @@ Result<std::unique_ptr<Planner>> Planner::Create(const Model& model, const Token
     chat_template = std::make_shared<const ChatTemplate>(std::move(fak_family));
   }
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<Journal> journal, Journal::Open(options.journal_path));
+  if (options.denied_kv_sweep_interval_ns < 0) return InvalidArgument("PlannerOptions.denied_kv_sweep_interval_ns is negative");
   auto chain = options.chain ? options.chain : std::make_shared<const ScreenChain>(ScreenChain::Default());
   return std::unique_ptr<Planner>(new Planner(model, tokenizer, std::move(key), blobs, std::move(chat_template),
-                                              std::move(chain), std::move(journal), std::move(options.tree)));
+                                              std::move(chain), std::move(journal), std::move(options)));
 }
 
 ChatRole Planner::RoleOf(SegmentKind kind) {
@@ -126,6 +128,25 @@ Result<bool> Planner::IsSealed(const Digest& digest) const {
   return listed;
 }
 
+Result<EvictedSubtree> Planner::EvictDeniedKV() {
+  EvictedSubtree out;
+  for (const Digest& source : tree_->Sources()) {
+    FAK_ASSIGN_OR_RETURN(const bool denied, IsSealed(source));
+    if (!denied) continue;
+    const EvictedSubtree gone = tree_->EvictSource(source);
+    out.n_nodes += gone.n_nodes;
+    out.n_tokens += gone.n_tokens;
+    out.span_digests.insert(out.span_digests.end(), gone.span_digests.begin(), gone.span_digests.end());
+  }
+  return out;
+}
+
+Status Planner::EraseSource(const Digest& digest) {
+  Status s = corpus_.RemoveSource(digest);
+  if (s.code() == StatusCode::kNotFound) return Status::Ok();
+  return s.WithContext("erasing sealed content " + digest.Hex() + " from the text store");
+}
+
 Result<SegmentLedger> Planner::Rebuild(const RecalledTranscript& transcript) const {
   std::vector<RecallSegment> segments;
   for (const RecalledSegment& seg : transcript.segments) {
@@ -154,11 +175,15 @@ Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, 
       FAK_ASSIGN_OR_RETURN(logits, ledger.Append(p.specs[j]));
       continue;
     }
-    const SegmentSpec spec = p.specs[j];
+    // The segment's source is the message text as given, not its rendering: a certificate's subject
+    // then names the digest the denylist and the sealed stub carry (the rendered tokens are bound by
+    // the journal row's tokens_digest).
+    const Digest& d = out->messages[j].source_digest;
+    SegmentSpec spec = p.specs[j];
+    spec.source_digest = d;
     FAK_ASSIGN_OR_RETURN(AppendResult r, ledger.AppendScreened(spec, conversation.messages[j].text, *chain_));
     out->messages[j].verdict = r.verdict;
     if (!r.eviction.has_value()) continue;
-    const Digest& d = out->messages[j].source_digest;
     if (r.verdict.unavailable()) {
       // Undecided, not bad: withheld from this turn (the ledger dropped it, the tree never sees this
       // context), but neither certified nor sealed. The caller retries later.
@@ -177,6 +202,7 @@ Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, 
                          IssueDeletionCertificate(model_, ledger, spec, *r.eviction, journal_.get(), key_, issue));
     out->certificates.push_back(std::move(cert));
     out->messages[j].sealed = true;
+    FAK_RETURN_IF_ERROR(EraseSource(d));  // stored before it was screened; no plaintext may stay behind
     // Render again with the stub in the message's place: how a template renders a message may
     // depend on its neighbours, so the stub's segment and every later one come from the new text.
     sealed[j] = true;
@@ -228,11 +254,19 @@ Status Planner::Decode(SegmentLedger& ledger, std::vector<float> logits, const C
 Result<CompleteResult> Planner::Complete(const Conversation& conversation, const CompleteParams& params) {
   if (conversation.messages.empty()) return InvalidArgument("Complete: the conversation has no messages");
   if (!IsValidTenant(conversation.tenant)) return InvalidArgument("Complete: invalid tenant '" + conversation.tenant + "'");
+  // A denylist entry made since the last sweep must also stop the KV already held for that text.
+  const int64_t now = NowNanos();
+  int64_t last = last_denied_kv_sweep_ns_.load();
+  if (now - last >= denied_kv_sweep_interval_ns_ && last_denied_kv_sweep_ns_.compare_exchange_strong(last, now)) {
+    FAK_RETURN_IF_ERROR(EvictDeniedKV().status());
+  }
   CompleteResult out;
   std::vector<bool> sealed_now;
   for (const Message& m : conversation.messages) {
-    FAK_ASSIGN_OR_RETURN(Digest d, corpus_.PutSource(m.text));
+    const Digest d = Digest::Of(m.text);
     FAK_ASSIGN_OR_RETURN(const bool sealed, IsSealed(d));
+    // Sealed text is never stored again; erasing it here also finishes an erasure that failed after sealing.
+    FAK_RETURN_IF_ERROR(sealed ? EraseSource(d) : corpus_.PutSource(m.text).status());
     sealed_now.push_back(sealed);
     out.messages.push_back(MessageOutcome{d, sealed ? Verdict::Quarantine("denylist", "sealed earlier") : Verdict::Admit(), sealed, false});
   }
@@ -278,7 +312,13 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
   const int64_t t1 = NowNanos();
   FAK_RETURN_IF_ERROR(Decode(ledger, std::move(logits), params, &out));
   out.decode_ms = MsSince(t1);
-  FAK_RETURN_IF_ERROR(tree_->Insert(conversation.tenant, ledger.cache().tokens(), ledger.cache()));
+  // Each message's tokens are tagged with its text's digest, so a later denial can evict them.
+  std::vector<SourceSpan> sources;
+  for (size_t j = 0; j < conversation.messages.size(); ++j) {
+    const Segment* seg = out.messages[j].sealed ? nullptr : ledger.Find(p.specs[j].id);
+    if (seg != nullptr) sources.push_back(SourceSpan{seg->from, seg->tokens.size(), out.messages[j].source_digest});
+  }
+  FAK_RETURN_IF_ERROR(tree_->Insert(conversation.tenant, ledger.cache().tokens(), ledger.cache(), sources));
   return out;
 }
 

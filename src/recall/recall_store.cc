@@ -95,12 +95,22 @@ Result<Digest> RecallStore::Save(std::string_view name, std::span<const RecallSe
   image.name = std::string(name);
   image.chain_id = chain.id();
   image.chain = chain.Describe();
+  // Screen first: an admitter that cannot decide now (a Redis denylist that is down) leaves a verdict
+  // nobody made, which must not be recorded — as "quarantine" it would seal harmless text forever.
+  for (const RecallSegment& s : segments) {
+    const Digest source = Digest::Of(s.text);
+    const Verdict verdict = chain.Screen(ScreenInput{s.text, s.kind, source});
+    if (verdict.unavailable()) {
+      return Unavailable("recall image '" + std::string(name) + "': segment " + s.id + " (" + source.Hex() +
+                         ") cannot be screened now: " + verdict.detector + ": " + verdict.reason +
+                         "; nothing was saved, retry later");
+    }
+    image.segments.push_back(internal::ImageSegment{s.id, s.kind, source, s.text.size(), verdict});
+  }
   std::shared_lock gc_excluded(gc_mu_);  // from the first blob until the image names it durably
   for (const RecallSegment& s : segments) {
     // Every blob is durable before the image that names it is written.
-    FAK_ASSIGN_OR_RETURN(const Digest source, blobs_->Put(s.text));
-    const Verdict verdict = chain.Screen(ScreenInput{s.text, s.kind, source});
-    image.segments.push_back(internal::ImageSegment{s.id, s.kind, source, s.text.size(), verdict});
+    FAK_RETURN_IF_ERROR(blobs_->Put(s.text).status());
   }
   const std::string bytes = internal::EncodeImage(image);
   FAK_RETURN_IF_ERROR(internal::AtomicWriteFile(options_.env, internal::JoinPath(dir_, kTmpDir), path, {bytes}, options_.sync)

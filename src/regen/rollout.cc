@@ -138,7 +138,7 @@ Status Rollout::Begin(const HotSetTracker& hot, BackfillScheduler& scheduler) {
     s.hot_set_sessions = set.size();
     for (const HotSetTracker::Entry& e : set) {
       s.hot_set_tokens += e.n_tokens;
-      Result<std::unique_ptr<BackfillTask>> task = to_->PrepareBackfill(options_.tenant, e.transcript);
+      Result<std::unique_ptr<BackfillTask>> task = to_->PrepareBackfill(e.transcript.tenant, e.transcript);
       if (!task.has_value()) {
         ++s.backfill_refused;  // quarantined or text gone: never prefilled
         continue;

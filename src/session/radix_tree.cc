@@ -73,6 +73,20 @@ struct RadixTree::Impl {
     uint64_t last_access = 0, hits = 0;
     int leases = 0;
     bool pinned = false;
+    std::vector<SourceSpan> sources;  // the inserted runs overlapping this edge, clipped to it
+
+    // Records the runs of `spans` that overlap [from, end) of this edge, clipped, once each.
+    void AddSources(std::span<const SourceSpan> spans) {
+      for (const SourceSpan& s : spans) {
+        const size_t lo = std::max(s.from, from()), hi = std::min(s.from + s.n_tokens, depth_end);
+        if (lo >= hi) continue;
+        const SourceSpan clipped{lo, hi - lo, s.source};
+        if (std::find(sources.begin(), sources.end(), clipped) == sources.end()) sources.push_back(clipped);
+      }
+    }
+    bool HasSource(const Digest& d) const {
+      return std::any_of(sources.begin(), sources.end(), [&](const SourceSpan& s) { return s.source == d; });
+    }
 
     size_t edge_size() const { return slab ? slab->size() : 0; }
     size_t from() const { return depth_end - edge_size(); }
@@ -112,8 +126,8 @@ struct RadixTree::Impl {
     }
   }
 
-  // Binds `n` anew over its current slab, keeping its source, tenant and sharing.
-  void Rebind(Node* n) {
+  // The tokens from the root through the end of `n`'s edge.
+  static std::vector<int32_t> ContextThrough(const Node* n) {
     std::vector<const Node*> up;
     for (const Node* a = n; a->parent != nullptr; a = a->parent) up.push_back(a);
     std::vector<int32_t> context;
@@ -122,8 +136,13 @@ struct RadixTree::Impl {
       const std::vector<int32_t>& edge = (*it)->slab->tokens;
       context.insert(context.end(), edge.begin(), edge.end());
     }
+    return context;
+  }
+
+  // Binds `n` anew over its current slab, keeping its source, tenant and sharing.
+  void Rebind(Node* n) {
     const KVManifest old = n->manifest;
-    Bind(n, context, old.source_digest, old.tenant, old.sharing, SlabChecksum(*n->slab));
+    Bind(n, ContextThrough(n), old.source_digest, old.tenant, old.sharing, SlabChecksum(*n->slab));
   }
 
   // Splits `node`'s edge after `k` tokens; returns the new upper node (which takes its place).
@@ -155,6 +174,10 @@ struct RadixTree::Impl {
     full.insert(full.end(), old_edge.begin() + k, old_edge.end());
     Bind(upper.get(), full, old.source_digest, old.tenant, old.sharing, ready->upper_checksum);
     Bind(lower.get(), full, old.source_digest, old.tenant, old.sharing, ready->lower_checksum);
+    const std::vector<SourceSpan> sources = std::move(lower->sources);
+    lower->sources.clear();
+    upper->AddSources(sources);  // each half keeps the runs over its own tokens
+    lower->AddSources(sources);
     Node* up = upper.get();
     up->children[lower->key()] = std::move(lower);
     by_id[up->id] = up;
@@ -251,6 +274,9 @@ struct RadixTree::Impl {
         victim->slab = std::make_shared<const KVSlab>(victim->slab->Slice(0, keep));
         stats.resident_bytes += victim->slab->size_bytes();
         victim->depth_end -= excess_tokens;
+        const std::vector<SourceSpan> sources = std::move(victim->sources);
+        victim->sources.clear();
+        victim->AddSources(sources);  // drop the runs over the trimmed tail
         stats.unique_tokens -= excess_tokens;
         stats.evicted_tokens += excess_tokens;
         Rebind(victim);  // the manifest vouched for the untrimmed span and bytes
@@ -350,7 +376,8 @@ size_t RadixTree::MatchLength(std::span<const int32_t> tokens, std::string_view 
   return const_cast<Impl*>(impl_.get())->Walk(tokens, tokens.size(), tenant, /*split=*/false).pos;
 }
 
-Status RadixTree::Insert(std::string_view tenant, std::span<const int32_t> tokens, const KVCache& cache) {
+Status RadixTree::Insert(std::string_view tenant, std::span<const int32_t> tokens, const KVCache& cache,
+                         std::span<const SourceSpan> sources) {
   if (!cache.SameBinding(impl_->model.NewCache())) return InvalidArgument("RadixTree::Insert: the cache belongs to another model");
   if (tokens.size() > cache.size() || !std::equal(tokens.begin(), tokens.end(), cache.tokens().begin())) {
     return InvalidArgument("RadixTree::Insert: the cache does not hold these " + std::to_string(tokens.size()) + " tokens");
@@ -371,6 +398,7 @@ Status RadixTree::Insert(std::string_view tenant, std::span<const int32_t> token
   const Impl::WalkEnd end = impl_->Walk(tokens, tokens.size(), tenant, /*split=*/true, &seen.split_point);
   Impl::Node* node = end.node;
   size_t matched = end.pos;
+  for (Impl::Node* n = node; n->parent != nullptr; n = n->parent) n->AddSources(sources);  // already cached
   if (matched != seen.pos) edges = PrepareEdges(cache, matched, tokens.size(), public_len);
   for (PreparedEdge& edge : edges) {
     // The public part of a new run goes to the shared namespace, the rest to the tenant's own.
@@ -381,6 +409,7 @@ Status RadixTree::Insert(std::string_view tenant, std::span<const int32_t> token
     leaf->ns = is_public ? std::string() : std::string(tenant);
     leaf->slab = std::move(edge.slab);
     leaf->depth_end = edge.end;
+    leaf->AddSources(sources);
     impl_->Bind(leaf.get(), tokens, Digest{}, tenant, is_public ? Sharing::kPublicPrefix : Sharing::kTenantOnly,
                 edge.checksum);
     impl_->by_id[leaf->id] = leaf.get();
@@ -410,6 +439,43 @@ Result<EvictedSubtree> RadixTree::EvictNode(NodeId id) {
   auto it = impl_->by_id.find(id);
   if (it == impl_->by_id.end()) return NotFound("RadixTree::EvictNode: no node " + std::to_string(id));
   return impl_->Remove(it->second);
+}
+
+EvictedSubtree RadixTree::EvictSource(const Digest& source) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<NodeId> hit;
+  for (const auto& [id, n] : impl_->by_id) {
+    if (n->HasSource(source)) hit.push_back(id);
+  }
+  EvictedSubtree out;
+  for (NodeId id : hit) {
+    auto it = impl_->by_id.find(id);
+    if (it == impl_->by_id.end()) continue;  // gone with an ancestor's subtree
+    Impl::Node* n = it->second;
+    // An edge often holds several messages: keep the tokens before the source's first one (their
+    // KV never attended to it) by splitting there; `n` stays the lower half.
+    size_t first = n->depth_end;
+    for (const SourceSpan& s : n->sources) {
+      if (s.source == source) first = std::min(first, s.from);
+    }
+    if (first > n->from()) impl_->Split(n, first - n->from(), Impl::ContextThrough(n), nullptr);
+    const EvictedSubtree removed = impl_->Remove(n);
+    out.n_nodes += removed.n_nodes;
+    out.n_tokens += removed.n_tokens;
+    out.span_digests.insert(out.span_digests.end(), removed.span_digests.begin(), removed.span_digests.end());
+  }
+  return out;
+}
+
+std::vector<Digest> RadixTree::Sources() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<Digest> out;
+  for (const auto& [id, n] : impl_->by_id) {
+    for (const SourceSpan& s : n->sources) out.push_back(s.source);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 void RadixTree::EvictToBudget(size_t budget_bytes) {

@@ -46,6 +46,10 @@ Result<uint64_t> CheckBlobHeader(std::string_view h, const Digest& want, uint64_
   if (version != internal::kBlobVersion) {
     return Unsupported("blob file '" + path + "': format version " + std::to_string(version) + " is not supported");
   }
+  // Version 1 defines no flags: a set bit is damage (or a newer writer), not something to ignore.
+  if (std::any_of(h.begin() + 12, h.begin() + 16, [](char c) { return c != 0; })) {
+    return Corruption("blob file '" + path + "': reserved flags are not zero");
+  }
   uint64_t size = 0;
   for (int i = 7; i >= 0; --i) size = size << 8 | static_cast<uint8_t>(h[16 + i]);
   if (size + internal::kBlobHeaderBytes != file_bytes) {

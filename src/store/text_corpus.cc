@@ -2,6 +2,7 @@
 #include "fak/store/text_corpus.h"
 
 #include <cstring>
+#include <utility>
 
 namespace fak {
 namespace {
@@ -38,6 +39,23 @@ Result<std::string> TextCorpus::GetSource(const Digest& source) {
   return text;
 }
 
+Status TextCorpus::RemoveSource(const Digest& source) {
+  std::vector<std::pair<Digest, Digest>> token_lists;  // TokenKey, blob
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [key, cached] : token_blobs_) {
+      if (cached.source == source) token_lists.emplace_back(key, cached.blob);
+    }
+  }
+  for (const auto& [key, blob] : token_lists) {
+    Status s = store_->Remove(blob);
+    if (!s.ok() && s.code() != StatusCode::kNotFound) return s.WithContext("token list of source " + source.Hex());
+    std::lock_guard lock(mu_);
+    token_blobs_.erase(key);
+  }
+  return store_->Remove(source).WithContext("source " + source.Hex());
+}
+
 Result<std::vector<int32_t>> TextCorpus::ReadTokens(const Digest& blob, const Digest& source, const Digest& tokenizer_id) {
   FAK_ASSIGN_OR_RETURN(std::string bytes, store_->Get(blob));
   if (bytes.size() < kTokenHeaderBytes || std::memcmp(bytes.data(), kTokenMagic, 8) != 0 ||
@@ -66,7 +84,7 @@ Result<std::vector<int32_t>> TextCorpus::Tokens(const Digest& source, const Toke
     std::lock_guard lock(mu_);
     auto it = token_blobs_.find(key);
     if (it != token_blobs_.end()) {
-      blob = it->second;
+      blob = it->second.blob;
       cached = true;
     }
   }
@@ -85,7 +103,7 @@ Result<std::vector<int32_t>> TextCorpus::Tokens(const Digest& source, const Toke
   if (!ids.has_value()) return ids.error().WithContext("tokenizing source " + source.Hex());
   FAK_ASSIGN_OR_RETURN(blob, store_->Put(EncodeTokens(source, tokenizer.id(), *ids)));
   std::lock_guard lock(mu_);
-  token_blobs_[key] = blob;
+  token_blobs_[key] = TokenBlob{source, blob};
   ++stats_.token_misses;
   return ids;
 }

@@ -88,6 +88,7 @@ TEST(Journal, EveryAppendIsSynced) {
   auto j = OpenOrDie(&env);
   for (int i = 0; i < 3; ++i) ASSERT_OK(j->Append("k", "s", "{}"));
   EXPECT_EQ(env.count(EnvOp::kSync), 3u);
+  j.reset();  // the process dies, and its lock with it
   ASSERT_OK(env.PowerLoss());  // nothing unsynced to lose
   EXPECT_EQ(OpenOrDie(&env)->rows().size(), 3u);
 }
@@ -242,6 +243,7 @@ TEST(Journal, FsyncFailureThenCrashRecoversTornTail) {
   // The durable state is unknown: the journal refuses to go on until it is reopened.
   EXPECT_EQ(j->Append("test", "subject-5", "{}").status().code(), StatusCode::kFailedPrecondition);
 
+  j.reset();  // the process dies, and its lock with it
   ASSERT_OK(env.PowerLoss(/*keep_unsynced_bytes=*/25));  // the power cut left a torn prefix of row 4
   JournalCheck torn = VerifyJournalBytes(*env.ReadFile(env.path()));
   EXPECT_EQ(torn.fault, JournalFault::kTornTail);
@@ -276,6 +278,7 @@ TEST(Journal, ShortWriteIsAFailedAppendAndRecovers) {
   auto j = OpenOrDie(&env);
   env.FailNth(EnvOp::kAppend, 1, FaultKind::kShortWrite);
   EXPECT_EQ(j->Append("test", "s", "{}").status().code(), StatusCode::kIOError);
+  j.reset();  // the process dies, and its lock with it
   ASSERT_OK(env.PowerLoss(/*keep_unsynced_bytes=*/1000));  // the half-written row survived the crash
   auto reopened = OpenOrDie(&env);
   EXPECT_EQ(reopened->rows().size(), 2u);
@@ -288,6 +291,7 @@ TEST(Journal, CrashKeepingAWholeUnsyncedRowKeepsIt) {
   auto j = OpenOrDie(&env);
   env.FailNth(EnvOp::kSync, 1);
   ASSERT_FALSE(j->Append("test", "subject-3", "{}").has_value());
+  j.reset();  // the process dies, and its lock with it
   ASSERT_OK(env.PowerLoss(/*keep_unsynced_bytes=*/1 << 20));
   auto reopened = OpenOrDie(&env);  // a failed append may survive whole; never half
   EXPECT_EQ(reopened->rows().size(), 3u);
@@ -337,7 +341,29 @@ TEST(Journal, RealFileRoundTrip) {
   EXPECT_EQ(rows.size(), 2u);
   EXPECT_TRUE(VerifyJournalRows(rows, j->head()).ok());
   ::unlink(path.c_str());
+  ::unlink((path + ".lock").c_str());
   ::rmdir(dir_template);
+}
+
+TEST(Journal, SecondOpenerIsRefusedWithTheLockPath) {
+  testing::ScopedTempDir tmp;
+  const std::string path = tmp.Sub("audit.journal");
+  {
+    ASSERT_OK_AND_ASSIGN(auto writer, Journal::Open(path));
+    ASSERT_OK(writer->Append("test", "a", R"({"x":1})"));
+    Result<std::unique_ptr<Journal>> second = Journal::Open(path);
+    ASSERT_FALSE(second.has_value());
+    EXPECT_EQ(second.error().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(second.error().message().find(path + ".lock"), std::string_view::npos) << second.error().ToString();
+    EXPECT_NE(second.error().message().find("in use"), std::string_view::npos) << second.error().ToString();
+    // Readers need no lock, and the refused opener wrote nothing.
+    ASSERT_OK_AND_ASSIGN(auto rows, ReadJournalRows(path));
+    EXPECT_EQ(rows.size(), 1u);
+    ASSERT_OK(writer->Append("test", "b", R"({"x":2})"));
+  }
+  ASSERT_OK_AND_ASSIGN(auto reopened, Journal::Open(path));  // released on close
+  EXPECT_EQ(reopened->rows().size(), 2u);
+  EXPECT_TRUE(reopened->Verify().ok());
 }
 
 }  // namespace

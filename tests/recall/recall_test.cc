@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -214,6 +215,14 @@ TEST(Recall, PrefillTranscriptLeavesOutQuarantinedSegments) {
   for (size_t i : {0, 1, 3}) n_tokens += t.segments[i].text.size();
   EXPECT_EQ(ledger.cache().size(), n_tokens);
   EXPECT_EQ(ledger.Find("a1")->source_digest, Digest::Of(Conversation(0)[3].text));
+}
+
+TEST(Recall, ImageTextsAreNeverEvicted) {
+  Fixture f;
+  ASSERT_OK(f.store->Save("t", Conversation(), ScreenChain::Default()));
+  // Images depend on every text they name, so the recall store's blob store has no LRU bound.
+  EXPECT_EQ(f.store->blobs().Stats().capacity_bytes, UINT64_MAX);
+  EXPECT_EQ(f.store->blobs().Stats().n_evicted, 0u);
 }
 
 }  // namespace

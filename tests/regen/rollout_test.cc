@@ -71,6 +71,31 @@ TEST_F(RolloutTest, BlueGreenBackfillsTheHotSetThenCutsOver) {
   EXPECT_EQ(on_b_.Stats().count(MaterializeVerdict::kRecompute), 0u);
 }
 
+TEST_F(RolloutTest, BlueGreenBackfillsEachSessionUnderItsOwnTenant) {
+  std::vector<TranscriptRef> sessions;
+  for (const std::string tenant : {"acme", "globex"}) {
+    TranscriptRef t = PutTranscript(corpus_, tenant + "-s", {"system: be brief.\n", "user: " + tenant + " asks.\n"});
+    t.tenant = tenant;
+    Materialized m = *on_a_.Materialize(tenant, t);
+    hot_.Touch(t, m.tokens.size(), 0);
+    sessions.push_back(t);
+  }
+  BackfillScheduler scheduler(&clock_, {});
+  Rollout rollout(on_a_, on_b_, {RolloutPolicy::kBlueGreen});
+  ASSERT_OK(rollout.Begin(hot_, scheduler));
+  EXPECT_EQ(rollout.Stats().backfill_tasks, 2u);
+  scheduler.RunUntilIdle();
+  rollout.Poll();
+  ASSERT_TRUE(rollout.cut_over());
+  for (const TranscriptRef& t : sessions) {
+    ASSERT_OK_AND_ASSIGN(Materialized m, on_b_.Materialize(t.tenant, t));
+    EXPECT_EQ(m.verdict, MaterializeVerdict::kHit) << t.tenant << ": " << m.detail;
+  }
+  // Nothing was backfilled under the default tenant: its claim on the same text finds no KV.
+  ASSERT_OK_AND_ASSIGN(Materialized other, on_b_.Materialize(kDefaultTenant, sessions[0]));
+  EXPECT_EQ(other.verdict, MaterializeVerdict::kRecompute) << other.detail;
+}
+
 TEST_F(RolloutTest, DenylistedTextIsNeverBackfilled) {
   auto sessions = ServeSessions(3);
   ASSERT_OK(chain_.denylist().Add(sessions[1].segments[1], "takedown"));

@@ -1,6 +1,7 @@
 // RadixTree: matching, splitting, memory accounting, leases, pinning, policies and concurrency.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <thread>
 
@@ -144,6 +145,43 @@ TEST_F(RadixTreeTest, EvictNodeReportsWhatItRemoved) {
   EXPECT_EQ(tree.Stats().unique_tokens, 0u);
   EXPECT_EQ(tree.EvictNode(node).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(tree.EvictNode(0).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(RadixTreeTest, EvictSourceRemovesEveryNodeHoldingTheTextAndWhatFollows) {
+  RadixTree tree(*model_, *testing_tokenizer);
+  const Digest sys = Digest::Of("system"), a = Digest::Of("user a"), tool = Digest::Of("tool result"),
+               b = Digest::Of("user b");
+  const auto prefix = TokenSequence(20, 1, 97);
+  const auto ctx1 = Concat(Concat(prefix, TokenSequence(10, 2, 97)), TokenSequence(10, 3, 97));
+  const auto ctx2 = Concat(prefix, TokenSequence(10, 4, 97));
+  auto serve = [&](const std::vector<int32_t>& tokens, const std::vector<SourceSpan>& sources) {
+    LookupResult r = tree.Lookup(tokens);
+    ASSERT_OK(model_->Prefill(&r.cache, std::span(tokens).subspan(r.matched_tokens), LogitsMode::kNone));
+    ASSERT_OK(tree.Insert(kDefaultTenant, tokens, r.cache, sources));
+  };
+  serve(ctx1, {{0, 20, sys}, {20, 10, a}, {30, 10, tool}});  // one edge of 40 tokens, three sources
+  serve(ctx2, {{0, 20, sys}, {20, 10, b}});                    // splits it after the shared prefix
+  ASSERT_EQ(tree.Stats().node_count, 3u);
+  std::vector<Digest> want = {sys, a, tool, b};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(tree.Sources(), want);
+
+  LookupResult in_flight = tree.Lookup(ctx1);  // a lease does not protect denied text
+  ASSERT_EQ(in_flight.matched_tokens, 39u);
+  const EvictedSubtree gone = tree.EvictSource(tool);
+  EXPECT_EQ(gone.n_nodes, 2u);    // [30, 39) and the last token, which the lookup split off
+  EXPECT_EQ(gone.n_tokens, 10u);  // user a shared the edge [20, 39); it was split off and kept
+  EXPECT_EQ(tree.MatchLength(ctx1), 30u);
+  EXPECT_EQ(tree.MatchLength(ctx2), 30u);  // the other branch and the shared prefix stay
+  EXPECT_TRUE(tree.VerifyIntegrity().empty());
+  want = {sys, a, b};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(tree.Sources(), want);
+  EXPECT_EQ(tree.EvictSource(tool).n_nodes, 0u);  // nothing left to remove is fine
+
+  EXPECT_EQ(tree.EvictSource(sys).n_tokens, 40u);  // the prefix, and both branches that attended to it
+  EXPECT_EQ(tree.Stats().unique_tokens, 0u);
+  EXPECT_TRUE(tree.Sources().empty());
 }
 
 TEST_F(RadixTreeTest, CacheAwareOrderPicksTheLongestCachedPrefix) {

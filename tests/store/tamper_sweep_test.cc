@@ -1,6 +1,6 @@
 // Tamper sweeps (issue 20): every single-bit flip of a blob-store journal (header and records) and
-// two flips of every byte of a recall image are detected — a typed error, or for the journal's last size field the torn-
-// tail report — and never yields a silently different value.
+// of a blob file, and two flips of every byte of a recall image are detected — a typed error, or for
+// the journal's last size field the torn-tail report — and never yields a silently different value.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -63,6 +63,41 @@ TEST(TamperSweep, EveryBitFlipOfABlobStoreJournalIsDetected) {
   }
   std::cout << "[ tamper   ] journal " << good.size() << " bytes, " << good.size() * 8 << " flips: " << n_open_refused
             << " refused on open, " << n_torn_reported << " reported as a torn tail, " << n_silent << " silent\n";
+}
+
+TEST(TamperSweep, EveryBitFlipOfABlobFileIsDetected) {
+  ScopedTempDir tmp;
+  const std::string dir = tmp.Sub("s");
+  const std::string payload = testing::RandomBytes(kInlineMaxBytes + 4, 7);  // just over inline: a file
+  const Digest d = Digest::Of(payload);
+  BlobStoreOptions no_sync;  // the sweep reopens thousands of times; durability is not what it checks
+  no_sync.sync = false;
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, OpenDirectoryBlobStore(dir, no_sync));
+    ASSERT_OK(store->Put(payload));
+  }
+  const std::string path = testing::BlobFilePath(dir, d);
+  const std::string good = ReadAll(path);
+  ASSERT_EQ(good.size(), payload.size() + 56);
+  int n_rejected_on_open = 0, n_refused_on_get = 0;
+  for (size_t i = 0; i < good.size(); ++i) {
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string bad = good;
+      bad[i] = static_cast<char>(bad[i] ^ (1 << bit));
+      WriteAll(path, bad);
+      ASSERT_OK_AND_ASSIGN(auto store, OpenDirectoryBlobStore(dir, no_sync));
+      const bool rejected_on_open = store->Stats().n_corrupt_files > 0;
+      Result<std::string> got = store->Get(d);
+      if (got.has_value()) {
+        ADD_FAILURE() << "flip of byte " << i << " bit " << bit << " went unnoticed (same bytes: " << (*got == payload) << ")";
+        continue;
+      }
+      EXPECT_TRUE(IsTypedError(got.error().code())) << "byte " << i << ": " << got.error().ToString();
+      ++(rejected_on_open ? n_rejected_on_open : n_refused_on_get);
+    }
+  }
+  std::cout << "[ tamper   ] blob file " << good.size() << " bytes, " << good.size() * 8 << " flips: " << n_rejected_on_open
+            << " rejected on open, " << n_refused_on_get << " refused by Get, 0 served\n";
 }
 
 TEST(TamperSweep, EveryBitFlipOfARecallImageIsDetected) {

@@ -60,6 +60,28 @@ TEST(TextCorpus, EvictedTokenBlobIsRebuilt) {
   EXPECT_EQ(corpus.stats().token_misses, 2u);
 }
 
+TEST(TextCorpus, RemoveSourceErasesTheTextAndItsTokenLists) {
+  auto store = MakeMemoryBlobStore();
+  TextCorpus corpus(*store);
+  auto bytes = MakeByteTokenizer();
+  testing::ShiftedByteTokenizer shifted(1);
+  ASSERT_OK_AND_ASSIGN(Digest gone, corpus.PutSource("erase me"));
+  ASSERT_OK_AND_ASSIGN(Digest kept, corpus.PutSource("keep me"));
+  ASSERT_OK(corpus.Tokens(gone, *bytes).status());
+  ASSERT_OK(corpus.Tokens(gone, shifted).status());
+  ASSERT_OK(corpus.Tokens(kept, *bytes).status());
+  ASSERT_EQ(store->Stats().n_blobs, 5u);  // two texts, three token lists
+  ASSERT_OK(corpus.RemoveSource(gone));
+  EXPECT_EQ(store->Stats().n_blobs, 2u);  // the kept text and its token list
+  EXPECT_EQ(corpus.GetSource(gone).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(corpus.Tokens(gone, *bytes).status().code(), StatusCode::kNotFound);
+  ASSERT_OK_AND_ASSIGN(std::vector<int32_t> ids, corpus.Tokens(kept, *bytes));
+  EXPECT_EQ(ids.size(), 7u);
+  EXPECT_EQ(corpus.RemoveSource(gone).code(), StatusCode::kNotFound);
+  ASSERT_OK(corpus.PinSource(kept));
+  EXPECT_EQ(corpus.RemoveSource(kept).code(), StatusCode::kFailedPrecondition);
+}
+
 TEST(TextCorpus, MissingSourceCannotBeTokenized) {
   auto store = MakeMemoryBlobStore();
   TextCorpus corpus(*store);

@@ -70,12 +70,16 @@ struct JournalOptions {
 
 // Append-only, hash-chained, fsync'd journal file. Rows are kept in memory too (cost: every row's
 // bytes) so certificates can be verified without re-reading. Thread-safety: none (wrap it).
+// One writer: an open Journal holds the Env's exclusive lock on `<path>.lock`, so a second opener
+// (another process, or another Journal in this one) gets FailedPrecondition instead of forking the
+// chain. Readers (ReadJournalRows, VerifyJournalBytes) take no lock.
 // After a failed write or fsync the journal refuses further appends (FailedPrecondition): reopen
 // it to recover. A row whose Append failed may or may not be present after a crash, never half.
 class Journal {
  public:
   // Opens or creates `path`. Recovers a torn tail (see JournalOptions) and verifies the whole chain;
   // Corruption naming the line on any other fault (a broken chain is never appended to).
+  // FailedPrecondition naming the lock file when another opener holds the journal.
   static Result<std::unique_ptr<Journal>> Open(const std::string& path, const JournalOptions& options = {});
 
   // Appends one row and fsyncs. `payload_json` must be a JSON object; kind must be non-empty.
@@ -96,6 +100,7 @@ class Journal {
   Journal() = default;
   std::string path_;
   Env* env_ = nullptr;
+  std::unique_ptr<FileLock> lock_;  // declared before file_: released after it closes
   std::unique_ptr<WritableFile> file_;
   std::vector<JournalRow> rows_;
   uint64_t recovered_torn_bytes_ = 0;

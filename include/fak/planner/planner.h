@@ -1,6 +1,7 @@
 // Planner: the agent-facing entry point — "here is the conversation so far, continue it".
 //
-// Complete() stores each message's text in the corpus by SourceDigest, renders the conversation
+// Complete() stores each message's text in the corpus by SourceDigest (sealed ones excepted: their
+// text is erased from it when they are sealed and never stored again), renders the conversation
 // with the model's chat template (each message's part of the rendering is one ledger segment,
 // tokenized on its own) and tokenizes it,
 // looks the context up in the radix tree through the manifest gate (with the caller's tenant),
@@ -20,6 +21,7 @@
 #ifndef FAK_PLANNER_PLANNER_H_
 #define FAK_PLANNER_PLANNER_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -90,6 +92,10 @@ struct PlannerOptions {
   std::shared_ptr<const ChatTemplate> chat_template;
   // Screens tool results. Default: ScreenChain::Default() (prompt injection + secrets + denylist).
   std::shared_ptr<const ScreenChain> chain;
+  // How often Complete sweeps the tree for KV of texts the chain's denylist lists now (entries
+  // added elsewhere, e.g. a fleet denylist copied in by RedisDenylist::CopyTo): it asks the denylist
+  // once per distinct source held and evicts their nodes. 0 = on every Complete. Default: 1 s.
+  int64_t denied_kv_sweep_interval_ns = 1'000'000'000;
 };
 
 class Planner {
@@ -116,6 +122,10 @@ class Planner {
   static ChatRole RoleOf(SegmentKind kind);
   static SegmentKind KindOf(ChatRole role);
 
+  // Evicts from the tree every node whose tokens came from a text the chain's denylist lists now;
+  // returns what it removed. Unavailable when the denylist cannot be asked (nothing more evicted).
+  Result<EvictedSubtree> EvictDeniedKV();
+
   RadixTree& tree() { return *tree_; }
   Journal& journal() { return *journal_; }
   TextCorpus& corpus() { return corpus_; }
@@ -127,7 +137,7 @@ class Planner {
   struct Prepared;
   Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key, BlobStore& blobs,
           std::shared_ptr<const ChatTemplate> chat_template, std::shared_ptr<const ScreenChain> chain,
-          std::unique_ptr<Journal> journal, RadixTreeOptions tree);
+          std::unique_ptr<Journal> journal, PlannerOptions options);
   // The segments of `transcript` as the template renders them: one per message, then the
   // generation prompt when `reply` (its id "reply").
   Result<std::vector<SegmentSpec>> Segments(const std::vector<RecallSegment>& transcript, bool reply) const;
@@ -136,6 +146,8 @@ class Planner {
   static std::vector<RecallSegment> TranscriptOf(const Conversation& conversation, const std::vector<bool>& sealed);
   // Whether the denylist lists `digest`; Unavailable (with context) when it cannot be asked.
   Result<bool> IsSealed(const Digest& digest) const;
+  // Removes sealed content's text (and cached token lists) from the corpus; absent is fine.
+  Status EraseSource(const Digest& digest);
   // Appends segments [first, end): screens new tool results, certifies and seals quarantined ones
   // (then renders again with the stub in `sealed`). Returns the logits after the last segment
   // (the generation prompt).
@@ -152,6 +164,8 @@ class Planner {
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<RadixTree> tree_;
   std::mutex audit_mu_;  // serialises certificate issuance (journal appends); never held across denylist calls
+  const int64_t denied_kv_sweep_interval_ns_;
+  std::atomic<int64_t> last_denied_kv_sweep_ns_;  // monotonic; starts at construction (the tree is empty)
 };
 
 }  // namespace fak

@@ -82,7 +82,9 @@ class RecallStore {
 
   // Screens each segment with `chain`, stores the texts, then writes image `name` (replacing any
   // image of that name). Returns the sha256 of the image file. InvalidArgument for a name that is
-  // not [A-Za-z0-9._-]{1,128} not starting with '.', or empty/duplicate segment ids.
+  // not [A-Za-z0-9._-]{1,128} not starting with '.', or empty/duplicate segment ids. Unavailable
+  // when an admitter cannot decide a segment now (a verdict is recorded only once it is made):
+  // nothing is written; retry later.
   Result<Digest> Save(std::string_view name, std::span<const RecallSegment> segments, const ScreenChain& chain);
   // Loads and verifies image `name`, then re-screens every segment with `current`. NotFound for
   // no such image; Unsupported for an unknown format version; Corruption for a malformed image;

@@ -45,8 +45,6 @@ std::string_view RolloutPhaseName(RolloutPhase phase);
 struct RolloutOptions {
   // Default: kLazy.
   RolloutPolicy policy = RolloutPolicy::kLazy;
-  // Tenant the hot set is backfilled for. Default: kDefaultTenant.
-  std::string tenant = std::string(kDefaultTenant);
   // Hot-set budget for blue_green (0 = unbounded). Default: 0, 0.
   size_t hot_set_budget_tokens = 0, hot_set_budget_bytes = 0;
   // blue_green: cut over this long after Begin even if backfill is unfinished; 0 = wait. Default: 0.
@@ -84,7 +82,8 @@ class Rollout {
   ~Rollout();
 
   // Starts the rollout now (options.clock, or the scheduler's Env). blue_green selects the hot set and submits one
-  // backfill task per transcript (denylisted or quarantined ones are refused and counted).
+  // backfill task per transcript, under the transcript's own tenant (denylisted or quarantined ones
+  // are refused and counted).
   // FailedPrecondition when already begun; InvalidArgument for a canary_share outside [0, 1].
   Status Begin(const HotSetTracker& hot, BackfillScheduler& scheduler);
   // Advances time-driven phases: blue_green cuts over when its backfill is done (or the deadline

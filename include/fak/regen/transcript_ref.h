@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fak/core/digest.h"
+#include "fak/session/radix_tree.h"
 
 namespace fak {
 
@@ -16,6 +17,9 @@ namespace fak {
 struct TranscriptRef {
   std::string session;           // hot-set key (empty: keyed by the segment digests)
   std::vector<Digest> segments;  // in context order
+  // Whose context it is: a rollout backfills it into the new tree under this tenant, so the KV is
+  // found (and gated) exactly as the live session's would be.
+  std::string tenant = std::string(kDefaultTenant);
 };
 
 }  // namespace fak

@@ -9,7 +9,8 @@
 //
 // Eviction: EvictToBudget trims under memory pressure by a pluggable policy (LRU, LFU, or
 // deepest-tokens-first), never touching leased or pinned paths; EvictNode removes a subtree because
-// policy says so (quarantine), whatever its recency or leases, and reports what it removed.
+// policy says so (quarantine), whatever its recency or leases, and reports what it removed;
+// EvictSource does the same for every node whose tokens came from a given source text.
 //
 // The manifest gate (architecture §6) guards every reuse: each node carries a KVManifest (binding
 // tuple of its span, tenant, sharing), and a lookup serves a node only if the caller's claim gets a
@@ -97,6 +98,15 @@ struct LookupResult {
   Lease lease;             // held until the request is done
 };
 
+// Where a run of an inserted context came from: tokens [from, from + n_tokens) were produced from the
+// source text with this SourceDigest (e.g. one message). The tree keeps, per node, the runs that
+// overlap its edge, so policy can evict by source (EvictSource) when the text is denied later.
+struct SourceSpan {
+  size_t from = 0, n_tokens = 0;
+  Digest source;
+  friend bool operator==(const SourceSpan&, const SourceSpan&) = default;
+};
+
 struct EvictedSubtree {
   size_t n_nodes = 0, n_tokens = 0;
   std::vector<Digest> span_digests;  // one per removed node: sha256 of its edge's token ids
@@ -124,7 +134,10 @@ class RadixTree {
   // Adds `tokens` (the first tokens.size() tokens of `cache`, which must be this model's) to
   // `tenant`'s namespace (the public-prefix part to the shared one), then trims to the budget.
   // InvalidArgument when the cache does not hold those tokens or the tenant name is invalid.
-  Status Insert(std::string_view tenant, std::span<const int32_t> tokens, const KVCache& cache);
+  // `sources` says which source texts runs of `tokens` came from; each node the context passes
+  // through (new or already cached) records the runs overlapping its edge.
+  Status Insert(std::string_view tenant, std::span<const int32_t> tokens, const KVCache& cache,
+                std::span<const SourceSpan> sources = {});
   Status Insert(std::span<const int32_t> tokens, const KVCache& cache) { return Insert(kDefaultTenant, tokens, cache); }
 
   // The node at the end of exactly `tokens` in `tenant`'s view (splitting an edge if needed);
@@ -133,6 +146,13 @@ class RadixTree {
   // Removes `node` and its subtree regardless of recency and leases; NotFound if absent,
   // InvalidArgument for the root.
   Result<EvictedSubtree> EvictNode(NodeId node);
+  // Removes the tokens from `source` (as Insert was told) and everything after them — the rest of
+  // their edge and its subtree, whose KV attended to them — regardless of recency, leases and pins:
+  // a denied text's KV is neither served nor held. An edge is split where the source begins, so the
+  // tokens before it stay. Nothing to remove is not an error.
+  EvictedSubtree EvictSource(const Digest& source);
+  // The distinct source digests the resident nodes came from (for a sweep against a denylist).
+  std::vector<Digest> Sources() const;
   // Trims unleased, unpinned tokens by the policy until resident bytes <= budget_bytes.
   void EvictToBudget(size_t budget_bytes);
   // A pinned node (and so its path) is never evicted under budget pressure.

@@ -37,6 +37,10 @@ class TextCorpus {
   Result<Digest> PutSource(std::string_view text);
   // The verified bytes of `source`; NotFound when the store does not hold them.
   Result<std::string> GetSource(const Digest& source);
+  // Erases `source`: its text and every token list this corpus cached for it (token ids spell the
+  // text back), through BlobStore::Remove, so a directory store keeps no plaintext. NotFound when
+  // the text is absent, FailedPrecondition while it is pinned; token lists go first either way.
+  Status RemoveSource(const Digest& source);
   // Pins / unpins the source text against eviction (see BlobStore::Pin).
   Status PinSource(const Digest& source) { return store_->Pin(source); }
   Status UnpinSource(const Digest& source) { return store_->Unpin(source); }
@@ -55,7 +59,10 @@ class TextCorpus {
 
   BlobStore* store_;
   mutable std::mutex mu_;
-  std::unordered_map<Digest, Digest> token_blobs_;  // GUARDED_BY(mu_): TokenKey → blob digest
+  struct TokenBlob {
+    Digest source, blob;
+  };
+  std::unordered_map<Digest, TokenBlob> token_blobs_;  // GUARDED_BY(mu_): TokenKey → its source and blob
   TextCorpusStats stats_;                           // GUARDED_BY(mu_)
 };
 
