@@ -142,6 +142,14 @@ struct Engine::Impl {
 
 Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   if (!IsValidTenant(request.tenant)) return InvalidArgument("Engine::Submit: invalid tenant '" + request.tenant + "'");
+  if (!request.messages.empty()) {
+    if (!request.prompt.empty()) return InvalidArgument("Engine::Submit: both a prompt and messages; give one");
+    const ChatTemplate* chat = options_.chat_template.get();
+    if (chat == nullptr) return FailedPrecondition("Engine::Submit: messages need EngineOptions::chat_template");
+    FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat->Render(request.messages));
+    FAK_ASSIGN_OR_RETURN(request.prompt, EncodeRendered(tokenizer_, rendered));
+    if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(tokenizer_, chat);
+  }
   if (request.prompt.empty()) return InvalidArgument("Engine::Submit: empty prompt");
   const size_t vocab = model_.config().vocab_size;
   for (size_t i = 0; i < request.prompt.size(); ++i) {

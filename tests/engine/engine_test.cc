@@ -93,6 +93,40 @@ TEST_F(EngineTest, ResultCarriesTokensTextUsageAndTimings) {
   EXPECT_EQ(second.tokens, got.tokens);
 }
 
+TEST_F(EngineTest, MessagesAreRenderedWithTheEnginesTemplate) {
+  ModelConfig bytes = testing::TinyConfig();
+  bytes.vocab_size = 258;  // the byte tokenizer's ids, BOS and EOS
+  ASSERT_OK_AND_ASSIGN(model_, Model::Synthetic(bytes, 11));
+  ASSERT_OK_AND_ASSIGN(ChatTemplate chat, ChatTemplate::ForFamily("fak", *tokenizer_));
+  EngineOptions o = Stepped();
+  o.chat_template = std::make_shared<const ChatTemplate>(chat);
+  auto engine = Make(o);
+  EngineRequest by_messages;
+  by_messages.messages = {{ChatRole::kSystem, "be brief"}, {ChatRole::kUser, "hello"}};
+  by_messages.max_tokens = 5;
+  ASSERT_OK_AND_ASSIGN(RenderedChat rendered, chat.Render(by_messages.messages));
+  EngineRequest by_tokens = by_messages;
+  by_tokens.messages.clear();
+  ASSERT_OK_AND_ASSIGN(by_tokens.prompt, EncodeRendered(*tokenizer_, rendered));
+  ASSERT_OK_AND_ASSIGN(RequestId a, engine->Submit(by_messages));
+  ASSERT_OK_AND_ASSIGN(EngineResult from_messages, engine->Wait(a));
+  EXPECT_EQ(from_messages.usage.prompt_tokens, by_tokens.prompt.size());
+  EXPECT_EQ(from_messages.tokens, Alone(by_tokens).tokens);
+  // Both a prompt and messages, or messages without a template, are refused.
+  EngineRequest both = by_tokens;
+  both.messages = by_messages.messages;
+  EXPECT_EQ(engine->Submit(both).error().code(), StatusCode::kInvalidArgument);
+  auto plain = Make();
+  EXPECT_EQ(plain->Submit(by_messages).error().code(), StatusCode::kFailedPrecondition);
+  // The template's refusals reach the caller.
+  ASSERT_OK_AND_ASSIGN(ChatTemplate gemma, ChatTemplate::ForFamily("gemma", *tokenizer_));
+  o.chat_template = std::make_shared<const ChatTemplate>(gemma);
+  auto strict = Make(o);
+  EngineRequest unalternating;
+  unalternating.messages = {{ChatRole::kUser, "one"}, {ChatRole::kUser, "two"}};
+  EXPECT_EQ(strict->Submit(unalternating).error().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(EngineTest, SubmitRefusesBadRequestsAndChangesNothing) {
   EngineOptions o = Stepped();
   o.kv_budget_bytes = 100 * BytesPerToken();

@@ -37,6 +37,8 @@
 namespace fak {
 
 struct EngineOptions {
+  // How requests given as messages are rendered; null: such requests are refused. Default: null.
+  std::shared_ptr<const ChatTemplate> chat_template;
   // Requests decoding or prefilling at once (>= 1). Default: 16.
   size_t max_running = 16;
   // Requests waiting for admission; Submit answers Unavailable past it (>= 1). Default: 256.

@@ -1,7 +1,8 @@
 // What a caller hands the serving Engine (EngineRequest) and what it gets back (EngineResult).
 //
-// A request is already tokenized: the caller renders messages with its ChatTemplate and encodes
-// them. Plain values; copy freely (the callback is copied with them).
+// A request carries either token ids or chat messages, which the engine renders with its
+// ChatTemplate (EngineOptions::chat_template). Plain values; copy freely (the callback is copied
+// with them).
 #ifndef FAK_ENGINE_REQUEST_H_
 #define FAK_ENGINE_REQUEST_H_
 
@@ -15,6 +16,7 @@
 #include "fak/core/status.h"
 #include "fak/model/sampler.h"
 #include "fak/session/radix_tree.h"
+#include "fak/tokenizer/chat_template.h"
 
 namespace fak {
 
@@ -38,8 +40,12 @@ using TokenCallback = std::function<bool(const TokenEvent&)>;
 struct EngineRequest {
   // Namespace of its prefix reuse (the radix tree's gate): IsValidTenant. Default: "default".
   std::string tenant = std::string(kDefaultTenant);
-  // Token ids, at least one, each below the model's vocabulary size.
+  // Token ids, at least one, each below the model's vocabulary size; or, instead, `messages`.
   std::vector<int32_t> prompt;
+  // A conversation, rendered with EngineOptions::chat_template and its generation prompt, and
+  // tokenized with the messages' text as plain text (EncodeRendered). With messages, empty
+  // stop_tokens mean EndOfGenerationTokens (EOS and the template's end-of-turn tokens).
+  std::vector<ChatMessage> messages;
   // One Sampler per request, seeded from here. Default: greedy.
   SamplingParams sampling;
   // Generation ends after this many tokens (>= 1). Default: 64.
