@@ -73,7 +73,8 @@ std::string_view OpenAiFinishReason(FinishReason finish) {
 
 // The metrics label of a path: the route it names, "other" for anything else (bounded cardinality).
 std::string_view EndpointLabel(std::string_view path) {
-  for (std::string_view route : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"})
+  for (std::string_view route : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
+                                 "/fak/v1/prefix"})
     if (path == route) return route;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models";
   return "other";
@@ -113,17 +114,34 @@ struct Server::Impl {
   internal::ServerMetrics metrics;
   std::atomic<uint64_t> next_id{1};
 
-  // Threads that wait on an engine request; the destructor waits for them.
-  std::mutex waiters_mu;
-  std::condition_variable waiters_cv;
+  // Threads that wait on an engine request, and completion responses not yet fully written.
+  // Stopping waits for the responses: cpp-httplib cuts a chunked response short once its listener
+  // is stopped, so the listener stops only after the last one is written.
+  std::mutex inflight_mu;
+  std::condition_variable inflight_cv;
   size_t waiters = 0;
+  size_t responses = 0;
+  bool draining = false;
 
   Impl(Engine& e, const Model& m, const Tokenizer& t, const ChatTemplate& c, ServerOptions o)
       : engine(e), model(m), tokenizer(t), chat_template(c), options(std::move(o)) {}
   ~Impl() {
+    Stop();
+    std::unique_lock lock(inflight_mu);
+    inflight_cv.wait(lock, [&] { return waiters == 0; });
+  }
+  void Stop() {
+    {
+      std::unique_lock lock(inflight_mu);
+      draining = true;
+      inflight_cv.wait(lock, [&] { return responses == 0; });
+    }
     http.stop();
-    std::unique_lock lock(waiters_mu);
-    waiters_cv.wait(lock, [&] { return waiters == 0; });
+  }
+  void ResponseDone() {
+    std::lock_guard lock(inflight_mu);
+    --responses;
+    inflight_cv.notify_all();
   }
 
   void Routes();
@@ -132,6 +150,7 @@ struct Server::Impl {
   // The tenant of the request's key; nullopt (and a 401 written) when the key is missing or unknown.
   std::optional<std::string> Authenticate(const httplib::Request& req, httplib::Response& res, std::string_view endpoint);
   void HandleGeneration(ApiEndpoint api, const httplib::Request& req, httplib::Response& res);
+  void HandlePrefixProbe(const httplib::Request& req, httplib::Response& res);
   Result<std::vector<int32_t>> PromptTokens(ApiEndpoint api, const ApiRequest& request) const;
   std::string RenderMetrics() const;
 };
@@ -349,8 +368,15 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
       return true;
     };
   }
+  {
+    std::lock_guard lock(inflight_mu);
+    if (draining)
+      return ReplyError(res, *tenant, endpoint, {503, "server_shutting_down", "the server is shutting down", "", "shutting_down"});
+    ++responses;
+  }
   Result<RequestId> id = engine.Submit(std::move(er));
   if (!id) {
+    ResponseDone();
     HttpError e = SubmitError(id.error());
     if (e.status == 503) res.set_header("Retry-After", "1");
     return ReplyError(res, *tenant, endpoint, e);
@@ -358,7 +384,7 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
   run->id = *id;
 
   {
-    std::lock_guard lock(waiters_mu);
+    std::lock_guard lock(inflight_mu);
     ++waiters;
   }
   std::thread([this, run] {
@@ -378,9 +404,9 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
     }
     metrics.CountGeneration(run->tenant, run->result.usage, run->result.timings);
     metrics.CountRequest(run->tenant, run->endpoint, client_gone ? 499 : 200);
-    std::lock_guard lock(waiters_mu);
+    std::lock_guard lock(inflight_mu);
     --waiters;
-    waiters_cv.notify_all();
+    inflight_cv.notify_all();
   }).detach();
 
   // The connection's thread writes as the request progresses; a failed write means the client is
@@ -405,10 +431,31 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
         if (done) sink.done();
         return true;
       },
-      [abandon](bool success) {
+      [this, abandon](bool success) {
         if (!success) abandon();
+        ResponseDone();
       });
   if (run->stream) res.set_header("Cache-Control", "no-cache");
+}
+
+// How much of a request's prompt the tree would serve now, for its tenant: the body is the chat
+// (it has "messages") or completions request a client would send. Read-only: no lease, no
+// recency, no statistics.
+void Server::Impl::HandlePrefixProbe(const httplib::Request& req, httplib::Response& res) {
+  constexpr std::string_view kEndpoint = "/fak/v1/prefix";
+  std::optional<std::string> tenant = Authenticate(req, res, kEndpoint);
+  if (!tenant) return;
+  const ApiEndpoint api =
+      req.body.find("\"messages\"") != std::string::npos ? ApiEndpoint::kChatCompletions : ApiEndpoint::kCompletions;
+  ApiRequest request;
+  ApiRequestError parse_error;
+  if (!internal::ParseApiRequest(api, req.body, &request, &parse_error))
+    return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", parse_error.message, parse_error.param, "invalid_request"});
+  Result<std::vector<int32_t>> prompt = PromptTokens(api, request);
+  if (!prompt) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(prompt.error().message()), "", "invalid_value"});
+  // A lookup always leaves the last prompt token to prefill (its logits start generation).
+  const size_t reusable = prompt->empty() ? 0 : std::min(engine.tree().MatchLength(*prompt, *tenant), prompt->size() - 1);
+  Reply(res, *tenant, kEndpoint, 200, Json{{"tenant", *tenant}, {"prompt_tokens", prompt->size()}, {"cached_tokens", reusable}});
 }
 
 std::string Server::Impl::RenderMetrics() const {
@@ -427,6 +474,7 @@ void Server::Impl::Routes() {
   http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     HandleGeneration(ApiEndpoint::kCompletions, req, res);
   });
+  http.Post("/fak/v1/prefix", [this](const httplib::Request& req, httplib::Response& res) { HandlePrefixProbe(req, res); });
   const auto model_json = [this] {
     return Json{{"id", options.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "fak"}};
   };
@@ -523,6 +571,6 @@ Status Server::Serve() {
   return Status::Ok();
 }
 
-void Server::Stop() { impl_->http.stop(); }
+void Server::Stop() { impl_->Stop(); }
 
 }  // namespace fak

@@ -188,8 +188,13 @@ def test_tenant_never_reuses_another_tenants_prefix(server):
 
     # BOS at most (each tenant may have it from its earlier requests)
     assert cached(alice, " first") <= 1
+    # The probe predicts what a request would reuse, for the caller's tenant only.
+    probe = {"model": MODEL, "prompt": private + " second"}
+    assert server.request("POST", "/fak/v1/prefix", probe, key="key-bob")[1]["cached_tokens"] <= 1
+    predicted = server.request("POST", "/fak/v1/prefix", probe, key="key-alice")[1]
+    assert predicted["tenant"] == "alice"
     assert cached(bob, " second") <= 1               # bob does not get alice's prefix...
-    assert cached(alice, " second") >= len(private)  # ...while alice does
+    assert cached(alice, " second") == predicted["cached_tokens"] >= len(private)  # ...while alice does
     assert cached(bob, " third") >= len(private)   # and bob reuses his own
     families = server.metrics()
     assert sample_value(families, "fak_requests_total", tenant="bob") >= 2

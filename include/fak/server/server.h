@@ -8,7 +8,7 @@
 //
 // Threads: connections are served by a pool of `http_threads` threads; each waits on its own
 // request while the Engine's step thread batches them all. A client that disconnects has its
-// request cancelled (Engine::Cancel), prefill included. Stop may be called from any thread.
+// request cancelled (Engine::Cancel), prefill included.
 #ifndef FAK_SERVER_SERVER_H_
 #define FAK_SERVER_SERVER_H_
 
@@ -63,9 +63,11 @@ class Server {
 
   // Binds host:port; returns the port bound. IOError when it cannot.
   Result<uint16_t> Bind();
-  // Serves on the bound socket until Stop; connections in flight finish first.
+  // Serves on the bound socket until Stop.
   Status Serve();
-  // Stops accepting and makes Serve return (idempotent, any thread; not from a signal handler).
+  // Drains: new completion requests are refused (503), those accepted run to their end and are
+  // answered, then the listener stops and Serve returns. Blocks until then. Idempotent, any
+  // thread (not a signal handler, not a server callback).
   void Stop();
 
  private:
