@@ -132,6 +132,7 @@ void WriteJsonLine(const std::string& json);
 int RunCommand(std::span<char* const> argv);
 int ChatCommand(std::span<char* const> argv);
 int BenchCommand(std::span<char* const> argv);
+int ServeCommand(std::span<char* const> argv);  // built when FAK_WITH_SERVER
 int InspectCommand(std::span<char* const> argv);
 int VerifyCommand(std::span<char* const> argv);
 int ManifestCommand(std::span<char* const> argv);

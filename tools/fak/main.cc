@@ -18,6 +18,9 @@ constexpr std::string_view kUsage =
     "  chat MODEL                   interactive chat through the planner (reuse, screening, receipts)\n"
     "  inspect MODEL                model configuration, or a GGUF/safetensors file's metadata and tensors\n"
     "  bench MODEL                  quick prefill and decode tokens/s\n"
+#if FAK_WITH_SERVER
+    "  serve MODEL                  OpenAI-compatible HTTP server with Prometheus metrics\n"
+#endif
     "  verify CERT --journal J --key K\n"
     "                               check a deletion certificate against its journal and issuer key\n"
     "  manifest show FILE           validate a KV manifest and print it as canonical JSON\n"
@@ -51,6 +54,9 @@ int main(int argc, char** argv) {
   if (command == "chat") return ChatCommand(rest);
   if (command == "inspect") return InspectCommand(rest);
   if (command == "bench") return BenchCommand(rest);
+#if FAK_WITH_SERVER
+  if (command == "serve") return ServeCommand(rest);
+#endif
   if (command == "verify") return VerifyCommand(rest);
   if (command == "manifest") return ManifestCommand(rest);
   if (command == "store") return StoreCommand(rest);

@@ -1,0 +1,81 @@
+// Server: an OpenAI-compatible HTTP front for the serving Engine.
+//
+// Endpoints (docs/server.md has parameters, errors and limits): POST /v1/chat/completions (messages
+// rendered with the model's ChatTemplate), POST /v1/completions (a prompt string), GET /v1/models,
+// GET /health, GET /metrics (Prometheus text format 0.0.4). Both completion endpoints stream as
+// server-sent events when asked. Every request's tokens go to the Engine with the tenant its API key
+// maps to, so prefix reuse stays inside a tenant's namespace of the radix tree.
+//
+// Threads: connections are served by a pool of `http_threads` threads; each waits on its own
+// request while the Engine's step thread batches them all. A client that disconnects has its
+// request cancelled (Engine::Cancel), prefill included.
+#ifndef FAK_SERVER_SERVER_H_
+#define FAK_SERVER_SERVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "fak/core/status.h"
+#include "fak/engine/engine.h"
+#include "fak/model/model.h"
+#include "fak/tokenizer/chat_template.h"
+#include "fak/tokenizer/tokenizer.h"
+
+namespace fak {
+
+// API key → tenant. Empty: no authentication, every request is tenant "default".
+using ApiKeys = std::map<std::string, std::string, std::less<>>;
+
+// One "KEY TENANT" per line; blank lines and lines starting with '#' are skipped. InvalidArgument
+// naming the line for a malformed one, a repeated key or an invalid tenant (IsValidTenant).
+Result<ApiKeys> ParseApiKeys(std::string_view text);
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;  // 0: any free port (Bind says which)
+  // The model's name in /v1/models; requests must name it. Default: "fak".
+  std::string model_id = "fak";
+  // Request bodies past this are refused with 413. Default: 1 MiB.
+  size_t max_body_bytes = size_t{1} << 20;
+  // Connections served at once (each blocks on its request). Default: 64.
+  size_t http_threads = 64;
+  // Generated tokens when a request gives no max_tokens (capped by what the context leaves).
+  // Default: 256.
+  size_t default_max_tokens = 256;
+  ApiKeys api_keys;
+  // The KV budget the engine was given, reported as fak_kv_budget_bytes (0: unbounded).
+  size_t kv_budget_bytes = 0;
+};
+
+class Server {
+ public:
+  // `engine` (built on `model` and `tokenizer`) and `chat_template` must outlive the server.
+  // InvalidArgument for a bad option.
+  static Result<std::unique_ptr<Server>> Create(Engine& engine, const Model& model, const Tokenizer& tokenizer,
+                                                const ChatTemplate& chat_template, ServerOptions options);
+  ~Server();  // Stop, then waits for requests in flight
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds host:port; returns the port bound. IOError when it cannot.
+  Result<uint16_t> Bind();
+  // Serves on the bound socket until Stop.
+  Status Serve();
+  // Drains: new completion requests are refused (503), those accepted run to their end and are
+  // answered, then the listener stops and Serve returns. Blocks until then. Idempotent, any
+  // thread (not a signal handler, not a server callback).
+  void Stop();
+
+ private:
+  struct Impl;
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fak
+
+#endif  // FAK_SERVER_SERVER_H_

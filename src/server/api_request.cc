@@ -1,0 +1,216 @@
+#include "src/server/api_request.h"
+
+#include <exception>
+#include <string>
+
+#include "src/core/json.h"
+
+namespace fak::internal {
+namespace {
+
+constexpr size_t kMaxStopStrings = 4;  // OpenAI's limit
+
+// Fills `error` and returns false, so a check reads `return Refuse(...)`.
+bool Refuse(ApiRequestError* error, std::string param, std::string message) {
+  error->param = std::move(param);
+  error->message = std::move(message);
+  return false;
+}
+
+bool ParseNumber(const Json& v, std::string_view name, double lo, double hi, double* out, ApiRequestError* error) {
+  if (!v.is_number()) return Refuse(error, std::string(name), std::string(name) + " must be a number, not " + std::string(JsonTypeName(v)));
+  const double x = v.get<double>();
+  if (!(x >= lo && x <= hi))
+    return Refuse(error, std::string(name), std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  *out = x;
+  return true;
+}
+
+bool ParseCount(const Json& v, std::string_view name, size_t* out, ApiRequestError* error) {
+  if (!v.is_number_integer())
+    return Refuse(error, std::string(name), std::string(name) + " must be an integer, not " + std::string(JsonTypeName(v)));
+  if (v.is_number_unsigned() ? v.get<uint64_t>() == 0 : v.get<int64_t>() < 1)
+    return Refuse(error, std::string(name), std::string(name) + " must be at least 1");
+  *out = static_cast<size_t>(v.get<uint64_t>());
+  return true;
+}
+
+bool ParseBool(const Json& v, std::string_view name, bool* out, ApiRequestError* error) {
+  if (!v.is_boolean()) return Refuse(error, std::string(name), std::string(name) + " must be a boolean");
+  *out = v.get<bool>();
+  return true;
+}
+
+bool ParseStop(const Json& v, std::vector<std::string>* out, ApiRequestError* error) {
+  if (v.is_null()) return true;
+  if (v.is_string()) {
+    if (v.get_ref<const std::string&>().empty()) return Refuse(error, "stop", "stop strings must not be empty");
+    out->push_back(v.get<std::string>());
+    return true;
+  }
+  if (!v.is_array()) return Refuse(error, "stop", "stop must be a string or a list of strings");
+  if (v.size() > kMaxStopStrings) return Refuse(error, "stop", "at most 4 stop strings");
+  for (const Json& s : v) {
+    if (!s.is_string() || s.get_ref<const std::string&>().empty())
+      return Refuse(error, "stop", "stop must be a list of non-empty strings");
+    out->push_back(s.get<std::string>());
+  }
+  return true;
+}
+
+// A message's content: a string, or a list of {"type": "text", "text": ...} parts joined.
+bool ParseContent(const Json& v, std::string_view param, std::string* out, ApiRequestError* error) {
+  if (v.is_string()) {
+    *out = v.get<std::string>();
+    return true;
+  }
+  if (!v.is_array()) return Refuse(error, std::string(param), std::string(param) + " must be a string or a list of text parts");
+  for (const Json& part : v) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+        !part["text"].is_string())
+      return Refuse(error, std::string(param), std::string(param) + ": only {\"type\": \"text\", \"text\": ...} parts are supported");
+    *out += part["text"].get_ref<const std::string&>();
+  }
+  return true;
+}
+
+bool ParseMessages(const Json& v, std::vector<ChatMessage>* out, ApiRequestError* error) {
+  if (!v.is_array() || v.empty()) return Refuse(error, "messages", "messages must be a non-empty list");
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string param = "messages[" + std::to_string(i) + "]";
+    const Json& m = v[i];
+    if (!m.is_object()) return Refuse(error, param, param + " must be an object");
+    ChatMessage message;
+    bool has_role = false, has_content = false;
+    for (const auto& [key, value] : m.items()) {
+      if (key == "role") {
+        if (!value.is_string()) return Refuse(error, param + ".role", param + ".role must be a string");
+        Result<ChatRole> role = ParseChatRole(value.get_ref<const std::string&>());
+        if (!role) return Refuse(error, param + ".role", std::string(role.error().message()));
+        message.role = *role;
+        has_role = true;
+      } else if (key == "content") {
+        if (!ParseContent(value, param + ".content", &message.content, error)) return false;
+        has_content = true;
+      } else if (key == "name" || key == "tool_call_id") {
+        if (!value.is_string()) return Refuse(error, param + "." + key, param + "." + key + " must be a string");
+      } else if (key == "tool_calls" || key == "function_call") {
+        return Refuse(error, param + "." + key, "tool calls are not supported");
+      } else {
+        return Refuse(error, param + "." + key, "unknown field '" + key + "' in " + param);
+      }
+    }
+    if (!has_role) return Refuse(error, param + ".role", param + " has no role");
+    if (!has_content) return Refuse(error, param + ".content", param + " has no content");
+    out->push_back(std::move(message));
+  }
+  return true;
+}
+
+// Fields OpenAI defines that fak does not implement, accepted only at their "off" value.
+bool IsOffValue(std::string_view key, const Json& v) {
+  if (key == "frequency_penalty" || key == "presence_penalty") return v.is_number() && v.get<double>() == 0.0;
+  if (key == "logprobs" || key == "echo") return v.is_null() || (v.is_boolean() && !v.get<bool>());
+  if (key == "top_logprobs" || key == "suffix" || key == "tools" || key == "tool_choice") return v.is_null();
+  if (key == "logit_bias") return v.is_null() || (v.is_object() && v.empty());
+  if (key == "best_of") return v.is_null() || (v.is_number_integer() && v.get<int64_t>() == 1);
+  if (key == "response_format") return v.is_null() || (v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text");
+  if (key == "store" || key == "parallel_tool_calls") return v.is_null() || v.is_boolean();
+  return false;
+}
+bool IsOffField(std::string_view key) {
+  for (std::string_view k : {"frequency_penalty", "presence_penalty", "logprobs", "echo", "top_logprobs", "suffix",
+                             "tools", "tool_choice", "logit_bias", "best_of", "response_format", "store",
+                             "parallel_tool_calls"})
+    if (k == key) return true;
+  return false;
+}
+
+bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, ApiRequest* r, bool* has_input,
+                ApiRequestError* error) {
+  const bool chat = endpoint == ApiEndpoint::kChatCompletions;
+  if (key == "model") {
+    if (!v.is_string()) return Refuse(error, key, "model must be a string");
+    r->model = v.get<std::string>();
+  } else if (chat && key == "messages") {
+    *has_input = true;
+    return ParseMessages(v, &r->messages, error);
+  } else if (!chat && key == "prompt") {
+    if (!v.is_string()) return Refuse(error, key, "prompt must be a string (token lists and batches are not supported)");
+    r->prompt = v.get<std::string>();
+    *has_input = true;
+  } else if (key == "max_tokens" || (chat && key == "max_completion_tokens")) {
+    if (v.is_null()) return true;
+    size_t n = 0;
+    if (!ParseCount(v, key, &n, error)) return false;
+    r->max_tokens = n;
+  } else if (key == "temperature") {
+    double t = 1;
+    if (!v.is_null() && !ParseNumber(v, key, 0, 2, &t, error)) return false;
+    r->sampling.temperature = static_cast<float>(t);
+  } else if (key == "top_p") {
+    double p = 1;
+    if (!v.is_null() && !ParseNumber(v, key, 0, 1, &p, error)) return false;
+    if (p == 0) return Refuse(error, key, "top_p must be in (0, 1]");
+    r->sampling.top_p = static_cast<float>(p);
+  } else if (key == "seed") {
+    if (v.is_null()) return true;
+    if (!v.is_number_integer()) return Refuse(error, key, "seed must be an integer");
+    r->sampling.seed = v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
+  } else if (key == "stop") {
+    return ParseStop(v, &r->stop, error);
+  } else if (key == "n") {
+    if (!v.is_null() && !(v.is_number_integer() && v.get<int64_t>() == 1))
+      return Refuse(error, key, "only n = 1 is supported");
+  } else if (key == "stream") {
+    return v.is_null() || ParseBool(v, key, &r->stream, error);
+  } else if (key == "stream_options") {
+    if (v.is_null()) return true;
+    if (!v.is_object()) return Refuse(error, key, "stream_options must be an object");
+    for (const auto& [k, value] : v.items()) {
+      if (k != "include_usage") return Refuse(error, key + "." + k, "unknown field '" + k + "' in stream_options");
+      if (!ParseBool(value, key + ".include_usage", &r->include_usage, error)) return false;
+    }
+  } else if (key == "user") {
+    if (!v.is_string()) return Refuse(error, key, "user must be a string");
+  } else if (key == "metadata") {
+    if (!v.is_null() && !v.is_object()) return Refuse(error, key, "metadata must be an object");
+  } else if (IsOffField(key)) {
+    if (!IsOffValue(key, v)) return Refuse(error, key, key + " is not supported (only its default value is accepted)");
+  } else {
+    return Refuse(error, key, "unknown field '" + key + "'");
+  }
+  return true;
+}
+
+bool Parse(ApiEndpoint endpoint, std::string_view body, ApiRequest* request, ApiRequestError* error) {
+  Result<Json> doc = ParseJsonObject(body, "request body");
+  if (!doc) return Refuse(error, "", std::string(doc.error().message()));
+  ApiRequest r;
+  r.sampling.temperature = 1.0f;  // OpenAI's default; 0 asks for greedy
+  bool has_model = false, has_input = false;
+  for (const auto& [key, value] : doc->items()) {
+    if (!ParseField(endpoint, key, value, &r, &has_input, error)) return false;
+    has_model = has_model || key == "model";
+  }
+  if (!has_model) return Refuse(error, "model", "model is required");
+  if (!has_input) {
+    const char* param = endpoint == ApiEndpoint::kChatCompletions ? "messages" : "prompt";
+    return Refuse(error, param, std::string(param) + " is required");
+  }
+  if (r.include_usage && !r.stream) return Refuse(error, "stream_options", "stream_options needs stream: true");
+  *request = std::move(r);
+  return true;
+}
+
+}  // namespace
+
+bool ParseApiRequest(ApiEndpoint endpoint, std::string_view body, ApiRequest* request, ApiRequestError* error) {
+  try {
+    return Parse(endpoint, body, request, error);
+  } catch (const std::exception& e) {  // bad_alloc on a pathological body; nothing else throws here
+    return Refuse(error, "", std::string("request body: ") + e.what());
+  }
+}
+
+}  // namespace fak::internal

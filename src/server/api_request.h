@@ -1,0 +1,47 @@
+// The body of an OpenAI-style completion request, parsed and checked before anything is tokenized.
+//
+// Policy (docs/server.md, "Parameters"): every field OpenAI defines either is implemented, or is
+// accepted only at the value that means "off" (e.g. frequency_penalty 0, logprobs false), or is
+// refused by name; a field OpenAI does not define is refused — a misspelt `max_token` would
+// otherwise silently generate the default length. The parser is total: any byte string gives a
+// request or an error naming the parameter, never an exception (fuzz/server_request_fuzz.cc).
+#ifndef FAK_SRC_SERVER_API_REQUEST_H_
+#define FAK_SRC_SERVER_API_REQUEST_H_
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fak/core/status.h"
+#include "fak/model/sampler.h"
+#include "fak/tokenizer/chat_template.h"
+
+namespace fak::internal {
+
+enum class ApiEndpoint { kChatCompletions, kCompletions };
+
+struct ApiRequest {
+  std::string model;
+  std::vector<ChatMessage> messages;  // chat completions
+  std::string prompt;                 // completions
+  std::optional<size_t> max_tokens;   // absent: the server's default, capped by the context
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage: a last chunk carries usage
+};
+
+// A refused request: why, and the request parameter at fault ("" when the body as a whole is).
+struct ApiRequestError {
+  std::string message;
+  std::string param;
+};
+
+// Parses `body` for `endpoint`. On failure returns false and fills `error`.
+bool ParseApiRequest(ApiEndpoint endpoint, std::string_view body, ApiRequest* request, ApiRequestError* error);
+
+}  // namespace fak::internal
+
+#endif  // FAK_SRC_SERVER_API_REQUEST_H_

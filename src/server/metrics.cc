@@ -1,0 +1,177 @@
+#include "src/server/metrics.h"
+
+#include <charconv>
+#include <system_error>
+#include <utility>
+
+#include "fak/gate/binding_tuple.h"
+
+namespace fak::internal {
+namespace {
+
+// Label values escape backslash, double quote and newline (exposition format 0.0.4).
+std::string Escape(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// The shortest text that reads back as `value` (0.005, not 0.0050000000000000001).
+std::string Number(double value) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  return ec == std::errc() ? std::string(buf, end) : std::string("NaN");
+}
+
+void Header(std::string* out, std::string_view name, std::string_view type, std::string_view help) {
+  *out += "# HELP ";
+  *out += name;
+  *out += ' ';
+  *out += help;
+  *out += "\n# TYPE ";
+  *out += name;
+  *out += ' ';
+  *out += type;
+  *out += '\n';
+}
+
+void Sample(std::string* out, std::string_view name, std::string_view labels, double value) {
+  *out += name;
+  if (!labels.empty()) {
+    *out += '{';
+    *out += labels;
+    *out += '}';
+  }
+  *out += ' ';
+  *out += Number(value);
+  *out += '\n';
+}
+
+void Scalar(std::string* out, std::string_view name, std::string_view type, std::string_view help, double value) {
+  Header(out, name, type, help);
+  Sample(out, name, "", value);
+}
+
+std::string Label(std::string_view key, std::string_view value) {
+  return std::string(key) + "=\"" + Escape(value) + "\"";
+}
+
+double Seconds(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::Observe(double value) {
+  size_t i = 0;
+  while (i < bounds_.size() && value > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::Render(std::string_view name, std::string* out) const {
+  const std::string bucket = std::string(name) + "_bucket";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    Sample(out, bucket, Label("le", Number(bounds_[i])), static_cast<double>(cumulative));
+  }
+  Sample(out, bucket, Label("le", "+Inf"), static_cast<double>(count_));
+  Sample(out, std::string(name) + "_sum", "", sum_);
+  Sample(out, std::string(name) + "_count", "", static_cast<double>(count_));
+}
+
+ServerMetrics::ServerMetrics()
+    : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}) {}
+
+void ServerMetrics::CountRequest(std::string_view tenant, std::string_view endpoint, int status) {
+  std::lock_guard lock(mu_);
+  ++requests_[{std::string(tenant), std::string(endpoint), status}];
+}
+
+void ServerMetrics::CountGeneration(std::string_view tenant, const RequestUsage& usage, const RequestTimings& timings) {
+  std::lock_guard lock(mu_);
+  auto it = tokens_.find(tenant);
+  if (it == tokens_.end()) it = tokens_.emplace(std::string(tenant), TokenCounts{}).first;
+  it->second.prompt += usage.prompt_tokens;
+  it->second.generated += usage.generated_tokens;
+  it->second.cached += usage.cached_tokens;
+  if (timings.first_token_ns > 0) ttft_.Observe(Seconds(timings.first_token_ns - timings.submitted_ns));
+  for (size_t i = 1; i < timings.token_ns.size(); ++i) itl_.Observe(Seconds(timings.token_ns[i] - timings.token_ns[i - 1]));
+}
+
+std::string ServerMetrics::Render(const EngineSnapshot& s) const {
+  std::string out;
+  {
+    std::lock_guard lock(mu_);
+    Header(&out, "fak_requests_total", "counter", "HTTP requests answered, by tenant, endpoint and status (499: client gone).");
+    for (const auto& [key, n] : requests_) {
+      const auto& [tenant, endpoint, status] = key;
+      Sample(&out, "fak_requests_total",
+             Label("tenant", tenant) + "," + Label("endpoint", endpoint) + "," + Label("status", std::to_string(status)),
+             static_cast<double>(n));
+    }
+    struct TokenFamily {
+      const char* name;
+      const char* help;
+      uint64_t TokenCounts::*count;
+    };
+    const TokenFamily token_families[] = {
+        {"fak_prompt_tokens_total", "Prompt tokens of finished requests, by tenant.", &TokenCounts::prompt},
+        {"fak_generated_tokens_total", "Tokens generated, by tenant.", &TokenCounts::generated},
+        {"fak_cached_tokens_total", "Prompt tokens reused from the radix tree instead of prefilled, by tenant.",
+         &TokenCounts::cached},
+    };
+    for (const TokenFamily& f : token_families) {
+      Header(&out, f.name, "counter", f.help);
+      for (const auto& [tenant, counts] : tokens_) Sample(&out, f.name, Label("tenant", tenant), static_cast<double>(counts.*f.count));
+    }
+    Header(&out, "fak_time_to_first_token_seconds", "histogram", "From submission to the first generated token.");
+    ttft_.Render("fak_time_to_first_token_seconds", &out);
+    Header(&out, "fak_inter_token_latency_seconds", "histogram", "Between consecutive generated tokens of a request.");
+    itl_.Render("fak_inter_token_latency_seconds", &out);
+  }
+  Scalar(&out, "fak_queue_depth", "gauge", "Requests waiting for admission.", static_cast<double>(s.engine.queued));
+  Scalar(&out, "fak_running_requests", "gauge", "Requests prefilling or decoding.", static_cast<double>(s.engine.running));
+  Scalar(&out, "fak_preemptions_total", "counter", "Running requests whose KV was dropped for memory and recomputed.",
+         static_cast<double>(s.engine.preemptions));
+  Scalar(&out, "fak_engine_steps_total", "counter", "Engine steps that ran a batch.", static_cast<double>(s.engine.steps));
+  Header(&out, "fak_kv_bytes", "gauge", "KV bytes resident: owned by running requests (sessions) and by the radix tree.");
+  Sample(&out, "fak_kv_bytes", Label("kind", "sessions"), static_cast<double>(s.engine.session_kv_bytes));
+  Sample(&out, "fak_kv_bytes", Label("kind", "tree"), static_cast<double>(s.engine.tree_kv_bytes));
+  Scalar(&out, "fak_kv_budget_bytes", "gauge", "The KV budget over sessions and tree (0: unbounded).",
+         static_cast<double>(s.kv_budget_bytes));
+  Scalar(&out, "fak_tree_tokens", "gauge", "Tokens resident in the radix tree.", static_cast<double>(s.tree.unique_tokens));
+  Scalar(&out, "fak_evicted_tokens_total", "counter", "Tokens the radix tree evicted (budget or explicit).",
+         static_cast<double>(s.tree.evicted_tokens));
+  Scalar(&out, "fak_gate_lookups_total", "counter", "Radix-tree lookups (one per admitted prompt).",
+         static_cast<double>(s.gate.lookups));
+  Header(&out, "fak_gate_verdicts_total", "counter", "Manifest-gate verdicts on resident KV claims, by verdict.");
+  const std::pair<const char*, uint64_t> verdicts[] = {
+      {"hit", s.gate.hits}, {"miss", s.gate.misses}, {"refuse", s.gate.refusals}, {"corrupt", s.gate.corruptions}};
+  for (const auto& [name, n] : verdicts) Sample(&out, "fak_gate_verdicts_total", Label("verdict", name), static_cast<double>(n));
+  Header(&out, "fak_gate_misses_total", "counter", "Gate misses by the binding axis that differed.");
+  for (int a = 0; a < kNumBindingAxes; ++a)
+    Sample(&out, "fak_gate_misses_total", Label("axis", BindingAxisName(static_cast<BindingAxis>(a))),
+           static_cast<double>(s.gate.misses_by_axis[static_cast<size_t>(a)]));
+  Header(&out, "fak_gate_refusals_total", "counter", "Gate refusals by reason.");
+  for (int r = 1; r < kNumRefuseReasons; ++r)
+    Sample(&out, "fak_gate_refusals_total", Label("reason", RefuseReasonName(static_cast<RefuseReason>(r))),
+           static_cast<double>(s.gate.refusals_by_reason[static_cast<size_t>(r)]));
+  Scalar(&out, "fak_gate_served_tokens_total", "counter", "Prompt tokens the gate let the tree serve.",
+         static_cast<double>(s.gate.served_tokens));
+  Scalar(&out, "fak_gate_lookup_tokens_total", "counter", "Prompt tokens looked up in the tree.",
+         static_cast<double>(s.gate.lookup_tokens));
+  return out;
+}
+
+}  // namespace fak::internal

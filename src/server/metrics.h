@@ -1,0 +1,73 @@
+// The server's Prometheus metrics: counters it keeps per request, and the text exposition
+// (format 0.0.4) of those plus the Engine's and the radix tree's own statistics.
+//
+// Hand-written: the format is a few lines of text per family, and a client library would add a
+// dependency (and its own registry and threads) for no gain. Thread-safe.
+#ifndef FAK_SRC_SERVER_METRICS_H_
+#define FAK_SRC_SERVER_METRICS_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "fak/engine/engine.h"
+#include "fak/engine/request.h"
+#include "fak/gate/resident_claim.h"
+#include "fak/session/radix_tree.h"
+
+namespace fak::internal {
+
+// Cumulative histogram over fixed upper bounds (seconds).
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds);
+  void Observe(double value);
+  // The _bucket, _sum and _count lines of family `name`.
+  void Render(std::string_view name, std::string* out) const;
+
+ private:
+  std::vector<double> bounds_;
+  std::vector<uint64_t> counts_;  // per bound, not cumulative; one more for +Inf
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+// What the engine and tree report at scrape time.
+struct EngineSnapshot {
+  EngineStats engine;
+  RadixTreeStats tree;
+  GateStats gate;
+  size_t kv_budget_bytes = 0;
+};
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+
+  // One HTTP request answered (or abandoned: status 499) on `endpoint` for `tenant`.
+  void CountRequest(std::string_view tenant, std::string_view endpoint, int status);
+  // A finished engine request's tokens and timings.
+  void CountGeneration(std::string_view tenant, const RequestUsage& usage, const RequestTimings& timings);
+
+  std::string Render(const EngineSnapshot& snapshot) const;
+
+ private:
+  struct TokenCounts {
+    uint64_t prompt = 0, generated = 0, cached = 0;
+  };
+  mutable std::mutex mu_;
+  std::map<std::tuple<std::string, std::string, int>, uint64_t> requests_;
+  std::map<std::string, TokenCounts, std::less<>> tokens_;
+  Histogram ttft_;
+  Histogram itl_;
+};
+
+}  // namespace fak::internal
+
+#endif  // FAK_SRC_SERVER_METRICS_H_

@@ -1,0 +1,576 @@
+#include "fak/server/server.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+#include <httplib.h>
+
+#include "fak/core/digest.h"
+#include "fak/gate/kv_manifest.h"
+#include "src/core/json.h"
+#include "src/server/api_request.h"
+#include "src/server/metrics.h"
+
+namespace fak {
+namespace {
+
+using internal::ApiEndpoint;
+using internal::ApiRequest;
+using internal::ApiRequestError;
+using internal::Json;
+
+// A waiting connection writes a heartbeat this often, so a client that went away is noticed (the
+// write fails) and its request cancelled even while it is still prefilling.
+constexpr auto kHeartbeat = std::chrono::milliseconds(500);
+// JSON responses carry a charset so that cpp-httplib does not gzip them: its compressor buffers,
+// which would swallow the heartbeats that detect a vanished client.
+constexpr char kJsonType[] = "application/json; charset=utf-8";
+constexpr char kUnauthenticated[] = "unauthenticated";
+
+struct HttpError {
+  int status = 400;
+  std::string type = "invalid_request_error";
+  std::string message;
+  std::string param;  // "" → null
+  std::string code;   // "" → null
+};
+
+Json ErrorJson(const HttpError& e) {
+  return Json{{"error",
+               {{"message", e.message},
+                {"type", e.type},
+                {"param", e.param.empty() ? Json(nullptr) : Json(e.param)},
+                {"code", e.code.empty() ? Json(nullptr) : Json(e.code)}}}};
+}
+
+// The status an engine refusal maps to.
+HttpError SubmitError(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+      return {400, "invalid_request_error", std::string(s.message()), "", "invalid_value"};
+    case StatusCode::kResourceExhausted:
+      return {400, "invalid_request_error", std::string(s.message()), "max_tokens", "context_length_exceeded"};
+    case StatusCode::kUnavailable:
+      return {503, "server_overloaded", std::string(s.message()), "", "queue_full"};
+    case StatusCode::kFailedPrecondition:
+      return {503, "server_shutting_down", std::string(s.message()), "", "shutting_down"};
+    default:
+      return {500, "server_error", std::string(s.message()), "", ""};
+  }
+}
+
+std::string_view OpenAiFinishReason(FinishReason finish) {
+  return finish == FinishReason::kLength ? "length" : "stop";
+}
+
+// The metrics label of a path: the route it names, "other" for anything else (bounded cardinality).
+std::string_view EndpointLabel(std::string_view path) {
+  for (std::string_view route : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
+                                 "/fak/v1/prefix"})
+    if (path == route) return route;
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models";
+  return "other";
+}
+
+}  // namespace
+
+Result<ApiKeys> ParseApiKeys(std::string_view text) {
+  ApiKeys keys;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  for (size_t n = 1; std::getline(in, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    std::istringstream fields(line);
+    std::string key, tenant, extra;
+    const std::string where = "api keys line " + std::to_string(n);
+    if (!(fields >> key >> tenant) || (fields >> extra)) return InvalidArgument(where + ": expected 'KEY TENANT'");
+    if (!IsValidTenant(tenant)) return InvalidArgument(where + ": invalid tenant name '" + tenant + "'");
+    if (!keys.emplace(key, tenant).second) return InvalidArgument(where + ": the key is listed twice");
+  }
+  return keys;
+}
+
+struct Server::Impl {
+  Engine& engine;
+  const Model& model;
+  const Tokenizer& tokenizer;
+  const ChatTemplate& chat_template;
+  ServerOptions options;
+  std::vector<int32_t> chat_stop_tokens, completion_stop_tokens;
+  // sha256(key) hex → tenant: a lookup's timing depends on the hash, not on how much of a real key
+  // a guess shares.
+  std::map<std::string, std::string, std::less<>> tenant_by_key_digest;
+  httplib::Server http;
+  internal::ServerMetrics metrics;
+  std::atomic<uint64_t> next_id{1};
+
+  // Threads that wait on an engine request, and completion responses not yet fully written.
+  // Stopping waits for the responses: cpp-httplib cuts a chunked response short once its listener
+  // is stopped, so the listener stops only after the last one is written.
+  std::mutex inflight_mu;
+  std::condition_variable inflight_cv;
+  size_t waiters = 0;
+  size_t responses = 0;
+  bool draining = false;
+
+  Impl(Engine& e, const Model& m, const Tokenizer& t, const ChatTemplate& c, ServerOptions o)
+      : engine(e), model(m), tokenizer(t), chat_template(c), options(std::move(o)) {}
+  ~Impl() {
+    Stop();
+    std::unique_lock lock(inflight_mu);
+    inflight_cv.wait(lock, [&] { return waiters == 0; });
+  }
+  void Stop() {
+    {
+      std::unique_lock lock(inflight_mu);
+      draining = true;
+      inflight_cv.wait(lock, [&] { return responses == 0; });
+    }
+    http.stop();
+  }
+  void ResponseDone() {
+    std::lock_guard lock(inflight_mu);
+    --responses;
+    inflight_cv.notify_all();
+  }
+
+  void Routes();
+  void Reply(httplib::Response& res, std::string_view tenant, std::string_view endpoint, int status, const Json& body);
+  void ReplyError(httplib::Response& res, std::string_view tenant, std::string_view endpoint, const HttpError& e);
+  // The tenant of the request's key; nullopt (and a 401 written) when the key is missing or unknown.
+  std::optional<std::string> Authenticate(const httplib::Request& req, httplib::Response& res, std::string_view endpoint);
+  void HandleGeneration(ApiEndpoint api, const httplib::Request& req, httplib::Response& res);
+  void HandlePrefixProbe(const httplib::Request& req, httplib::Response& res);
+  Result<std::vector<int32_t>> PromptTokens(ApiEndpoint api, const ApiRequest& request) const;
+  std::string RenderMetrics() const;
+};
+
+void Server::Impl::Reply(httplib::Response& res, std::string_view tenant, std::string_view endpoint, int status,
+                         const Json& body) {
+  res.status = status;
+  res.set_content(internal::DumpJson(body), kJsonType);
+  metrics.CountRequest(tenant, endpoint, status);
+}
+
+void Server::Impl::ReplyError(httplib::Response& res, std::string_view tenant, std::string_view endpoint,
+                              const HttpError& e) {
+  Reply(res, tenant, endpoint, e.status, ErrorJson(e));
+}
+
+std::optional<std::string> Server::Impl::Authenticate(const httplib::Request& req, httplib::Response& res,
+                                                      std::string_view endpoint) {
+  if (options.api_keys.empty()) return std::string(kDefaultTenant);
+  const std::string header = req.get_header_value("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (header.rfind(kBearer, 0) == 0) {
+    const auto it = tenant_by_key_digest.find(Digest::Of(std::string_view(header).substr(kBearer.size())).Hex());
+    if (it != tenant_by_key_digest.end()) return it->second;
+  }
+  ReplyError(res, kUnauthenticated, endpoint,
+             {401, "invalid_request_error", "missing or unknown API key (Authorization: Bearer KEY)", "", "invalid_api_key"});
+  return std::nullopt;
+}
+
+Result<std::vector<int32_t>> Server::Impl::PromptTokens(ApiEndpoint api, const ApiRequest& request) const {
+  if (api == ApiEndpoint::kChatCompletions) {
+    FAK_ASSIGN_OR_RETURN(RenderedChat chat, chat_template.Render(request.messages));
+    // The rendering holds the template's own BOS text where the model wants one.
+    return tokenizer.Encode(chat.text);
+  }
+  FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(request.prompt));
+  if (tokenizer.add_bos() && tokenizer.bos_id() >= 0) ids.insert(ids.begin(), tokenizer.bos_id());
+  return ids;
+}
+
+namespace {
+
+// One accepted generation request, shared by the engine's token callback (step thread), the
+// thread that waits for its result, and the connection's content provider.
+struct Run {
+  ApiEndpoint api = ApiEndpoint::kChatCompletions;
+  RequestId id = 0;
+  std::string tenant, endpoint, response_id, model;
+  int64_t created = 0;
+  bool stream = false, include_usage = false;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string pending;  // streamed text not yet written
+  bool done = false;
+  bool client_gone = false;
+  bool role_sent = false;
+  EngineResult result;
+};
+
+Json UsageJson(const RequestUsage& u) {
+  return Json{{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.generated_tokens},
+              {"total_tokens", u.prompt_tokens + u.generated_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+Json ChunkJson(const Run& run, const Json& choices) {
+  const bool chat = run.api == ApiEndpoint::kChatCompletions;
+  return Json{{"id", run.response_id},
+              {"object", chat ? "chat.completion.chunk" : "text_completion"},
+              {"created", run.created},
+              {"model", run.model},
+              {"choices", choices}};
+}
+
+// A streamed piece of text (finish: null) or the last choice (finish: its reason).
+Json StreamChoice(const Run& run, std::string_view text, const Json& finish) {
+  if (run.api == ApiEndpoint::kChatCompletions) {
+    Json delta = Json::object();
+    if (!text.empty()) delta["content"] = std::string(text);
+    return Json::array({Json{{"index", 0}, {"delta", delta}, {"finish_reason", finish}, {"logprobs", nullptr}}});
+  }
+  return Json::array({Json{{"index", 0}, {"text", std::string(text)}, {"finish_reason", finish}, {"logprobs", nullptr}}});
+}
+
+std::string SseEvent(const Json& data) { return "data: " + internal::DumpJson(data) + "\n\n"; }
+
+// The error a finished request carries when it did not end normally; nullopt when it did.
+std::optional<HttpError> FinishError(const EngineResult& r) {
+  if (r.finish == FinishReason::kError)
+    return HttpError{500, "server_error", std::string(r.error.message()), "", ""};
+  if (r.finish == FinishReason::kCancelled || r.finish == FinishReason::kDeadline)
+    return HttpError{503, "server_error", "the request was cancelled (" + std::string(FinishReasonName(r.finish)) + ")",
+                     "", "cancelled"};
+  return std::nullopt;
+}
+
+// What is written once the request is done: the whole response, or the stream's last events.
+std::string FinalBody(Run& run) {
+  const EngineResult& r = run.result;
+  const std::optional<HttpError> error = FinishError(r);
+  if (!run.stream) {
+    if (error) return internal::DumpJson(ErrorJson(*error));
+    const bool chat = run.api == ApiEndpoint::kChatCompletions;
+    Json choice = {{"index", 0}, {"finish_reason", OpenAiFinishReason(r.finish)}, {"logprobs", nullptr}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
+    } else {
+      choice["text"] = r.text;
+    }
+    Json body = {{"id", run.response_id},
+                 {"object", chat ? "chat.completion" : "text_completion"},
+                 {"created", run.created},
+                 {"model", run.model},
+                 {"choices", Json::array({choice})},
+                 {"usage", UsageJson(r.usage)}};
+    return internal::DumpJson(body);
+  }
+  std::string out;
+  if (error) {
+    out = SseEvent(ErrorJson(*error));
+  } else {
+    out = SseEvent(ChunkJson(run, StreamChoice(run, run.pending, OpenAiFinishReason(r.finish))));
+    if (run.include_usage) {
+      Json chunk = ChunkJson(run, Json::array());
+      chunk["usage"] = UsageJson(r.usage);
+      out += SseEvent(chunk);
+    }
+  }
+  run.pending.clear();
+  return out + "data: [DONE]\n\n";
+}
+
+// The next bytes to write for `run`: streamed text, the final body, or a heartbeat (whitespace
+// before a JSON body, an SSE comment in a stream) when nothing arrived for kHeartbeat. Sets *done
+// when this is the last write.
+std::string NextWrite(Run& run, bool* done) {
+  std::unique_lock lock(run.mu);
+  std::string out;
+  if (run.stream && !run.role_sent) {
+    run.role_sent = true;
+    if (run.api == ApiEndpoint::kChatCompletions) {
+      Json choice = Json::array(
+          {Json{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
+      return SseEvent(ChunkJson(run, choice));
+    }
+  }
+  run.cv.wait_for(lock, kHeartbeat, [&] { return run.done || (run.stream && !run.pending.empty()); });
+  *done = run.done;
+  if (run.done) return FinalBody(run);
+  if (run.stream && !run.pending.empty()) {
+    out = SseEvent(ChunkJson(run, StreamChoice(run, run.pending, nullptr)));
+    run.pending.clear();
+    return out;
+  }
+  return run.stream ? ": waiting\n\n" : " ";
+}
+
+}  // namespace
+
+void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req, httplib::Response& res) {
+  const std::string endpoint(EndpointLabel(req.path));
+  std::optional<std::string> tenant = Authenticate(req, res, endpoint);
+  if (!tenant) return;
+  ApiRequest request;
+  ApiRequestError parse_error;
+  if (!internal::ParseApiRequest(api, req.body, &request, &parse_error))
+    return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", parse_error.message, parse_error.param, "invalid_request"});
+  if (request.model != options.model_id)
+    return ReplyError(res, *tenant, endpoint,
+                      {404, "invalid_request_error", "the model '" + request.model + "' does not exist; this server serves '" +
+                                                         options.model_id + "'", "model", "model_not_found"});
+  Result<std::vector<int32_t>> prompt = PromptTokens(api, request);
+  const char* input_param = api == ApiEndpoint::kChatCompletions ? "messages" : "prompt";
+  if (!prompt) return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", std::string(prompt.error().message()), input_param, "invalid_value"});
+  if (prompt->empty()) return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", "the prompt is empty", input_param, "invalid_value"});
+  const size_t context = model.config().context_length;
+  if (prompt->size() >= context)
+    return ReplyError(res, *tenant, endpoint,
+                      {400, "invalid_request_error", "the prompt is " + std::to_string(prompt->size()) +
+                       " tokens; the model's context is " + std::to_string(context), input_param, "context_length_exceeded"});
+  const size_t room = context - prompt->size();
+  const size_t max_tokens = request.max_tokens.value_or(std::min(options.default_max_tokens, room));
+  if (max_tokens > room)
+    return ReplyError(res, *tenant, endpoint,
+                      {400, "invalid_request_error", "prompt (" + std::to_string(prompt->size()) + " tokens) + max_tokens (" +
+                       std::to_string(max_tokens) + ") exceeds the model's context of " + std::to_string(context),
+                       "max_tokens", "context_length_exceeded"});
+
+  auto run = std::make_shared<Run>();
+  run->api = api;
+  run->tenant = *tenant;
+  run->endpoint = endpoint;
+  run->response_id = (api == ApiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
+  run->model = options.model_id;
+  run->created = static_cast<int64_t>(std::time(nullptr));
+  run->stream = request.stream;
+  run->include_usage = request.include_usage;
+
+  EngineRequest er;
+  er.tenant = *tenant;
+  er.prompt = std::move(*prompt);
+  er.sampling = request.sampling;
+  er.max_tokens = max_tokens;
+  er.stop_tokens = api == ApiEndpoint::kChatCompletions ? chat_stop_tokens : completion_stop_tokens;
+  er.stop_strings = std::move(request.stop);
+  if (run->stream) {
+    er.on_token = [run](const TokenEvent& event) {
+      if (event.text.empty()) return true;
+      std::lock_guard lock(run->mu);
+      run->pending += event.text;
+      run->cv.notify_all();
+      return true;
+    };
+  }
+  {
+    std::lock_guard lock(inflight_mu);
+    if (draining)
+      return ReplyError(res, *tenant, endpoint, {503, "server_shutting_down", "the server is shutting down", "", "shutting_down"});
+    ++responses;
+  }
+  Result<RequestId> id = engine.Submit(std::move(er));
+  if (!id) {
+    ResponseDone();
+    HttpError e = SubmitError(id.error());
+    if (e.status == 503) res.set_header("Retry-After", "1");
+    return ReplyError(res, *tenant, endpoint, e);
+  }
+  run->id = *id;
+
+  {
+    std::lock_guard lock(inflight_mu);
+    ++waiters;
+  }
+  std::thread([this, run] {
+    Result<EngineResult> result = engine.Wait(run->id);
+    bool client_gone = false;
+    {
+      std::lock_guard lock(run->mu);
+      if (result) {
+        run->result = std::move(*result);
+      } else {
+        run->result.finish = FinishReason::kError;
+        run->result.error = result.error();
+      }
+      run->done = true;
+      client_gone = run->client_gone;
+      run->cv.notify_all();
+    }
+    metrics.CountGeneration(run->tenant, run->result.usage, run->result.timings);
+    metrics.CountRequest(run->tenant, run->endpoint, client_gone ? 499 : 200);
+    std::lock_guard lock(inflight_mu);
+    --waiters;
+    inflight_cv.notify_all();
+  }).detach();
+
+  // The connection's thread writes as the request progresses; a failed write means the client is
+  // gone, and its request is cancelled (prefill included).
+  const auto abandon = [this, run] {
+    {
+      std::lock_guard lock(run->mu);
+      if (run->done) return;
+      run->client_gone = true;
+    }
+    (void)engine.Cancel(run->id);
+  };
+  res.set_chunked_content_provider(
+      run->stream ? "text/event-stream" : kJsonType,
+      [run, abandon](size_t, httplib::DataSink& sink) {
+        bool done = false;
+        const std::string bytes = NextWrite(*run, &done);
+        if (!sink.write(bytes.data(), bytes.size())) {
+          abandon();
+          return false;
+        }
+        if (done) sink.done();
+        return true;
+      },
+      [this, abandon](bool success) {
+        if (!success) abandon();
+        ResponseDone();
+      });
+  if (run->stream) res.set_header("Cache-Control", "no-cache");
+}
+
+// How much of a request's prompt the tree would serve now, for its tenant: the body is the chat
+// (it has "messages") or completions request a client would send. Read-only: no lease, no
+// recency, no statistics.
+void Server::Impl::HandlePrefixProbe(const httplib::Request& req, httplib::Response& res) {
+  constexpr std::string_view kEndpoint = "/fak/v1/prefix";
+  std::optional<std::string> tenant = Authenticate(req, res, kEndpoint);
+  if (!tenant) return;
+  const ApiEndpoint api =
+      req.body.find("\"messages\"") != std::string::npos ? ApiEndpoint::kChatCompletions : ApiEndpoint::kCompletions;
+  ApiRequest request;
+  ApiRequestError parse_error;
+  if (!internal::ParseApiRequest(api, req.body, &request, &parse_error))
+    return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", parse_error.message, parse_error.param, "invalid_request"});
+  Result<std::vector<int32_t>> prompt = PromptTokens(api, request);
+  if (!prompt) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(prompt.error().message()), "", "invalid_value"});
+  // A lookup always leaves the last prompt token to prefill (its logits start generation).
+  const size_t reusable = prompt->empty() ? 0 : std::min(engine.tree().MatchLength(*prompt, *tenant), prompt->size() - 1);
+  Reply(res, *tenant, kEndpoint, 200, Json{{"tenant", *tenant}, {"prompt_tokens", prompt->size()}, {"cached_tokens", reusable}});
+}
+
+std::string Server::Impl::RenderMetrics() const {
+  internal::EngineSnapshot s;
+  s.engine = engine.Stats();
+  s.tree = engine.tree().Stats();
+  s.gate = engine.tree().GateStatistics();
+  s.kv_budget_bytes = options.kv_budget_bytes;
+  return metrics.Render(s);
+}
+
+void Server::Impl::Routes() {
+  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleGeneration(ApiEndpoint::kChatCompletions, req, res);
+  });
+  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    HandleGeneration(ApiEndpoint::kCompletions, req, res);
+  });
+  http.Post("/fak/v1/prefix", [this](const httplib::Request& req, httplib::Response& res) { HandlePrefixProbe(req, res); });
+  const auto model_json = [this] {
+    return Json{{"id", options.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "fak"}};
+  };
+  http.Get("/v1/models", [this, model_json](const httplib::Request& req, httplib::Response& res) {
+    std::optional<std::string> tenant = Authenticate(req, res, "/v1/models");
+    if (tenant) Reply(res, *tenant, "/v1/models", 200, Json{{"object", "list"}, {"data", Json::array({model_json()})}});
+  });
+  http.Get("/v1/models/(.+)", [this, model_json](const httplib::Request& req, httplib::Response& res) {
+    std::optional<std::string> tenant = Authenticate(req, res, "/v1/models");
+    if (!tenant) return;
+    if (req.matches[1] != options.model_id)
+      return ReplyError(res, *tenant, "/v1/models",
+                        {404, "invalid_request_error", "the model '" + std::string(req.matches[1]) + "' does not exist",
+                         "model", "model_not_found"});
+    Reply(res, *tenant, "/v1/models", 200, model_json());
+  });
+  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    Reply(res, kUnauthenticated, "/health", 200, Json{{"status", "ok"}});
+  });
+  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    metrics.CountRequest(kUnauthenticated, "/metrics", 200);
+    res.set_content(RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  // What cpp-httplib answers itself (unknown route 404, body too large 413, unreadable request 400)
+  // gets OpenAI's error shape; responses the handlers wrote pass through.
+  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    HttpError e{res.status, "invalid_request_error", "", "", ""};
+    if (res.status == 404) {
+      e.message = "no route " + req.method + " " + req.path;
+      e.code = "not_found";
+    } else if (res.status == 413) {
+      e.message = "the request body is larger than " + std::to_string(options.max_body_bytes) + " bytes";
+      e.code = "request_too_large";
+    } else {
+      e.message = "the request could not be read (HTTP " + std::to_string(res.status) + ")";
+    }
+    ReplyError(res, kUnauthenticated, EndpointLabel(req.path), e);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    ReplyError(res, kUnauthenticated, EndpointLabel(req.path), {500, "server_error", "internal error: " + what, "", ""});
+  });
+}
+
+Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& model, const Tokenizer& tokenizer,
+                                               const ChatTemplate& chat_template, ServerOptions options) {
+  if (options.max_body_bytes == 0) return InvalidArgument("ServerOptions: max_body_bytes must be at least 1");
+  if (options.http_threads == 0) return InvalidArgument("ServerOptions: http_threads must be at least 1");
+  if (options.default_max_tokens == 0) return InvalidArgument("ServerOptions: default_max_tokens must be at least 1");
+  if (options.model_id.empty()) return InvalidArgument("ServerOptions: model_id must not be empty");
+  auto impl = std::make_unique<Impl>(engine, model, tokenizer, chat_template, std::move(options));
+  for (const auto& [key, tenant] : impl->options.api_keys) {
+    if (!IsValidTenant(tenant)) return InvalidArgument("ServerOptions: invalid tenant name '" + tenant + "'");
+    impl->tenant_by_key_digest.emplace(Digest::Of(key).Hex(), tenant);
+  }
+  impl->chat_stop_tokens = EndOfGenerationTokens(tokenizer, &chat_template);
+  impl->completion_stop_tokens = EndOfGenerationTokens(tokenizer, nullptr);
+  const size_t threads = impl->options.http_threads;
+  impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  impl->http.set_payload_max_length(impl->options.max_body_bytes);
+  // A slow or silent client holds one connection thread for at most these, never the engine.
+  impl->http.set_read_timeout(10, 0);
+  impl->http.set_write_timeout(10, 0);
+  impl->http.set_keep_alive_timeout(5);
+  impl->Routes();
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Server::~Server() = default;
+
+Result<uint16_t> Server::Bind() {
+  const ServerOptions& o = impl_->options;
+  int port = o.port;
+  if (o.port == 0) {
+    port = impl_->http.bind_to_any_port(o.host);
+  } else if (!impl_->http.bind_to_port(o.host, o.port)) {
+    port = -1;
+  }
+  if (port <= 0) return IOError("cannot listen on " + o.host + ":" + std::to_string(o.port));
+  return static_cast<uint16_t>(port);
+}
+
+Status Server::Serve() {
+  if (!impl_->http.listen_after_bind()) return IOError("the HTTP server stopped with an error");
+  return Status::Ok();
+}
+
+void Server::Stop() { impl_->Stop(); }
+
+}  // namespace fak

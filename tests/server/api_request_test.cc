@@ -1,0 +1,126 @@
+// The server's pieces below HTTP: the request parser's policy (what is accepted, what is refused
+// and which parameter is named), the API key file, and the Prometheus text of the metrics.
+// tests/server/test_server.py drives the whole server over HTTP.
+#include "src/server/api_request.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fak/server/server.h"
+#include "src/server/metrics.h"
+
+namespace fak::internal {
+namespace {
+
+ApiRequestError Refusal(ApiEndpoint endpoint, std::string_view body) {
+  ApiRequest request;
+  ApiRequestError error;
+  EXPECT_FALSE(ParseApiRequest(endpoint, body, &request, &error)) << body;
+  EXPECT_FALSE(error.message.empty());
+  return error;
+}
+
+TEST(ApiRequest, ParsesEveryImplementedChatField) {
+  ApiRequest r;
+  ApiRequestError error;
+  ASSERT_TRUE(ParseApiRequest(ApiEndpoint::kChatCompletions,
+                              R"({"model": "m", "messages": [{"role": "system", "content": "s"},
+                                  {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+                                  "max_completion_tokens": 9, "temperature": 0, "top_p": 0.5, "seed": -1,
+                                  "stop": ["x", "y"], "n": 1, "stream": true, "stream_options": {"include_usage": true},
+                                  "user": "u", "presence_penalty": 0, "logprobs": false})",
+                              &r, &error))
+      << error.message;
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[0].role, ChatRole::kSystem);
+  EXPECT_EQ(r.messages[1].content, "ab");
+  EXPECT_EQ(r.max_tokens, 9u);
+  EXPECT_EQ(r.sampling.temperature, 0.0f);
+  EXPECT_EQ(r.sampling.top_p, 0.5f);
+  EXPECT_EQ(r.sampling.seed, ~uint64_t{0});
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(r.stream && r.include_usage);
+}
+
+TEST(ApiRequest, CompletionDefaults) {
+  ApiRequest r;
+  ApiRequestError error;
+  ASSERT_TRUE(ParseApiRequest(ApiEndpoint::kCompletions, R"({"model": "m", "prompt": "p", "stop": "s"})", &r, &error));
+  EXPECT_EQ(r.prompt, "p");
+  EXPECT_FALSE(r.max_tokens.has_value());
+  EXPECT_EQ(r.sampling.temperature, 1.0f);  // OpenAI's default
+  EXPECT_EQ(r.stop, std::vector<std::string>{"s"});
+  EXPECT_FALSE(r.stream);
+}
+
+TEST(ApiRequest, RefusalsNameTheParameter) {
+  const auto chat = [](std::string fields) {
+    return R"({"model": "m", "messages": [{"role": "user", "content": "x"}], )" + fields + "}";
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {chat(R"("max_tokens": "8")"), "max_tokens"},
+      {chat(R"("max_tokens": 0)"), "max_tokens"},
+      {chat(R"("max_tokens": 1e300)"), "max_tokens"},
+      {chat(R"("max_tokens": 123456789012345678901234567890)"), "max_tokens"},
+      {chat(R"("temperature": 2.5)"), "temperature"},
+      {chat(R"("top_p": 0)"), "top_p"},
+      {chat(R"("seed": 1.5)"), "seed"},
+      {chat(R"("n": 2)"), "n"},
+      {chat(R"("stop": ["a", "b", "c", "d", "e"])"), "stop"},
+      {chat(R"("stop": "")"), "stop"},
+      {chat(R"("stream": 1)"), "stream"},
+      {chat(R"("stream_options": {"include_usage": true})"), "stream_options"},
+      {chat(R"("max_token": 8)"), "max_token"},
+      {chat(R"("frequency_penalty": 0.5)"), "frequency_penalty"},
+      {chat(R"("tools": [])"), "tools"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": "x", "tool_calls": []}]})", "messages[0].tool_calls"},
+      {R"({"model": "m", "messages": [{"role": "robot", "content": "x"}]})", "messages[0].role"},
+      {R"({"model": "m", "messages": [{"role": "user"}]})", "messages[0].content"},
+      {R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})", "messages[0].content"},
+      {R"({"model": "m", "messages": []})", "messages"},
+      {R"({"messages": [{"role": "user", "content": "x"}]})", "model"},
+      {R"({"model": "m"})", "messages"},
+      {R"({"model": 3, "messages": [{"role": "user", "content": "x"}]})", "model"},
+  };
+  for (const auto& [body, param] : cases) EXPECT_EQ(Refusal(ApiEndpoint::kChatCompletions, body).param, param) << body;
+  EXPECT_EQ(Refusal(ApiEndpoint::kCompletions, R"({"model": "m", "prompt": [1, 2]})").param, "prompt");
+  EXPECT_EQ(Refusal(ApiEndpoint::kCompletions, R"({"model": "m", "prompt": "p", "messages": []})").param, "messages");
+  for (std::string_view body : {"", "{", "[]", "null", "{\"model\": \"\xff\"}"})
+    EXPECT_EQ(Refusal(ApiEndpoint::kCompletions, body).param, "") << body;
+}
+
+TEST(ApiKeys, ParsesKeysAndRefusesBadLines) {
+  Result<ApiKeys> keys = ParseApiKeys("# comment\n\nkey-a alice\r\n  key-b bob\n");
+  ASSERT_TRUE(keys.has_value()) << keys.error().ToString();
+  EXPECT_EQ(*keys, (ApiKeys{{"key-a", "alice"}, {"key-b", "bob"}}));
+  for (std::string_view bad : {"lonely\n", "k t extra\n", "k a\nk b\n", "k bad$tenant\n"})
+    EXPECT_FALSE(ParseApiKeys(bad).has_value()) << bad;
+}
+
+TEST(ServerMetrics, RendersCountersAndCumulativeHistograms) {
+  ServerMetrics m;
+  m.CountRequest("t\"1", "/v1/completions", 200);
+  RequestUsage usage;
+  usage.prompt_tokens = 10;
+  usage.cached_tokens = 4;
+  usage.generated_tokens = 3;
+  RequestTimings timings;
+  timings.submitted_ns = 0;
+  timings.first_token_ns = 20'000'000;              // 20 ms
+  timings.token_ns = {20'000'000, 22'000'000, 40'000'000};  // 2 ms, 18 ms
+  m.CountGeneration("t1", usage, timings);
+  const std::string text = m.Render(EngineSnapshot{});
+  EXPECT_NE(text.find(R"(fak_requests_total{tenant="t\"1",endpoint="/v1/completions",status="200"} 1)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(fak_cached_tokens_total{tenant="t1"} 4)"), std::string::npos);
+  EXPECT_NE(text.find(R"(fak_time_to_first_token_seconds_bucket{le="0.01"} 0)"), std::string::npos);
+  EXPECT_NE(text.find(R"(fak_time_to_first_token_seconds_bucket{le="0.025"} 1)"), std::string::npos);
+  EXPECT_NE(text.find(R"(fak_inter_token_latency_seconds_bucket{le="0.0025"} 1)"), std::string::npos);
+  EXPECT_NE(text.find(R"(fak_inter_token_latency_seconds_bucket{le="0.025"} 2)"), std::string::npos);
+  EXPECT_NE(text.find(R"(fak_inter_token_latency_seconds_bucket{le="+Inf"} 2)"), std::string::npos);
+  EXPECT_NE(text.find("fak_inter_token_latency_seconds_count 2\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fak::internal

@@ -1,0 +1,361 @@
+"""`fak serve` over real HTTP: the openai client, raw requests for the error cases, tenancy,
+client disconnects, exactness under concurrency, Prometheus metrics, a bounded load test and
+SIGTERM draining.
+
+Each server runs the embedded default model (synthetic weights, byte tokenizer) on a free loopback
+port. FAK_CLI names the fak binary (default: build/release/tools/fak/fak).
+Run: scripts/test_server (it builds a venv with openai, prometheus-client and pytest).
+"""
+
+import concurrent.futures
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parents[2]
+FAK = os.environ.get("FAK_CLI", str(ROOT / "build/release/tools/fak/fak"))
+MODEL = "embedded"
+KEYS = {"key-alice": "alice", "key-bob": "bob"}
+MAX_BODY = 64 * 1024
+
+
+class FakServer:
+    """A `fak serve` subprocess; `port` is read from its 'listening on' line."""
+
+    def __init__(self, tmp_path, *extra):
+        keys = tmp_path / f"keys-{uuid.uuid4().hex}"
+        keys.write_text("# test keys\n" + "".join(f"{k} {t}\n" for k, t in KEYS.items()))
+        self.proc = subprocess.Popen(
+            [FAK, "serve", MODEL, "--port", "0", "--api-keys", str(keys), "--max-body", str(MAX_BODY), *extra],
+            stderr=subprocess.PIPE, text=True)
+        self.log = []
+        deadline = time.time() + 30
+        self.port = None
+        while time.time() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.log.append(line)
+            if "listening on http://" in line:
+                self.port = int(line.rsplit(":", 1)[1])
+                break
+        assert self.port, "fak serve did not start:\n" + "".join(self.log)
+        # Keep draining stderr so the server never blocks on a full pipe.
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+
+    def client(self, key="key-alice"):
+        return openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key=key, max_retries=0, timeout=60)
+
+    def request(self, method, path, body=None, headers=None, key="key-alice"):
+        """(status, parsed JSON or text) of one raw request on a fresh connection."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        h = {"Content-Type": "application/json"}
+        if key:
+            h["Authorization"] = f"Bearer {key}"
+        h.update(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        conn.request(method, path, body=body, headers=h)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        try:
+            return resp.status, json.loads(data)
+        except ValueError:
+            return resp.status, data.decode("utf-8", "replace")
+
+    def metrics(self):
+        status, text = self.request("GET", "/metrics", key=None)
+        assert status == 200
+        return {f.name: f for f in text_string_to_metric_families(text)}
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = FakServer(tmp_path_factory.mktemp("server"))
+    yield s
+    s.stop()
+    assert s.proc.returncode == 0, "".join(s.log)
+
+
+def sample_value(families, name, **labels):
+    """The sum of the samples called `name` whose labels include `labels`."""
+    return sum(s.value for f in families.values() for s in f.samples
+               if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+
+
+def chat(client, messages, max_tokens=8, **kw):
+    return client.chat.completions.create(model=MODEL, messages=messages, max_tokens=max_tokens, temperature=0, **kw)
+
+
+# ---- The openai client -------------------------------------------------------------------------
+
+def test_models(server):
+    models = server.client().models.list()
+    assert [m.id for m in models.data] == [MODEL]
+    assert server.request("GET", "/health", key=None)[0] == 200
+
+
+def test_chat_non_stream_and_stream_agree(server):
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "stream " + uuid.uuid4().hex}]
+    whole = chat(server.client(), messages, max_tokens=12)
+    choice = whole.choices[0]
+    assert choice.message.role == "assistant"
+    assert choice.finish_reason in ("stop", "length")
+    assert whole.usage.completion_tokens <= 12
+    assert whole.usage.prompt_tokens > 0
+
+    stream = chat(server.client(), messages, max_tokens=12, stream=True, stream_options={"include_usage": True})
+    text, finish, usage = "", None, None
+    for chunk in stream:
+        if chunk.usage:
+            usage = chunk.usage
+        for c in chunk.choices:
+            text += c.delta.content or ""
+            finish = c.finish_reason or finish
+    assert text == choice.message.content
+    assert finish == choice.finish_reason
+    assert usage.completion_tokens == whole.usage.completion_tokens
+    # The second run found the first one's prompt in the tree.
+    assert usage.prompt_tokens_details.cached_tokens > 0
+
+
+def test_completions(server):
+    r = server.client().completions.create(model=MODEL, prompt="Once upon a time", max_tokens=6, temperature=0)
+    assert r.choices[0].finish_reason in ("stop", "length")
+    assert r.usage.prompt_tokens == len("Once upon a time") + 1  # byte tokenizer + BOS
+    streamed = "".join(c.choices[0].text for c in server.client().completions.create(
+        model=MODEL, prompt="Once upon a time", max_tokens=6, temperature=0, stream=True) if c.choices)
+    assert streamed == r.choices[0].text
+
+
+def test_multi_turn_cached_tokens_grow(server):
+    client = server.client()
+    messages = [{"role": "system", "content": "conversation " + uuid.uuid4().hex}]
+    cached = []
+    for turn in range(4):
+        messages.append({"role": "user", "content": f"turn {turn}: tell me more"})
+        r = chat(client, messages, max_tokens=6)
+        cached.append(r.usage.prompt_tokens_details.cached_tokens)
+        messages.append({"role": "assistant", "content": r.choices[0].message.content})
+    assert cached[0] < 20  # at most the template's opening, shared with earlier tests
+    assert all(b > a for a, b in zip(cached, cached[1:])), cached
+
+
+def test_concurrent_clients_match_alone(server):
+    prompts = [f"prompt {i} {uuid.uuid4().hex}" for i in range(6)]
+
+    def run(p):
+        r = server.client().completions.create(model=MODEL, prompt=p, max_tokens=16, temperature=0)
+        return r.choices[0].text
+
+    alone = [run(p) for p in prompts]
+    with concurrent.futures.ThreadPoolExecutor(len(prompts)) as pool:
+        together = list(pool.map(run, prompts))
+    assert together == alone
+
+
+# ---- Tenancy -----------------------------------------------------------------------------------
+
+def test_tenant_never_reuses_another_tenants_prefix(server):
+    private = "alice's private context " + uuid.uuid4().hex * 4
+    alice, bob = server.client("key-alice"), server.client("key-bob")
+
+    def cached(client, suffix):
+        r = client.completions.create(model=MODEL, prompt=private + suffix, max_tokens=2, temperature=0)
+        return r.usage.prompt_tokens_details.cached_tokens
+
+    # BOS at most (each tenant may have it from its earlier requests)
+    assert cached(alice, " first") <= 1
+    # The probe predicts what a request would reuse, for the caller's tenant only.
+    probe = {"model": MODEL, "prompt": private + " second"}
+    assert server.request("POST", "/fak/v1/prefix", probe, key="key-bob")[1]["cached_tokens"] <= 1
+    predicted = server.request("POST", "/fak/v1/prefix", probe, key="key-alice")[1]
+    assert predicted["tenant"] == "alice"
+    assert cached(bob, " second") <= 1               # bob does not get alice's prefix...
+    assert cached(alice, " second") == predicted["cached_tokens"] >= len(private)  # ...while alice does
+    assert cached(bob, " third") >= len(private)   # and bob reuses his own
+    families = server.metrics()
+    assert sample_value(families, "fak_requests_total", tenant="bob") >= 2
+
+
+# ---- Errors over raw HTTP ----------------------------------------------------------------------
+
+CHAT = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+
+
+def with_(**fields):
+    return {**CHAT, **fields}
+
+
+ERROR_CASES = [
+    # (name, method, path, body, key, status, param)
+    ("malformed json", "POST", "/v1/chat/completions", b'{"model": ', "key-alice", 400, None),
+    ("not an object", "POST", "/v1/chat/completions", b"[1, 2]", "key-alice", 400, None),
+    ("invalid utf-8", "POST", "/v1/chat/completions",
+     b'{"model": "embedded", "messages": [{"role": "user", "content": "\xff\xfe"}]}', "key-alice", 400, None),
+    ("wrong type", "POST", "/v1/chat/completions", with_(max_tokens="8"), "key-alice", 400, "max_tokens"),
+    ("huge integer", "POST", "/v1/chat/completions", b'{"model": "embedded", "messages": [{"role": "user", '
+     b'"content": "hi"}], "max_tokens": 123456789012345678901234567890}', "key-alice", 400, "max_tokens"),
+    ("huge float", "POST", "/v1/chat/completions", with_(max_tokens=1e300), "key-alice", 400, "max_tokens"),
+    ("past the context", "POST", "/v1/chat/completions", with_(max_tokens=10**12), "key-alice", 400, "max_tokens"),
+    ("negative", "POST", "/v1/chat/completions", with_(max_tokens=-1), "key-alice", 400, "max_tokens"),
+    ("temperature range", "POST", "/v1/chat/completions", with_(temperature=7), "key-alice", 400, "temperature"),
+    ("n = 2", "POST", "/v1/chat/completions", with_(n=2), "key-alice", 400, "n"),
+    ("unknown field", "POST", "/v1/chat/completions", with_(max_token=4), "key-alice", 400, "max_token"),
+    ("unsupported value", "POST", "/v1/chat/completions", with_(presence_penalty=1.5), "key-alice", 400,
+     "presence_penalty"),
+    ("bad role", "POST", "/v1/chat/completions", with_(messages=[{"role": "wizard", "content": "x"}]), "key-alice",
+     400, "messages[0].role"),
+    ("empty messages", "POST", "/v1/chat/completions", with_(messages=[]), "key-alice", 400, "messages"),
+    ("stop list", "POST", "/v1/chat/completions", with_(stop=["a", 3]), "key-alice", 400, "stop"),
+    ("prompt too long", "POST", "/v1/completions", {"model": MODEL, "prompt": "x" * 5000}, "key-alice", 400,
+     "prompt"),
+    ("missing model", "POST", "/v1/completions", {"prompt": "x"}, "key-alice", 400, "model"),
+    ("bad key", "POST", "/v1/chat/completions", CHAT, "key-mallory", 401, None),
+    ("no key", "GET", "/v1/models", None, None, 401, None),
+    ("unknown model", "POST", "/v1/chat/completions", with_(model="gpt-4"), "key-alice", 404, "model"),
+    ("unknown route", "GET", "/v2/nothing", None, "key-alice", 404, None),
+    ("wrong method", "GET", "/v1/chat/completions", None, "key-alice", 404, None),
+    ("body too large", "POST", "/v1/chat/completions", with_(messages=[{"role": "user", "content": "x" * MAX_BODY}]),
+     "key-alice", 413, None),
+]
+
+
+@pytest.mark.parametrize("case", ERROR_CASES, ids=[c[0] for c in ERROR_CASES])
+def test_error_cases(server, case):
+    _, method, path, body, key, status, param = case
+    got, reply = server.request(method, path, body, key=key)
+    assert got == status, reply
+    assert set(reply["error"]) == {"message", "type", "param", "code"}, reply
+    assert reply["error"]["message"]
+    if param:
+        assert reply["error"]["param"] == param, reply
+    # ...and the server still serves.
+    assert chat(server.client(), [{"role": "user", "content": "still there?"}], max_tokens=2).choices
+
+
+def test_openai_client_raises_typed_errors(server):
+    with pytest.raises(openai.AuthenticationError):
+        chat(server.client("nope"), [{"role": "user", "content": "x"}])
+    with pytest.raises(openai.NotFoundError):
+        server.client().chat.completions.create(model="other", messages=[{"role": "user", "content": "x"}])
+    with pytest.raises(openai.BadRequestError):
+        chat(server.client(), [{"role": "user", "content": "x"}], max_tokens=0)
+
+
+# ---- Disconnects, metrics, load ----------------------------------------------------------------
+
+def raw_post(port, path, body):
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    data = json.dumps(body).encode()
+    sock.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer key-alice\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    return sock
+
+
+def wait_for(predicate, seconds=20):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "non-stream"])
+def test_client_disconnect_cancels(server, stream):
+    before = server.metrics()
+    gone_before = sample_value(before, "fak_requests_total", status="499")
+    generated_before = sample_value(before, "fak_generated_tokens_total")
+    max_tokens = 3000  # minutes of decoding if it were not cancelled
+    sock = raw_post(server.port, "/v1/completions",
+                    {"model": MODEL, "prompt": "disconnect " + uuid.uuid4().hex, "max_tokens": max_tokens,
+                     "temperature": 0, "stream": stream})
+    if stream:
+        received = b""
+        while received.count(b"data: ") < 3:
+            received += sock.recv(4096)
+    else:
+        time.sleep(0.5)
+    sock.close()
+    assert wait_for(lambda: sample_value(server.metrics(), "fak_requests_total", status="499") > gone_before)
+    after = server.metrics()
+    assert sample_value(after, "fak_running_requests") == 0
+    assert sample_value(after, "fak_generated_tokens_total") - generated_before < max_tokens / 2
+
+
+def test_metrics_parse(server):
+    families = server.metrics()
+    for name in ["fak_requests", "fak_prompt_tokens", "fak_generated_tokens", "fak_cached_tokens", "fak_queue_depth",
+                 "fak_running_requests", "fak_preemptions", "fak_kv_bytes", "fak_kv_budget_bytes",
+                 "fak_time_to_first_token_seconds", "fak_inter_token_latency_seconds", "fak_gate_lookups",
+                 "fak_gate_verdicts", "fak_gate_misses", "fak_evicted_tokens"]:
+        assert name in families, name
+    assert families["fak_time_to_first_token_seconds"].type == "histogram"
+    assert sample_value(families, "fak_time_to_first_token_seconds_count") > 0
+    assert sample_value(families, "fak_gate_lookups_total") > 0
+    assert sample_value(families, "fak_cached_tokens_total", tenant="alice") > 0
+
+
+def test_bounded_load(server):
+    clients, per_client = 8, 4
+    before = sample_value(server.metrics(), "fak_requests_total", endpoint="/v1/chat/completions", status="200")
+
+    def client_run(i):
+        c = server.client()
+        for j in range(per_client):
+            r = chat(c, [{"role": "user", "content": f"load {i} {j}"}], max_tokens=4)
+            assert r.choices[0].finish_reason in ("stop", "length")
+
+    start = time.time()
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        list(pool.map(client_run, range(clients)))
+    elapsed = time.time() - start
+    after = sample_value(server.metrics(), "fak_requests_total", endpoint="/v1/chat/completions", status="200")
+    assert after - before == clients * per_client
+    print(f"load: {clients} clients x {per_client} requests in {elapsed:.2f} s", file=sys.stderr)
+
+
+# ---- A server of its own: queue limits and SIGTERM draining ------------------------------------
+
+def test_queue_full_then_drain_on_sigterm(tmp_path):
+    s = FakServer(tmp_path, "--max-running", "1", "--max-queued", "1")
+    try:
+        body = {"model": MODEL, "prompt": "busy", "max_tokens": 40, "temperature": 0}
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            statuses = sorted(f.result()[0] for f in [pool.submit(s.request, "POST", "/v1/completions", body)
+                                                      for _ in range(6)])
+        assert 200 in statuses and 503 in statuses, statuses
+        # A request in flight when SIGTERM arrives still completes; then the server exits 0.
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            inflight = pool.submit(s.request, "POST", "/v1/completions", body)
+            time.sleep(0.3)
+            s.proc.send_signal(signal.SIGTERM)
+            status, reply = inflight.result()
+        assert status == 200, reply
+        assert reply["usage"]["completion_tokens"] > 0
+        assert s.proc.wait(30) == 0
+    finally:
+        s.stop()

@@ -1,0 +1,138 @@
+// `fak serve`: the OpenAI-compatible HTTP server (fak/server/server.h) over one model's Engine.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "fak/engine/engine.h"
+#include "fak/server/server.h"
+#include "tools/fak/cli.h"
+
+namespace fak::cli {
+namespace {
+
+constexpr std::string_view kServeUsage =
+    "usage: fak serve MODEL [options]\n"
+    "\n"
+    "Serves MODEL over HTTP with OpenAI's API: POST /v1/chat/completions, POST /v1/completions,\n"
+    "GET /v1/models, GET /health, and Prometheus metrics at GET /metrics (docs/server.md).\n"
+    "Prints \"fak serve: listening on http://HOST:PORT\" on stderr once it accepts connections.\n"
+    "SIGTERM or SIGINT stops accepting, lets every request in flight finish, and exits 0.\n"
+    "\n"
+    "options:\n"
+    "  -m, --model MODEL      the model (or give it as the positional argument)\n"
+    "  --host HOST            address to listen on. Default: 127.0.0.1\n"
+    "  --port PORT            port; 0 = any free one. Default: 8080\n"
+    "  --threads N            threads per forward pass; 0 = one per hardware thread. Default: 0\n"
+    "  --kv-budget BYTES      KV bytes for running requests and the prefix tree; 0 = unbounded. Default: 0\n"
+    "  --api-keys FILE        one 'KEY TENANT' per line; requests need 'Authorization: Bearer KEY'\n"
+    "                         and reuse prefixes only within their tenant. Default: no keys, tenant \"default\"\n"
+    "  --max-body BYTES       larger request bodies are refused with 413. Default: 1048576\n"
+    "  --max-running N        requests batched at once. Default: 16\n"
+    "  --max-queued N         requests waiting; more are refused with 503. Default: 256\n"
+    "  --model-name NAME      the model's id in the API. Default: the file's name ('embedded' for it)\n"
+    "  --template NAME|FILE   the chat template: a family (gemma, llama3, chatml, mistral, llama2,\n"
+    "                         phi3, fak) or a file with a Jinja template. Default: the model's own\n";
+
+// SIGINT and SIGTERM, blocked in every thread (BlockStopSignals runs before any thread starts: the
+// model's pool and the engine's step thread inherit the mask) and taken by StopOnSignal's thread.
+sigset_t StopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+void BlockStopSignals() {
+  const sigset_t set = StopSignals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+// Stops `server` on the first stop signal, from an ordinary thread: Server::Stop is not
+// async-signal-safe.
+std::thread StopOnSignal(Server& server) {
+  return std::thread([&server] {
+    const sigset_t set = StopSignals();
+    int signal = 0;
+    sigwait(&set, &signal);
+    std::fprintf(stderr, "fak serve: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+    server.Stop();
+  });
+}
+
+Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& model_spec) {
+  ServerOptions o;
+  if (std::optional<std::string> host = args.Get("host")) o.host = *host;
+  FAK_ASSIGN_OR_RETURN(uint64_t port, args.GetUint("port", 8080));
+  if (port > 65535) return InvalidArgument("--port must be at most 65535");
+  o.port = static_cast<uint16_t>(port);
+  FAK_ASSIGN_OR_RETURN(o.max_body_bytes, args.GetUint("max-body", o.max_body_bytes));
+  FAK_ASSIGN_OR_RETURN(o.kv_budget_bytes, args.GetUint("kv-budget", 0));
+  o.model_id = args.Get("model-name").value_or(std::filesystem::path(model_spec).filename().string());
+  if (std::optional<std::string> path = args.Get("api-keys")) {
+    FAK_ASSIGN_OR_RETURN(std::string text, ReadFileOrStdin(*path));
+    FAK_ASSIGN_OR_RETURN(o.api_keys, ParseApiKeys(text));
+    if (o.api_keys.empty()) return InvalidArgument(*path + " lists no API keys");
+  }
+  return o;
+}
+
+}  // namespace
+
+int ServeCommand(std::span<char* const> argv) {
+  const Args::Spec spec{{"model", "host", "port", "threads", "kv-budget", "api-keys", "max-body", "max-running",
+                         "max-queued", "model-name", "template"},
+                        {},
+                        {{"-m", "model"}}};
+  const std::string usage(kServeUsage);
+  Result<Args> args = Args::Parse(argv, spec);
+  if (!args) return UsageError("serve", args.error().message(), usage);
+  if (args->help()) return ShowHelp(usage + "\n" + kModelHelp);
+  Result<std::string> model_spec = ModelArgument(*args);
+  if (!model_spec) return UsageError("serve", model_spec.error().message(), usage + kModelHelp);
+  Result<ServerOptions> options = ParseServerOptions(*args, *model_spec);
+  Result<uint64_t> threads = args->GetUint("threads", 0);
+  Result<uint64_t> max_running = args->GetUint("max-running", 16);
+  Result<uint64_t> max_queued = args->GetUint("max-queued", 256);
+  for (const Status& s : {options.error(), threads.error(), max_running.error(), max_queued.error()})
+    if (!s.ok()) return UsageError("serve", s.message(), usage);
+
+  BlockStopSignals();
+  Result<LoadedModel> m = LoadModel(*model_spec, *threads);
+  if (!m) return Fail("serve", m.error());
+  if (!m->tokenizer) return Fail("serve", Unsupported(m->label + " has no tokenizer; it serves `fak bench` and `fak inspect`"));
+  Result<ChatTemplate> chat_template = ChatTemplateFor(*args, *model_spec, *m->tokenizer);
+  if (!chat_template) return Fail("serve", chat_template.error());
+
+  EngineOptions engine_options;
+  engine_options.max_running = *max_running;
+  engine_options.max_queued = *max_queued;
+  engine_options.step_token_budget = std::max<size_t>(engine_options.step_token_budget, *max_running);
+  engine_options.kv_budget_bytes = options->kv_budget_bytes;
+  Result<std::unique_ptr<Engine>> engine = Engine::Create(*m->model, *m->tokenizer, engine_options);
+  if (!engine) return Fail("serve", engine.error());
+  Result<std::unique_ptr<Server>> server = Server::Create(**engine, *m->model, *m->tokenizer, *chat_template, *options);
+  if (!server) return Fail("serve", server.error());
+  Result<uint16_t> port = (*server)->Bind();
+  if (!port) return Fail("serve", port.error());
+
+  // A client that vanishes mid-write must fail that write, not kill the process.
+  std::signal(SIGPIPE, SIG_IGN);
+  std::thread stopper = StopOnSignal(**server);
+  std::fprintf(stderr, "fak serve: %s, chat template %s; model id '%s'\n", m->label.c_str(),
+               std::string(chat_template->variant()).c_str(), options->model_id.c_str());
+  std::fprintf(stderr, "fak serve: listening on http://%s:%u\n", options->host.c_str(), unsigned{*port});
+  std::fflush(stderr);
+  const Status served = (*server)->Serve();
+  // Serve returns after Stop (or a listener failure; then wake the signal thread ourselves).
+  if (!served.ok()) pthread_kill(stopper.native_handle(), SIGTERM);
+  stopper.join();
+  server->reset();  // waits for requests in flight
+  (*engine)->Shutdown(ShutdownMode::kDrain);
+  if (!served.ok()) return Fail("serve", served);
+  std::fprintf(stderr, "fak serve: stopped\n");
+  return kExitOk;
+}
+
+}  // namespace fak::cli
