@@ -147,6 +147,19 @@ Status Planner::EraseSource(const Digest& digest) {
   return s.WithContext("erasing sealed content " + digest.Hex() + " from the text store");
 }
 
+Status Planner::HoldTexts(const Conversation& conversation, std::string_view session, const std::vector<bool>& sealed) {
+  if (session.empty()) return Status::Ok();
+  TranscriptRef held{std::string(session), {}, conversation.tenant};
+  for (size_t i = 0; i < conversation.messages.size(); ++i) {
+    if (!sealed[i]) held.segments.push_back(Digest::Of(conversation.messages[i].text));
+  }
+  return pins_.Hold(held).WithContext("pinning the texts of session '" + std::string(session) + "'");
+}
+
+Status Planner::ReleaseSession(std::string_view tenant, std::string_view session) {
+  return pins_.Release(tenant, session);
+}
+
 Result<SegmentLedger> Planner::Rebuild(const RecalledTranscript& transcript) const {
   std::vector<RecallSegment> segments;
   for (const RecalledSegment& seg : transcript.segments) {
@@ -165,8 +178,9 @@ Result<Planner::Prepared> Planner::Prepare(const Conversation& conversation, con
   return p;
 }
 
-Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, std::vector<bool>& sealed, Prepared& p,
-                                              size_t first, SegmentLedger& ledger, CompleteResult* out) {
+Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, std::string_view session,
+                                              std::vector<bool>& sealed, Prepared& p, size_t first,
+                                              SegmentLedger& ledger, CompleteResult* out) {
   std::vector<float> logits;  // of the last segment: the reply header, never reused or screened
   for (size_t j = first; j < p.specs.size(); ++j) {
     const bool is_message = j < conversation.messages.size();
@@ -202,10 +216,12 @@ Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, 
                          IssueDeletionCertificate(model_, ledger, spec, *r.eviction, journal_.get(), key_, issue));
     out->certificates.push_back(std::move(cert));
     out->messages[j].sealed = true;
-    FAK_RETURN_IF_ERROR(EraseSource(d));  // stored before it was screened; no plaintext may stay behind
+    // Stored (and pinned) before it was screened; no plaintext may stay behind.
+    sealed[j] = true;
+    FAK_RETURN_IF_ERROR(HoldTexts(conversation, session, sealed));
+    FAK_RETURN_IF_ERROR(EraseSource(d));
     // Render again with the stub in the message's place: how a template renders a message may
     // depend on its neighbours, so the stub's segment and every later one come from the new text.
-    sealed[j] = true;
     FAK_ASSIGN_OR_RETURN(p, Prepare(conversation, sealed));
     SegmentSpec stub = p.specs[j];
     stub.id += ".sealed";
@@ -265,10 +281,15 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
   for (const Message& m : conversation.messages) {
     const Digest d = Digest::Of(m.text);
     FAK_ASSIGN_OR_RETURN(const bool sealed, IsSealed(d));
-    // Sealed text is never stored again; erasing it here also finishes an erasure that failed after sealing.
-    FAK_RETURN_IF_ERROR(sealed ? EraseSource(d) : corpus_.PutSource(m.text).status());
+    if (!sealed) FAK_RETURN_IF_ERROR(corpus_.PutSource(m.text).status());
     sealed_now.push_back(sealed);
     out.messages.push_back(MessageOutcome{d, sealed ? Verdict::Quarantine("denylist", "sealed earlier") : Verdict::Admit(), sealed, false});
+  }
+  // Pinned first (which also unpins a text sealed since the last turn), then sealed text erased:
+  // it is never stored again, and erasing here also finishes an erasure that failed after sealing.
+  FAK_RETURN_IF_ERROR(HoldTexts(conversation, params.session, sealed_now));
+  for (const MessageOutcome& m : out.messages) {
+    if (m.sealed) FAK_RETURN_IF_ERROR(EraseSource(m.source_digest));
   }
   FAK_ASSIGN_OR_RETURN(Prepared p, Prepare(conversation, sealed_now));
   out.context_tokens = p.context.size();
@@ -304,7 +325,7 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
     ++first_new;
   }
   if (first_new < p.specs.size()) {
-    FAK_ASSIGN_OR_RETURN(logits, AppendNew(conversation, sealed_now, p, first_new, ledger, &out));
+    FAK_ASSIGN_OR_RETURN(logits, AppendNew(conversation, params.session, sealed_now, p, first_new, ledger, &out));
   }
   out.prefilled_tokens = ledger.cache().size() - kept;
   out.prefill_ms = MsSince(t0);

@@ -34,6 +34,7 @@
 #include "fak/model/model.h"
 #include "fak/session/radix_tree.h"
 #include "fak/recall/recall.h"
+#include "fak/regen/transcript_pins.h"
 #include "fak/model/sampler.h"
 #include "fak/screen/screen.h"
 #include "fak/store/text_corpus.h"
@@ -61,6 +62,10 @@ struct CompleteParams {
   // Called with each piece of generated text as it becomes safe to show (see TextStream);
   // returning false stops generation.
   std::function<bool(std::string_view)> on_text;
+  // Names the live conversation this call continues (unique within its tenant). When set, Complete
+  // pins the texts of its messages in the text store until ReleaseSession, so evicting the store
+  // can never take the source a later regen of the conversation needs. Empty: nothing is pinned.
+  std::string session;
 };
 
 struct MessageOutcome {
@@ -125,6 +130,9 @@ class Planner {
   // Evicts from the tree every node whose tokens came from a text the chain's denylist lists now;
   // returns what it removed. Unavailable when the denylist cannot be asked (nothing more evicted).
   Result<EvictedSubtree> EvictDeniedKV();
+  // Unpins the texts a conversation's Complete pinned (CompleteParams::session): it ended. NotFound
+  // when it holds none.
+  Status ReleaseSession(std::string_view tenant, std::string_view session);
 
   RadixTree& tree() { return *tree_; }
   Journal& journal() { return *journal_; }
@@ -148,17 +156,22 @@ class Planner {
   Result<bool> IsSealed(const Digest& digest) const;
   // Removes sealed content's text (and cached token lists) from the corpus; absent is fine.
   Status EraseSource(const Digest& digest);
+  // Pins the texts of the conversation's unsealed messages for its session (none when it names
+  // none), unpinning those it no longer holds — a text must be unpinned before it is erased.
+  Status HoldTexts(const Conversation& conversation, std::string_view session, const std::vector<bool>& sealed);
   // Appends segments [first, end): screens new tool results, certifies and seals quarantined ones
   // (then renders again with the stub in `sealed`). Returns the logits after the last segment
   // (the generation prompt).
-  Result<std::vector<float>> AppendNew(const Conversation& conversation, std::vector<bool>& sealed, Prepared& p,
-                                       size_t first, SegmentLedger& ledger, CompleteResult* out);
+  Result<std::vector<float>> AppendNew(const Conversation& conversation, std::string_view session,
+                                       std::vector<bool>& sealed, Prepared& p, size_t first, SegmentLedger& ledger,
+                                       CompleteResult* out);
   Status Decode(SegmentLedger& ledger, std::vector<float> logits, const CompleteParams& params, CompleteResult* out);
 
   const Model& model_;
   const Tokenizer& tokenizer_;
   SigningKey key_;
   TextCorpus corpus_;
+  TranscriptPins pins_{corpus_};
   std::shared_ptr<const ChatTemplate> template_;
   std::shared_ptr<const ScreenChain> chain_;
   std::unique_ptr<Journal> journal_;
