@@ -65,16 +65,6 @@ ChatRole Planner::RoleOf(SegmentKind kind) {
   return ChatRole::kUser;
 }
 
-SegmentKind Planner::KindOf(ChatRole role) {
-  switch (role) {
-    case ChatRole::kSystem: return SegmentKind::kSystem;
-    case ChatRole::kUser: return SegmentKind::kUser;
-    case ChatRole::kTool: return SegmentKind::kToolResult;
-    case ChatRole::kAssistant: return SegmentKind::kAssistant;
-  }
-  return SegmentKind::kUser;
-}
-
 Result<std::vector<SegmentSpec>> Planner::Segments(const std::vector<RecallSegment>& transcript, bool reply) const {
   std::vector<ChatMessage> messages;
   for (const RecallSegment& seg : transcript) messages.push_back(ChatMessage{RoleOf(seg.kind), seg.text});

@@ -123,9 +123,8 @@ class Planner {
   Result<SegmentLedger> Rebuild(const RecalledTranscript& transcript) const;
   // What replaces a quarantined message: names its digest, carries none of its bytes.
   static std::string SealedStub(const Digest& digest);
-  // The role a message kind has in a chat template, and back.
+  // The role a message kind has in a chat template.
   static ChatRole RoleOf(SegmentKind kind);
-  static SegmentKind KindOf(ChatRole role);
 
   // Evicts from the tree every node whose tokens came from a text the chain's denylist lists now;
   // returns what it removed. Unavailable when the denylist cannot be asked (nothing more evicted).
