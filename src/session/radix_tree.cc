@@ -515,10 +515,11 @@ const KVManifest* RadixTree::ManifestOf(NodeId node) const {
   return it == impl_->by_id.end() || node == 0 ? nullptr : &it->second->manifest;
 }
 
-size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting) {
+size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting,
+                      std::string_view tenant) {
   size_t best = 0, best_len = 0;
   for (size_t i = 0; i < waiting.size(); ++i) {
-    size_t len = tree.MatchLength(waiting[i]);
+    size_t len = tree.MatchLength(waiting[i], tenant);
     if (len > best_len) best = i, best_len = len;
   }
   return best;

@@ -191,6 +191,15 @@ TEST_F(RadixTreeTest, CacheAwareOrderPicksTheLongestCachedPrefix) {
   std::vector<int32_t> ra = Concat(a, {1}), rb = Concat(b, {1});
   EXPECT_EQ(NextCacheAware(tree, {ra, rb}), 1u);
   EXPECT_EQ(NextCacheAware(tree, {ra, ra}), 0u);
+
+  // Per tenant: another tenant's prefix is no match (its line keeps arrival order), its own is.
+  const auto c = TokenSequence(10, 3, 97);
+  LookupResult r = tree.Lookup(tree.ClaimFor("t1"), c);
+  ASSERT_OK(model_->Prefill(&r.cache, std::span(c).subspan(r.matched_tokens), LogitsMode::kNone));
+  ASSERT_OK(tree.Insert("t1", c, r.cache));
+  const std::vector<int32_t> rc = Concat(c, {1});
+  EXPECT_EQ(NextCacheAware(tree, {ra, rc}, "t2"), 0u);
+  EXPECT_EQ(NextCacheAware(tree, {ra, rc}, "t1"), 1u);
 }
 
 // Many threads looking up, inserting and evicting at once (run under the tsan preset too):

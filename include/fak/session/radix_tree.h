@@ -175,9 +175,11 @@ class RadixTree {
 };
 
 // Cache-aware scheduling (SGLang's longest-prefix-match order): the index of the waiting request
-// with the longest cached prefix right now, the earliest on ties; call it again after each request
-// runs, since running one changes what the others match. `waiting` must not be empty.
-size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting);
+// with the longest cached prefix `tenant` may reuse right now, the earliest on ties; call it again
+// after each request runs, since running one changes what the others match. `waiting` must not be
+// empty; every request in it belongs to `tenant` (order each tenant's line on its own).
+size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting,
+                      std::string_view tenant = kDefaultTenant);
 
 }  // namespace fak
 
