@@ -532,7 +532,7 @@ static void TestEvictionCertificate(void) {
   CHECK_OK(fak_key_generate(key_path, public_key));
   CHECK_OK(fak_key_generate(other_key_path, other_key));
   CHECK(strlen(public_key) == 64 && strcmp(public_key, other_key) != 0);
-  CHECK(fak_key_generate(key_path, NULL) != FAK_OK); /* never overwritten */
+  CHECK_STATUS(fak_key_generate(key_path, NULL), FAK_FAILED_PRECONDITION); /* never overwritten */
 
   fak_auditor* auditor = NULL;
   CHECK_OK(fak_auditor_open(journal_path, key_path, &auditor));
@@ -591,7 +591,7 @@ static void TestEvictionCertificate(void) {
   const char* untrusted[1] = {other_key};
   CHECK_OK(fak_certificate_verify(cert, strlen(cert), journal_path, trusted, 1));
   CHECK_STATUS(fak_certificate_verify(cert, strlen(cert), journal_path, untrusted, 1), FAK_VERIFICATION_FAILED);
-  CHECK(strstr(fak_last_error(), "unknown_key") != NULL || strstr(fak_last_error(), "key") != NULL);
+  CHECK(strstr(fak_last_error(), "unknown_key") != NULL);
   char* tampered = malloc(strlen(cert) + 1);
   strcpy(tampered, cert);
   char* count = strstr(tampered, "\"evicted_count\":");
