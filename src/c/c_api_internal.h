@@ -90,16 +90,17 @@ Status ReadVersioned(const T* in, T* out, const char* name) {
   return Status();
 }
 
-// Writes `full` to a caller's versioned output struct: the fields its struct_size covers.
+// Writes `full` to a caller's versioned output struct: the fields its struct_size covers. On
+// return struct_size holds the bytes written, so a caller built against a newer header sees which
+// of its fields this library filled.
 template <class T>
 Status WriteVersioned(const T& full, T* out, const char* name) {
   if (out->struct_size < sizeof(size_t))
     return InvalidArgument(std::string(name) + "->struct_size is " + std::to_string(out->struct_size) +
                            ": set it to sizeof the struct");
   const size_t n = out->struct_size < sizeof(T) ? out->struct_size : sizeof(T);
-  const size_t caller_size = out->struct_size;
   std::memcpy(static_cast<void*>(out), &full, n);
-  out->struct_size = caller_size;
+  out->struct_size = n;
   return Status();
 }
 

@@ -336,6 +336,48 @@ static int OnToken(void* user_data, uint64_t id, int32_t token, const char* text
   return s->stop_after == 0 || s->n_calls < s->stop_after;
 }
 
+/* Several threads submit to one engine at once; each gets the tokens it would get alone. */
+typedef struct {
+  fak_engine* engine;
+  const int32_t* prompt;
+  size_t n_prompt;
+  const int32_t* want; /* 8 tokens */
+  int ok;
+} ConcurrentJob;
+
+static void* SubmitAndWait(void* arg) {
+  ConcurrentJob* job = (ConcurrentJob*)arg;
+  fak_request request;
+  fak_request_init(&request);
+  request.prompt = job->prompt;
+  request.n_prompt = job->n_prompt;
+  request.max_tokens = 8;
+  uint64_t id = 0;
+  fak_result* result = NULL;
+  fak_result_info info;
+  info.struct_size = sizeof info;
+  job->ok = fak_engine_submit(job->engine, &request, &id) == FAK_OK && fak_engine_wait(job->engine, id, &result) == FAK_OK &&
+            fak_result_info_get(result, &info) == FAK_OK && info.n_tokens == 8 &&
+            memcmp(info.tokens, job->want, 8 * sizeof(int32_t)) == 0;
+  fak_result_free(result);
+  return NULL;
+}
+
+static void TestEngineConcurrent(fak_engine* engine, const int32_t* prompt, size_t n, const int32_t* want) {
+  enum { kThreads = 4 };
+  pthread_t threads[kThreads];
+  ConcurrentJob jobs[kThreads];
+  for (int i = 0; i < kThreads; ++i) {
+    ConcurrentJob job = {engine, prompt, n, want, 0};
+    jobs[i] = job;
+    CHECK(pthread_create(&threads[i], NULL, SubmitAndWait, &jobs[i]) == 0);
+  }
+  for (int i = 0; i < kThreads; ++i) {
+    CHECK(pthread_join(threads[i], NULL) == 0);
+    CHECK(jobs[i].ok);
+  }
+}
+
 /* The engine's greedy tokens equal a hand-run greedy loop over a session, token for token. */
 static void TestEngine(void) {
   int32_t prompt[64];
@@ -376,6 +418,7 @@ static void TestEngine(void) {
     if (i < 7) CHECK_OK(fak_decode(s, manual[i], logits, g_vocab));
   }
   CHECK(memcmp(info.tokens, manual, sizeof manual) == 0);
+  TestEngineConcurrent(engine, prompt, n, manual);
   fak_session_free(s);
   free(logits);
   CHECK_STATUS(fak_engine_wait(engine, id, &result), FAK_NOT_FOUND); /* handed over once */
@@ -517,6 +560,61 @@ static void TestRadix(void) {
   fak_session_free(empty);
   free(fresh);
   free(reused);
+}
+
+/* A real GGUF file (llama.cpp-made fixtures, docs/llama-cpp-oracle.md): its tokenizer and chat
+ * template come from its metadata, and prefill equals token-by-token decode on it too. */
+static void TestGgufFile(void) {
+  fak_model_options options;
+  fak_model_options_init(&options);
+  options.path = FAK_C_TEST_DATA_DIR "/llama_cpp/gemma3_f32.gguf";
+  options.n_threads = 1;
+  fak_model* gemma = NULL;
+  CHECK_OK(fak_model_load(&options, &gemma));
+  if (gemma == NULL) return;
+  fak_model_info info;
+  info.struct_size = sizeof info;
+  CHECK_OK(fak_model_info_get(gemma, &info));
+  FILE* f = fopen(FAK_C_TEST_DATA_DIR "/llama_cpp/gemma3_f32.tokens", "r");
+  CHECK(f != NULL);
+  int32_t tokens[32];
+  size_t n = 0;
+  while (f != NULL && n < 32 && fscanf(f, "%d", &tokens[n]) == 1) ++n;
+  if (f != NULL) fclose(f);
+  CHECK(n == 32 && info.vocab_size > 0);
+  float* batch = malloc(info.vocab_size * sizeof(float));
+  float* stepwise = malloc(info.vocab_size * sizeof(float));
+  fak_session* a = NULL;
+  fak_session* b = NULL;
+  CHECK_OK(fak_session_new(gemma, &a));
+  CHECK_OK(fak_session_new(gemma, &b));
+  CHECK_OK(fak_prefill(a, tokens, n, batch, info.vocab_size));
+  for (size_t i = 0; i < n; ++i) CHECK_OK(fak_decode(b, tokens[i], stepwise, info.vocab_size));
+  CHECK(MaxAbsDelta(batch, stepwise, info.vocab_size) == 0.0f);
+  CHECK_OK(fak_decode(b, tokens[0], stepwise, info.vocab_size)); /* control: one more token moves them */
+  CHECK(MaxAbsDelta(batch, stepwise, info.vocab_size) > 0.0f);
+  fak_chat_message chat[1] = {{"user", "hi"}};
+  char text[256];
+  size_t n_bytes = 0;
+  CHECK_OK(fak_chat_render(gemma, chat, 1, 1, text, sizeof text, &n_bytes));
+  CHECK(strstr(text, "<start_of_turn>user") != NULL);
+  fak_session_free(a);
+  fak_session_free(b);
+  free(batch);
+  free(stepwise);
+  fak_model_free(gemma);
+
+  /* A file without a chat template loads; rendering says why it cannot. */
+  options.path = FAK_C_TEST_DATA_DIR "/llama_cpp/llama_f32.gguf";
+  fak_model* llama = NULL;
+  CHECK_OK(fak_model_load(&options, &llama));
+  CHECK_STATUS(fak_chat_render(llama, chat, 1, 1, text, sizeof text, &n_bytes), FAK_FAILED_PRECONDITION);
+  CHECK(strstr(fak_last_error(), "template") != NULL);
+  fak_model_free(llama);
+  /* A file without a tokenizer does not load: the tokenizer is part of the model handle. */
+  options.path = FAK_C_TEST_DATA_DIR "/hf/llama.gguf";
+  CHECK_STATUS(fak_model_load(&options, &llama), FAK_NOT_FOUND);
+  CHECK(strstr(fak_last_error(), "tokenizer") != NULL);
 }
 
 static void PathIn(char* out, size_t size, const char* name) { snprintf(out, size, "%s/%s", g_dir, name); }
@@ -701,6 +799,7 @@ int main(void) {
   TestVersionsAndErrors();
   TestModel();
   TestTokenizerAndChat();
+  TestGgufFile();
   TestSessionsExactness();
   TestSampler();
   TestEngine();

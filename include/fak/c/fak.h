@@ -15,7 +15,8 @@
  *   are C strings. Strings the library allocates are freed with fak_string_free.
  * - Option and info structs begin with struct_size: fill it with the matching fak_*_init (or
  *   sizeof), so a newer library reading an older caller's struct uses defaults for fields the
- *   caller does not know (docs/c-api.md "Versioning").
+ *   caller does not know; an output struct's struct_size returns the bytes the library wrote
+ *   (docs/c-api.md "Versioning").
  * - No C++ exception, abort or exit crosses this boundary; a broken invariant inside becomes
  *   FAK_FAILED_PRECONDITION, an exhausted allocation FAK_RESOURCE_EXHAUSTED.
  * - Thread-safety is stated per handle type: "thread-safe" handles may be used from any number of
@@ -97,10 +98,11 @@ typedef struct fak_model_options {
 /* Fills `options` with the defaults above (struct_size included). NULL is a no-op. */
 void fak_model_options_init(fak_model_options* options);
 
-/* Loads a model. `options` NULL = all defaults. On success *out owns the model: free it with
- * fak_model_free. Errors: INVALID_ARGUMENT (out NULL, bad struct_size), NOT_FOUND / IO_ERROR (path),
- * CORRUPTION / UNSUPPORTED (the file). A model file without a recognised chat template still
- * loads; fak_chat_render then fails with its reason. */
+/* Loads a model with its tokenizer (GGUF metadata, or tokenizer.json beside a checkpoint) and chat
+ * template. `options` NULL = all defaults. On success *out owns the model: free it with
+ * fak_model_free. Errors: INVALID_ARGUMENT (out NULL, bad struct_size), NOT_FOUND / IO_ERROR (path,
+ * or no tokenizer), CORRUPTION / UNSUPPORTED (the file). A model file without a recognised chat
+ * template still loads; fak_chat_render then fails with its reason. */
 fak_status fak_model_load(const fak_model_options* options, fak_model** out);
 /* Drops the caller's reference; sessions, engines and trees made from it keep it alive. */
 void fak_model_free(fak_model* model);
