@@ -11,14 +11,16 @@ using fak::capi::Guard;
 
 extern "C" {
 
-fak_status fak_text_store_open(const char* dir, fak_text_store** out) {
+fak_status fak_text_store_open(const char* dir, uint64_t capacity_bytes, fak_text_store** out) {
   return Guard("fak_text_store_open", [&]() -> Status {
     FAK_C_REQUIRE(out);
+    fak::BlobStoreOptions options;
+    options.capacity_bytes = capacity_bytes == 0 ? UINT64_MAX : capacity_bytes;
     auto handle = std::make_unique<fak_text_store>();
     if (dir == nullptr) {
-      handle->store = fak::MakeMemoryBlobStore();
+      handle->store = fak::MakeMemoryBlobStore(options);
     } else {
-      FAK_ASSIGN_OR_RETURN(handle->store, fak::OpenDirectoryBlobStore(dir));
+      FAK_ASSIGN_OR_RETURN(handle->store, fak::OpenDirectoryBlobStore(dir, options));
     }
     handle->corpus = std::make_unique<fak::TextCorpus>(*handle->store);
     *out = handle.release();

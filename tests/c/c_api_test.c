@@ -724,7 +724,7 @@ static void TestTextStore(void) {
   char dir[512];
   PathIn(dir, sizeof dir, "texts");
   fak_text_store* store = NULL;
-  CHECK_OK(fak_text_store_open(dir, &store));
+  CHECK_OK(fak_text_store_open(dir, 0, &store));
   char digest[FAK_DIGEST_HEX_SIZE];
   CHECK_OK(fak_text_store_put(store, "hello", 5, digest));
   CHECK(strcmp(digest, "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824") == 0);
@@ -741,7 +741,7 @@ static void TestTextStore(void) {
   fak_text_store_free(store);
 
   /* Durable: a reopened store still has it; removed, it is gone. */
-  CHECK_OK(fak_text_store_open(dir, &store));
+  CHECK_OK(fak_text_store_open(dir, 0, &store));
   CHECK_OK(fak_text_store_get(store, digest, text, sizeof text, &n));
   CHECK_OK(fak_text_store_remove(store, digest));
   CHECK_STATUS(fak_text_store_get(store, digest, text, sizeof text, &n), FAK_NOT_FOUND);
@@ -749,11 +749,30 @@ static void TestTextStore(void) {
   fak_text_store_free(store);
 
   fak_text_store* memory = NULL;
-  CHECK_OK(fak_text_store_open(NULL, &memory));
+  CHECK_OK(fak_text_store_open(NULL, 0, &memory));
   CHECK_OK(fak_text_store_put(memory, "", 0, digest));
   CHECK_OK(fak_text_store_get(memory, digest, text, sizeof text, &n));
   CHECK(n == 0 && text[0] == '\0');
   CHECK_STATUS(fak_text_store_put(memory, NULL, 3, digest), FAK_INVALID_ARGUMENT);
+  fak_text_store_free(memory);
+
+  /* A bounded store evicts the least recently used text past its capacity; an unbounded one never. */
+  char first[FAK_DIGEST_HEX_SIZE], second[FAK_DIGEST_HEX_SIZE];
+  char big[600];
+  memset(big, 'a', sizeof big);
+  fak_text_store* bounded = NULL;
+  CHECK_OK(fak_text_store_open(NULL, 1000, &bounded));
+  CHECK_OK(fak_text_store_put(bounded, big, sizeof big, first));
+  big[0] = 'b';
+  CHECK_OK(fak_text_store_put(bounded, big, sizeof big, second));
+  CHECK_STATUS(fak_text_store_get(bounded, first, NULL, 0, &n), FAK_NOT_FOUND);
+  fak_text_store_free(bounded);
+  CHECK_OK(fak_text_store_open(NULL, 0, &memory));
+  CHECK_OK(fak_text_store_put(memory, big, sizeof big, second));
+  big[0] = 'a';
+  CHECK_OK(fak_text_store_put(memory, big, sizeof big, first));
+  CHECK_STATUS(fak_text_store_get(memory, second, NULL, 0, &n), FAK_RESOURCE_EXHAUSTED); /* still there */
+  CHECK(n == sizeof big);
   fak_text_store_free(memory);
 }
 

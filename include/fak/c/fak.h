@@ -351,8 +351,9 @@ fak_status fak_ledger_append(fak_ledger* ledger, const char* segment_id, const c
  * re-prefilled from their token ids), proves it (a cache prefilled fresh from the survivors must
  * equal the ledger's, next-token logits at max|delta| == 0), journals the deletion and signs a
  * certificate. *certificate_json receives its canonical JSON (free with fak_string_free); `reason`
- * (NUL-terminated, may be NULL) is journaled. NOT_FOUND for an unknown id; VERIFICATION_FAILED
- * when the witness differs (no certificate is issued; the segment stays evicted). */
+ * (NUL-terminated, may be NULL) is journaled. The eviction is made on a copy and kept only with
+ * its certificate, so on any failure the ledger is as it was. NOT_FOUND for an unknown id;
+ * VERIFICATION_FAILED when the witness differs (no certificate; the journal records the refusal). */
 fak_status fak_ledger_evict(fak_ledger* ledger, const char* segment_id, fak_auditor* auditor, const char* reason,
                             char** certificate_json);
 /* A new session holding a copy of the ledger's cache (to generate from it). */
@@ -371,8 +372,10 @@ fak_status fak_certificate_verify(const char* certificate_json, size_t json_len,
 typedef struct fak_text_store fak_text_store;
 
 /* Opens (creating if needed) a directory store at `dir` (atomic, fsync'd writes), or an in-memory
- * store when `dir` is NULL. CORRUPTION for a damaged store. */
-fak_status fak_text_store_open(const char* dir, fak_text_store** out);
+ * store when `dir` is NULL. Past capacity_bytes of text the least recently used texts are
+ * evicted; 0 = never evict (text is the source of truth: choose a bound only for a cache tier).
+ * CORRUPTION for a damaged store. */
+fak_status fak_text_store_open(const char* dir, uint64_t capacity_bytes, fak_text_store** out);
 void fak_text_store_free(fak_text_store* store);
 /* Stores `text` once per distinct content; its sha256 goes to `digest` (hex). */
 fak_status fak_text_store_put(fak_text_store* store, const char* text, size_t text_len,
