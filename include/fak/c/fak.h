@@ -19,8 +19,9 @@
  *   (docs/c-api.md "Versioning").
  * - No C++ exception, abort or exit crosses this boundary; a broken invariant inside becomes
  *   FAK_FAILED_PRECONDITION, an exhausted allocation FAK_RESOURCE_EXHAUSTED.
- * - Thread-safety is stated per handle type: "thread-safe" handles may be used from any number of
- *   threads at once; "one thread at a time" handles need the caller's own exclusion. */
+ * - Every function states who owns what it returns and its thread-safety: "thread-safe" calls
+ *   may run on any number of threads at once; "one thread at a time" needs the caller's own
+ *   exclusion for that handle. Arguments are borrowed for the call unless said otherwise. */
 #ifndef FAK_C_FAK_H_
 #define FAK_C_FAK_H_
 
@@ -95,16 +96,18 @@ typedef struct fak_model_options {
   uint64_t seed;
 } fak_model_options;
 
-/* Fills `options` with the defaults above (struct_size included). NULL is a no-op. */
+/* Fills `options` with the defaults above (struct_size included). NULL is a no-op.
+ * Thread-safe (touches only *options). */
 void fak_model_options_init(fak_model_options* options);
 
 /* Loads a model with its tokenizer (GGUF metadata, or tokenizer.json beside a checkpoint) and chat
  * template. `options` NULL = all defaults. On success *out owns the model: free it with
  * fak_model_free. Errors: INVALID_ARGUMENT (out NULL, bad struct_size), NOT_FOUND / IO_ERROR (path,
  * or no tokenizer), CORRUPTION / UNSUPPORTED (the file). A model file without a recognised chat
- * template still loads; fak_chat_render then fails with its reason. */
+ * template still loads; fak_chat_render then fails with its reason. Thread-safe. */
 fak_status fak_model_load(const fak_model_options* options, fak_model** out);
-/* Drops the caller's reference; sessions, engines and trees made from it keep it alive. */
+/* Drops the caller's reference; sessions, engines and trees made from it keep it alive.
+ * Thread-safe; must not race with calls on the same handle. */
 void fak_model_free(fak_model* model);
 
 typedef struct fak_model_info {
@@ -122,12 +125,13 @@ fak_status fak_model_info_get(const fak_model* model, fak_model_info* info);
 
 /* Token ids of `text` (no BOS added; special-token texts become their ids). Writes at most
  * `capacity` ids to `tokens` and their count to *n_tokens; RESOURCE_EXHAUSTED with the count
- * needed in *n_tokens when capacity is too small (tokens may be NULL when capacity is 0). */
+ * needed in *n_tokens when capacity is too small (tokens may be NULL when capacity is 0).
+ * Borrows model. Thread-safe. */
 fak_status fak_tokenize(const fak_model* model, const char* text, size_t text_len, int32_t* tokens,
                         size_t capacity, size_t* n_tokens);
 /* The bytes `tokens` stand for, NUL-terminated: *n_bytes excludes the NUL, so capacity must be at
  * least *n_bytes + 1 (RESOURCE_EXHAUSTED reports *n_bytes otherwise). INVALID_ARGUMENT for an id
- * outside the vocabulary. */
+ * outside the vocabulary. Borrows model. Thread-safe. */
 fak_status fak_detokenize(const fak_model* model, const int32_t* tokens, size_t n_tokens, char* text,
                           size_t capacity, size_t* n_bytes);
 
@@ -139,11 +143,13 @@ typedef struct fak_chat_message {
 /* Renders a conversation with the model's chat template (plus the prompt that opens the
  * assistant's turn when add_generation_prompt is nonzero), NUL-terminated like fak_detokenize.
  * FAILED_PRECONDITION when the model has no chat template (the message says why);
- * INVALID_ARGUMENT for an unknown role or a conversation the template refuses. */
+ * INVALID_ARGUMENT for an unknown role or a conversation the template refuses.
+ * Borrows model and messages. Thread-safe. */
 fak_status fak_chat_render(const fak_model* model, const fak_chat_message* messages, size_t n_messages,
                            int add_generation_prompt, char* text, size_t capacity, size_t* n_bytes);
 /* The same conversation as token ids, tokenized as the engine does: the template's markup becomes
- * its special tokens, a message's content never does (no BOS to add). Buffers as fak_tokenize. */
+ * its special tokens, a message's content never does (no BOS to add). Buffers as fak_tokenize.
+ * Borrows model and messages. Thread-safe. */
 fak_status fak_chat_tokenize(const fak_model* model, const fak_chat_message* messages, size_t n_messages,
                              int add_generation_prompt, int32_t* tokens, size_t capacity, size_t* n_tokens);
 
@@ -152,36 +158,46 @@ fak_status fak_chat_tokenize(const fak_model* model, const fak_chat_message* mes
 /* One sequence's KV cache plus its latest logits. One thread at a time. */
 typedef struct fak_session fak_session;
 
-/* An empty session on `model`. Free it with fak_session_free. */
+/* An empty session on `model`, which it holds a reference to. Caller frees *out with
+ * fak_session_free. Thread-safe (the model is shared read-only). */
 fak_status fak_session_new(const fak_model* model, fak_session** out);
-/* A deep copy of `session` (its cache and latest logits). Cost: the whole cache. */
+/* A deep copy of `session` (its cache and latest logits). Cost: the whole cache. Caller frees *out
+ * with fak_session_free. Reads `session`: not concurrently with a call that changes it. */
 fak_status fak_session_clone(const fak_session* session, fak_session** out);
 /* A copy of the first n_tokens of `session`, with no latest logits. INVALID_ARGUMENT when n_tokens
- * exceeds the tokens held. */
+ * exceeds the tokens held. Caller frees *out with fak_session_free. Reads `session`: not
+ * concurrently with a call that changes it. */
 fak_status fak_session_prefix(const fak_session* session, size_t n_tokens, fak_session** out);
+/* NULL is a no-op; invalidates borrowed logits. Not concurrently with any call on the session. */
 void fak_session_free(fak_session* session);
 
-/* Tokens the session holds. */
+/* Tokens the session holds. Reads only. Not concurrently with a call that changes the session. */
 fak_status fak_session_size(const fak_session* session, size_t* n_tokens);
-/* The ids it holds; buffers as fak_tokenize. */
+/* The ids it holds; buffers as fak_tokenize.
+ * Reads only. Not concurrently with a call that changes the session. */
 fak_status fak_session_tokens(const fak_session* session, int32_t* tokens, size_t capacity, size_t* n_tokens);
-/* sha256 of the cache (shape, positions, K, Kraw, V): equal digests, equal caches. */
+/* sha256 of the cache (shape, positions, K, Kraw, V): equal digests, equal caches.
+ * Reads only. Not concurrently with a call that changes the session. */
 fak_status fak_session_digest(const fak_session* session, char digest[FAK_DIGEST_HEX_SIZE]);
-/* Drops tokens [n_tokens, size) and the latest logits. INVALID_ARGUMENT when n_tokens > size. */
+/* Drops tokens [n_tokens, size) and the latest logits. INVALID_ARGUMENT when n_tokens > size.
+ * Changes the session: one thread at a time; invalidates borrowed logits. */
 fak_status fak_session_truncate(fak_session* session, size_t n_tokens);
 
 /* Appends `tokens` (n_tokens >= 1) as one batch and computes the next-token logits: copied to
  * `logits` when it is non-NULL (capacity >= vocab_size, checked before anything runs, else
  * RESOURCE_EXHAUSTED), and kept in the session either way (fak_session_logits). INVALID_ARGUMENT
  * for an id outside the vocabulary; RESOURCE_EXHAUSTED past the context length. Within one kernel
- * tier the logits equal, bit for bit, feeding the same tokens one at a time with fak_decode. */
+ * tier the logits equal, bit for bit, feeding the same tokens one at a time with fak_decode.
+ * Changes the session: one thread at a time; invalidates borrowed logits. Different sessions may
+ * prefill on different threads at once. */
 fak_status fak_prefill(fak_session* session, const int32_t* tokens, size_t n_tokens, float* logits,
                        size_t capacity);
-/* Appends one token; logits as fak_prefill. */
+/* Appends one token; logits as fak_prefill.
+ * Changes the session: one thread at a time; invalidates borrowed logits. */
 fak_status fak_decode(fak_session* session, int32_t token, float* logits, size_t capacity);
 /* Borrows the latest logits (vocab_size floats, in *n_logits): valid until the next call that
  * changes this session (prefill, decode, truncate) or frees it. FAILED_PRECONDITION when the
- * session has none (new, prefix or truncated). */
+ * session has none (new, prefix or truncated). The session keeps ownership. Reads only. */
 fak_status fak_session_logits(const fak_session* session, const float** logits, size_t* n_logits);
 
 /* ---- Sampling -------------------------------------------------------------------------------- */
@@ -195,17 +211,20 @@ typedef struct fak_sampling_params {
   uint64_t seed;             /* Default: 0. */
 } fak_sampling_params;
 
+/* Thread-safe (touches only *params). */
 void fak_sampling_params_init(fak_sampling_params* params);
 
 /* A seeded sampler: same seed, logits and history, same tokens on every machine. One thread at a
  * time. */
 typedef struct fak_sampler fak_sampler;
 
-/* INVALID_ARGUMENT naming a bad parameter. `params` NULL = defaults (greedy). */
+/* INVALID_ARGUMENT naming a bad parameter. `params` NULL = defaults (greedy).
+ * Caller frees *out with fak_sampler_free. Thread-safe. */
 fak_status fak_sampler_new(const fak_sampling_params* params, fak_sampler** out);
+/* NULL is a no-op. */
 void fak_sampler_free(fak_sampler* sampler);
 /* Picks the next token from n_logits >= 1 logits given the ids seen so far (history may be NULL
- * when n_history is 0). */
+ * when n_history is 0). Borrows logits and history for the call. One thread at a time per sampler. */
 fak_status fak_sampler_sample(fak_sampler* sampler, const float* logits, size_t n_logits, const int32_t* history,
                               size_t n_history, int32_t* token);
 
@@ -222,11 +241,14 @@ typedef struct fak_engine_options {
   int start_thread;        /* nonzero: the engine steps on its own thread; 0: fak_engine_wait steps it. Default: 1. */
 } fak_engine_options;
 
+/* Thread-safe (touches only *options). */
 void fak_engine_options_init(fak_engine_options* options);
-/* An engine over `model` (with its own prefix tree). Free it with fak_engine_free. */
+/* An engine over `model` (with its own prefix tree), holding a reference to the model. Caller
+ * frees *out with fak_engine_free. Thread-safe. */
 fak_status fak_engine_new(const fak_model* model, const fak_engine_options* options, fak_engine** out);
 /* Cancels what is queued or running, joins the step thread, frees. No callback runs after it
- * returns. Must not be called from a token callback. */
+ * returns. Must not be called from a token callback.
+ * NULL is a no-op. Not concurrently with other calls on the engine. */
 void fak_engine_free(fak_engine* engine);
 
 /* Called on the stepping thread for each generated token with the text it releases (possibly
@@ -250,13 +272,15 @@ typedef struct fak_request {
   void* user_data;                    /* passed to on_token */
 } fak_request;
 
+/* Thread-safe (touches only *request). */
 void fak_request_init(fak_request* request);
 /* Queues a request; everything it points to is copied before the call returns. *id is never 0.
  * INVALID_ARGUMENT (bad prompt, ids, sampling, tenant), RESOURCE_EXHAUSTED (prompt + max_tokens
  * past the context or budget), UNAVAILABLE (queue full), FAILED_PRECONDITION (messages without a
- * chat template). */
+ * chat template). Thread-safe. */
 fak_status fak_engine_submit(fak_engine* engine, const fak_request* request, uint64_t* id);
-/* Asks `id` to stop; it finishes as FAK_FINISH_CANCELLED. NOT_FOUND for an unknown or collected id. */
+/* Asks `id` to stop; it finishes as FAK_FINISH_CANCELLED. NOT_FOUND for an unknown or collected id.
+ * Thread-safe; may be called from a token callback. */
 fak_status fak_engine_cancel(fak_engine* engine, uint64_t id);
 
 typedef enum fak_finish_reason {
@@ -272,8 +296,10 @@ typedef enum fak_finish_reason {
 typedef struct fak_result fak_result;
 
 /* Blocks until `id` finishes and hands over its result (once; NOT_FOUND afterwards). Free it with
- * fak_result_free. A request that failed is still a result, with FAK_FINISH_ERROR and its error. */
+ * fak_result_free. A request that failed is still a result, with FAK_FINISH_ERROR and its error.
+ * Caller frees *out with fak_result_free. Thread-safe (each id is waited for by one caller). */
 fak_status fak_engine_wait(fak_engine* engine, uint64_t id, fak_result** out);
+/* NULL is a no-op; invalidates the pointers fak_result_info_get lent. */
 void fak_result_free(fak_result* result);
 
 typedef struct fak_result_info {
@@ -288,7 +314,8 @@ typedef struct fak_result_info {
   const char* error_message;  /* NUL-terminated; borrowed from the result */
 } fak_result_info;
 
-/* Fills `info` (set struct_size first). Pointers stay valid until fak_result_free. */
+/* Fills `info` (set struct_size first). Pointers stay valid until fak_result_free.
+ * Thread-safe (a result is immutable). */
 fak_status fak_result_info_get(const fak_result* result, fak_result_info* info);
 
 /* ---- Radix tree: prefix reuse across sessions ------------------------------------------------ */
@@ -297,17 +324,22 @@ fak_status fak_result_info_get(const fak_result* result, fak_result_info* info);
  * tokenizer, kernel tier or tenant. */
 typedef struct fak_radix fak_radix;
 
-/* A tree for `model`'s KV keeping at most budget_bytes resident (0 = unbounded). */
+/* A tree for `model`'s KV keeping at most budget_bytes resident (0 = unbounded).
+ * Caller frees *out with fak_radix_free; the tree holds a reference to the model. Thread-safe. */
 fak_status fak_radix_new(const fak_model* model, size_t budget_bytes, fak_radix** out);
+/* NULL is a no-op; sessions from lookups keep the tree alive. Not concurrently with other calls
+ * on this handle. */
 void fak_radix_free(fak_radix* radix);
 /* A new session holding the longest cached prefix of `tokens` (n_tokens >= 1) that `tenant`
  * (NULL = "default") may reuse, at most n_tokens - 1 tokens so one is left to prefill; *matched
  * tells how many. The session reads the tree's KV in place and keeps that path from eviction until
- * it is freed. Prefill tokens[*matched:] on it next. */
+ * it is freed. Prefill tokens[*matched:] on it next. Caller frees *out with fak_session_free. Thread-safe. */
 fak_status fak_radix_lookup(fak_radix* radix, const char* tenant, const int32_t* tokens, size_t n_tokens,
                             fak_session** out, size_t* matched);
 /* Adds everything `session` holds to `tenant`'s namespace (NULL = "default"), then trims to the
- * budget. INVALID_ARGUMENT for a session of another model or an empty one. */
+ * budget. INVALID_ARGUMENT for a session of another model or an empty one.
+ * Copies what it keeps; the session stays the caller's. Thread-safe for the tree; the session must
+ * not change meanwhile. */
 fak_status fak_radix_insert(fak_radix* radix, const char* tenant, const fak_session* session);
 
 typedef struct fak_radix_stats {
@@ -316,6 +348,7 @@ typedef struct fak_radix_stats {
   size_t lookups, hits, misses, hit_tokens, evicted_tokens;
 } fak_radix_stats;
 
+/* Thread-safe. */
 fak_status fak_radix_stats_get(const fak_radix* radix, fak_radix_stats* stats);
 
 /* ---- Ledger, eviction with a deletion certificate, verification ------------------------------ */
@@ -326,25 +359,31 @@ typedef struct fak_auditor fak_auditor;
 
 /* Writes a new ed25519 key as PKCS#8 PEM (mode 0600) to `pem_path` and its public key's hex to
  * `public_key_hex` (may be NULL). FAILED_PRECONDITION / IO_ERROR when the file exists or cannot be
- * written. */
+ * written. Thread-safe. */
 fak_status fak_key_generate(const char* pem_path, char public_key_hex[FAK_DIGEST_HEX_SIZE]);
 /* Opens (or creates) the journal at `journal_path` and loads the key at `key_pem_path` (owner-only
  * file). FAILED_PRECONDITION when another opener holds the journal or the key file is too open;
- * CORRUPTION for a damaged journal. */
+ * CORRUPTION for a damaged journal.
+ * Caller frees *out with fak_auditor_free (which releases the journal). Thread-safe. */
 fak_status fak_auditor_open(const char* journal_path, const char* key_pem_path, fak_auditor** out);
+/* NULL is a no-op. Not concurrently with other calls on the auditor. */
 void fak_auditor_free(fak_auditor* auditor);
-/* The signing key's public half, hex. */
+/* The signing key's public half, hex. Thread-safe. */
 fak_status fak_auditor_public_key(const fak_auditor* auditor, char public_key_hex[FAK_DIGEST_HEX_SIZE]);
 
 /* Named segments (system prompt, user turn, tool result) laid end to end over one cache, each
  * evictable by name. One thread at a time. */
 typedef struct fak_ledger fak_ledger;
 
+/* An empty ledger over a new cache of `model`, holding a reference to the model. Caller frees *out
+ * with fak_ledger_free. Thread-safe. */
 fak_status fak_ledger_new(const fak_model* model, fak_ledger** out);
+/* NULL is a no-op. Not concurrently with other calls on the ledger. */
 void fak_ledger_free(fak_ledger* ledger);
 /* Tokenizes `text` (its sha256 is the segment's source digest) and prefills it as segment
  * `segment_id` (NUL-terminated, unique in the ledger); logits as fak_prefill. INVALID_ARGUMENT
- * for a duplicate or empty id or text that makes no tokens. */
+ * for a duplicate or empty id or text that makes no tokens.
+ * Changes the ledger: one thread at a time per ledger. */
 fak_status fak_ledger_append(fak_ledger* ledger, const char* segment_id, const char* text, size_t text_len,
                              float* logits, size_t capacity);
 /* Evicts segment `segment_id` exactly (the later segments, whose KV attended to it, are
@@ -353,16 +392,20 @@ fak_status fak_ledger_append(fak_ledger* ledger, const char* segment_id, const c
  * certificate. *certificate_json receives its canonical JSON (free with fak_string_free); `reason`
  * (NUL-terminated, may be NULL) is journaled. The eviction is made on a copy and kept only with
  * its certificate, so on any failure the ledger is as it was. NOT_FOUND for an unknown id;
- * VERIFICATION_FAILED when the witness differs (no certificate; the journal records the refusal). */
+ * VERIFICATION_FAILED when the witness differs (no certificate; the journal records the refusal).
+ * Caller frees *certificate_json with fak_string_free. One thread at a time per ledger; the auditor
+ * may be shared. */
 fak_status fak_ledger_evict(fak_ledger* ledger, const char* segment_id, fak_auditor* auditor, const char* reason,
                             char** certificate_json);
-/* A new session holding a copy of the ledger's cache (to generate from it). */
+/* A new session holding a copy of the ledger's cache (to generate from it). Caller frees *out with
+ * fak_session_free. Reads the ledger: not concurrently with a call that changes it. */
 fak_status fak_ledger_session(const fak_ledger* ledger, fak_session** out);
 
 /* Verifies a certificate against the journal file it names a row of and the issuer keys trusted
  * (n_keys hex public keys): the signature, the never-saw witness, the journal's chain and row, and
  * the evicted count re-counted from the journal. FAK_OK when every check passes;
- * INVALID_ARGUMENT for malformed JSON or keys; VERIFICATION_FAILED naming the first fault. */
+ * INVALID_ARGUMENT for malformed JSON or keys; VERIFICATION_FAILED naming the first fault.
+ * Borrows its arguments for the call. Thread-safe. */
 fak_status fak_certificate_verify(const char* certificate_json, size_t json_len, const char* journal_path,
                                   const char* const* trusted_public_keys_hex, size_t n_keys);
 
@@ -374,20 +417,21 @@ typedef struct fak_text_store fak_text_store;
 /* Opens (creating if needed) a directory store at `dir` (atomic, fsync'd writes), or an in-memory
  * store when `dir` is NULL. Past capacity_bytes of text the least recently used texts are
  * evicted; 0 = never evict (text is the source of truth: choose a bound only for a cache tier).
- * CORRUPTION for a damaged store. */
+ * CORRUPTION for a damaged store. Caller frees *out with fak_text_store_free. Thread-safe. */
 fak_status fak_text_store_open(const char* dir, uint64_t capacity_bytes, fak_text_store** out);
+/* NULL is a no-op. Not concurrently with other calls on the store. */
 void fak_text_store_free(fak_text_store* store);
-/* Stores `text` once per distinct content; its sha256 goes to `digest` (hex). */
+/* Stores `text` once per distinct content; its sha256 goes to `digest` (hex). Thread-safe. */
 fak_status fak_text_store_put(fak_text_store* store, const char* text, size_t text_len,
                               char digest[FAK_DIGEST_HEX_SIZE]);
 /* The verified bytes of `digest` (hex, NUL-terminated), NUL-terminated like fak_detokenize.
- * NOT_FOUND when absent; VERIFICATION_FAILED when the stored bytes do not hash to it. */
+ * NOT_FOUND when absent; VERIFICATION_FAILED when the stored bytes do not hash to it. Thread-safe. */
 fak_status fak_text_store_get(fak_text_store* store, const char* digest, char* text, size_t capacity,
                               size_t* n_bytes);
-/* Erases the text and the token lists cached for it. NOT_FOUND when absent. */
+/* Erases the text and the token lists cached for it. NOT_FOUND when absent. Thread-safe. */
 fak_status fak_text_store_remove(fak_text_store* store, const char* digest);
 /* The text's token ids under `model`'s tokenizer, cached after the first call; buffers as
- * fak_tokenize. */
+ * fak_tokenize. Borrows model. Thread-safe. */
 fak_status fak_text_store_tokens(fak_text_store* store, const char* digest, const fak_model* model, int32_t* tokens,
                                  size_t capacity, size_t* n_tokens);
 
