@@ -26,6 +26,11 @@ Result<EngineRequest> ReadRequest(const fak_request& r) {
   q.max_tokens = r.max_tokens;
   if (r.stop_tokens == nullptr && r.n_stop_tokens > 0) return NullArgument("request.stop_tokens");
   if (r.n_stop_tokens > 0) q.stop_tokens.assign(r.stop_tokens, r.stop_tokens + r.n_stop_tokens);
+  if (r.stop_strings == nullptr && r.n_stop_strings > 0) return NullArgument("request.stop_strings");
+  for (size_t i = 0; i < r.n_stop_strings; ++i) {
+    if (r.stop_strings[i] == nullptr) return InvalidArgument("request.stop_strings[" + std::to_string(i) + "] is NULL");
+    q.stop_strings.emplace_back(r.stop_strings[i]);
+  }
   if (r.on_token != nullptr) {
     const fak_token_callback cb = r.on_token;
     void* const user_data = r.user_data;

@@ -422,6 +422,37 @@ static void TestEngine(void) {
   fak_session_free(s);
   free(logits);
   CHECK_STATUS(fak_engine_wait(engine, id, &result), FAK_NOT_FOUND); /* handed over once */
+
+  /* A stop string cut from the text the request produced ends it there, unprinted. */
+  char first_text[64];
+  const size_t first_len = info.text_len < sizeof first_text ? info.text_len : sizeof first_text - 1;
+  memcpy(first_text, info.text, first_len);
+  first_text[first_len] = '\0';
+  if (strlen(first_text) >= 4) {
+    char stop[3] = {first_text[2], first_text[3], '\0'};
+    const char* stops[1] = {stop};
+    fak_request stopping;
+    fak_request_init(&stopping);
+    stopping.prompt = prompt;
+    stopping.n_prompt = n;
+    stopping.max_tokens = 8;
+    stopping.stop_strings = stops;
+    stopping.n_stop_strings = 1;
+    fak_result* stopped = NULL;
+    CHECK_OK(fak_engine_submit(engine, &stopping, &id));
+    CHECK_OK(fak_engine_wait(engine, id, &stopped));
+    fak_result_info stopped_info;
+    stopped_info.struct_size = sizeof stopped_info;
+    CHECK_OK(fak_result_info_get(stopped, &stopped_info));
+    CHECK(stopped_info.finish == FAK_FINISH_STOP_STRING);
+    CHECK(stopped_info.text_len < info.text_len && strstr(stopped_info.text, stop) == NULL);
+    fak_result_free(stopped);
+    const char* null_stop[1] = {NULL};
+    stopping.stop_strings = null_stop;
+    CHECK_STATUS(fak_engine_submit(engine, &stopping, &id), FAK_INVALID_ARGUMENT);
+  } else {
+    CHECK(!"the greedy reply has at least 4 non-NUL bytes to cut a stop string from");
+  }
   fak_result_free(result);
 
   /* The callback cancels after 3 tokens. */

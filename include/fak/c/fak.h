@@ -270,6 +270,8 @@ typedef struct fak_request {
   size_t n_stop_tokens;
   fak_token_callback on_token;        /* may be NULL */
   void* user_data;                    /* passed to on_token */
+  const char* const* stop_strings;    /* NUL-terminated; generation ends when the text contains one, */
+  size_t n_stop_strings;              /* which is never emitted (nor what follows) */
 } fak_request;
 
 /* Thread-safe (touches only *request). */
