@@ -2,7 +2,8 @@
 #include "src/c/c_api_internal.h"
 
 struct fak_engine {
-  std::shared_ptr<const fak::capi::LoadedModel> model;  // declared first: outlives the engine
+  std::shared_ptr<const fak::capi::LoadedModel> model;  // these two first: they outlive the engine
+  std::shared_ptr<fak::capi::RadixHolder> tree;         // a shared tree, or null
   std::unique_ptr<fak::Engine> engine;
 };
 
@@ -88,8 +89,14 @@ fak_status fak_engine_new(const fak_model* model, const fak_engine_options* opti
     e.start_thread = o.start_thread != 0;
     // Every running request's decode must fit one step's batch.
     if (e.step_token_budget < e.max_running) e.step_token_budget = e.max_running;
+    std::shared_ptr<fak::capi::RadixHolder> tree;
+    if (o.tree != nullptr) {
+      tree = o.tree->holder;
+      if (tree->model != model->loaded) return fak::InvalidArgument("options.tree belongs to another model than the engine");
+      e.tree = tree->tree.get();
+    }
     FAK_ASSIGN_OR_RETURN(std::unique_ptr<fak::Engine> engine, fak::Engine::Create(*m.model, *m.tokenizer, std::move(e)));
-    *out = new fak_engine{model->loaded, std::move(engine)};
+    *out = new fak_engine{model->loaded, std::move(tree), std::move(engine)};
     return Status();
   });
 }

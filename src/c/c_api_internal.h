@@ -147,6 +147,10 @@ struct fak_model {
   std::shared_ptr<const fak::capi::LoadedModel> loaded;
 };
 
+struct fak_radix {
+  std::shared_ptr<fak::capi::RadixHolder> holder;
+};
+
 struct fak_session {
   std::shared_ptr<const fak::capi::LoadedModel> model;
   std::shared_ptr<fak::capi::RadixHolder> tree;  // set when the cache reads a tree's slabs

@@ -1,9 +1,6 @@
 // The C API's radix tree: prefix reuse across sessions, through the manifest gate.
 #include "src/c/c_api_internal.h"
 
-struct fak_radix {
-  std::shared_ptr<fak::capi::RadixHolder> holder;
-};
 
 using fak::Status;
 using fak::capi::Guard;

@@ -516,6 +516,39 @@ static void TestEngine(void) {
   CHECK(info.finish == FAK_FINISH_CANCELLED);
   fak_result_free(result);
   fak_engine_free(engine);
+
+  /* An engine sharing the caller's tree: a finished request's context is there to look up. */
+  fak_radix* tree = NULL;
+  CHECK_OK(fak_radix_new(g_model, 0, &tree));
+  fak_engine_options_init(&options);
+  options.tree = tree;
+  CHECK_OK(fak_engine_new(g_model, &options, &engine));
+  fak_request_init(&request);
+  request.prompt = prompt;
+  request.n_prompt = n;
+  request.max_tokens = 4;
+  CHECK_OK(fak_engine_submit(engine, &request, &id));
+  CHECK_OK(fak_engine_wait(engine, id, &result));
+  fak_result_free(result);
+  fak_session* reused = NULL;
+  size_t matched = 0;
+  CHECK_OK(fak_radix_lookup(tree, NULL, prompt, n, &reused, &matched));
+  CHECK(matched == n - 1); /* the whole prompt is cached; one token is always left to prefill */
+  fak_session_free(reused);
+  fak_radix_free(tree); /* the engine keeps it alive */
+  CHECK_OK(fak_engine_submit(engine, &request, &id));
+  CHECK_OK(fak_engine_wait(engine, id, &result));
+  CHECK_OK(fak_result_info_get(result, &info));
+  CHECK(info.cached_tokens == n - 1);
+  fak_result_free(result);
+  fak_engine_free(engine);
+  fak_model* model2 = NULL;
+  CHECK_OK(fak_model_load(NULL, &model2));
+  CHECK_OK(fak_radix_new(model2, 0, &tree));
+  options.tree = tree;
+  CHECK_STATUS(fak_engine_new(g_model, &options, &engine), FAK_INVALID_ARGUMENT);
+  fak_radix_free(tree);
+  fak_model_free(model2);
 }
 
 /* A tree lookup hands out the cached prefix; prefilling the rest equals a fresh prefill. */

@@ -232,6 +232,8 @@ fak_status fak_sampler_sample(fak_sampler* sampler, const float* logits, size_t 
 
 /* Thread-safe: submit, cancel and wait from any thread. */
 typedef struct fak_engine fak_engine;
+/* A radix tree (see "Radix tree" below); an engine may share one. */
+typedef struct fak_radix fak_radix;
 
 typedef struct fak_engine_options {
   size_t struct_size;
@@ -239,6 +241,9 @@ typedef struct fak_engine_options {
   size_t max_queued;       /* requests waiting (>= 1); submit answers UNAVAILABLE past it. Default: 256. */
   size_t kv_budget_bytes;  /* KV of running requests and the prefix tree; 0 = unbounded. Default: 0. */
   int start_thread;        /* nonzero: the engine steps on its own thread; 0: fak_engine_wait steps it. Default: 1. */
+  /* A tree of the same model to reuse prefixes from and give finished contexts to (the engine
+   * keeps it alive); NULL = the engine's own. Its budget becomes kv_budget_bytes. Default: NULL. */
+  fak_radix* tree;
 } fak_engine_options;
 
 /* Thread-safe (touches only *options). */
@@ -322,9 +327,8 @@ fak_status fak_result_info_get(const fak_result* result, fak_result_info* info);
 
 /* ---- Radix tree: prefix reuse across sessions ------------------------------------------------ */
 
-/* Thread-safe. Every reuse passes the manifest gate: a tree never serves KV across a model,
- * tokenizer, kernel tier or tenant. */
-typedef struct fak_radix fak_radix;
+/* fak_radix: thread-safe. Every reuse passes the manifest gate: a tree never serves KV across a
+ * model, tokenizer, kernel tier or tenant. */
 
 /* A tree for `model`'s KV keeping at most budget_bytes resident (0 = unbounded).
  * Caller frees *out with fak_radix_free; the tree holds a reference to the model. Thread-safe. */
