@@ -25,6 +25,7 @@ Result<EngineRequest> ReadRequest(const fak_request& r) {
     return InvalidArgument("a request carries either prompt token ids or messages (exactly one of them)");
   FAK_ASSIGN_OR_RETURN(q.sampling, ReadSampling(r.sampling));
   q.max_tokens = r.max_tokens;
+  q.priority = r.background != 0 ? RequestPriority::kBackground : RequestPriority::kInteractive;
   if (r.stop_tokens == nullptr && r.n_stop_tokens > 0) return NullArgument("request.stop_tokens");
   if (r.n_stop_tokens > 0) q.stop_tokens.assign(r.stop_tokens, r.stop_tokens + r.n_stop_tokens);
   if (r.stop_strings == nullptr && r.n_stop_strings > 0) return NullArgument("request.stop_strings");

@@ -491,8 +491,8 @@ static void TestEngine(void) {
   CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT);
   request.prompt = prompt;
   request.n_prompt = n;
-  request.max_tokens = 0;
-  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT);
+  request.max_tokens = (size_t)1 << 40; /* past the context */
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_RESOURCE_EXHAUSTED);
   CHECK_STATUS(fak_engine_cancel(engine, 987654321), FAK_NOT_FOUND);
   CHECK_STATUS(fak_engine_submit(NULL, &request, &id), FAK_INVALID_ARGUMENT);
   fak_engine_free(engine);
@@ -523,13 +523,19 @@ static void TestEngine(void) {
   fak_engine_options_init(&options);
   options.tree = tree;
   CHECK_OK(fak_engine_new(g_model, &options, &engine));
+  /* Warm it with a background, prefill-only request: nothing sampled, the prompt's KV kept. */
   fak_request_init(&request);
   request.prompt = prompt;
   request.n_prompt = n;
-  request.max_tokens = 4;
+  request.max_tokens = 0;
+  request.background = 1;
   CHECK_OK(fak_engine_submit(engine, &request, &id));
   CHECK_OK(fak_engine_wait(engine, id, &result));
+  CHECK_OK(fak_result_info_get(result, &info));
+  CHECK(info.n_tokens == 0 && info.finish == FAK_FINISH_LENGTH);
   fak_result_free(result);
+  request.max_tokens = 4;
+  request.background = 0;
   fak_session* reused = NULL;
   size_t matched = 0;
   CHECK_OK(fak_radix_lookup(tree, NULL, prompt, n, &reused, &matched));

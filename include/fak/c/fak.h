@@ -270,13 +270,16 @@ typedef struct fak_request {
   const fak_chat_message* messages;   /* a conversation rendered with the model's template, or NULL */
   size_t n_messages;
   const fak_sampling_params* sampling; /* NULL = greedy; copied at submit */
-  size_t max_tokens;                  /* >= 1. Default: 64. */
+  size_t max_tokens;                  /* 0: prefill only, giving the prompt's KV to the tree. Default: 64. */
   const int32_t* stop_tokens;         /* with messages and none given: EOS and end-of-turn tokens */
   size_t n_stop_tokens;
   fak_token_callback on_token;        /* may be NULL */
   void* user_data;                    /* passed to on_token */
   const char* const* stop_strings;    /* NUL-terminated; generation ends when the text contains one, */
   size_t n_stop_strings;              /* which is never emitted (nor what follows) */
+  /* Nonzero: background work (warming the tree, backfill), admitted only while no interactive
+   * request waits and preempted first. Default: 0 (interactive). */
+  int background;
 } fak_request;
 
 /* Thread-safe (touches only *request). */
