@@ -3,7 +3,9 @@
 // Endpoints (docs/server.md has parameters, errors and limits): POST /v1/chat/completions (messages
 // rendered with the model's ChatTemplate), POST /v1/completions (a prompt string), GET /v1/models,
 // GET /health, GET /metrics (Prometheus text format 0.0.4). Both completion endpoints stream as
-// server-sent events when asked. Every request's tokens go to the Engine with the tenant its API key
+// server-sent events when asked. fak's own, under /fak/v1: the reuse probe (prefix), the gate's
+// verdict for a prefix (gate), and with a Planner conversations kept by the server, a message
+// evicted from one with a signed deletion certificate, and certificate verification. Every request's tokens go to the Engine with the tenant its API key
 // maps to, so prefix reuse stays inside a tenant's namespace of the radix tree.
 //
 // Threads: connections are served by a pool of `http_threads` threads; each waits on its own
@@ -22,6 +24,7 @@
 #include "fak/core/status.h"
 #include "fak/engine/engine.h"
 #include "fak/model/model.h"
+#include "fak/planner/planner.h"
 #include "fak/tokenizer/chat_template.h"
 #include "fak/tokenizer/tokenizer.h"
 
@@ -49,6 +52,13 @@ struct ServerOptions {
   ApiKeys api_keys;
   // The KV budget the engine was given, reported as fak_kv_budget_bytes (0: unbounded).
   size_t kv_budget_bytes = 0;
+  // fak's conversation endpoints (/fak/v1/conversations..., /fak/v1/certificates/verify) run through
+  // this Planner: its own radix tree, text store, journal and signing key, over the same model and
+  // tokenizer as the engine. Not owned; must outlive the server. Null: those endpoints answer 404.
+  // Default: null.
+  Planner* planner = nullptr;
+  // Conversations held at once; more are refused with 503. Default: 1024.
+  size_t max_conversations = 1024;
 };
 
 class Server {
