@@ -150,6 +150,9 @@ HttpReply Conversations::Turn(const std::string& id, Entry& entry, const ApiRequ
   // A turn's certificates are its write-time quarantines, one each.
   certificates_quarantine_.fetch_add(r->certificates.size(), std::memory_order_relaxed);
   quarantines_.fetch_add(r->certificates.size(), std::memory_order_relaxed);
+  // The reply is stored now rather than by the next turn, so a rollout's backfill finds it. Best
+  // effort: the next turn stores it anyway, and a backfill without it is refused, not wrong.
+  (void)planner_.corpus().PutSource(r->text);
   Result<Json> body = TurnJson(id, next, *r);
   next.messages.push_back({SegmentKind::kAssistant, r->text});
   entry.conversation = std::move(next);
@@ -254,6 +257,30 @@ HttpReply Conversations::Verify(std::string_view body) {
                         {"detail", check.detail},
                         {"subject", cert->subject.Hex()},
                         {"journal_seq", cert->journal_seq}});
+}
+
+std::vector<std::pair<TranscriptRef, size_t>> Conversations::Transcripts() {
+  std::vector<std::pair<Key, std::shared_ptr<Entry>>> entries;
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    entries.assign(conversations_.begin(), conversations_.end());
+  }
+  std::vector<std::pair<TranscriptRef, size_t>> out;
+  for (const auto& [key, entry] : entries) {
+    std::lock_guard<std::mutex> lock(entry->mu);
+    const Conversation& c = entry->conversation;
+    Result<std::vector<RecallSegment>> shown = planner_.Transcript(c);
+    if (!shown) continue;  // the denylist cannot be asked now: this one is not warmed
+    TranscriptRef ref{key.second, {}, c.tenant};
+    size_t n_bytes = 0;
+    for (size_t i = 0; i < c.messages.size(); ++i) {
+      if ((*shown)[i].text != c.messages[i].text || c.messages[i].text.empty()) continue;  // sealed, or no text
+      ref.segments.push_back(Digest::Of(c.messages[i].text));
+      n_bytes += c.messages[i].text.size();
+    }
+    if (!ref.segments.empty()) out.emplace_back(std::move(ref), n_bytes);
+  }
+  return out;
 }
 
 ConversationStats Conversations::Stats() const {

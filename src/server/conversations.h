@@ -22,8 +22,10 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "fak/planner/planner.h"
+#include "fak/regen/transcript_ref.h"
 #include "src/server/api_request.h"
 #include "src/server/http_reply.h"
 
@@ -57,6 +59,11 @@ class Conversations {
   HttpReply Delete(const std::string& tenant, const std::string& id);
   // POST /fak/v1/certificates/verify, body: a certificate as issued.
   HttpReply Verify(std::string_view body);
+
+  // Every conversation's texts in order, sealed ones left out (their text is gone), keyed by its
+  // id and with its tenant, and its length in bytes: the hot set of a rollout. Waits for requests
+  // in flight on each conversation.
+  std::vector<std::pair<TranscriptRef, size_t>> Transcripts();
 
   ConversationStats Stats() const;
   Planner& planner() { return planner_; }

@@ -215,6 +215,17 @@ std::string ServerMetrics::Render(const EngineSnapshot& s) const {
   if (s.conversations) trees.emplace_back("conversations", s.conversation_gate);
   RenderGate(&out, trees);
   if (s.conversations) RenderConversations(&out, *s.conversations);
+  if (s.rollout) {
+    const RolloutStats& r = s.rollout->rollout;
+    Scalar(&out, "fak_rollout_cut_over", "gauge", "Whether the current rollout has cut over (1) or is warming (0).",
+           r.phase == RolloutPhase::kCutOver ? 1 : 0);
+    Header(&out, "fak_rollout_backfill_tasks", "gauge", "The current rollout's backfill tasks, by state.");
+    const std::pair<const char*, size_t> tasks[] = {{"submitted", r.backfill_tasks}, {"pending", r.backfill_pending},
+                                                    {"refused", r.backfill_refused}, {"skipped", r.backfill_skipped}};
+    for (const auto& [state, n] : tasks) Sample(&out, "fak_rollout_backfill_tasks", Label("state", state), static_cast<double>(n));
+    Scalar(&out, "fak_rollout_backfill_tokens", "gauge", "Tokens the current rollout's backfill has prefilled.",
+           static_cast<double>(s.rollout->backfill.backfill_tokens));
+  }
   {
     std::lock_guard lock(mu_);
     Header(&out, "fak_gate_probes_total", "counter",

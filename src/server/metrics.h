@@ -22,6 +22,7 @@
 #include "fak/gate/resident_claim.h"
 #include "fak/session/radix_tree.h"
 #include "src/server/conversations.h"
+#include "src/server/rollouts.h"
 
 namespace fak::internal {
 
@@ -48,6 +49,7 @@ struct EngineSnapshot {
   size_t kv_budget_bytes = 0;
   std::optional<ConversationStats> conversations;  // with the Planner's tree's gate below
   GateStats conversation_gate;
+  std::optional<RolloutSnapshot> rollout;  // the current or last rollout
 };
 
 class ServerMetrics {

@@ -21,6 +21,7 @@
 #include "src/server/conversations.h"
 #include "src/server/http_reply.h"
 #include "src/server/metrics.h"
+#include "src/server/rollouts.h"
 #include "src/server/verdict_json.h"
 
 namespace fak {
@@ -64,7 +65,8 @@ std::string_view OpenAiFinishReason(FinishReason finish) {
 // The metrics label of a path: the route it names, "other" for anything else (bounded cardinality).
 std::string_view EndpointLabel(std::string_view path) {
   for (std::string_view route : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
-                                 "/fak/v1/prefix", "/fak/v1/gate", "/fak/v1/conversations", "/fak/v1/certificates/verify"})
+                                 "/fak/v1/prefix", "/fak/v1/gate", "/fak/v1/conversations", "/fak/v1/certificates/verify",
+                                 "/fak/v1/rollout"})
     if (path == route) return route;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models";
   constexpr std::string_view kConversation = "/fak/v1/conversations/";
@@ -156,6 +158,7 @@ struct Server::Impl {
   httplib::Server http;
   internal::ServerMetrics metrics;
   std::unique_ptr<internal::Conversations> conversations;  // null without a Planner
+  std::unique_ptr<internal::Rollouts> rollouts;            // null without a Planner and a loader; uses conversations
   std::atomic<uint64_t> next_id{1};
 
   // Threads that wait on an engine request, and completion responses not yet fully written.
@@ -200,6 +203,7 @@ struct Server::Impl {
   // Authenticates, then answers with `handle(tenant)`; 404 when the server has no Planner.
   void WithConversations(const httplib::Request& req, httplib::Response& res,
                          const std::function<internal::HttpReply(const std::string& tenant)>& handle);
+  void RolloutRoutes();
   // A chat-completion body for a conversation turn; nullopt (and the error) when it is refused.
   std::optional<ApiRequest> ParseTurn(const httplib::Request& req, internal::HttpReply* error) const;
   Result<std::vector<int32_t>> PromptTokens(ApiEndpoint api, const ApiRequest& request) const;
@@ -614,6 +618,34 @@ void Server::Impl::ConversationRoutes() {
   });
 }
 
+// Rollouts are an operator's action: only admin tenants (ServerOptions::admin_tenants) may start
+// or watch one.
+void Server::Impl::RolloutRoutes() {
+  const auto with_admin = [this](const httplib::Request& req, httplib::Response& res,
+                                 const std::function<internal::HttpReply()>& handle) {
+    constexpr std::string_view kEndpoint = "/fak/v1/rollout";
+    std::optional<std::string> tenant = Authenticate(req, res, kEndpoint);
+    if (!tenant) return;
+    if (!rollouts)
+      return ReplyError(res, *tenant, kEndpoint, {404, "invalid_request_error", "this server does not roll out models (it "
+                                                  "was started without a planner or a model loader)", "", "not_enabled"});
+    const std::vector<std::string>& admins = options.admin_tenants;
+    const bool admin = admins.empty() ? options.api_keys.empty()
+                                      : std::find(admins.begin(), admins.end(), *tenant) != admins.end();
+    if (!admin)
+      return ReplyError(res, *tenant, kEndpoint, {403, "invalid_request_error", "tenant '" + *tenant + "' may not roll out "
+                                                  "models (see --admin-tenant)", "", "forbidden"});
+    const internal::HttpReply reply = handle();
+    Reply(res, *tenant, kEndpoint, reply.status, reply.body);
+  };
+  http.Post("/fak/v1/rollout", [this, with_admin](const httplib::Request& req, httplib::Response& res) {
+    with_admin(req, res, [&] { return rollouts->Start(req.body); });
+  });
+  http.Get("/fak/v1/rollout", [this, with_admin](const httplib::Request& req, httplib::Response& res) {
+    with_admin(req, res, [&] { return rollouts->Progress(); });
+  });
+}
+
 std::string Server::Impl::RenderMetrics() const {
   internal::EngineSnapshot s;
   s.engine = engine.Stats();
@@ -624,6 +656,7 @@ std::string Server::Impl::RenderMetrics() const {
     s.conversations = conversations->Stats();
     s.conversation_gate = conversations->planner().tree().GateStatistics();
   }
+  if (rollouts) s.rollout = rollouts->Snapshot();
   return metrics.Render(s);
 }
 
@@ -637,6 +670,7 @@ void Server::Impl::Routes() {
   http.Post("/fak/v1/prefix", [this](const httplib::Request& req, httplib::Response& res) { HandlePrefixProbe(req, res); });
   http.Post("/fak/v1/gate", [this](const httplib::Request& req, httplib::Response& res) { HandleGateProbe(req, res); });
   ConversationRoutes();
+  RolloutRoutes();
   const auto model_json = [this] {
     return Json{{"id", options.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "fak"}};
   };
@@ -704,7 +738,13 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
   if (Planner* planner = impl->options.planner) {
     impl->conversations = std::make_unique<internal::Conversations>(*planner, model, impl->options.default_max_tokens,
                                                                     impl->options.max_conversations);
+    if (impl->options.load_model) {
+      impl->rollouts = std::make_unique<internal::Rollouts>(*planner, model, tokenizer, *impl->conversations,
+                                                            impl->options.load_model);
+    }
   }
+  for (const std::string& tenant : impl->options.admin_tenants)
+    if (!IsValidTenant(tenant)) return InvalidArgument("ServerOptions: invalid admin tenant name '" + tenant + "'");
   impl->chat_stop_tokens = EndOfGenerationTokens(tokenizer, &chat_template);
   impl->completion_stop_tokens = EndOfGenerationTokens(tokenizer, nullptr);
   const size_t threads = impl->options.http_threads;

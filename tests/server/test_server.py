@@ -585,3 +585,58 @@ def test_bad_store_options_fail_at_start(tmp_path):
                            (["--store", str(tmp_path / "s"), "--redis", "redis://h"], "alternatives")]:
         proc = subprocess.run([FAK, "serve", MODEL, "--port", "0", *extra], capture_output=True, text=True, timeout=30)
         assert proc.returncode != 0 and message in proc.stderr, (extra, proc.stderr)
+
+
+def test_rollout_backfills_the_conversations(tmp_path):
+    s = FakServer(tmp_path, "--admin-tenant", "alice")
+    try:
+        assert s.request("GET", "/fak/v1/rollout")[0] == 404  # none yet
+        status, reply = s.request("POST", "/fak/v1/rollout", {"model": "embedded:7"}, key="key-bob")
+        assert status == 403 and reply["error"]["code"] == "forbidden", reply
+        ids = []
+        for i, key in enumerate(["key-alice", "key-bob"]):
+            status, turn = converse(s, "/fak/v1/conversations",
+                                    [{"role": "user", "content": f"conversation {i} " + "words " * 20}], key=key)
+            assert status == 200, turn
+            ids.append(turn["id"])
+        # A message evicted on request is never backfilled (its text is gone); the rest is.
+        assert s.request("POST", f"/fak/v1/conversations/{ids[0]}/evict", {"message": 0})[0] == 200
+
+        status, started = s.request("POST", "/fak/v1/rollout", {"model": "embedded:7", "policy": "blue_green"})
+        assert status == 200, started
+        assert started["policy"] == "blue_green" and started["shared"] is False
+        assert started["hot_set"]["sessions"] == 2
+        progress = {}
+
+        def done():
+            nonlocal progress
+            status, progress = s.request("GET", "/fak/v1/rollout")
+            assert status == 200, progress
+            return progress["done"]
+        assert wait_for(done, 60), progress
+        backfill = progress["backfill"]
+        assert progress["phase"] == "cut_over" and backfill["refused"] == 0 and backfill["errors"] == 0, progress
+        assert backfill["tasks"] == backfill["tasks_done"] == 2 and backfill["tokens"] > 0, progress
+        assert progress["new_tree_tokens"] >= backfill["tokens"] > 0
+        families = s.metrics()
+        assert sample_value(families, "fak_rollout_cut_over") == 1
+        assert sample_value(families, "fak_rollout_backfill_tokens") == backfill["tokens"]
+
+        # Identical weights share the old cache: no backfill. Lazy cuts over at once.
+        status, same = s.request("POST", "/fak/v1/rollout", {"model": "embedded", "policy": "blue_green"})
+        assert status == 200 and same["shared"] is True and same["done"] is True, same
+        status, lazy = s.request("POST", "/fak/v1/rollout", {"model": "embedded:8", "policy": "lazy"})
+        assert status == 200 and lazy["done"] is True and lazy["backfill"]["tasks"] == 0, lazy
+        for body, param in [({"model": "embedded:9", "policy": "canary"}, "policy"),
+                            ({"model": "embedded:9", "policy": "sideways"}, "policy"),
+                            ({"policy": "lazy"}, "model"), ({"model": "embedded:nine"}, "model"),
+                            ({"model": "embedded:9", "when": "now"}, "when"), ({"model": 7}, "model")]:
+            status, reply = s.request("POST", "/fak/v1/rollout", body)
+            assert status == 400 and reply["error"]["param"] == param, (body, reply)
+        status, reply = s.request("POST", "/fak/v1/rollout", {"model": str(tmp_path / "no-such-model.gguf")})
+        assert status == 404 and reply["error"]["param"] == "model", reply
+        # Serving is unchanged: chat still answers.
+        assert chat(s.client(), [{"role": "user", "content": "still here?"}], max_tokens=2).choices
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0, "".join(s.log)

@@ -48,7 +48,10 @@ constexpr std::string_view kServeUsage =
     "                         temporary directory, removed at exit\n"
     "  --store DIR            conversation texts in a directory blob store. Default: DIR/corpus of --state\n"
     "  --redis URL            conversation texts in Redis instead: redis://[:PASSWORD@]HOST[:PORT][/DB]\n"
-    "  --max-conversations N  conversations held at once; more are refused with 503. Default: 1024\n";
+    "  --max-conversations N  conversations held at once; more are refused with 503. Default: 1024\n"
+    "  --admin-tenant NAME    the tenant allowed to roll out new weights (POST /fak/v1/rollout names a\n"
+    "                         MODEL as above, or 'embedded:SEED' for other synthetic weights). Default:\n"
+    "                         anyone without --api-keys, nobody with them\n";
 
 // SIGINT and SIGTERM, blocked in every thread (BlockStopSignals runs before any thread starts: the
 // model's pool and the engine's step thread inherit the mask) and taken by StopOnSignal's thread.
@@ -137,6 +140,33 @@ Result<std::unique_ptr<Planner>> OpenPlanner(const LoadedModel& m, const ChatTem
   return Planner::Create(*m.model, *m.tokenizer, std::move(key), store, std::move(options));
 }
 
+// What a rollout loads: a MODEL as the command takes it, or "embedded:SEED" — the embedded model's
+// shape and byte tokenizer with other synthetic weights (a weights change the tests can make).
+ModelLoader RolloutLoader(size_t n_threads) {
+  return [n_threads](const std::string& spec) -> Result<RolloutModel> {
+    constexpr std::string_view kSeeded = "embedded:";
+    RolloutModel out;
+    if (spec.rfind(kSeeded, 0) == 0) {
+      const std::string_view digits = std::string_view(spec).substr(kSeeded.size());
+      uint64_t seed = 0;
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), seed);
+      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size())
+        return InvalidArgument("model '" + spec + "': expected embedded:SEED with a decimal SEED");
+      ModelOptions options;
+      options.n_threads = n_threads;
+      FAK_ASSIGN_OR_RETURN(out.model, Model::Synthetic(ModelConfig::EmbeddedDefault(), seed, options));
+      out.tokenizer = MakeByteTokenizer();
+      out.label = "embedded (synthetic weights, seed " + std::to_string(seed) + ")";
+      return out;
+    }
+    FAK_ASSIGN_OR_RETURN(LoadedModel m, LoadModel(spec, n_threads));
+    out.model = std::move(m.model);
+    out.tokenizer = std::move(m.tokenizer);
+    out.label = std::move(m.label);
+    return out;
+  };
+}
+
 Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& model_spec) {
   ServerOptions o;
   if (std::optional<std::string> host = args.Get("host")) o.host = *host;
@@ -146,6 +176,7 @@ Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& mo
   FAK_ASSIGN_OR_RETURN(o.max_body_bytes, args.GetUint("max-body", o.max_body_bytes));
   FAK_ASSIGN_OR_RETURN(o.kv_budget_bytes, args.GetUint("kv-budget", 0));
   FAK_ASSIGN_OR_RETURN(o.max_conversations, args.GetUint("max-conversations", o.max_conversations));
+  if (std::optional<std::string> admin = args.Get("admin-tenant")) o.admin_tenants.push_back(*admin);
   o.model_id = args.Get("model-name").value_or(std::filesystem::path(model_spec).filename().string());
   if (std::optional<std::string> path = args.Get("api-keys")) {
     FAK_ASSIGN_OR_RETURN(std::string text, ReadFileOrStdin(*path));
@@ -159,7 +190,7 @@ Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& mo
 
 int ServeCommand(std::span<char* const> argv) {
   const Args::Spec spec{{"model", "host", "port", "threads", "kv-budget", "api-keys", "max-body", "max-running",
-                         "max-queued", "model-name", "template", "state", "store", "redis", "max-conversations"},
+                         "max-queued", "model-name", "template", "state", "store", "redis", "max-conversations", "admin-tenant"},
                         {},
                         {{"-m", "model"}}};
   const std::string usage(kServeUsage);
@@ -196,6 +227,7 @@ int ServeCommand(std::span<char* const> argv) {
   Result<std::unique_ptr<Planner>> planner = OpenPlanner(*m, *chat_template, state, **store);
   if (!planner) return Fail("serve", planner.error());
   options->planner = planner->get();
+  options->load_model = RolloutLoader(*threads);
   Result<std::unique_ptr<Server>> server = Server::Create(**engine, *m->model, *m->tokenizer, *chat_template, *options);
   if (!server) return Fail("serve", server.error());
   Result<uint16_t> port = (*server)->Bind();

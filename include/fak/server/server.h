@@ -5,7 +5,8 @@
 // GET /health, GET /metrics (Prometheus text format 0.0.4). Both completion endpoints stream as
 // server-sent events when asked. fak's own, under /fak/v1: the reuse probe (prefix), the gate's
 // verdict for a prefix (gate), and with a Planner conversations kept by the server, a message
-// evicted from one with a signed deletion certificate, and certificate verification. Every request's tokens go to the Engine with the tenant its API key
+// evicted from one with a signed deletion certificate, certificate verification, and a rollout of
+// new weights whose backfill progress can be watched. Every request's tokens go to the Engine with the tenant its API key
 // maps to, so prefix reuse stays inside a tenant's namespace of the radix tree.
 //
 // Threads: connections are served by a pool of `http_threads` threads; each waits on its own
@@ -16,10 +17,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fak/core/status.h"
 #include "fak/engine/engine.h"
@@ -29,6 +32,15 @@
 #include "fak/tokenizer/tokenizer.h"
 
 namespace fak {
+
+// The weights a rollout moves to (POST /fak/v1/rollout): a model and its tokenizer.
+struct RolloutModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string label;  // how it was named, for the progress report
+};
+// Loads the model a rollout names (a file, or a name the host knows); errors name the spec.
+using ModelLoader = std::function<Result<RolloutModel>(const std::string& spec)>;
 
 // API key → tenant. Empty: no authentication, every request is tenant "default".
 using ApiKeys = std::map<std::string, std::string, std::less<>>;
@@ -59,6 +71,12 @@ struct ServerOptions {
   Planner* planner = nullptr;
   // Conversations held at once; more are refused with 503. Default: 1024.
   size_t max_conversations = 1024;
+  // Rollouts (POST /fak/v1/rollout) load the new weights with this; they also need `planner`.
+  // Null: the rollout endpoints answer 404. Default: null.
+  ModelLoader load_model;
+  // Tenants allowed to start a rollout (an operator action); others get 403. Empty: any caller
+  // when there are no API keys, nobody when there are. Default: empty.
+  std::vector<std::string> admin_tenants;
 };
 
 class Server {
