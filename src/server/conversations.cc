@@ -82,7 +82,7 @@ bool ParseEvictBody(std::string_view body, size_t* index, std::string* reason, H
   bool has_index = false;
   for (const auto& [key, v] : parsed->items()) {
     if (key == "message") {
-      if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() < 0)) {
+      if (!v.is_number_integer() || (!v.is_number_unsigned() && v.get<int64_t>() < 0)) {
         *error = HttpReply::BadRequest("message must be a non-negative integer (the message's index)", "message");
         return false;
       }

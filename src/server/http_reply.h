@@ -1,5 +1,5 @@
 // What a handler answers: an HTTP status and a JSON body, and OpenAI's error object, shared by the
-// OpenAI routes (server.cc) and fak's own (conversations.cc, gate_probe.cc).
+// OpenAI routes (server.cc) and fak's own (conversations.cc, rollouts.cc, gate_claim.cc).
 #ifndef FAK_SRC_SERVER_HTTP_REPLY_H_
 #define FAK_SRC_SERVER_HTTP_REPLY_H_
 

@@ -19,6 +19,7 @@
 #include "src/core/json.h"
 #include "src/server/api_request.h"
 #include "src/server/conversations.h"
+#include "src/server/gate_claim.h"
 #include "src/server/http_reply.h"
 #include "src/server/metrics.h"
 #include "src/server/rollouts.h"
@@ -78,51 +79,6 @@ std::string_view EndpointLabel(std::string_view path) {
     if (rest.substr(slash) == "/evict") return "/fak/v1/conversations/{id}/evict";
   }
   return "other";
-}
-
-// A claim field the gate probe takes: a tenant, a 64-hex digest or a precision string.
-bool ApplyClaimField(const std::string& key, const Json& v, ResidentClaim* claim, HttpError* error) {
-  const std::string param = "claim." + key;
-  if (!v.is_string()) {
-    *error = {400, "invalid_request_error", param + " must be a string", param, "invalid_value"};
-    return false;
-  }
-  const std::string& text = v.get_ref<const std::string&>();
-  Digest* digest = key == "model_id" ? &claim->binding.model_id
-                   : key == "tokenizer_id" ? &claim->binding.tokenizer_id
-                   : key == "adapter_id" ? &claim->binding.adapter_id : nullptr;
-  if (digest != nullptr) {
-    Result<Digest> d = Digest::FromHex(text);
-    if (!d) {
-      *error = {400, "invalid_request_error", param + " must be 64 hex digits (a sha256)", param, "invalid_value"};
-      return false;
-    }
-    *digest = *d;
-  } else if (key == "tenant") {
-    if (!IsValidTenant(text)) {
-      *error = {400, "invalid_request_error", param + ": invalid tenant name '" + text + "'", param, "invalid_value"};
-      return false;
-    }
-    claim->tenant = text;
-  } else if (key == "kernel_tier" || key == "weight_dtype" || key == "kv_dtype") {
-    Precision& p = claim->binding.precision;
-    (key == "kernel_tier" ? p.kernel_tier : key == "weight_dtype" ? p.weight_dtype : p.kv_dtype) = text;
-  } else {
-    *error = {400, "invalid_request_error", "unknown field '" + key + "' in claim (tenant, model_id, tokenizer_id, "
-              "adapter_id, kernel_tier, weight_dtype, kv_dtype)", param, "invalid_request"};
-    return false;
-  }
-  return true;
-}
-
-Json ClaimJson(const ResidentClaim& c) {
-  return Json{{"tenant", c.tenant},
-              {"model_id", c.binding.model_id.Hex()},
-              {"tokenizer_id", c.binding.tokenizer_id.Hex()},
-              {"adapter_id", c.binding.adapter_id.Hex()},
-              {"kernel_tier", c.binding.precision.kernel_tier},
-              {"weight_dtype", c.binding.precision.weight_dtype},
-              {"kv_dtype", c.binding.precision.kv_dtype}};
 }
 
 }  // namespace
@@ -526,11 +482,8 @@ void Server::Impl::HandleGateProbe(const httplib::Request& req, httplib::Respons
   if (!body) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(body.error().message()), "", "invalid_request"});
   ResidentClaim claim = engine.tree().ClaimFor(*tenant);
   if (auto it = body->find("claim"); it != body->end()) {
-    if (!it->is_object())
-      return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", "claim must be an object", "claim", "invalid_value"});
     HttpError error;
-    for (const auto& [key, v] : it->items())
-      if (!ApplyClaimField(key, v, &claim, &error)) return ReplyError(res, *tenant, kEndpoint, error);
+    if (!internal::ApplyClaim(*it, &claim, &error)) return ReplyError(res, *tenant, kEndpoint, error);
     body->erase(it);
   }
   const ApiEndpoint api = body->contains("messages") ? ApiEndpoint::kChatCompletions : ApiEndpoint::kCompletions;
@@ -548,7 +501,7 @@ void Server::Impl::HandleGateProbe(const httplib::Request& req, httplib::Respons
   Json reply = internal::VerdictJson(probe.verdict);
   reply["object"] = "fak.gate.verdict";
   reply["tenant"] = *tenant;
-  reply["claim"] = ClaimJson(claim);
+  reply["claim"] = internal::ClaimJson(claim);
   reply["prompt_tokens"] = prompt->size();
   reply["resident_tokens"] = probe.resident_tokens;
   reply["admitted_tokens"] = probe.admitted_tokens;
