@@ -22,14 +22,14 @@ struct Rollouts::Run {
   std::unique_ptr<BackfillScheduler> scheduler;
 };
 
-namespace {
-
-struct StartRequest {
+struct Rollouts::StartRequest {
   std::string model;
   RolloutPolicy policy = RolloutPolicy::kLazy;
 };
 
-bool ParseStart(std::string_view body, StartRequest* out, HttpReply* error) {
+namespace {
+
+bool ParseStart(std::string_view body, Rollouts::StartRequest* out, HttpReply* error) {
   Result<Json> parsed = ParseJsonObject(body, "the request body");
   if (!parsed) {
     *error = HttpReply::BadRequest(std::string(parsed.error().message()), "", "invalid_request");
@@ -71,11 +71,21 @@ HttpReply Rollouts::Start(std::string_view body) {
   StartRequest request;
   HttpReply error;
   if (!ParseStart(body, &request, &error)) return error;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (run_ && !run_->rollout->cut_over()) {
-    return HttpReply::Error({409, "invalid_request_error", "a rollout to '" + run_->target.label + "' is still warming",
-                             "", "conflict"});
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (starting_ || (run_ && !run_->rollout->cut_over())) {
+      return HttpReply::Error({409, "invalid_request_error", "another rollout is starting or still warming", "", "conflict"});
+    }
+    starting_ = true;
   }
+  // Built without the lock (loading weights takes a while; scrapes and progress reads go on).
+  HttpReply reply = Begin(request);
+  std::lock_guard<std::mutex> lock(mu_);
+  starting_ = false;
+  return reply;
+}
+
+HttpReply Rollouts::Begin(const StartRequest& request) {
   Result<RolloutModel> target = loader_(request.model);
   if (!target) return StatusReply(target.error(), "model");
   if (!target->model || !target->tokenizer)
@@ -97,8 +107,10 @@ HttpReply Rollouts::Start(std::string_view body) {
   run->rollout = std::make_unique<Rollout>(*run->from, *run->to, options);
   if (Status s = run->rollout->Begin(run->hot, *run->scheduler); !s.ok()) return StatusReply(s);
   if (Status s = run->scheduler->Start(); !s.ok()) return StatusReply(s);
+  HttpReply reply = ProgressOf(*run);
+  std::lock_guard<std::mutex> lock(mu_);
   run_ = std::move(run);  // the previous one (cut over) is dropped
-  return ProgressOf(*run_);
+  return reply;
 }
 
 HttpReply Rollouts::Progress() {

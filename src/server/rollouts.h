@@ -48,17 +48,22 @@ class Rollouts {
   HttpReply Progress();
   std::optional<RolloutSnapshot> Snapshot() const;
 
+  struct StartRequest;  // the parsed body of Start
+
  private:
   struct Run;  // the new model, its tree, both drivers, the hot set, the scheduler and the rollout
-  HttpReply ProgressOf(Run& run) const;  // REQUIRES: mu_
+  // Loads the weights, builds and begins a run, and installs it as run_. REQUIRES: starting_ set by this caller.
+  HttpReply Begin(const StartRequest& request);
+  HttpReply ProgressOf(Run& run) const;  // reads only the run's thread-safe statistics
 
   Planner& planner_;
   const Model& model_;
   const Tokenizer& tokenizer_;
   Conversations& conversations_;
   ModelLoader loader_;
-  mutable std::mutex mu_;  // guards run_; held while a rollout starts
+  mutable std::mutex mu_;  // guards run_ and starting_
   std::unique_ptr<Run> run_;
+  bool starting_ = false;  // a Start is loading and building outside the lock
 };
 
 }  // namespace fak::internal
