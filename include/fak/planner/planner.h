@@ -134,6 +134,8 @@ class Planner {
   // and its KV evicted from the tree. Later Completes render it as SealedStub. `session` is the
   // one its Complete named (CompleteParams::session), so the pin goes before the text; "" = none.
   // The other messages' texts are stored (and pinned for `session`) as Complete stores them.
+  // Only this message is removed: another message that quotes its content (a reply that repeated
+  // it) stays until it is evicted too.
   // Cost: one prefill of the conversation, the tail's recompute and the witness's prefill.
   // Errors: InvalidArgument for an invalid tenant or an index past the end; FailedPrecondition
   // when the message is sealed already; Unavailable when the denylist cannot be asked or added to
