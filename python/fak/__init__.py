@@ -1,0 +1,71 @@
+"""fak: exact, evictable KV caches rebuilt from text — fak's C++ inference core from Python.
+
+    import fak
+    model = fak.Model.load("embedded")              # or a GGUF path
+    reply = model.create_chat_completion([{"role": "user", "content": "Hello"}], max_tokens=16)
+    print(reply["choices"][0]["message"]["content"])
+
+docs/python.md describes the package; every failing call raises a fak.Error subclass.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, Sequence, Union
+
+from . import errors
+from ._chat import create_chat_completion
+from ._fak import (
+    Auditor,
+    Certificate,
+    ChatTemplate,
+    Engine,
+    Model,
+    Request,
+    Session,
+    kernel_tier,
+    set_kernel_tier,
+    sha256,
+    supported_kernel_tiers,
+    version,
+)
+from .errors import (
+    CorruptionError,
+    Error,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    IOFailureError,
+    NotFoundError,
+    ResourceExhaustedError,
+    UnavailableError,
+    UnsupportedError,
+    VerificationFailedError,
+)
+
+__version__ = version()
+
+
+def _model_chat_completion(
+    self: Model, messages: Sequence[Dict[str, Any]], **kwargs: Any
+) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+    """create_chat_completion on the model's own Engine (model.engine); same arguments."""
+    kwargs.setdefault("model", self.label)
+    return create_chat_completion(self.engine, messages, **kwargs)
+
+
+def _engine_chat_completion(
+    self: Engine, messages: Sequence[Dict[str, Any]], **kwargs: Any
+) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+    """create_chat_completion on this Engine; see fak.create_chat_completion."""
+    return create_chat_completion(self, messages, **kwargs)
+
+
+Model.create_chat_completion = _model_chat_completion  # type: ignore[attr-defined]
+Engine.create_chat_completion = _engine_chat_completion  # type: ignore[attr-defined]
+
+__all__ = [
+    "Auditor", "Certificate", "ChatTemplate", "Engine", "Model", "Request", "Session",
+    "create_chat_completion", "errors", "kernel_tier", "set_kernel_tier", "sha256", "supported_kernel_tiers",
+    "version", "Error", "InvalidArgumentError", "NotFoundError", "CorruptionError", "IOFailureError",
+    "UnsupportedError", "ResourceExhaustedError", "FailedPreconditionError", "VerificationFailedError",
+    "UnavailableError",
+]

@@ -1,0 +1,81 @@
+// The extension module fak._fak: registers every part and turns fak Status errors into the typed
+// Python exceptions of fak.errors.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+
+#include "bindings.h"
+
+namespace fak::python {
+
+nb::ndarray<nb::numpy, float> LogitsArray(std::vector<float>&& logits, size_t rows) {
+  auto* owned = new std::vector<float>(std::move(logits));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<float>*>(p); });
+  const size_t cols = rows == 0 ? 0 : owned->size() / rows;
+  if (rows == 1) {
+    const size_t shape[1] = {owned->size()};
+    return nb::ndarray<nb::numpy, float>(owned->data(), 1, shape, owner);
+  }
+  const size_t shape[2] = {rows, cols};
+  return nb::ndarray<nb::numpy, float>(owned->data(), 2, shape, owner);
+}
+
+SegmentKind ParseSegmentKind(const std::string& name) {
+  if (name == "system") return SegmentKind::kSystem;
+  if (name == "user") return SegmentKind::kUser;
+  if (name == "tool_result" || name == "tool") return SegmentKind::kToolResult;
+  if (name == "assistant") return SegmentKind::kAssistant;
+  throw StatusError(InvalidArgument("unknown segment kind '" + name +
+                                    "' (expected system, user, tool_result or assistant)"));
+}
+
+PublicKey ParsePublicKey(const nb::object& key) {
+  if (nb::isinstance<nb::bytes>(key)) {
+    nb::bytes raw = nb::cast<nb::bytes>(key);
+    if (raw.size() != 32) throw StatusError(InvalidArgument("public key: expected 32 raw bytes, got " + std::to_string(raw.size())));
+    PublicKey out;
+    std::memcpy(out.bytes.data(), raw.c_str(), 32);
+    return out;
+  }
+  if (nb::isinstance<nb::str>(key)) return ValueOrThrow(PublicKey::FromHex(nb::cast<std::string>(key)));
+  throw StatusError(InvalidArgument("public key: expected 64 hex characters (str) or 32 raw bytes"));
+}
+
+namespace {
+
+void TranslateStatusError(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const StatusError& e) {
+    // Import on demand: errors are rare, and a cached module object would outlive the interpreter.
+    nb::object errors = nb::module_::import_("fak.errors");
+    nb::object cls = errors.attr("error_class")(std::string(StatusCodeName(e.status().code())));
+    nb::object exc = cls(std::string(StatusCodeName(e.status().code())), std::string(e.status().message()));
+    PyErr_SetObject(cls.ptr(), exc.ptr());
+  }
+}
+
+}  // namespace
+}  // namespace fak::python
+
+NB_MODULE(_fak, m) {
+  using namespace fak;
+  using namespace fak::python;
+  m.doc() = "fak's C++ core (nanobind); import the `fak` package instead of this module.";
+  nb::register_exception_translator(TranslateStatusError);
+  m.def("version", [] { return std::string(LibraryVersion()); }, "The fak library version.");
+  m.def("kernel_tier", [] { return std::string(ActiveKernelTier()); },
+        "The kernel tier in use (scalar, avx2, avx512): part of the numeric regime.");
+  m.def("supported_kernel_tiers", &SupportedKernelTiers, "Kernel tiers this CPU supports.");
+  m.def("set_kernel_tier", [](const std::string& name) { ThrowIfError(SetKernelTier(name)); },
+        nb::arg("name"), "Pins the kernel tier for every later forward pass in this process.");
+  m.def("sha256", [](nb::bytes data) { return Digest::Of(data.c_str(), data.size()).Hex(); }, nb::arg("data"),
+        "Hex sha256 of bytes: fak's SourceDigest of a text's UTF-8 bytes.");
+  BindModel(m);
+  BindSession(m);
+  BindEngine(m);
+  BindStore(m);
+  BindPlanner(m);
+}
