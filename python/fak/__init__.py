@@ -16,12 +16,17 @@ from . import errors
 from ._chat import create_chat_completion
 from ._fak import (
     Auditor,
+    BlobStore,
     Certificate,
     ChatTemplate,
     Engine,
     Model,
+    Planner,
+    RecallStore,
     Request,
+    ScreenChain,
     Session,
+    TextCorpus,
     kernel_tier,
     set_kernel_tier,
     sha256,
@@ -63,7 +68,8 @@ Model.create_chat_completion = _model_chat_completion  # type: ignore[attr-defin
 Engine.create_chat_completion = _engine_chat_completion  # type: ignore[attr-defined]
 
 __all__ = [
-    "Auditor", "Certificate", "ChatTemplate", "Engine", "Model", "Request", "Session",
+    "Auditor", "BlobStore", "Certificate", "ChatTemplate", "Engine", "Model", "Planner", "RecallStore", "Request",
+    "ScreenChain", "Session", "TextCorpus",
     "create_chat_completion", "errors", "kernel_tier", "set_kernel_tier", "sha256", "supported_kernel_tiers",
     "version", "Error", "InvalidArgumentError", "NotFoundError", "CorruptionError", "IOFailureError",
     "UnsupportedError", "ResourceExhaustedError", "FailedPreconditionError", "VerificationFailedError",

@@ -1,0 +1,111 @@
+"""fak.Engine from Python: OpenAI-shaped chat completions, streaming, concurrent threads, statistics."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import fak
+
+MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello there"}]
+
+
+def test_chat_completion_has_the_openai_shape(model):
+    out = model.create_chat_completion(MESSAGES, max_tokens=6)
+    assert out["object"] == "chat.completion" and out["id"].startswith("chatcmpl-")
+    assert isinstance(out["created"], int) and out["model"] == model.label
+    (choice,) = out["choices"]
+    assert choice["index"] == 0 and choice["message"]["role"] == "assistant"
+    assert isinstance(choice["message"]["content"], str)
+    assert choice["finish_reason"] in ("stop", "length")
+    usage = out["usage"]
+    assert usage["prompt_tokens"] == len(model.encode_chat(MESSAGES))
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert 1 <= usage["completion_tokens"] <= 6
+
+
+def test_streamed_chunks_concatenate_to_the_whole_reply(model):
+    engine = fak.Engine(model)
+    whole = engine.create_chat_completion(MESSAGES, max_tokens=10)
+    chunks = list(engine.create_chat_completion(MESSAGES, max_tokens=10, stream=True))
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+    assert text == whole["choices"][0]["message"]["content"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
+    # The second call reused the first one's prompt from the radix tree.
+    assert engine.tree_stats()["hit_tokens"] > 0
+    gate = engine.gate_stats()
+    assert gate["hits"] >= 1 and set(gate["misses_by_axis"]) >= {"model_id", "tokenizer_id", "precision"}
+
+
+def test_concurrent_threads_get_the_bits_they_get_alone(model):
+    prompts = [model.tokenize(f"request number {i}: tell me a story") for i in range(4)]
+    alone = []
+    for p in prompts:
+        e = fak.Engine(model)
+        alone.append(e.submit(p, max_tokens=12, record_logits=True).wait())
+        e.shutdown()
+
+    engine = fak.Engine(model, max_running=4)
+    results = [None] * len(prompts)
+
+    def run(i):
+        results[i] = engine.submit(prompts[i], max_tokens=12, record_logits=True).wait()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a, r in zip(alone, results):
+        assert r["tokens"] == a["tokens"]
+        assert np.max(np.abs(r["logits"] - a["logits"])) == 0.0
+    assert engine.stats()["max_batch_items"] > 1  # they really ran batched together
+    # Control: a different prompt gives different logits.
+    assert np.max(np.abs(alone[0]["logits"][0] - alone[1]["logits"][0])) > 0.0
+
+
+def test_waiting_releases_the_gil(model):
+    engine = fak.Engine(model)
+    request = engine.submit(model.tokenize("a long prompt " * 40), max_tokens=48)
+    ticks = 0
+    stop = threading.Event()
+
+    def count():
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            time.sleep(0)
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    result = request.wait()  # blocks in C++; the counter thread must keep running meanwhile
+    stop.set()
+    counter.join()
+    assert result["usage"]["generated_tokens"] >= 1
+    assert ticks > 10
+
+
+def test_cancel_and_errors(model):
+    engine = fak.Engine(model)
+    r = engine.submit(model.tokenize("x" * 50), max_tokens=4000, stream=True)
+    assert r.next_event() is not None
+    r.cancel()
+    while r.next_event() is not None:
+        pass
+    assert r.wait()["finish_reason"] == "cancelled"
+    with pytest.raises(fak.InvalidArgumentError):
+        engine.submit([model.vocab_size + 1]).wait()
+    with pytest.raises(fak.InvalidArgumentError):
+        engine.submit()
+    with pytest.raises(fak.InvalidArgumentError):
+        engine.submit([1], messages=MESSAGES)
+    with pytest.raises(fak.ResourceExhaustedError):
+        engine.submit([1], max_tokens=model.context_length + 1)
+    with pytest.raises(fak.InvalidArgumentError):
+        fak.Engine(model, policy="random")
+    engine.shutdown()
+    with pytest.raises(fak.FailedPreconditionError):
+        engine.submit([1])
