@@ -19,6 +19,7 @@ from ._fak import (
     BlobStore,
     Certificate,
     ChatTemplate,
+    decode_loop_seconds,
     Engine,
     Model,
     Planner,

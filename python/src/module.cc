@@ -1,9 +1,11 @@
 // The extension module fak._fak: registers every part and turns fak Status errors into the typed
 // Python exceptions of fak.errors.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "bindings.h"
@@ -73,6 +75,19 @@ NB_MODULE(_fak, m) {
         nb::arg("name"), "Pins the kernel tier for every later forward pass in this process.");
   m.def("sha256", [](nb::bytes data) { return Digest::Of(data.c_str(), data.size()).Hex(); }, nb::arg("data"),
         "Hex sha256 of bytes: fak's SourceDigest of a text's UTF-8 bytes.");
+  m.def(
+      "decode_loop_seconds",
+      [](const ModelRef& model, const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens) {
+        nb::gil_scoped_release release;
+        KVCache cache = model->model->NewCache();
+        if (!prompt.empty()) ValueOrThrow(model->model->Prefill(&cache, prompt));
+        const auto start = std::chrono::steady_clock::now();
+        for (int32_t t : tokens) ValueOrThrow(model->model->Decode(&cache, t));
+        return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      },
+      nb::arg("model"), nb::arg("prompt"), nb::arg("tokens"),
+      "Benchmark baseline: seconds the C++ Model::Decode loop takes over `tokens` after prefilling `prompt` "
+      "(bench/python/decode_overhead.py compares Session.decode from Python against it).");
   BindModel(m);
   BindSession(m);
   BindEngine(m);
