@@ -10,8 +10,6 @@ docs/python.md describes the package; every failing call raises a fak.Error subc
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, Sequence, Union
-
 from . import errors
 from ._chat import create_chat_completion
 from ._fak import (
@@ -49,24 +47,6 @@ from .errors import (
 
 __version__ = version()
 
-
-def _model_chat_completion(
-    self: Model, messages: Sequence[Dict[str, Any]], **kwargs: Any
-) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
-    """create_chat_completion on the model's own Engine (model.engine); same arguments."""
-    kwargs.setdefault("model", self.label)
-    return create_chat_completion(self.engine, messages, **kwargs)
-
-
-def _engine_chat_completion(
-    self: Engine, messages: Sequence[Dict[str, Any]], **kwargs: Any
-) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
-    """create_chat_completion on this Engine; see fak.create_chat_completion."""
-    return create_chat_completion(self, messages, **kwargs)
-
-
-Model.create_chat_completion = _model_chat_completion  # type: ignore[attr-defined]
-Engine.create_chat_completion = _engine_chat_completion  # type: ignore[attr-defined]
 
 __all__ = [
     "Auditor", "BlobStore", "Certificate", "ChatTemplate", "Engine", "Model", "Planner", "RecallStore", "Request",

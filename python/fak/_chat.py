@@ -78,6 +78,12 @@ def create_chat_completion(
     }
 
 
+def model_chat_completion(model: Any, messages: Sequence[Dict[str, Any]], **kwargs: Any) -> Any:
+    """create_chat_completion on the model's own engine (Model.create_chat_completion)."""
+    kwargs.setdefault("model", model.label)
+    return create_chat_completion(model.engine, messages, **kwargs)
+
+
 def _chunk(completion_id: str, created: int, model: str, delta: Dict[str, Any], finish: Optional[str]) -> Dict[str, Any]:
     return {
         "id": completion_id,

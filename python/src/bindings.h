@@ -77,6 +77,14 @@ SegmentKind ParseSegmentKind(const std::string& name);
 // Parses 64 hex characters or 32 raw bytes as a public key.
 PublicKey ParsePublicKey(const nb::object& key);
 
+// The signature create_chat_completion (python/fak/_chat.py) shows in the stubs.
+inline constexpr const char* kChatCompletionSignature =
+    "def create_chat_completion(self, messages: collections.abc.Sequence[dict[str, typing.Any]], *, "
+    "stream: bool = False, max_tokens: int | None = None, temperature: float = 0.0, top_p: float = 1.0, "
+    "top_k: int = 0, seed: int | None = None, stop: str | list[str] | None = None, repeat_penalty: float = 1.0, "
+    "model: str | None = None, tenant: str = 'default') -> "
+    "dict[str, typing.Any] | collections.abc.Iterator[dict[str, typing.Any]]";
+
 void BindModel(nb::module_& m);
 void BindSession(nb::module_& m);
 void BindEngine(nb::module_& m);

@@ -303,6 +303,13 @@ void BindEngine(nb::module_& m) {
            "Queues a request: prompt (str or token ids) or messages ([{'role', 'content'}], rendered with the "
            "model's chat template; then empty stop_tokens mean EOS and end-of-turn). Returns a Request at once; "
            "its wait() and next_event() block without the GIL, so many Python threads can submit at once.")
+      .def(
+          "create_chat_completion",
+          [](nb::handle self, nb::args args, nb::kwargs kwargs) {
+            return nb::module_::import_("fak._chat").attr("create_chat_completion")(self, *args, **kwargs);
+          },
+          nb::sig(kChatCompletionSignature),
+          "A chat completion on this engine, shaped like llama-cpp-python's (see fak.create_chat_completion).")
       .def("stats", [](PyEngine& e) { return EngineStatsDict(e.engine().Stats()); })
       .def("tree_stats", [](PyEngine& e) { return TreeStatsDict(e.engine().tree().Stats()); },
            "The radix tree: unique tokens, resident bytes, lookups, hits, tokens served.")

@@ -218,6 +218,13 @@ void BindModel(nb::module_& m) {
           },
           nb::arg("messages"), nb::arg("add_generation_prompt") = true,
           "Token ids of a rendered conversation: markup special tokens become their ids, message text never does.")
+      .def(
+          "create_chat_completion",
+          [](nb::handle self, nb::args args, nb::kwargs kwargs) {
+            return nb::module_::import_("fak._chat").attr("model_chat_completion")(self, *args, **kwargs);
+          },
+          nb::sig(kChatCompletionSignature),
+          "A chat completion on the model's own engine, shaped like llama-cpp-python's (see fak.create_chat_completion).")
       .def_prop_ro(
           "engine", [](ModelHandle& h) -> PyEngine& { return h.DefaultEngine(); }, nb::rv_policy::reference_internal,
           "The Engine create_chat_completion uses when called on the model itself (made on first use).")

@@ -57,8 +57,10 @@ std::vector<RecallSegment> ParseSegments(const nb::handle& segments) {
   return out;
 }
 
+// A copy of the caller's chain (or the built-in one): the call screens without the GIL, and the
+// caller's chain may meanwhile gain admitters from another thread.
 std::shared_ptr<const ScreenChain> ChainOr(const std::shared_ptr<ScreenChain>& chain) {
-  if (chain) return chain;
+  if (chain) return std::make_shared<const ScreenChain>(*chain);
   return std::make_shared<const ScreenChain>(ScreenChain::Default());
 }
 

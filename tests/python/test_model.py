@@ -67,3 +67,16 @@ def test_real_gemma3_270m():
     assert reply["object"] == "chat.completion"
     assert reply["choices"][0]["message"]["content"]
     assert reply["usage"]["completion_tokens"] <= 8
+
+
+def test_the_package_ships_parseable_type_stubs():
+    import ast
+    from pathlib import Path
+
+    package = Path(fak.__file__).parent
+    stub = package / "_fak.pyi"
+    assert (package / "py.typed").exists()
+    tree = ast.parse(stub.read_text())
+    classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    assert {"Model", "Session", "Engine", "Certificate", "Planner", "RecallStore"} <= classes
+    assert "def create_chat_completion(self, messages" in stub.read_text()
