@@ -69,6 +69,9 @@ using ModelRef = std::shared_ptr<ModelHandle>;
 
 // Logits moved into a NumPy array that owns them (no copy): shape [n] or [rows][n].
 nb::ndarray<nb::numpy, float> LogitsArray(std::vector<float>&& logits, size_t rows = 1);
+// Token ids of a Python sequence of ints (a list, a NumPy integer array...); InvalidArgument naming
+// `what` for anything else (strings, floats, ids beyond int32).
+std::vector<int32_t> TokensOf(const nb::handle& tokens, const char* what);
 // A conversation given as OpenAI-style dicts ({"role": ..., "content": ...}); InvalidArgument
 // naming the message at fault.
 std::vector<ChatMessage> ParseMessages(const nb::handle& messages);

@@ -218,7 +218,7 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
     if (nb::isinstance<nb::str>(prompt)) {
       req.prompt = ValueOrThrow(engine.model().RequireTokenizer().Encode(nb::cast<std::string>(prompt)));
     } else {
-      req.prompt = nb::cast<std::vector<int32_t>>(prompt);
+      req.prompt = TokensOf(prompt, "submit: prompt");
     }
   } else if (!messages.is_none()) {
     req.messages = ParseMessages(messages);

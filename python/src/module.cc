@@ -45,6 +45,13 @@ PublicKey ParsePublicKey(const nb::object& key) {
   throw StatusError(InvalidArgument("public key: expected 64 hex characters (str) or 32 raw bytes"));
 }
 
+std::vector<int32_t> TokensOf(const nb::handle& tokens, const char* what) {
+  std::vector<int32_t> out;
+  if (nb::isinstance<nb::str>(tokens) || !nb::try_cast(tokens, out))
+    throw StatusError(InvalidArgument(std::string(what) + ": expected a sequence of int token ids (int32)"));
+  return out;
+}
+
 namespace {
 
 void TranslateStatusError(const std::exception_ptr& p, void*) {

@@ -278,7 +278,7 @@ void BindSession(nb::module_& m) {
               tokens = ValueOrThrow(s.model()->RequireTokenizer().Encode(text));
               source = Digest::Of(text);
             } else {
-              tokens = nb::cast<std::vector<int32_t>>(input);
+              tokens = TokensOf(input, "prefill");
               source = TokensDigest(tokens);
             }
             const SegmentKind k = ParseSegmentKind(kind);

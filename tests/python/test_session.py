@@ -133,7 +133,12 @@ def test_error_paths_raise_typed_exceptions(model):
         s.prefill([1, 2, -5])
     with pytest.raises(ValueError):  # InvalidArgumentError is a ValueError too
         s.prefill([])
+    with pytest.raises(fak.InvalidArgumentError, match="token ids"):
+        s.prefill(["a"])
+    with pytest.raises(fak.InvalidArgumentError, match="token ids"):
+        s.prefill([2**40])
     assert s.digest() == digest  # failed calls changed nothing
+    assert s.prefill(np.array([1, 2], dtype=np.int32)).shape == (model.vocab_size,)  # NumPy ids work
 
     s.close()
     assert s.closed
@@ -151,3 +156,37 @@ def test_generate_is_greedy_and_reproducible(model):
     c = fak.Session(model).generate(prompt, max_tokens=8, temperature=0.9, seed=7)
     d = fak.Session(model).generate(prompt, max_tokens=8, temperature=0.9, seed=7)
     assert c == d
+
+
+def test_sessions_in_threads_run_without_the_gil_and_stay_exact(model):
+    import threading
+
+    prompts = [model.tokenize(f"thread {i} says hello") for i in range(4)]
+    expected = [fak.Session(model).prefill(p) for p in prompts]
+    got = [None] * len(prompts)
+
+    def run(i):
+        got[i] = fak.Session(model).prefill(prompts[i])
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for e, g in zip(expected, got):
+        assert np.max(np.abs(e - g)) == 0.0
+
+    # Two threads sharing one session take turns: every token lands, none is lost.
+    shared = fak.Session(model)
+    shared.prefill([1])
+
+    def feed():
+        for t in range(50):
+            shared.decode(t)
+
+    pair = [threading.Thread(target=feed) for _ in range(2)]
+    for t in pair:
+        t.start()
+    for t in pair:
+        t.join()
+    assert len(shared) == 101
