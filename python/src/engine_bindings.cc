@@ -42,13 +42,13 @@ Result<RequestId> PyEngine::Submit(EngineRequest request, const std::shared_ptr<
     ReapWaiters();
     Engine* engine = engine_.get();
     waiters_.emplace_back(queue, std::thread([engine, queue, id] {
-      Result<EngineResult> result = engine->Wait(id);
-      {
-        std::lock_guard lock(queue->mu);
-        queue->result.emplace(std::move(result));
-      }
-      queue->cv.notify_all();
-    }));
+                            Result<EngineResult> result = engine->Wait(id);
+                            {
+                              std::lock_guard lock(queue->mu);
+                              queue->result.emplace(std::move(result));
+                            }
+                            queue->cv.notify_all();
+                          }));
   }
   return id;
 }
@@ -132,7 +132,8 @@ nb::dict ResultDict(EngineResult&& r) {
   usage["recomputed_tokens"] = r.usage.recomputed_tokens;
   d["usage"] = usage;
   const double ms = 1e-6;
-  d["time_to_first_token_ms"] = r.timings.first_token_ns ? (r.timings.first_token_ns - r.timings.submitted_ns) * ms : 0.0;
+  d["time_to_first_token_ms"] =
+      r.timings.first_token_ns ? (r.timings.first_token_ns - r.timings.submitted_ns) * ms : 0.0;
   d["total_ms"] = (r.timings.finished_ns - r.timings.submitted_ns) * ms;
   if (!r.logits.empty()) {
     const size_t rows = r.logits.size();
@@ -209,8 +210,8 @@ EvictionPolicy ParsePolicy(const std::string& name) {
 std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& prompt, const nb::handle& messages,
                                          size_t max_tokens, float temperature, size_t top_k, float top_p,
                                          float repeat_penalty, uint64_t seed, const std::vector<std::string>& stop,
-                                         const std::vector<int32_t>& stop_tokens, const std::string& tenant, bool stream,
-                                         bool record_logits) {
+                                         const std::vector<int32_t>& stop_tokens, const std::string& tenant,
+                                         bool stream, bool record_logits) {
   EngineRequest req;
   if (!prompt.is_none() && !messages.is_none())
     throw StatusError(InvalidArgument("submit: give prompt (str or token ids) or messages, not both"));
@@ -277,23 +278,22 @@ void BindEngine(nb::module_& m) {
   nb::class_<PyEngine> engine(m, "Engine",
                               "The serving engine: requests from any thread are batched into one forward pass per "
                               "step on its own thread, reusing prefixes through the radix tree.");
-  engine
-      .def(nb::new_([](ModelRef model, size_t max_running, size_t max_queued, size_t prefill_chunk_tokens,
-                       size_t step_token_budget, size_t kv_budget_bytes, const std::string& policy) {
-             if (!model) throw StatusError(InvalidArgument("Engine: model is None"));
-             EngineOptions o;
-             o.max_running = max_running;
-             o.max_queued = max_queued;
-             o.prefill_chunk_tokens = prefill_chunk_tokens;
-             o.step_token_budget = step_token_budget;
-             o.kv_budget_bytes = kv_budget_bytes;
-             o.tree_options.policy = ParsePolicy(policy);
-             ModelHandle* raw = model.get();
-             return std::make_shared<PyEngine>(raw, std::move(model), std::move(o));
-           }),
-           nb::arg("model"), nb::kw_only(), nb::arg("max_running") = 16, nb::arg("max_queued") = 256,
-           nb::arg("prefill_chunk_tokens") = 256, nb::arg("step_token_budget") = 512, nb::arg("kv_budget_bytes") = 0,
-           nb::arg("policy") = "lru");
+  engine.def(nb::new_([](ModelRef model, size_t max_running, size_t max_queued, size_t prefill_chunk_tokens,
+                         size_t step_token_budget, size_t kv_budget_bytes, const std::string& policy) {
+               if (!model) throw StatusError(InvalidArgument("Engine: model is None"));
+               EngineOptions o;
+               o.max_running = max_running;
+               o.max_queued = max_queued;
+               o.prefill_chunk_tokens = prefill_chunk_tokens;
+               o.step_token_budget = step_token_budget;
+               o.kv_budget_bytes = kv_budget_bytes;
+               o.tree_options.policy = ParsePolicy(policy);
+               ModelHandle* raw = model.get();
+               return std::make_shared<PyEngine>(raw, std::move(model), std::move(o));
+             }),
+             nb::arg("model"), nb::kw_only(), nb::arg("max_running") = 16, nb::arg("max_queued") = 256,
+             nb::arg("prefill_chunk_tokens") = 256, nb::arg("step_token_budget") = 512, nb::arg("kv_budget_bytes") = 0,
+             nb::arg("policy") = "lru");
   engine
       .def("submit", &SubmitRequest, nb::arg("prompt") = nb::none(), nb::kw_only(), nb::arg("messages") = nb::none(),
            nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0f, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0f,
@@ -311,10 +311,12 @@ void BindEngine(nb::module_& m) {
           nb::sig(kChatCompletionSignature),
           "A chat completion on this engine, shaped like llama-cpp-python's (see fak.create_chat_completion).")
       .def("stats", [](PyEngine& e) { return EngineStatsDict(e.engine().Stats()); })
-      .def("tree_stats", [](PyEngine& e) { return TreeStatsDict(e.engine().tree().Stats()); },
-           "The radix tree: unique tokens, resident bytes, lookups, hits, tokens served.")
-      .def("gate_stats", [](PyEngine& e) { return GateStatsDict(e.engine().tree().GateStatistics()); },
-           "The manifest gate's verdicts: hits, misses by binding axis, refusals by reason.")
+      .def(
+          "tree_stats", [](PyEngine& e) { return TreeStatsDict(e.engine().tree().Stats()); },
+          "The radix tree: unique tokens, resident bytes, lookups, hits, tokens served.")
+      .def(
+          "gate_stats", [](PyEngine& e) { return GateStatsDict(e.engine().tree().GateStatistics()); },
+          "The manifest gate's verdicts: hits, misses by binding axis, refusals by reason.")
       .def(
           "shutdown",
           [](PyEngine& e, bool drain) {
@@ -322,7 +324,6 @@ void BindEngine(nb::module_& m) {
             e.Shutdown(drain);
           },
           nb::arg("drain") = false, "Stops the engine: cancels what is queued or running, or first lets it finish.");
-
 }
 
 }  // namespace fak::python

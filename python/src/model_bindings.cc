@@ -89,8 +89,8 @@ const Tokenizer& ModelHandle::RequireTokenizer() const {
 
 const ChatTemplate& ModelHandle::RequireTemplate() const {
   if (!chat_template) {
-    throw StatusError(FailedPrecondition("model " + label +
-                                         " carries no chat template fak recognises; render prompts yourself"));
+    throw StatusError(
+        FailedPrecondition("model " + label + " carries no chat template fak recognises; render prompts yourself"));
   }
   return *chat_template;
 }
@@ -124,12 +124,15 @@ void BindModel(nb::module_& m) {
                            "renders by hand, byte for byte what its Jinja source renders.")
       .def_prop_ro("family", [](const ChatTemplate& t) { return std::string(t.family()); })
       .def_prop_ro("variant", [](const ChatTemplate& t) { return std::string(t.variant()); })
-      .def_prop_ro("source", [](const ChatTemplate& t) { return std::string(t.source()); },
-                   "Where the template came from (e.g. 'tokenizer.chat_template').")
+      .def_prop_ro(
+          "source", [](const ChatTemplate& t) { return std::string(t.source()); },
+          "Where the template came from (e.g. 'tokenizer.chat_template').")
       .def_prop_ro("prefix_stable", &ChatTemplate::prefix_stable,
                    "Whether a longer conversation renders with the shorter one as its prefix (radix reuse).")
       .def_prop_ro("end_of_turn",
-                   [](const ChatTemplate& t) { return std::vector<std::string>(t.end_of_turn().begin(), t.end_of_turn().end()); })
+                   [](const ChatTemplate& t) {
+                     return std::vector<std::string>(t.end_of_turn().begin(), t.end_of_turn().end());
+                   })
       .def(
           "render",
           [](const ChatTemplate& t, const nb::handle& messages, bool add_generation_prompt) {
@@ -170,8 +173,10 @@ void BindModel(nb::module_& m) {
       .def("describe", [](const ModelHandle& h) { return h.model->config().Describe(); })
       .def_prop_ro("vocab_size", [](const ModelHandle& h) { return h.model->config().vocab_size; })
       .def_prop_ro("context_length", [](const ModelHandle& h) { return h.model->config().context_length; })
-      .def_prop_ro("bos_id", [](const ModelHandle& h) { return h.tokenizer ? h.tokenizer->bos_id() : h.model->config().bos_id; })
-      .def_prop_ro("eos_id", [](const ModelHandle& h) { return h.tokenizer ? h.tokenizer->eos_id() : h.model->config().eos_id; })
+      .def_prop_ro("bos_id",
+                   [](const ModelHandle& h) { return h.tokenizer ? h.tokenizer->bos_id() : h.model->config().bos_id; })
+      .def_prop_ro("eos_id",
+                   [](const ModelHandle& h) { return h.tokenizer ? h.tokenizer->eos_id() : h.model->config().eos_id; })
       .def_prop_ro("weight_dtypes", [](const ModelHandle& h) { return h.model->WeightDTypes(); })
       .def_prop_ro(
           "weights_digest",
@@ -182,8 +187,9 @@ void BindModel(nb::module_& m) {
           "sha256 over config and weights: the ModelID axis of every cache binding.")
       .def_prop_ro("has_tokenizer", [](const ModelHandle& h) { return h.tokenizer != nullptr; })
       .def_prop_ro("tokenizer_id", [](const ModelHandle& h) { return h.RequireTokenizer().id().Hex(); })
-      .def_prop_ro("chat_template", [](const ModelHandle& h) { return h.chat_template; },
-                   "The model's ChatTemplate, or None when its file carries none fak recognises.")
+      .def_prop_ro(
+          "chat_template", [](const ModelHandle& h) { return h.chat_template; },
+          "The model's ChatTemplate, or None when its file carries none fak recognises.")
       .def(
           "tokenize",
           [](const ModelHandle& h, const nb::handle& text, bool add_bos) {
@@ -224,7 +230,8 @@ void BindModel(nb::module_& m) {
             return nb::module_::import_("fak._chat").attr("model_chat_completion")(self, *args, **kwargs);
           },
           nb::sig(kChatCompletionSignature),
-          "A chat completion on the model's own engine, shaped like llama-cpp-python's (see fak.create_chat_completion).")
+          "A chat completion on the model's own engine, shaped like llama-cpp-python's (see "
+          "fak.create_chat_completion).")
       .def_prop_ro(
           "engine", [](ModelHandle& h) -> PyEngine& { return h.DefaultEngine(); }, nb::rv_policy::reference_internal,
           "The Engine create_chat_completion uses when called on the model itself (made on first use).")

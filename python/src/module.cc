@@ -29,14 +29,15 @@ SegmentKind ParseSegmentKind(const std::string& name) {
   if (name == "user") return SegmentKind::kUser;
   if (name == "tool_result" || name == "tool") return SegmentKind::kToolResult;
   if (name == "assistant") return SegmentKind::kAssistant;
-  throw StatusError(InvalidArgument("unknown segment kind '" + name +
-                                    "' (expected system, user, tool_result or assistant)"));
+  throw StatusError(
+      InvalidArgument("unknown segment kind '" + name + "' (expected system, user, tool_result or assistant)"));
 }
 
 PublicKey ParsePublicKey(const nb::object& key) {
   if (nb::isinstance<nb::bytes>(key)) {
     nb::bytes raw = nb::cast<nb::bytes>(key);
-    if (raw.size() != 32) throw StatusError(InvalidArgument("public key: expected 32 raw bytes, got " + std::to_string(raw.size())));
+    if (raw.size() != 32)
+      throw StatusError(InvalidArgument("public key: expected 32 raw bytes, got " + std::to_string(raw.size())));
     PublicKey out;
     std::memcpy(out.bytes.data(), raw.c_str(), 32);
     return out;
@@ -74,14 +75,18 @@ NB_MODULE(_fak, m) {
   using namespace fak::python;
   m.doc() = "fak's C++ core (nanobind); import the `fak` package instead of this module.";
   nb::register_exception_translator(TranslateStatusError);
-  m.def("version", [] { return std::string(LibraryVersion()); }, "The fak library version.");
-  m.def("kernel_tier", [] { return std::string(ActiveKernelTier()); },
-        "The kernel tier in use (scalar, avx2, avx512): part of the numeric regime.");
+  m.def(
+      "version", [] { return std::string(LibraryVersion()); }, "The fak library version.");
+  m.def(
+      "kernel_tier", [] { return std::string(ActiveKernelTier()); },
+      "The kernel tier in use (scalar, avx2, avx512): part of the numeric regime.");
   m.def("supported_kernel_tiers", &SupportedKernelTiers, "Kernel tiers this CPU supports.");
-  m.def("set_kernel_tier", [](const std::string& name) { ThrowIfError(SetKernelTier(name)); },
-        nb::arg("name"), "Pins the kernel tier for every later forward pass in this process.");
-  m.def("sha256", [](nb::bytes data) { return Digest::Of(data.c_str(), data.size()).Hex(); }, nb::arg("data"),
-        "Hex sha256 of bytes: fak's SourceDigest of a text's UTF-8 bytes.");
+  m.def(
+      "set_kernel_tier", [](const std::string& name) { ThrowIfError(SetKernelTier(name)); }, nb::arg("name"),
+      "Pins the kernel tier for every later forward pass in this process.");
+  m.def(
+      "sha256", [](nb::bytes data) { return Digest::Of(data.c_str(), data.size()).Hex(); }, nb::arg("data"),
+      "Hex sha256 of bytes: fak's SourceDigest of a text's UTF-8 bytes.");
   m.def(
       "decode_loop_seconds",
       [](const ModelRef& model, const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens) {

@@ -37,9 +37,11 @@ Conversation ParseConversation(const nb::handle& messages, const std::string& te
   size_t i = 0;
   for (nb::handle item : messages) {
     const std::string where = "messages[" + std::to_string(i++) + "]";
-    if (!nb::isinstance<nb::dict>(item)) throw StatusError(InvalidArgument(where + ": expected a dict {role, content}"));
+    if (!nb::isinstance<nb::dict>(item))
+      throw StatusError(InvalidArgument(where + ": expected a dict {role, content}"));
     nb::dict d = nb::borrow<nb::dict>(item);
-    if (!d.contains("role") || !d.contains("content")) throw StatusError(InvalidArgument(where + ": needs 'role' and 'content'"));
+    if (!d.contains("role") || !d.contains("content"))
+      throw StatusError(InvalidArgument(where + ": needs 'role' and 'content'"));
     conv.messages.push_back(Message{KindOfRole(nb::cast<std::string>(d["role"])), nb::cast<std::string>(d["content"])});
   }
   return conv;
@@ -157,28 +159,32 @@ void BindPlanner(nb::module_& m) {
           "Continues [{'role': system|user|assistant|tool, 'content'}, ...]. on_text(piece) streams the reply (return "
           "False to stop). Returns {text, tokens, finish_reason, reused_tokens, prefilled_tokens, messages: "
           "[{source_digest, verdict, sealed, reused}], certificates: [Certificate], ...}.")
-      .def_static("sealed_stub", [](const std::string& digest) { return Planner::SealedStub(ValueOrThrow(Digest::FromHex(digest))); },
-                  nb::arg("digest"), "The text that replaces a quarantined message: names its digest, none of its bytes.")
+      .def_static(
+          "sealed_stub",
+          [](const std::string& digest) { return Planner::SealedStub(ValueOrThrow(Digest::FromHex(digest))); },
+          nb::arg("digest"), "The text that replaces a quarantined message: names its digest, none of its bytes.")
       .def(
           "release_session",
           [](PyPlanner& p, const std::string& tenant, const std::string& session) {
             ThrowIfError(p.planner->ReleaseSession(tenant, session));
           },
           nb::arg("tenant"), nb::arg("session"))
-      .def("tree_stats", [](PyPlanner& p) {
-        const RadixTreeStats s = p.planner->tree().Stats();
-        nb::dict d;
-        d["unique_tokens"] = s.unique_tokens;
-        d["resident_bytes"] = s.resident_bytes;
-        d["node_count"] = s.node_count;
-        d["lookups"] = s.lookups;
-        d["hits"] = s.hits;
-        d["hit_tokens"] = s.hit_tokens;
-        d["prefilled_tokens"] = s.prefilled_tokens;
-        return d;
-      })
-      .def("gate_stats", [](PyPlanner& p) { return p.planner->tree().GateStatistics().ToString(); },
-           "The gate's nonzero counters, one per line.");
+      .def("tree_stats",
+           [](PyPlanner& p) {
+             const RadixTreeStats s = p.planner->tree().Stats();
+             nb::dict d;
+             d["unique_tokens"] = s.unique_tokens;
+             d["resident_bytes"] = s.resident_bytes;
+             d["node_count"] = s.node_count;
+             d["lookups"] = s.lookups;
+             d["hits"] = s.hits;
+             d["hit_tokens"] = s.hit_tokens;
+             d["prefilled_tokens"] = s.prefilled_tokens;
+             return d;
+           })
+      .def(
+          "gate_stats", [](PyPlanner& p) { return p.planner->tree().GateStatistics().ToString(); },
+          "The gate's nonzero counters, one per line.");
 }
 
 }  // namespace fak::python

@@ -18,7 +18,8 @@ namespace fak::python {
 
 // ---- Auditor ----
 
-std::shared_ptr<PyAuditor> PyAuditor::Open(const std::string& journal_path, const std::optional<std::string>& key_path) {
+std::shared_ptr<PyAuditor> PyAuditor::Open(const std::string& journal_path,
+                                           const std::optional<std::string>& key_path) {
   auto auditor = std::shared_ptr<PyAuditor>(new PyAuditor());
   auditor->journal_ = ValueOrThrow(Journal::Open(journal_path));
   if (!key_path) {
@@ -52,7 +53,8 @@ CertificateCheck PyCertificate::Check(const nb::object& public_key, const std::o
   nb::gil_scoped_release release;
   // Re-read the journal from disk: an edit made since issuing must fail verification.
   Result<std::vector<JournalRow>> rows = ReadJournalRows(path);
-  if (!rows.has_value()) return CertificateCheck{CertificateFault::kJournalBroken, rows.error().ToString(), std::nullopt};
+  if (!rows.has_value())
+    return CertificateCheck{CertificateFault::kJournalBroken, rows.error().ToString(), std::nullopt};
   const PublicKey trusted[1] = {key};
   return VerifyDeletionCertificate(cert, *rows, trusted);
 }
@@ -80,7 +82,8 @@ std::vector<SegmentSpec> PySession::Specs(const SegmentLedger& ledger) {
   return specs;
 }
 
-std::vector<float> PySession::Prefill(std::vector<int32_t> tokens, const Digest& source, std::string id, SegmentKind kind) {
+std::vector<float> PySession::Prefill(std::vector<int32_t> tokens, const Digest& source, std::string id,
+                                      SegmentKind kind) {
   std::lock_guard lock(mu_);
   SegmentLedger& ledger = Ledger();
   if (id.empty()) id = NextId(ledger);
@@ -92,7 +95,8 @@ std::vector<float> PySession::Decode(int32_t token) {
   SegmentLedger& ledger = Ledger();
   if (ledger.segments().empty()) {
     const int32_t one[1] = {token};
-    return ValueOrThrow(ledger.Append(SegmentSpec{NextId(ledger), SegmentKind::kUser, {token}, Digest::Of(one, sizeof(one))}));
+    return ValueOrThrow(
+        ledger.Append(SegmentSpec{NextId(ledger), SegmentKind::kUser, {token}, Digest::Of(one, sizeof(one))}));
   }
   return ValueOrThrow(ledger.ExtendLast(std::span<const int32_t>(&token, 1)));
 }
@@ -109,8 +113,8 @@ std::vector<int32_t> PySession::Generate(const std::vector<int32_t>& prompt, siz
   std::lock_guard lock(mu_);
   SegmentLedger& ledger = Ledger();
   if (prompt.empty()) throw StatusError(InvalidArgument("generate: prompt is empty"));
-  std::vector<float> logits = ValueOrThrow(ledger.Append(
-      SegmentSpec{NextId(ledger), SegmentKind::kUser, prompt, Digest::Of(prompt.data(), prompt.size() * sizeof(int32_t))}));
+  std::vector<float> logits = ValueOrThrow(ledger.Append(SegmentSpec{
+      NextId(ledger), SegmentKind::kUser, prompt, Digest::Of(prompt.data(), prompt.size() * sizeof(int32_t))}));
   Sampler sampler(sampling);
   std::vector<int32_t> out;
   while (out.size() < max_tokens) {
@@ -118,7 +122,8 @@ std::vector<int32_t> PySession::Generate(const std::vector<int32_t>& prompt, siz
     out.push_back(next);
     if (std::find(stop_tokens.begin(), stop_tokens.end(), next) != stop_tokens.end() || out.size() == max_tokens) break;
     Result<std::vector<float>> step = ledger.ExtendLast(std::span<const int32_t>(&next, 1));
-    if (!step.has_value()) throw StatusError(step.error().WithContext("generate after " + std::to_string(out.size()) + " tokens: "));
+    if (!step.has_value())
+      throw StatusError(step.error().WithContext("generate after " + std::to_string(out.size()) + " tokens: "));
     logits = std::move(*step);
   }
   return out;
@@ -150,8 +155,9 @@ PyCertificate PySession::Evict(const std::string& id, Repair repair, const std::
   std::lock_guard lock(mu_);
   SegmentLedger& ledger = Ledger();
   if (!auditor_) {
-    throw StatusError(FailedPrecondition("Session.evict issues a signed certificate: create the session with "
-                                         "auditor=fak.Auditor(journal_path)"));
+    throw StatusError(
+        FailedPrecondition("Session.evict issues a signed certificate: create the session with "
+                           "auditor=fak.Auditor(journal_path)"));
   }
   const Segment* seg = ledger.Find(id);
   if (seg == nullptr) throw StatusError(NotFound("no segment '" + id + "' in this session"));
@@ -192,8 +198,8 @@ auto Released(F&& f) {
 Repair ParseRepair(const std::string& name) {
   if (name == "exact") return Repair::kRequireExact;
   if (name == "recompute_tail") return Repair::kRecomputeTail;
-  throw StatusError(InvalidArgument("repair: expected 'exact' or 'recompute_tail' (a certificate needs an exact eviction), got '" +
-                                    name + "'"));
+  throw StatusError(InvalidArgument(
+      "repair: expected 'exact' or 'recompute_tail' (a certificate needs an exact eviction), got '" + name + "'"));
 }
 
 Digest TokensDigest(const std::vector<int32_t>& tokens) {
@@ -221,8 +227,9 @@ void BindSession(nb::module_& m) {
 
   nb::class_<PyCertificate>(m, "Certificate",
                             "A signed deletion certificate: an exact eviction bound to a journal row (docs/audit.md).")
-      .def_prop_ro("subject", [](const PyCertificate& c) { return c.cert.subject.Hex(); },
-                   "sha256 of the deleted content (the segment's source digest).")
+      .def_prop_ro(
+          "subject", [](const PyCertificate& c) { return c.cert.subject.Hex(); },
+          "sha256 of the deleted content (the segment's source digest).")
       .def_prop_ro("segment_id", [](const PyCertificate& c) { return c.cert.segment_id; })
       .def_prop_ro("span", [](const PyCertificate& c) { return std::make_tuple(c.cert.span_from, c.cert.span_len); })
       .def_prop_ro("evicted_count", [](const PyCertificate& c) { return c.cert.evicted_count; })
@@ -270,7 +277,8 @@ void BindSession(nb::module_& m) {
            nb::arg("model"), nb::arg("auditor") = nb::none())
       .def(
           "prefill",
-          [](PySession& s, const nb::handle& input, const std::optional<std::string>& segment, const std::string& kind) {
+          [](PySession& s, const nb::handle& input, const std::optional<std::string>& segment,
+             const std::string& kind) {
             std::vector<int32_t> tokens;
             Digest source;
             if (nb::isinstance<nb::str>(input)) {
@@ -282,7 +290,8 @@ void BindSession(nb::module_& m) {
               source = TokensDigest(tokens);
             }
             const SegmentKind k = ParseSegmentKind(kind);
-            std::vector<float> logits = Released([&] { return s.Prefill(std::move(tokens), source, segment.value_or(""), k); });
+            std::vector<float> logits =
+                Released([&] { return s.Prefill(std::move(tokens), source, segment.value_or(""), k); });
             return LogitsArray(std::move(logits));
           },
           nb::arg("tokens"), nb::arg("segment") = nb::none(), nb::arg("kind") = "user",
@@ -301,9 +310,11 @@ void BindSession(nb::module_& m) {
              float top_p, float repeat_penalty, uint64_t seed, const std::optional<std::vector<int32_t>>& stop_tokens) {
             SamplingParams sp{temperature, top_k, top_p, repeat_penalty, seed};
             ThrowIfError(sp.Validate());
-            std::vector<int32_t> stops = stop_tokens ? *stop_tokens
-                                                     : (s.model()->tokenizer ? EndOfGenerationTokens(*s.model()->tokenizer, s.model()->chat_template.get())
-                                                                             : std::vector<int32_t>{});
+            std::vector<int32_t> stops =
+                stop_tokens ? *stop_tokens
+                            : (s.model()->tokenizer
+                                   ? EndOfGenerationTokens(*s.model()->tokenizer, s.model()->chat_template.get())
+                                   : std::vector<int32_t>{});
             return Released([&] { return s.Generate(prompt, max_tokens, sp, stops); });
           },
           nb::arg("prompt"), nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0f, nb::arg("top_k") = 0,
@@ -311,10 +322,12 @@ void BindSession(nb::module_& m) {
           nb::arg("stop_tokens") = nb::none(),
           "Prefills prompt as a new segment and samples up to max_tokens (appended to it); returns the generated ids "
           "(a stop token included). stop_tokens default: EOS and the template's end-of-turn ids.")
-      .def("clone", [](PySession& s) { return Released([&] { return s.Clone(); }); },
-           "A deep copy (cost: the whole cache).")
-      .def("prefix", [](PySession& s, size_t n) { return Released([&] { return s.Prefix(n); }); }, nb::arg("n"),
-           "A copy of the first n tokens (the segment the cut falls in is shortened).")
+      .def(
+          "clone", [](PySession& s) { return Released([&] { return s.Clone(); }); },
+          "A deep copy (cost: the whole cache).")
+      .def(
+          "prefix", [](PySession& s, size_t n) { return Released([&] { return s.Prefix(n); }); }, nb::arg("n"),
+          "A copy of the first n tokens (the segment the cut falls in is shortened).")
       .def(
           "evict",
           [](PySession& s, const std::string& segment, const std::string& repair, const std::string& reason) {
@@ -325,32 +338,42 @@ void BindSession(nb::module_& m) {
           "Removes a segment exactly and returns its signed Certificate. repair='exact' refuses unless nothing "
           "after it attended to it (it is the tail); 'recompute_tail' re-prefills the later segments. On any "
           "failure the session is unchanged.")
-      .def("close", [](PySession& s) { Released([&] { s.Close(); }); }, "Frees the cache; later calls raise.")
+      .def(
+          "close", [](PySession& s) { Released([&] { s.Close(); }); }, "Frees the cache; later calls raise.")
       .def_prop_ro("closed", &PySession::closed)
       .def("__len__", [](PySession& s) { return s.With([](const SegmentLedger& l) { return l.cache().size(); }); })
-      .def_prop_ro("tokens", [](PySession& s) {
-        return s.With([](const SegmentLedger& l) { return std::vector<int32_t>(l.cache().tokens().begin(), l.cache().tokens().end()); });
-      })
-      .def_prop_ro("size_bytes", [](PySession& s) { return s.With([](const SegmentLedger& l) { return l.cache().size_bytes(); }); })
-      .def("digest", [](PySession& s) {
-        return Released([&] { return s.With([](const SegmentLedger& l) { return l.cache().ComputeDigest().Hex(); }); });
-      }, "sha256 over the cache's positions and K, Kraw, V.")
-      .def_prop_ro("segments", [](PySession& s) {
-        nb::list out;
-        s.With([&](const SegmentLedger& l) {
-          for (const Segment& seg : l.segments()) {
-            nb::dict d;
-            d["id"] = seg.id;
-            d["kind"] = std::string(SegmentKindName(seg.kind));
-            d["start"] = seg.from;
-            d["n_tokens"] = seg.tokens.size();
-            d["source_digest"] = seg.source_digest.Hex();
-            out.append(d);
-          }
-          return 0;
-        });
-        return out;
-      })
+      .def_prop_ro("tokens",
+                   [](PySession& s) {
+                     return s.With([](const SegmentLedger& l) {
+                       return std::vector<int32_t>(l.cache().tokens().begin(), l.cache().tokens().end());
+                     });
+                   })
+      .def_prop_ro("size_bytes",
+                   [](PySession& s) { return s.With([](const SegmentLedger& l) { return l.cache().size_bytes(); }); })
+      .def(
+          "digest",
+          [](PySession& s) {
+            return Released(
+                [&] { return s.With([](const SegmentLedger& l) { return l.cache().ComputeDigest().Hex(); }); });
+          },
+          "sha256 over the cache's positions and K, Kraw, V.")
+      .def_prop_ro("segments",
+                   [](PySession& s) {
+                     nb::list out;
+                     s.With([&](const SegmentLedger& l) {
+                       for (const Segment& seg : l.segments()) {
+                         nb::dict d;
+                         d["id"] = seg.id;
+                         d["kind"] = std::string(SegmentKindName(seg.kind));
+                         d["start"] = seg.from;
+                         d["n_tokens"] = seg.tokens.size();
+                         d["source_digest"] = seg.source_digest.Hex();
+                         out.append(d);
+                       }
+                       return 0;
+                     });
+                     return out;
+                   })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](PySession& s, nb::args) { Released([&] { s.Close(); }); });
 }

@@ -15,7 +15,9 @@ namespace fak::python {
 
 nb::dict VerdictDict(const Verdict& v) {
   nb::dict d;
-  d["action"] = v.action == Verdict::Action::kAdmit ? "admit" : v.action == Verdict::Action::kQuarantine ? "quarantine" : "unavailable";
+  d["action"] = v.action == Verdict::Action::kAdmit        ? "admit"
+                : v.action == Verdict::Action::kQuarantine ? "quarantine"
+                                                           : "unavailable";
   d["detector"] = v.detector;
   d["reason"] = v.reason;
   return d;
@@ -47,7 +49,8 @@ std::vector<RecallSegment> ParseSegments(const nb::handle& segments) {
   size_t i = 0;
   for (nb::handle item : segments) {
     const std::string where = "segments[" + std::to_string(i++) + "]";
-    if (!nb::isinstance<nb::dict>(item)) throw StatusError(InvalidArgument(where + ": expected a dict {id, kind, text}"));
+    if (!nb::isinstance<nb::dict>(item))
+      throw StatusError(InvalidArgument(where + ": expected a dict {id, kind, text}"));
     nb::dict d = nb::borrow<nb::dict>(item);
     for (const char* key : {"id", "kind", "text"})
       if (!d.contains(key)) throw StatusError(InvalidArgument(where + ": no '" + key + "'"));
@@ -88,19 +91,24 @@ void BindStore(nb::module_& m) {
           },
           nb::arg("dir"), nb::arg("capacity_bytes") = uint64_t{1} << 30, nb::arg("sync") = true,
           "A directory store: atomic, fsync'd writes; survives process death (docs/store.md).")
-      .def("put", [](BlobStore& s, const nb::handle& data) { return ValueOrThrow(s.Put(BytesOf(data))).Hex(); },
-           nb::arg("data"), "Stores bytes (str: its UTF-8); returns the hex sha256.")
-      .def("get", [](BlobStore& s, const std::string& digest) { return ToBytes(ValueOrThrow(s.Get(ParseDigest(digest)))); },
-           nb::arg("digest"))
-      .def("__contains__", [](BlobStore& s, const std::string& digest) { return ValueOrThrow(s.Contains(ParseDigest(digest))); })
+      .def(
+          "put", [](BlobStore& s, const nb::handle& data) { return ValueOrThrow(s.Put(BytesOf(data))).Hex(); },
+          nb::arg("data"), "Stores bytes (str: its UTF-8); returns the hex sha256.")
+      .def(
+          "get",
+          [](BlobStore& s, const std::string& digest) { return ToBytes(ValueOrThrow(s.Get(ParseDigest(digest)))); },
+          nb::arg("digest"))
+      .def("__contains__",
+           [](BlobStore& s, const std::string& digest) { return ValueOrThrow(s.Contains(ParseDigest(digest))); })
       .def("pin", [](BlobStore& s, const std::string& digest) { ThrowIfError(s.Pin(ParseDigest(digest))); })
       .def("unpin", [](BlobStore& s, const std::string& digest) { ThrowIfError(s.Unpin(ParseDigest(digest))); })
       .def("remove", [](BlobStore& s, const std::string& digest) { ThrowIfError(s.Remove(ParseDigest(digest))); })
-      .def("list", [](BlobStore& s) {
-        std::vector<std::string> out;
-        for (const Digest& d : ValueOrThrow(s.List())) out.push_back(d.Hex());
-        return out;
-      })
+      .def("list",
+           [](BlobStore& s) {
+             std::vector<std::string> out;
+             for (const Digest& d : ValueOrThrow(s.List())) out.push_back(d.Hex());
+             return out;
+           })
       .def_prop_ro("backend", [](const BlobStore& s) { return std::string(s.backend()); })
       .def("stats", [](const BlobStore& s) {
         const BlobStoreStats st = s.Stats();
@@ -128,12 +136,20 @@ void BindStore(nb::module_& m) {
              return c;
            }),
            nb::arg("store"))
-      .def("put_source", [](PyCorpus& c, const nb::handle& text) { return ValueOrThrow(c.corpus->PutSource(BytesOf(text))).Hex(); },
-           nb::arg("text"), "Stores a text; returns its SourceDigest (hex sha256 of its bytes).")
-      .def("get_source", [](PyCorpus& c, const std::string& digest) { return ToBytes(ValueOrThrow(c.corpus->GetSource(ParseDigest(digest)))); },
-           nb::arg("digest"), "The verified bytes of a source.")
-      .def("remove_source", [](PyCorpus& c, const std::string& digest) { ThrowIfError(c.corpus->RemoveSource(ParseDigest(digest))); },
-           nb::arg("digest"), "Erases a text and every token list cached for it.")
+      .def(
+          "put_source",
+          [](PyCorpus& c, const nb::handle& text) { return ValueOrThrow(c.corpus->PutSource(BytesOf(text))).Hex(); },
+          nb::arg("text"), "Stores a text; returns its SourceDigest (hex sha256 of its bytes).")
+      .def(
+          "get_source",
+          [](PyCorpus& c, const std::string& digest) {
+            return ToBytes(ValueOrThrow(c.corpus->GetSource(ParseDigest(digest))));
+          },
+          nb::arg("digest"), "The verified bytes of a source.")
+      .def(
+          "remove_source",
+          [](PyCorpus& c, const std::string& digest) { ThrowIfError(c.corpus->RemoveSource(ParseDigest(digest))); },
+          nb::arg("digest"), "Erases a text and every token list cached for it.")
       .def(
           "tokens",
           [](PyCorpus& c, const std::string& digest, const ModelRef& model) {
@@ -154,8 +170,9 @@ void BindStore(nb::module_& m) {
                           "Admitters that judge text before it enters a context: a digest denylist, then each "
                           "admitter in order. Configure it before handing it to a planner or store (they copy it).")
       .def(nb::new_([]() { return std::make_shared<ScreenChain>(); }), "An empty chain (its own empty denylist).")
-      .def_static("default", [] { return std::make_shared<ScreenChain>(ScreenChain::Default()); },
-                  "The built-in chain: denylist, prompt_injection, secrets.")
+      .def_static(
+          "default", [] { return std::make_shared<ScreenChain>(ScreenChain::Default()); },
+          "The built-in chain: denylist, prompt_injection, secrets.")
       .def(
           "add_phrases",
           [](ScreenChain& c, const std::string& name, const std::vector<std::string>& phrases) {
@@ -192,7 +209,8 @@ void BindStore(nb::module_& m) {
           nb::arg("dir"), nb::arg("sync") = true)
       .def(
           "save",
-          [](RecallStore& r, const std::string& name, const nb::handle& segments, const std::shared_ptr<ScreenChain>& chain) {
+          [](RecallStore& r, const std::string& name, const nb::handle& segments,
+             const std::shared_ptr<ScreenChain>& chain) {
             std::vector<RecallSegment> segs = ParseSegments(segments);
             std::shared_ptr<const ScreenChain> c = ChainOr(chain);
             nb::gil_scoped_release release;
