@@ -21,6 +21,7 @@ from ._fak import (
     Engine,
     Model,
     Planner,
+    RadixTree,
     RecallStore,
     Request,
     ScreenChain,
@@ -49,7 +50,7 @@ __version__ = version()
 
 
 __all__ = [
-    "Auditor", "BlobStore", "Certificate", "ChatTemplate", "Engine", "Model", "Planner", "RecallStore", "Request",
+    "Auditor", "BlobStore", "Certificate", "ChatTemplate", "Engine", "Model", "Planner", "RadixTree", "RecallStore", "Request",
     "ScreenChain", "Session", "TextCorpus",
     "create_chat_completion", "errors", "kernel_tier", "set_kernel_tier", "sha256", "supported_kernel_tiers",
     "version", "Error", "InvalidArgumentError", "NotFoundError", "CorruptionError", "IOFailureError",

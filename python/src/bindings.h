@@ -80,6 +80,13 @@ SegmentKind ParseSegmentKind(const std::string& name);
 // Parses 64 hex characters or 32 raw bytes as a public key.
 PublicKey ParsePublicKey(const nb::object& key);
 
+// Statistics and verdicts as dicts (engine_bindings.cc, store_bindings.cc).
+nb::dict TreeStatsDict(const RadixTreeStats& s);
+nb::dict GateStatsDict(const GateStats& s);
+nb::dict VerdictDict(const Verdict& v);
+// "lru", "lfu", "deepest_first"; InvalidArgument otherwise.
+EvictionPolicy ParsePolicy(const std::string& name);
+
 // The signature create_chat_completion (python/fak/_chat.py) shows in the stubs.
 inline constexpr const char* kChatCompletionSignature =
     "def create_chat_completion(self, messages: collections.abc.Sequence[dict[str, typing.Any]], *, "
@@ -93,6 +100,7 @@ void BindSession(nb::module_& m);
 void BindEngine(nb::module_& m);
 void BindStore(nb::module_& m);
 void BindPlanner(nb::module_& m);
+void BindRadix(nb::module_& m);
 
 }  // namespace fak::python
 

@@ -105,4 +105,5 @@ NB_MODULE(_fak, m) {
   BindEngine(m);
   BindStore(m);
   BindPlanner(m);
+  BindRadix(m);
 }

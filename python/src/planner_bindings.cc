@@ -16,8 +16,6 @@
 
 namespace fak::python {
 
-nb::dict VerdictDict(const Verdict& v);  // store_bindings.cc
-
 namespace {
 
 // A planner with what it borrows: the model, its blob store.

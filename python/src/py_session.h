@@ -62,6 +62,9 @@ class PySession {
     return f(Ledger());
   }
   const ModelRef& model() const { return model_; }
+  // Keeps a radix-tree lookup's lease (and the tree, `owner`) until the session closes: the cache
+  // reads the tree's slabs in place and the lease keeps that path from budget eviction.
+  void HoldLease(std::shared_ptr<void> owner, Lease lease);
 
  private:
   SegmentLedger& Ledger();  // REQUIRES(mu_)
@@ -71,6 +74,8 @@ class PySession {
   const ModelRef model_;
   const std::shared_ptr<PyAuditor> auditor_;  // may be null: evict then refuses
   std::mutex mu_;
+  std::shared_ptr<void> lease_owner_;    // the tree lease_ belongs to; released after lease_
+  Lease lease_;                          // GUARDED_BY(mu_)
   std::optional<SegmentLedger> ledger_;  // GUARDED_BY(mu_); empty once closed
   size_t next_id_ = 0;                   // GUARDED_BY(mu_)
 };

@@ -183,6 +183,13 @@ PyCertificate PySession::Evict(const std::string& id, Repair repair, const std::
 void PySession::Close() {
   std::lock_guard lock(mu_);
   ledger_.reset();
+  lease_ = Lease();
+}
+
+void PySession::HoldLease(std::shared_ptr<void> owner, Lease lease) {
+  std::lock_guard lock(mu_);
+  lease_ = std::move(lease);
+  lease_owner_ = std::move(owner);
 }
 
 namespace {

@@ -109,3 +109,27 @@ def test_cancel_and_errors(model):
     engine.shutdown()
     with pytest.raises(fak.FailedPreconditionError):
         engine.submit([1])
+
+
+def test_radix_tree_reuse_is_exact_and_gated(model):
+    tree = fak.RadixTree(model)
+    tokens = model.tokenize("a shared system prompt, then the question")
+    first = fak.Session(model)
+    expected = first.prefill(tokens)
+    tree.insert(first)
+    assert tree.stats()["unique_tokens"] == len(tokens)
+
+    session, matched, verdict = tree.lookup(tokens)
+    assert matched == len(tokens) - 1 and verdict == "HIT"  # one token is always left to prefill
+    logits = session.prefill(tokens[matched:])
+    assert np.max(np.abs(logits - expected)) == 0.0
+    assert session.digest() == first.digest()
+
+    # Another tenant's namespace holds nothing: no reuse across tenants.
+    other, matched_other, _ = tree.lookup(tokens, tenant="acme")
+    assert matched_other == 0 and len(other) == 0
+    assert tree.match_length(tokens) == len(tokens)
+    assert tree.gate_stats()["hits"] >= 1
+    assert tree.lookup(tokens, tenant="")[1] == 0  # an invalid tenant is served nothing
+    with pytest.raises(fak.InvalidArgumentError):
+        tree.insert(first, tenant="")
