@@ -63,6 +63,8 @@ def test_concurrent_threads_get_the_bits_they_get_alone(model):
         assert r["tokens"] == a["tokens"]
         assert np.max(np.abs(r["logits"] - a["logits"])) == 0.0
     assert engine.stats()["max_batch_items"] > 1  # they really ran batched together
+    # The engine's first logits are the bits a Session's prefill gives.
+    assert np.max(np.abs(alone[0]["logits"][0] - fak.Session(model).prefill(prompts[0]))) == 0.0
     # Control: a different prompt gives different logits.
     assert np.max(np.abs(alone[0]["logits"][0] - alone[1]["logits"][0])) > 0.0
 

@@ -190,3 +190,17 @@ def test_sessions_in_threads_run_without_the_gil_and_stay_exact(model):
     for t in pair:
         t.join()
     assert len(shared) == 101
+
+
+def test_auditor_keeps_its_key_and_its_journal_has_one_writer(tmp_path):
+    journal, key = str(tmp_path / "j.log"), str(tmp_path / "k.pem")
+    first = fak.Auditor(journal, key)
+    assert (tmp_path / "k.pem").stat().st_mode & 0o077 == 0  # owner-only
+    with pytest.raises(fak.FailedPreconditionError):
+        fak.Auditor(journal)  # the journal is locked by `first`
+    public_key = first.public_key
+    del first
+    import gc
+
+    gc.collect()
+    assert fak.Auditor(journal, key).public_key == public_key
