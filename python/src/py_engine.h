@@ -3,6 +3,7 @@
 #ifndef FAK_PYTHON_PY_ENGINE_H_
 #define FAK_PYTHON_PY_ENGINE_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -17,8 +18,10 @@
 
 namespace fak::python {
 
-// What the engine's step thread hands a streaming request: its tokens as they come, then the end.
+// What a request's waiter thread and (when streaming) the engine's step thread hand the Python side:
+// its tokens as they come, then its result.
 struct TokenQueue {
+  bool stream = false;  // whether tokens are queued (set before submission)
   std::mutex mu;
   std::condition_variable cv;
   std::deque<std::pair<int32_t, std::string>> events;  // GUARDED_BY(mu)
@@ -27,29 +30,33 @@ struct TokenQueue {
 
 class PyEngine;
 
-// One submitted request. wait() (or draining next_event()) hands over the result once.
+// One submitted request. Waits take a timeout so that the binding can check for Ctrl-C between
+// them; the result is handed over once and kept.
 class PyRequest {
  public:
   PyRequest(std::shared_ptr<void> keep, PyEngine* engine, RequestId id, std::shared_ptr<TokenQueue> queue)
       : keep_(std::move(keep)), engine_(engine), id_(id), queue_(std::move(queue)) {}
   RequestId id() const { return id_; }
-  bool streaming() const { return queue_ != nullptr; }
-  // Blocks until finished (call without the GIL). Raises the request's error, if any.
-  EngineResult Wait();
-  // The next streamed (token, text), or nullopt once the request has finished and all were taken.
-  std::optional<std::pair<int32_t, std::string>> NextEvent();
-  void Cancel();
+  bool streaming() const { return queue_->stream; }
+  // Whether the request finished within `timeout` (call without the GIL).
+  bool WaitFor(std::chrono::milliseconds timeout);
+  // The result of a finished request; raises its error, if it failed.
+  const EngineResult& result() const;
+  enum class Next { kEvent, kFinished, kTimeout };
+  // The next streamed (token, text) into *event; kFinished once the request ended and all were taken.
+  Next NextEvent(std::chrono::milliseconds timeout, std::pair<int32_t, std::string>* event);
+  Status Cancel();
 
  private:
   std::shared_ptr<void> keep_;  // the engine (user-made) or the model (its default engine): alive while we are
   PyEngine* engine_;
   RequestId id_;
-  std::shared_ptr<TokenQueue> queue_;  // null when not streaming
-  std::optional<EngineResult> result_;
+  std::shared_ptr<TokenQueue> queue_;
+  std::optional<Result<EngineResult>> result_;  // taken from queue_ once finished
 };
 
 // fak::Engine with its step thread, over a model it keeps alive (or, for a model's default engine,
-// that owns it). Streaming requests get one waiter thread each, which hands the result to their queue.
+// that owns it). Each request gets one waiter thread, which hands the result to its queue.
 class PyEngine : public std::enable_shared_from_this<PyEngine> {
  public:
   // `keep` holds the model for a user-made engine; null for ModelHandle::DefaultEngine.

@@ -135,3 +135,32 @@ def test_radix_tree_reuse_is_exact_and_gated(model):
     assert tree.lookup(tokens, tenant="")[1] == 0  # an invalid tenant is served nothing
     with pytest.raises(fak.InvalidArgumentError):
         tree.insert(first, tenant="")
+
+
+def test_ctrl_c_interrupts_a_wait_and_cancels_the_request(model):
+    import _thread
+
+    engine = fak.Engine(model)
+    request = engine.submit(model.tokenize("never ending"), max_tokens=3000)
+    timer = threading.Timer(0.3, _thread.interrupt_main)  # a SIGINT while the main thread waits in C++
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        request.wait()
+    assert time.monotonic() - started < 30
+    timer.join()
+    # The request was cancelled: the engine is free again and the request reports it.
+    assert engine.submit([1, 2, 3], max_tokens=2).wait()["usage"]["generated_tokens"] == 2
+    assert request.wait()["finish_reason"] == "cancelled"
+
+
+def test_leaving_a_stream_early_cancels_it(model):
+    engine = fak.Engine(model)
+    stream = engine.create_chat_completion(MESSAGES, max_tokens=2000, stream=True)
+    next(stream)
+    next(stream)
+    stream.close()  # the finally clause cancels the request
+    deadline = time.monotonic() + 30
+    while engine.stats()["running"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.stats()["running"] == 0
