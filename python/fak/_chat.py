@@ -80,6 +80,12 @@ def create_chat_completion(
 
 def model_chat_completion(model: Any, messages: Sequence[Dict[str, Any]], **kwargs: Any) -> Any:
     """create_chat_completion on the model's own engine (Model.create_chat_completion)."""
+    if model.chat_template is None:
+        from .errors import FailedPreconditionError
+
+        raise FailedPreconditionError(
+            "FailedPrecondition", f"model {model.label} has no chat template fak can render: {model.chat_template_error}"
+        )
     kwargs.setdefault("model", model.label)
     return create_chat_completion(model.engine, messages, **kwargs)
 

@@ -51,6 +51,7 @@ struct ModelHandle : std::enable_shared_from_this<ModelHandle> {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::shared_ptr<const ChatTemplate> chat_template;
+  std::string template_error;  // why chat_template is null, when loading one failed
   std::string label;
 
   // FailedPrecondition naming what the model lacks when it has none.

@@ -1,5 +1,6 @@
 // fak.Model (load, tokenize, detokenize, configuration) and fak.ChatTemplate (render).
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -47,8 +48,9 @@ Result<ModelRef> LoadModel(const std::string& spec, size_t n_threads, size_t max
   Result<ChatTemplate> tmpl = ChatTemplate::ForModel(spec, *handle->tokenizer);
   if (tmpl.has_value()) {
     handle->chat_template = std::make_shared<const ChatTemplate>(std::move(*tmpl));
-  } else if (tmpl.error().code() != StatusCode::kNotFound) {
-    return tmpl.error();  // a template fak does not recognise: say so rather than guess
+  } else {
+    // Sessions, tokens and engines with token prompts still work; chat calls say why they cannot.
+    handle->template_error = tmpl.error().ToString();
   }
   handle->label = spec + " (" + handle->model->config().Describe() + ")";
   return handle;
@@ -89,8 +91,9 @@ const Tokenizer& ModelHandle::RequireTokenizer() const {
 
 const ChatTemplate& ModelHandle::RequireTemplate() const {
   if (!chat_template) {
-    throw StatusError(
-        FailedPrecondition("model " + label + " carries no chat template fak recognises; render prompts yourself"));
+    throw StatusError(FailedPrecondition("model " + label + " has no chat template fak can render (" +
+                                         (template_error.empty() ? "none loaded" : template_error) +
+                                         "); render prompts yourself"));
   }
   return *chat_template;
 }
@@ -185,6 +188,13 @@ void BindModel(nb::module_& m) {
             return h.model->WeightsDigest().Hex();
           },
           "sha256 over config and weights: the ModelID axis of every cache binding.")
+      .def_prop_ro(
+          "chat_template_error",
+          [](const ModelHandle& h) -> std::optional<std::string> {
+            if (h.chat_template) return std::nullopt;
+            return h.template_error.empty() ? std::string("the model has no tokenizer") : h.template_error;
+          },
+          "Why chat_template is None (the loader's error), or None when there is a template.")
       .def_prop_ro("has_tokenizer", [](const ModelHandle& h) { return h.tokenizer != nullptr; })
       .def_prop_ro("tokenizer_id", [](const ModelHandle& h) { return h.RequireTokenizer().id().Hex(); })
       .def_prop_ro(

@@ -48,6 +48,9 @@ def test_shape_models_have_no_tokenizer():
     assert m.vocab_size == 49152 and not m.has_tokenizer and m.chat_template is None
     with pytest.raises(fak.FailedPreconditionError, match="no tokenizer"):
         m.tokenize("x")
+    assert m.chat_template_error
+    with pytest.raises(fak.FailedPreconditionError, match="no chat template"):
+        m.create_chat_completion([{"role": "user", "content": "hi"}])
 
 
 @pytest.mark.skipif(not os.path.exists(GEMMA), reason="Gemma 3 270M GGUF not on this machine")
