@@ -2,15 +2,37 @@
 // byte picks the endpoint, the rest is the body. Any bytes must give a request or an error naming
 // why — never a crash or an exception — and an accepted request must hold only values the engine
 // accepts (sampling that validates, max_tokens >= 1, at most 4 non-empty stop strings, a message
-// or a prompt to render).
+// or a prompt to render). A first byte of 0xFF fuzzes the gate probe's claim instead (ApplyClaim,
+// src/server/gate_claim.h): a JSON body, and when applied, a valid tenant.
 #include <cstddef>
 #include <cstdint>
 
 #include "fuzz/fuzz_util.h"
+#include "src/core/json.h"
 #include "src/server/api_request.h"
+#include "src/server/gate_claim.h"
+
+namespace {
+
+int FuzzGateClaim(std::string_view text) {
+  fak::Result<fak::internal::Json> fields = fak::internal::ParseJson(text, "claim");
+  if (!fields) return 0;
+  fak::ResidentClaim claim{{}, "default"};
+  fak::internal::HttpError error;
+  if (!fak::internal::ApplyClaim(*fields, &claim, &error)) {
+    FAK_FUZZ_CHECK(!error.message.empty() && error.status == 400, "a refusal without a message");
+    return 0;
+  }
+  FAK_FUZZ_CHECK(fak::IsValidTenant(claim.tenant), "an invalid tenant accepted");
+  (void)fak::internal::DumpJson(fak::internal::ClaimJson(claim));
+  return 0;
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
+  if (data[0] == 0xFF) return FuzzGateClaim(fak::fuzz::AsText(data + 1, size - 1));
   using fak::internal::ApiEndpoint;
   const ApiEndpoint endpoint = data[0] % 2 == 0 ? ApiEndpoint::kChatCompletions : ApiEndpoint::kCompletions;
   fak::internal::ApiRequest request;

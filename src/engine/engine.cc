@@ -8,9 +8,12 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -39,6 +42,9 @@ struct Job {
   }
   // Tokens of the context the cache does not hold yet: the unread prompt, or the last sampled token.
   size_t Pending() const { return context.size() - cache->size(); }
+  bool background() const { return request.priority == RequestPriority::kBackground; }
+  // Prefill only: its prompt's KV goes to the tree and nothing is sampled.
+  bool warm_only() const { return request.max_tokens == 0; }
 
   RequestId id = 0;  // set at Submit, under mu_
   EngineRequest request;
@@ -56,6 +62,7 @@ struct Job {
   bool admitted_before = false;
   size_t computed_before_preemption = 0;
   bool followers_waiting = false;  // a waiting request shares its prompt: insert it once read
+  size_t passed_over = 0;          // times a later request of its line was admitted first (under mu_)
 };
 
 // A request's share of one step: `n` of its pending tokens; `completes` when they are all of them,
@@ -86,7 +93,17 @@ struct Engine::Impl {
   EngineStats Stats() const;
   void RunLoop();
 
-  bool HasWorkLocked() const { return !queued_.empty() || n_running_ > 0; }
+  bool HasWorkLocked() const { return queued_size() > 0 || n_running_ > 0; }
+  // The line a job waits in: its priority's.
+  internal::TenantQueues<Job*>& LineOf(const Job& job) { return job.background() ? background_ : queued_; }
+  size_t queued_size() const { return queued_.size() + background_.size(); }
+  std::vector<Job*> QueuedItems() const;
+  // The next request to admit (mu_ held; something waits): interactive first, cache-aware within
+  // its tenant's line.
+  Job* PopNextLocked();
+  // Preempts the latest admitted background request to free a slot for a waiting interactive one,
+  // giving what it computed to the tree first. Returns whether there was one.
+  bool YieldBackgroundSlot();
   void ExpireQueued(int64_t now);
   void ExpireRunning(int64_t now);
   void Admit();
@@ -96,6 +113,9 @@ struct Engine::Impl {
   Job* PrefixLeader(const Job& job) const;
   std::vector<Planned> PlanBatch();
   void FitBudget(std::vector<Planned>& plan);
+  // The running request memory pressure takes first: the latest admitted background one, else the
+  // latest admitted.
+  Job* PreemptionVictim() const;
   void Preempt(Job* job);
   void RunBatch(const std::vector<Planned>& plan);
   void Emit(Job* job, std::vector<float> logits);
@@ -127,8 +147,9 @@ struct Engine::Impl {
   mutable std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::unordered_map<RequestId, std::unique_ptr<Job>> jobs_;  // unfinished, or finished and not yet collected
-  internal::TenantQueues<Job*> queued_;
-  size_t n_running_ = 0;
+  internal::TenantQueues<Job*> queued_;      // interactive
+  internal::TenantQueues<Job*> background_;  // admitted only while queued_ is empty
+  size_t n_running_ = 0, n_background_running_ = 0;
   RequestId next_id_ = 1;
   bool accepting_ = true, stopping_ = false, draining_ = false;
   EngineStats stats_;
@@ -159,11 +180,10 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
     }
   }
   FAK_RETURN_IF_ERROR(request.sampling.Validate().WithContext("Engine::Submit: "));
-  if (request.max_tokens == 0) return InvalidArgument("Engine::Submit: max_tokens is 0");
   // The cache never holds the last generated token: it is not fed back.
   const size_t limit = model_.config().context_length;
   const size_t context = request.prompt.size() + std::min(request.max_tokens, limit + 1);
-  if (context - 1 > limit) {
+  if (context - (request.max_tokens > 0 ? 1 : 0) > limit) {
     return ResourceExhausted("Engine::Submit: prompt (" + std::to_string(request.prompt.size()) + ") + max_tokens (" +
                              std::to_string(request.max_tokens) + ") exceeds the context length " +
                              std::to_string(model_.config().context_length));
@@ -177,11 +197,11 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   job->result.timings.submitted_ns = env_->NowMonotonicNanos();
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) return FailedPrecondition("Engine::Submit: the engine is shut down");
-  if (queued_.size() >= options_.max_queued) {
-    return Unavailable("Engine::Submit: " + std::to_string(queued_.size()) + " requests are waiting (max_queued); retry later");
+  if (queued_size() >= options_.max_queued) {
+    return Unavailable("Engine::Submit: " + std::to_string(queued_size()) + " requests are waiting (max_queued); retry later");
   }
   const RequestId id = job->id = next_id_++;
-  queued_.PushBack(job->request.tenant, job.get());
+  LineOf(*job).PushBack(job->request.tenant, job.get());
   jobs_.emplace(id, std::move(job));
   work_cv_.notify_all();
   return id;
@@ -197,7 +217,7 @@ Status Engine::Impl::Cancel(RequestId id) {
   Job* job = it->second.get();
   if (job->done) return Status::Ok();
   job->cancel_requested = true;
-  if (queued_.Remove(job->request.tenant, job)) FinishLocked(job, FinishReason::kCancelled, Status::Ok());
+  if (LineOf(*job).Remove(job->request.tenant, job)) FinishLocked(job, FinishReason::kCancelled, Status::Ok());
   work_cv_.notify_all();
   return Status::Ok();
 }
@@ -247,10 +267,10 @@ bool Engine::Impl::Step() {
 
 void Engine::Impl::ExpireQueued(int64_t now) {
   std::lock_guard<std::mutex> lock(mu_);
-  for (Job* job : queued_.Items()) {
+  for (Job* job : QueuedItems()) {
     const bool late = job->request.deadline_ns != 0 && now >= job->request.deadline_ns;
     if (!late && !job->cancel_requested) continue;
-    queued_.Remove(job->request.tenant, job);
+    LineOf(*job).Remove(job->request.tenant, job);
     FinishLocked(job, late ? FinishReason::kDeadline : FinishReason::kCancelled, Status::Ok());
   }
 }
@@ -270,9 +290,16 @@ void Engine::Impl::Admit() {
   for (;;) {
     Job* job;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if ((stopping_ && !draining_) || running_.size() >= options_.max_running || queued_.empty()) break;
-      job = queued_.PopNext();
+      std::unique_lock<std::mutex> lock(mu_);
+      if ((stopping_ && !draining_) || queued_size() == 0) break;
+      if (running_.size() >= options_.max_running) {
+        if (queued_.empty()) break;
+        lock.unlock();
+        if (!YieldBackgroundSlot()) break;
+        lock.lock();
+        if (queued_.empty()) break;  // cancelled meanwhile
+      }
+      job = PopNextLocked();
     }
     if (Job* leader = PrefixLeader(*job)) {
       leader->followers_waiting = true;
@@ -306,11 +333,44 @@ void Engine::Impl::Admit() {
     running_.push_back(job);
     std::lock_guard<std::mutex> lock(mu_);
     ++n_running_;
+    n_background_running_ += job->background() ? 1 : 0;
     ++stats_.admitted;
   }
   // Back at the front of their lines, in the order they were taken.
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = held.rbegin(); it != held.rend(); ++it) queued_.PushFront((*it)->request.tenant, *it);
+  for (auto it = held.rbegin(); it != held.rend(); ++it) LineOf(**it).PushFront((*it)->request.tenant, *it);
+}
+
+std::vector<Job*> Engine::Impl::QueuedItems() const {
+  std::vector<Job*> items = queued_.Items();
+  const std::vector<Job*> background = background_.Items();
+  items.insert(items.end(), background.begin(), background.end());
+  return items;
+}
+
+Job* Engine::Impl::PopNextLocked() {
+  internal::TenantQueues<Job*>& line = queued_.empty() ? background_ : queued_;
+  const auto choose = [&](std::string_view tenant, const std::deque<Job*>& waiting) -> size_t {
+    const size_t window = std::min(options_.cache_aware_window, waiting.size());
+    // Put back or preempted (it has run before), or passed over enough: it goes next.
+    if (window <= 1 || waiting.front()->admitted_before || waiting.front()->passed_over >= window) return 0;
+    std::vector<std::span<const int32_t>> prompts;
+    for (size_t i = 0; i < window; ++i) prompts.emplace_back(waiting[i]->context);
+    const size_t pick = NextCacheAware(*tree_, prompts, tenant);
+    for (size_t i = 0; i < pick; ++i) ++waiting[i]->passed_over;
+    return pick;
+  };
+  return line.PopNext(choose);
+}
+
+bool Engine::Impl::YieldBackgroundSlot() {
+  auto it = std::find_if(running_.rbegin(), running_.rend(), [](const Job* job) { return job->background(); });
+  if (it == running_.rend()) return false;
+  Job* job = *it;
+  // Slot pressure, not memory pressure: keep what it computed (the tree may still evict it).
+  if (!job->cache->empty()) (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache);
+  Preempt(job);
+  return true;
 }
 
 Job* Engine::Impl::PrefixLeader(const Job& job) const {
@@ -328,22 +388,26 @@ Job* Engine::Impl::PrefixLeader(const Job& job) const {
 
 std::vector<Planned> Engine::Impl::PlanBatch() {
   std::vector<Planned> plan;
-  std::vector<Job*> prefilling;
+  std::vector<Job*> prefilling, background_prefilling;
   size_t budget = options_.step_token_budget;  // >= max_running: every decode fits
   for (Job* job : running_) {
     if (job->Pending() == 1) {
       plan.push_back(PlanFor(job, 1));
       --budget;
     } else {
-      prefilling.push_back(job);
+      (job->background() ? background_prefilling : prefilling).push_back(job);
     }
   }
+  // Interactive prompts first; background ones get what is left of the step.
   const auto tenant_of = [](Job* job) -> std::string_view { return job->request.tenant; };
-  for (Job* job : internal::RoundRobinByTenant(prefilling, tenant_of, prefill_turn_++)) {
-    const size_t n = std::min({job->Pending(), options_.prefill_chunk_tokens, budget});
-    if (n == 0) break;
-    plan.push_back(PlanFor(job, n));
-    budget -= n;
+  const size_t turn = prefill_turn_++;
+  for (const std::vector<Job*>* jobs : {&prefilling, &background_prefilling}) {
+    for (Job* job : internal::RoundRobinByTenant(*jobs, tenant_of, turn)) {
+      const size_t n = std::min({job->Pending(), options_.prefill_chunk_tokens, budget});
+      if (n == 0) return plan;
+      plan.push_back(PlanFor(job, n));
+      budget -= n;
+    }
   }
   return plan;
 }
@@ -360,10 +424,15 @@ void Engine::Impl::FitBudget(std::vector<Planned>& plan) {
     tree_->EvictToBudget(options_.kv_budget_bytes > wanted ? options_.kv_budget_bytes - wanted : 0);
     // The last running request fits alone (Submit checked), once the tree has given back its tokens.
     if (Fits(growth()) || running_.size() <= 1) return;
-    Job* victim = running_.back();
+    Job* victim = PreemptionVictim();
     std::erase_if(plan, [&](const Planned& p) { return p.job == victim; });
     Preempt(victim);
   }
+}
+
+Job* Engine::Impl::PreemptionVictim() const {
+  auto it = std::find_if(running_.rbegin(), running_.rend(), [](const Job* job) { return job->background(); });
+  return it != running_.rend() ? *it : running_.back();
 }
 
 void Engine::Impl::Preempt(Job* job) {
@@ -375,8 +444,9 @@ void Engine::Impl::Preempt(Job* job) {
   ++job->result.usage.preemptions;
   std::lock_guard<std::mutex> lock(mu_);
   --n_running_;
+  n_background_running_ -= job->background() ? 1 : 0;
   ++stats_.preemptions;
-  queued_.PushFront(job->request.tenant, job);
+  LineOf(*job).PushFront(job->request.tenant, job);
 }
 
 void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
@@ -384,7 +454,8 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
   size_t chunks = 0;
   for (const Planned& p : plan) {
     const std::span<const int32_t> tokens = std::span<const int32_t>(p.job->context).subspan(p.job->cache->size(), p.n);
-    items.push_back({&*p.job->cache, tokens, p.completes ? LogitsMode::kLast : LogitsMode::kNone});
+    const bool wants_logits = p.completes && !p.job->warm_only();
+    items.push_back({&*p.job->cache, tokens, wants_logits ? LogitsMode::kLast : LogitsMode::kNone});
     chunks += p.completes ? 0 : 1;
   }
   Result<std::vector<std::vector<float>>> logits = model_.PrefillBatch(items);
@@ -402,6 +473,10 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
   for (size_t i = 0; i < plan.size(); ++i) {
     if (!plan[i].completes) continue;
     Job* job = plan[i].job;
+    if (job->warm_only()) {
+      FinishRunning(job, FinishReason::kLength);  // its prompt is read: the KV goes to the tree
+      continue;
+    }
     if (job->followers_waiting) {
       // Its prompt is read: give it to the tree now, not at the end, so the requests waiting for it
       // start from it at the next step.
@@ -477,6 +552,7 @@ void Engine::Impl::FinishRunning(Job* job, FinishReason reason, Status error, bo
   }
   std::lock_guard<std::mutex> lock(mu_);
   --n_running_;
+  n_background_running_ -= job->background() ? 1 : 0;
   FinishLocked(job, reason, std::move(error));
 }
 
@@ -538,8 +614,8 @@ void Engine::Impl::CancelEverything() {
   std::lock_guard<std::mutex> step(step_mu_);
   for (Job* job : std::vector<Job*>(running_)) FinishRunning(job, FinishReason::kCancelled, Status::Ok(), /*to_tree=*/false);
   std::lock_guard<std::mutex> lock(mu_);
-  for (Job* job : queued_.Items()) {
-    queued_.Remove(job->request.tenant, job);
+  for (Job* job : QueuedItems()) {
+    LineOf(*job).Remove(job->request.tenant, job);
     FinishLocked(job, FinishReason::kCancelled, Status::Ok());
   }
 }
@@ -549,8 +625,10 @@ EngineStats Engine::Impl::Stats() const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     s = stats_;
-    s.queued = queued_.size();
+    s.queued = queued_size();
     s.running = n_running_;
+    s.background_queued = background_.size();
+    s.background_running = n_background_running_;
   }
   s.tree_kv_bytes = tree_->Stats().resident_bytes;
   return s;

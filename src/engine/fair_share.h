@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace fak::internal {
@@ -28,10 +29,16 @@ class TenantQueues {
   }
   // The next tenant's first item; `empty()` must be false.
   T PopNext() {
+    return PopNext([](std::string_view, const std::deque<T>&) { return size_t{0}; });
+  }
+  // The next tenant's item at choose(tenant, line) (an index into its line, in arrival order).
+  template <class Choose>
+  T PopNext(Choose choose) {
     auto it = by_tenant_.lower_bound(next_);
     if (it == by_tenant_.end()) it = by_tenant_.begin();
-    T item = it->second.front();
-    it->second.pop_front();
+    const size_t index = std::min(choose(std::string_view(it->first), std::as_const(it->second)), it->second.size() - 1);
+    T item = it->second[index];
+    it->second.erase(it->second.begin() + static_cast<std::ptrdiff_t>(index));
     next_ = it->first + '\0';  // the next tenant after this one
     if (it->second.empty()) by_tenant_.erase(it);
     --size_;

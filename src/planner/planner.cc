@@ -131,6 +131,56 @@ Result<EvictedSubtree> Planner::EvictDeniedKV() {
   return out;
 }
 
+Result<DeletionCertificate> Planner::EvictMessage(const Conversation& conversation, size_t index,
+                                                  std::string_view reason, std::string_view session) {
+  if (!IsValidTenant(conversation.tenant)) return InvalidArgument("EvictMessage: invalid tenant '" + conversation.tenant + "'");
+  const size_t n = conversation.messages.size();
+  if (index >= n) {
+    return InvalidArgument("EvictMessage: message " + std::to_string(index) + " is past the end; the conversation has " +
+                           std::to_string(n) + " messages");
+  }
+  std::vector<bool> sealed;
+  for (const Message& m : conversation.messages) {
+    FAK_ASSIGN_OR_RETURN(const bool listed, IsSealed(Digest::Of(m.text)));
+    sealed.push_back(listed);
+  }
+  const Digest d = Digest::Of(conversation.messages[index].text);
+  if (sealed[index]) return FailedPrecondition("EvictMessage: message " + std::to_string(index) + " (" + d.Hex() + ") is sealed already");
+  // The other texts are stored as Complete stores them (e.g. the last reply, not yet sent back), so
+  // the session's pins can be renewed below.
+  for (size_t i = 0; i < n; ++i) {
+    if (i != index && !sealed[i]) FAK_RETURN_IF_ERROR(corpus_.PutSource(conversation.messages[i].text).status());
+  }
+  // The conversation as the next Complete would hold it (without the reply header), then the
+  // message cut out of the middle: the later segments are re-prefilled, so the removal is exact.
+  FAK_ASSIGN_OR_RETURN(std::vector<SegmentSpec> specs, Segments(TranscriptOf(conversation, sealed), /*reply=*/false));
+  specs[index].source_digest = d;  // the subject the denylist and the stub name, as AppendNew does
+  SegmentLedger ledger(model_);
+  for (const SegmentSpec& spec : specs) FAK_RETURN_IF_ERROR(ledger.Append(spec).status());
+  FAK_ASSIGN_OR_RETURN(const EvictionReport report, ledger.Evict(specs[index].id, Repair::kRecomputeTail));
+  IssueOptions issue;
+  issue.reason = reason.empty() ? std::string("user request") : "user request: " + std::string(reason);
+  // Denied first, as for a quarantine: an unreachable denylist leaves no journal row or certificate.
+  FAK_RETURN_IF_ERROR(chain_->denylist().Add(d, issue.reason).WithContext(
+      "message " + std::to_string(index) + " cannot be sealed now; nothing was recorded, retry later"));
+  DeletionCertificate cert;
+  {
+    std::lock_guard<std::mutex> lock(audit_mu_);
+    FAK_ASSIGN_OR_RETURN(cert, IssueDeletionCertificate(model_, ledger, specs[index], report, journal_.get(), key_, issue));
+  }
+  sealed[index] = true;
+  FAK_RETURN_IF_ERROR(HoldTexts(conversation, session, sealed));
+  FAK_RETURN_IF_ERROR(EraseSource(d));
+  (void)tree_->EvictSource(d);
+  return cert;
+}
+
+CertificateCheck Planner::VerifyCertificate(const DeletionCertificate& cert, const CertificateVerifyOptions& options) const {
+  const PublicKey trusted[] = {key_.public_key()};
+  std::lock_guard<std::mutex> lock(audit_mu_);
+  return VerifyDeletionCertificate(cert, journal_->rows(), trusted, options);
+}
+
 Status Planner::EraseSource(const Digest& digest) {
   Status s = corpus_.RemoveSource(digest);
   if (s.code() == StatusCode::kNotFound) return Status::Ok();

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "fak/gate/binding_tuple.h"
+#include "src/server/verdict_json.h"
 
 namespace fak::internal {
 namespace {
@@ -109,6 +110,63 @@ void ServerMetrics::CountGeneration(std::string_view tenant, const RequestUsage&
   for (size_t i = 1; i < timings.token_ns.size(); ++i) itl_.Observe(Seconds(timings.token_ns[i] - timings.token_ns[i - 1]));
 }
 
+void ServerMetrics::CountProbe(const ClaimVerdict& verdict) {
+  std::string why = "none";
+  if (verdict.outcome == ClaimOutcome::kMiss) why = BindingAxisName(verdict.axis);
+  if (verdict.outcome == ClaimOutcome::kRefuse) why = RefuseReasonName(verdict.refuse_reason);
+  std::lock_guard lock(mu_);
+  ++probes_[{ClaimOutcomeName(verdict.outcome), why}];
+}
+
+namespace {
+
+// The gate families, one sample set per tree ("completions": the engine's; "conversations": the
+// Planner's). A family's samples stay together, as the text format requires.
+void RenderGate(std::string* out, const std::vector<std::pair<std::string_view, GateStats>>& trees) {
+  Header(out, "fak_gate_lookups_total", "counter", "Radix-tree lookups (one per admitted prompt or turn), by tree.");
+  for (const auto& [tree, g] : trees) Sample(out, "fak_gate_lookups_total", Label("tree", tree), static_cast<double>(g.lookups));
+  Header(out, "fak_gate_verdicts_total", "counter", "Manifest-gate verdicts on resident KV claims, by tree and verdict.");
+  for (const auto& [tree, g] : trees) {
+    const std::pair<const char*, uint64_t> verdicts[] = {
+        {"hit", g.hits}, {"miss", g.misses}, {"refuse", g.refusals}, {"corrupt", g.corruptions}};
+    for (const auto& [name, n] : verdicts)
+      Sample(out, "fak_gate_verdicts_total", Label("tree", tree) + "," + Label("verdict", name), static_cast<double>(n));
+  }
+  Header(out, "fak_gate_misses_total", "counter", "Gate misses by tree and the binding axis that differed.");
+  for (const auto& [tree, g] : trees)
+    for (int a = 0; a < kNumBindingAxes; ++a)
+      Sample(out, "fak_gate_misses_total", Label("tree", tree) + "," + Label("axis", BindingAxisName(static_cast<BindingAxis>(a))),
+             static_cast<double>(g.misses_by_axis[static_cast<size_t>(a)]));
+  Header(out, "fak_gate_refusals_total", "counter", "Gate refusals by tree and reason.");
+  for (const auto& [tree, g] : trees)
+    for (int r = 1; r < kNumRefuseReasons; ++r)
+      Sample(out, "fak_gate_refusals_total",
+             Label("tree", tree) + "," + Label("reason", RefuseReasonName(static_cast<RefuseReason>(r))),
+             static_cast<double>(g.refusals_by_reason[static_cast<size_t>(r)]));
+  Header(out, "fak_gate_served_tokens_total", "counter", "Prompt tokens the gate let the tree serve, by tree.");
+  for (const auto& [tree, g] : trees) Sample(out, "fak_gate_served_tokens_total", Label("tree", tree), static_cast<double>(g.served_tokens));
+  Header(out, "fak_gate_lookup_tokens_total", "counter", "Prompt tokens looked up in the tree, by tree.");
+  for (const auto& [tree, g] : trees) Sample(out, "fak_gate_lookup_tokens_total", Label("tree", tree), static_cast<double>(g.lookup_tokens));
+}
+
+void RenderConversations(std::string* out, const ConversationStats& c) {
+  Scalar(out, "fak_conversations", "gauge", "Conversations the server holds (fak's endpoints).", static_cast<double>(c.conversations));
+  Scalar(out, "fak_conversation_turns_total", "counter", "Conversation turns completed through the planner.",
+         static_cast<double>(c.turns));
+  Scalar(out, "fak_quarantines_total", "counter", "Tool results quarantined at write time (evicted, sealed, certified).",
+         static_cast<double>(c.quarantines));
+  Scalar(out, "fak_message_evictions_total", "counter", "Messages evicted from a conversation on request.",
+         static_cast<double>(c.evictions));
+  Header(out, "fak_certificates_issued_total", "counter", "Deletion certificates issued, by why the span was evicted.");
+  Sample(out, "fak_certificates_issued_total", Label("reason", "quarantine"), static_cast<double>(c.certificates_quarantine));
+  Sample(out, "fak_certificates_issued_total", Label("reason", "request"), static_cast<double>(c.certificates_request));
+  Header(out, "fak_certificate_verifications_total", "counter", "Certificates verified, by result.");
+  Sample(out, "fak_certificate_verifications_total", Label("result", "valid"), static_cast<double>(c.verified_valid));
+  Sample(out, "fak_certificate_verifications_total", Label("result", "invalid"), static_cast<double>(c.verified_invalid));
+}
+
+}  // namespace
+
 std::string ServerMetrics::Render(const EngineSnapshot& s) const {
   std::string out;
   {
@@ -153,24 +211,28 @@ std::string ServerMetrics::Render(const EngineSnapshot& s) const {
   Scalar(&out, "fak_tree_tokens", "gauge", "Tokens resident in the radix tree.", static_cast<double>(s.tree.unique_tokens));
   Scalar(&out, "fak_evicted_tokens_total", "counter", "Tokens the radix tree evicted (budget or explicit).",
          static_cast<double>(s.tree.evicted_tokens));
-  Scalar(&out, "fak_gate_lookups_total", "counter", "Radix-tree lookups (one per admitted prompt).",
-         static_cast<double>(s.gate.lookups));
-  Header(&out, "fak_gate_verdicts_total", "counter", "Manifest-gate verdicts on resident KV claims, by verdict.");
-  const std::pair<const char*, uint64_t> verdicts[] = {
-      {"hit", s.gate.hits}, {"miss", s.gate.misses}, {"refuse", s.gate.refusals}, {"corrupt", s.gate.corruptions}};
-  for (const auto& [name, n] : verdicts) Sample(&out, "fak_gate_verdicts_total", Label("verdict", name), static_cast<double>(n));
-  Header(&out, "fak_gate_misses_total", "counter", "Gate misses by the binding axis that differed.");
-  for (int a = 0; a < kNumBindingAxes; ++a)
-    Sample(&out, "fak_gate_misses_total", Label("axis", BindingAxisName(static_cast<BindingAxis>(a))),
-           static_cast<double>(s.gate.misses_by_axis[static_cast<size_t>(a)]));
-  Header(&out, "fak_gate_refusals_total", "counter", "Gate refusals by reason.");
-  for (int r = 1; r < kNumRefuseReasons; ++r)
-    Sample(&out, "fak_gate_refusals_total", Label("reason", RefuseReasonName(static_cast<RefuseReason>(r))),
-           static_cast<double>(s.gate.refusals_by_reason[static_cast<size_t>(r)]));
-  Scalar(&out, "fak_gate_served_tokens_total", "counter", "Prompt tokens the gate let the tree serve.",
-         static_cast<double>(s.gate.served_tokens));
-  Scalar(&out, "fak_gate_lookup_tokens_total", "counter", "Prompt tokens looked up in the tree.",
-         static_cast<double>(s.gate.lookup_tokens));
+  std::vector<std::pair<std::string_view, GateStats>> trees = {{"completions", s.gate}};
+  if (s.conversations) trees.emplace_back("conversations", s.conversation_gate);
+  RenderGate(&out, trees);
+  if (s.conversations) RenderConversations(&out, *s.conversations);
+  if (s.rollout) {
+    const RolloutStats& r = s.rollout->rollout;
+    Scalar(&out, "fak_rollout_cut_over", "gauge", "Whether the current rollout has cut over (1) or is warming (0).",
+           r.phase == RolloutPhase::kCutOver ? 1 : 0);
+    Header(&out, "fak_rollout_backfill_tasks", "gauge", "The current rollout's backfill tasks, by state.");
+    const std::pair<const char*, size_t> tasks[] = {{"submitted", r.backfill_tasks}, {"pending", r.backfill_pending},
+                                                    {"refused", r.backfill_refused}, {"skipped", r.backfill_skipped}};
+    for (const auto& [state, n] : tasks) Sample(&out, "fak_rollout_backfill_tasks", Label("state", state), static_cast<double>(n));
+    Scalar(&out, "fak_rollout_backfill_tokens", "gauge", "Tokens the current rollout's backfill has prefilled.",
+           static_cast<double>(s.rollout->backfill.backfill_tokens));
+  }
+  {
+    std::lock_guard lock(mu_);
+    Header(&out, "fak_gate_probes_total", "counter",
+           "Gate probes answered (POST /fak/v1/gate), by verdict and the axis missed or the refusal reason.");
+    for (const auto& [key, n] : probes_)
+      Sample(&out, "fak_gate_probes_total", Label("verdict", key.first) + "," + Label("why", key.second), static_cast<double>(n));
+  }
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -20,6 +21,8 @@
 #include "fak/engine/request.h"
 #include "fak/gate/resident_claim.h"
 #include "fak/session/radix_tree.h"
+#include "src/server/conversations.h"
+#include "src/server/rollouts.h"
 
 namespace fak::internal {
 
@@ -38,12 +41,15 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
-// What the engine and tree report at scrape time.
+// What the engine and tree report at scrape time, and the conversation path's when it runs.
 struct EngineSnapshot {
   EngineStats engine;
   RadixTreeStats tree;
   GateStats gate;
   size_t kv_budget_bytes = 0;
+  std::optional<ConversationStats> conversations;  // with the Planner's tree's gate below
+  GateStats conversation_gate;
+  std::optional<RolloutSnapshot> rollout;  // the current or last rollout
 };
 
 class ServerMetrics {
@@ -54,6 +60,8 @@ class ServerMetrics {
   void CountRequest(std::string_view tenant, std::string_view endpoint, int status);
   // A finished engine request's tokens and timings.
   void CountGeneration(std::string_view tenant, const RequestUsage& usage, const RequestTimings& timings);
+  // One answer of the gate probe (POST /fak/v1/gate).
+  void CountProbe(const ClaimVerdict& verdict);
 
   std::string Render(const EngineSnapshot& snapshot) const;
 
@@ -64,6 +72,7 @@ class ServerMetrics {
   mutable std::mutex mu_;
   std::map<std::tuple<std::string, std::string, int>, uint64_t> requests_;
   std::map<std::string, TokenCounts, std::less<>> tokens_;
+  std::map<std::pair<std::string, std::string>, uint64_t> probes_;  // (verdict, axis or reason) → count
   Histogram ttft_;
   Histogram itl_;
 };

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <ctime>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -17,7 +18,12 @@
 #include "fak/gate/kv_manifest.h"
 #include "src/core/json.h"
 #include "src/server/api_request.h"
+#include "src/server/conversations.h"
+#include "src/server/gate_claim.h"
+#include "src/server/http_reply.h"
 #include "src/server/metrics.h"
+#include "src/server/rollouts.h"
+#include "src/server/verdict_json.h"
 
 namespace fak {
 namespace {
@@ -25,6 +31,8 @@ namespace {
 using internal::ApiEndpoint;
 using internal::ApiRequest;
 using internal::ApiRequestError;
+using internal::ErrorJson;
+using internal::HttpError;
 using internal::Json;
 
 // A waiting connection writes a heartbeat this often, so a client that went away is noticed (the
@@ -34,22 +42,6 @@ constexpr auto kHeartbeat = std::chrono::milliseconds(500);
 // which would swallow the heartbeats that detect a vanished client.
 constexpr char kJsonType[] = "application/json; charset=utf-8";
 constexpr char kUnauthenticated[] = "unauthenticated";
-
-struct HttpError {
-  int status = 400;
-  std::string type = "invalid_request_error";
-  std::string message;
-  std::string param;  // "" → null
-  std::string code;   // "" → null
-};
-
-Json ErrorJson(const HttpError& e) {
-  return Json{{"error",
-               {{"message", e.message},
-                {"type", e.type},
-                {"param", e.param.empty() ? Json(nullptr) : Json(e.param)},
-                {"code", e.code.empty() ? Json(nullptr) : Json(e.code)}}}};
-}
 
 // The status an engine refusal maps to.
 HttpError SubmitError(const Status& s) {
@@ -74,9 +66,18 @@ std::string_view OpenAiFinishReason(FinishReason finish) {
 // The metrics label of a path: the route it names, "other" for anything else (bounded cardinality).
 std::string_view EndpointLabel(std::string_view path) {
   for (std::string_view route : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
-                                 "/fak/v1/prefix"})
+                                 "/fak/v1/prefix", "/fak/v1/gate", "/fak/v1/conversations", "/fak/v1/certificates/verify",
+                                 "/fak/v1/rollout"})
     if (path == route) return route;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models";
+  constexpr std::string_view kConversation = "/fak/v1/conversations/";
+  if (path.rfind(kConversation, 0) == 0) {
+    const std::string_view rest = path.substr(kConversation.size());
+    const size_t slash = rest.find('/');
+    if (slash == std::string_view::npos) return "/fak/v1/conversations/{id}";
+    if (rest.substr(slash) == "/messages") return "/fak/v1/conversations/{id}/messages";
+    if (rest.substr(slash) == "/evict") return "/fak/v1/conversations/{id}/evict";
+  }
   return "other";
 }
 
@@ -112,6 +113,8 @@ struct Server::Impl {
   std::map<std::string, std::string, std::less<>> tenant_by_key_digest;
   httplib::Server http;
   internal::ServerMetrics metrics;
+  std::unique_ptr<internal::Conversations> conversations;  // null without a Planner
+  std::unique_ptr<internal::Rollouts> rollouts;            // null without a Planner and a loader; uses conversations
   std::atomic<uint64_t> next_id{1};
 
   // Threads that wait on an engine request, and completion responses not yet fully written.
@@ -151,6 +154,14 @@ struct Server::Impl {
   std::optional<std::string> Authenticate(const httplib::Request& req, httplib::Response& res, std::string_view endpoint);
   void HandleGeneration(ApiEndpoint api, const httplib::Request& req, httplib::Response& res);
   void HandlePrefixProbe(const httplib::Request& req, httplib::Response& res);
+  void HandleGateProbe(const httplib::Request& req, httplib::Response& res);
+  void ConversationRoutes();
+  // Authenticates, then answers with `handle(tenant)`; 404 when the server has no Planner.
+  void WithConversations(const httplib::Request& req, httplib::Response& res,
+                         const std::function<internal::HttpReply(const std::string& tenant)>& handle);
+  void RolloutRoutes();
+  // A chat-completion body for a conversation turn; nullopt (and the error) when it is refused.
+  std::optional<ApiRequest> ParseTurn(const httplib::Request& req, internal::HttpReply* error) const;
   Result<std::vector<int32_t>> PromptTokens(ApiEndpoint api, const ApiRequest& request) const;
   std::string RenderMetrics() const;
 };
@@ -458,12 +469,147 @@ void Server::Impl::HandlePrefixProbe(const httplib::Request& req, httplib::Respo
   Reply(res, *tenant, kEndpoint, 200, Json{{"tenant", *tenant}, {"prompt_tokens", prompt->size()}, {"cached_tokens", reusable}});
 }
 
+// The gate's verdict, axis by axis, for the caller's resident prefix of a request, judged for a
+// claim: by default the caller's own (tenant and this server's regime); `claim` in the body may
+// name another tenant or another regime axis — "would my context serve bob?", "would it serve other
+// weights?". Only the caller's own namespace is walked, so nothing about another tenant's prefixes
+// is revealed. Read-only (RadixTree::ProbeGate): no lease, no recency, no gate statistics.
+void Server::Impl::HandleGateProbe(const httplib::Request& req, httplib::Response& res) {
+  constexpr std::string_view kEndpoint = "/fak/v1/gate";
+  std::optional<std::string> tenant = Authenticate(req, res, kEndpoint);
+  if (!tenant) return;
+  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
+  if (!body) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(body.error().message()), "", "invalid_request"});
+  ResidentClaim claim = engine.tree().ClaimFor(*tenant);
+  if (auto it = body->find("claim"); it != body->end()) {
+    HttpError error;
+    if (!internal::ApplyClaim(*it, &claim, &error)) return ReplyError(res, *tenant, kEndpoint, error);
+    body->erase(it);
+  }
+  const ApiEndpoint api = body->contains("messages") ? ApiEndpoint::kChatCompletions : ApiEndpoint::kCompletions;
+  ApiRequest request;
+  ApiRequestError parse_error;
+  if (!internal::ParseApiRequest(api, internal::DumpJson(*body), &request, &parse_error))
+    return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", parse_error.message, parse_error.param, "invalid_request"});
+  if (request.model != options.model_id)
+    return ReplyError(res, *tenant, kEndpoint, {404, "invalid_request_error", "the model '" + request.model + "' does not exist",
+                                                "model", "model_not_found"});
+  Result<std::vector<int32_t>> prompt = PromptTokens(api, request);
+  if (!prompt) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(prompt.error().message()), "", "invalid_value"});
+  const GateProbe probe = engine.tree().ProbeGate(claim, *prompt, *tenant);
+  metrics.CountProbe(probe.verdict);
+  Json reply = internal::VerdictJson(probe.verdict);
+  reply["object"] = "fak.gate.verdict";
+  reply["tenant"] = *tenant;
+  reply["claim"] = internal::ClaimJson(claim);
+  reply["prompt_tokens"] = prompt->size();
+  reply["resident_tokens"] = probe.resident_tokens;
+  reply["admitted_tokens"] = probe.admitted_tokens;
+  Reply(res, *tenant, kEndpoint, 200, reply);
+}
+
+void Server::Impl::WithConversations(const httplib::Request& req, httplib::Response& res,
+                                     const std::function<internal::HttpReply(const std::string& tenant)>& handle) {
+  const std::string endpoint(EndpointLabel(req.path));
+  std::optional<std::string> tenant = Authenticate(req, res, endpoint);
+  if (!tenant) return;
+  if (!conversations)
+    return ReplyError(res, *tenant, endpoint, {404, "invalid_request_error", "this server keeps no conversations (it was "
+                                               "started without a planner)", "", "not_enabled"});
+  {
+    std::lock_guard lock(inflight_mu);
+    if (draining)
+      return ReplyError(res, *tenant, endpoint, {503, "server_shutting_down", "the server is shutting down", "", "shutting_down"});
+  }
+  const internal::HttpReply reply = handle(*tenant);
+  Reply(res, *tenant, endpoint, reply.status, reply.body);
+}
+
+std::optional<ApiRequest> Server::Impl::ParseTurn(const httplib::Request& req, internal::HttpReply* error) const {
+  ApiRequest request;
+  ApiRequestError parse_error;
+  if (!internal::ParseApiRequest(ApiEndpoint::kChatCompletions, req.body, &request, &parse_error)) {
+    *error = internal::HttpReply::BadRequest(parse_error.message, parse_error.param, "invalid_request");
+    return std::nullopt;
+  }
+  if (request.model != options.model_id) {
+    *error = internal::HttpReply::Error({404, "invalid_request_error", "the model '" + request.model + "' does not exist; "
+                                         "this server serves '" + options.model_id + "'", "model", "model_not_found"});
+    return std::nullopt;
+  }
+  return request;
+}
+
+void Server::Impl::ConversationRoutes() {
+  using internal::HttpReply;
+  using Req = const httplib::Request&;
+  http.Post("/fak/v1/conversations", [this](Req req, httplib::Response& res) {
+    WithConversations(req, res, [&](const std::string& tenant) {
+      HttpReply error;
+      std::optional<ApiRequest> turn = ParseTurn(req, &error);
+      return turn ? conversations->Create(tenant, *turn) : error;
+    });
+  });
+  http.Post(R"(/fak/v1/conversations/([^/]+)/messages)", [this](Req req, httplib::Response& res) {
+    WithConversations(req, res, [&](const std::string& tenant) {
+      HttpReply error;
+      std::optional<ApiRequest> turn = ParseTurn(req, &error);
+      return turn ? conversations->Continue(tenant, req.matches[1], *turn) : error;
+    });
+  });
+  http.Post(R"(/fak/v1/conversations/([^/]+)/evict)", [this](Req req, httplib::Response& res) {
+    WithConversations(req, res, [&](const std::string& tenant) { return conversations->Evict(tenant, req.matches[1], req.body); });
+  });
+  http.Get(R"(/fak/v1/conversations/([^/]+))", [this](Req req, httplib::Response& res) {
+    WithConversations(req, res, [&](const std::string& tenant) { return conversations->Get(tenant, req.matches[1]); });
+  });
+  http.Delete(R"(/fak/v1/conversations/([^/]+))", [this](Req req, httplib::Response& res) {
+    WithConversations(req, res, [&](const std::string& tenant) { return conversations->Delete(tenant, req.matches[1]); });
+  });
+  http.Post("/fak/v1/certificates/verify", [this](Req req, httplib::Response& res) {
+    WithConversations(req, res, [&](const std::string&) { return conversations->Verify(req.body); });
+  });
+}
+
+// Rollouts are an operator's action: only admin tenants (ServerOptions::admin_tenants) may start
+// or watch one.
+void Server::Impl::RolloutRoutes() {
+  const auto with_admin = [this](const httplib::Request& req, httplib::Response& res,
+                                 const std::function<internal::HttpReply()>& handle) {
+    constexpr std::string_view kEndpoint = "/fak/v1/rollout";
+    std::optional<std::string> tenant = Authenticate(req, res, kEndpoint);
+    if (!tenant) return;
+    if (!rollouts)
+      return ReplyError(res, *tenant, kEndpoint, {404, "invalid_request_error", "this server does not roll out models (it "
+                                                  "was started without a planner or a model loader)", "", "not_enabled"});
+    const std::vector<std::string>& admins = options.admin_tenants;
+    const bool admin = admins.empty() ? options.api_keys.empty()
+                                      : std::find(admins.begin(), admins.end(), *tenant) != admins.end();
+    if (!admin)
+      return ReplyError(res, *tenant, kEndpoint, {403, "invalid_request_error", "tenant '" + *tenant + "' may not roll out "
+                                                  "models (see --admin-tenant)", "", "forbidden"});
+    const internal::HttpReply reply = handle();
+    Reply(res, *tenant, kEndpoint, reply.status, reply.body);
+  };
+  http.Post("/fak/v1/rollout", [this, with_admin](const httplib::Request& req, httplib::Response& res) {
+    with_admin(req, res, [&] { return rollouts->Start(req.body); });
+  });
+  http.Get("/fak/v1/rollout", [this, with_admin](const httplib::Request& req, httplib::Response& res) {
+    with_admin(req, res, [&] { return rollouts->Progress(); });
+  });
+}
+
 std::string Server::Impl::RenderMetrics() const {
   internal::EngineSnapshot s;
   s.engine = engine.Stats();
   s.tree = engine.tree().Stats();
   s.gate = engine.tree().GateStatistics();
   s.kv_budget_bytes = options.kv_budget_bytes;
+  if (conversations) {
+    s.conversations = conversations->Stats();
+    s.conversation_gate = conversations->planner().tree().GateStatistics();
+  }
+  if (rollouts) s.rollout = rollouts->Snapshot();
   return metrics.Render(s);
 }
 
@@ -475,6 +621,9 @@ void Server::Impl::Routes() {
     HandleGeneration(ApiEndpoint::kCompletions, req, res);
   });
   http.Post("/fak/v1/prefix", [this](const httplib::Request& req, httplib::Response& res) { HandlePrefixProbe(req, res); });
+  http.Post("/fak/v1/gate", [this](const httplib::Request& req, httplib::Response& res) { HandleGateProbe(req, res); });
+  ConversationRoutes();
+  RolloutRoutes();
   const auto model_json = [this] {
     return Json{{"id", options.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "fak"}};
   };
@@ -538,6 +687,17 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
     if (!IsValidTenant(tenant)) return InvalidArgument("ServerOptions: invalid tenant name '" + tenant + "'");
     impl->tenant_by_key_digest.emplace(Digest::Of(key).Hex(), tenant);
   }
+  if (impl->options.max_conversations == 0) return InvalidArgument("ServerOptions: max_conversations must be at least 1");
+  if (Planner* planner = impl->options.planner) {
+    impl->conversations = std::make_unique<internal::Conversations>(*planner, model, impl->options.default_max_tokens,
+                                                                    impl->options.max_conversations);
+    if (impl->options.load_model) {
+      impl->rollouts = std::make_unique<internal::Rollouts>(*planner, model, tokenizer, *impl->conversations,
+                                                            impl->options.load_model);
+    }
+  }
+  for (const std::string& tenant : impl->options.admin_tenants)
+    if (!IsValidTenant(tenant)) return InvalidArgument("ServerOptions: invalid admin tenant name '" + tenant + "'");
   impl->chat_stop_tokens = EndOfGenerationTokens(tokenizer, &chat_template);
   impl->completion_stop_tokens = EndOfGenerationTokens(tokenizer, nullptr);
   const size_t threads = impl->options.http_threads;

@@ -371,6 +371,38 @@ LookupResult RadixTree::Lookup(const ResidentClaim& claim, std::span<const int32
   return out;
 }
 
+GateProbe RadixTree::ProbeGate(const ResidentClaim& claim, std::span<const int32_t> tokens,
+                               std::string_view holder) const {
+  GateProbe out{.verdict = ClaimVerdict::Hit()};
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const Impl::WalkEnd end = const_cast<Impl*>(impl_.get())->Walk(tokens, tokens.size(), holder, /*split=*/false);
+  std::vector<const Impl::Node*> nodes;
+  for (const Impl::Node* n = end.node; n->parent != nullptr; n = n->parent) nodes.push_back(n);
+  std::reverse(nodes.begin(), nodes.end());
+  // The edge the match ends inside is judged whole, as resident (the half a Lookup would split off
+  // carries the same regime and tenant); its own tokens bind the span axes.
+  if (end.split_point.slab != nullptr) {
+    for (const auto& [key, child] : end.node->children)
+      if (child->slab == end.split_point.slab) nodes.push_back(child.get());
+  }
+  out.resident_tokens = end.pos;
+  for (const Impl::Node* n : nodes) {
+    std::vector<int32_t> context(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(n->from()));
+    context.insert(context.end(), n->slab->tokens.begin(), n->slab->tokens.end());
+    ResidentClaim node_claim{claim.binding, claim.tenant};
+    Result<BindingTuple> b = BindSpan(claim.binding, context, n->from(), n->edge_size());
+    if (b.has_value()) node_claim.binding = *b;
+    node_claim.binding.integrity_checksum = Digest{};  // as Lookup: the bytes are VerifyIntegrity's
+    ClaimVerdict v = CheckResidentClaim(node_claim, n->manifest, impl_->options.access);
+    if (!v.hit()) {
+      out.verdict = std::move(v);
+      break;
+    }
+    out.admitted_tokens = std::min(n->depth_end, end.pos);
+  }
+  return out;
+}
+
 size_t RadixTree::MatchLength(std::span<const int32_t> tokens, std::string_view tenant) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return const_cast<Impl*>(impl_.get())->Walk(tokens, tokens.size(), tenant, /*split=*/false).pos;
@@ -515,10 +547,11 @@ const KVManifest* RadixTree::ManifestOf(NodeId node) const {
   return it == impl_->by_id.end() || node == 0 ? nullptr : &it->second->manifest;
 }
 
-size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting) {
+size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting,
+                      std::string_view tenant) {
   size_t best = 0, best_len = 0;
   for (size_t i = 0; i < waiting.size(); ++i) {
-    size_t len = tree.MatchLength(waiting[i]);
+    size_t len = tree.MatchLength(waiting[i], tenant);
     if (len > best_len) best = i, best_len = len;
   }
   return best;

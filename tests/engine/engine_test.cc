@@ -141,7 +141,6 @@ TEST_F(EngineTest, SubmitRefusesBadRequestsAndChangesNothing) {
   EngineRequest out_of_vocab = Request(5, 1, 4);
   out_of_vocab.prompt[2] = 97;
   cases.push_back({out_of_vocab, StatusCode::kInvalidArgument});
-  cases.push_back({Request(5, 1, 0), StatusCode::kInvalidArgument});
   EngineRequest bad_sampling = Request(5, 1, 4);
   bad_sampling.sampling.top_p = 0.0f;
   cases.push_back({bad_sampling, StatusCode::kInvalidArgument});
@@ -158,6 +157,11 @@ TEST_F(EngineTest, SubmitRefusesBadRequestsAndChangesNothing) {
     ASSERT_FALSE(too_long.has_value());
     EXPECT_EQ(too_long.error().code(), StatusCode::kResourceExhausted);
   }
+  // Prefill only (max_tokens 0): the prompt alone must fit; 512 does, 513 does not.
+  EXPECT_TRUE(unbounded->Submit(Request(512, 1, 0)).has_value());
+  auto too_long = unbounded->Submit(Request(513, 1, 0));
+  ASSERT_FALSE(too_long.has_value());
+  EXPECT_EQ(too_long.error().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(engine->Stats().queued, 0u);
   EXPECT_FALSE(engine->Step());
 }
@@ -413,6 +417,7 @@ size_t RankOf(const std::vector<size_t>& order, size_t index) {
 TEST_F(EngineTest, TenantWithOneRequestIsNotStarvedByATenantWithTwenty) {
   EngineOptions o = Stepped();
   o.max_running = 2;
+  o.cache_aware_window = 1;  // arrival order within a tenant (a chance one-token match would reorder)
   std::vector<EngineRequest> requests;
   for (uint32_t i = 0; i < 20; ++i) requests.push_back(Request(12, 20 + i, 4, "busy"));
   requests.push_back(Request(12, 99, 4, "quiet"));
@@ -421,6 +426,161 @@ TEST_F(EngineTest, TenantWithOneRequestIsNotStarvedByATenantWithTwenty) {
   // one submitted starts last — the fairness above is the tenants' doing.
   requests.back().tenant = "busy";
   EXPECT_EQ(RankOf(FirstTokenOrder(*Make(o), requests), 20), 20u);
+}
+
+TEST_F(EngineTest, CacheAwareOrderAdmitsTheTenantsCachedPrefixFirst) {
+  const size_t vocab = model_->config().vocab_size;
+  const std::vector<int32_t> cached = TokenSequence(40, 500, vocab);
+  // Four cold requests, then one that continues `cached`, all from tenant t0, one slot.
+  std::vector<EngineRequest> requests;
+  for (uint32_t i = 0; i < 4; ++i) requests.push_back(Request(12, 510 + i, 2, "t0"));
+  EngineRequest warm = Request(4, 520, 2, "t0");
+  warm.prompt.insert(warm.prompt.begin(), cached.begin(), cached.end());
+  requests.push_back(warm);
+  const auto order = [&](size_t window, std::string_view tree_tenant) {
+    EngineOptions o = Stepped();
+    o.max_running = 1;
+    o.cache_aware_window = window;
+    auto engine = Make(o);
+    EngineRequest prime = Request(1, 0, 0, std::string(tree_tenant));  // prefill only: fills the tree
+    prime.prompt = cached;
+    EXPECT_OK(engine->Wait(*engine->Submit(prime)));
+    EXPECT_EQ(engine->tree().MatchLength(cached, tree_tenant), cached.size());
+    return FirstTokenOrder(*engine, requests);
+  };
+  // The window sees the cached request and takes it first; the others keep their order.
+  EXPECT_EQ(order(8, "t0"), (std::vector<size_t>{4, 0, 1, 2, 3}));
+  // Controls: first come, first served with a window of one; and another tenant's prefix is no
+  // reason to go first (the order is per tenant).
+  EXPECT_EQ(order(1, "t0"), (std::vector<size_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(order(8, "t1"), (std::vector<size_t>{0, 1, 2, 3, 4}));
+}
+
+TEST_F(EngineTest, CacheAwareOrderPassesOverARequestAtMostWindowTimes) {
+  const size_t vocab = model_->config().vocab_size;
+  const std::vector<int32_t> shared = TokenSequence(40, 600, vocab);
+  EngineOptions o = Stepped();
+  o.max_running = 1;
+  o.cache_aware_window = 3;
+  auto engine = Make(o);
+  EngineRequest prime = Request(1, 0, 0, "t0");
+  prime.prompt = shared;
+  ASSERT_OK(engine->Wait(*engine->Submit(prime)));
+  // A cold request first, then eight that continue the cached prefix: each would beat it.
+  std::vector<EngineRequest> requests{Request(12, 601, 2, "t0")};
+  for (uint32_t i = 0; i < 8; ++i) {
+    EngineRequest r = Request(4, 610 + i, 2, "t0");
+    r.prompt.insert(r.prompt.begin(), shared.begin(), shared.end());
+    requests.push_back(std::move(r));
+  }
+  const std::vector<size_t> got = FirstTokenOrder(*engine, requests);
+  EXPECT_EQ(RankOf(got, 0), 3u);  // passed over three times, then taken
+  EXPECT_EQ(got.size(), requests.size());
+}
+
+TEST_F(EngineTest, PrefillOnlyRequestPutsItsPromptInTheTree) {
+  auto engine = Make();
+  EngineRequest warm = Request(30, 700, 0, "t0");
+  bool called = false;
+  warm.on_token = [&](const TokenEvent&) { return called = true; };
+  ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(*engine->Submit(warm)));
+  EXPECT_EQ(got.finish, FinishReason::kLength);
+  EXPECT_TRUE(got.tokens.empty());
+  EXPECT_FALSE(called);
+  EXPECT_EQ(engine->tree().MatchLength(warm.prompt, "t0"), warm.prompt.size());
+  // The next request continuing it reads the whole prompt from the tree and equals a cold run.
+  EngineRequest next = Request(5, 701, 4, "t0");
+  next.prompt.insert(next.prompt.begin(), warm.prompt.begin(), warm.prompt.end());
+  ASSERT_OK_AND_ASSIGN(EngineResult r, engine->Wait(*engine->Submit(next)));
+  EXPECT_EQ(r.usage.cached_tokens, warm.prompt.size());
+  EXPECT_EQ(r.tokens, Alone(next).tokens);
+  // Control: without the warm-up nothing is cached.
+  auto cold = Make();
+  ASSERT_OK_AND_ASSIGN(EngineResult c, cold->Wait(*cold->Submit(next)));
+  EXPECT_EQ(c.usage.cached_tokens, 0u);
+}
+
+TEST_F(EngineTest, BackgroundRequestsWaitForInteractiveOnes) {
+  EngineOptions o = Stepped();
+  o.max_running = 1;
+  EngineRequest background = Request(12, 710, 2, "t0");
+  background.priority = RequestPriority::kBackground;
+  // Submitted first, still admitted last.
+  std::vector<EngineRequest> requests{background, Request(12, 711, 2, "t0"), Request(12, 712, 2, "t1")};
+  const std::vector<size_t> order = FirstTokenOrder(*Make(o), requests);
+  EXPECT_EQ(order.back(), 0u);
+  // Control: as interactive it goes first.
+  requests[0].priority = RequestPriority::kInteractive;
+  EXPECT_EQ(FirstTokenOrder(*Make(o), requests).front(), 0u);
+}
+
+TEST_F(EngineTest, BackgroundPrefillGetsWhatInteractiveLeavesOfAStep) {
+  EngineOptions o = Stepped();
+  o.max_running = 2;
+  o.prefill_chunk_tokens = 16;
+  o.step_token_budget = 16;
+  auto engine = Make(o);
+  EngineRequest background = Request(64, 720, 0, "t0");
+  background.priority = RequestPriority::kBackground;
+  ASSERT_OK_AND_ASSIGN(RequestId ib, engine->Submit(background));
+  engine->Step();  // alone: it prefills
+  EXPECT_EQ(engine->Stats().background_running, 1u);
+  EngineRequest interactive = Request(40, 721, 3, "t1");
+  ASSERT_OK_AND_ASSIGN(RequestId ii, engine->Submit(interactive));
+  // While the interactive prompt is read, each step's 16 tokens are all its.
+  const size_t items_before = engine->Stats().batch_items;
+  engine->Step();
+  engine->Step();
+  EXPECT_EQ(engine->Stats().batch_items - items_before, 2u);
+  ASSERT_OK_AND_ASSIGN(EngineResult ri, engine->Wait(ii));
+  EXPECT_EQ(ri.tokens, Alone(interactive).tokens);
+  ASSERT_OK_AND_ASSIGN(EngineResult rb, engine->Wait(ib));
+  EXPECT_EQ(rb.finish, FinishReason::kLength);
+  EXPECT_EQ(engine->tree().MatchLength(background.prompt, "t0"), background.prompt.size());
+}
+
+TEST_F(EngineTest, InteractiveRequestTakesABackgroundSlotAndTheWorkIsKept) {
+  EngineOptions o = Stepped();
+  o.max_running = 1;
+  o.prefill_chunk_tokens = 16;
+  o.step_token_budget = 16;
+  auto engine = Make(o);
+  EngineRequest background = Request(64, 730, 0, "t0");
+  background.priority = RequestPriority::kBackground;
+  ASSERT_OK_AND_ASSIGN(RequestId ib, engine->Submit(background));
+  engine->Step();
+  engine->Step();  // 32 of its 64 tokens read
+  ASSERT_OK_AND_ASSIGN(RequestId ii, engine->Submit(Request(10, 731, 3, "t1")));
+  engine->Step();
+  EngineStats s = engine->Stats();
+  EXPECT_EQ(s.running, 1u);
+  EXPECT_EQ(s.background_running, 0u);
+  EXPECT_EQ(s.background_queued, 1u);
+  EXPECT_EQ(s.preemptions, 1u);
+  EXPECT_EQ(engine->tree().MatchLength(background.prompt, "t0"), 32u);  // what it read is kept
+  ASSERT_OK(engine->Wait(ii));
+  ASSERT_OK_AND_ASSIGN(EngineResult rb, engine->Wait(ib));
+  EXPECT_EQ(rb.usage.preemptions, 1u);
+  EXPECT_EQ(rb.usage.recomputed_tokens, 0u);  // resumed from the tree
+  EXPECT_EQ(engine->tree().MatchLength(background.prompt, "t0"), background.prompt.size());
+}
+
+TEST_F(EngineTest, MemoryPressurePreemptsBackgroundBeforeInteractive) {
+  EngineOptions o = Stepped();
+  o.kv_budget_bytes = 70 * BytesPerToken();  // both 20-token prompts fit; both 60-token contexts do not
+  o.prefill_chunk_tokens = 64;
+  auto engine = Make(o);
+  EngineRequest background = Request(20, 740, 40, "alpha"), interactive = Request(20, 741, 40, "beta");
+  background.priority = RequestPriority::kBackground;
+  ASSERT_OK_AND_ASSIGN(RequestId ib, engine->Submit(background));
+  engine->Step();  // the background one is admitted first: "latest admitted" alone would spare it
+  ASSERT_OK_AND_ASSIGN(RequestId ii, engine->Submit(interactive));
+  ASSERT_OK_AND_ASSIGN(EngineResult ri, engine->Wait(ii));
+  ASSERT_OK_AND_ASSIGN(EngineResult rb, engine->Wait(ib));
+  EXPECT_EQ(ri.tokens, Alone(interactive).tokens);
+  EXPECT_EQ(rb.tokens, Alone(background).tokens);
+  EXPECT_EQ(ri.usage.preemptions, 0u);
+  EXPECT_GE(rb.usage.preemptions, 1u);
 }
 
 TEST_F(EngineTest, PrefillChunksAreSharedAcrossTenants) {

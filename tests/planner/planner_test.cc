@@ -304,6 +304,89 @@ TEST_F(PlannerTest, DenialSweepsBesideConcurrentConversations) {
   EXPECT_TRUE(planner->tree().VerifyIntegrity().empty());
 }
 
+// A user asks for message 1 of a live conversation to be deleted: the certificate verifies, the
+// evicted cache equals a never-saw prefill of the other messages (checked here independently),
+// the text is sealed, erased from the store and gone from the tree, and later turns carry its stub.
+TEST_F(PlannerTest, EvictMessageCertifiesSealsAndErases) {
+  const std::string personal = "my card number is 4111 1111 1111 1111, remember it";
+  Conversation conv{"t1", {{SegmentKind::kSystem, "be brief"},
+                           {SegmentKind::kUser, personal},
+                           {SegmentKind::kAssistant, "noted"},
+                           {SegmentKind::kUser, "what did I say?"}}};
+  CompleteParams in_session = params_;
+  in_session.session = "s1";
+  ASSERT_OK_AND_ASSIGN(CompleteResult first, planner_->Complete(conv, in_session));
+  conv.messages.push_back({SegmentKind::kAssistant, first.text + " (a reply not yet sent back)"});  // not stored yet
+  ASSERT_TRUE(*blobs_->Contains(Digest::Of(personal)));
+  const size_t rows_before = planner_->journal().rows().size();
+
+  ASSERT_OK_AND_ASSIGN(DeletionCertificate cert, planner_->EvictMessage(conv, 1, "erasure request 17", "s1"));
+  EXPECT_EQ(cert.subject, Digest::Of(personal));
+  EXPECT_EQ(cert.max_abs_delta, 0.0f);
+  const PublicKey trusted[] = {planner_->public_key()};
+  EXPECT_TRUE(VerifyDeletionCertificate(cert, planner_->journal().rows(), trusted).ok());
+  EXPECT_TRUE(planner_->VerifyCertificate(cert).ok());
+  DeletionCertificate relabelled = cert;  // control: the planner's own check fails a tampered one
+  relabelled.subject = Digest::Of("something else");
+  EXPECT_EQ(planner_->VerifyCertificate(relabelled).fault, CertificateFault::kBadSignature);
+  ASSERT_EQ(planner_->journal().rows().size(), rows_before + 1);
+  EXPECT_NE(planner_->journal().rows().back().payload_json.find("erasure request 17"), std::string::npos);
+
+  // Independent witness: prefill the rendering's other pieces fresh; the digests must agree. Control:
+  // with the message kept, the cache differs (the certificate's before-digest is that cache's).
+  std::vector<ChatMessage> messages;
+  for (const Message& m : conv.messages) messages.push_back({Planner::RoleOf(m.kind), m.text});
+  ASSERT_OK_AND_ASSIGN(RenderedChat rendered, planner_->chat_template().Render(messages, /*add_generation_prompt=*/false));
+  ASSERT_OK_AND_ASSIGN(auto pieces, EncodePieces(*tok_, rendered));
+  SegmentLedger never_saw(*model_), kept(*model_);
+  ASSERT_GE(pieces.size(), conv.messages.size());
+  for (size_t i = 0; i < conv.messages.size(); ++i) {
+    const SegmentSpec spec{"p" + std::to_string(i), conv.messages[i].kind, pieces[i], Digest::Of(conv.messages[i].text)};
+    if (i != 1) ASSERT_OK(never_saw.Append(spec).status());
+    ASSERT_OK(kept.Append(spec).status());
+  }
+  EXPECT_EQ(never_saw.cache().ComputeDigest(), cert.cache_digest_after);
+  EXPECT_EQ(kept.cache().ComputeDigest(), cert.cache_digest_before);
+  EXPECT_NE(cert.cache_digest_before, cert.cache_digest_after);
+  EXPECT_EQ(cert.evicted_count, pieces[1].size());
+
+  // Sealed: denied, erased (the session's pin went first), out of the tree; the rest stays.
+  ASSERT_OK_AND_ASSIGN(const bool denied, planner_->chain().denylist().IsQuarantined(cert.subject));
+  EXPECT_TRUE(denied);
+  EXPECT_FALSE(*blobs_->Contains(Digest::Of(personal)));
+  EXPECT_TRUE(*blobs_->Contains(Digest::Of("what did I say?")));  // control
+  EXPECT_TRUE(*blobs_->Contains(Digest::Of(conv.messages.back().text)));  // stored and pinned like the others
+  const std::vector<Digest> sources = planner_->tree().Sources();
+  EXPECT_EQ(std::find(sources.begin(), sources.end(), cert.subject), sources.end());
+  EXPECT_NE(std::find(sources.begin(), sources.end(), Digest::Of("be brief")), sources.end());
+  ASSERT_OK_AND_ASSIGN(const auto transcript, planner_->Transcript(conv));
+  EXPECT_EQ(transcript[1].text, Planner::SealedStub(cert.subject));
+  ASSERT_OK_AND_ASSIGN(CompleteResult next, planner_->Complete(conv, in_session));
+  EXPECT_TRUE(next.messages[1].sealed);
+  EXPECT_TRUE(next.certificates.empty());
+  EXPECT_FALSE(*blobs_->Contains(Digest::Of(personal)));
+}
+
+TEST_F(PlannerTest, EvictMessageRejectsBadInputAndChangesNothing) {
+  Conversation conv{"t1", {{SegmentKind::kUser, "hello"}, {SegmentKind::kAssistant, "hi"}}};
+  ASSERT_OK(planner_->Complete(conv, params_));
+  const size_t rows = planner_->journal().rows().size();
+  EXPECT_EQ(planner_->EvictMessage(conv, 2, "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(planner_->EvictMessage(Conversation{"bad tenant!", conv.messages}, 0, "").status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(planner_->EvictMessage(Conversation{"t1", {}}, 0, "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(planner_->journal().rows().size(), rows);
+  EXPECT_TRUE(*blobs_->Contains(Digest::Of("hello")));
+  ASSERT_OK_AND_ASSIGN(const bool denied, planner_->chain().denylist().IsQuarantined(Digest::Of("hello")));
+  EXPECT_FALSE(denied);
+  // The last message too (the tail: nothing to recompute), once; a second time it is sealed already.
+  ASSERT_OK_AND_ASSIGN(DeletionCertificate cert, planner_->EvictMessage(conv, 1, ""));
+  EXPECT_EQ(cert.max_abs_delta, 0.0f);
+  const Status again = planner_->EvictMessage(conv, 1, "").status();
+  EXPECT_EQ(again.code(), StatusCode::kFailedPrecondition) << again.ToString();
+  EXPECT_EQ(planner_->journal().rows().size(), rows + 1);
+}
+
 TEST_F(PlannerTest, TwoPlannersCannotShareOneJournal) {
   PlannerOptions opt;
   opt.journal_path = (dir_ / "journal.log").string();

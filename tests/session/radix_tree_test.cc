@@ -132,6 +132,52 @@ TEST_F(RadixTreeTest, DeepestFirstTrimsTailsAndKeepsSharedPrefixes) {
   EXPECT_EQ(r.cache.ComputeDigest(), fresh.ComputeDigest());
 }
 
+// ProbeGate names the axis a claim would miss on, or the tenancy refusal, for a context the
+// holder has resident, and changes nothing (no split, no statistics).
+TEST_F(RadixTreeTest, ProbeGateNamesTheAxisAndChangesNothing) {
+  RadixTree tree(*model_, *testing_tokenizer);
+  const auto base = TokenSequence(20, 1, 97);
+  const auto ctx = Concat(base, TokenSequence(10, 2, 97));
+  LookupResult r = tree.Lookup(tree.ClaimFor("alice"), ctx);
+  ASSERT_OK(model_->Prefill(&r.cache, ctx, LogitsMode::kNone));
+  ASSERT_OK(tree.Insert("alice", ctx, r.cache));
+  const RadixTreeStats before = tree.Stats();
+  const GateStats gate_before = tree.GateStatistics();
+
+  const GateProbe own = tree.ProbeGate(tree.ClaimFor("alice"), ctx, "alice");
+  EXPECT_TRUE(own.verdict.hit()) << own.verdict.ToString();
+  EXPECT_EQ(own.resident_tokens, 30u);
+  EXPECT_EQ(own.admitted_tokens, 30u);
+  // Another tenant's claim on alice's context: refused for tenancy before any axis is compared.
+  const GateProbe foreign = tree.ProbeGate(tree.ClaimFor("bob"), ctx, "alice");
+  EXPECT_EQ(foreign.verdict.outcome, ClaimOutcome::kRefuse);
+  EXPECT_EQ(foreign.verdict.refuse_reason, RefuseReason::kCrossTenant);
+  EXPECT_EQ(foreign.admitted_tokens, 0u);
+  // Another model's claim: a miss on the model axis; another kernel tier: on precision.
+  ResidentClaim other_model = tree.ClaimFor("alice");
+  other_model.binding.model_id = Digest::Of("other weights");
+  const GateProbe model_miss = tree.ProbeGate(other_model, ctx, "alice");
+  EXPECT_EQ(model_miss.verdict.outcome, ClaimOutcome::kMiss);
+  EXPECT_EQ(model_miss.verdict.axis, BindingAxis::kModel);
+  ResidentClaim other_tier = tree.ClaimFor("alice");
+  other_tier.binding.precision.kernel_tier = other_tier.binding.precision.kernel_tier == "scalar" ? "avx2" : "scalar";
+  EXPECT_EQ(tree.ProbeGate(other_tier, ctx, "alice").verdict.axis, BindingAxis::kPrecision);
+  // A context diverging mid-edge: that edge is judged as resident, and nothing is split.
+  const auto diverging = Concat(std::vector<int32_t>(base.begin(), base.begin() + 7), TokenSequence(5, 9, 97));
+  const GateProbe partial = tree.ProbeGate(tree.ClaimFor("alice"), diverging, "alice");
+  EXPECT_EQ(partial.resident_tokens, 7u);
+  EXPECT_EQ(partial.admitted_tokens, 7u);
+  EXPECT_TRUE(partial.verdict.hit()) << partial.verdict.ToString();
+  EXPECT_EQ(tree.ProbeGate(other_model, diverging, "alice").verdict.axis, BindingAxis::kModel);
+  EXPECT_EQ(tree.ProbeGate(tree.ClaimFor("bob"), diverging, "alice").verdict.refuse_reason, RefuseReason::kCrossTenant);
+  EXPECT_EQ(tree.MatchLength(diverging, "alice"), 7u);
+  // Bob's own view holds nothing.
+  EXPECT_EQ(tree.ProbeGate(tree.ClaimFor("bob"), ctx, "bob").resident_tokens, 0u);
+  EXPECT_EQ(tree.Stats().node_count, before.node_count);
+  EXPECT_EQ(tree.Stats().lookups, before.lookups);
+  EXPECT_EQ(tree.GateStatistics().claims, gate_before.claims);
+}
+
 TEST_F(RadixTreeTest, EvictNodeReportsWhatItRemoved) {
   RadixTree tree(*model_, *testing_tokenizer);
   const auto base = TokenSequence(8, 1, 97);
@@ -191,6 +237,15 @@ TEST_F(RadixTreeTest, CacheAwareOrderPicksTheLongestCachedPrefix) {
   std::vector<int32_t> ra = Concat(a, {1}), rb = Concat(b, {1});
   EXPECT_EQ(NextCacheAware(tree, {ra, rb}), 1u);
   EXPECT_EQ(NextCacheAware(tree, {ra, ra}), 0u);
+
+  // Per tenant: another tenant's prefix is no match (its line keeps arrival order), its own is.
+  const auto c = TokenSequence(10, 3, 97);
+  LookupResult r = tree.Lookup(tree.ClaimFor("t1"), c);
+  ASSERT_OK(model_->Prefill(&r.cache, std::span(c).subspan(r.matched_tokens), LogitsMode::kNone));
+  ASSERT_OK(tree.Insert("t1", c, r.cache));
+  const std::vector<int32_t> rc = Concat(c, {1});
+  EXPECT_EQ(NextCacheAware(tree, {ra, rc}, "t2"), 0u);
+  EXPECT_EQ(NextCacheAware(tree, {ra, rc}, "t1"), 1u);
 }
 
 // Many threads looking up, inserting and evicting at once (run under the tsan preset too):

@@ -1,7 +1,8 @@
 // The serving engine changes no bit: every request's tokens, and the full logit vector each was
 // sampled from, equal (max|Δ| == 0) the same request run alone by hand — whether it ran among
 // others in one batch, its prompt was prefilled in chunks, its prefix came from the radix tree, or
-// it was preempted for memory and recomputed. In the active tier (ctest runs this binary once per
+// it was preempted for memory and recomputed, or it ran as background work that gave its slot to
+// interactive requests and resumed. In the active tier (ctest runs this binary once per
 // tier). Controls show each condition really occurred and that the logits compared depend on the
 // request's own tokens.
 #include <gtest/gtest.h>
@@ -64,6 +65,7 @@ struct Scenario {
   const char* name;
   EngineOptions options;
   bool two_waves;  // the second wave repeats the first's prompts followed by their answers: tree hits
+  bool mixed_priorities = false;  // every fourth request is background work
 };
 
 TEST(Witness, ScheduledEqualsAlone) {
@@ -91,6 +93,8 @@ TEST(Witness, ScheduledEqualsAlone) {
       {"batched, chunked, tree reuse", Options(8, 16, 48, 0), true},
       // Room for about two long contexts: admission waits and running requests are preempted.
       {"tight budget: preemption", Options(8, 16, 64, 420 * per_token), true},
+      // Few slots, some background requests: interactive ones take their slots mid-prefill.
+      {"mixed priorities: background yields its slot", Options(3, 16, 48, 0), true, true},
   };
   for (const Scenario& s : scenarios) {
     SCOPED_TRACE(s.name);
@@ -98,16 +102,24 @@ TEST(Witness, ScheduledEqualsAlone) {
     ASSERT_EQ(engine->tree().BytesPerToken(), per_token);
     size_t cached = 0, preempted = 0, recomputed = 0;
     auto run_wave = [&](const std::vector<Case>& wave, const std::vector<testing::AloneRun>& alone) {
-      std::vector<RequestId> ids;
-      for (const Case& c : wave) {
+      std::vector<RequestId> ids(wave.size());
+      // With mixed priorities the background requests come first and start reading their prompts.
+      const auto background = [&](size_t i) { return s.mixed_priorities && i % 4 == 3; };
+      std::vector<size_t> submit_order;
+      for (size_t i = 0; i < wave.size(); ++i) if (background(i)) submit_order.push_back(i);
+      for (size_t i = 0; i < wave.size(); ++i) if (!background(i)) submit_order.push_back(i);
+      for (size_t k = 0; k < submit_order.size(); ++k) {
+        const size_t i = submit_order[k];
+        const Case& c = wave[i];
         EngineRequest r;
         r.tenant = c.tenant;
         r.prompt = c.prompt;
         r.sampling = c.sampling;
         r.max_tokens = c.max_tokens;
         r.record_logits = true;
-        ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(std::move(r)));
-        ids.push_back(id);
+        if (background(i)) r.priority = RequestPriority::kBackground;
+        ASSERT_OK_AND_ASSIGN(ids[i], engine->Submit(std::move(r)));
+        if (background(i) && !background(submit_order[k + 1])) engine->Step();  // the background ones start
       }
       for (size_t i = 0; i < ids.size(); ++i) {
         ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(ids[i]));
@@ -128,7 +140,9 @@ TEST(Witness, ScheduledEqualsAlone) {
 
     // Non-vacuity: the condition each scenario names really happened.
     const EngineStats stats = engine->Stats();
-    if (s.options.max_running > 1) {
+    if (s.mixed_priorities) {
+      EXPECT_EQ(stats.max_batch_items, s.options.max_running);
+    } else if (s.options.max_running > 1) {
       EXPECT_GT(stats.max_batch_items, 4u);
       EXPECT_GT(stats.prefill_chunks, 10u);
     } else {
@@ -140,6 +154,9 @@ TEST(Witness, ScheduledEqualsAlone) {
     if (s.options.kv_budget_bytes != 0) {
       EXPECT_GT(preempted, 0u);
       EXPECT_GT(recomputed, 0u);
+    }
+    if (s.mixed_priorities) {
+      EXPECT_GT(preempted, 0u);  // slots yielded mid-prefill
     }
   }
 

@@ -263,4 +263,33 @@ Result<std::vector<float>> PrefillWithProgress(const Model& model, KVCache* cach
   return logits;
 }
 
+StateDir::~StateDir() {
+  std::error_code ec;
+  if (temporary) std::filesystem::remove_all(dir, ec);
+}
+
+Status OpenStateDir(const std::optional<std::string>& requested, std::string_view command, StateDir* state) {
+  std::error_code ec;
+  if (requested) {
+    state->dir = *requested;
+  } else {
+    std::string tmpl = (std::filesystem::temp_directory_path(ec) / ("fak-" + std::string(command) + "-XXXXXX")).string();
+    if (::mkdtemp(tmpl.data()) == nullptr) return IOError("cannot create a temporary directory " + tmpl);
+    state->dir = tmpl;
+    state->temporary = true;
+  }
+  std::filesystem::create_directories(state->dir / "certs", ec);
+  if (ec) return IOError("cannot create " + (state->dir / "certs").string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+Result<SigningKey> StateKey(const StateDir& state) {
+  const std::string path = (state.dir / "key.pem").string();
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) return SigningKey::LoadPem(path);
+  FAK_ASSIGN_OR_RETURN(SigningKey key, SigningKey::Generate());
+  FAK_RETURN_IF_ERROR(key.SavePem(path));
+  return key;
+}
+
 }  // namespace fak::cli

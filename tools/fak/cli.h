@@ -8,6 +8,7 @@
 #define FAK_TOOLS_FAK_CLI_H_
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <span>
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "fak/audit/signing_key.h"
 #include "fak/core/status.h"
 #include "fak/model/model.h"
 #include "fak/model/sampler.h"
@@ -127,6 +129,21 @@ Result<std::string> ModelArgument(const Args& args);
 Result<ChatTemplate> ChatTemplateFor(const Args& args, const std::string& model_spec, const Tokenizer& tokenizer);
 // Writes one JSON value and a newline to stdout.
 void WriteJsonLine(const std::string& json);
+
+// Where `fak chat` and `fak serve` keep their durable pieces (corpus, journal, signing key,
+// certificates); a temporary one is removed on destruction.
+struct StateDir {
+  std::filesystem::path dir;
+  bool temporary = false;
+  StateDir() = default;
+  StateDir(const StateDir&) = delete;
+  StateDir& operator=(const StateDir&) = delete;
+  ~StateDir();
+};
+// `requested`, or a new temporary directory named after `command`; DIR/certs is created.
+Status OpenStateDir(const std::optional<std::string>& requested, std::string_view command, StateDir* state);
+// DIR/key.pem: loaded when it exists, else generated and saved (mode 0600).
+Result<SigningKey> StateKey(const StateDir& state);
 
 // Subcommands. `argv` starts after the subcommand's name.
 int RunCommand(std::span<char* const> argv);

@@ -45,42 +45,7 @@ constexpr std::string_view kChatUsage =
     "                         removed at exit\n";
 constexpr size_t kChatDefaultMaxTokens = 128;
 
-// Where the session keeps its durable pieces; a temporary one is removed on destruction.
-struct ChatState {
-  std::filesystem::path dir;
-  bool temporary = false;
-  ~ChatState() {
-    std::error_code ec;
-    if (temporary) std::filesystem::remove_all(dir, ec);
-  }
-};
-
-Status OpenStateDir(const std::optional<std::string>& requested, ChatState* state) {
-  std::error_code ec;
-  if (requested) {
-    state->dir = *requested;
-  } else {
-    std::string tmpl = (std::filesystem::temp_directory_path(ec) / "fak-chat-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) return IOError("cannot create a temporary directory " + tmpl);
-    state->dir = tmpl;
-    state->temporary = true;
-  }
-  std::filesystem::create_directories(state->dir / "certs", ec);
-  if (ec) return IOError("cannot create " + (state->dir / "certs").string() + ": " + ec.message());
-  return Status::Ok();
-}
-
-// The state's signing key: loaded when DIR/key.pem exists, else generated and saved (mode 0600).
-Result<SigningKey> StateKey(const ChatState& state) {
-  const std::string path = (state.dir / "key.pem").string();
-  std::error_code ec;
-  if (std::filesystem::exists(path, ec)) return SigningKey::LoadPem(path);
-  FAK_ASSIGN_OR_RETURN(SigningKey key, SigningKey::Generate());
-  FAK_RETURN_IF_ERROR(key.SavePem(path));
-  return key;
-}
-
-Status SaveCertificate(const ChatState& state, const DeletionCertificate& cert, std::string* path_out) {
+Status SaveCertificate(const StateDir& state, const DeletionCertificate& cert, std::string* path_out) {
   FAK_ASSIGN_OR_RETURN(std::string json, cert.ToJson());
   *path_out = (state.dir / "certs" / (std::to_string(cert.journal_seq) + ".json")).string();
   std::ofstream out(*path_out, std::ios::binary | std::ios::trunc);
@@ -91,7 +56,7 @@ Status SaveCertificate(const ChatState& state, const DeletionCertificate& cert, 
 }
 
 // Per-turn numbers to stderr; the certificate paths written, for --json.
-std::vector<std::string> ReportTurn(const ChatState& state, const CompleteResult& r) {
+std::vector<std::string> ReportTurn(const StateDir& state, const CompleteResult& r) {
   std::vector<std::string> written;
   std::fprintf(stderr, "[context %zu tokens: %zu reused, %zu prefilled; %zu generated (%s); prefill %.1f ms, decode %.1f ms]\n",
                r.context_tokens, r.reused_tokens, r.prefilled_tokens, r.generated.size(),
@@ -132,7 +97,7 @@ struct ChatSettings {
 };
 
 // The REPL: one line in, one reply out, until /quit or end of input.
-Status Repl(Planner& planner, const ChatState& state, ChatSettings& s) {
+Status Repl(Planner& planner, const StateDir& state, ChatSettings& s) {
   const bool interactive = ::isatty(STDIN_FILENO) == 1 && StdoutIsTerminal() && !s.json;
   if (!s.json) {
     s.params.on_text = [](std::string_view piece) {
@@ -206,8 +171,8 @@ int ChatCommand(std::span<char* const> argv) {
   if (!chat_template) return Fail("chat", chat_template.error());
   std::fprintf(stderr, "[chat template %s, from %s]\n", std::string(chat_template->variant()).c_str(),
                std::string(chat_template->source()).c_str());
-  ChatState state;
-  if (Status s = OpenStateDir(args->Get("state"), &state); !s.ok()) return Fail("chat", s);
+  StateDir state;
+  if (Status s = OpenStateDir(args->Get("state"), "chat", &state); !s.ok()) return Fail("chat", s);
   Result<SigningKey> key = StateKey(state);
   if (!key) return Fail("chat", key.error());
   Result<std::unique_ptr<BlobStore>> blobs = OpenDirectoryBlobStore((state.dir / "corpus").string());

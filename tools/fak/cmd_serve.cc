@@ -1,13 +1,19 @@
 // `fak serve`: the OpenAI-compatible HTTP server (fak/server/server.h) over one model's Engine.
 #include <pthread.h>
 
+#include <charconv>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
 
 #include "fak/engine/engine.h"
+#include "fak/planner/planner.h"
 #include "fak/server/server.h"
+#include "fak/store/blob_store.h"
+#if FAK_WITH_REDIS
+#include "fak/store/redis_store.h"
+#endif
 #include "tools/fak/cli.h"
 
 namespace fak::cli {
@@ -17,7 +23,8 @@ constexpr std::string_view kServeUsage =
     "usage: fak serve MODEL [options]\n"
     "\n"
     "Serves MODEL over HTTP with OpenAI's API: POST /v1/chat/completions, POST /v1/completions,\n"
-    "GET /v1/models, GET /health, and Prometheus metrics at GET /metrics (docs/server.md).\n"
+    "GET /v1/models, GET /health, Prometheus metrics at GET /metrics, and fak's own endpoints under\n"
+    "/fak/v1: conversations with deletion certificates, the gate's verdict (docs/server.md).\n"
     "Prints \"fak serve: listening on http://HOST:PORT\" on stderr once it accepts connections.\n"
     "SIGTERM or SIGINT stops accepting, lets every request in flight finish, and exits 0.\n"
     "\n"
@@ -34,7 +41,17 @@ constexpr std::string_view kServeUsage =
     "  --max-queued N         requests waiting; more are refused with 503. Default: 256\n"
     "  --model-name NAME      the model's id in the API. Default: the file's name ('embedded' for it)\n"
     "  --template NAME|FILE   the chat template: a family (gemma, llama3, chatml, mistral, llama2,\n"
-    "                         phi3, fak) or a file with a Jinja template. Default: the model's own\n";
+    "                         phi3, fak) or a file with a Jinja template. Default: the model's own\n"
+    "\n"
+    "fak's own endpoints (/fak/v1/conversations, /fak/v1/certificates/verify) run through a planner:\n"
+    "  --state DIR            its journal (DIR/journal.log) and signing key (DIR/key.pem). Default: a\n"
+    "                         temporary directory, removed at exit\n"
+    "  --store DIR            conversation texts in a directory blob store. Default: DIR/corpus of --state\n"
+    "  --redis URL            conversation texts in Redis instead: redis://[:PASSWORD@]HOST[:PORT][/DB]\n"
+    "  --max-conversations N  conversations held at once; more are refused with 503. Default: 1024\n"
+    "  --admin-tenant NAME    the tenant allowed to roll out new weights (POST /fak/v1/rollout names a\n"
+    "                         MODEL as above, or 'embedded:SEED' for other synthetic weights). Default:\n"
+    "                         anyone without --api-keys, nobody with them\n";
 
 // SIGINT and SIGTERM, blocked in every thread (BlockStopSignals runs before any thread starts: the
 // model's pool and the engine's step thread inherit the mask) and taken by StopOnSignal's thread.
@@ -61,6 +78,95 @@ std::thread StopOnSignal(Server& server) {
   });
 }
 
+#if FAK_WITH_REDIS
+// redis://[:PASSWORD@]HOST[:PORT][/DB]
+Result<RedisOptions> ParseRedisUrl(std::string_view url) {
+  constexpr std::string_view kScheme = "redis://";
+  const std::string bad = "--redis '" + std::string(url) + "': expected redis://[:PASSWORD@]HOST[:PORT][/DB]";
+  if (url.rfind(kScheme, 0) != 0) return InvalidArgument(bad);
+  std::string_view rest = url.substr(kScheme.size());
+  RedisOptions o;
+  if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
+    const std::string_view auth = rest.substr(0, at);
+    if (auth.empty() || auth[0] != ':') return InvalidArgument(bad + " (the password comes after ':')");
+    o.password = std::string(auth.substr(1));
+    rest = rest.substr(at + 1);
+  }
+  if (const size_t slash = rest.find('/'); slash != std::string_view::npos) {
+    const std::string_view db = rest.substr(slash + 1);
+    if (!db.empty()) {
+      const auto [end, ec] = std::from_chars(db.data(), db.data() + db.size(), o.database);
+      if (ec != std::errc() || end != db.data() + db.size() || o.database < 0) return InvalidArgument(bad + " (DB is a number)");
+    }
+    rest = rest.substr(0, slash);
+  }
+  if (const size_t colon = rest.rfind(':'); colon != std::string_view::npos) {
+    const std::string_view port = rest.substr(colon + 1);
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), o.port);
+    if (ec != std::errc() || end != port.data() + port.size() || o.port <= 0 || o.port > 65535)
+      return InvalidArgument(bad + " (PORT is 1-65535)");
+    rest = rest.substr(0, colon);
+  }
+  if (rest.empty()) return InvalidArgument(bad + " (no HOST)");
+  o.host = std::string(rest);
+  return o;
+}
+#endif
+
+// The planner's text store: --store DIR, --redis URL, or DIR/corpus of the state directory.
+Result<std::unique_ptr<BlobStore>> OpenTextStore(const Args& args, const StateDir& state) {
+  const std::optional<std::string> dir = args.Get("store");
+  const std::optional<std::string> redis = args.Get("redis");
+  if (dir && redis) return InvalidArgument("--store and --redis are alternatives; give one");
+  if (redis) {
+#if FAK_WITH_REDIS
+    FAK_ASSIGN_OR_RETURN(RedisOptions options, ParseRedisUrl(*redis));
+    return OpenRedisBlobStore(options);
+#else
+    return Unsupported("--redis: this build has no Redis support (FAK_WITH_REDIS=OFF)");
+#endif
+  }
+  return OpenDirectoryBlobStore(dir ? *dir : (state.dir / "corpus").string());
+}
+
+// The planner behind the conversation endpoints: same model, tokenizer and chat template as the
+// engine; its own tree, journal and key.
+Result<std::unique_ptr<Planner>> OpenPlanner(const LoadedModel& m, const ChatTemplate& chat_template, const StateDir& state,
+                                             BlobStore& store) {
+  FAK_ASSIGN_OR_RETURN(SigningKey key, StateKey(state));
+  PlannerOptions options;
+  options.journal_path = (state.dir / "journal.log").string();
+  options.chat_template = std::make_shared<const ChatTemplate>(chat_template);
+  return Planner::Create(*m.model, *m.tokenizer, std::move(key), store, std::move(options));
+}
+
+// What a rollout loads: a MODEL as the command takes it, or "embedded:SEED" — the embedded model's
+// shape and byte tokenizer with other synthetic weights (a weights change the tests can make).
+ModelLoader RolloutLoader(size_t n_threads) {
+  return [n_threads](const std::string& spec) -> Result<RolloutModel> {
+    constexpr std::string_view kSeeded = "embedded:";
+    RolloutModel out;
+    if (spec.rfind(kSeeded, 0) == 0) {
+      const std::string_view digits = std::string_view(spec).substr(kSeeded.size());
+      uint64_t seed = 0;
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), seed);
+      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size())
+        return InvalidArgument("model '" + spec + "': expected embedded:SEED with a decimal SEED");
+      ModelOptions options;
+      options.n_threads = n_threads;
+      FAK_ASSIGN_OR_RETURN(out.model, Model::Synthetic(ModelConfig::EmbeddedDefault(), seed, options));
+      out.tokenizer = MakeByteTokenizer();
+      out.label = "embedded (synthetic weights, seed " + std::to_string(seed) + ")";
+      return out;
+    }
+    FAK_ASSIGN_OR_RETURN(LoadedModel m, LoadModel(spec, n_threads));
+    out.model = std::move(m.model);
+    out.tokenizer = std::move(m.tokenizer);
+    out.label = std::move(m.label);
+    return out;
+  };
+}
+
 Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& model_spec) {
   ServerOptions o;
   if (std::optional<std::string> host = args.Get("host")) o.host = *host;
@@ -69,6 +175,8 @@ Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& mo
   o.port = static_cast<uint16_t>(port);
   FAK_ASSIGN_OR_RETURN(o.max_body_bytes, args.GetUint("max-body", o.max_body_bytes));
   FAK_ASSIGN_OR_RETURN(o.kv_budget_bytes, args.GetUint("kv-budget", 0));
+  FAK_ASSIGN_OR_RETURN(o.max_conversations, args.GetUint("max-conversations", o.max_conversations));
+  if (std::optional<std::string> admin = args.Get("admin-tenant")) o.admin_tenants.push_back(*admin);
   o.model_id = args.Get("model-name").value_or(std::filesystem::path(model_spec).filename().string());
   if (std::optional<std::string> path = args.Get("api-keys")) {
     FAK_ASSIGN_OR_RETURN(std::string text, ReadFileOrStdin(*path));
@@ -82,7 +190,7 @@ Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& mo
 
 int ServeCommand(std::span<char* const> argv) {
   const Args::Spec spec{{"model", "host", "port", "threads", "kv-budget", "api-keys", "max-body", "max-running",
-                         "max-queued", "model-name", "template"},
+                         "max-queued", "model-name", "template", "state", "store", "redis", "max-conversations", "admin-tenant"},
                         {},
                         {{"-m", "model"}}};
   const std::string usage(kServeUsage);
@@ -112,6 +220,14 @@ int ServeCommand(std::span<char* const> argv) {
   engine_options.kv_budget_bytes = options->kv_budget_bytes;
   Result<std::unique_ptr<Engine>> engine = Engine::Create(*m->model, *m->tokenizer, engine_options);
   if (!engine) return Fail("serve", engine.error());
+  StateDir state;
+  if (Status s = OpenStateDir(args->Get("state"), "serve", &state); !s.ok()) return Fail("serve", s);
+  Result<std::unique_ptr<BlobStore>> store = OpenTextStore(*args, state);
+  if (!store) return Fail("serve", store.error());
+  Result<std::unique_ptr<Planner>> planner = OpenPlanner(*m, *chat_template, state, **store);
+  if (!planner) return Fail("serve", planner.error());
+  options->planner = planner->get();
+  options->load_model = RolloutLoader(*threads);
   Result<std::unique_ptr<Server>> server = Server::Create(**engine, *m->model, *m->tokenizer, *chat_template, *options);
   if (!server) return Fail("serve", server.error());
   Result<uint16_t> port = (*server)->Bind();
@@ -122,6 +238,8 @@ int ServeCommand(std::span<char* const> argv) {
   std::thread stopper = StopOnSignal(**server);
   std::fprintf(stderr, "fak serve: %s, chat template %s; model id '%s'\n", m->label.c_str(),
                std::string(chat_template->variant()).c_str(), options->model_id.c_str());
+  std::fprintf(stderr, "fak serve: state in %s%s; certificate issuer key %s\n", state.dir.c_str(),
+               state.temporary ? " (temporary)" : "", (*planner)->public_key().Hex().c_str());
   std::fprintf(stderr, "fak serve: listening on http://%s:%u\n", options->host.c_str(), unsigned{*port});
   std::fflush(stderr);
   const Status served = (*server)->Serve();

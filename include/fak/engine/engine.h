@@ -1,6 +1,7 @@
 // Engine: the serving scheduler — many requests, one model, one batched forward pass per step.
 //
-// Each step admits waiting requests (round robin over tenants), gives each its longest reusable
+// Each step admits waiting requests (round robin over tenants; within a tenant, the one with the
+// longest prefix in the tree among the first few waiting), gives each its longest reusable
 // prefix from the radix tree (through the manifest gate, with the request's tenant), and runs one
 // Model::PrefillBatch holding a bounded prefill chunk of each request still reading its prompt and
 // the one-token decode of every request already generating (continuous batching). It samples,
@@ -8,8 +9,13 @@
 //
 // Memory: one budget over the KV of every running request and the tree. When a step would pass
 // it, the tree gives back unleased tokens first; then the most recently admitted running request is
-// preempted: its cache is dropped and it waits again, first in its tenant's line, with its tokens
-// so far and its Sampler; on resume it recomputes them (prefix reuse included).
+// preempted (background requests first): its cache is dropped and it waits again, first in its
+// tenant's line, with its tokens so far and its Sampler; on resume it recomputes them (prefix reuse
+// included).
+//
+// Priority: background requests (RequestPriority) are admitted only while no interactive request
+// waits, get the prefill tokens interactive ones leave in a step, and give their slot back (their
+// computed prefix goes to the tree) when an interactive request waits for one.
 //
 // Exactness: a request's tokens and the logits they were sampled from are the same bits whether it
 // runs alone or among others, chunked or not, with or without prefix reuse, preempted or not
@@ -52,6 +58,11 @@ struct EngineOptions {
   // in the tree, instead of computing the shared tokens a second time (agents that share a system
   // prompt, submitted together). 0 = never wait. Default: 32.
   size_t shared_prefix_wait_tokens = 32;
+  // Cache-aware order within a tenant (SGLang's longest-prefix-match, per tenant): admission takes,
+  // among the first `cache_aware_window` requests waiting in a tenant's line, the one with the
+  // longest prefix that tenant may reuse from the tree (the earliest on ties). A request passed over
+  // this many times goes next, so none waits forever. 0 or 1: first come, first served. Default: 8.
+  size_t cache_aware_window = 8;
   // Bytes of KV for running requests and the tree together; 0 = unbounded. A request whose whole
   // context (prompt + max_tokens) could not fit alone is refused at Submit. Default: 0.
   size_t kv_budget_bytes = 0;
@@ -66,7 +77,8 @@ struct EngineOptions {
 };
 
 struct EngineStats {
-  size_t queued = 0, running = 0;
+  size_t queued = 0, running = 0;  // every priority
+  size_t background_queued = 0, background_running = 0;
   size_t steps = 0;             // steps that ran a batch
   size_t batch_items = 0;       // sum over steps of the requests in the batch
   size_t max_batch_items = 0;

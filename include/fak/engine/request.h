@@ -22,6 +22,12 @@ namespace fak {
 
 using RequestId = uint64_t;  // 0 is never issued
 
+// Interactive requests go first everywhere: admission, a step's prefill tokens, and memory (a
+// background request is preempted before any interactive one). Background work — a rollout's
+// backfill, warming the tree with known prefixes — fills what interactive work leaves of each
+// step, in the same batched forward passes.
+enum class RequestPriority { kInteractive, kBackground };
+
 // One generated token as the engine streams it.
 struct TokenEvent {
   RequestId id = 0;
@@ -48,8 +54,10 @@ struct EngineRequest {
   std::vector<ChatMessage> messages;
   // One Sampler per request, seeded from here. Default: greedy.
   SamplingParams sampling;
-  // Generation ends after this many tokens (>= 1). Default: 64.
+  // Generation ends after this many tokens. 0: prefill only — the prompt's KV is computed and given
+  // to the radix tree, nothing is sampled (warming the tree; finish is kLength). Default: 64.
   size_t max_tokens = 64;
+  RequestPriority priority = RequestPriority::kInteractive;
   // Generation ends after emitting any of these (the id is in the result's tokens, with no text).
   std::vector<int32_t> stop_tokens;
   // Generation ends when the text contains one of these; it is never emitted, nor what follows.

@@ -126,6 +126,27 @@ class Planner {
   // The role a message kind has in a chat template.
   static ChatRole RoleOf(SegmentKind kind);
 
+  // User-requested deletion of message `index` (e.g. a right-to-erasure request): the message is
+  // evicted from a ledger of the conversation exactly (the later messages re-prefilled from their
+  // token ids), certified against a never-saw run (signed, journaled with `reason`), then sealed
+  // like a quarantined tool result — its digest is added to the chain's denylist (so it is sealed
+  // in every conversation and tenant that carries the same text), its text erased from the corpus
+  // and its KV evicted from the tree. Later Completes render it as SealedStub. `session` is the
+  // one its Complete named (CompleteParams::session), so the pin goes before the text; "" = none.
+  // The other messages' texts are stored (and pinned for `session`) as Complete stores them.
+  // Only this message is removed: another message that quotes its content (a reply that repeated
+  // it) stays until it is evicted too.
+  // Cost: one prefill of the conversation, the tail's recompute and the witness's prefill.
+  // Errors: InvalidArgument for an invalid tenant or an index past the end; FailedPrecondition
+  // when the message is sealed already; Unavailable when the denylist cannot be asked or added to
+  // (then nothing was journaled or certified). Failures before the denylist entry change nothing.
+  Result<DeletionCertificate> EvictMessage(const Conversation& conversation, size_t index, std::string_view reason,
+                                           std::string_view session = {});
+
+  // Verifies `cert` against this planner's journal and public key (VerifyDeletionCertificate), while
+  // no certificate is being issued: a host that keeps only the certificate can check it here.
+  CertificateCheck VerifyCertificate(const DeletionCertificate& cert, const CertificateVerifyOptions& options = {}) const;
+
   // Evicts from the tree every node whose tokens came from a text the chain's denylist lists now;
   // returns what it removed. Unavailable when the denylist cannot be asked (nothing more evicted).
   Result<EvictedSubtree> EvictDeniedKV();
@@ -175,7 +196,7 @@ class Planner {
   std::shared_ptr<const ScreenChain> chain_;
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<RadixTree> tree_;
-  std::mutex audit_mu_;  // serialises certificate issuance (journal appends); never held across denylist calls
+  mutable std::mutex audit_mu_;  // serialises certificate issuance (journal appends) and verification; never held across denylist calls
   const int64_t denied_kv_sweep_interval_ns_;
   std::atomic<int64_t> last_denied_kv_sweep_ns_;  // monotonic; starts at construction (the tree is empty)
 };

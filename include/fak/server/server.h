@@ -3,7 +3,10 @@
 // Endpoints (docs/server.md has parameters, errors and limits): POST /v1/chat/completions (messages
 // rendered with the model's ChatTemplate), POST /v1/completions (a prompt string), GET /v1/models,
 // GET /health, GET /metrics (Prometheus text format 0.0.4). Both completion endpoints stream as
-// server-sent events when asked. Every request's tokens go to the Engine with the tenant its API key
+// server-sent events when asked. fak's own, under /fak/v1: the reuse probe (prefix), the gate's
+// verdict for a prefix (gate), and with a Planner conversations kept by the server, a message
+// evicted from one with a signed deletion certificate, certificate verification, and a rollout of
+// new weights whose backfill progress can be watched. Every request's tokens go to the Engine with the tenant its API key
 // maps to, so prefix reuse stays inside a tenant's namespace of the radix tree.
 //
 // Threads: connections are served by a pool of `http_threads` threads; each waits on its own
@@ -14,18 +17,30 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fak/core/status.h"
 #include "fak/engine/engine.h"
 #include "fak/model/model.h"
+#include "fak/planner/planner.h"
 #include "fak/tokenizer/chat_template.h"
 #include "fak/tokenizer/tokenizer.h"
 
 namespace fak {
+
+// The weights a rollout moves to (POST /fak/v1/rollout): a model and its tokenizer.
+struct RolloutModel {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::string label;  // how it was named, for the progress report
+};
+// Loads the model a rollout names (a file, or a name the host knows); errors name the spec.
+using ModelLoader = std::function<Result<RolloutModel>(const std::string& spec)>;
 
 // API key → tenant. Empty: no authentication, every request is tenant "default".
 using ApiKeys = std::map<std::string, std::string, std::less<>>;
@@ -49,6 +64,19 @@ struct ServerOptions {
   ApiKeys api_keys;
   // The KV budget the engine was given, reported as fak_kv_budget_bytes (0: unbounded).
   size_t kv_budget_bytes = 0;
+  // fak's conversation endpoints (/fak/v1/conversations..., /fak/v1/certificates/verify) run through
+  // this Planner: its own radix tree, text store, journal and signing key, over the same model and
+  // tokenizer as the engine. Not owned; must outlive the server. Null: those endpoints answer 404.
+  // Default: null.
+  Planner* planner = nullptr;
+  // Conversations held at once; more are refused with 503. Default: 1024.
+  size_t max_conversations = 1024;
+  // Rollouts (POST /fak/v1/rollout) load the new weights with this; they also need `planner`.
+  // Null: the rollout endpoints answer 404. Default: null.
+  ModelLoader load_model;
+  // Tenants allowed to start a rollout (an operator action); others get 403. Empty: any caller
+  // when there are no API keys, nobody when there are. Default: empty.
+  std::vector<std::string> admin_tenants;
 };
 
 class Server {

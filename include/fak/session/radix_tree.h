@@ -107,6 +107,13 @@ struct SourceSpan {
   friend bool operator==(const SourceSpan&, const SourceSpan&) = default;
 };
 
+// What the gate would say about reusing a prefix, without reusing it (RadixTree::ProbeGate).
+struct GateProbe {
+  size_t resident_tokens = 0;  // the longest prefix held in the walked namespace
+  size_t admitted_tokens = 0;  // of those, the prefix whose every node the gate admits for the claim
+  ClaimVerdict verdict;        // HIT when all resident nodes are admitted, else the first non-HIT
+};
+
 struct EvictedSubtree {
   size_t n_nodes = 0, n_tokens = 0;
   std::vector<Digest> span_digests;  // one per removed node: sha256 of its edge's token ids
@@ -129,6 +136,11 @@ class RadixTree {
   LookupResult Lookup(std::span<const int32_t> tokens);
   // The claim this tree's own regime makes for `tenant`.
   ResidentClaim ClaimFor(std::string tenant) const;
+  // The gate's verdict on each node of the longest prefix of `tokens` held in `holder`'s view,
+  // judged for `claim` (which may name another tenant or another regime than the holder's): what a
+  // Lookup by `claim` of the holder's context would be told, axis by axis (an edge the match ends
+  // inside is judged whole). Read-only: no split, no lease, no recency, no statistics.
+  GateProbe ProbeGate(const ResidentClaim& claim, std::span<const int32_t> tokens, std::string_view holder) const;
   // Length of the longest cached prefix, without splitting, copying or touching recency.
   size_t MatchLength(std::span<const int32_t> tokens, std::string_view tenant = kDefaultTenant) const;
   // Adds `tokens` (the first tokens.size() tokens of `cache`, which must be this model's) to
@@ -175,9 +187,11 @@ class RadixTree {
 };
 
 // Cache-aware scheduling (SGLang's longest-prefix-match order): the index of the waiting request
-// with the longest cached prefix right now, the earliest on ties; call it again after each request
-// runs, since running one changes what the others match. `waiting` must not be empty.
-size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting);
+// with the longest cached prefix `tenant` may reuse right now, the earliest on ties; call it again
+// after each request runs, since running one changes what the others match. `waiting` must not be
+// empty; every request in it belongs to `tenant` (order each tenant's line on its own).
+size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting,
+                      std::string_view tenant = kDefaultTenant);
 
 }  // namespace fak
 

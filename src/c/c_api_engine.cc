@@ -1,0 +1,171 @@
+// The C API's engine: submit with a token callback, cancel, wait, and the result's accessors.
+#include "src/c/c_api_internal.h"
+
+struct fak_engine {
+  std::shared_ptr<const fak::capi::LoadedModel> model;  // these two first: they outlive the engine
+  std::shared_ptr<fak::capi::RadixHolder> tree;         // a shared tree, or null
+  std::unique_ptr<fak::Engine> engine;
+};
+
+struct fak_result {
+  fak::EngineResult result;
+  std::string error_message;
+};
+
+namespace fak::capi {
+namespace {
+
+Result<EngineRequest> ReadRequest(const fak_request& r) {
+  EngineRequest q;
+  FAK_ASSIGN_OR_RETURN(q.tenant, ReadTenant(r.tenant));
+  if (r.prompt == nullptr && r.n_prompt > 0) return NullArgument("request.prompt");
+  q.prompt.assign(r.prompt, r.prompt + (r.prompt == nullptr ? 0 : r.n_prompt));
+  FAK_ASSIGN_OR_RETURN(q.messages, ReadMessages(r.messages, r.n_messages));
+  if (q.prompt.empty() == q.messages.empty())
+    return InvalidArgument("a request carries either prompt token ids or messages (exactly one of them)");
+  FAK_ASSIGN_OR_RETURN(q.sampling, ReadSampling(r.sampling));
+  q.max_tokens = r.max_tokens;
+  q.priority = r.background != 0 ? RequestPriority::kBackground : RequestPriority::kInteractive;
+  if (r.stop_tokens == nullptr && r.n_stop_tokens > 0) return NullArgument("request.stop_tokens");
+  if (r.n_stop_tokens > 0) q.stop_tokens.assign(r.stop_tokens, r.stop_tokens + r.n_stop_tokens);
+  if (r.stop_strings == nullptr && r.n_stop_strings > 0) return NullArgument("request.stop_strings");
+  for (size_t i = 0; i < r.n_stop_strings; ++i) {
+    if (r.stop_strings[i] == nullptr) return InvalidArgument("request.stop_strings[" + std::to_string(i) + "] is NULL");
+    q.stop_strings.emplace_back(r.stop_strings[i]);
+  }
+  if (r.on_token != nullptr) {
+    const fak_token_callback cb = r.on_token;
+    void* const user_data = r.user_data;
+    q.on_token = [cb, user_data](const TokenEvent& e) {
+      return cb(user_data, e.id, e.token, e.text.data(), e.text.size()) != 0;
+    };
+  }
+  return q;
+}
+
+fak_finish_reason FinishOf(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStopToken: return FAK_FINISH_STOP_TOKEN;
+    case FinishReason::kStopString: return FAK_FINISH_STOP_STRING;
+    case FinishReason::kLength: return FAK_FINISH_LENGTH;
+    case FinishReason::kCancelled: return FAK_FINISH_CANCELLED;
+    case FinishReason::kDeadline: return FAK_FINISH_DEADLINE;
+    case FinishReason::kError: return FAK_FINISH_ERROR;
+  }
+  return FAK_FINISH_ERROR;
+}
+
+}  // namespace
+}  // namespace fak::capi
+
+using fak::Status;
+using fak::capi::Guard;
+
+extern "C" {
+
+void fak_engine_options_init(fak_engine_options* options) {
+  if (options == nullptr) return;
+  const fak::EngineOptions d;
+  *options = fak_engine_options{};
+  options->struct_size = sizeof(fak_engine_options);
+  options->max_running = d.max_running;
+  options->max_queued = d.max_queued;
+  options->kv_budget_bytes = d.kv_budget_bytes;
+  options->start_thread = d.start_thread ? 1 : 0;
+}
+
+fak_status fak_engine_new(const fak_model* model, const fak_engine_options* options, fak_engine** out) {
+  return Guard("fak_engine_new", [&]() -> Status {
+    FAK_C_REQUIRE(model);
+    FAK_C_REQUIRE(out);
+    fak_engine_options o;
+    fak_engine_options_init(&o);
+    FAK_RETURN_IF_ERROR(fak::capi::ReadVersioned(options, &o, "options"));
+    const fak::capi::LoadedModel& m = *model->loaded;
+    fak::EngineOptions e;
+    e.chat_template = m.chat_template;
+    e.max_running = o.max_running;
+    e.max_queued = o.max_queued;
+    e.kv_budget_bytes = o.kv_budget_bytes;
+    e.start_thread = o.start_thread != 0;
+    // Every running request's decode must fit one step's batch.
+    if (e.step_token_budget < e.max_running) e.step_token_budget = e.max_running;
+    std::shared_ptr<fak::capi::RadixHolder> tree;
+    if (o.tree != nullptr) {
+      tree = o.tree->holder;
+      if (tree->model != model->loaded) return fak::InvalidArgument("options.tree belongs to another model than the engine");
+      e.tree = tree->tree.get();
+    }
+    FAK_ASSIGN_OR_RETURN(std::unique_ptr<fak::Engine> engine, fak::Engine::Create(*m.model, *m.tokenizer, std::move(e)));
+    *out = new fak_engine{model->loaded, std::move(tree), std::move(engine)};
+    return Status();
+  });
+}
+
+void fak_engine_free(fak_engine* engine) { delete engine; }
+
+void fak_request_init(fak_request* request) {
+  if (request == nullptr) return;
+  *request = fak_request{};
+  request->struct_size = sizeof(fak_request);
+  request->max_tokens = fak::EngineRequest().max_tokens;
+}
+
+fak_status fak_engine_submit(fak_engine* engine, const fak_request* request, uint64_t* id) {
+  return Guard("fak_engine_submit", [&]() -> Status {
+    FAK_C_REQUIRE(engine);
+    FAK_C_REQUIRE(request);
+    FAK_C_REQUIRE(id);
+    fak_request r;
+    fak_request_init(&r);
+    FAK_RETURN_IF_ERROR(fak::capi::ReadVersioned(request, &r, "request"));
+    FAK_ASSIGN_OR_RETURN(fak::EngineRequest q, fak::capi::ReadRequest(r));
+    if (!q.messages.empty() && engine->model->chat_template == nullptr)
+      return fak::FailedPrecondition("messages need a chat template and the model has none: " +
+                                     std::string(engine->model->template_status.message()));
+    FAK_ASSIGN_OR_RETURN(*id, engine->engine->Submit(std::move(q)));
+    return Status();
+  });
+}
+
+fak_status fak_engine_cancel(fak_engine* engine, uint64_t id) {
+  return Guard("fak_engine_cancel", [&]() -> Status {
+    FAK_C_REQUIRE(engine);
+    return engine->engine->Cancel(id);
+  });
+}
+
+fak_status fak_engine_wait(fak_engine* engine, uint64_t id, fak_result** out) {
+  return Guard("fak_engine_wait", [&]() -> Status {
+    FAK_C_REQUIRE(engine);
+    FAK_C_REQUIRE(out);
+    FAK_ASSIGN_OR_RETURN(fak::EngineResult result, engine->engine->Wait(id));
+    std::string message(result.error.message());
+    *out = new fak_result{std::move(result), std::move(message)};
+    return Status();
+  });
+}
+
+void fak_result_free(fak_result* result) { delete result; }
+
+fak_status fak_result_info_get(const fak_result* result, fak_result_info* info) {
+  return Guard("fak_result_info_get", [&]() -> Status {
+    FAK_C_REQUIRE(result);
+    FAK_C_REQUIRE(info);
+    const fak::EngineResult& r = result->result;
+    fak_result_info full{};
+    full.struct_size = sizeof(full);
+    full.finish = fak::capi::FinishOf(r.finish);
+    full.tokens = r.tokens.data();
+    full.n_tokens = r.tokens.size();
+    full.text = r.text.c_str();
+    full.text_len = r.text.size();
+    full.prompt_tokens = r.usage.prompt_tokens;
+    full.cached_tokens = r.usage.cached_tokens;
+    full.error = static_cast<fak_status>(static_cast<int>(r.error.code()));
+    full.error_message = result->error_message.c_str();
+    return fak::capi::WriteVersioned(full, info, "info");
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,95 @@
+// Conversations kept by the server, for fak's own endpoints (docs/server.md, "fak's endpoints"):
+// each is a list of messages owned by one tenant, continued turn by turn through the Planner (prefix
+// reuse, screening of tool results, quarantine with certificates), and editable afterwards — a
+// message evicted on request comes back as an ed25519 deletion certificate, which the server can
+// verify against its own journal.
+//
+// The Planner is a separate path from the Engine that serves /v1/chat/completions: its own radix
+// tree, one request at a time per conversation on the connection's thread, no batching.
+//
+// Thread-safety: every method may be called from any thread. One conversation serves one request
+// at a time (another gets 409); different conversations run concurrently. Conversation message
+// lists live in memory (their texts in the Planner's text store): a restart forgets the ids.
+#ifndef FAK_SRC_SERVER_CONVERSATIONS_H_
+#define FAK_SRC_SERVER_CONVERSATIONS_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fak/planner/planner.h"
+#include "fak/regen/transcript_ref.h"
+#include "src/server/api_request.h"
+#include "src/server/http_reply.h"
+
+namespace fak::internal {
+
+// Counters for /metrics.
+struct ConversationStats {
+  uint64_t conversations = 0;             // held now
+  uint64_t turns = 0;                     // Planner::Complete calls that succeeded
+  uint64_t quarantines = 0;               // tool results sealed at write time
+  uint64_t evictions = 0;                 // messages evicted on request
+  uint64_t certificates_quarantine = 0;   // certificates issued for quarantines
+  uint64_t certificates_request = 0;      // certificates issued for evictions on request
+  uint64_t verified_valid = 0, verified_invalid = 0;
+};
+
+class Conversations {
+ public:
+  // `planner` (and its model) must outlive this. At most `max_conversations` are held at once.
+  Conversations(Planner& planner, const Model& model, size_t default_max_tokens, size_t max_conversations);
+
+  // POST /fak/v1/conversations: a new conversation from `request` (a chat completion body), and its
+  // first turn. POST /fak/v1/conversations/{id}/messages: more messages and the next turn.
+  HttpReply Create(const std::string& tenant, const ApiRequest& request);
+  HttpReply Continue(const std::string& tenant, const std::string& id, const ApiRequest& request);
+  // GET /fak/v1/conversations/{id}: the messages as the model sees them (a sealed one as its stub).
+  HttpReply Get(const std::string& tenant, const std::string& id);
+  // POST /fak/v1/conversations/{id}/evict, body {"message": INDEX, "reason": TEXT}.
+  HttpReply Evict(const std::string& tenant, const std::string& id, std::string_view body);
+  // DELETE /fak/v1/conversations/{id}: forgets it and unpins its texts.
+  HttpReply Delete(const std::string& tenant, const std::string& id);
+  // POST /fak/v1/certificates/verify, body: a certificate as issued.
+  HttpReply Verify(std::string_view body);
+
+  // Every conversation's texts in order, sealed ones left out (their text is gone), keyed by its
+  // id and with its tenant, and its length in bytes: the hot set of a rollout. Waits for requests
+  // in flight on each conversation.
+  std::vector<std::pair<TranscriptRef, size_t>> Transcripts();
+
+  ConversationStats Stats() const;
+  Planner& planner() { return planner_; }
+
+ private:
+  struct Entry {
+    std::mutex mu;  // held for the duration of one request on this conversation
+    Conversation conversation;
+  };
+  using Key = std::pair<std::string, std::string>;  // tenant, id
+  // The entry, locked; or a 404 / 409 reply.
+  std::shared_ptr<Entry> Find(const std::string& tenant, const std::string& id, std::unique_lock<std::mutex>* lock,
+                              HttpReply* error);
+  HttpReply Turn(const std::string& id, Entry& entry, const ApiRequest& request);
+
+  Planner& planner_;
+  const Model& model_;
+  const size_t default_max_tokens_;
+  const size_t max_conversations_;
+  mutable std::mutex mu_;  // guards conversations_ and next_id_
+  std::map<Key, std::shared_ptr<Entry>> conversations_;
+  uint64_t next_id_ = 1;
+  std::atomic<uint64_t> turns_{0}, quarantines_{0}, evictions_{0}, certificates_quarantine_{0},
+      certificates_request_{0}, verified_valid_{0}, verified_invalid_{0};
+};
+
+}  // namespace fak::internal
+
+#endif  // FAK_SRC_SERVER_CONVERSATIONS_H_
