@@ -226,6 +226,8 @@ nb::dict EngineStatsDict(const EngineStats& s) {
   nb::dict d;
   d["queued"] = s.queued;
   d["running"] = s.running;
+  d["background_queued"] = s.background_queued;
+  d["background_running"] = s.background_running;
   d["steps"] = s.steps;
   d["batch_items"] = s.batch_items;
   d["max_batch_items"] = s.max_batch_items;
@@ -238,13 +240,17 @@ nb::dict EngineStatsDict(const EngineStats& s) {
   return d;
 }
 
-
 std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& prompt, const nb::handle& messages,
                                          size_t max_tokens, float temperature, size_t top_k, float top_p,
                                          float repeat_penalty, uint64_t seed, const std::vector<std::string>& stop,
                                          const std::vector<int32_t>& stop_tokens, const std::string& tenant,
-                                         bool stream, bool record_logits) {
+                                         bool stream, bool record_logits, const std::string& priority) {
   EngineRequest req;
+  if (priority == "background") {
+    req.priority = RequestPriority::kBackground;
+  } else if (priority != "interactive") {
+    throw StatusError(InvalidArgument("priority: expected 'interactive' or 'background', got '" + priority + "'"));
+  }
   if (!prompt.is_none() && !messages.is_none())
     throw StatusError(InvalidArgument("submit: give prompt (str or token ids) or messages, not both"));
   if (!prompt.is_none()) {
@@ -334,9 +340,11 @@ void BindEngine(nb::module_& m) {
            nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0f, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0f,
            nb::arg("repeat_penalty") = 1.0f, nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
            nb::arg("stop_tokens") = std::vector<int32_t>{}, nb::arg("tenant") = "default", nb::arg("stream") = false,
-           nb::arg("record_logits") = false,
+           nb::arg("record_logits") = false, nb::arg("priority") = "interactive",
            "Queues a request: prompt (str or token ids) or messages ([{'role', 'content'}], rendered with the "
-           "model's chat template; then empty stop_tokens mean EOS and end-of-turn). Returns a Request at once; "
+           "model's chat template; then empty stop_tokens mean EOS and end-of-turn). max_tokens=0: prefill only "
+           "(warms the radix tree). priority='background' runs in what interactive requests leave. Returns a Request "
+           "at once; "
            "its wait() and next_event() block without the GIL, so many Python threads can submit at once.")
       .def(
           "create_chat_completion",

@@ -157,6 +157,23 @@ void BindPlanner(nb::module_& m) {
           "Continues [{'role': system|user|assistant|tool, 'content'}, ...]. on_text(piece) streams the reply (return "
           "False to stop). Returns {text, tokens, finish_reason, reused_tokens, prefilled_tokens, messages: "
           "[{source_digest, verdict, sealed, reused}], certificates: [Certificate], ...}.")
+      .def(
+          "evict_message",
+          [](PyPlanner& p, const nb::handle& messages, size_t index, const std::string& reason,
+             const std::string& tenant, const std::string& session) {
+            const Conversation conv = ParseConversation(messages, tenant);
+            PyCertificate out;
+            {
+              nb::gil_scoped_release release;
+              out.cert = ValueOrThrow(p.planner->EvictMessage(conv, index, reason, session));
+            }
+            out.journal_path = p.planner->journal().path();
+            return out;
+          },
+          nb::arg("messages"), nb::arg("index"), nb::arg("reason"), nb::kw_only(), nb::arg("tenant") = "default",
+          nb::arg("session") = "",
+          "User-requested deletion (e.g. right to erasure) of messages[index]: evicted exactly, certified, then "
+          "sealed everywhere like a quarantined tool result. Returns the Certificate.")
       .def_static(
           "sealed_stub",
           [](const std::string& digest) { return Planner::SealedStub(ValueOrThrow(Digest::FromHex(digest))); },

@@ -164,3 +164,15 @@ def test_leaving_a_stream_early_cancels_it(model):
     while engine.stats()["running"] and time.monotonic() < deadline:
         time.sleep(0.01)
     assert engine.stats()["running"] == 0
+
+
+def test_background_prefill_only_requests_warm_the_tree(model):
+    engine = fak.Engine(model)
+    prompt = model.tokenize("a system prompt every agent shares, warmed ahead of time")
+    warm = engine.submit(prompt, max_tokens=0, priority="background").wait()
+    assert warm["tokens"] == [] and warm["finish_reason"] == "length"
+    hit = engine.submit(prompt + model.tokenize(" and a question"), max_tokens=2).wait()
+    assert hit["usage"]["cached_tokens"] >= len(prompt) - 1
+    assert "background_running" in engine.stats()
+    with pytest.raises(fak.InvalidArgumentError, match="priority"):
+        engine.submit(prompt, priority="urgent")

@@ -46,3 +46,23 @@ def test_planner_errors(model, tmp_path):
 
     with pytest.raises(RuntimeError, match="callback failed"):
         planner.complete([{"role": "user", "content": "hi"}], max_tokens=8, on_text=boom)
+
+
+def test_user_requested_deletion_of_a_message(model, tmp_path):
+    planner = fak.Planner(model, str(tmp_path / "journal.log"))
+    conv = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "My card number is 4111 1111 1111 1111."},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "Now forget it."},
+    ]
+    planner.complete(conv, max_tokens=4)
+    cert = planner.evict_message(conv, 1, "user asked to erase it")
+    assert cert.subject == fak.sha256(conv[1]["content"].encode()) and cert.max_abs_delta == 0.0
+    assert cert.verify(planner.public_key)
+    after = planner.complete(conv, max_tokens=4)
+    assert after["messages"][1]["sealed"] and not after["messages"][3]["sealed"]
+    with pytest.raises(fak.FailedPreconditionError):
+        planner.evict_message(conv, 1, "again")  # sealed already
+    with pytest.raises(fak.InvalidArgumentError):
+        planner.evict_message(conv, 9, "past the end")
