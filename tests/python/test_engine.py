@@ -141,7 +141,7 @@ def test_ctrl_c_interrupts_a_wait_and_cancels_the_request(model):
     import _thread
 
     engine = fak.Engine(model)
-    request = engine.submit(model.tokenize("never ending"), max_tokens=3000)
+    request = engine.submit(model.tokenize("never ending"), max_tokens=4000)  # seconds of work
     timer = threading.Timer(0.3, _thread.interrupt_main)  # a SIGINT while the main thread waits in C++
     timer.start()
     started = time.monotonic()
