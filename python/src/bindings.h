@@ -1,0 +1,108 @@
+// Shared pieces of the fak Python extension: how a Status becomes a Python exception, the loaded
+// model every other object keeps alive, and the per-part registration functions module.cc calls.
+#ifndef FAK_PYTHON_BINDINGS_H_
+#define FAK_PYTHON_BINDINGS_H_
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fak/fak.h"
+
+namespace fak::python {
+
+namespace nb = nanobind;
+
+// Carries a failed Status out of a binding; module.cc translates it into the fak.errors class of
+// its code (fak.InvalidArgumentError, ...), with the code name and message as attributes.
+class StatusError : public std::exception {
+ public:
+  explicit StatusError(Status status) : status_(std::move(status)), what_(status_.ToString()) {}
+  const Status& status() const { return status_; }
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  Status status_;
+  std::string what_;
+};
+
+inline void ThrowIfError(const Status& status) {
+  if (!status.ok()) throw StatusError(status);
+}
+template <class T>
+T ValueOrThrow(Result<T>&& result) {
+  if (!result.has_value()) throw StatusError(result.error());
+  return std::move(*result);
+}
+
+class PyEngine;
+
+// A loaded model with what the Python surface needs beside it: its tokenizer (null for the
+// random-weight benchmark shapes) and chat template (null when the file carries none). Immutable
+// after load, so shared by every Session and Engine made from it (each holds a shared_ptr).
+struct ModelHandle : std::enable_shared_from_this<ModelHandle> {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::shared_ptr<const ChatTemplate> chat_template;
+  std::string template_error;  // why chat_template is null, when loading one failed
+  std::string label;
+
+  // FailedPrecondition naming what the model lacks when it has none.
+  const Tokenizer& RequireTokenizer() const;
+  const ChatTemplate& RequireTemplate() const;
+
+  // The engine create_chat_completion uses when called on the model itself, made on first use.
+  PyEngine& DefaultEngine();
+  ~ModelHandle();
+
+ private:
+  std::mutex engine_mu_;
+  std::unique_ptr<PyEngine> default_engine_;  // GUARDED_BY(engine_mu_); destroyed before the model
+};
+using ModelRef = std::shared_ptr<ModelHandle>;
+
+// Logits moved into a NumPy array that owns them (no copy): shape [n] or [rows][n].
+nb::ndarray<nb::numpy, float> LogitsArray(std::vector<float>&& logits, size_t rows = 1);
+// Token ids of a Python sequence of ints (a list, a NumPy integer array...); InvalidArgument naming
+// `what` for anything else (strings, floats, ids beyond int32).
+std::vector<int32_t> TokensOf(const nb::handle& tokens, const char* what);
+// A conversation given as OpenAI-style dicts ({"role": ..., "content": ...}); InvalidArgument
+// naming the message at fault.
+std::vector<ChatMessage> ParseMessages(const nb::handle& messages);
+// "system", "user", "tool_result" (or "tool"), "assistant"; InvalidArgument otherwise.
+SegmentKind ParseSegmentKind(const std::string& name);
+// Parses 64 hex characters or 32 raw bytes as a public key.
+PublicKey ParsePublicKey(const nb::object& key);
+
+// Statistics and verdicts as dicts (engine_bindings.cc, store_bindings.cc).
+nb::dict TreeStatsDict(const RadixTreeStats& s);
+nb::dict GateStatsDict(const GateStats& s);
+nb::dict VerdictDict(const Verdict& v);
+// "lru", "lfu", "deepest_first"; InvalidArgument otherwise.
+EvictionPolicy ParsePolicy(const std::string& name);
+
+// The signature create_chat_completion (python/fak/_chat.py) shows in the stubs.
+inline constexpr const char* kChatCompletionSignature =
+    "def create_chat_completion(self, messages: collections.abc.Sequence[dict[str, typing.Any]], *, "
+    "stream: bool = False, max_tokens: int | None = None, temperature: float = 0.0, top_p: float = 1.0, "
+    "top_k: int = 0, seed: int | None = None, stop: str | list[str] | None = None, repeat_penalty: float = 1.0, "
+    "model: str | None = None, tenant: str = 'default') -> "
+    "dict[str, typing.Any] | collections.abc.Iterator[dict[str, typing.Any]]";
+
+void BindModel(nb::module_& m);
+void BindSession(nb::module_& m);
+void BindEngine(nb::module_& m);
+void BindStore(nb::module_& m);
+void BindPlanner(nb::module_& m);
+void BindRadix(nb::module_& m);
+
+}  // namespace fak::python
+
+#endif  // FAK_PYTHON_BINDINGS_H_

@@ -1,0 +1,372 @@
+// fak.Engine (continuous batching over concurrent requests, radix-tree prefix reuse, gate
+// statistics) and fak.Request (wait, cancel, stream tokens), all waiting without the GIL.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "py_engine.h"
+
+namespace fak::python {
+
+// ---- PyEngine ----
+
+PyEngine::PyEngine(ModelHandle* model, ModelRef keep, EngineOptions options) : model_(model), keep_(std::move(keep)) {
+  options.chat_template = model_->chat_template;
+  engine_ = ValueOrThrow(Engine::Create(*model_->model, model_->RequireTokenizer(), std::move(options)));
+}
+
+PyEngine::~PyEngine() {
+  Shutdown(/*drain=*/false);
+  engine_.reset();
+}
+
+Result<RequestId> PyEngine::Submit(EngineRequest request, const std::shared_ptr<TokenQueue>& queue) {
+  if (queue->stream) {
+    request.on_token = [queue](const TokenEvent& event) {
+      {
+        std::lock_guard lock(queue->mu);
+        queue->events.emplace_back(event.token, std::string(event.text));
+      }
+      queue->cv.notify_all();
+      return true;
+    };
+  }
+  FAK_ASSIGN_OR_RETURN(RequestId id, engine_->Submit(std::move(request)));
+  {
+    std::lock_guard lock(waiters_mu_);
+    ReapWaiters();
+    Engine* engine = engine_.get();
+    waiters_.emplace_back(queue, std::thread([engine, queue, id] {
+                            Result<EngineResult> result = engine->Wait(id);
+                            {
+                              std::lock_guard lock(queue->mu);
+                              queue->result.emplace(std::move(result));
+                            }
+                            queue->cv.notify_all();
+                          }));
+  }
+  return id;
+}
+
+void PyEngine::ReapWaiters() {
+  for (size_t i = 0; i < waiters_.size();) {
+    bool done;
+    {
+      std::lock_guard lock(waiters_[i].first->mu);
+      done = waiters_[i].first->result.has_value();
+    }
+    if (!done) {
+      ++i;
+      continue;
+    }
+    waiters_[i].second.join();
+    waiters_.erase(waiters_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+}
+
+void PyEngine::Shutdown(bool drain) {
+  engine_->Shutdown(drain ? ShutdownMode::kDrain : ShutdownMode::kCancel);
+  std::lock_guard lock(waiters_mu_);
+  for (auto& [queue, thread] : waiters_) thread.join();
+  waiters_.clear();
+}
+
+PyEngine& ModelHandle::DefaultEngine() {
+  std::lock_guard lock(engine_mu_);
+  if (!default_engine_) default_engine_ = std::make_unique<PyEngine>(this, nullptr, EngineOptions{});
+  return *default_engine_;
+}
+
+ModelHandle::~ModelHandle() { default_engine_.reset(); }
+
+// ---- PyRequest ----
+
+bool PyRequest::WaitFor(std::chrono::milliseconds timeout) {
+  if (result_) return true;
+  std::unique_lock lock(queue_->mu);
+  if (!queue_->cv.wait_for(lock, timeout, [&] { return queue_->result.has_value(); })) return false;
+  result_ = std::move(*queue_->result);
+  return true;
+}
+
+const EngineResult& PyRequest::result() const {
+  if (!result_) throw StatusError(FailedPrecondition("request has not finished"));
+  if (!result_->has_value()) throw StatusError(result_->error());
+  if ((*result_)->finish == FinishReason::kError) throw StatusError((*result_)->error);
+  return **result_;
+}
+
+PyRequest::Next PyRequest::NextEvent(std::chrono::milliseconds timeout, std::pair<int32_t, std::string>* event) {
+  if (!queue_->stream) throw StatusError(FailedPrecondition("request was not submitted with stream=True"));
+  std::unique_lock lock(queue_->mu);
+  if (!queue_->cv.wait_for(lock, timeout, [&] { return !queue_->events.empty() || queue_->result.has_value(); }))
+    return Next::kTimeout;
+  if (queue_->events.empty()) return Next::kFinished;
+  *event = std::move(queue_->events.front());
+  queue_->events.pop_front();
+  return Next::kEvent;
+}
+
+Status PyRequest::Cancel() {
+  Status status = engine_->Cancel(id_);
+  // The id was issued, so NotFound means its waiter already collected it: it has finished.
+  if (status.code() == StatusCode::kNotFound) return Status::Ok();
+  return status;
+}
+
+nb::dict TreeStatsDict(const RadixTreeStats& s) {
+  nb::dict d;
+  d["unique_tokens"] = s.unique_tokens;
+  d["resident_bytes"] = s.resident_bytes;
+  d["node_count"] = s.node_count;
+  d["lookups"] = s.lookups;
+  d["hits"] = s.hits;
+  d["misses"] = s.misses;
+  d["hit_tokens"] = s.hit_tokens;
+  d["prefilled_tokens"] = s.prefilled_tokens;
+  d["evicted_tokens"] = s.evicted_tokens;
+  return d;
+}
+
+nb::dict GateStatsDict(const GateStats& s) {
+  nb::dict d;
+  d["claims"] = s.claims;
+  d["hits"] = s.hits;
+  d["misses"] = s.misses;
+  d["refusals"] = s.refusals;
+  d["corruptions"] = s.corruptions;
+  d["claimed_tokens"] = s.claimed_tokens;
+  d["hit_tokens"] = s.hit_tokens;
+  d["lookups"] = s.lookups;
+  d["lookup_tokens"] = s.lookup_tokens;
+  d["served_tokens"] = s.served_tokens;
+  d["token_hit_rate"] = s.TokenHitRate();
+  d["lookup_token_hit_rate"] = s.LookupTokenHitRate();
+  nb::dict by_axis;
+  for (int i = 0; i < kNumBindingAxes; ++i)
+    by_axis[nb::str(std::string(BindingAxisName(static_cast<BindingAxis>(i))).c_str())] = s.misses_by_axis[i];
+  d["misses_by_axis"] = by_axis;
+  nb::dict by_reason;
+  for (int i = 0; i < kNumRefuseReasons; ++i)
+    by_reason[nb::str(std::string(RefuseReasonName(static_cast<RefuseReason>(i))).c_str())] = s.refusals_by_reason[i];
+  d["refusals_by_reason"] = by_reason;
+  return d;
+}
+
+EvictionPolicy ParsePolicy(const std::string& name) {
+  if (name == "lru") return EvictionPolicy::kLru;
+  if (name == "lfu") return EvictionPolicy::kLfu;
+  if (name == "deepest_first") return EvictionPolicy::kDeepestFirst;
+  throw StatusError(InvalidArgument("policy: expected 'lru', 'lfu' or 'deepest_first', got '" + name + "'"));
+}
+
+namespace {
+
+// How often a blocked wait comes back for the GIL to let Python see a pending signal (Ctrl-C).
+constexpr std::chrono::milliseconds kSignalCheckInterval{100};
+
+// Runs `wait` (true when done) without the GIL; when it timed out, checks for signals and on one
+// cancels the request and raises the signal's exception (KeyboardInterrupt).
+template <class F>
+bool WaitOrInterrupt(PyRequest& r, F&& wait) {
+  bool done;
+  {
+    nb::gil_scoped_release release;
+    done = wait();
+  }
+  if (done) return true;
+  if (PyErr_CheckSignals() != 0) {
+    nb::python_error interrupted;  // takes the pending exception
+    {
+      nb::gil_scoped_release release;
+      (void)r.Cancel();  // best effort: the caller is leaving
+    }
+    throw interrupted;
+  }
+  return false;
+}
+
+nb::str Utf8(const std::string& bytes) {
+  // Generated bytes need not be valid UTF-8 (a random-weight model emits any byte).
+  return nb::steal<nb::str>(PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), "replace"));
+}
+
+nb::dict ResultDict(EngineResult&& r) {
+  nb::dict d;
+  d["tokens"] = r.tokens;
+  d["text"] = Utf8(r.text);
+  d["finish_reason"] = std::string(FinishReasonName(r.finish));
+  nb::dict usage;
+  usage["prompt_tokens"] = r.usage.prompt_tokens;
+  usage["cached_tokens"] = r.usage.cached_tokens;
+  usage["generated_tokens"] = r.usage.generated_tokens;
+  usage["preemptions"] = r.usage.preemptions;
+  usage["recomputed_tokens"] = r.usage.recomputed_tokens;
+  d["usage"] = usage;
+  const double ms = 1e-6;
+  d["time_to_first_token_ms"] =
+      r.timings.first_token_ns ? (r.timings.first_token_ns - r.timings.submitted_ns) * ms : 0.0;
+  d["total_ms"] = (r.timings.finished_ns - r.timings.submitted_ns) * ms;
+  if (!r.logits.empty()) {
+    const size_t rows = r.logits.size();
+    std::vector<float> flat;
+    flat.reserve(rows * r.logits[0].size());
+    for (const auto& row : r.logits) flat.insert(flat.end(), row.begin(), row.end());
+    d["logits"] = LogitsArray(std::move(flat), rows);
+  }
+  return d;
+}
+
+nb::dict EngineStatsDict(const EngineStats& s) {
+  nb::dict d;
+  d["queued"] = s.queued;
+  d["running"] = s.running;
+  d["background_queued"] = s.background_queued;
+  d["background_running"] = s.background_running;
+  d["steps"] = s.steps;
+  d["batch_items"] = s.batch_items;
+  d["max_batch_items"] = s.max_batch_items;
+  d["prefill_chunks"] = s.prefill_chunks;
+  d["preemptions"] = s.preemptions;
+  d["admitted"] = s.admitted;
+  d["finished"] = s.finished;
+  d["session_kv_bytes"] = s.session_kv_bytes;
+  d["tree_kv_bytes"] = s.tree_kv_bytes;
+  return d;
+}
+
+std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& prompt, const nb::handle& messages,
+                                         size_t max_tokens, float temperature, size_t top_k, float top_p,
+                                         float repeat_penalty, uint64_t seed, const std::vector<std::string>& stop,
+                                         const std::vector<int32_t>& stop_tokens, const std::string& tenant,
+                                         bool stream, bool record_logits, const std::string& priority) {
+  EngineRequest req;
+  if (priority == "background") {
+    req.priority = RequestPriority::kBackground;
+  } else if (priority != "interactive") {
+    throw StatusError(InvalidArgument("priority: expected 'interactive' or 'background', got '" + priority + "'"));
+  }
+  if (!prompt.is_none() && !messages.is_none())
+    throw StatusError(InvalidArgument("submit: give prompt (str or token ids) or messages, not both"));
+  if (!prompt.is_none()) {
+    if (nb::isinstance<nb::str>(prompt)) {
+      req.prompt = ValueOrThrow(engine.model().RequireTokenizer().Encode(nb::cast<std::string>(prompt)));
+    } else {
+      req.prompt = TokensOf(prompt, "submit: prompt");
+    }
+  } else if (!messages.is_none()) {
+    req.messages = ParseMessages(messages);
+  } else {
+    throw StatusError(InvalidArgument("submit: give prompt (str or token ids) or messages"));
+  }
+  req.tenant = tenant;
+  req.max_tokens = max_tokens;
+  req.sampling = SamplingParams{temperature, top_k, top_p, repeat_penalty, seed};
+  req.stop_strings = stop;
+  req.stop_tokens = stop_tokens;
+  req.record_logits = record_logits;
+  auto queue = std::make_shared<TokenQueue>();
+  queue->stream = stream;
+  Result<RequestId> id = [&] {
+    nb::gil_scoped_release release;
+    return engine.Submit(std::move(req), queue);
+  }();
+  // A user-made engine is kept alive by its requests; a model's default engine by the model.
+  std::shared_ptr<void> keep = engine.weak_from_this().lock();
+  if (!keep) keep = engine.model().shared_from_this();
+  return std::make_unique<PyRequest>(std::move(keep), &engine, ValueOrThrow(std::move(id)), std::move(queue));
+}
+
+}  // namespace
+
+void BindEngine(nb::module_& m) {
+  nb::class_<PyRequest>(m, "Request", "A request queued on an Engine.")
+      .def_prop_ro("id", &PyRequest::id)
+      .def_prop_ro("streaming", &PyRequest::streaming)
+      .def(
+          "wait",
+          [](PyRequest& r) {
+            while (!WaitOrInterrupt(r, [&] { return r.WaitFor(kSignalCheckInterval); })) {
+            }
+            return ResultDict(EngineResult(r.result()));
+          },
+          "Blocks (without the GIL; Ctrl-C cancels the request) until it finishes; returns {tokens, text, "
+          "finish_reason, usage, ...}.")
+      .def(
+          "next_event",
+          [](PyRequest& r) -> nb::object {
+            std::pair<int32_t, std::string> event;
+            PyRequest::Next next = PyRequest::Next::kTimeout;
+            while (!WaitOrInterrupt(r, [&] {
+              next = r.NextEvent(kSignalCheckInterval, &event);
+              return next != PyRequest::Next::kTimeout;
+            })) {
+            }
+            if (next == PyRequest::Next::kFinished) return nb::none();
+            return nb::make_tuple(event.first, Utf8(event.second));
+          },
+          "The next streamed (token, text), or None once the request has finished (stream=True only).")
+      .def("cancel", [](PyRequest& r) {
+        nb::gil_scoped_release release;
+        ThrowIfError(r.Cancel());
+      });
+
+  nb::class_<PyEngine> engine(m, "Engine",
+                              "The serving engine: requests from any thread are batched into one forward pass per "
+                              "step on its own thread, reusing prefixes through the radix tree.");
+  engine.def(nb::new_([](ModelRef model, size_t max_running, size_t max_queued, size_t prefill_chunk_tokens,
+                         size_t step_token_budget, size_t kv_budget_bytes, const std::string& policy) {
+               if (!model) throw StatusError(InvalidArgument("Engine: model is None"));
+               EngineOptions o;
+               o.max_running = max_running;
+               o.max_queued = max_queued;
+               o.prefill_chunk_tokens = prefill_chunk_tokens;
+               o.step_token_budget = step_token_budget;
+               o.kv_budget_bytes = kv_budget_bytes;
+               o.tree_options.policy = ParsePolicy(policy);
+               ModelHandle* raw = model.get();
+               return std::make_shared<PyEngine>(raw, std::move(model), std::move(o));
+             }),
+             nb::arg("model"), nb::kw_only(), nb::arg("max_running") = 16, nb::arg("max_queued") = 256,
+             nb::arg("prefill_chunk_tokens") = 256, nb::arg("step_token_budget") = 512, nb::arg("kv_budget_bytes") = 0,
+             nb::arg("policy") = "lru");
+  engine
+      .def("submit", &SubmitRequest, nb::arg("prompt") = nb::none(), nb::kw_only(), nb::arg("messages") = nb::none(),
+           nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0f, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0f,
+           nb::arg("repeat_penalty") = 1.0f, nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
+           nb::arg("stop_tokens") = std::vector<int32_t>{}, nb::arg("tenant") = "default", nb::arg("stream") = false,
+           nb::arg("record_logits") = false, nb::arg("priority") = "interactive",
+           "Queues a request: prompt (str or token ids) or messages ([{'role', 'content'}], rendered with the "
+           "model's chat template; then empty stop_tokens mean EOS and end-of-turn). max_tokens=0: prefill only "
+           "(warms the radix tree). priority='background' runs in what interactive requests leave. Returns a Request "
+           "at once; "
+           "its wait() and next_event() block without the GIL, so many Python threads can submit at once.")
+      .def(
+          "create_chat_completion",
+          [](nb::handle self, nb::args args, nb::kwargs kwargs) {
+            return nb::module_::import_("fak._chat").attr("create_chat_completion")(self, *args, **kwargs);
+          },
+          nb::sig(kChatCompletionSignature),
+          "A chat completion on this engine, shaped like llama-cpp-python's (see fak.create_chat_completion).")
+      .def("stats", [](PyEngine& e) { return EngineStatsDict(e.engine().Stats()); })
+      .def(
+          "tree_stats", [](PyEngine& e) { return TreeStatsDict(e.engine().tree().Stats()); },
+          "The radix tree: unique tokens, resident bytes, lookups, hits, tokens served.")
+      .def(
+          "gate_stats", [](PyEngine& e) { return GateStatsDict(e.engine().tree().GateStatistics()); },
+          "The manifest gate's verdicts: hits, misses by binding axis, refusals by reason.")
+      .def(
+          "shutdown",
+          [](PyEngine& e, bool drain) {
+            nb::gil_scoped_release release;
+            e.Shutdown(drain);
+          },
+          nb::arg("drain") = false, "Stops the engine: cancels what is queued or running, or first lets it finish.");
+}
+
+}  // namespace fak::python

@@ -1,0 +1,254 @@
+// fak.Model (load, tokenize, detokenize, configuration) and fak.ChatTemplate (render).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <filesystem>
+
+#include "bindings.h"
+#include "py_engine.h"
+
+namespace fak::python {
+namespace {
+
+// The names the fak tool accepts for models without a file (tools/fak: `-m embedded`).
+std::optional<ModelConfig> ShapeConfig(const std::string& spec) {
+  if (spec == "shape:smollm2-135m") return ModelConfig::SmolLM2_135M_Shape();
+  if (spec == "shape:tinyllama-1.1b") return ModelConfig::TinyLlama_1_1B_Shape();
+  return std::nullopt;
+}
+
+Result<ModelRef> LoadModel(const std::string& spec, size_t n_threads, size_t max_context, uint64_t seed) {
+  ModelOptions options;
+  options.n_threads = n_threads;
+  options.max_context = max_context;
+  auto handle = std::make_shared<ModelHandle>();
+  if (spec == "embedded") {
+    FAK_ASSIGN_OR_RETURN(handle->model, Model::Synthetic(ModelConfig::EmbeddedDefault(), seed, options));
+    handle->tokenizer = MakeByteTokenizer();
+    FAK_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::ForFamily("fak", *handle->tokenizer));
+    handle->chat_template = std::make_shared<const ChatTemplate>(std::move(tmpl));
+    handle->label = "embedded (synthetic weights, seed " + std::to_string(seed) + ")";
+    return handle;
+  }
+  if (std::optional<ModelConfig> shape = ShapeConfig(spec)) {
+    FAK_ASSIGN_OR_RETURN(handle->model, Model::Synthetic(*shape, seed, options));
+    handle->label = spec + " (random weights, no tokenizer)";
+    return handle;
+  }
+  std::error_code ec;
+  if (!std::filesystem::exists(spec, ec)) {
+    return NotFound("model '" + spec +
+                    "' is neither a known name (embedded, shape:smollm2-135m, shape:tinyllama-1.1b) nor a file");
+  }
+  FAK_ASSIGN_OR_RETURN(handle->model, Model::Load(spec, options));
+  FAK_ASSIGN_OR_RETURN(handle->tokenizer, LoadTokenizerForModel(spec));
+  Result<ChatTemplate> tmpl = ChatTemplate::ForModel(spec, *handle->tokenizer);
+  if (tmpl.has_value()) {
+    handle->chat_template = std::make_shared<const ChatTemplate>(std::move(*tmpl));
+  } else {
+    // Sessions, tokens and engines with token prompts still work; chat calls say why they cannot.
+    handle->template_error = tmpl.error().ToString();
+  }
+  handle->label = spec + " (" + handle->model->config().Describe() + ")";
+  return handle;
+}
+
+std::string TextOf(const nb::handle& text) {
+  if (nb::isinstance<nb::bytes>(text)) {
+    nb::bytes b = nb::borrow<nb::bytes>(text);
+    return std::string(b.c_str(), b.size());
+  }
+  if (nb::isinstance<nb::str>(text)) return nb::cast<std::string>(text);
+  throw StatusError(InvalidArgument("text: expected str or bytes"));
+}
+
+nb::dict ConfigDict(const ModelConfig& c) {
+  nb::dict d;
+  d["architecture"] = c.architecture == Architecture::kLlama ? "llama" : "gemma3";
+  d["vocab_size"] = c.vocab_size;
+  d["hidden_size"] = c.hidden_size;
+  d["n_layers"] = c.n_layers;
+  d["n_heads"] = c.n_heads;
+  d["n_kv_heads"] = c.n_kv_heads;
+  d["head_dim"] = c.head_dim;
+  d["ffn_size"] = c.ffn_size;
+  d["context_length"] = c.context_length;
+  d["bos_id"] = c.bos_id;
+  d["eos_id"] = c.eos_id;
+  d["rope_base"] = c.rope_base;
+  return d;
+}
+
+}  // namespace
+
+const Tokenizer& ModelHandle::RequireTokenizer() const {
+  if (!tokenizer) throw StatusError(FailedPrecondition("model " + label + " has no tokenizer"));
+  return *tokenizer;
+}
+
+const ChatTemplate& ModelHandle::RequireTemplate() const {
+  if (!chat_template) {
+    throw StatusError(FailedPrecondition("model " + label + " has no chat template fak can render (" +
+                                         (template_error.empty() ? "none loaded" : template_error) +
+                                         "); render prompts yourself"));
+  }
+  return *chat_template;
+}
+
+std::vector<ChatMessage> ParseMessages(const nb::handle& messages) {
+  if (!nb::isinstance<nb::sequence>(messages) || nb::isinstance<nb::str>(messages))
+    throw StatusError(InvalidArgument("messages: expected a list of {'role': ..., 'content': ...} dicts"));
+  std::vector<ChatMessage> out;
+  size_t i = 0;
+  for (nb::handle item : messages) {
+    const std::string where = "messages[" + std::to_string(i++) + "]";
+    if (!nb::isinstance<nb::dict>(item)) throw StatusError(InvalidArgument(where + ": expected a dict"));
+    nb::dict d = nb::borrow<nb::dict>(item);
+    if (!d.contains("role")) throw StatusError(InvalidArgument(where + ": no 'role'"));
+    if (!nb::isinstance<nb::str>(d["role"])) throw StatusError(InvalidArgument(where + ".role: expected str"));
+    Result<ChatRole> role = ParseChatRole(nb::cast<std::string>(d["role"]));
+    if (!role.has_value()) throw StatusError(role.error().WithContext(where + ".role: "));
+    ChatMessage msg{*role, {}};
+    if (d.contains("content") && !d["content"].is_none()) {
+      if (!nb::isinstance<nb::str>(d["content"])) throw StatusError(InvalidArgument(where + ".content: expected str"));
+      msg.content = nb::cast<std::string>(d["content"]);
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+void BindModel(nb::module_& m) {
+  nb::class_<ChatTemplate>(m, "ChatTemplate",
+                           "A chat template fak recognised (Gemma, Llama 3, ChatML, Mistral, Phi-3, fak's own) and "
+                           "renders by hand, byte for byte what its Jinja source renders.")
+      .def_prop_ro("family", [](const ChatTemplate& t) { return std::string(t.family()); })
+      .def_prop_ro("variant", [](const ChatTemplate& t) { return std::string(t.variant()); })
+      .def_prop_ro(
+          "source", [](const ChatTemplate& t) { return std::string(t.source()); },
+          "Where the template came from (e.g. 'tokenizer.chat_template').")
+      .def_prop_ro("prefix_stable", &ChatTemplate::prefix_stable,
+                   "Whether a longer conversation renders with the shorter one as its prefix (radix reuse).")
+      .def_prop_ro("end_of_turn",
+                   [](const ChatTemplate& t) {
+                     return std::vector<std::string>(t.end_of_turn().begin(), t.end_of_turn().end());
+                   })
+      .def(
+          "render",
+          [](const ChatTemplate& t, const nb::handle& messages, bool add_generation_prompt) {
+            std::vector<ChatMessage> msgs = ParseMessages(messages);
+            return ValueOrThrow(t.Render(msgs, add_generation_prompt)).text;
+          },
+          nb::arg("messages"), nb::arg("add_generation_prompt") = true,
+          "Renders [{'role', 'content'}, ...] as the model was trained to see it.");
+
+  nb::class_<ModelHandle>(m, "Model",
+                          "An immutable model (weights, tokenizer, chat template), shared by its sessions and engines. "
+                          "Thread-safe.")
+      .def_static(
+          "load",
+          [](const std::string& path, size_t threads, size_t max_context, uint64_t seed) {
+            Result<ModelRef> loaded = [&] {
+              nb::gil_scoped_release release;
+              return LoadModel(path, threads, max_context, seed);
+            }();
+            return ValueOrThrow(std::move(loaded));
+          },
+          nb::arg("path"), nb::arg("threads") = 0, nb::arg("max_context") = 0, nb::arg("seed") = 2026,
+          "Loads a GGUF file or Hugging Face checkpoint, or 'embedded' (the embedded default model: synthetic "
+          "weights, byte tokenizer) or 'shape:smollm2-135m' / 'shape:tinyllama-1.1b' (random weights of a real "
+          "shape, no tokenizer; seed applies to these). threads: per forward pass, 0 = one per hardware thread.")
+      .def_static(
+          "embedded",
+          [](size_t threads) {
+            Result<ModelRef> loaded = [&] {
+              nb::gil_scoped_release release;
+              return LoadModel("embedded", threads, 0, 2026);
+            }();
+            return ValueOrThrow(std::move(loaded));
+          },
+          nb::arg("threads") = 0, "The embedded default model (same as Model.load('embedded')).")
+      .def_prop_ro("label", [](const ModelHandle& h) { return h.label; })
+      .def_prop_ro("config", [](const ModelHandle& h) { return ConfigDict(h.model->config()); })
+      .def("describe", [](const ModelHandle& h) { return h.model->config().Describe(); })
+      .def_prop_ro("vocab_size", [](const ModelHandle& h) { return h.model->config().vocab_size; })
+      .def_prop_ro("context_length", [](const ModelHandle& h) { return h.model->config().context_length; })
+      .def_prop_ro("bos_id",
+                   [](const ModelHandle& h) { return h.tokenizer ? h.tokenizer->bos_id() : h.model->config().bos_id; })
+      .def_prop_ro("eos_id",
+                   [](const ModelHandle& h) { return h.tokenizer ? h.tokenizer->eos_id() : h.model->config().eos_id; })
+      .def_prop_ro("weight_dtypes", [](const ModelHandle& h) { return h.model->WeightDTypes(); })
+      .def_prop_ro(
+          "weights_digest",
+          [](const ModelHandle& h) {
+            nb::gil_scoped_release release;  // one pass over the weights on first call
+            return h.model->WeightsDigest().Hex();
+          },
+          "sha256 over config and weights: the ModelID axis of every cache binding.")
+      .def_prop_ro(
+          "chat_template_error",
+          [](const ModelHandle& h) -> std::optional<std::string> {
+            if (h.chat_template) return std::nullopt;
+            return h.template_error.empty() ? std::string("the model has no tokenizer") : h.template_error;
+          },
+          "Why chat_template is None (the loader's error), or None when there is a template.")
+      .def_prop_ro("has_tokenizer", [](const ModelHandle& h) { return h.tokenizer != nullptr; })
+      .def_prop_ro("tokenizer_id", [](const ModelHandle& h) { return h.RequireTokenizer().id().Hex(); })
+      .def_prop_ro(
+          "chat_template", [](const ModelHandle& h) { return h.chat_template; },
+          "The model's ChatTemplate, or None when its file carries none fak recognises.")
+      .def(
+          "tokenize",
+          [](const ModelHandle& h, const nb::handle& text, bool add_bos) {
+            const Tokenizer& tok = h.RequireTokenizer();
+            std::string bytes = TextOf(text);
+            std::vector<int32_t> ids = ValueOrThrow(tok.Encode(bytes));
+            if (add_bos && tok.bos_id() >= 0) ids.insert(ids.begin(), tok.bos_id());
+            return ids;
+          },
+          nb::arg("text"), nb::arg("add_bos") = false,
+          "Token ids of text (str or bytes); special-token texts become their ids. add_bos prepends BOS.")
+      .def(
+          "detokenize",
+          [](const ModelHandle& h, const std::vector<int32_t>& ids) {
+            std::string bytes = ValueOrThrow(h.RequireTokenizer().Decode(ids));
+            return nb::steal<nb::str>(PyUnicode_DecodeUTF8(bytes.data(), bytes.size(), "replace"));
+          },
+          nb::arg("ids"), "The text of ids (invalid UTF-8, e.g. half a character, becomes U+FFFD).")
+      .def(
+          "detokenize_bytes",
+          [](const ModelHandle& h, const std::vector<int32_t>& ids) {
+            std::string bytes = ValueOrThrow(h.RequireTokenizer().Decode(ids));
+            return nb::bytes(bytes.data(), bytes.size());
+          },
+          nb::arg("ids"), "The exact bytes of ids.")
+      .def(
+          "encode_chat",
+          [](const ModelHandle& h, const nb::handle& messages, bool add_generation_prompt) {
+            std::vector<ChatMessage> msgs = ParseMessages(messages);
+            RenderedChat rendered = ValueOrThrow(h.RequireTemplate().Render(msgs, add_generation_prompt));
+            return ValueOrThrow(EncodeRendered(h.RequireTokenizer(), rendered));
+          },
+          nb::arg("messages"), nb::arg("add_generation_prompt") = true,
+          "Token ids of a rendered conversation: markup special tokens become their ids, message text never does.")
+      .def(
+          "create_chat_completion",
+          [](nb::handle self, nb::args args, nb::kwargs kwargs) {
+            return nb::module_::import_("fak._chat").attr("model_chat_completion")(self, *args, **kwargs);
+          },
+          nb::sig(kChatCompletionSignature),
+          "A chat completion on the model's own engine, shaped like llama-cpp-python's (see "
+          "fak.create_chat_completion).")
+      .def_prop_ro(
+          "engine", [](ModelHandle& h) -> PyEngine& { return h.DefaultEngine(); }, nb::rv_policy::reference_internal,
+          "The Engine create_chat_completion uses when called on the model itself (made on first use).")
+      .def_prop_ro(
+          "end_of_generation_tokens",
+          [](const ModelHandle& h) { return EndOfGenerationTokens(h.RequireTokenizer(), h.chat_template.get()); },
+          "EOS and the chat template's end-of-turn ids.");
+}
+
+}  // namespace fak::python

@@ -1,0 +1,178 @@
+"""fak.Engine from Python: OpenAI-shaped chat completions, streaming, concurrent threads, statistics."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import fak
+
+MESSAGES = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hello there"}]
+
+
+def test_chat_completion_has_the_openai_shape(model):
+    out = model.create_chat_completion(MESSAGES, max_tokens=6)
+    assert out["object"] == "chat.completion" and out["id"].startswith("chatcmpl-")
+    assert isinstance(out["created"], int) and out["model"] == model.label
+    (choice,) = out["choices"]
+    assert choice["index"] == 0 and choice["message"]["role"] == "assistant"
+    assert isinstance(choice["message"]["content"], str)
+    assert choice["finish_reason"] in ("stop", "length")
+    usage = out["usage"]
+    assert usage["prompt_tokens"] == len(model.encode_chat(MESSAGES))
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert 1 <= usage["completion_tokens"] <= 6
+
+
+def test_streamed_chunks_concatenate_to_the_whole_reply(model):
+    engine = fak.Engine(model)
+    whole = engine.create_chat_completion(MESSAGES, max_tokens=10)
+    chunks = list(engine.create_chat_completion(MESSAGES, max_tokens=10, stream=True))
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
+    assert all(c["object"] == "chat.completion.chunk" for c in chunks)
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+    assert text == whole["choices"][0]["message"]["content"]
+    assert chunks[-1]["choices"][0]["finish_reason"] == whole["choices"][0]["finish_reason"]
+    # The second call reused the first one's prompt from the radix tree.
+    assert engine.tree_stats()["hit_tokens"] > 0
+    gate = engine.gate_stats()
+    assert gate["hits"] >= 1 and set(gate["misses_by_axis"]) >= {"model_id", "tokenizer_id", "precision"}
+
+
+def test_concurrent_threads_get_the_bits_they_get_alone(model):
+    prompts = [model.tokenize(f"request number {i}: tell me a story") for i in range(4)]
+    alone = []
+    for p in prompts:
+        e = fak.Engine(model)
+        alone.append(e.submit(p, max_tokens=12, record_logits=True).wait())
+        e.shutdown()
+
+    engine = fak.Engine(model, max_running=4)
+    results = [None] * len(prompts)
+
+    def run(i):
+        results[i] = engine.submit(prompts[i], max_tokens=12, record_logits=True).wait()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a, r in zip(alone, results):
+        assert r["tokens"] == a["tokens"]
+        assert np.max(np.abs(r["logits"] - a["logits"])) == 0.0
+    assert engine.stats()["max_batch_items"] > 1  # they really ran batched together
+    # The engine's first logits are the bits a Session's prefill gives.
+    assert np.max(np.abs(alone[0]["logits"][0] - fak.Session(model).prefill(prompts[0]))) == 0.0
+    # Control: a different prompt gives different logits.
+    assert np.max(np.abs(alone[0]["logits"][0] - alone[1]["logits"][0])) > 0.0
+
+
+def test_waiting_releases_the_gil(model):
+    engine = fak.Engine(model)
+    request = engine.submit(model.tokenize("a long prompt " * 40), max_tokens=48)
+    ticks = 0
+    stop = threading.Event()
+
+    def count():
+        nonlocal ticks
+        while not stop.is_set():
+            ticks += 1
+            time.sleep(0)
+
+    counter = threading.Thread(target=count)
+    counter.start()
+    result = request.wait()  # blocks in C++; the counter thread must keep running meanwhile
+    stop.set()
+    counter.join()
+    assert result["usage"]["generated_tokens"] >= 1
+    assert ticks > 10
+
+
+def test_cancel_and_errors(model):
+    engine = fak.Engine(model)
+    r = engine.submit(model.tokenize("x" * 50), max_tokens=4000, stream=True)
+    assert r.next_event() is not None
+    r.cancel()
+    while r.next_event() is not None:
+        pass
+    assert r.wait()["finish_reason"] == "cancelled"
+    with pytest.raises(fak.InvalidArgumentError):
+        engine.submit([model.vocab_size + 1]).wait()
+    with pytest.raises(fak.InvalidArgumentError):
+        engine.submit()
+    with pytest.raises(fak.InvalidArgumentError):
+        engine.submit([1], messages=MESSAGES)
+    with pytest.raises(fak.ResourceExhaustedError):
+        engine.submit([1], max_tokens=model.context_length + 1)
+    with pytest.raises(fak.InvalidArgumentError):
+        fak.Engine(model, policy="random")
+    engine.shutdown()
+    with pytest.raises(fak.FailedPreconditionError):
+        engine.submit([1])
+
+
+def test_radix_tree_reuse_is_exact_and_gated(model):
+    tree = fak.RadixTree(model)
+    tokens = model.tokenize("a shared system prompt, then the question")
+    first = fak.Session(model)
+    expected = first.prefill(tokens)
+    tree.insert(first)
+    assert tree.stats()["unique_tokens"] == len(tokens)
+
+    session, matched, verdict = tree.lookup(tokens)
+    assert matched == len(tokens) - 1 and verdict == "HIT"  # one token is always left to prefill
+    logits = session.prefill(tokens[matched:])
+    assert np.max(np.abs(logits - expected)) == 0.0
+    assert session.digest() == first.digest()
+
+    # Another tenant's namespace holds nothing: no reuse across tenants.
+    other, matched_other, _ = tree.lookup(tokens, tenant="acme")
+    assert matched_other == 0 and len(other) == 0
+    assert tree.match_length(tokens) == len(tokens)
+    assert tree.gate_stats()["hits"] >= 1
+    assert tree.lookup(tokens, tenant="")[1] == 0  # an invalid tenant is served nothing
+    with pytest.raises(fak.InvalidArgumentError):
+        tree.insert(first, tenant="")
+
+
+def test_ctrl_c_interrupts_a_wait_and_cancels_the_request(model):
+    import _thread
+
+    engine = fak.Engine(model)
+    request = engine.submit(model.tokenize("never ending"), max_tokens=4000)  # seconds of work
+    timer = threading.Timer(0.3, _thread.interrupt_main)  # a SIGINT while the main thread waits in C++
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        request.wait()
+    assert time.monotonic() - started < 30
+    timer.join()
+    # The request was cancelled: the engine is free again and the request reports it.
+    assert engine.submit([1, 2, 3], max_tokens=2).wait()["usage"]["generated_tokens"] == 2
+    assert request.wait()["finish_reason"] == "cancelled"
+
+
+def test_leaving_a_stream_early_cancels_it(model):
+    engine = fak.Engine(model)
+    stream = engine.create_chat_completion(MESSAGES, max_tokens=2000, stream=True)
+    next(stream)
+    next(stream)
+    stream.close()  # the finally clause cancels the request
+    deadline = time.monotonic() + 30
+    while engine.stats()["running"] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine.stats()["running"] == 0
+
+
+def test_background_prefill_only_requests_warm_the_tree(model):
+    engine = fak.Engine(model)
+    prompt = model.tokenize("a system prompt every agent shares, warmed ahead of time")
+    warm = engine.submit(prompt, max_tokens=0, priority="background").wait()
+    assert warm["tokens"] == [] and warm["finish_reason"] == "length"
+    hit = engine.submit(prompt + model.tokenize(" and a question"), max_tokens=2).wait()
+    assert hit["usage"]["cached_tokens"] >= len(prompt) - 1
+    assert "background_running" in engine.stats()
+    with pytest.raises(fak.InvalidArgumentError, match="priority"):
+        engine.submit(prompt, priority="urgent")

