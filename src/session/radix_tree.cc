@@ -19,11 +19,25 @@ struct PreparedEdge {
 
 // The edges Insert adds for tokens [from, cache's end): the public-prefix part (below public_len)
 // and the rest, each copied out of the cache once and hashed.
+// A slab the cache reads in place that starts exactly at `from` and ends by `stop` (a page-in from a
+// lower tier appends whole slabs): the tree can hold that very slab instead of a copy.
+std::shared_ptr<const KVSlab> SharedSlabAt(const KVCache& cache, size_t from, size_t stop) {
+  size_t at = 0;
+  for (const std::shared_ptr<const KVSlab>& s : cache.shared_slabs()) {
+    if (at == from && s->start_position == from && from + s->size() <= stop && s->shape == cache.shape()) return s;
+    at += s->size();
+    if (at > from) break;
+  }
+  return nullptr;
+}
+
 std::vector<PreparedEdge> PrepareEdges(const KVCache& cache, size_t from, size_t end, size_t public_len) {
   std::vector<PreparedEdge> edges;
   while (from < end) {
-    const size_t stop = from < public_len ? std::min(public_len, end) : end;
-    auto slab = std::make_shared<const KVSlab>(*cache.CopySpan(from, stop - from));  // in range: checked by Insert
+    size_t stop = from < public_len ? std::min(public_len, end) : end;
+    std::shared_ptr<const KVSlab> slab = SharedSlabAt(cache, from, stop);
+    if (slab != nullptr) stop = from + slab->size();
+    else slab = std::make_shared<const KVSlab>(*cache.CopySpan(from, stop - from));  // in range: checked by Insert
     edges.push_back({stop, slab, KVSlabChecksum(*slab)});
     from = stop;
   }

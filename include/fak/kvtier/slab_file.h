@@ -39,7 +39,10 @@ Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const S
 // Parses and verifies `bytes`; on failure *problem (when given) says which kind: kTruncated (shorter
 // than the header says), kChecksum (a section or the header does not hash to its recorded digest),
 // kUnsupported (another magic or version), kMalformed (a section that does not parse). Never throws.
-Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem = nullptr);
+// `check_kv_section` false skips hashing the K/Kraw/V section — only for a caller that checks the
+// slab against its manifest's integrity checksum next (which covers the same bytes), to hash a
+// large slab once instead of twice.
+Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem = nullptr, bool check_kv_section = true);
 
 }  // namespace fak
 
