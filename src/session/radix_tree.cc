@@ -497,6 +497,17 @@ std::vector<Digest> RadixTree::Sources() const {
   return out;
 }
 
+size_t RadixTree::OfferPath(std::span<const int32_t> tokens, std::string_view tenant, SpillSink& sink) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const Impl::WalkEnd end = const_cast<Impl*>(impl_.get())->Walk(tokens, tokens.size(), tenant, /*split=*/false);
+  std::vector<const Impl::Node*> path;
+  for (const Impl::Node* n = end.node; n->parent != nullptr; n = n->parent) path.push_back(n);
+  for (auto it = path.rbegin(); it != path.rend(); ++it) {
+    sink.Offer(SpillItem{(*it)->manifest, (*it)->slab, (*it)->sources}, SpillReason::kWriteThrough);
+  }
+  return path.size();
+}
+
 void RadixTree::EvictToBudget(size_t budget_bytes) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->EvictToBudget(budget_bytes);

@@ -135,6 +135,23 @@ TEST_F(ConcurrentTierSpill, SpillsUnderConcurrentServingAndEverythingPagesBackEx
   EXPECT_GT(fresh.driver->Stats().count(MaterializeVerdict::kFault), 0u);
 }
 
+TEST_F(ConcurrentTierSpill, OfferPathCheckpointsAConversation) {
+  const TranscriptRef t = testing::Conversation(corpus_, "eta");
+  const TranscriptRef other = testing::PutTranscript(corpus_, "o", {"user: not this one.\n"});
+  Worker w = MakeWorker(corpus_, chain_, {.seed = 1});
+  ASSERT_OK_AND_ASSIGN(Materialized m, w.driver->Materialize("default", t));
+  ASSERT_TRUE(w.driver->Materialize("default", other).has_value());
+  {
+    TierSpiller spiller(*tier_);
+    EXPECT_EQ(w.tree->OfferPath(m.tokens, "default", spiller), 1u);
+  }  // the destructor drains the queue
+  EXPECT_EQ(tier_->Ends()->size(), 1u);  // only that conversation's path
+  Worker fresh = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier_.get()});
+  ASSERT_OK_AND_ASSIGN(Materialized paged, fresh.driver->Materialize("default", t));
+  EXPECT_EQ(paged.verdict, MaterializeVerdict::kFault) << paged.detail;
+  EXPECT_EQ(MaxAbsDiff(paged.logits, m.logits), 0.0f);
+}
+
 TEST(ConcurrentSourceSweep, DenylistedTextLeavesTreeAndTierWithinOneInterval) {
   testing::ScopedTempDir dir;
   auto store = MakeMemoryBlobStore();

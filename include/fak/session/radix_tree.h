@@ -155,6 +155,10 @@ class RadixTree {
   EvictedSubtree EvictSource(const Digest& source);
   // The distinct source digests the resident nodes came from (for a sweep against a denylist).
   std::vector<Digest> Sources() const;
+  // Offers every whole node on the path of `tokens` in `tenant`'s view to `sink` (root first), as
+  // eviction would: a checkpoint of a conversation's KV to a lower tier, e.g. before a shutdown.
+  // The number of nodes offered. Nothing is split or touched.
+  size_t OfferPath(std::span<const int32_t> tokens, std::string_view tenant, SpillSink& sink) const;
   // Trims unleased, unpinned tokens by the policy until resident bytes <= budget_bytes.
   void EvictToBudget(size_t budget_bytes);
   // A pinned node (and so its path) is never evicted under budget pressure.
