@@ -57,6 +57,7 @@ T Must(Result<T> r, const std::string& what) {
   return std::move(*r);
 }
 
+#if FAK_BENCH_WITH_REDIS
 int FreePort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -83,6 +84,7 @@ pid_t StartRedis(const std::string& dir, int port) {
   }
   return pid;
 }
+#endif
 
 struct Row {
   std::string model, path;

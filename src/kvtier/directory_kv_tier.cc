@@ -78,13 +78,17 @@ class DirectoryKVTier final : public KVTierStore {
   std::string_view name() const override { return "directory"; }
 
   Status Put(const TierKey& key, std::string_view bytes, std::span<const Digest> sources) override {
+    FAK_RETURN_IF_ERROR(ValidateTierKey(key));
     FAK_RETURN_IF_ERROR(internal::AtomicWriteFile(env_, tmp_, Path(key), {bytes}, /*sync=*/true));
     std::lock_guard<std::mutex> lock(mu_);
     for (const Digest& s : sources) by_source_[s].insert(key);
     return Status::Ok();
   }
 
-  Result<std::string> Get(const TierKey& key) override { return env_->ReadFile(Path(key)); }
+  Result<std::string> Get(const TierKey& key) override {
+    FAK_RETURN_IF_ERROR(ValidateTierKey(key));
+    return env_->ReadFile(Path(key));
+  }
 
   Result<std::vector<uint64_t>> Ends() override {
     // A listing, so entries another process (or a restart) wrote are found too.
@@ -98,6 +102,7 @@ class DirectoryKVTier final : public KVTierStore {
   }
 
   Status Remove(const TierKey& key) override {
+    FAK_RETURN_IF_ERROR(ValidateTierKey(key));
     FAK_RETURN_IF_ERROR(env_->RemoveFile(Path(key)));
     FAK_RETURN_IF_ERROR(env_->SyncDir(slabs_));
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,6 +1,7 @@
 // TierKeyFor: the key under which every tier keeps an entry.
 #include "fak/kvtier/kv_tier_store.h"
 
+#include <algorithm>
 #include <string>
 
 namespace fak {
@@ -12,6 +13,14 @@ void Str(Digester& d, std::string_view s) {
 }
 
 }  // namespace
+
+Status ValidateTierKey(const TierKey& key) {
+  const bool hex = key.id.size() == 64 && std::all_of(key.id.begin(), key.id.end(), [](char c) {
+                     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                   });
+  if (!hex) return InvalidArgument("tier key: id must be 64 lowercase hex digits, got " + std::to_string(key.id.size()) + " characters");
+  return Status::Ok();
+}
 
 TierKey TierKeyFor(const BindingTuple& b, std::string_view ns, const Digest& span_digest, uint64_t end) {
   Digester d;

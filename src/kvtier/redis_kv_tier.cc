@@ -31,6 +31,7 @@ class RedisKVTier final : public KVTierStore {
   std::string_view name() const override { return "redis"; }
 
   Status Put(const TierKey& key, std::string_view bytes, std::span<const Digest> sources) override {
+    FAK_RETURN_IF_ERROR(ValidateTierKey(key));
     const size_t n_chunks = (bytes.size() + chunk_bytes_ - 1) / chunk_bytes_;
     for (size_t i = 0; i < n_chunks; i += kChunksPerRoundTrip) {
       std::vector<RedisCommand> batch;
@@ -50,6 +51,7 @@ class RedisKVTier final : public KVTierStore {
   }
 
   Result<std::string> Get(const TierKey& key) override {
+    FAK_RETURN_IF_ERROR(ValidateTierKey(key));
     FAK_ASSIGN_OR_RETURN(RedisReply meta, conn_->RunOne({"GET", Meta(key)}, true));
     if (meta.type == RedisReply::Type::kNil) return NotFound("redis kv tier: no entry " + key.id.substr(0, 16));
     uint64_t n_chunks = 0, n_bytes = 0;
@@ -80,6 +82,7 @@ class RedisKVTier final : public KVTierStore {
   }
 
   Status Remove(const TierKey& key) override {
+    FAK_RETURN_IF_ERROR(ValidateTierKey(key));
     FAK_ASSIGN_OR_RETURN(RedisReply meta, conn_->RunOne({"GET", Meta(key)}, true));
     if (meta.type == RedisReply::Type::kNil) return NotFound("redis kv tier: no entry " + key.id.substr(0, 16));
     uint64_t n_chunks = 0, n_bytes = 0;

@@ -118,6 +118,12 @@ PageInResult TierPager::PageIn(const ResidentClaim& claim, std::span<const int32
   page_ins_.fetch_add(1, std::memory_order_relaxed);
   PageInResult result;
   limit = std::min(limit, tokens.size());
+  if (cache.size() > tokens.size() || !std::equal(cache.tokens().begin(), cache.tokens().end(), tokens.begin())) {
+    result.failure = PageInFailure::kMalformed;
+    result.detail = "PageIn: the session cache does not hold a prefix of the context";
+    refused_[static_cast<int>(result.failure)].fetch_add(1, std::memory_order_relaxed);
+    return result;
+  }
   Result<std::vector<uint64_t>> ends = tier_.Ends();
   if (!ends.has_value()) {
     result.failure = ends.error().code() == StatusCode::kUnavailable ? PageInFailure::kUnavailable : PageInFailure::kMalformed;

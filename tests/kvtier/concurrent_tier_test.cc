@@ -11,6 +11,7 @@
 #include "fak/kvtier/source_sweeper.h"
 #include "tests/kvtier/kv_tier_test_util.h"
 #include "tests/store/store_test_util.h"
+#include "tests/support/fault_injection_env.h"
 #include "tests/test_util.h"
 
 namespace fak {
@@ -133,6 +134,22 @@ TEST_F(ConcurrentTierSpill, SpillsUnderConcurrentServingAndEverythingPagesBackEx
   }
   EXPECT_GT(fresh.driver->Stats().paged_tokens, 0u);
   EXPECT_GT(fresh.driver->Stats().count(MaterializeVerdict::kFault), 0u);
+}
+
+TEST_F(ConcurrentTierSpill, AFailedWriteIsCountedAndServingGoesOn) {
+  testing::FaultInjectionEnv env(Env::Default());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> faulty, OpenDirectoryKVTier(dir_.Sub("faulty"), &env));
+  Worker w = MakeWorker(corpus_, chain_, {.seed = 1, .spill_to = faulty.get(), .write_through = true});
+  env.FailNth(testing::EnvOp::kSync, 1, testing::FaultKind::kNoSpace);
+  const TranscriptRef t = testing::Conversation(corpus_, "theta");
+  ASSERT_OK_AND_ASSIGN(Materialized m, w.driver->Materialize("default", t));
+  EXPECT_EQ(m.verdict, MaterializeVerdict::kRecompute);
+  w.spiller->Flush();
+  EXPECT_EQ(w.spiller->Stats().failed, 1u);
+  EXPECT_FALSE(w.spiller->Stats().last_error.empty());
+  EXPECT_TRUE(faulty->Ends()->empty());  // nothing half-written is visible
+  ASSERT_OK_AND_ASSIGN(Materialized again, w.driver->Materialize("default", t));
+  EXPECT_EQ(again.verdict, MaterializeVerdict::kHit);  // the tree never depended on the write
 }
 
 TEST_F(ConcurrentTierSpill, OfferPathCheckpointsAConversation) {

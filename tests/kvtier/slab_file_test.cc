@@ -108,6 +108,19 @@ TEST(DirectoryKVTier, PutGetEndsSourcesAcrossReopen) {
   EXPECT_EQ(OpenDirectoryKVTier("").error().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(DirectoryKVTier, RejectsKeysThatAreNotDigests) {
+  testing::ScopedTempDir dir;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenDirectoryKVTier(dir.Sub("t")));
+  for (const std::string& id : {std::string("../../escape"), std::string(64, 'A'), std::string(63, 'a'), std::string()}) {
+    const TierKey bad{id, 5};
+    EXPECT_EQ(tier->Put(bad, "x", {}).code(), StatusCode::kInvalidArgument) << id;
+    EXPECT_EQ(tier->Get(bad).error().code(), StatusCode::kInvalidArgument) << id;
+    EXPECT_EQ(tier->Remove(bad).code(), StatusCode::kInvalidArgument) << id;
+  }
+  EXPECT_TRUE(tier->Ends()->empty());
+  EXPECT_OK(ValidateTierKey(TierKey{std::string(64, 'a'), 5}));  // control: a digest-shaped id passes
+}
+
 TEST(DirectoryKVTier, AFailedWriteLeavesNothing) {
   testing::ScopedTempDir dir;
   testing::FaultInjectionEnv env(Env::Default());

@@ -35,6 +35,10 @@ struct TierKey {
   friend auto operator<=>(const TierKey&, const TierKey&) = default;
 };
 
+// OK for a key TierKeyFor could make (a 64-lowercase-hex id); InvalidArgument naming it otherwise.
+// Every store checks it first, so a key never names a path or key outside the tier.
+Status ValidateTierKey(const TierKey& key);
+
 // sha256("fak.kvtier.key.v1" || regime axes of `binding` || namespace || span digest || u64le end),
 // each string length-prefixed. The span fields of `binding` other than those given are ignored.
 TierKey TierKeyFor(const BindingTuple& binding, std::string_view ns, const Digest& span_digest, uint64_t end);
