@@ -32,6 +32,7 @@ struct WorkerOptions {
   KVTierStore* spill_to = nullptr;    // spiller into this tier
   bool write_through = false;
   const Denylist* denylist = nullptr;  // the pager's; null = the chain's
+  const AccessPolicy* access = nullptr;  // the tree's tenancy rules; null = tenant-only
 };
 
 // Everything new: a model from its seed, a byte tokenizer, an empty tree.
@@ -40,6 +41,7 @@ inline Worker MakeWorker(TextCorpus& corpus, const ScreenChain& chain, WorkerOpt
   w.model = *Model::Synthetic(RegenConfig(), o.seed);
   w.tokenizer = MakeByteTokenizer();
   RadixTreeOptions tree_options;
+  if (o.access != nullptr) tree_options.access = *o.access;
   if (o.spill_to != nullptr) {
     w.spiller = std::make_unique<TierSpiller>(*o.spill_to);
     tree_options.spill = w.spiller.get();

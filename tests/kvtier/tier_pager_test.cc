@@ -148,6 +148,24 @@ TEST_F(TierPagerTest, RefusesRewrittenSourceRuns) {
   ExpectRefused(PageInFailure::kChecksum);
 }
 
+TEST_F(TierPagerTest, APublicPrefixIsSharedAcrossTenantsAndNothingElse) {
+  const std::string system = *corpus_.GetSource(t_.segments[0]);
+  AccessPolicy access;
+  ASSERT_OK(access.DeclarePublicPrefix("system", std::vector<int32_t>(system.begin(), system.end())));  // byte ids
+  {  // acme computes its conversation: the system prompt is stored in the public namespace
+    Worker a = MakeWorker(corpus_, chain_, {.seed = 1, .spill_to = tier_.get(), .write_through = true, .access = &access});
+    ASSERT_TRUE(a.driver->Materialize("acme", t_).has_value());
+    a.spiller->Flush();
+  }
+  ASSERT_EQ(tier_->Ends()->size(), 2u);  // [0, system) public, [system, end) acme's
+  Worker g = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier_.get(), .access = &access});
+  ASSERT_OK_AND_ASSIGN(Materialized m, g.driver->Materialize("globex", t_));
+  EXPECT_EQ(m.verdict, MaterializeVerdict::kRecompute);
+  EXPECT_EQ(m.reused_tokens, system.size());  // the public part came from the tier; acme's part did not
+  EXPECT_EQ(g.driver->Stats().paged_tokens, system.size());
+  EXPECT_EQ(MaxAbsDiff(m.logits, RecomputeLogits(*g.model, m.tokens)), 0.0f);
+}
+
 TEST_F(TierPagerTest, AbsentIsAMissNotAnError) {
   ExpectRefused(PageInFailure::kAbsent);
 }
