@@ -1,7 +1,8 @@
 // fak_demo — the README's main command. A scripted multi-turn agent session on the embedded default
 // model that shows, with numbers: prefix reuse per turn, a poisoned tool result quarantined,
 // evicted, certified and verified (next-token logits equal to a never-saw run), and a restart that
-// reloads the transcript from the directory store and rebuilds the cache from text, bit for bit.
+// reloads the transcript from the directory store, serves the prefix KV from the directory KV tier
+// (verified by the gate) and rebuilds the cache from text, both bit for bit.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -304,7 +305,7 @@ int Run(const std::string& dir) {
   Line("control", "poison kept vs never seen: max|dlogit| = " + Fmt("%.3f", MaxAbsDiff(seen, never)) + " (the eviction mattered)");
   const bool section4_ok = check.ok() && !bad.ok() && cert.max_abs_delta == 0.0f;
 
-  Section(5, "restart: reload the transcript from disk, rebuild the KV from text");
+  Section(5, "restart: reload the transcript from disk; serve the KV from the directory tier, and rebuild it from text");
   DEMO_ASSIGN(auto store, RecallStore::Open(dir + "/recall"));
   DEMO_ASSIGN(std::vector<RecallSegment> transcript, planner->Transcript(conv));
   DEMO_ASSIGN(Digest image, store->Save("demo-session", transcript, planner->chain()));
@@ -320,21 +321,58 @@ int Run(const std::string& dir) {
   const size_t n_live = live.matched_tokens;
   const Digest original = live.cache.ComputeDigest();
   live = LookupResult{model->NewCache()};  // release the lease
+  // Checkpoint the live conversation's KV to the directory tier (slab files, fsync'd), as budget
+  // eviction would spill it (docs/kv-tier.md).
+  std::unique_ptr<KVTierStore> tier;
+  DEMO_ASSIGN(tier, OpenDirectoryKVTier(dir + "/kvtier"));
+  size_t checkpointed = 0;
+  {
+    TierSpiller spiller(*tier);
+    checkpointed = planner->tree().OfferPath(std::span<const int32_t>(transcript_ids).first(n_live), conv.tenant, spiller);
+    spiller.Flush();
+    if (spiller.Stats().written != checkpointed) {
+      std::fprintf(stderr, "demo failed: KV tier write: %s\n", spiller.Stats().last_error.c_str());
+      return 1;
+    }
+  }
+  Line("kv tier", std::to_string(checkpointed) + " radix nodes (" + std::to_string(n_live) +
+                      " tokens) written to the directory tier as checksummed slab files");
   const std::shared_ptr<const ScreenChain> chain = std::make_shared<ScreenChain>(ScreenChain::Default());
   DEMO_TRY(chain->denylist().Add(cert.subject, "sealed in the previous process"));
-  planner.reset();  // the process's caches and tree are gone; the text on disk is what remains
+  planner.reset();  // the process's caches and tree are gone; the text and the KV tier on disk remain
   store.reset();
+  tier.reset();
   options.chain = chain;
   DEMO_ASSIGN(planner, Planner::Create(*model, *tok, key, *blobs, options));
   DEMO_ASSIGN(store, RecallStore::Open(dir + "/recall"));
   DEMO_ASSIGN(RecalledTranscript loaded, store->Load("demo-session", *chain));
   Line("reloaded", std::to_string(loaded.segments.size()) + " segments, every blob verified against its sha256; " +
                        std::to_string(loaded.n_newly_quarantined()) + " newly quarantined by the current chain");
+  // Warm restart: the prefix the live session held is paged in from the directory tier — each slab
+  // served only after its checksums, the manifest gate (tenant, every binding axis) and the
+  // denylist passed it — instead of being prefilled.
+  DEMO_ASSIGN(tier, OpenDirectoryKVTier(dir + "/kvtier"));
+  TierPager pager(*tier, planner->tree().access_policy(), &chain->denylist());
+  const ResidentClaim claim = planner->tree().ClaimFor(conv.tenant);
+  LookupResult warm = planner->tree().Lookup(claim, transcript_ids);  // the new tree is empty: a miss
+  const auto page_start = std::chrono::steady_clock::now();
+  const PageInResult paged = pager.PageIn(claim, transcript_ids, n_live, warm.cache);
+  const double page_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - page_start).count();
+  const bool warm_same = n_live > 0 && warm.cache.size() == n_live && warm.cache.ComputeDigest() == original;
+  Line("served from the tier",
+       paged.paged_tokens == 0
+           ? "nothing paged in (" + std::string(PageInFailureName(paged.failure)) + ": " + paged.detail + "); rebuilt from text"
+           : std::to_string(paged.paged_tokens) + " tokens paged in from the directory tier in " + Fmt("%.1f", page_ms) +
+                 " ms, verified by the gate, no prefill: " + (warm_same ? "identical to the live KV, bit for bit" : "DIFFERENT (bug)"));
+  warm = LookupResult{model->NewCache()};
+  const auto rebuild_start = std::chrono::steady_clock::now();
   DEMO_ASSIGN(SegmentLedger rebuilt, planner->Rebuild(loaded));
+  const double rebuild_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - rebuild_start).count();
   DEMO_ASSIGN(KVCache rebuilt_prefix, rebuilt.cache().Prefix(std::min(n_live, rebuilt.cache().size())));
   const bool same = n_live > 0 && rebuilt_prefix.ComputeDigest() == original;
   Line("rebuilt KV", std::to_string(rebuilt.cache().size()) + " tokens from text; the " + std::to_string(n_live) +
-                         " the live session held: " + (same ? "identical, bit for bit" : "DIFFERENT (bug)"));
+                         " the live session held: " + (same ? "identical, bit for bit" : "DIFFERENT (bug)") + " (" +
+                         Fmt("%.0f", rebuild_ms) + " ms, the cold path)");
   std::string context_text;
   for (const auto& seg : loaded.segments) context_text += seg.text;
   Line("poison in context", context_text.find("IGNORE ALL PREVIOUS") == std::string::npos ? "no (a sealed stub names its digest)"
@@ -342,7 +380,7 @@ int Run(const std::string& dir) {
 
   const bool rollout_ok = demo::RolloutSection(6, *model, *tok);
   const bool real_ok = RealModelSection();
-  const bool all_ok = section4_ok && same && rollout_ok && real_ok;
+  const bool all_ok = section4_ok && same && warm_same && rollout_ok && real_ok;
   std::printf("\n%s\n", all_ok ? "demo finished: every check held" : "demo finished with FAILED checks");
   return all_ok ? 0 : 1;
 }

@@ -173,6 +173,16 @@ Result<Digest> KVSpanChecksum(const KVCache& cache, size_t from, size_t n_tokens
   return d.Finish();
 }
 
+Digest KVSlabChecksum(const KVSlab& slab) {
+  Digester d;
+  d.Update("fak.kv_slab.v1");
+  d.UpdatePod(static_cast<uint64_t>(slab.shape.n_layers)).UpdatePod(static_cast<uint64_t>(slab.shape.n_kv_heads));
+  d.UpdatePod(static_cast<uint64_t>(slab.shape.head_dim)).UpdatePod(static_cast<uint64_t>(slab.start_position));
+  d.Update(slab.tokens.data(), slab.tokens.size() * sizeof(int32_t));
+  for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) d.Update(t->data(), t->size() * sizeof(float));
+  return d.Finish();
+}
+
 Result<BindingTuple> BindCacheSpan(const Model& model, const Tokenizer& tokenizer, const KVCache& cache, size_t from,
                                    size_t n_tokens) {
   if (!model.Owns(cache)) {

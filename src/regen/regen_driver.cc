@@ -16,6 +16,8 @@ struct RegenDriver::Counters {
   std::atomic<uint64_t> verdicts[kNumMaterializeVerdicts] = {};
   std::atomic<uint64_t> reused_tokens{0}, prefilled_tokens{0};
   std::atomic<uint64_t> backfill_prepared{0}, backfill_refused{0}, backfill_skipped{0}, backfilled_tokens{0};
+  std::atomic<uint64_t> paged_tokens{0};
+  std::atomic<uint64_t> page_in_failures[kNumPageInFailures] = {};
 };
 
 namespace {
@@ -93,6 +95,21 @@ std::string_view MaterializeVerdictName(MaterializeVerdict verdict) {
   return "?";
 }
 
+std::string_view PageInFailureName(PageInFailure failure) {
+  switch (failure) {
+    case PageInFailure::kNone: return "none";
+    case PageInFailure::kAbsent: return "absent";
+    case PageInFailure::kAxis: return "axis";
+    case PageInFailure::kChecksum: return "checksum";
+    case PageInFailure::kDenied: return "denied";
+    case PageInFailure::kTenant: return "tenant";
+    case PageInFailure::kTruncated: return "truncated";
+    case PageInFailure::kMalformed: return "malformed";
+    case PageInFailure::kUnavailable: return "unavailable";
+  }
+  return "?";
+}
+
 RegenDriver::RegenDriver(RegenTarget target, TextCorpus& corpus, const ScreenChain& screen, RegenDriverOptions options)
     : target_(target), corpus_(&corpus), screen_(&screen), options_(options), counters_(std::make_unique<Counters>()) {}
 RegenDriver::~RegenDriver() = default;
@@ -106,6 +123,8 @@ RegenStats RegenDriver::Stats() const {
   s.backfill_refused = counters_->backfill_refused.load();
   s.backfill_skipped = counters_->backfill_skipped.load();
   s.backfilled_tokens = counters_->backfilled_tokens.load();
+  s.paged_tokens = counters_->paged_tokens.load();
+  for (int i = 0; i < kNumPageInFailures; ++i) s.page_in_failures[i] = counters_->page_in_failures[i].load();
   return s;
 }
 
@@ -140,11 +159,16 @@ Status RegenDriver::ScreenSegments(const TranscriptRef& transcript, std::string*
 }
 
 Result<std::vector<int32_t>> RegenDriver::ContextTokens(const TranscriptRef& transcript) {
+  return ContextTokens(transcript, nullptr);
+}
+
+Result<std::vector<int32_t>> RegenDriver::ContextTokens(const TranscriptRef& transcript, std::vector<SourceSpan>* spans) {
   if (transcript.segments.empty()) return InvalidArgument("transcript.segments: empty");
   std::vector<int32_t> tokens;
   for (size_t i = 0; i < transcript.segments.size(); ++i) {
     Result<std::vector<int32_t>> ids = corpus_->Tokens(transcript.segments[i], *target_.tokenizer);
     if (!ids.has_value()) return ids.error().WithContext("transcript.segments[" + std::to_string(i) + "]: ");
+    if (spans != nullptr && !ids->empty()) spans->push_back(SourceSpan{tokens.size(), ids->size(), transcript.segments[i]});
     tokens.insert(tokens.end(), ids->begin(), ids->end());
   }
   return tokens;
@@ -172,7 +196,7 @@ Result<Materialized> RegenDriver::Materialize(const ResidentClaim& claim, const 
     return finish(MaterializeVerdict::kAbstain, "no producer here for the claimed " + std::string(BindingAxisName(*axis)) +
                                                     ": " + DescribeAxisDifference(*axis, claim.binding, regime));
   }
-  Result<std::vector<int32_t>> tokens = ContextTokens(transcript);
+  Result<std::vector<int32_t>> tokens = ContextTokens(transcript, &out.sources);
   if (!tokens.has_value()) {
     if (tokens.error().code() != StatusCode::kNotFound) return tokens.error();
     return finish(MaterializeVerdict::kAbstain, std::string(tokens.error().message()));
@@ -201,17 +225,25 @@ Result<Materialized> RegenDriver::Regenerate(const ResidentClaim& claim, const T
                                              Materialized out, LookupResult lookup) {
   const size_t n = out.tokens.size();
   if (options_.pager != nullptr) {
-    Result<BindingTuple> whole = BindSpan(claim.binding, out.tokens, 0, n);
-    if (whole.has_value() && options_.pager->Holds(*whole)) {
-      Result<KVCache> paged = options_.pager->PageIn(*whole);
-      if (paged.has_value() && paged->size() == n &&
-          std::equal(paged->tokens().begin(), paged->tokens().end(), out.tokens.begin())) {
-        FAK_RETURN_IF_ERROR(target_.tree->Insert(claim.tenant, out.tokens, *paged));
-        FAK_RETURN_IF_ERROR(paged->Truncate(n - 1));
-        FAK_ASSIGN_OR_RETURN(out.logits, target_.model->Prefill(&*paged, std::span<const int32_t>(out.tokens).last(1)));
+    // Every slab the pager appends passed the gate (axes, checksums, denylist, tenancy); what it
+    // verified becomes radix nodes, so the next lookup is a HIT.
+    const size_t resident = lookup.cache.size();
+    PageInResult paged = options_.pager->PageIn(claim, out.tokens, n, lookup.cache);
+    if (paged.failure != PageInFailure::kNone) {
+      Add(counters_->page_in_failures[static_cast<int>(paged.failure)], 1);
+      out.detail = "page-in stopped: " + std::string(PageInFailureName(paged.failure)) + ": " + paged.detail;
+    }
+    if (lookup.cache.size() > resident) {
+      Add(counters_->paged_tokens, lookup.cache.size() - resident);
+      FAK_RETURN_IF_ERROR(target_.tree->Insert(claim.tenant, std::span<const int32_t>(out.tokens).first(lookup.cache.size()),
+                                               lookup.cache, out.sources));
+      if (lookup.cache.size() == n) FAK_RETURN_IF_ERROR(lookup.cache.Truncate(n - 1));  // the last token's logits
+      lookup.matched_tokens = lookup.cache.size();
+      if (lookup.matched_tokens + 1 == n) {
+        FAK_ASSIGN_OR_RETURN(out.logits, target_.model->Prefill(&lookup.cache, std::span<const int32_t>(out.tokens).last(1)));
         out.reused_tokens = n - 1;
         out.prefilled_tokens = 1;
-        out.cache.emplace(std::move(*paged));
+        out.cache.emplace(std::move(lookup.cache));
         out.verdict = MaterializeVerdict::kFault;
         return out;
       }
@@ -234,7 +266,7 @@ Result<Materialized> RegenDriver::Regenerate(const ResidentClaim& claim, const T
   std::span<const int32_t> suffix = std::span<const int32_t>(out.tokens).subspan(lookup.matched_tokens);
   FAK_ASSIGN_OR_RETURN(out.logits, target_.model->Prefill(&lookup.cache, suffix, LogitsMode::kLast));
   out.prefilled_tokens = suffix.size();
-  FAK_RETURN_IF_ERROR(target_.tree->Insert(claim.tenant, out.tokens, lookup.cache));
+  FAK_RETURN_IF_ERROR(target_.tree->Insert(claim.tenant, out.tokens, lookup.cache, out.sources));
   out.cache.emplace(std::move(lookup.cache));
   out.verdict = MaterializeVerdict::kRecompute;
   return out;

@@ -10,17 +10,6 @@
 namespace fak {
 namespace {
 
-// sha256 over a slab's shape, start position, token ids and K, Kraw, V bytes.
-Digest SlabChecksum(const KVSlab& slab) {
-  Digester d;
-  d.Update("fak.kv_slab.v1");
-  d.UpdatePod(static_cast<uint64_t>(slab.shape.n_layers)).UpdatePod(static_cast<uint64_t>(slab.shape.n_kv_heads));
-  d.UpdatePod(static_cast<uint64_t>(slab.shape.head_dim)).UpdatePod(static_cast<uint64_t>(slab.start_position));
-  d.Update(slab.tokens.data(), slab.tokens.size() * sizeof(int32_t));
-  for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) d.Update(t->data(), t->size() * sizeof(float));
-  return d.Finish();
-}
-
 // A run of new tokens ready to hang under the tree: its slab and checksum, made outside the lock.
 struct PreparedEdge {
   size_t end = 0;  // tokens from the root through this edge
@@ -30,12 +19,26 @@ struct PreparedEdge {
 
 // The edges Insert adds for tokens [from, cache's end): the public-prefix part (below public_len)
 // and the rest, each copied out of the cache once and hashed.
+// A slab the cache reads in place that starts exactly at `from` and ends by `stop` (a page-in from a
+// lower tier appends whole slabs): the tree can hold that very slab instead of a copy.
+std::shared_ptr<const KVSlab> SharedSlabAt(const KVCache& cache, size_t from, size_t stop) {
+  size_t at = 0;
+  for (const std::shared_ptr<const KVSlab>& s : cache.shared_slabs()) {
+    if (at == from && s->start_position == from && from + s->size() <= stop && s->shape == cache.shape()) return s;
+    at += s->size();
+    if (at > from) break;
+  }
+  return nullptr;
+}
+
 std::vector<PreparedEdge> PrepareEdges(const KVCache& cache, size_t from, size_t end, size_t public_len) {
   std::vector<PreparedEdge> edges;
   while (from < end) {
-    const size_t stop = from < public_len ? std::min(public_len, end) : end;
-    auto slab = std::make_shared<const KVSlab>(*cache.CopySpan(from, stop - from));  // in range: checked by Insert
-    edges.push_back({stop, slab, SlabChecksum(*slab)});
+    size_t stop = from < public_len ? std::min(public_len, end) : end;
+    std::shared_ptr<const KVSlab> slab = SharedSlabAt(cache, from, stop);
+    if (slab != nullptr) stop = from + slab->size();
+    else slab = std::make_shared<const KVSlab>(*cache.CopySpan(from, stop - from));  // in range: checked by Insert
+    edges.push_back({stop, slab, KVSlabChecksum(*slab)});
     from = stop;
   }
   return edges;
@@ -53,8 +56,8 @@ struct PreparedSplit {
     if (slab == nullptr) return;
     upper = std::make_shared<const KVSlab>(slab->Slice(0, k));
     lower = std::make_shared<const KVSlab>(slab->Slice(k, slab->size() - k));
-    upper_checksum = SlabChecksum(*upper);
-    lower_checksum = SlabChecksum(*lower);
+    upper_checksum = KVSlabChecksum(*upper);
+    lower_checksum = KVSlabChecksum(*lower);
   }
 };
 
@@ -113,17 +116,29 @@ struct RadixTree::Impl {
   uint64_t tick = 0;
   RadixTreeStats stats;
 
-  // Binds `n`'s span, whose slab hashes to `checksum`; `context` holds the tokens from the root
-  // through at least its end.
-  void Bind(Node* n, std::span<const int32_t> context, const Digest& source, std::string_view tenant, Sharing sharing,
-            const Digest& checksum) {
+  // Binds `n`'s span, whose slab hashes to `checksum`, and the sources recorded over its edge;
+  // `context` holds the tokens from the root through at least its end.
+  void Bind(Node* n, std::span<const int32_t> context, std::string_view tenant, Sharing sharing, const Digest& checksum) {
     n->manifest = KVManifest{};  // invalid unless rebuilt below: the gate then says CORRUPT (fail closed)
     Result<BindingTuple> b = BindSpan(regime, context, n->from(), n->edge_size());
     if (!b.has_value()) return;
     b->integrity_checksum = checksum;
-    if (Result<KVManifest> m = MakeManifest(*b, source.IsZero() ? b->span_digest : source, std::string(tenant), sharing)) {
-      n->manifest = std::move(*m);
-    }
+    const Digest source = SourceSetDigest(n->sources, n->from(), n->edge_size(), b->span_digest);
+    if (Result<KVManifest> m = MakeManifest(*b, source, std::string(tenant), sharing)) n->manifest = std::move(*m);
+  }
+
+  // Re-binds the source digest after runs were added to an already-bound node (same span and bytes).
+  void RebindSources(Node* n) {
+    const Digest source = SourceSetDigest(n->sources, n->from(), n->edge_size(), n->manifest.binding.span_digest);
+    if (source == n->manifest.source_digest) return;
+    const KVManifest old = n->manifest;
+    n->manifest = KVManifest{};
+    if (Result<KVManifest> m = MakeManifest(old.binding, source, old.tenant, old.sharing)) n->manifest = std::move(*m);
+  }
+
+  // Hands `n` to the spill sink, if any (under the lock: the sink only queues).
+  void Offer(const Node* n, SpillReason reason) const {
+    if (options.spill != nullptr && n->slab != nullptr) options.spill->Offer(SpillItem{n->manifest, n->slab, n->sources}, reason);
   }
 
   // The tokens from the root through the end of `n`'s edge.
@@ -142,7 +157,7 @@ struct RadixTree::Impl {
   // Binds `n` anew over its current slab, keeping its source, tenant and sharing.
   void Rebind(Node* n) {
     const KVManifest old = n->manifest;
-    Bind(n, ContextThrough(n), old.source_digest, old.tenant, old.sharing, SlabChecksum(*n->slab));
+    Bind(n, ContextThrough(n), old.tenant, old.sharing, KVSlabChecksum(*n->slab));
   }
 
   // Splits `node`'s edge after `k` tokens; returns the new upper node (which takes its place).
@@ -172,12 +187,12 @@ struct RadixTree::Impl {
     const KVManifest old = lower->manifest;
     std::vector<int32_t> full(context.begin(), context.begin() + upper->depth_end);
     full.insert(full.end(), old_edge.begin() + k, old_edge.end());
-    Bind(upper.get(), full, old.source_digest, old.tenant, old.sharing, ready->upper_checksum);
-    Bind(lower.get(), full, old.source_digest, old.tenant, old.sharing, ready->lower_checksum);
     const std::vector<SourceSpan> sources = std::move(lower->sources);
     lower->sources.clear();
     upper->AddSources(sources);  // each half keeps the runs over its own tokens
     lower->AddSources(sources);
+    Bind(upper.get(), full, old.tenant, old.sharing, ready->upper_checksum);
+    Bind(lower.get(), full, old.tenant, old.sharing, ready->lower_checksum);
     Node* up = upper.get();
     up->children[lower->key()] = std::move(lower);
     by_id[up->id] = up;
@@ -282,6 +297,7 @@ struct RadixTree::Impl {
         Rebind(victim);  // the manifest vouched for the untrimmed span and bytes
         continue;
       }
+      Offer(victim, SpillReason::kEvicted);
       Remove(victim);
     }
   }
@@ -430,7 +446,10 @@ Status RadixTree::Insert(std::string_view tenant, std::span<const int32_t> token
   const Impl::WalkEnd end = impl_->Walk(tokens, tokens.size(), tenant, /*split=*/true, &seen.split_point);
   Impl::Node* node = end.node;
   size_t matched = end.pos;
-  for (Impl::Node* n = node; n->parent != nullptr; n = n->parent) n->AddSources(sources);  // already cached
+  for (Impl::Node* n = node; n->parent != nullptr; n = n->parent) {  // already cached
+    n->AddSources(sources);
+    impl_->RebindSources(n);
+  }
   if (matched != seen.pos) edges = PrepareEdges(cache, matched, tokens.size(), public_len);
   for (PreparedEdge& edge : edges) {
     // The public part of a new run goes to the shared namespace, the rest to the tenant's own.
@@ -442,8 +461,8 @@ Status RadixTree::Insert(std::string_view tenant, std::span<const int32_t> token
     leaf->slab = std::move(edge.slab);
     leaf->depth_end = edge.end;
     leaf->AddSources(sources);
-    impl_->Bind(leaf.get(), tokens, Digest{}, tenant, is_public ? Sharing::kPublicPrefix : Sharing::kTenantOnly,
-                edge.checksum);
+    impl_->Bind(leaf.get(), tokens, tenant, is_public ? Sharing::kPublicPrefix : Sharing::kTenantOnly, edge.checksum);
+    if (impl_->options.write_through) impl_->Offer(leaf.get(), SpillReason::kWriteThrough);
     impl_->by_id[leaf->id] = leaf.get();
     impl_->stats.unique_tokens += leaf->edge_size();
     impl_->stats.resident_bytes += leaf->slab->size_bytes();
@@ -510,6 +529,17 @@ std::vector<Digest> RadixTree::Sources() const {
   return out;
 }
 
+size_t RadixTree::OfferPath(std::span<const int32_t> tokens, std::string_view tenant, SpillSink& sink) const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  const Impl::WalkEnd end = const_cast<Impl*>(impl_.get())->Walk(tokens, tokens.size(), tenant, /*split=*/false);
+  std::vector<const Impl::Node*> path;
+  for (const Impl::Node* n = end.node; n->parent != nullptr; n = n->parent) path.push_back(n);
+  for (auto it = path.rbegin(); it != path.rend(); ++it) {
+    sink.Offer(SpillItem{(*it)->manifest, (*it)->slab, (*it)->sources}, SpillReason::kWriteThrough);
+  }
+  return path.size();
+}
+
 void RadixTree::EvictToBudget(size_t budget_bytes) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->EvictToBudget(budget_bytes);
@@ -536,7 +566,7 @@ std::vector<NodeId> RadixTree::VerifyIntegrity() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   std::vector<NodeId> bad;
   for (const auto& [id, n] : impl_->by_id)
-    if (n->slab && SlabChecksum(*n->slab) != n->manifest.binding.integrity_checksum) bad.push_back(id);
+    if (n->slab && KVSlabChecksum(*n->slab) != n->manifest.binding.integrity_checksum) bad.push_back(id);
   std::sort(bad.begin(), bad.end());
   return bad;
 }
@@ -546,6 +576,8 @@ const KVManifest* RadixTree::ManifestOf(NodeId node) const {
   auto it = impl_->by_id.find(node);
   return it == impl_->by_id.end() || node == 0 ? nullptr : &it->second->manifest;
 }
+
+const AccessPolicy& RadixTree::access_policy() const { return impl_->options.access; }
 
 size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting,
                       std::string_view tenant) {

@@ -110,23 +110,30 @@ TEST_F(RegenDriverTest, AbstainWhenTextIsGone) {
   EXPECT_FALSE(on_a.Materialize("default", TranscriptRef{}).ok());  // an empty transcript is an error
 }
 
-// A lower tier that holds one precomputed span.
+// A lower tier that holds one context's KV: it computes the asked-for run by prefill (a stand-in
+// for a stored slab; kvtier's TierPager is the real one, tests/kvtier).
 class OneSpanPager final : public KVPager {
  public:
-  OneSpanPager(const Model& model, BindingTuple binding, std::vector<int32_t> tokens)
-      : model_(model), binding_(std::move(binding)), tokens_(std::move(tokens)) {}
-  bool Holds(const BindingTuple& b) const override { return b == binding_; }
-  Result<KVCache> PageIn(const BindingTuple& b) override {
+  OneSpanPager(const Model& model, std::vector<int32_t> tokens) : model_(model), tokens_(std::move(tokens)) {}
+  PageInResult PageIn(const ResidentClaim&, std::span<const int32_t> tokens, size_t limit, KVCache& cache) override {
     ++page_ins;
-    KVCache c = model_.NewCache();
-    FAK_RETURN_IF_ERROR(model_.Prefill(&c, tokens_, LogitsMode::kNone).error());
-    return c;
+    PageInResult r;
+    if (!std::equal(tokens.begin(), tokens.begin() + limit, tokens_.begin(), tokens_.end())) {
+      r.failure = PageInFailure::kAbsent;
+      return r;
+    }
+    const size_t from = cache.size();
+    if (!model_.Prefill(&cache, tokens.subspan(from, limit - from), LogitsMode::kNone).has_value()) {
+      r.failure = PageInFailure::kUnavailable;
+      return r;
+    }
+    r.paged_tokens = limit - from;
+    return r;
   }
   int page_ins = 0;
 
  private:
   const Model& model_;
-  BindingTuple binding_;
   std::vector<int32_t> tokens_;
 };
 
@@ -134,8 +141,7 @@ TEST_F(RegenDriverTest, FaultPagesInFromALowerTier) {
   const TranscriptRef t = Session("dora");
   const std::vector<int32_t> ids = Ids(*a_.tokenizer, t);
   ResidentClaim claim = a_.tree->ClaimFor("default");
-  ASSERT_OK_AND_ASSIGN(BindingTuple whole, BindSpan(claim.binding, ids, 0, ids.size()));
-  OneSpanPager pager(*a_.model, whole, ids);
+  OneSpanPager pager(*a_.model, ids);
   RegenDriver on_a(a_.target(), corpus_, chain_, RegenDriverOptions{&pager});
   ASSERT_OK_AND_ASSIGN(Materialized m, on_a.Materialize(claim, t));
   EXPECT_EQ(m.verdict, MaterializeVerdict::kFault);
@@ -147,6 +153,7 @@ TEST_F(RegenDriverTest, FaultPagesInFromALowerTier) {
   EXPECT_EQ(hit.verdict, MaterializeVerdict::kHit);
   EXPECT_EQ(hit.logits, m.logits);
   EXPECT_EQ(on_a.Stats().count(MaterializeVerdict::kFault), 1u);
+  EXPECT_EQ(on_a.Stats().paged_tokens, ids.size());
 }
 
 }  // namespace

@@ -193,6 +193,31 @@ TEST_F(RadixTreeTest, EvictNodeReportsWhatItRemoved) {
   EXPECT_EQ(tree.EvictNode(0).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(RadixTreeTest, ManifestsBindTheSourceDigestOfTheirText) {
+  RadixTree tree(*model_, *testing_tokenizer);
+  const Digest sys = Digest::Of("system"), a = Digest::Of("user a");
+  const auto ctx = Concat(TokenSequence(12, 1, 97), TokenSequence(8, 2, 97));
+  const std::vector<SourceSpan> runs = {{0, 12, sys}, {12, 8, a}};
+  LookupResult r = tree.Lookup(ctx);
+  ASSERT_OK(model_->Prefill(&r.cache, ctx, LogitsMode::kNone));
+  ASSERT_OK(tree.Insert(kDefaultTenant, ctx, r.cache, runs));
+  ASSERT_OK_AND_ASSIGN(NodeId whole, tree.FindNode(ctx));
+  const KVManifest* m = tree.ManifestOf(whole);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->source_digest, SourceSetDigest(runs, 0, 20, m->binding.span_digest));  // the edge crosses two texts
+  EXPECT_NE(m->source_digest, m->binding.span_digest);
+  // Split at the message boundary: each half binds its own text's SourceDigest.
+  ASSERT_OK_AND_ASSIGN(NodeId first, tree.FindNode(std::span(ctx).first(12)));
+  EXPECT_EQ(tree.ManifestOf(first)->source_digest, sys);
+  EXPECT_EQ(tree.ManifestOf(whole)->source_digest, a);
+  EXPECT_TRUE(tree.VerifyIntegrity().empty());
+  // Without recorded sources the span digest stands in (the text is unknown).
+  RadixTree bare(*model_, *testing_tokenizer);
+  ASSERT_OK(bare.Insert(ctx, r.cache));
+  const KVManifest* b = bare.ManifestOf(*bare.FindNode(ctx));
+  EXPECT_EQ(b->source_digest, b->binding.span_digest);
+}
+
 TEST_F(RadixTreeTest, EvictSourceRemovesEveryNodeHoldingTheTextAndWhatFollows) {
   RadixTree tree(*model_, *testing_tokenizer);
   const Digest sys = Digest::Of("system"), a = Digest::Of("user a"), tool = Digest::Of("tool result"),

@@ -113,6 +113,9 @@ Result<BindingTuple> BindSpan(BindingTuple regime, std::span<const int32_t> cont
 // A radix-tree slab that holds only its edge is checksummed as (slab, 0, slab.size()).
 Result<Digest> KVSpanChecksum(const KVCache& cache, size_t from, size_t n_tokens);
 
+// sha256 over a detached slab as a radix-tree node holds it ("fak.kv_slab.v1": shape, start position,
+// token ids, then K, Kraw, V): the integrity checksum of a tree node's manifest (docs/manifest.md §1).
+Digest KVSlabChecksum(const KVSlab& slab);
 // All nine axes for tokens [from, from + n_tokens) of `cache`, a cache of `model` holding its
 // context from token 0 (its token ids give the span digest). InvalidArgument for a cache of another
 // model or a range that does not fit.

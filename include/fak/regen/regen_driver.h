@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -47,19 +48,45 @@ struct Materialized {
   std::optional<KVCache> cache;  // the whole context; set for HIT, FAULT and RECOMPUTE
   std::vector<int32_t> tokens;   // the context's ids under the serving tokenizer (when known)
   std::vector<float> logits;     // [vocab] next-token logits after the context (with a cache)
+  std::vector<SourceSpan> sources;  // which run of `tokens` each transcript segment produced
   size_t reused_tokens = 0;      // served from the tree or paged in
   size_t prefilled_tokens = 0;   // computed by this call (a HIT still prefills the last token)
 };
 
+// Why a lower tier served less than asked (kNone: it served something, or was not asked). Every
+// failure falls back to RECOMPUTE from text; nothing unverified is attended to.
+enum class PageInFailure : int {
+  kNone = 0,
+  kAbsent,       // the tier holds no slab for the next span
+  kAxis,         // a slab's manifest differs from the claim on a binding axis (MISS{axis})
+  kChecksum,     // a section or the slab's bytes do not match their checksums (or the manifest's)
+  kDenied,       // a source text the slab came from is on the quarantine denylist
+  kTenant,       // the tenant may not see the slab (REFUSE{reason})
+  kTruncated,    // the stored slab is shorter than its header says
+  kMalformed,    // not a slab file of a version this build reads, or of another shape
+  kUnavailable,  // the tier or the denylist cannot be asked now (fail closed)
+};
+inline constexpr int kNumPageInFailures = 9;
+std::string_view PageInFailureName(PageInFailure failure);  // "none", "absent", "axis", ...
+
+struct PageInResult {
+  size_t paged_tokens = 0;  // tokens appended to the cache
+  size_t paged_bytes = 0;   // slab bytes read for them
+  PageInFailure failure = PageInFailure::kNone;  // why the page-in stopped short (the last refusal)
+  std::string detail;                            // which span, axis or check
+};
+
 // A lower KV tier (disk, remote) that Materialize consults before recomputing: the FAULT path.
-// No engine implements it yet; the verdict and the seam exist. Implementations must be thread-safe.
+// Implementations must be thread-safe (kvtier/tier_pager.h is the directory/Redis one).
 class KVPager {
  public:
   virtual ~KVPager() = default;
-  // Whether the tier holds KV for exactly `binding`'s span (model, tokenizer, regime, tokens).
-  virtual bool Holds(const BindingTuple& binding) const = 0;
-  // A cache of the serving model holding the span's tokens from token 0.
-  virtual Result<KVCache> PageIn(const BindingTuple& binding) = 0;
+  // Extends `cache` — a session cache of the serving model holding tokens[0, cache.size()) (what the
+  // tree served) — with the longest run of tokens[cache.size(), limit) the tier holds and that
+  // passes the gate for `claim` (every axis, checksums, denylist, tenancy). On any failure the
+  // cache keeps what was verified so far and the result says why it stopped.
+  virtual PageInResult PageIn(const ResidentClaim& claim, std::span<const int32_t> tokens, size_t limit,
+                              KVCache& cache) = 0;
 };
 
 // The model a driver serves and the tree its KV lives in. Not owned; all must outlive the driver.
@@ -80,6 +107,8 @@ struct RegenStats {
   uint64_t reused_tokens = 0, prefilled_tokens = 0;
   uint64_t backfill_prepared = 0, backfill_refused = 0, backfill_skipped = 0;
   uint64_t backfilled_tokens = 0;  // prefilled by backfill tasks
+  uint64_t paged_tokens = 0;       // paged in from the lower tier (FAULT, or a partial page-in)
+  uint64_t page_in_failures[kNumPageInFailures] = {};  // page-ins that stopped short, by reason
   uint64_t count(MaterializeVerdict v) const { return verdicts[static_cast<int>(v)]; }
 };
 
@@ -123,6 +152,8 @@ class RegenDriver {
   std::optional<std::string> DenylistHit(const TranscriptRef& transcript) const;
   Result<Materialized> Regenerate(const ResidentClaim& claim, const TranscriptRef& transcript, Materialized out,
                                   LookupResult lookup);
+  // ContextTokens, also saying which run of the ids each segment produced (the tree's source index).
+  Result<std::vector<int32_t>> ContextTokens(const TranscriptRef& transcript, std::vector<SourceSpan>* spans);
 
   RegenTarget target_;
   TextCorpus* corpus_;

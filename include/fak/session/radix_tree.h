@@ -34,6 +34,8 @@
 #include "fak/kv/kv_cache.h"
 #include "fak/gate/resident_claim.h"
 #include "fak/model/model.h"
+#include "fak/session/source_span.h"
+#include "fak/session/spill_sink.h"
 #include "fak/tokenizer/tokenizer.h"
 #include "fak/core/status.h"
 
@@ -52,6 +54,11 @@ struct RadixTreeOptions {
   EvictionPolicy policy = EvictionPolicy::kLru;
   // Tenancy rules and public prefixes; copied at construction. Default: tenant-only spans.
   AccessPolicy access;
+  // A lower KV tier's intake (not owned; must outlive the tree): every node budget eviction
+  // removes is offered to it first (spill). Default: null (evicted KV is dropped).
+  SpillSink* spill = nullptr;
+  // Also offer every node Insert adds (write-through for hot prefixes). Default: false.
+  bool write_through = false;
 };
 
 inline constexpr std::string_view kDefaultTenant = "default";
@@ -98,14 +105,9 @@ struct LookupResult {
   Lease lease;             // held until the request is done
 };
 
-// Where a run of an inserted context came from: tokens [from, from + n_tokens) were produced from the
-// source text with this SourceDigest (e.g. one message). The tree keeps, per node, the runs that
-// overlap its edge, so policy can evict by source (EvictSource) when the text is denied later.
-struct SourceSpan {
-  size_t from = 0, n_tokens = 0;
-  Digest source;
-  friend bool operator==(const SourceSpan&, const SourceSpan&) = default;
-};
+// Insert takes SourceSpans (source_span.h): where runs of an inserted context came from. The tree
+// keeps, per node, the runs that overlap its edge, binds them into the node's manifest
+// (source_digest) and evicts by source (EvictSource) when the text is denied later.
 
 // What the gate would say about reusing a prefix, without reusing it (RadixTree::ProbeGate).
 struct GateProbe {
@@ -165,6 +167,10 @@ class RadixTree {
   EvictedSubtree EvictSource(const Digest& source);
   // The distinct source digests the resident nodes came from (for a sweep against a denylist).
   std::vector<Digest> Sources() const;
+  // Offers every whole node on the path of `tokens` in `tenant`'s view to `sink` (root first), as
+  // eviction would: a checkpoint of a conversation's KV to a lower tier, e.g. before a shutdown.
+  // The number of nodes offered. Nothing is split or touched.
+  size_t OfferPath(std::span<const int32_t> tokens, std::string_view tenant, SpillSink& sink) const;
   // Trims unleased, unpinned tokens by the policy until resident bytes <= budget_bytes.
   void EvictToBudget(size_t budget_bytes);
   // A pinned node (and so its path) is never evicted under budget pressure.
@@ -175,7 +181,9 @@ class RadixTree {
   GateStats GateStatistics() const;
   // Re-hashes every slab against its manifest's integrity checksum; the ids of nodes that differ.
   std::vector<NodeId> VerifyIntegrity() const;
-  const KVManifest* ManifestOf(NodeId node) const;  // null if absent; valid until the next mutation
+  const KVManifest* ManifestOf(NodeId node) const;
+  // The tenancy rules the tree serves under (a lower tier gates page-ins by the same rules).
+  const AccessPolicy& access_policy() const;  // null if absent; valid until the next mutation
   // Bytes of one token's KV (K, Kraw, V and its id): resident_bytes / unique_tokens when exact.
   size_t BytesPerToken() const;
 

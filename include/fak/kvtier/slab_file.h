@@ -1,0 +1,49 @@
+// Slab file: one radix node's KV (slab), manifest and source runs as bytes for a lower KV tier.
+//
+// A self-checking container (format in docs/kv-tier.md §2): a fixed header with magic, format
+// version, section lengths and the SHA-256 of each section and of the header itself, then the
+// sections — the manifest's canonical JSON, the source runs, the slab's shape, start position and
+// token ids (with the KV element type, "f32" in version 1, so another dtype is a new value, not a
+// new layout), and the K, Kraw, V floats. Decoding checks every length and checksum before it
+// trusts a byte, and says which check failed (SlabFileProblem), so a page-in can fall back to
+// recompute with a typed reason. Decoding verifies the container only; whether the slab may be
+// served is the gate's question (tier_pager.h).
+#ifndef FAK_KVTIER_SLAB_FILE_H_
+#define FAK_KVTIER_SLAB_FILE_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fak/core/status.h"
+#include "fak/gate/kv_manifest.h"
+#include "fak/kv/kv_cache.h"
+#include "fak/session/source_span.h"
+
+namespace fak {
+
+inline constexpr uint32_t kSlabFileVersion = 1;
+inline constexpr size_t kSlabFileHeaderBytes = 8 + 4 + 4 + 4 * 8 + 4 * 32 + 32;  // see docs/kv-tier.md §2
+
+struct SlabFile {
+  KVManifest manifest;
+  std::vector<SourceSpan> sources;
+  KVSlab slab;
+};
+
+enum class SlabFileProblem { kNone, kTruncated, kChecksum, kMalformed, kUnsupported };
+
+// The file's bytes. InvalidArgument when the slab's tensors do not match its shape and token count.
+Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const SourceSpan> sources, const KVSlab& slab);
+// Parses and verifies `bytes`; on failure *problem (when given) says which kind: kTruncated (shorter
+// than the header says), kChecksum (a section or the header does not hash to its recorded digest),
+// kUnsupported (another magic or version), kMalformed (a section that does not parse). Never throws.
+// `check_kv_section` false skips hashing the K/Kraw/V section — only for a caller that checks the
+// slab against its manifest's integrity checksum next (which covers the same bytes), to hash a
+// large slab once instead of twice.
+Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem = nullptr, bool check_kv_section = true);
+
+}  // namespace fak
+
+#endif  // FAK_KVTIER_SLAB_FILE_H_

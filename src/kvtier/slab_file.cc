@@ -1,0 +1,200 @@
+// Slab file encoding and verified decoding (docs/kv-tier.md §2).
+#include "fak/kvtier/slab_file.h"
+
+#include <bit>
+#include <cstring>
+
+namespace fak {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "slab files are little-endian; this host is not");
+
+constexpr char kMagic[8] = {'F', 'A', 'K', 'K', 'V', 'S', 'L', 'B'};
+constexpr int kSections = 4;  // manifest, sources, slab meta, kv floats
+constexpr uint32_t kDtypeF32 = 1;
+constexpr uint64_t kMaxTokens = uint64_t{1} << 24;  // a sanity bound on a slab's token count
+
+template <class T>
+void Put(std::string& out, const T& v) {
+  out.append(reinterpret_cast<const char*>(&v), sizeof(T));
+}
+
+// Reads PODs from a byte range, remembering whether it ran out.
+class Reader {
+ public:
+  explicit Reader(std::string_view b) : b_(b) {}
+  template <class T>
+  T Get() {
+    T v{};
+    if (b_.size() - pos_ < sizeof(T)) {
+      short_ = true;
+      pos_ = b_.size();
+      return v;
+    }
+    std::memcpy(&v, b_.data() + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return v;
+  }
+  std::string_view Bytes(size_t n) {
+    if (b_.size() - pos_ < n) {
+      short_ = true;
+      pos_ = b_.size();
+      return {};
+    }
+    std::string_view s = b_.substr(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  bool short_read() const { return short_; }
+  size_t remaining() const { return b_.size() - pos_; }
+
+ private:
+  std::string_view b_;
+  size_t pos_ = 0;
+  bool short_ = false;
+};
+
+Result<SlabFile> Fail(SlabFileProblem kind, SlabFileProblem* problem, Status s) {
+  if (problem != nullptr) *problem = kind;
+  return s;
+}
+
+}  // namespace
+
+Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const SourceSpan> sources, const KVSlab& slab) {
+  const KVShape& s = slab.shape;
+  const size_t floats = s.n_layers * s.n_kv_heads * slab.tokens.size() * s.head_dim;
+  if (slab.tokens.empty() || slab.k.size() != floats || slab.kraw.size() != floats || slab.v.size() != floats) {
+    return InvalidArgument("EncodeSlabFile: the slab's K/Kraw/V do not hold " + std::to_string(slab.tokens.size()) +
+                           " tokens of its shape");
+  }
+  FAK_ASSIGN_OR_RETURN(std::string json, manifest.ToJson());
+  std::string sec[kSections];
+  sec[0] = std::move(json);
+  Put(sec[1], static_cast<uint64_t>(sources.size()));
+  for (const SourceSpan& r : sources) {
+    Put(sec[1], static_cast<uint64_t>(r.from));
+    Put(sec[1], static_cast<uint64_t>(r.n_tokens));
+    sec[1].append(reinterpret_cast<const char*>(r.source.bytes.data()), Digest::kSize);
+  }
+  for (uint64_t v : {s.n_layers, s.n_kv_heads, s.head_dim, s.max_tokens, slab.start_position, slab.tokens.size()}) Put(sec[2], v);
+  Put(sec[2], kDtypeF32);
+  sec[2].append(reinterpret_cast<const char*>(slab.tokens.data()), slab.tokens.size() * sizeof(int32_t));
+  sec[3].reserve(3 * floats * sizeof(float));
+  for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) sec[3].append(reinterpret_cast<const char*>(t->data()), t->size() * sizeof(float));
+
+  std::string out;
+  out.reserve(kSlabFileHeaderBytes + sec[0].size() + sec[1].size() + sec[2].size() + sec[3].size());
+  out.append(kMagic, sizeof(kMagic));
+  Put(out, kSlabFileVersion);
+  Put(out, static_cast<uint32_t>(kSections));
+  for (const std::string& x : sec) Put(out, static_cast<uint64_t>(x.size()));
+  for (const std::string& x : sec) {
+    const Digest d = Digest::Of(x);
+    out.append(reinterpret_cast<const char*>(d.bytes.data()), Digest::kSize);
+  }
+  const Digest header = Digest::Of(out);
+  out.append(reinterpret_cast<const char*>(header.bytes.data()), Digest::kSize);
+  for (const std::string& x : sec) out += x;
+  return out;
+}
+
+Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem, bool check_kv_section) {
+  if (problem != nullptr) *problem = SlabFileProblem::kNone;
+  if (bytes.size() >= sizeof(kMagic) && std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+    return Fail(SlabFileProblem::kUnsupported, problem, Unsupported("slab file: bad magic (not a fak slab file)"));
+  }
+  if (bytes.size() < kSlabFileHeaderBytes) {
+    return Fail(SlabFileProblem::kTruncated, problem,
+                Corruption("slab file: truncated: " + std::to_string(bytes.size()) + " bytes, shorter than its header"));
+  }
+  Reader h(bytes.substr(0, kSlabFileHeaderBytes));
+  h.Bytes(sizeof(kMagic));
+  const uint32_t version = h.Get<uint32_t>(), n_sections = h.Get<uint32_t>();
+  if (version != kSlabFileVersion || n_sections != kSections) {
+    return Fail(SlabFileProblem::kUnsupported, problem,
+                Unsupported("slab file: version " + std::to_string(version) + " with " + std::to_string(n_sections) +
+                            " sections; this build reads version " + std::to_string(kSlabFileVersion)));
+  }
+  uint64_t len[kSections];
+  Digest want[kSections];
+  for (uint64_t& l : len) l = h.Get<uint64_t>();
+  for (Digest& d : want) std::memcpy(d.bytes.data(), h.Bytes(Digest::kSize).data(), Digest::kSize);
+  Digest header_digest;
+  std::memcpy(header_digest.bytes.data(), h.Bytes(Digest::kSize).data(), Digest::kSize);
+  if (Digest::Of(bytes.substr(0, kSlabFileHeaderBytes - Digest::kSize)) != header_digest) {
+    return Fail(SlabFileProblem::kChecksum, problem, VerificationFailed("slab file: header checksum mismatch"));
+  }
+  uint64_t total = kSlabFileHeaderBytes;
+  for (uint64_t l : len) {
+    if (l > bytes.size()) total = UINT64_MAX;
+    else total += l;
+  }
+  if (total > bytes.size()) {
+    return Fail(SlabFileProblem::kTruncated, problem,
+                Corruption("slab file: truncated: " + std::to_string(bytes.size()) + " bytes, header says more"));
+  }
+  if (total < bytes.size()) {
+    return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: trailing bytes after the last section"));
+  }
+  std::string_view sec[kSections];
+  static constexpr const char* kNames[kSections] = {"manifest", "sources", "slab", "kv"};
+  size_t at = kSlabFileHeaderBytes;
+  for (int i = 0; i < kSections; ++i) {
+    sec[i] = bytes.substr(at, len[i]);
+    at += len[i];
+    if ((i != 3 || check_kv_section) && Digest::Of(sec[i]) != want[i]) {
+      return Fail(SlabFileProblem::kChecksum, problem,
+                  VerificationFailed(std::string("slab file: section '") + kNames[i] + "' checksum mismatch"));
+    }
+  }
+  SlabFile f;
+  Result<KVManifest> m = KVManifest::FromJson(sec[0]);
+  if (!m.has_value()) return Fail(SlabFileProblem::kMalformed, problem, m.error().WithContext("slab file: manifest: "));
+  f.manifest = std::move(*m);
+
+  Reader src(sec[1]);
+  const uint64_t n_runs = src.Get<uint64_t>();
+  if (src.short_read() || n_runs > src.remaining() / (16 + Digest::kSize) || src.remaining() != n_runs * (16 + Digest::kSize)) {
+    return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: sources: bad run count"));
+  }
+  for (uint64_t i = 0; i < n_runs; ++i) {
+    SourceSpan r;
+    r.from = src.Get<uint64_t>();
+    r.n_tokens = src.Get<uint64_t>();
+    std::memcpy(r.source.bytes.data(), src.Bytes(Digest::kSize).data(), Digest::kSize);
+    f.sources.push_back(r);
+  }
+
+  Reader meta(sec[2]);
+  uint64_t v[6];
+  for (uint64_t& x : v) x = meta.Get<uint64_t>();
+  const uint32_t dtype = meta.Get<uint32_t>();
+  if (meta.short_read()) return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: slab: short header"));
+  if (dtype != kDtypeF32) {
+    return Fail(SlabFileProblem::kUnsupported, problem, Unsupported("slab file: KV element type " + std::to_string(dtype)));
+  }
+  const uint64_t n_tokens = v[5];
+  if (n_tokens == 0 || n_tokens > kMaxTokens || v[0] == 0 || v[1] == 0 || v[2] == 0 || v[0] > 4096 || v[1] > 4096 ||
+      v[2] > 65536 || meta.remaining() != n_tokens * sizeof(int32_t)) {
+    return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: slab: implausible shape or token count"));
+  }
+  f.slab.shape = KVShape{v[0], v[1], v[2], v[3]};
+  f.slab.start_position = v[4];
+  f.slab.tokens.resize(n_tokens);
+  std::memcpy(f.slab.tokens.data(), meta.Bytes(n_tokens * sizeof(int32_t)).data(), n_tokens * sizeof(int32_t));
+  const uint64_t floats = v[0] * v[1] * v[2] * n_tokens;
+  if (sec[3].size() != 3 * floats * sizeof(float)) {
+    return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: kv: size does not match the slab's shape"));
+  }
+  const size_t tensor_bytes = floats * sizeof(float);
+  size_t offset = 0;
+  for (std::vector<float>* t : {&f.slab.k, &f.slab.kraw, &f.slab.v}) {
+    t->resize(floats);
+    std::memcpy(t->data(), sec[3].data() + offset, tensor_bytes);
+    offset += tensor_bytes;
+  }
+  return f;
+}
+
+}  // namespace fak

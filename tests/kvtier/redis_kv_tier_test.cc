@@ -1,0 +1,103 @@
+// The Redis KV tier on a real redis-server: worker B serves a prefix worker A computed (bit-exact),
+// values chunked; a lost chunk is refused as truncated; an outage falls back to recompute; erasing
+// a text erases its entries.
+#include <gtest/gtest.h>
+
+#include "fak/kvtier/redis_kv_tier.h"
+#include "fak/kvtier/source_sweeper.h"
+#include "tests/kvtier/kv_tier_test_util.h"
+#include "tests/store/redis_test_util.h"
+#include "tests/store/store_test_util.h"
+#include "tests/test_util.h"
+
+namespace fak {
+namespace {
+
+using testing::MakeWorker;
+using testing::MaxAbsDiff;
+using testing::RecomputeLogits;
+using testing::Worker;
+
+class RedisKVTierTest : public ::testing::Test {
+ protected:
+  RedisKVTierTest() : server_(dir_.path()), store_(MakeMemoryBlobStore()), corpus_(*store_), chain_(ScreenChain::Default()) {}
+  void SetUp() override {
+    FAK_REQUIRE_REDIS();
+    ASSERT_TRUE(server_.Start());
+    t_ = testing::Conversation(corpus_, "zeta");
+  }
+  std::unique_ptr<KVTierStore> Open() { return *OpenRedisKVTier(server_.Options(), /*chunk_bytes=*/4096); }
+  // Worker A computes t_ and writes it through to Redis.
+  void FillFromA(KVTierStore& tier) {
+    Worker a = MakeWorker(corpus_, chain_, {.seed = 1, .spill_to = &tier, .write_through = true});
+    ASSERT_TRUE(a.driver->Materialize("default", t_).has_value());
+    a.spiller->Flush();
+    ASSERT_EQ(a.spiller->Stats().failed, 0u) << a.spiller->Stats().last_error;
+  }
+
+  testing::ScopedTempDir dir_;
+  testing::RedisServer server_;
+  std::unique_ptr<BlobStore> store_;
+  TextCorpus corpus_;
+  ScreenChain chain_;
+  TranscriptRef t_;
+};
+
+TEST_F(RedisKVTierTest, WorkerBServesWhatWorkerAComputed) {
+  std::unique_ptr<KVTierStore> tier_a = Open(), tier_b = Open();  // two connections, as two processes
+  FillFromA(*tier_a);
+  Worker b = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier_b.get()});
+  ASSERT_OK_AND_ASSIGN(Materialized m, b.driver->Materialize("default", t_));
+  ASSERT_EQ(m.verdict, MaterializeVerdict::kFault) << m.detail;
+  EXPECT_GT(b.pager->Stats().paged_bytes, 4096u * 4);  // several chunks
+  const std::vector<float> want = RecomputeLogits(*b.model, m.tokens);
+  EXPECT_EQ(MaxAbsDiff(m.logits, want), 0.0f);
+  // Control: another model's logits for the same text differ.
+  Worker other = MakeWorker(corpus_, chain_, {.seed = 2});
+  EXPECT_GT(MaxAbsDiff(RecomputeLogits(*other.model, m.tokens), want), 0.0f);
+}
+
+TEST_F(RedisKVTierTest, LostChunkIsRefusedAsTruncated) {
+  std::unique_ptr<KVTierStore> tier = Open();
+  FillFromA(*tier);
+  ASSERT_OK_AND_ASSIGN(std::vector<TierKey> keys, tier->KeysFromSource(t_.segments[0]));
+  ASSERT_EQ(keys.size(), 1u);
+  testing::RawRedis raw(server_.port());
+  EXPECT_EQ(raw.Command({"DEL", "faktest:kvt:c:" + keys[0].id + ":2"}), ":1");
+  Worker b = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier.get()});
+  ASSERT_OK_AND_ASSIGN(Materialized m, b.driver->Materialize("default", t_));
+  EXPECT_EQ(m.verdict, MaterializeVerdict::kRecompute);
+  EXPECT_EQ(b.pager->Stats().count(PageInFailure::kTruncated), 1u);
+  EXPECT_EQ(MaxAbsDiff(m.logits, RecomputeLogits(*b.model, m.tokens)), 0.0f);
+}
+
+TEST_F(RedisKVTierTest, OutageFallsBackToRecompute) {
+  std::unique_ptr<KVTierStore> tier = Open();
+  FillFromA(*tier);
+  server_.Stop();
+  Worker b = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier.get()});
+  ASSERT_OK_AND_ASSIGN(Materialized m, b.driver->Materialize("default", t_));
+  EXPECT_EQ(m.verdict, MaterializeVerdict::kRecompute);
+  EXPECT_EQ(b.pager->Stats().count(PageInFailure::kUnavailable), 1u);
+  EXPECT_EQ(MaxAbsDiff(m.logits, RecomputeLogits(*b.model, m.tokens)), 0.0f);
+}
+
+TEST_F(RedisKVTierTest, ErasingATextErasesItsEntries) {
+  std::unique_ptr<KVTierStore> tier = Open();
+  FillFromA(*tier);
+  ASSERT_OK_AND_ASSIGN(std::vector<TierKey> keys, tier->KeysFromSource(t_.segments[3]));
+  ASSERT_EQ(keys.size(), 1u);
+  Worker w = MakeWorker(corpus_, chain_, {.seed = 1});
+  SourceSweeper sweeper(*w.tree, {tier.get()}, chain_.denylist());
+  ASSERT_OK(chain_.denylist().Add(t_.segments[3], "test"));
+  ASSERT_OK_AND_ASSIGN(SweepReport r, sweeper.SweepOnce());
+  EXPECT_EQ(r.tier_entries, 1u);
+  EXPECT_EQ(tier->Get(keys[0]).error().code(), StatusCode::kNotFound);
+  // Control: nothing else was listed, so a second sweep erases nothing.
+  EXPECT_EQ(sweeper.SweepOnce()->sources_erased, 0u);
+  testing::RawRedis raw(server_.port());
+  EXPECT_EQ(raw.Command({"EXISTS", "faktest:kvt:s:" + t_.segments[3].Hex()}), ":0");
+}
+
+}  // namespace
+}  // namespace fak

@@ -1,0 +1,140 @@
+// Slab files and the directory KV tier: round trip, every decode problem typed, atomic durable
+// writes through the Env (a failed write leaves nothing), the source index across a reopen.
+#include <gtest/gtest.h>
+
+#include "fak/kvtier/kv_tier_store.h"
+#include "fak/kvtier/slab_file.h"
+#include "tests/kvtier/kv_tier_test_util.h"
+#include "tests/store/store_test_util.h"
+#include "tests/support/fault_injection_env.h"
+#include "tests/test_util.h"
+
+namespace fak {
+namespace {
+
+// A two-layer slab of 5 tokens at position 7 with its manifest and source runs.
+struct Sample {
+  KVSlab slab;
+  KVManifest manifest;
+  std::vector<SourceSpan> sources;
+};
+
+Sample MakeSample() {
+  Sample s;
+  s.slab.shape = KVShape{2, 2, 4, 64};
+  s.slab.start_position = 7;
+  s.slab.tokens = {5, 6, 7, 8, 9};
+  const size_t n = 2 * 2 * 5 * 4;
+  s.slab.k = testing::RandomVector(n, 1);
+  s.slab.kraw = testing::RandomVector(n, 2);
+  s.slab.v = testing::RandomVector(n, 3);
+  std::vector<int32_t> context{1, 2, 3, 4, 1, 2, 3, 5, 6, 7, 8, 9};
+  BindingTuple b;
+  b.model_id = Digest::Of("model");
+  b.tokenizer_id = Digest::Of("tokenizer");
+  b.precision = Precision{"f32", "f32", "scalar"};
+  b.position = PositionConvention{"rope", "adjacent", 10000, "none"};
+  b.producer = Producer{"fak", "0.1.0", "kernels-r1 test"};
+  b = *BindSpan(b, context, 7, 5);
+  b.integrity_checksum = KVSlabChecksum(s.slab);
+  s.sources = {SourceSpan{7, 5, Digest::Of("text")}};
+  s.manifest = *MakeManifest(b, SourceSetDigest(s.sources, 7, 5, b.span_digest), "acme");
+  return s;
+}
+
+TEST(SlabFile, RoundTrips) {
+  const Sample s = MakeSample();
+  ASSERT_OK_AND_ASSIGN(std::string bytes, EncodeSlabFile(s.manifest, s.sources, s.slab));
+  ASSERT_OK_AND_ASSIGN(SlabFile f, DecodeSlabFile(bytes));
+  EXPECT_EQ(f.manifest, s.manifest);
+  EXPECT_EQ(f.sources, s.sources);
+  EXPECT_EQ(f.slab.tokens, s.slab.tokens);
+  EXPECT_EQ(f.slab.start_position, 7u);
+  EXPECT_EQ(f.slab.k, s.slab.k);
+  EXPECT_EQ(f.slab.kraw, s.slab.kraw);
+  EXPECT_EQ(f.slab.v, s.slab.v);
+  EXPECT_EQ(KVSlabChecksum(f.slab), s.manifest.binding.integrity_checksum);
+}
+
+TEST(SlabFile, EveryDamageIsTyped) {
+  const Sample s = MakeSample();
+  const std::string good = *EncodeSlabFile(s.manifest, s.sources, s.slab);
+  auto problem_of = [](std::string_view bytes) {
+    SlabFileProblem p = SlabFileProblem::kNone;
+    EXPECT_FALSE(DecodeSlabFile(bytes, &p).has_value());
+    return p;
+  };
+  EXPECT_EQ(problem_of(good.substr(0, good.size() - 1)), SlabFileProblem::kTruncated);
+  EXPECT_EQ(problem_of(good.substr(0, 20)), SlabFileProblem::kTruncated);
+  EXPECT_EQ(problem_of(good + "x"), SlabFileProblem::kMalformed);
+  for (size_t at : {size_t{20}, kSlabFileHeaderBytes + 3, good.size() - 1}) {  // header, manifest, kv
+    std::string bad = good;
+    bad[at] ^= 1;
+    EXPECT_EQ(problem_of(bad), SlabFileProblem::kChecksum) << at;
+  }
+  std::string magic = good;
+  magic[0] = 'X';
+  EXPECT_EQ(problem_of(magic), SlabFileProblem::kUnsupported);
+  std::string version = good;
+  version[8] = 2;
+  EXPECT_EQ(problem_of(version), SlabFileProblem::kUnsupported);
+  KVSlab ragged = s.slab;
+  ragged.v.pop_back();
+  EXPECT_EQ(EncodeSlabFile(s.manifest, s.sources, ragged).error().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(DirectoryKVTier, PutGetEndsSourcesAcrossReopen) {
+  testing::ScopedTempDir dir;
+  const TierKey a{Digest::Of("a").Hex(), 12}, b{Digest::Of("b").Hex(), 30};
+  const Digest text = Digest::Of("text"), other = Digest::Of("other");
+  const Sample s = MakeSample();
+  const std::string bytes = *EncodeSlabFile(s.manifest, s.sources, s.slab);
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenDirectoryKVTier(dir.Sub("t")));
+    ASSERT_OK(tier->Put(a, bytes, std::vector<Digest>{text}));
+    ASSERT_OK(tier->Put(b, bytes, std::vector<Digest>{other}));
+    EXPECT_EQ(*tier->Get(a), bytes);
+    EXPECT_EQ(tier->Get(TierKey{a.id, 13}).error().code(), StatusCode::kNotFound);
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenDirectoryKVTier(dir.Sub("t")));
+  EXPECT_EQ(*tier->Ends(), (std::vector<uint64_t>{12, 30}));
+  // The index is rebuilt from the files' source sections (which record Digest::Of("text") here).
+  EXPECT_EQ(tier->KeysFromSource(text)->size(), 2u);
+  ASSERT_OK_AND_ASSIGN(size_t erased, tier->EraseSource(text));
+  EXPECT_EQ(erased, 2u);
+  EXPECT_EQ(tier->Get(a).error().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(tier->Ends()->empty());
+  EXPECT_EQ(tier->Remove(a).code(), StatusCode::kNotFound);
+  EXPECT_EQ(OpenDirectoryKVTier("").error().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(DirectoryKVTier, RejectsKeysThatAreNotDigests) {
+  testing::ScopedTempDir dir;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenDirectoryKVTier(dir.Sub("t")));
+  for (const std::string& id : {std::string("../../escape"), std::string(64, 'A'), std::string(63, 'a'), std::string()}) {
+    const TierKey bad{id, 5};
+    EXPECT_EQ(tier->Put(bad, "x", {}).code(), StatusCode::kInvalidArgument) << id;
+    EXPECT_EQ(tier->Get(bad).error().code(), StatusCode::kInvalidArgument) << id;
+    EXPECT_EQ(tier->Remove(bad).code(), StatusCode::kInvalidArgument) << id;
+  }
+  EXPECT_TRUE(tier->Ends()->empty());
+  EXPECT_OK(ValidateTierKey(TierKey{std::string(64, 'a'), 5}));  // control: a digest-shaped id passes
+}
+
+TEST(DirectoryKVTier, AFailedWriteLeavesNothing) {
+  testing::ScopedTempDir dir;
+  testing::FaultInjectionEnv env(Env::Default());
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenDirectoryKVTier(dir.Sub("t"), &env));
+  const TierKey a{Digest::Of("a").Hex(), 12};
+  for (testing::EnvOp op : {testing::EnvOp::kSync, testing::EnvOp::kRename}) {
+    env.FailNth(op, 1);
+    EXPECT_FALSE(tier->Put(a, "bytes", {}).ok());
+    EXPECT_EQ(tier->Get(a).error().code(), StatusCode::kNotFound) << testing::EnvOpName(op);
+  }
+  env.ClearFaults();
+  ASSERT_OK(tier->Put(a, "bytes", {}));
+  EXPECT_EQ(*tier->Get(a), "bytes");
+}
+
+}  // namespace
+}  // namespace fak

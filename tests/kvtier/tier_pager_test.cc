@@ -1,0 +1,174 @@
+// TierPager refusals: a slab in the tier is served only when it passes every check; each kind of
+// bad slab — tampered (bytes, or bytes with the file's checksums rewritten to match), truncated,
+// another model's, another tenant's, derived from a denylisted text — is refused with its typed
+// reason, counted, and the context is recomputed from text with the exact logits.
+#include <gtest/gtest.h>
+
+#include "tests/kvtier/kv_tier_test_util.h"
+#include "tests/store/store_test_util.h"
+#include "tests/test_util.h"
+
+namespace fak {
+namespace {
+
+using testing::MakeWorker;
+using testing::MaxAbsDiff;
+using testing::RecomputeLogits;
+using testing::Worker;
+
+class TierPagerTest : public ::testing::Test {
+ protected:
+  TierPagerTest() : store_(MakeMemoryBlobStore()), corpus_(*store_), chain_(ScreenChain::Default()) {
+    tier_ = *OpenDirectoryKVTier(dir_.Sub("tier"));
+    t_ = testing::Conversation(corpus_, "gamma");
+  }
+
+  // Computes `t` with model `seed` as `tenant` and writes its nodes through to the tier.
+  void Fill(uint64_t seed, const std::string& tenant, const TranscriptRef& t) {
+    Worker w = MakeWorker(corpus_, chain_, {.seed = seed, .spill_to = tier_.get(), .write_through = true});
+    ASSERT_TRUE(w.driver->Materialize(tenant, t).has_value());
+    w.spiller->Flush();
+    ASSERT_EQ(w.spiller->Stats().failed, 0u);
+  }
+
+  // A fresh worker materializes `t` as `tenant`: the page-in must be refused for `reason`, and the
+  // recompute must be exact.
+  void ExpectRefused(PageInFailure reason, const std::string& tenant = "default") {
+    Worker w = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier_.get()});
+    ASSERT_OK_AND_ASSIGN(Materialized m, w.driver->Materialize(tenant, t_));
+    EXPECT_EQ(m.verdict, MaterializeVerdict::kRecompute) << m.detail;
+    EXPECT_EQ(m.reused_tokens, 0u);
+    EXPECT_GT(w.pager->Stats().count(reason), 0u) << m.detail;
+    EXPECT_EQ(w.pager->Stats().served_slabs, 0u);
+    EXPECT_NE(m.detail.find(PageInFailureName(reason)), std::string::npos) << m.detail;
+    EXPECT_EQ(MaxAbsDiff(m.logits, RecomputeLogits(*w.model, m.tokens)), 0.0f);
+  }
+
+  // Rewrites every slab file through `edit` (on the decoded file), re-encoding it with fresh
+  // section checksums: what an attacker with write access to the tier could do.
+  void Rewrite(const std::function<void(SlabFile&)>& edit) {
+    for (const std::string& path : testing::SlabFiles(dir_.Sub("tier"))) {
+      ASSERT_OK_AND_ASSIGN(SlabFile f, DecodeSlabFile(testing::ReadAll(path)));
+      edit(f);
+      ASSERT_OK_AND_ASSIGN(std::string bytes, EncodeSlabFile(f.manifest, f.sources, f.slab));
+      testing::WriteAll(path, bytes);
+    }
+  }
+
+  testing::ScopedTempDir dir_;
+  std::unique_ptr<BlobStore> store_;
+  TextCorpus corpus_;
+  ScreenChain chain_;
+  std::unique_ptr<KVTierStore> tier_;
+  TranscriptRef t_;
+};
+
+TEST_F(TierPagerTest, ServesAnIntactSlab) {  // the control for every refusal below
+  Fill(1, "default", t_);
+  Worker w = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier_.get()});
+  ASSERT_OK_AND_ASSIGN(Materialized m, w.driver->Materialize("default", t_));
+  EXPECT_EQ(m.verdict, MaterializeVerdict::kFault) << m.detail;
+  EXPECT_EQ(w.pager->Stats().served_slabs, 1u);
+}
+
+TEST_F(TierPagerTest, RefusesTamperedBytes) {
+  Fill(1, "default", t_);
+  for (const std::string& path : testing::SlabFiles(dir_.Sub("tier"))) {
+    std::string bytes = testing::ReadAll(path);
+    bytes[bytes.size() - 5] ^= 0x20;  // a bit of V
+    testing::WriteAll(path, bytes);
+  }
+  ExpectRefused(PageInFailure::kChecksum);
+}
+
+TEST_F(TierPagerTest, RefusesTamperedKVWithRewrittenFileChecksums) {
+  Fill(1, "default", t_);
+  Rewrite([](SlabFile& f) { f.slab.k[3] += 1.0f; });  // the file verifies; the manifest's checksum does not
+  ExpectRefused(PageInFailure::kChecksum);
+}
+
+TEST_F(TierPagerTest, RefusesTruncated) {
+  Fill(1, "default", t_);
+  for (const std::string& path : testing::SlabFiles(dir_.Sub("tier"))) {
+    const std::string bytes = testing::ReadAll(path);
+    testing::WriteAll(path, bytes.substr(0, bytes.size() / 2));
+  }
+  ExpectRefused(PageInFailure::kTruncated);
+}
+
+TEST_F(TierPagerTest, RefusesForeignModel) {
+  // Another model's KV of the same text, planted under this model's key.
+  Fill(2, "default", t_);
+  Worker serving = MakeWorker(corpus_, chain_, {.seed = 1});
+  const BindingTuple mine = serving.tree->ClaimFor("default").binding;
+  for (const std::string& path : testing::SlabFiles(dir_.Sub("tier"))) {
+    ASSERT_OK_AND_ASSIGN(SlabFile f, DecodeSlabFile(testing::ReadAll(path)));
+    const TierKey key = TierKeyFor(mine, "default", f.manifest.binding.span_digest, f.manifest.binding.tokens.end());
+    testing::WriteAll(dir_.Sub("tier/slabs/") + std::to_string(key.end) + "-" + key.id + ".kvslab", testing::ReadAll(path));
+  }
+  ExpectRefused(PageInFailure::kAxis);
+}
+
+TEST_F(TierPagerTest, RefusesForeignTenant) {
+  Fill(1, "acme", t_);
+  {  // Under its own key another tenant simply finds nothing...
+    Worker w = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier_.get()});
+    ASSERT_OK_AND_ASSIGN(Materialized m, w.driver->Materialize("globex", t_));
+    EXPECT_EQ(m.verdict, MaterializeVerdict::kRecompute);
+    EXPECT_GT(w.pager->Stats().count(PageInFailure::kAbsent), 0u);
+  }
+  // ... and acme's slab planted under globex's key is refused by the gate's tenancy check.
+  Worker serving = MakeWorker(corpus_, chain_, {.seed = 1});
+  const BindingTuple mine = serving.tree->ClaimFor("globex").binding;
+  for (const std::string& path : testing::SlabFiles(dir_.Sub("tier"))) {
+    ASSERT_OK_AND_ASSIGN(SlabFile f, DecodeSlabFile(testing::ReadAll(path)));
+    const TierKey key = TierKeyFor(mine, "globex", f.manifest.binding.span_digest, f.manifest.binding.tokens.end());
+    testing::WriteAll(dir_.Sub("tier/slabs/") + std::to_string(key.end) + "-" + key.id + ".kvslab", testing::ReadAll(path));
+  }
+  ExpectRefused(PageInFailure::kTenant, "globex");
+}
+
+TEST_F(TierPagerTest, RefusesSlabFromDenylistedText) {
+  // The same tokens from other texts: "…notes.\n" + "assistant…" as two messages, and as one. The
+  // slab records the two-message sources; denying one of them refuses it for the one-message
+  // transcript, whose own text is not denied (so Materialize itself does not refuse).
+  Fill(1, "default", t_);
+  std::string joined;
+  for (const Digest& d : t_.segments) joined += *corpus_.GetSource(d);
+  const Digest denied = t_.segments[2];
+  t_ = testing::PutTranscript(corpus_, "joined", {joined});
+  ASSERT_OK(chain_.denylist().Add(denied, "test: withdrawn"));
+  ExpectRefused(PageInFailure::kDenied);
+}
+
+TEST_F(TierPagerTest, RefusesRewrittenSourceRuns) {
+  // Dropping the runs (to hide a denied source) breaks the manifest's source binding.
+  Fill(1, "default", t_);
+  Rewrite([](SlabFile& f) { f.sources.clear(); });
+  ExpectRefused(PageInFailure::kChecksum);
+}
+
+TEST_F(TierPagerTest, APublicPrefixIsSharedAcrossTenantsAndNothingElse) {
+  const std::string system = *corpus_.GetSource(t_.segments[0]);
+  AccessPolicy access;
+  ASSERT_OK(access.DeclarePublicPrefix("system", std::vector<int32_t>(system.begin(), system.end())));  // byte ids
+  {  // acme computes its conversation: the system prompt is stored in the public namespace
+    Worker a = MakeWorker(corpus_, chain_, {.seed = 1, .spill_to = tier_.get(), .write_through = true, .access = &access});
+    ASSERT_TRUE(a.driver->Materialize("acme", t_).has_value());
+    a.spiller->Flush();
+  }
+  ASSERT_EQ(tier_->Ends()->size(), 2u);  // [0, system) public, [system, end) acme's
+  Worker g = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier_.get(), .access = &access});
+  ASSERT_OK_AND_ASSIGN(Materialized m, g.driver->Materialize("globex", t_));
+  EXPECT_EQ(m.verdict, MaterializeVerdict::kRecompute);
+  EXPECT_EQ(m.reused_tokens, system.size());  // the public part came from the tier; acme's part did not
+  EXPECT_EQ(g.driver->Stats().paged_tokens, system.size());
+  EXPECT_EQ(MaxAbsDiff(m.logits, RecomputeLogits(*g.model, m.tokens)), 0.0f);
+}
+
+TEST_F(TierPagerTest, AbsentIsAMissNotAnError) {
+  ExpectRefused(PageInFailure::kAbsent);
+}
+
+}  // namespace
+}  // namespace fak
