@@ -641,32 +641,15 @@ void Attention(const AttentionArgs& a) {
   }
 }
 
-// IEEE half to float; exact, so every tier gives the same bits.
+// IEEE half (bfloat16) to float; exact, so every tier gives the same bits.
 template <class V>
 void F16ToF32(const uint16_t* x, float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t h = x[i], sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-    if (exp == 0x1f) {
-      bits = sign | 0x7f800000u | (mant << 13);
-    } else if (exp != 0) {
-      bits = sign | ((exp + 112) << 23) | (mant << 13);
-    } else if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: renormalise
-      int e = -1;
-      do { mant <<= 1; ++e; } while ((mant & 0x400u) == 0);
-      bits = sign | static_cast<uint32_t>(112 - e) << 23 | ((mant & 0x3ffu) << 13);
-    }
-    std::memcpy(y + i, &bits, 4);
-  }
+  for (size_t i = 0; i < n; ++i) y[i] = ToF32(F16{x[i]});
 }
 
 template <class V>
 void Bf16ToF32(const uint16_t* x, float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
-    std::memcpy(y + i, &bits, 4);
-  }
+  for (size_t i = 0; i < n; ++i) y[i] = ToF32(Bf16{x[i]});
 }
 
 template <class V>
