@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "fak/kernels/kv_dtype.h"
 #include "fak/kernels/rope_pairing.h"
 #include "kernels/quant_format.h"
 
@@ -18,12 +19,13 @@ enum class Tier : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 inline constexpr int kNumTiers = 3;
 
 
-// Keys [first, first + n) of one sequence, stored contiguously per KV head: key first + t of KV
-// head h is at k + h * kv_head_stride + t * head_dim, its value at the same offset from v.
+// Keys [first, first + n) of one sequence, stored contiguously per KV head as elements of the
+// attention call's kv_dtype: key first + t of KV head h is element h * kv_head_stride + t * head_dim
+// from k, its value the same element from v.
 struct KeyRun {
-  const float* k;
-  const float* v;
-  size_t kv_head_stride;  // floats between KV heads
+  const void* k;
+  const void* v;
+  size_t kv_head_stride;  // elements between KV heads
   size_t n;               // keys in the run
 };
 
@@ -47,6 +49,8 @@ inline constexpr size_t AttentionScratchFloats(size_t rows, size_t last_key_end,
 // Row r is the query at position key_end - 1 + r (causal): it attends keys [b_r, key_end + r), where
 // b_r = max(key_begin, key_end + r - window) with a sliding window (window > 0), else key_begin.
 // Every row gets the bits a call with that row alone gives: how rows are grouped changes nothing.
+// Keys and values stored as f16 or bf16 are widened exactly as they are read, so the result equals
+// the f32 call on the widened values, bit for bit.
 struct AttentionArgs {
   const float* q;          // [rows][n_heads][head_dim], already rotated
   const KeyRun* runs;      // covering at least keys [0, key_end + rows - 1)
@@ -59,6 +63,7 @@ struct AttentionArgs {
   size_t head_begin, head_end;  // query heads to compute (lets callers split heads across threads)
   size_t rows = 1;
   size_t window = 0;       // 0: no sliding window
+  KVDtype kv_dtype = KVDtype::kF32;  // the element type of the runs' keys and values
 };
 
 struct KernelTable {

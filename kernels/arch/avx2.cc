@@ -41,6 +41,12 @@ struct Avx2V {
     __m256 r = _mm256_hadd_ps(h, h);  // rows 0, 1 in lanes 0-1, rows 2, 3 in lanes 4-5
     return _mm256_permutevar8x32_ps(r, _mm256_setr_epi32(0, 1, 4, 5, 0, 1, 4, 5));
   }
+  // Exact widenings of 8 stored KV elements (kernels_impl.h LoadKV): F16C, and a shift for bf16.
+  static B LoadF16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static B LoadBf16(const uint16_t* p) {
+    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
   static B Max(B a, B b) { return xsimd::max(a, b); }
   static B Exp(B v) { return xsimd::exp(v); }
   static B Tanh(B v) { return xsimd::tanh(v); }

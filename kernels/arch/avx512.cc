@@ -48,6 +48,13 @@ struct Avx512V {
     // r's 128-bit lanes hold rows (0,1), (4,5), (2,3), (6,7) in their first two floats.
     return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 1, 8, 9, 4, 5, 12, 13, 0, 1, 8, 9, 4, 5, 12, 13), r);
   }
+  // Exact widenings of 16 stored KV elements (kernels_impl.h LoadKV): vcvtph2ps, and a shift for
+  // bf16 (AVX-512 BF16's dot products would round the query to bf16 too: another regime).
+  static B LoadF16(const uint16_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+  static B LoadBf16(const uint16_t* p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
   static B Max(B a, B b) { return xsimd::max(a, b); }
   static B Exp(B v) { return xsimd::exp(v); }
   static B Tanh(B v) { return xsimd::tanh(v); }

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/kernel_table.h"
 
@@ -346,6 +347,80 @@ void Scale(const float* a, float s, float* y, size_t n) {
   for (; i < n; ++i) y[i] = a[i] * s;
 }
 
+// Stored KV elements (KeyRun): float, or the 16-bit patterns of an f16 or bf16 cache. Attention
+// widens each element as it loads it — exactly (F16C or a shift where the tier has them, else the
+// scalar conversion) — so an f16 call has the bits of an f32 call on the widened values.
+struct F16 {
+  uint16_t bits;
+};
+struct Bf16 {
+  uint16_t bits;
+};
+
+inline float ToF32(float x) { return x; }
+inline float ToF32(F16 x) {  // (kv_convert.h's F16ToF32; kept here so a tier TU links nothing)
+  uint32_t h = x.bits, sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: renormalise
+    int e = -1;
+    do { mant <<= 1; ++e; } while ((mant & 0x400u) == 0);
+    bits = sign | static_cast<uint32_t>(112 - e) << 23 | ((mant & 0x3ffu) << 13);
+  }
+  float y;
+  std::memcpy(&y, &bits, 4);
+  return y;
+}
+inline float ToF32(Bf16 x) {
+  const uint32_t bits = static_cast<uint32_t>(x.bits) << 16;
+  float y;
+  std::memcpy(&y, &bits, 4);
+  return y;
+}
+
+// kWidth stored elements widened to a register.
+template <class V>
+typename V::B LoadKV(const float* p) { return V::Load(p); }
+template <class V>
+typename V::B LoadKV(const F16* p) {
+  if constexpr (requires { V::LoadF16(&p->bits); }) {
+    return V::LoadF16(&p->bits);
+  } else {
+    alignas(64) float tmp[V::kWidth];
+    for (size_t i = 0; i < V::kWidth; ++i) tmp[i] = ToF32(p[i]);
+    return V::Load(tmp);
+  }
+}
+template <class V>
+typename V::B LoadKV(const Bf16* p) {
+  if constexpr (requires { V::LoadBf16(&p->bits); }) {
+    return V::LoadBf16(&p->bits);
+  } else {
+    alignas(64) float tmp[V::kWidth];
+    for (size_t i = 0; i < V::kWidth; ++i) tmp[i] = ToF32(p[i]);
+    return V::Load(tmp);
+  }
+}
+
+// Dot(a, b, n) with b stored as E: the same arithmetic on the widened values.
+template <class V, class E>
+float DotKV(const float* a, const E* b, size_t n) {
+  if constexpr (std::is_same_v<E, float>) {
+    return Dot<V>(a, b, n);
+  } else {
+    typename V::B acc = V::Set1(0.0f);
+    size_t i = 0;
+    for (; i + V::kWidth <= n; i += V::kWidth) acc = V::Fma(V::Load(a + i), LoadKV<V>(b + i), acc);
+    float s = V::Hsum(acc);
+    for (; i < n; ++i) s = s + a[i] * ToF32(b[i]);
+    return s;
+  }
+}
+
 // Grouped-query attention shares each K and V row among the query heads of its KV head: up to
 // kAttentionHeadsAtOnce of them run together, so one load of a K or V chunk feeds several fmas.
 // Every score still has Dot's arithmetic (full-width chunks in order, Hsum, the scalar tail) and
@@ -353,8 +428,8 @@ void Scale(const float* a, float s, float* y, size_t n) {
 
 // s_h[t] = Dot(q_h, k_t) · scale for HB heads (q_h at q + h·head_dim, s_h at s + h·ld_s) over n keys
 // (k_t at k + t·head_dim): blocks of KB keys × HB heads fill one HsumBatch of kWidth accumulators.
-template <class V, size_t HB>
-void AttentionScores(const float* q, const float* k, size_t head_dim, size_t n, float scale, float* s, size_t ld_s) {
+template <class V, size_t HB, class E>
+void AttentionScores(const float* q, const E* k, size_t head_dim, size_t n, float scale, float* s, size_t ld_s) {
   constexpr size_t W = V::kWidth, KB = W / HB;
   const size_t full = head_dim / W * W;
   alignas(64) float sums[W];
@@ -364,7 +439,7 @@ void AttentionScores(const float* q, const float* k, size_t head_dim, size_t n, 
     for (size_t j = 0; j < W; ++j) acc[j] = V::Set1(0.0f);
     for (size_t i = 0; i < full; i += W) {
       typename V::B kv[KB];
-      for (size_t j = 0; j < KB; ++j) kv[j] = V::Load(k + (t + j) * head_dim + i);
+      for (size_t j = 0; j < KB; ++j) kv[j] = LoadKV<V>(k + (t + j) * head_dim + i);
       for (size_t h = 0; h < HB; ++h) {
         const typename V::B qv = V::Load(q + h * head_dim + i);
         for (size_t j = 0; j < KB; ++j) acc[h * KB + j] = V::Fma(qv, kv[j], acc[h * KB + j]);
@@ -374,20 +449,21 @@ void AttentionScores(const float* q, const float* k, size_t head_dim, size_t n, 
     for (size_t h = 0; h < HB; ++h) {
       const float* qh = q + h * head_dim;
       for (size_t j = 0; j < KB; ++j) {
-        const float* kj = k + (t + j) * head_dim;
+        const E* kj = k + (t + j) * head_dim;
         float x = sums[h * KB + j];
-        for (size_t i = full; i < head_dim; ++i) x = x + qh[i] * kj[i];
+        for (size_t i = full; i < head_dim; ++i) x = x + qh[i] * ToF32(kj[i]);
         s[h * ld_s + t + j] = x * scale;
       }
     }
   }
   for (; t < n; ++t)
-    for (size_t h = 0; h < HB; ++h) s[h * ld_s + t] = Dot<V>(q + h * head_dim, k + t * head_dim, head_dim) * scale;
+    for (size_t h = 0; h < HB; ++h) s[h * ld_s + t] = DotKV<V>(q + h * head_dim, k + t * head_dim, head_dim) * scale;
 }
 
 // Calls f(k, v, first, n) for each stored stretch of keys [a.key_begin, a.key_end) of KV head
-// `kv_head`, in key order: k and v point at key `first`, the n keys after it are contiguous.
-template <class F>
+// `kv_head`, in key order: k and v point at key `first` (elements of type E), the n keys after it
+// are contiguous.
+template <class E, class F>
 void ForEachKeyStretch(const AttentionArgs& a, size_t kv_head, F&& f) {
   size_t run_first = 0;
   for (size_t r = 0; r < a.n_runs && run_first < a.key_end; ++r) {
@@ -395,7 +471,7 @@ void ForEachKeyStretch(const AttentionArgs& a, size_t kv_head, F&& f) {
     const size_t lo = std::max(run_first, a.key_begin), hi = std::min(run_first + run.n, a.key_end);
     if (lo < hi) {
       const size_t offset = kv_head * run.kv_head_stride + (lo - run_first) * a.head_dim;
-      f(run.k + offset, run.v + offset, lo, hi - lo);
+      f(static_cast<const E*>(run.k) + offset, static_cast<const E*>(run.v) + offset, lo, hi - lo);
     }
     run_first += run.n;
   }
@@ -404,12 +480,12 @@ void ForEachKeyStretch(const AttentionArgs& a, size_t kv_head, F&& f) {
 // out_h[d] = Σ_t s_h[t] · v_t[d] over the window's keys for HB heads (s_h at s + h·ld_s, out_h at
 // out + h·head_dim), t in order for every (h, d) whatever the runs; four head_dim chunks of every
 // head run side by side, so their chains overlap and each V chunk is loaded once for all heads.
-template <class V, size_t HB>
+template <class V, size_t HB, class E>
 void AttentionValues(const AttentionArgs& a, size_t kv_head, const float* s, size_t ld_s, float* out) {
   constexpr size_t W = V::kWidth;
   const size_t head_dim = a.head_dim;
   auto for_each_key = [&](auto&& f) {  // f(s_t, v_t) with s_t = &s_0[t], for every key in order
-    ForEachKeyStretch(a, kv_head, [&](const float*, const float* v, size_t first, size_t n) {
+    ForEachKeyStretch<E>(a, kv_head, [&](const E*, const E* v, size_t first, size_t n) {
       const float* st = s + (first - a.key_begin);
       for (size_t t = 0; t < n; ++t) f(st + t, v + t * head_dim);
     });
@@ -419,9 +495,9 @@ void AttentionValues(const AttentionArgs& a, size_t kv_head, const float* s, siz
     typename V::B acc[HB][4];
     for (size_t h = 0; h < HB; ++h)
       for (size_t c = 0; c < 4; ++c) acc[h][c] = V::Set1(0.0f);
-    for_each_key([&](const float* st, const float* vt) {
-      const typename V::B v0 = V::Load(vt + d), v1 = V::Load(vt + d + W), v2 = V::Load(vt + d + 2 * W),
-                          v3 = V::Load(vt + d + 3 * W);
+    for_each_key([&](const float* st, const E* vt) {
+      const typename V::B v0 = LoadKV<V>(vt + d), v1 = LoadKV<V>(vt + d + W), v2 = LoadKV<V>(vt + d + 2 * W),
+                          v3 = LoadKV<V>(vt + d + 3 * W);
       for (size_t h = 0; h < HB; ++h) {
         const typename V::B sv = V::Set1(st[h * ld_s]);
         acc[h][0] = V::Fma(sv, v0, acc[h][0]);
@@ -436,31 +512,31 @@ void AttentionValues(const AttentionArgs& a, size_t kv_head, const float* s, siz
   for (; d + W <= head_dim; d += W) {
     typename V::B acc[HB];
     for (size_t h = 0; h < HB; ++h) acc[h] = V::Set1(0.0f);
-    for_each_key([&](const float* st, const float* vt) {
-      const typename V::B v0 = V::Load(vt + d);
+    for_each_key([&](const float* st, const E* vt) {
+      const typename V::B v0 = LoadKV<V>(vt + d);
       for (size_t h = 0; h < HB; ++h) acc[h] = V::Fma(V::Set1(st[h * ld_s]), v0, acc[h]);
     });
     for (size_t h = 0; h < HB; ++h) V::Store(out + h * head_dim + d, acc[h]);
   }
   for (; d < head_dim; ++d) {
     float acc[HB] = {};
-    for_each_key([&](const float* st, const float* vt) {
-      for (size_t h = 0; h < HB; ++h) acc[h] = acc[h] + st[h * ld_s] * vt[d];
+    for_each_key([&](const float* st, const E* vt) {
+      for (size_t h = 0; h < HB; ++h) acc[h] = acc[h] + st[h * ld_s] * ToF32(vt[d]);
     });
     for (size_t h = 0; h < HB; ++h) out[h * head_dim + d] = acc[h];
   }
 }
 
 // Query heads [h0, h0 + HB) of one KV head: scores, softmax per head, weighted values.
-template <class V, size_t HB>
+template <class V, size_t HB, class E>
 void AttentionHeads(const AttentionArgs& a, size_t h0) {
   const size_t kv_head = h0 / (a.n_heads / a.n_kv_heads), n_keys = a.key_end - a.key_begin;
   const float* q = a.q + h0 * a.head_dim;
-  ForEachKeyStretch(a, kv_head, [&](const float* k, const float*, size_t first, size_t n) {
+  ForEachKeyStretch<E>(a, kv_head, [&](const E* k, const E*, size_t first, size_t n) {
     AttentionScores<V, HB>(q, k, a.head_dim, n, a.scale, a.scratch + (first - a.key_begin), n_keys);
   });
   for (size_t h = 0; h < HB; ++h) Softmax<V>(a.scratch + h * n_keys, n_keys);
-  AttentionValues<V, HB>(a, kv_head, a.scratch, n_keys, a.out + h0 * a.head_dim);
+  AttentionValues<V, HB, E>(a, kv_head, a.scratch, n_keys, a.out + h0 * a.head_dim);
 }
 
 // Query rows [0, a.rows) of heads [h0, h0 + HB) of one KV head. The scores of every (head, row)
@@ -473,7 +549,33 @@ inline size_t FirstKey(const AttentionArgs& a, size_t r) {
   return a.window > 0 && end > a.window ? std::max(a.key_begin, end - a.window) : a.key_begin;
 }
 
-template <class V, size_t HB>
+// y[p][j] = Dot(x_p, k_j) for `pairs` rows x (ld hd) and n keys (ld hd) of type E, into y (ld ldy):
+// the keys are MatMul's W. 16-bit keys are widened first, a stack-sized batch of keys at a time
+// (MatMul's outputs do not depend on the column range, so batching changes no bit).
+template <class V, class E>
+void ScoreKeys(const float* x, size_t pairs, const E* k, size_t n, size_t hd, float* y, size_t ldy) {
+  if constexpr (std::is_same_v<E, float>) {
+    MatMul<V>(x, hd, k, hd, y, ldy, pairs, hd, 0, n);
+  } else {
+    constexpr size_t kFloats = 4096;  // 16 KiB: 16 keys of head_dim 256
+    alignas(64) float buf[kFloats];
+    const size_t batch = hd <= kFloats ? kFloats / hd : 1;
+    for (size_t j = 0; j < n; j += batch) {
+      const size_t m = std::min(batch, n - j);
+      if (hd > kFloats) {  // no model has such heads; stay correct anyway, one key at a time
+        for (size_t p = 0; p < pairs; ++p) y[p * ldy + j] = DotKV<V>(x + p * hd, k + j * hd, hd);
+        continue;
+      }
+      const E* src = k + j * hd;
+      size_t i = 0;
+      for (; i + V::kWidth <= m * hd; i += V::kWidth) V::Store(buf + i, LoadKV<V>(src + i));
+      for (; i < m * hd; ++i) buf[i] = ToF32(src[i]);
+      MatMul<V>(x, hd, buf, hd, y + j, ldy, pairs, hd, 0, m);
+    }
+  }
+}
+
+template <class V, size_t HB, class E>
 void AttentionHeadsRows(const AttentionArgs& a, size_t h0) {
   const size_t kv_head = h0 / (a.n_heads / a.n_kv_heads), hd = a.head_dim, rows = a.rows, pairs = HB * rows;
   const size_t lo = FirstKey(a, 0), hi = a.key_end + rows - 1, n = hi - lo;
@@ -489,8 +591,8 @@ void AttentionHeadsRows(const AttentionArgs& a, size_t h0) {
   AttentionArgs block = a;
   block.key_begin = lo;
   block.key_end = hi;
-  ForEachKeyStretch(block, kv_head, [&](const float* k, const float*, size_t first, size_t len) {
-    MatMul<V>(qg, hd, k, hd, s + (first - lo), n, pairs, hd, 0, len);
+  ForEachKeyStretch<E>(block, kv_head, [&](const E* k, const E*, size_t first, size_t len) {
+    ScoreKeys<V>(qg, pairs, k, len, hd, s + (first - lo), n);
   });
   for (size_t r = 0; r < rows; ++r) {
     const size_t b = FirstKey(a, r), e = a.key_end + r;
@@ -502,12 +604,12 @@ void AttentionHeadsRows(const AttentionArgs& a, size_t h0) {
     AttentionArgs row = a;
     row.key_begin = b;
     row.key_end = e;
-    AttentionValues<V, HB>(row, kv_head, s + r * n + (b - lo), rows * n, a.out + (r * a.n_heads + h0) * hd);
+    AttentionValues<V, HB, E>(row, kv_head, s + r * n + (b - lo), rows * n, a.out + (r * a.n_heads + h0) * hd);
   }
 }
 
-template <class V>
-void Attention(const AttentionArgs& a) {
+template <class V, class E>
+void AttentionOf(const AttentionArgs& a) {
   static_assert(kAttentionHeadsAtOnce == 4);
   const size_t group = a.n_heads / a.n_kv_heads;
   AttentionArgs one = a;  // a single row: the window folded into key_begin
@@ -515,7 +617,7 @@ void Attention(const AttentionArgs& a) {
   for (size_t h = a.head_begin; h < a.head_end;) {
     const size_t group_end = (h / group + 1) * group;  // heads of one KV head run together
     const size_t heads = V::kWidth < 4 ? 1 : std::min({a.head_end, group_end, h + kAttentionHeadsAtOnce}) - h;
-    auto run = [&]<size_t HB>() { a.rows == 1 ? AttentionHeads<V, HB>(one, h) : AttentionHeadsRows<V, HB>(a, h); };
+    auto run = [&]<size_t HB>() { a.rows == 1 ? AttentionHeads<V, HB, E>(one, h) : AttentionHeadsRows<V, HB, E>(a, h); };
     if constexpr (V::kWidth >= 4) {
       switch (heads) {
         case 4: run.template operator()<4>(); break;
@@ -530,32 +632,24 @@ void Attention(const AttentionArgs& a) {
   }
 }
 
-// IEEE half to float; exact, so every tier gives the same bits.
+template <class V>
+void Attention(const AttentionArgs& a) {
+  switch (a.kv_dtype) {
+    case KVDtype::kF16: return AttentionOf<V, F16>(a);
+    case KVDtype::kBF16: return AttentionOf<V, Bf16>(a);
+    default: return AttentionOf<V, float>(a);
+  }
+}
+
+// IEEE half (bfloat16) to float; exact, so every tier gives the same bits.
 template <class V>
 void F16ToF32(const uint16_t* x, float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t h = x[i], sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-    if (exp == 0x1f) {
-      bits = sign | 0x7f800000u | (mant << 13);
-    } else if (exp != 0) {
-      bits = sign | ((exp + 112) << 23) | (mant << 13);
-    } else if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: renormalise
-      int e = -1;
-      do { mant <<= 1; ++e; } while ((mant & 0x400u) == 0);
-      bits = sign | static_cast<uint32_t>(112 - e) << 23 | ((mant & 0x3ffu) << 13);
-    }
-    std::memcpy(y + i, &bits, 4);
-  }
+  for (size_t i = 0; i < n; ++i) y[i] = ToF32(F16{x[i]});
 }
 
 template <class V>
 void Bf16ToF32(const uint16_t* x, float* y, size_t n) {
-  for (size_t i = 0; i < n; ++i) {
-    uint32_t bits = static_cast<uint32_t>(x[i]) << 16;
-    std::memcpy(y + i, &bits, 4);
-  }
+  for (size_t i = 0; i < n; ++i) y[i] = ToF32(Bf16{x[i]});
 }
 
 template <class V>

@@ -131,7 +131,7 @@ BindingTuple RegimeBinding(const Model& model, const Tokenizer& tokenizer) {
   BindingTuple t;
   t.model_id = model.WeightsDigest();
   t.tokenizer_id = tokenizer.id();
-  t.precision = Precision{model.WeightDTypes(), "f32", std::string(ActiveKernelTier())};
+  t.precision = Precision{model.WeightDTypes(), std::string(KVDtypeName(model.kv_dtype())), std::string(ActiveKernelTier())};
   t.position.scheme = "rope";
   t.position.pairing = config.rope_pairing == RopePairing::kAdjacent ? "adjacent" : "split_half";
   t.position.base = config.rope_base;
@@ -161,12 +161,13 @@ Result<Digest> KVSpanChecksum(const KVCache& cache, size_t from, size_t n_tokens
   Digester d;
   d.Update("fak.kv_span.v1");
   for (size_t v : {s.n_layers, s.n_kv_heads, s.head_dim, n_tokens}) d.UpdatePod(static_cast<uint64_t>(v));
+  if (s.dtype != KVDtype::kF32) d.Update(KVDtypeName(s.dtype));  // (f32 checksums stay as they were)
   d.Update(cache.tokens().data() + from, n_tokens * sizeof(int32_t));
   d.Update(cache.positions().data() + from, n_tokens * sizeof(int32_t));
-  const size_t row_bytes = s.head_dim * sizeof(float);
+  const size_t row_bytes = s.head_dim * s.elem_bytes();
   for (size_t l = 0; l < s.n_layers; ++l) {
     for (size_t h = 0; h < s.n_kv_heads; ++h) {
-      for (const float* KVCache::Rows::*tensor : {&KVCache::Rows::k, &KVCache::Rows::kraw, &KVCache::Rows::v})
+      for (const std::byte* KVCache::Rows::*tensor : {&KVCache::Rows::k, &KVCache::Rows::kraw, &KVCache::Rows::v})
         cache.ForEachRun(l, h, from, n_tokens, [&](const KVCache::Rows& r) { d.Update(r.*tensor, r.n * row_bytes); });
     }
   }
@@ -178,8 +179,9 @@ Digest KVSlabChecksum(const KVSlab& slab) {
   d.Update("fak.kv_slab.v1");
   d.UpdatePod(static_cast<uint64_t>(slab.shape.n_layers)).UpdatePod(static_cast<uint64_t>(slab.shape.n_kv_heads));
   d.UpdatePod(static_cast<uint64_t>(slab.shape.head_dim)).UpdatePod(static_cast<uint64_t>(slab.start_position));
+  if (slab.shape.dtype != KVDtype::kF32) d.Update(KVDtypeName(slab.shape.dtype));  // (f32 checksums stay as they were)
   d.Update(slab.tokens.data(), slab.tokens.size() * sizeof(int32_t));
-  for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) d.Update(t->data(), t->size() * sizeof(float));
+  for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) d.Update(t->data(), t->size());
   return d.Finish();
 }
 

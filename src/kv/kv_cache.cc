@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "kernels/kv_convert.h"
 #include "src/core/exception_boundary.h"
 #include "src/kv/rope_binding.h"
 
@@ -13,8 +14,12 @@ namespace fak {
 namespace {
 
 Status CheckSlab(const KVSlab& slab, const KVShape& shape, const std::string& op) {
-  if (!(slab.shape == shape)) return InvalidArgument(op + ": the slab has another model's KV shape");
-  if (slab.k.size() != shape.n_layers * shape.n_kv_heads * slab.size() * shape.head_dim ||
+  if (!(slab.shape == shape)) {
+    return InvalidArgument(op + ": the slab has another model's KV shape or KV dtype (" +
+                           std::string(KVDtypeName(slab.shape.dtype)) + ", the cache holds " +
+                           std::string(KVDtypeName(shape.dtype)) + ")");
+  }
+  if (slab.k.size() != shape.n_layers * shape.n_kv_heads * slab.size() * shape.head_dim * shape.elem_bytes() ||
       slab.kraw.size() != slab.k.size() || slab.v.size() != slab.k.size()) {
     return InvalidArgument(op + ": slab tensors do not match its token count");
   }
@@ -27,20 +32,20 @@ KVCache::KVCache(const KVShape& shape, std::shared_ptr<const internal::RopeBindi
     : shape_(shape), rope_(std::move(rope)) {}
 
 size_t KVCache::kraw_bytes() const {
-  return shape_.n_layers * shape_.n_kv_heads * n_tokens_ * shape_.head_dim * sizeof(float);
+  return shape_.n_layers * shape_.n_kv_heads * n_tokens_ * shape_.head_dim * shape_.elem_bytes();
 }
 
 size_t KVCache::size_bytes() const { return 3 * kraw_bytes() + n_tokens_ * 2 * sizeof(int32_t); }
 
 void KVCache::Reallocate(size_t new_capacity) {
-  const size_t heads = shape_.n_layers * shape_.n_kv_heads, hd = shape_.head_dim;
+  const size_t heads = shape_.n_layers * shape_.n_kv_heads, hd = shape_.head_dim * shape_.elem_bytes();  // row bytes
   // Everything is allocated before anything moves, so a failed allocation leaves the cache as it was.
   // Uninitialised: slots are written before they are read, and shared slots never are.
-  auto k = std::make_unique_for_overwrite<float[]>(heads * new_capacity * hd);
-  auto kraw = std::make_unique_for_overwrite<float[]>(heads * new_capacity * hd);
-  auto v = std::make_unique_for_overwrite<float[]>(heads * new_capacity * hd);
+  auto k = std::make_unique_for_overwrite<std::byte[]>(heads * new_capacity * hd);
+  auto kraw = std::make_unique_for_overwrite<std::byte[]>(heads * new_capacity * hd);
+  auto v = std::make_unique_for_overwrite<std::byte[]>(heads * new_capacity * hd);
   std::vector<int32_t> positions(new_capacity), tokens(new_capacity);
-  auto move_tensor = [&](std::unique_ptr<float[]>& from, std::unique_ptr<float[]>& to) {
+  auto move_tensor = [&](std::unique_ptr<std::byte[]>& from, std::unique_ptr<std::byte[]>& to) {
     for (size_t h = 0; h < heads; ++h) {
       std::copy_n(from.get() + (h * capacity_ + shared_tokens_) * hd, (n_tokens_ - shared_tokens_) * hd,
                   to.get() + (h * new_capacity + shared_tokens_) * hd);
@@ -90,7 +95,7 @@ KVCache KVCache::Clone() const {
 }
 
 KVCache::Rows KVCache::RowsAt(size_t layer, size_t head, size_t from) const {
-  const size_t hd = shape_.head_dim;
+  const size_t hd = shape_.head_dim * shape_.elem_bytes();  // row bytes
   if (from >= shared_tokens_) {
     const size_t at = HeadOffset(layer, head) + from * hd;
     return {k_.get() + at, kraw_.get() + at, v_.get() + at, capacity_ - from, head_stride()};
@@ -102,18 +107,19 @@ KVCache::Rows KVCache::RowsAt(size_t layer, size_t head, size_t from) const {
     slab = s.get();
   }
   const size_t n = slab->size(), at = ((layer * shape_.n_kv_heads + head) * n + (from - slab->start_position)) * hd;
-  return {slab->k.data() + at, slab->kraw.data() + at, slab->v.data() + at, slab->start_position + n - from, n * hd};
+  return {slab->k.data() + at, slab->kraw.data() + at, slab->v.data() + at, slab->start_position + n - from,
+          n * shape_.head_dim};
 }
 
 void KVCache::CopyRowsFrom(const KVCache& src, size_t src_from, size_t n, size_t at) {
-  const size_t hd = shape_.head_dim;
+  const size_t hd = shape_.head_dim * shape_.elem_bytes();  // row bytes
   for (size_t l = 0; l < shape_.n_layers; ++l) {
     for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
       size_t to = at;
       src.ForEachRun(l, h, src_from, n, [&](const Rows& r) {
-        std::memcpy(mutable_k(l, h) + to * hd, r.k, r.n * hd * sizeof(float));
-        std::memcpy(mutable_kraw(l, h) + to * hd, r.kraw, r.n * hd * sizeof(float));
-        std::memcpy(mutable_v(l, h) + to * hd, r.v, r.n * hd * sizeof(float));
+        std::memcpy(mutable_k(l, h) + to * hd, r.k, r.n * hd);
+        std::memcpy(mutable_kraw(l, h) + to * hd, r.kraw, r.n * hd);
+        std::memcpy(mutable_v(l, h) + to * hd, r.v, r.n * hd);
         to += r.n;
       });
     }
@@ -161,15 +167,17 @@ Status KVCache::Truncate(size_t n) {
 }
 
 void KVCache::RerotateFrom(size_t from) {
-  const size_t hd = shape_.head_dim;
+  const size_t hd = shape_.head_dim, row_bytes = hd * shape_.elem_bytes();
+  std::vector<float> key(hd);
   for (size_t l = 0; l < shape_.n_layers; ++l) {
     const kernels::RopeTable& table = *rope_->layer_tables[l];
     for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
-      float* k = mutable_k(l, h);
-      const float* raw = kraw(l, h);
+      std::byte* k = mutable_k(l, h);
+      const std::byte* raw = kraw(l, h);
       for (size_t t = from; t < n_tokens_; ++t) {
-        std::memcpy(k + t * hd, raw + t * hd, hd * sizeof(float));
-        kernels::ApplyRope(k + t * hd, 1, hd, table, static_cast<size_t>(positions_[t]), rope_->pairing);
+        kernels::KVToF32(raw + t * row_bytes, key.data(), hd, shape_.dtype);
+        kernels::ApplyRope(key.data(), 1, hd, table, static_cast<size_t>(positions_[t]), rope_->pairing);
+        kernels::RoundToKV(key.data(), k + t * row_bytes, hd, shape_.dtype);
       }
     }
   }
@@ -182,12 +190,12 @@ Status KVCache::Evict(size_t from, size_t n) {
   }
   if (n == 0) return Status::Ok();
   Unshare(from);  // survivors move and re-rotate: own rows only
-  const size_t hd = shape_.head_dim, tail = n_tokens_ - from - n;
+  const size_t hd = shape_.head_dim * shape_.elem_bytes(), tail = n_tokens_ - from - n;  // row bytes
   for (size_t l = 0; l < shape_.n_layers; ++l) {
     for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
       // K of every moved survivor is rewritten from Kraw below, so only Kraw and V move.
-      for (float* t : {mutable_kraw(l, h), mutable_v(l, h)})
-        std::memmove(t + from * hd, t + (from + n) * hd, tail * hd * sizeof(float));
+      for (std::byte* t : {mutable_kraw(l, h), mutable_v(l, h)})
+        std::memmove(t + from * hd, t + (from + n) * hd, tail * hd);
     }
   }
   std::memmove(tokens_.data() + from, tokens_.data() + from + n, tail * sizeof(int32_t));
@@ -219,7 +227,7 @@ KVSlab KVSlab::Slice(size_t from, size_t n) const {
   out.shape = shape;
   out.start_position = start_position + from;
   out.tokens.assign(tokens.begin() + from, tokens.begin() + from + n);
-  const size_t hd = shape.head_dim, heads = shape.n_layers * shape.n_kv_heads, len = tokens.size();
+  const size_t hd = shape.head_dim * shape.elem_bytes(), heads = shape.n_layers * shape.n_kv_heads, len = tokens.size();
   for (auto [src, dst] : {std::pair{&k, &out.k}, std::pair{&kraw, &out.kraw}, std::pair{&v, &out.v}}) {
     dst->resize(heads * n * hd);
     for (size_t h = 0; h < heads; ++h)
@@ -237,10 +245,10 @@ Result<KVSlab> KVCache::CopySpan(size_t from, size_t n) const {
   slab.shape = shape_;
   slab.start_position = n == 0 ? from : static_cast<size_t>(positions_[from]);
   slab.tokens.assign(tokens_.begin() + from, tokens_.begin() + from + n);
-  const size_t hd = shape_.head_dim, floats = shape_.n_layers * shape_.n_kv_heads * n * hd;
-  slab.k.reserve(floats);  // filled by appending: each float is written once
-  slab.kraw.reserve(floats);
-  slab.v.reserve(floats);
+  const size_t hd = shape_.head_dim * shape_.elem_bytes(), bytes = shape_.n_layers * shape_.n_kv_heads * n * hd;
+  slab.k.reserve(bytes);  // filled by appending: each byte is written once
+  slab.kraw.reserve(bytes);
+  slab.v.reserve(bytes);
   for (size_t l = 0; l < shape_.n_layers; ++l) {
     for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
       ForEachRun(l, h, from, n, [&](const Rows& r) {
@@ -255,12 +263,12 @@ Result<KVSlab> KVCache::CopySpan(size_t from, size_t n) const {
 
 Status KVCache::AppendSlab(const KVSlab& slab) {
   FAK_RETURN_IF_ERROR(CheckSlab(slab, shape_, "AppendSlab"));
-  const size_t n = slab.size(), hd = shape_.head_dim, at = n_tokens_;
+  const size_t n = slab.size(), hd = shape_.head_dim * shape_.elem_bytes(), at = n_tokens_;  // row bytes
   if (n == 0) return Status::Ok();
   FAK_RETURN_IF_ERROR(Reserve(n_tokens_ + n));
-  const float* k_in = slab.k.data();
-  const float* kraw_in = slab.kraw.data();
-  const float* v_in = slab.v.data();
+  const std::byte* k_in = slab.k.data();
+  const std::byte* kraw_in = slab.kraw.data();
+  const std::byte* v_in = slab.v.data();
   for (size_t l = 0; l < shape_.n_layers; ++l) {
     for (size_t h = 0; h < shape_.n_kv_heads; ++h, k_in += n * hd, kraw_in += n * hd, v_in += n * hd) {
       std::copy_n(k_in, n * hd, mutable_k(l, h) + at * hd);
@@ -278,11 +286,13 @@ Digest KVCache::ComputeDigest() const {
   d.Update("fak.kv_cache.v1");
   d.UpdatePod(static_cast<uint64_t>(shape_.n_layers)).UpdatePod(static_cast<uint64_t>(shape_.n_kv_heads));
   d.UpdatePod(static_cast<uint64_t>(shape_.head_dim)).UpdatePod(static_cast<uint64_t>(n_tokens_));
+  // (f32 digests stay as they were)
+  if (shape_.dtype != KVDtype::kF32) d.Update(KVDtypeName(shape_.dtype));
   d.Update(positions_.data(), n_tokens_ * sizeof(int32_t));
-  const size_t row_bytes = shape_.head_dim * sizeof(float);
+  const size_t row_bytes = shape_.head_dim * shape_.elem_bytes();
   for (size_t l = 0; l < shape_.n_layers; ++l) {
     for (size_t h = 0; h < shape_.n_kv_heads; ++h) {
-      for (const float* Rows::*tensor : {&Rows::k, &Rows::kraw, &Rows::v})  // the byte stream of one array
+      for (const std::byte* Rows::*tensor : {&Rows::k, &Rows::kraw, &Rows::v})  // the byte stream of one array
         ForEachRun(l, h, 0, n_tokens_, [&](const Rows& r) { d.Update(r.*tensor, r.n * row_bytes); });
     }
   }

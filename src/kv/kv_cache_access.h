@@ -16,9 +16,10 @@ class KVCacheAccess {
  public:
   static KVCache Make(const KVShape& shape, std::shared_ptr<const RopeBinding> rope) { return KVCache(shape, std::move(rope)); }
   static const RopeBinding& Rope(const KVCache& c) { return *c.rope_; }
-  static float* K(KVCache& c, size_t layer, size_t head) { return c.mutable_k(layer, head); }
-  static float* Kraw(KVCache& c, size_t layer, size_t head) { return c.mutable_kraw(layer, head); }
-  static float* V(KVCache& c, size_t layer, size_t head) { return c.mutable_v(layer, head); }
+  // The own rows of one layer and KV head: [capacity][head_dim] elements of the shape's dtype.
+  static std::byte* K(KVCache& c, size_t layer, size_t head) { return c.mutable_k(layer, head); }
+  static std::byte* Kraw(KVCache& c, size_t layer, size_t head) { return c.mutable_kraw(layer, head); }
+  static std::byte* V(KVCache& c, size_t layer, size_t head) { return c.mutable_v(layer, head); }
   static void CommitAppended(KVCache& c, std::span<const int32_t> ids) { c.CommitAppended(ids); }
   static Status AppendFrom(KVCache& c, const KVCache& src, size_t src_from, size_t n) { return c.AppendFrom(src, src_from, n); }
   static Status AppendSlab(KVCache& c, const KVSlab& slab) { return c.AppendSlab(slab); }

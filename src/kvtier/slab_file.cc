@@ -11,7 +11,9 @@ static_assert(std::endian::native == std::endian::little, "slab files are little
 
 constexpr char kMagic[8] = {'F', 'A', 'K', 'K', 'V', 'S', 'L', 'B'};
 constexpr int kSections = 4;  // manifest, sources, slab meta, kv floats
-constexpr uint32_t kDtypeF32 = 1;
+// The KV element type field: 1 f32, 2 f16, 3 bf16 (kv_dtype.h; docs/kv-tier.md §2).
+constexpr uint32_t kDtypeF32 = 1, kDtypeF16 = 2, kDtypeBf16 = 3;
+uint32_t DtypeCode(KVDtype d) { return d == KVDtype::kF16 ? kDtypeF16 : d == KVDtype::kBF16 ? kDtypeBf16 : kDtypeF32; }
 constexpr uint64_t kMaxTokens = uint64_t{1} << 24;  // a sanity bound on a slab's token count
 
 template <class T>
@@ -63,8 +65,8 @@ Result<SlabFile> Fail(SlabFileProblem kind, SlabFileProblem* problem, Status s) 
 
 Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const SourceSpan> sources, const KVSlab& slab) {
   const KVShape& s = slab.shape;
-  const size_t floats = s.n_layers * s.n_kv_heads * slab.tokens.size() * s.head_dim;
-  if (slab.tokens.empty() || slab.k.size() != floats || slab.kraw.size() != floats || slab.v.size() != floats) {
+  const size_t bytes = s.n_layers * s.n_kv_heads * slab.tokens.size() * s.head_dim * s.elem_bytes();
+  if (slab.tokens.empty() || slab.k.size() != bytes || slab.kraw.size() != bytes || slab.v.size() != bytes) {
     return InvalidArgument("EncodeSlabFile: the slab's K/Kraw/V do not hold " + std::to_string(slab.tokens.size()) +
                            " tokens of its shape");
   }
@@ -78,10 +80,10 @@ Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const S
     sec[1].append(reinterpret_cast<const char*>(r.source.bytes.data()), Digest::kSize);
   }
   for (uint64_t v : {s.n_layers, s.n_kv_heads, s.head_dim, s.max_tokens, slab.start_position, slab.tokens.size()}) Put(sec[2], v);
-  Put(sec[2], kDtypeF32);
+  Put(sec[2], DtypeCode(s.dtype));
   sec[2].append(reinterpret_cast<const char*>(slab.tokens.data()), slab.tokens.size() * sizeof(int32_t));
-  sec[3].reserve(3 * floats * sizeof(float));
-  for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) sec[3].append(reinterpret_cast<const char*>(t->data()), t->size() * sizeof(float));
+  sec[3].reserve(3 * bytes);
+  for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) sec[3].append(reinterpret_cast<const char*>(t->data()), t->size());
 
   std::string out;
   out.reserve(kSlabFileHeaderBytes + sec[0].size() + sec[1].size() + sec[2].size() + sec[3].size());
@@ -171,7 +173,7 @@ Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem
   for (uint64_t& x : v) x = meta.Get<uint64_t>();
   const uint32_t dtype = meta.Get<uint32_t>();
   if (meta.short_read()) return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: slab: short header"));
-  if (dtype != kDtypeF32) {
+  if (dtype != kDtypeF32 && dtype != kDtypeF16 && dtype != kDtypeBf16) {
     return Fail(SlabFileProblem::kUnsupported, problem, Unsupported("slab file: KV element type " + std::to_string(dtype)));
   }
   const uint64_t n_tokens = v[5];
@@ -179,18 +181,18 @@ Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem
       v[2] > 65536 || meta.remaining() != n_tokens * sizeof(int32_t)) {
     return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: slab: implausible shape or token count"));
   }
-  f.slab.shape = KVShape{v[0], v[1], v[2], v[3]};
+  f.slab.shape = KVShape{v[0], v[1], v[2], v[3],
+                         dtype == kDtypeF16 ? KVDtype::kF16 : dtype == kDtypeBf16 ? KVDtype::kBF16 : KVDtype::kF32};
   f.slab.start_position = v[4];
   f.slab.tokens.resize(n_tokens);
   std::memcpy(f.slab.tokens.data(), meta.Bytes(n_tokens * sizeof(int32_t)).data(), n_tokens * sizeof(int32_t));
-  const uint64_t floats = v[0] * v[1] * v[2] * n_tokens;
-  if (sec[3].size() != 3 * floats * sizeof(float)) {
+  const uint64_t tensor_bytes = v[0] * v[1] * v[2] * n_tokens * f.slab.shape.elem_bytes();
+  if (sec[3].size() != 3 * tensor_bytes) {
     return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: kv: size does not match the slab's shape"));
   }
-  const size_t tensor_bytes = floats * sizeof(float);
   size_t offset = 0;
-  for (std::vector<float>* t : {&f.slab.k, &f.slab.kraw, &f.slab.v}) {
-    t->resize(floats);
+  for (std::vector<std::byte>* t : {&f.slab.k, &f.slab.kraw, &f.slab.v}) {
+    t->resize(tensor_bytes);
     std::memcpy(t->data(), sec[3].data() + offset, tensor_bytes);
     offset += tensor_bytes;
   }

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "kernels/dispatch.h"
+#include "kernels/kv_convert.h"
 #include "kernels/parallel.h"
 #include "kernels/rope.h"
 #include "src/core/aligned_buffer.h"
@@ -97,17 +98,23 @@ void StoreKeysAndRotateQueries(const Pass& p, size_t layer, std::span<const Part
   const size_t hd = p.c.head_dim, nkv = p.c.n_kv_heads;
   const kernels::RopeTable& table = *p.m.rope->layer_tables[layer];
   const RopePairing pairing = p.m.rope->pairing;
+  std::vector<float> key(hd);
   for (const Part& part : parts) {
     KVCache* cache = part.cache;
+    const KVDtype dtype = cache->shape().dtype;
+    const size_t row_bytes = hd * KVDtypeBytes(dtype);
     for (size_t i = 0; i < part.rows; ++i) {
       const size_t slot = part.slot0 + i, row = part.row0 + i;  // positions are compact: slot = position
       for (size_t h = 0; h < nkv; ++h) {
-        const float* src_k = k + (row * nkv + h) * hd;
-        std::memcpy(internal::KVCacheAccess::Kraw(*cache, layer, h) + slot * hd, src_k, hd * sizeof(float));
-        float* dst_k = internal::KVCacheAccess::K(*cache, layer, h) + slot * hd;
-        std::memcpy(dst_k, src_k, hd * sizeof(float));
-        kernels::ApplyRope(dst_k, 1, hd, table, slot, pairing);
-        std::memcpy(internal::KVCacheAccess::V(*cache, layer, h) + slot * hd, v + (row * nkv + h) * hd, hd * sizeof(float));
+        // K is rotated from the stored (rounded) Kraw, as an eviction's re-rotation will do it:
+        // K = round(rope(round(kraw))), so a moved key equals one computed fresh (kv_cache.h).
+        std::byte* raw = internal::KVCacheAccess::Kraw(*cache, layer, h) + slot * row_bytes;
+        kernels::RoundToKV(k + (row * nkv + h) * hd, raw, hd, dtype);
+        kernels::KVToF32(raw, key.data(), hd, dtype);
+        kernels::ApplyRope(key.data(), 1, hd, table, slot, pairing);
+        kernels::RoundToKV(key.data(), internal::KVCacheAccess::K(*cache, layer, h) + slot * row_bytes, hd, dtype);
+        kernels::RoundToKV(v + (row * nkv + h) * hd, internal::KVCacheAccess::V(*cache, layer, h) + slot * row_bytes, hd,
+                           dtype);
       }
       kernels::ApplyRope(q + row * p.c.n_heads * hd, p.c.n_heads, hd, table, slot, pairing);
     }
@@ -175,6 +182,7 @@ void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, con
       a.head_end = head_end;
       a.rows = item.rows;
       a.window = window;
+      a.kv_dtype = part.cache->shape().dtype;
       p.t.attention(a);
       u += head_end - head_begin;
     }

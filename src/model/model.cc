@@ -1,5 +1,6 @@
 // Model: construction, the binding digest, and the validated Prefill/Decode entry points.
 #include <cmath>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <unordered_set>
@@ -56,10 +57,31 @@ Model::~Model() = default;
 const ModelConfig& Model::config() const { return impl_->config; }
 size_t Model::weights_bytes() const { return impl_->weights.size_bytes(); }
 
+namespace {
+
+// ModelOptions::kv_dtype, else FAK_KV_DTYPE, else f32; an unknown value is an error, not a default.
+Result<KVDtype> ResolveKVDtype(const ModelOptions& options) {
+  if (options.kv_dtype.has_value()) {
+    const KVDtype d = *options.kv_dtype;
+    if (d != KVDtype::kF32 && d != KVDtype::kF16 && d != KVDtype::kBF16) {
+      return InvalidArgument("ModelOptions::kv_dtype: unknown KV dtype " + std::to_string(static_cast<int>(d)));
+    }
+    return d;
+  }
+  const char* env = std::getenv("FAK_KV_DTYPE");
+  if (env == nullptr || *env == '\0') return KVDtype::kF32;
+  if (std::optional<KVDtype> d = ParseKVDtype(env)) return *d;
+  return InvalidArgument(std::string("FAK_KV_DTYPE=") + env + ": expected f32, f16 or bf16");
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Model>> Model::Synthetic(const ModelConfig& config, uint64_t seed, const ModelOptions& options) {
   return internal::ExceptionBoundary("Model::Synthetic", [&]() -> Result<std::unique_ptr<Model>> {
     FAK_RETURN_IF_ERROR(config.Validate());
+    FAK_ASSIGN_OR_RETURN(const KVDtype kv_dtype, ResolveKVDtype(options));
     auto impl = std::make_unique<internal::ModelImpl>();
+    impl->kv_dtype = kv_dtype;
     impl->config = config;
     impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
     impl->weights = internal::SyntheticWeights(config, seed, impl->pool.get());
@@ -107,6 +129,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelO
       }
       FAK_ASSIGN_OR_RETURN(impl, LoadGguf(path, options));
     }
+    FAK_ASSIGN_OR_RETURN(impl->kv_dtype, ResolveKVDtype(options));
     internal::PackForMatMul(&impl->weights);
     impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
     impl->rope = internal::MakeRopeBinding(impl->config);
@@ -137,8 +160,11 @@ const Digest& Model::WeightsDigest() const {
 
 KVCache Model::NewCache() const {
   const ModelConfig& c = impl_->config;
-  return internal::KVCacheAccess::Make(KVShape{c.n_layers, c.n_kv_heads, c.head_dim, c.context_length}, impl_->rope);
+  return internal::KVCacheAccess::Make(KVShape{c.n_layers, c.n_kv_heads, c.head_dim, c.context_length, impl_->kv_dtype},
+                                       impl_->rope);
 }
+
+KVDtype Model::kv_dtype() const { return impl_->kv_dtype; }
 
 bool Model::Owns(const KVCache& cache) const {
   return &internal::KVCacheAccess::Rope(cache) == impl_->rope.get() && cache.shape() == NewCache().shape();

@@ -18,6 +18,7 @@ struct ModelImpl {
   ModelConfig config;
   internal::ModelWeights weights;
   std::shared_ptr<const internal::RopeBinding> rope;
+  KVDtype kv_dtype = KVDtype::kF32;  // of every cache NewCache makes
   std::unique_ptr<internal::ThreadPool> pool;  // serialises forward passes that share it
   mutable std::once_flag digest_once;
   mutable Digest digest;

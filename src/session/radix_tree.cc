@@ -99,7 +99,7 @@ struct RadixTree::Impl {
 
   Impl(const Model& m, const Tokenizer& t, RadixTreeOptions o) : model(m), options(std::move(o)), regime(RegimeBinding(m, t)) {
     const ModelConfig& c = m.config();
-    bytes_per_token = 3 * c.n_layers * c.n_kv_heads * c.head_dim * sizeof(float) + sizeof(int32_t);
+    bytes_per_token = 3 * c.n_layers * c.n_kv_heads * c.head_dim * KVDtypeBytes(m.kv_dtype()) + sizeof(int32_t);
     by_id[0] = &root;
   }
 

@@ -56,7 +56,7 @@ class EngineTest : public ::testing::Test {
   }
   size_t BytesPerToken() const {
     const ModelConfig& c = model_->config();
-    return 3 * c.n_layers * c.n_kv_heads * c.head_dim * sizeof(float) + sizeof(int32_t);
+    return 3 * c.n_layers * c.n_kv_heads * c.head_dim * KVDtypeBytes(model_->kv_dtype()) + sizeof(int32_t);
   }
 
   std::unique_ptr<Model> model_;

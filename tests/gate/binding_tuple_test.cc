@@ -85,11 +85,12 @@ TEST(BindingTuple, KVSpanChecksumCoversOnlyItsSpanAndSeesEveryByte) {
   // A copy of the head has the head's checksum; one flipped V bit in the tail leaves it alone.
   ASSERT_OK_AND_ASSIGN(KVCache prefix, w.cache.Prefix(6));
   EXPECT_EQ(*KVSpanChecksum(prefix, 0, 6), head);
-  internal::KVCacheAccess::V(w.cache, 1, 1)[8 * w.cache.shape().head_dim + 3] += 1.0f;
+  const size_t elem = w.cache.shape().elem_bytes();
+  internal::KVCacheAccess::V(w.cache, 1, 1)[(8 * w.cache.shape().head_dim + 3) * elem] ^= std::byte{1};
   EXPECT_EQ(*KVSpanChecksum(w.cache, 0, 6), head);
   EXPECT_NE(*KVSpanChecksum(w.cache, 6, 6), tail);
   // Kraw is covered too (it is what eviction re-rotates from).
-  internal::KVCacheAccess::Kraw(w.cache, 0, 0)[1] += 1.0f;
+  internal::KVCacheAccess::Kraw(w.cache, 0, 0)[elem] ^= std::byte{1};
   EXPECT_NE(*KVSpanChecksum(w.cache, 0, 6), head);
 }
 

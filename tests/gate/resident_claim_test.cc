@@ -88,7 +88,7 @@ TEST(ResidentClaim, TamperedBytesAreCorrupt) {
   GateWorld w = GateWorld::Make();
   const KVManifest m = w.Manifest(0, 12);
   const ResidentClaim claim = w.Claim(0, 12);
-  internal::KVCacheAccess::K(w.cache, 1, 0)[5 * w.cache.shape().head_dim] += 1e-6f;
+  internal::KVCacheAccess::K(w.cache, 1, 0)[5 * w.cache.shape().head_dim * w.cache.shape().elem_bytes()] ^= std::byte{1};
   ClaimVerdict v = CheckResidentClaim(claim, m, kIsolated, w.cache, 0, 12);
   EXPECT_EQ(v.outcome, ClaimOutcome::kCorrupt) << v.ToString();
   EXPECT_NE(v.detail.find("integrity_checksum"), std::string::npos);

@@ -55,7 +55,7 @@ TEST_F(KVCacheTest, CloneIsDeepAndPrefixMatchesTruncate) {
 
 TEST_F(KVCacheTest, SizeBytesCountsKrawAsOneThird) {
   const ModelConfig& c = model_->config();
-  const size_t per_tensor = c.n_layers * c.n_kv_heads * 20 * c.head_dim * sizeof(float);
+  const size_t per_tensor = c.n_layers * c.n_kv_heads * 20 * c.head_dim * KVDtypeBytes(model_->kv_dtype());
   EXPECT_EQ(cache_->kraw_bytes(), per_tensor);
   EXPECT_EQ(cache_->size_bytes(), 3 * per_tensor + 20 * 2 * sizeof(int32_t));
 }

@@ -1,6 +1,7 @@
 // Slab files and the directory KV tier: round trip, every decode problem typed, atomic durable
 // writes through the Env (a failed write leaves nothing), the source index across a reopen.
 #include <gtest/gtest.h>
+#include <cstring>
 
 #include "fak/kvtier/kv_tier_store.h"
 #include "fak/kvtier/slab_file.h"
@@ -25,9 +26,14 @@ Sample MakeSample() {
   s.slab.start_position = 7;
   s.slab.tokens = {5, 6, 7, 8, 9};
   const size_t n = 2 * 2 * 5 * 4;
-  s.slab.k = testing::RandomVector(n, 1);
-  s.slab.kraw = testing::RandomVector(n, 2);
-  s.slab.v = testing::RandomVector(n, 3);
+  auto bytes = [](std::vector<float> f) {  // K/Kraw/V of an f32 slab, as its bytes
+    std::vector<std::byte> b(f.size() * sizeof(float));
+    std::memcpy(b.data(), f.data(), b.size());
+    return b;
+  };
+  s.slab.k = bytes(testing::RandomVector(n, 1));
+  s.slab.kraw = bytes(testing::RandomVector(n, 2));
+  s.slab.v = bytes(testing::RandomVector(n, 3));
   std::vector<int32_t> context{1, 2, 3, 4, 1, 2, 3, 5, 6, 7, 8, 9};
   BindingTuple b;
   b.model_id = Digest::Of("model");

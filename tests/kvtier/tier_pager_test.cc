@@ -83,7 +83,7 @@ TEST_F(TierPagerTest, RefusesTamperedBytes) {
 
 TEST_F(TierPagerTest, RefusesTamperedKVWithRewrittenFileChecksums) {
   Fill(1, "default", t_);
-  Rewrite([](SlabFile& f) { f.slab.k[3] += 1.0f; });  // the file verifies; the manifest's checksum does not
+  Rewrite([](SlabFile& f) { f.slab.k[3] ^= std::byte{1}; });  // the file verifies; the manifest's checksum does not
   ExpectRefused(PageInFailure::kChecksum);
 }
 

@@ -11,6 +11,7 @@
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 #include "src/core/str_cat.h"
+#include "kernels/kv_convert.h"
 #include "src/kv/kv_cache_access.h"
 
 namespace fak {
@@ -188,15 +189,19 @@ void ExpectEvictRerotationExact(bool qkv_bias) {
 
   // Mutant: shift the rotated keys by composing a backward rotation instead of re-rotating Kraw.
   const size_t hd = model->config().head_dim;
+  const KVDtype dtype = drifting.shape().dtype;
+  const size_t row_bytes = hd * drifting.shape().elem_bytes();
   std::vector<std::vector<float>> old_k;
-  for (size_t h = 0; h < model->config().n_kv_heads; ++h)
-    old_k.emplace_back(drifting.k(0, h), drifting.k(0, h) + drifting.size() * hd);
+  for (size_t h = 0; h < model->config().n_kv_heads; ++h) {
+    old_k.emplace_back(drifting.size() * hd);
+    kernels::KVToF32(drifting.k(0, h), old_k.back().data(), drifting.size() * hd, dtype);
+  }
   ASSERT_OK(drifting.Evict(a.size(), span.size()));
   for (size_t h = 0; h < model->config().n_kv_heads; ++h) {
     for (size_t t = a.size(); t < drifting.size(); ++t) {
-      float* k = internal::KVCacheAccess::K(drifting, 0, h) + t * hd;
-      std::copy_n(old_k[h].data() + (t + span.size()) * hd, hd, k);
+      float* k = old_k[h].data() + (t + span.size()) * hd;
       ComposeRotationBack(k, hd, span.size(), model->config().rope_base);
+      kernels::RoundToKV(k, internal::KVCacheAccess::K(drifting, 0, h) + t * row_bytes, hd, dtype);
     }
   }
   EXPECT_GT(MaxAbsDiff(ProbeLogits(*model, drifting, probe), never_logits), 0.0f);

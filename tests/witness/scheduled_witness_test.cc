@@ -86,7 +86,8 @@ TEST(Witness, ScheduledEqualsAlone) {
   std::vector<testing::AloneRun> alone_second;
   for (const Case& c : second_wave) alone_second.push_back(testing::RunAlone(*model, c.prompt, c.sampling, c.max_tokens));
 
-  const size_t per_token = 3 * 4 * 2 * 32 * sizeof(float) + sizeof(int32_t);  // EmbeddedDefault: K, Kraw, V + id
+  // EmbeddedDefault: K, Kraw, V in the regime's KV dtype + id
+  const size_t per_token = 3 * 4 * 2 * 32 * KVDtypeBytes(model->kv_dtype()) + sizeof(int32_t);
   const Scenario scenarios[] = {
       {"one at a time, whole prompts", Options(1, 4096, 4096, 0), false},
       {"batched, chunked", Options(12, 7, 40, 0), false},

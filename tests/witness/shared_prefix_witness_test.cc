@@ -64,7 +64,8 @@ TEST(Witness, SharedPrefixSessionMatchesCopy) {
     // Non-vacuity: the shared session reads the slab in place, so changing one value (layer 0,
     // token 25: inside every window) changes the logits (the copy, made before, does not see it).
     KVCache again = w.Shared();
-    w.slabs[2]->v[15 * config.head_dim + 5] += 0.25f;
+    const size_t elem = w.slabs[2]->shape.elem_bytes();  // the top byte's low bit: a visible change in any dtype
+    w.slabs[2]->v[(15 * config.head_dim + 5) * elem + elem - 1] ^= std::byte{1};
     ASSERT_OK_AND_ASSIGN(auto changed, w.model->Prefill(&again, suffix, LogitsMode::kAll));
     EXPECT_GT(MaxAbsDiff(changed, want), 0.0f) << config.Describe();
   }

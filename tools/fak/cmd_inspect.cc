@@ -39,9 +39,10 @@ int InspectNamed(const LoadedModel& m, bool digest) {
   Row("tied embeddings", c.tied_embeddings ? "yes" : "no");
   Row("weights", std::to_string(m.model->weights_bytes()) + " bytes");
   if (digest) Row("weights sha256", m.model->WeightsDigest().Hex());
-  // K, Kraw and V as float32, plus the position and token id of each slot.
-  const size_t kv_bytes_per_token = c.n_layers * c.n_kv_heads * c.head_dim * 3 * sizeof(float) + 2 * sizeof(int32_t);
-  Row("kv cache", std::to_string(kv_bytes_per_token) + " bytes/token (K + Kraw + V, f32)");
+  // K, Kraw and V in the model's KV dtype (FAK_KV_DTYPE), plus the position and token id of each slot.
+  const KVDtype kv = m.model->kv_dtype();
+  const size_t kv_bytes_per_token = c.n_layers * c.n_kv_heads * c.head_dim * 3 * KVDtypeBytes(kv) + 2 * sizeof(int32_t);
+  Row("kv cache", std::to_string(kv_bytes_per_token) + " bytes/token (K + Kraw + V, " + std::string(KVDtypeName(kv)) + ")");
   if (m.tokenizer) {
     Row("tokenizer", std::string(m.tokenizer->kind()) + ", " + std::to_string(m.tokenizer->vocab_size()) + " ids, bos " +
                          std::to_string(m.tokenizer->bos_id()) + ", eos " + std::to_string(m.tokenizer->eos_id()));

@@ -1,11 +1,13 @@
 // KVCache: the addressable key/value cache of one sequence — a build artifact of its token ids.
 //
 // Per layer and KV head it holds K (keys after RoPE, what attention reads), Kraw (the same keys
-// before RoPE) and V, token-contiguous so a span is cut out with one move per head; plus the
+// before RoPE) and V, as elements of the shape's KVDtype (f32, f16 or bf16), token-contiguous so a span is cut out with one move per head; plus the
 // absolute position and token id of every slot. Keeping Kraw costs one extra K-sized tensor
 // (≈1.5x a plain K/V cache, see size_bytes()) and buys exact eviction: a survivor that moves is
 // re-rotated once from Kraw by the same pinned RoPE routine that made it, so it is bit-identical to
-// a key computed fresh at its new position (architecture §3).
+// a key computed fresh at its new position (architecture §3). In a 16-bit regime Kraw is rounded
+// when written and K is always rotated from the rounded Kraw (K = round(rope(round(kraw)))), so the
+// same holds there.
 //
 // Shared prefix (zero-copy sessions): a cache may start with slabs it reads in place instead of
 // owning copies (a radix-tree lookup builds sessions this way). Slabs are immutable, so sharing
@@ -30,6 +32,7 @@
 
 #include "fak/core/digest.h"
 #include "fak/core/status.h"
+#include "fak/kernels/kv_dtype.h"
 
 namespace fak {
 
@@ -43,19 +46,22 @@ struct KVShape {
   size_t n_kv_heads = 0;
   size_t head_dim = 0;
   size_t max_tokens = 0;  // the model's context length
+  KVDtype dtype = KVDtype::kF32;  // the element type of K, Kraw and V
+  size_t elem_bytes() const { return KVDtypeBytes(dtype); }
   friend bool operator==(const KVShape&, const KVShape&) = default;
 };
 
 // The K, Kraw and V of a run of tokens at fixed positions, detached from any cache: what a radix
-// tree node stores for its edge. Plain data; copying copies the floats.
+// tree node stores for its edge. Plain data; copying copies the bytes.
 struct KVSlab {
   KVShape shape;
   size_t start_position = 0;  // position of the first token
   std::vector<int32_t> tokens;
-  std::vector<float> k, kraw, v;  // each [n_layers][n_kv_heads][tokens.size()][head_dim]
+  // Each [n_layers][n_kv_heads][tokens.size()][head_dim] elements of shape.dtype, as bytes.
+  std::vector<std::byte> k, kraw, v;
 
   size_t size() const { return tokens.size(); }
-  size_t size_bytes() const { return (k.size() + kraw.size() + v.size()) * sizeof(float) + tokens.size() * sizeof(int32_t); }
+  size_t size_bytes() const { return k.size() + kraw.size() + v.size() + tokens.size() * sizeof(int32_t); }
   // The sub-run [from, from + n) (caller keeps it in range), positions preserved.
   KVSlab Slice(size_t from, size_t n) const;
 };
@@ -96,15 +102,16 @@ class KVCache {
   // Tokens [0, shared_tokens()) are read in place from shared_slabs(), in order.
   size_t shared_tokens() const { return shared_tokens_; }
   std::span<const std::shared_ptr<const KVSlab>> shared_slabs() const { return shared_; }
-  // sha256 over the shape, positions and the K, Kraw and V of every held token.
+  // sha256 over the shape (dtype included), positions and the K, Kraw and V of every held token.
   Digest ComputeDigest() const;
 
   // The K, Kraw and V rows of one layer and KV head from token `from` on, and how many tokens after
-  // it are stored contiguously (a shared slab's end, or the cache's capacity): rows [n][head_dim].
+  // it are stored contiguously (a shared slab's end, or the cache's capacity): rows [n][head_dim]
+  // of elements of shape().dtype.
   struct Rows {
-    const float *k, *kraw, *v;
+    const std::byte *k, *kraw, *v;
     size_t n;
-    size_t head_stride;  // floats from these rows to the same token's rows of the next KV head
+    size_t head_stride;  // elements from these rows to the same token's rows of the next KV head
   };
   Rows RowsAt(size_t layer, size_t head, size_t from) const;
   // Calls f(const Rows&) for the contiguous runs covering tokens [from, from + n), in order; each
@@ -119,12 +126,13 @@ class KVCache {
     }
   }
 
-  // The cache's own rows of one layer and KV head: [capacity][head_dim], token-contiguous; only
-  // tokens [shared_tokens(), size()) are there (read the rest through RowsAt / ForEachRun).
-  const float* k(size_t layer, size_t head) const { return k_.get() + HeadOffset(layer, head); }
-  const float* kraw(size_t layer, size_t head) const { return kraw_.get() + HeadOffset(layer, head); }
-  const float* v(size_t layer, size_t head) const { return v_.get() + HeadOffset(layer, head); }
-  // Floats between consecutive KV heads of one layer in the own rows (the capacity times head_dim).
+  // The cache's own rows of one layer and KV head: [capacity][head_dim] elements of shape().dtype,
+  // token-contiguous; only tokens [shared_tokens(), size()) are there (read the rest through
+  // RowsAt / ForEachRun).
+  const std::byte* k(size_t layer, size_t head) const { return k_.get() + HeadOffset(layer, head); }
+  const std::byte* kraw(size_t layer, size_t head) const { return kraw_.get() + HeadOffset(layer, head); }
+  const std::byte* v(size_t layer, size_t head) const { return v_.get() + HeadOffset(layer, head); }
+  // Elements between consecutive KV heads of one layer in the own rows (the capacity times head_dim).
   size_t head_stride() const { return capacity_ * shape_.head_dim; }
 
  private:
@@ -132,9 +140,9 @@ class KVCache {
   KVCache(const KVShape& shape, std::shared_ptr<const internal::RopeBinding> rope);
 
   // ---- storage and splices, reached through internal::KVCacheAccess ----
-  float* mutable_k(size_t layer, size_t head) { return k_.get() + HeadOffset(layer, head); }
-  float* mutable_kraw(size_t layer, size_t head) { return kraw_.get() + HeadOffset(layer, head); }
-  float* mutable_v(size_t layer, size_t head) { return v_.get() + HeadOffset(layer, head); }
+  std::byte* mutable_k(size_t layer, size_t head) { return k_.get() + HeadOffset(layer, head); }
+  std::byte* mutable_kraw(size_t layer, size_t head) { return kraw_.get() + HeadOffset(layer, head); }
+  std::byte* mutable_v(size_t layer, size_t head) { return v_.get() + HeadOffset(layer, head); }
   // Marks slots [size(), size() + ids.size()) as filled with these tokens at consecutive positions.
   void CommitAppended(std::span<const int32_t> ids);
   // Appends the tokens [src_from, src_from + n) of `src` (same shape and RoPE binding), re-rotating
@@ -149,8 +157,12 @@ class KVCache {
   // (a radix-tree path); otherwise the slab is copied, as AppendSlab. Same contents either way.
   Status AppendShared(std::shared_ptr<const KVSlab> slab);
 
-  size_t HeadOffset(size_t layer, size_t head) const { return (layer * shape_.n_kv_heads + head) * head_stride(); }
-  // Re-rotates K of tokens [from, size()) from Kraw at their positions (own rows).
+  // Bytes from the start of a tensor to the own rows of one layer and KV head.
+  size_t HeadOffset(size_t layer, size_t head) const {
+    return (layer * shape_.n_kv_heads + head) * head_stride() * shape_.elem_bytes();
+  }
+  // Re-rotates K of tokens [from, size()) from Kraw at their positions (own rows): widen the stored
+  // Kraw, rotate, round — the forward pass's steps, so a moved key equals one computed fresh.
   void RerotateFrom(size_t from);
   void Reallocate(size_t new_capacity);
   // Copies tokens [src_from, src_from + n) of `src` (shared or own rows) into own slots from `at`.
@@ -164,9 +176,9 @@ class KVCache {
   size_t capacity_ = 0;
   std::vector<std::shared_ptr<const KVSlab>> shared_;  // tokens [0, shared_tokens_), in order
   size_t shared_tokens_ = 0;
-  // Own rows, [n_layers][n_kv_heads][capacity][head_dim]; slots below shared_tokens_ stay unwritten
-  // (left uninitialised, so their pages are never touched).
-  std::unique_ptr<float[]> k_, kraw_, v_;
+  // Own rows, [n_layers][n_kv_heads][capacity][head_dim] elements of shape_.dtype; slots below
+  // shared_tokens_ stay unwritten (left uninitialised, so their pages are never touched).
+  std::unique_ptr<std::byte[]> k_, kraw_, v_;
   std::vector<int32_t> positions_;  // [capacity]
   std::vector<int32_t> tokens_;     // [capacity]
 };

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -103,6 +104,10 @@ struct ModelOptions {
   // Load only: cap the context length (RoPE tables and the cache limit) below the file's trained
   // context. Default: 0 = the file's value.
   size_t max_context = 0;
+  // The element type of K, Kraw and V in this model's caches (f32, or f16 / bf16 at half the
+  // bytes): part of the numeric regime and of the binding's precision axis (docs/kv-regimes.md).
+  // Default: unset = the environment variable FAK_KV_DTYPE (f32|f16|bf16) when set, else f32.
+  std::optional<KVDtype> kv_dtype = std::nullopt;
 };
 
 enum class LogitsMode {
@@ -146,8 +151,10 @@ class Model {
   const Digest& WeightsDigest() const;
   size_t weights_bytes() const;
 
-  // An empty cache bound to this model's shape and RoPE convention.
+  // An empty cache bound to this model's shape, RoPE convention and KV dtype.
   KVCache NewCache() const;
+  // The element type of this model's caches (ModelOptions::kv_dtype).
+  KVDtype kv_dtype() const;
   // True when `cache` was made by this model's NewCache (same shape and RoPE binding): the only
   // caches Prefill accepts and the gate binds to this model.
   bool Owns(const KVCache& cache) const;
