@@ -30,27 +30,6 @@ uint16_t F32ToBf16(float x) {
   return static_cast<uint16_t>((f + 0x7fffu + ((f >> 16) & 1u)) >> 16);
 }
 
-float F16ToF32(uint16_t x) {
-  uint32_t h = x, sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: renormalise
-    int e = -1;
-    do {
-      mant <<= 1;
-      ++e;
-    } while ((mant & 0x400u) == 0);
-    bits = sign | static_cast<uint32_t>(112 - e) << 23 | ((mant & 0x3ffu) << 13);
-  }
-  float y;
-  std::memcpy(&y, &bits, 4);
-  return y;
-}
-
 void RoundToKV(const float* x, void* dst, size_t n, KVDtype dtype) {
   auto* out = static_cast<uint16_t*>(dst);
   switch (dtype) {

@@ -16,8 +16,27 @@ namespace fak::kernels {
 // IEEE binary16 / bfloat16 from float, round to nearest even (overflow to infinity, NaN stays NaN).
 uint16_t F32ToF16(float x);
 uint16_t F32ToBf16(float x);
-// Exact widenings.
-float F16ToF32(uint16_t h);
+// Exact widenings (inline: the tier TUs' attention widens with them too and links nothing).
+inline float F16ToF32(uint16_t x) {
+  uint32_t h = x, sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {  // subnormal: renormalise
+    int e = -1;
+    do {
+      mant <<= 1;
+      ++e;
+    } while ((mant & 0x400u) == 0);
+    bits = sign | static_cast<uint32_t>(112 - e) << 23 | ((mant & 0x3ffu) << 13);
+  }
+  float y;
+  std::memcpy(&y, &bits, 4);
+  return y;
+}
 inline float Bf16ToF32(uint16_t b) {
   const uint32_t bits = static_cast<uint32_t>(b) << 16;
   float y;

@@ -21,6 +21,7 @@
 #include <type_traits>
 
 #include "kernels/kernel_table.h"
+#include "kernels/kv_convert.h"
 
 namespace fak::kernels::simd {
 
@@ -358,29 +359,8 @@ struct Bf16 {
 };
 
 inline float ToF32(float x) { return x; }
-inline float ToF32(F16 x) {  // (kv_convert.h's F16ToF32; kept here so a tier TU links nothing)
-  uint32_t h = x.bits, sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {  // subnormal: renormalise
-    int e = -1;
-    do { mant <<= 1; ++e; } while ((mant & 0x400u) == 0);
-    bits = sign | static_cast<uint32_t>(112 - e) << 23 | ((mant & 0x3ffu) << 13);
-  }
-  float y;
-  std::memcpy(&y, &bits, 4);
-  return y;
-}
-inline float ToF32(Bf16 x) {
-  const uint32_t bits = static_cast<uint32_t>(x.bits) << 16;
-  float y;
-  std::memcpy(&y, &bits, 4);
-  return y;
-}
+inline float ToF32(F16 x) { return F16ToF32(x.bits); }
+inline float ToF32(Bf16 x) { return Bf16ToF32(x.bits); }
 
 // kWidth stored elements widened to a register.
 template <class V>
