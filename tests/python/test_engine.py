@@ -1,5 +1,7 @@
 """fak.Engine from Python: OpenAI-shaped chat completions, streaming, concurrent threads, statistics."""
 
+import _thread
+import signal
 import threading
 import time
 
@@ -137,9 +139,17 @@ def test_radix_tree_reuse_is_exact_and_gated(model):
         tree.insert(first, tenant="")
 
 
-def test_ctrl_c_interrupts_a_wait_and_cancels_the_request(model):
-    import _thread
+@pytest.fixture()
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt during the test, as at a terminal. A shell starts background
+    jobs (scripts/test under nohup, CI) with SIGINT ignored, and Python then leaves it ignored, so
+    interrupt_main would do nothing."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
+
+def test_ctrl_c_interrupts_a_wait_and_cancels_the_request(model, sigint_raises):
     engine = fak.Engine(model)
     request = engine.submit(model.tokenize("never ending"), max_tokens=4000)  # seconds of work
     timer = threading.Timer(0.3, _thread.interrupt_main)  # a SIGINT while the main thread waits in C++
