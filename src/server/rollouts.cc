@@ -138,6 +138,7 @@ HttpReply Rollouts::Begin(const StartRequest& request) {
   if (Status s = run->scheduler->Start(); !s.ok()) return StatusReply(s);
   std::lock_guard<std::mutex> lock(mu_);
   PollLocked(*run);  // flush and lazy switch now
+  pending_switch_.store(run->next != nullptr, std::memory_order_release);
   run_ = std::move(run);  // the previous one (cut over) is dropped
   return ProgressOf(*run_);
 }
@@ -150,8 +151,9 @@ HttpReply Rollouts::Progress() {
 }
 
 void Rollouts::Poll() {
+  if (!pending_switch_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(mu_);
-  if (run_ && run_->next) PollLocked(*run_);
+  if (run_) PollLocked(*run_);
 }
 
 void Rollouts::PollLocked(Run& run) {
@@ -161,6 +163,7 @@ void Rollouts::PollLocked(Run& run) {
   // Even when the weights equal the planner's (shared), serving moves: the engine may serve
   // other weights by now, and the model named is the one to answer.
   install_(std::move(run.next));  // leaves run.next null: switched
+  pending_switch_.store(false, std::memory_order_release);
 }
 
 HttpReply Rollouts::ProgressOf(Run& run) const {

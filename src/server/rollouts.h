@@ -13,6 +13,7 @@
 #ifndef FAK_SRC_SERVER_ROLLOUTS_H_
 #define FAK_SRC_SERVER_ROLLOUTS_H_
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -81,6 +82,8 @@ class Rollouts {
   mutable std::mutex mu_;  // guards run_ and starting_
   std::unique_ptr<Run> run_;
   bool starting_ = false;  // a Start is loading and building outside the lock
+  // run_ has a serving to install: lets Poll, called on every completion request, skip the lock.
+  std::atomic<bool> pending_switch_{false};
 };
 
 }  // namespace fak::internal

@@ -145,8 +145,12 @@ struct Server::Impl {
     return serving;
   }
   void Install(std::shared_ptr<const internal::Serving> next) {
-    std::lock_guard lock(serving_mu);
-    serving = std::move(next);  // the old one is freed by whoever holds it last
+    std::shared_ptr<const internal::Serving> old;
+    {
+      std::lock_guard lock(serving_mu);
+      old = std::exchange(serving, std::move(next));
+    }
+    // `old` is freed here when no request holds it, else by the last request that does.
   }
   // An engine on rolled-out weights (MakeServing).
   Result<std::shared_ptr<internal::Serving>> MakeServing(std::shared_ptr<const RolloutModel> weights,
@@ -460,14 +464,14 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
 
   // The connection's thread writes as the request progresses; a failed write means the client is
   // gone, and its request is cancelled (prefill included).
-  const auto abandon = [run, engine = serving->engine] {
+  // Holds the serving too: the waiting thread may release its reference while this cancels.
+  const auto abandon = [run, serving] {
     {
       std::lock_guard lock(run->mu);
       if (run->done) return;
       run->client_gone = true;
     }
-    // Not done: the waiting thread still holds the serving, so the engine is alive.
-    (void)engine->Cancel(run->id);
+    (void)serving->engine->Cancel(run->id);
   };
   res.set_chunked_content_provider(
       run->stream ? "text/event-stream" : kJsonType,

@@ -6,8 +6,10 @@
 // server-sent events when asked. fak's own, under /fak/v1: the reuse probe (prefix), the gate's
 // verdict for a prefix (gate), and with a Planner conversations kept by the server, a message
 // evicted from one with a signed deletion certificate, certificate verification, and a rollout of
-// new weights whose backfill progress can be watched. Every request's tokens go to the Engine with the tenant its API key
-// maps to, so prefix reuse stays inside a tenant's namespace of the radix tree.
+// new weights whose backfill progress can be watched; at its cutover the completion endpoints move
+// to an Engine on the new weights (the Planner keeps its model). Every request's tokens go to the
+// serving Engine with the tenant its API key maps to, so prefix reuse stays inside a tenant's
+// namespace of the radix tree.
 //
 // Threads: connections are served by a pool of `http_threads` threads; each waits on its own
 // request while the Engine's step thread batches them all. A client that disconnects has its
