@@ -648,6 +648,9 @@ def test_rollout_backfills_the_conversations(tmp_path):
         families = s.metrics()
         assert sample_value(families, "fak_rollout_cut_over") == 1
         assert sample_value(families, "fak_rollout_backfill_tokens") == backfill["tokens"]
+        # The engine now serving is on the tree the backfill warmed.
+        assert sample_value(families, "fak_tree_tokens") == progress["new_tree_tokens"]
+        assert sample_value(families, "fak_serving_model", model="embedded:7") == 1
 
         # Identical weights share the old cache: no backfill. Lazy cuts over at once.
         status, same = s.request("POST", "/fak/v1/rollout", {"model": "embedded", "policy": "blue_green"})
