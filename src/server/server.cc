@@ -509,7 +509,8 @@ void Server::Impl::HandlePrefixProbe(const httplib::Request& req, httplib::Respo
   Result<std::vector<int32_t>> prompt = PromptTokens(*serving, api, request);
   if (!prompt) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(prompt.error().message()), "", "invalid_value"});
   // A lookup always leaves the last prompt token to prefill (its logits start generation).
-  const size_t reusable = prompt->empty() ? 0 : std::min(serving->engine->tree().MatchLength(*prompt, *tenant), prompt->size() - 1);
+  const size_t reusable =
+      prompt->empty() ? 0 : std::min(serving->engine->tree().MatchLength(*prompt, *tenant), prompt->size() - 1);
   Reply(res, *tenant, kEndpoint, 200, Json{{"tenant", *tenant}, {"prompt_tokens", prompt->size()}, {"cached_tokens", reusable}});
 }
 
@@ -677,7 +678,8 @@ void Server::Impl::Routes() {
   };
   http.Get("/v1/models", [this, model_json](const httplib::Request& req, httplib::Response& res) {
     std::optional<std::string> tenant = Authenticate(req, res, "/v1/models");
-    if (tenant) Reply(res, *tenant, "/v1/models", 200, Json{{"object", "list"}, {"data", Json::array({model_json(Current()->model_id)})}});
+    if (tenant)
+      Reply(res, *tenant, "/v1/models", 200, Json{{"object", "list"}, {"data", Json::array({model_json(Current()->model_id)})}});
   });
   http.Get("/v1/models/(.+)", [this, model_json](const httplib::Request& req, httplib::Response& res) {
     std::optional<std::string> tenant = Authenticate(req, res, "/v1/models");
