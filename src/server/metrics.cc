@@ -215,6 +215,8 @@ std::string ServerMetrics::Render(const EngineSnapshot& s) const {
   if (s.conversations) trees.emplace_back("conversations", s.conversation_gate);
   RenderGate(&out, trees);
   if (s.conversations) RenderConversations(&out, *s.conversations);
+  Header(&out, "fak_serving_model", "gauge", "The model OpenAI requests go to (1); a rollout switches it at cutover.");
+  Sample(&out, "fak_serving_model", Label("model", s.serving_model), 1);
   if (s.rollout) {
     const RolloutStats& r = s.rollout->rollout;
     Scalar(&out, "fak_rollout_cut_over", "gauge", "Whether the current rollout has cut over (1) or is warming (0).",

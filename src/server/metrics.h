@@ -50,6 +50,7 @@ struct EngineSnapshot {
   std::optional<ConversationStats> conversations;  // with the Planner's tree's gate below
   GateStats conversation_gate;
   std::optional<RolloutSnapshot> rollout;  // the current or last rollout
+  std::string serving_model;               // the model id OpenAI requests go to
 };
 
 class ServerMetrics {

@@ -2,6 +2,7 @@
 // the server's conversations, and run the backfill on a scheduler thread.
 #include "src/server/rollouts.h"
 
+#include <filesystem>
 #include <utility>
 #include <vector>
 
@@ -12,18 +13,22 @@
 namespace fak::internal {
 
 // Declared in destruction order reversed: the scheduler (whose tasks use the new driver) goes
-// first, the model last.
+// first, the model last. The model and tree are shared with the serving built on them, which may
+// outlive the run.
 struct Rollouts::Run {
-  RolloutModel target;
-  std::unique_ptr<RadixTree> tree;
+  std::shared_ptr<RolloutModel> target;
+  std::shared_ptr<RadixTree> tree;
   std::unique_ptr<RegenDriver> from, to;
   HotSetTracker hot;
   std::unique_ptr<Rollout> rollout;
   std::unique_ptr<BackfillScheduler> scheduler;
+  std::shared_ptr<Serving> next;  // what serves after cutover; null once installed
+  std::string model_id;
 };
 
 struct Rollouts::StartRequest {
   std::string model;
+  std::string model_id;
   RolloutPolicy policy = RolloutPolicy::kLazy;
 };
 
@@ -38,6 +43,11 @@ bool ParseStart(std::string_view body, Rollouts::StartRequest* out, HttpReply* e
   for (const auto& [key, v] : parsed->items()) {
     if (key == "model" && v.is_string() && !v.get_ref<const std::string&>().empty()) {
       out->model = v.get<std::string>();
+    } else if (key == "model_id" && v.is_string() && !v.get_ref<const std::string&>().empty()) {
+      out->model_id = v.get<std::string>();
+    } else if (key == "model_id") {
+      *error = HttpReply::BadRequest("model_id must be a non-empty string (the new model's id in the API)", key);
+      return false;
     } else if (key == "policy" && v.is_string()) {
       Result<RolloutPolicy> policy = ParseRolloutPolicy(v.get<std::string>());
       if (!policy || *policy == RolloutPolicy::kCanary) {
@@ -51,19 +61,31 @@ bool ParseStart(std::string_view body, Rollouts::StartRequest* out, HttpReply* e
                                                                          : "a string"), key);
       return false;
     } else {
-      *error = HttpReply::BadRequest("unknown field '" + key + "' (model, policy)", key);
+      *error = HttpReply::BadRequest("unknown field '" + key + "' (model, policy, model_id)", key);
       return false;
     }
   }
-  if (out->model.empty()) *error = HttpReply::BadRequest("model is required (the weights to roll out)", "model");
-  return !out->model.empty();
+  if (out->model.empty()) {
+    *error = HttpReply::BadRequest("model is required (the weights to roll out)", "model");
+    return false;
+  }
+  // Named as `fak serve` names its model by default.
+  if (out->model_id.empty()) out->model_id = std::filesystem::path(out->model).filename().string();
+  if (out->model_id.empty()) out->model_id = out->model;
+  return true;
 }
 
 }  // namespace
 
 Rollouts::Rollouts(Planner& planner, const Model& model, const Tokenizer& tokenizer, Conversations& conversations,
-                   ModelLoader loader)
-    : planner_(planner), model_(model), tokenizer_(tokenizer), conversations_(conversations), loader_(std::move(loader)) {}
+                   ModelLoader loader, MakeServing make_serving, InstallServing install)
+    : planner_(planner),
+      model_(model),
+      tokenizer_(tokenizer),
+      conversations_(conversations),
+      loader_(std::move(loader)),
+      make_serving_(std::move(make_serving)),
+      install_(std::move(install)) {}
 
 Rollouts::~Rollouts() = default;
 
@@ -91,11 +113,18 @@ HttpReply Rollouts::Begin(const StartRequest& request) {
   if (!target->model || !target->tokenizer)
     return HttpReply::BadRequest("'" + request.model + "' has no tokenizer; a rollout needs one", "model");
   auto run = std::make_unique<Run>();
-  run->target = std::move(*target);
-  run->tree = std::make_unique<RadixTree>(*run->target.model, *run->target.tokenizer);
+  run->target = std::make_shared<RolloutModel>(std::move(*target));
+  run->tree = std::make_shared<RadixTree>(*run->target->model, *run->target->tokenizer);
+  run->model_id = request.model_id;
+  // Built before the rollout begins (flush empties the old tree), so a refusal changes nothing.
+  // Only blue_green warms the new tree for the engine; flush and lazy start it cold.
+  Result<std::shared_ptr<Serving>> next =
+      make_serving_(run->target, request.policy == RolloutPolicy::kBlueGreen ? run->tree : nullptr, request.model_id);
+  if (!next) return StatusReply(next.error(), "model");
+  run->next = std::move(*next);
   run->from = std::make_unique<RegenDriver>(RegenTarget{&model_, &tokenizer_, &planner_.tree()},
                                             planner_.corpus(), planner_.chain());
-  run->to = std::make_unique<RegenDriver>(RegenTarget{run->target.model.get(), run->target.tokenizer.get(), run->tree.get()},
+  run->to = std::make_unique<RegenDriver>(RegenTarget{run->target->model.get(), run->target->tokenizer.get(), run->tree.get()},
                                           planner_.corpus(), planner_.chain());
   run->scheduler = std::make_unique<BackfillScheduler>();
   const int64_t now = run->scheduler->env()->NowMonotonicNanos();
@@ -107,17 +136,34 @@ HttpReply Rollouts::Begin(const StartRequest& request) {
   run->rollout = std::make_unique<Rollout>(*run->from, *run->to, options);
   if (Status s = run->rollout->Begin(run->hot, *run->scheduler); !s.ok()) return StatusReply(s);
   if (Status s = run->scheduler->Start(); !s.ok()) return StatusReply(s);
-  HttpReply reply = ProgressOf(*run);
   std::lock_guard<std::mutex> lock(mu_);
+  PollLocked(*run);  // flush and lazy switch now
+  pending_switch_.store(run->next != nullptr, std::memory_order_release);
   run_ = std::move(run);  // the previous one (cut over) is dropped
-  return reply;
+  return ProgressOf(*run_);
 }
 
 HttpReply Rollouts::Progress() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!run_) return HttpReply::Error({404, "invalid_request_error", "no rollout has been started", "", "not_found"});
-  run_->rollout->Poll();
+  PollLocked(*run_);
   return ProgressOf(*run_);
+}
+
+void Rollouts::Poll() {
+  if (!pending_switch_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (run_) PollLocked(*run_);
+}
+
+void Rollouts::PollLocked(Run& run) {
+  if (!run.next) return;
+  run.rollout->Poll();
+  if (!run.rollout->cut_over()) return;
+  // Even when the weights equal the planner's (shared), serving moves: the engine may serve
+  // other weights by now, and the model named is the one to answer.
+  install_(std::move(run.next));  // leaves run.next null: switched
+  pending_switch_.store(false, std::memory_order_release);
 }
 
 HttpReply Rollouts::ProgressOf(Run& run) const {
@@ -125,13 +171,14 @@ HttpReply Rollouts::ProgressOf(Run& run) const {
   const BackfillSchedulerStats b = run.scheduler->Stats();
   const bool done = r.phase == RolloutPhase::kCutOver && r.backfill_pending == 0;
   return HttpReply::Ok({{"object", "fak.rollout"},
-                        {"model", run.target.label},
+                        {"model", run.target->label},
+                        {"model_id", run.model_id},
                         {"policy", RolloutPolicyName(r.policy)},
                         {"phase", RolloutPhaseName(r.phase)},
                         {"shared", r.shared},
                         {"cut_over", r.phase == RolloutPhase::kCutOver},
                         {"done", done},
-                        {"serving", "unchanged: the engine and the planner keep the model they started with"},
+                        {"switched", run.next == nullptr},
                         {"hot_set", {{"sessions", r.hot_set_sessions}}},
                         {"backfill",
                          {{"tasks", r.backfill_tasks},

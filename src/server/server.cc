@@ -23,6 +23,7 @@
 #include "src/server/http_reply.h"
 #include "src/server/metrics.h"
 #include "src/server/rollouts.h"
+#include "src/server/serving.h"
 #include "src/server/verdict_json.h"
 
 namespace fak {
@@ -102,12 +103,11 @@ Result<ApiKeys> ParseApiKeys(std::string_view text) {
 }
 
 struct Server::Impl {
-  Engine& engine;
-  const Model& model;
-  const Tokenizer& tokenizer;
   const ChatTemplate& chat_template;
   ServerOptions options;
-  std::vector<int32_t> chat_stop_tokens, completion_stop_tokens;
+  // What OpenAI requests go to; a rollout replaces it at cutover. Read with Current.
+  mutable std::mutex serving_mu;
+  std::shared_ptr<const internal::Serving> serving;
   // sha256(key) hex → tenant: a lookup's timing depends on the hash, not on how much of a real key
   // a guess shares.
   std::map<std::string, std::string, std::less<>> tenant_by_key_digest;
@@ -126,8 +126,7 @@ struct Server::Impl {
   size_t responses = 0;
   bool draining = false;
 
-  Impl(Engine& e, const Model& m, const Tokenizer& t, const ChatTemplate& c, ServerOptions o)
-      : engine(e), model(m), tokenizer(t), chat_template(c), options(std::move(o)) {}
+  Impl(const ChatTemplate& c, ServerOptions o) : chat_template(c), options(std::move(o)) {}
   ~Impl() {
     Stop();
     std::unique_lock lock(inflight_mu);
@@ -141,6 +140,21 @@ struct Server::Impl {
     }
     http.stop();
   }
+  std::shared_ptr<const internal::Serving> Current() const {
+    std::lock_guard lock(serving_mu);
+    return serving;
+  }
+  void Install(std::shared_ptr<const internal::Serving> next) {
+    std::shared_ptr<const internal::Serving> old;
+    {
+      std::lock_guard lock(serving_mu);
+      old = std::exchange(serving, std::move(next));
+    }
+    // `old` is freed here when no request holds it, else by the last request that does.
+  }
+  // An engine on rolled-out weights (MakeServing).
+  Result<std::shared_ptr<internal::Serving>> MakeServing(std::shared_ptr<const RolloutModel> weights,
+                                                         std::shared_ptr<RadixTree> tree, const std::string& model_id) const;
   void ResponseDone() {
     std::lock_guard lock(inflight_mu);
     --responses;
@@ -162,7 +176,7 @@ struct Server::Impl {
   void RolloutRoutes();
   // A chat-completion body for a conversation turn; nullopt (and the error) when it is refused.
   std::optional<ApiRequest> ParseTurn(const httplib::Request& req, internal::HttpReply* error) const;
-  Result<std::vector<int32_t>> PromptTokens(ApiEndpoint api, const ApiRequest& request) const;
+  Result<std::vector<int32_t>> PromptTokens(const internal::Serving& s, ApiEndpoint api, const ApiRequest& request) const;
   std::string RenderMetrics() const;
 };
 
@@ -192,7 +206,9 @@ std::optional<std::string> Server::Impl::Authenticate(const httplib::Request& re
   return std::nullopt;
 }
 
-Result<std::vector<int32_t>> Server::Impl::PromptTokens(ApiEndpoint api, const ApiRequest& request) const {
+Result<std::vector<int32_t>> Server::Impl::PromptTokens(const internal::Serving& s, ApiEndpoint api,
+                                                        const ApiRequest& request) const {
+  const Tokenizer& tokenizer = *s.tokenizer;
   if (api == ApiEndpoint::kChatCompletions) {
     FAK_ASSIGN_OR_RETURN(RenderedChat chat, chat_template.Render(request.messages));
     // The rendering holds the template's own BOS text where the model wants one.
@@ -201,6 +217,27 @@ Result<std::vector<int32_t>> Server::Impl::PromptTokens(ApiEndpoint api, const A
   FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(request.prompt));
   if (tokenizer.add_bos() && tokenizer.bos_id() >= 0) ids.insert(ids.begin(), tokenizer.bos_id());
   return ids;
+}
+
+Result<std::shared_ptr<internal::Serving>> Server::Impl::MakeServing(std::shared_ptr<const RolloutModel> weights,
+                                                                    std::shared_ptr<RadixTree> tree,
+                                                                    const std::string& model_id) const {
+  EngineOptions engine_options = options.rollout_engine;
+  engine_options.tree = tree.get();
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                       Engine::Create(*weights->model, *weights->tokenizer, std::move(engine_options)));
+  auto s = std::make_shared<internal::Serving>();
+  s->engine = engine.get();
+  s->owned_engine = std::move(engine);
+  s->model = weights->model.get();
+  s->tokenizer = weights->tokenizer.get();
+  s->model_id = model_id;
+  s->label = weights->label;
+  s->chat_stop_tokens = EndOfGenerationTokens(*s->tokenizer, &chat_template);
+  s->completion_stop_tokens = EndOfGenerationTokens(*s->tokenizer, nullptr);
+  s->tree = std::move(tree);
+  s->weights = std::move(weights);
+  return s;
 }
 
 namespace {
@@ -332,15 +369,18 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
   ApiRequestError parse_error;
   if (!internal::ParseApiRequest(api, req.body, &request, &parse_error))
     return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", parse_error.message, parse_error.param, "invalid_request"});
-  if (request.model != options.model_id)
+  if (rollouts) rollouts->Poll();  // a blue_green backfill that is done switches serving now
+  // Held until the request ends: a rollout that switches meanwhile leaves this engine to finish it.
+  std::shared_ptr<const internal::Serving> serving = Current();
+  if (request.model != serving->model_id)
     return ReplyError(res, *tenant, endpoint,
                       {404, "invalid_request_error", "the model '" + request.model + "' does not exist; this server serves '" +
-                                                         options.model_id + "'", "model", "model_not_found"});
-  Result<std::vector<int32_t>> prompt = PromptTokens(api, request);
+                                                         serving->model_id + "'", "model", "model_not_found"});
+  Result<std::vector<int32_t>> prompt = PromptTokens(*serving, api, request);
   const char* input_param = api == ApiEndpoint::kChatCompletions ? "messages" : "prompt";
   if (!prompt) return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", std::string(prompt.error().message()), input_param, "invalid_value"});
   if (prompt->empty()) return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", "the prompt is empty", input_param, "invalid_value"});
-  const size_t context = model.config().context_length;
+  const size_t context = serving->model->config().context_length;
   if (prompt->size() >= context)
     return ReplyError(res, *tenant, endpoint,
                       {400, "invalid_request_error", "the prompt is " + std::to_string(prompt->size()) +
@@ -358,7 +398,7 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
   run->tenant = *tenant;
   run->endpoint = endpoint;
   run->response_id = (api == ApiEndpoint::kChatCompletions ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
-  run->model = options.model_id;
+  run->model = serving->model_id;
   run->created = static_cast<int64_t>(std::time(nullptr));
   run->stream = request.stream;
   run->include_usage = request.include_usage;
@@ -368,7 +408,7 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
   er.prompt = std::move(*prompt);
   er.sampling = request.sampling;
   er.max_tokens = max_tokens;
-  er.stop_tokens = api == ApiEndpoint::kChatCompletions ? chat_stop_tokens : completion_stop_tokens;
+  er.stop_tokens = api == ApiEndpoint::kChatCompletions ? serving->chat_stop_tokens : serving->completion_stop_tokens;
   er.stop_strings = std::move(request.stop);
   if (run->stream) {
     er.on_token = [run](const TokenEvent& event) {
@@ -385,7 +425,7 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
       return ReplyError(res, *tenant, endpoint, {503, "server_shutting_down", "the server is shutting down", "", "shutting_down"});
     ++responses;
   }
-  Result<RequestId> id = engine.Submit(std::move(er));
+  Result<RequestId> id = serving->engine->Submit(std::move(er));
   if (!id) {
     ResponseDone();
     HttpError e = SubmitError(id.error());
@@ -398,8 +438,10 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
     std::lock_guard lock(inflight_mu);
     ++waiters;
   }
-  std::thread([this, run] {
-    Result<EngineResult> result = engine.Wait(run->id);
+  std::thread([this, run, serving]() mutable {
+    Result<EngineResult> result = serving->engine->Wait(run->id);
+    // Released before the count that lets the server go: a replaced engine is freed here or sooner.
+    serving.reset();
     bool client_gone = false;
     {
       std::lock_guard lock(run->mu);
@@ -422,13 +464,14 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
 
   // The connection's thread writes as the request progresses; a failed write means the client is
   // gone, and its request is cancelled (prefill included).
-  const auto abandon = [this, run] {
+  // Holds the serving too: the waiting thread may release its reference while this cancels.
+  const auto abandon = [run, serving] {
     {
       std::lock_guard lock(run->mu);
       if (run->done) return;
       run->client_gone = true;
     }
-    (void)engine.Cancel(run->id);
+    (void)serving->engine->Cancel(run->id);
   };
   res.set_chunked_content_provider(
       run->stream ? "text/event-stream" : kJsonType,
@@ -462,10 +505,12 @@ void Server::Impl::HandlePrefixProbe(const httplib::Request& req, httplib::Respo
   ApiRequestError parse_error;
   if (!internal::ParseApiRequest(api, req.body, &request, &parse_error))
     return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", parse_error.message, parse_error.param, "invalid_request"});
-  Result<std::vector<int32_t>> prompt = PromptTokens(api, request);
+  const std::shared_ptr<const internal::Serving> serving = Current();
+  Result<std::vector<int32_t>> prompt = PromptTokens(*serving, api, request);
   if (!prompt) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(prompt.error().message()), "", "invalid_value"});
   // A lookup always leaves the last prompt token to prefill (its logits start generation).
-  const size_t reusable = prompt->empty() ? 0 : std::min(engine.tree().MatchLength(*prompt, *tenant), prompt->size() - 1);
+  const size_t reusable =
+      prompt->empty() ? 0 : std::min(serving->engine->tree().MatchLength(*prompt, *tenant), prompt->size() - 1);
   Reply(res, *tenant, kEndpoint, 200, Json{{"tenant", *tenant}, {"prompt_tokens", prompt->size()}, {"cached_tokens", reusable}});
 }
 
@@ -480,7 +525,8 @@ void Server::Impl::HandleGateProbe(const httplib::Request& req, httplib::Respons
   if (!tenant) return;
   Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
   if (!body) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(body.error().message()), "", "invalid_request"});
-  ResidentClaim claim = engine.tree().ClaimFor(*tenant);
+  const std::shared_ptr<const internal::Serving> serving = Current();
+  ResidentClaim claim = serving->engine->tree().ClaimFor(*tenant);
   if (auto it = body->find("claim"); it != body->end()) {
     HttpError error;
     if (!internal::ApplyClaim(*it, &claim, &error)) return ReplyError(res, *tenant, kEndpoint, error);
@@ -491,12 +537,12 @@ void Server::Impl::HandleGateProbe(const httplib::Request& req, httplib::Respons
   ApiRequestError parse_error;
   if (!internal::ParseApiRequest(api, internal::DumpJson(*body), &request, &parse_error))
     return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", parse_error.message, parse_error.param, "invalid_request"});
-  if (request.model != options.model_id)
+  if (request.model != serving->model_id)
     return ReplyError(res, *tenant, kEndpoint, {404, "invalid_request_error", "the model '" + request.model + "' does not exist",
                                                 "model", "model_not_found"});
-  Result<std::vector<int32_t>> prompt = PromptTokens(api, request);
+  Result<std::vector<int32_t>> prompt = PromptTokens(*serving, api, request);
   if (!prompt) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(prompt.error().message()), "", "invalid_value"});
-  const GateProbe probe = engine.tree().ProbeGate(claim, *prompt, *tenant);
+  const GateProbe probe = serving->engine->tree().ProbeGate(claim, *prompt, *tenant);
   metrics.CountProbe(probe.verdict);
   Json reply = internal::VerdictJson(probe.verdict);
   reply["object"] = "fak.gate.verdict";
@@ -588,7 +634,8 @@ void Server::Impl::RolloutRoutes() {
     if (!admin)
       return ReplyError(res, *tenant, kEndpoint, {403, "invalid_request_error", "tenant '" + *tenant + "' may not roll out "
                                                   "models (see --admin-tenant)", "", "forbidden"});
-    const internal::HttpReply reply = handle();
+    internal::HttpReply reply = handle();
+    if (reply.status == 200) reply.body["serving"] = Current()->model_id;
     Reply(res, *tenant, kEndpoint, reply.status, reply.body);
   };
   http.Post("/fak/v1/rollout", [this, with_admin](const httplib::Request& req, httplib::Response& res) {
@@ -601,9 +648,11 @@ void Server::Impl::RolloutRoutes() {
 
 std::string Server::Impl::RenderMetrics() const {
   internal::EngineSnapshot s;
-  s.engine = engine.Stats();
-  s.tree = engine.tree().Stats();
-  s.gate = engine.tree().GateStatistics();
+  const std::shared_ptr<const internal::Serving> serving = Current();
+  s.engine = serving->engine->Stats();
+  s.tree = serving->engine->tree().Stats();
+  s.gate = serving->engine->tree().GateStatistics();
+  s.serving_model = serving->model_id;
   s.kv_budget_bytes = options.kv_budget_bytes;
   if (conversations) {
     s.conversations = conversations->Stats();
@@ -624,21 +673,23 @@ void Server::Impl::Routes() {
   http.Post("/fak/v1/gate", [this](const httplib::Request& req, httplib::Response& res) { HandleGateProbe(req, res); });
   ConversationRoutes();
   RolloutRoutes();
-  const auto model_json = [this] {
-    return Json{{"id", options.model_id}, {"object", "model"}, {"created", 0}, {"owned_by", "fak"}};
+  const auto model_json = [](const std::string& id) {
+    return Json{{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "fak"}};
   };
   http.Get("/v1/models", [this, model_json](const httplib::Request& req, httplib::Response& res) {
     std::optional<std::string> tenant = Authenticate(req, res, "/v1/models");
-    if (tenant) Reply(res, *tenant, "/v1/models", 200, Json{{"object", "list"}, {"data", Json::array({model_json()})}});
+    if (tenant)
+      Reply(res, *tenant, "/v1/models", 200, Json{{"object", "list"}, {"data", Json::array({model_json(Current()->model_id)})}});
   });
   http.Get("/v1/models/(.+)", [this, model_json](const httplib::Request& req, httplib::Response& res) {
     std::optional<std::string> tenant = Authenticate(req, res, "/v1/models");
     if (!tenant) return;
-    if (req.matches[1] != options.model_id)
+    const std::string id = Current()->model_id;
+    if (req.matches[1] != id)
       return ReplyError(res, *tenant, "/v1/models",
                         {404, "invalid_request_error", "the model '" + std::string(req.matches[1]) + "' does not exist",
                          "model", "model_not_found"});
-    Reply(res, *tenant, "/v1/models", 200, model_json());
+    Reply(res, *tenant, "/v1/models", 200, model_json(id));
   });
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     Reply(res, kUnauthenticated, "/health", 200, Json{{"status", "ok"}});
@@ -682,7 +733,16 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
   if (options.http_threads == 0) return InvalidArgument("ServerOptions: http_threads must be at least 1");
   if (options.default_max_tokens == 0) return InvalidArgument("ServerOptions: default_max_tokens must be at least 1");
   if (options.model_id.empty()) return InvalidArgument("ServerOptions: model_id must not be empty");
-  auto impl = std::make_unique<Impl>(engine, model, tokenizer, chat_template, std::move(options));
+  auto impl = std::make_unique<Impl>(chat_template, std::move(options));
+  auto serving = std::make_shared<internal::Serving>();
+  serving->engine = &engine;
+  serving->model = &model;
+  serving->tokenizer = &tokenizer;
+  serving->model_id = impl->options.model_id;
+  serving->label = impl->options.model_id;
+  serving->chat_stop_tokens = EndOfGenerationTokens(tokenizer, &chat_template);
+  serving->completion_stop_tokens = EndOfGenerationTokens(tokenizer, nullptr);
+  impl->serving = std::move(serving);
   for (const auto& [key, tenant] : impl->options.api_keys) {
     if (!IsValidTenant(tenant)) return InvalidArgument("ServerOptions: invalid tenant name '" + tenant + "'");
     impl->tenant_by_key_digest.emplace(Digest::Of(key).Hex(), tenant);
@@ -692,14 +752,17 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
     impl->conversations = std::make_unique<internal::Conversations>(*planner, model, impl->options.default_max_tokens,
                                                                     impl->options.max_conversations);
     if (impl->options.load_model) {
-      impl->rollouts = std::make_unique<internal::Rollouts>(*planner, model, tokenizer, *impl->conversations,
-                                                            impl->options.load_model);
+      Impl* self = impl.get();
+      impl->rollouts = std::make_unique<internal::Rollouts>(
+          *planner, model, tokenizer, *impl->conversations, impl->options.load_model,
+          [self](std::shared_ptr<const RolloutModel> weights, std::shared_ptr<RadixTree> tree, const std::string& id) {
+            return self->MakeServing(std::move(weights), std::move(tree), id);
+          },
+          [self](std::shared_ptr<const internal::Serving> next) { self->Install(std::move(next)); });
     }
   }
   for (const std::string& tenant : impl->options.admin_tenants)
     if (!IsValidTenant(tenant)) return InvalidArgument("ServerOptions: invalid admin tenant name '" + tenant + "'");
-  impl->chat_stop_tokens = EndOfGenerationTokens(tokenizer, &chat_template);
-  impl->completion_stop_tokens = EndOfGenerationTokens(tokenizer, nullptr);
   const size_t threads = impl->options.http_threads;
   impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   impl->http.set_payload_max_length(impl->options.max_body_bytes);

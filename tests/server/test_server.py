@@ -34,11 +34,11 @@ MAX_BODY = 64 * 1024
 class FakServer:
     """A `fak serve` subprocess; `port` is read from its 'listening on' line."""
 
-    def __init__(self, tmp_path, *extra):
+    def __init__(self, tmp_path, *extra, model=MODEL):
         keys = tmp_path / f"keys-{uuid.uuid4().hex}"
         keys.write_text("# test keys\n" + "".join(f"{k} {t}\n" for k, t in KEYS.items()))
         self.proc = subprocess.Popen(
-            [FAK, "serve", MODEL, "--port", "0", "--api-keys", str(keys), "--max-body", str(MAX_BODY), *extra],
+            [FAK, "serve", model, "--port", "0", "--api-keys", str(keys), "--max-body", str(MAX_BODY), *extra],
             stderr=subprocess.PIPE, text=True)
         self.log = []
         deadline = time.time() + 30
@@ -642,9 +642,15 @@ def test_rollout_backfills_the_conversations(tmp_path):
         assert progress["phase"] == "cut_over" and backfill["refused"] == 0 and backfill["errors"] == 0, progress
         assert backfill["tasks"] == backfill["tasks_done"] == 2 and backfill["tokens"] > 0, progress
         assert progress["new_tree_tokens"] >= backfill["tokens"] > 0
+        # Done: serving moved to an engine on the warmed tree, named after the weights.
+        assert progress["switched"] is True and progress["serving"] == "embedded:7", progress
+        assert [m.id for m in s.client().models.list()] == ["embedded:7"]
         families = s.metrics()
         assert sample_value(families, "fak_rollout_cut_over") == 1
         assert sample_value(families, "fak_rollout_backfill_tokens") == backfill["tokens"]
+        # The engine now serving is on the tree the backfill warmed.
+        assert sample_value(families, "fak_tree_tokens") == progress["new_tree_tokens"]
+        assert sample_value(families, "fak_serving_model", model="embedded:7") == 1
 
         # Identical weights share the old cache: no backfill. Lazy cuts over at once.
         status, same = s.request("POST", "/fak/v1/rollout", {"model": "embedded", "policy": "blue_green"})
@@ -659,8 +665,74 @@ def test_rollout_backfills_the_conversations(tmp_path):
             assert status == 400 and reply["error"]["param"] == param, (body, reply)
         status, reply = s.request("POST", "/fak/v1/rollout", {"model": str(tmp_path / "no-such-model.gguf")})
         assert status == 404 and reply["error"]["param"] == "model", reply
-        # Serving is unchanged: chat still answers.
-        assert chat(s.client(), [{"role": "user", "content": "still here?"}], max_tokens=2).choices
+        # Failed rollouts change nothing: the last one cut over serves.
+        status, progress = s.request("GET", "/fak/v1/rollout")
+        assert progress["serving"] == "embedded:8" and progress["switched"] is True, progress
+        assert s.client().chat.completions.create(model="embedded:8", messages=[{"role": "user", "content": "still here?"}],
+                                                  max_tokens=2, temperature=0).choices
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0, "".join(s.log)
+
+
+def completion(s, model, prompt, max_tokens=12):
+    status, reply = s.request("POST", "/v1/completions", {"model": model, "prompt": prompt, "max_tokens": max_tokens,
+                                                          "temperature": 0})
+    assert status == 200, reply
+    return reply
+
+
+def test_rollout_switches_serving(tmp_path):
+    prompt = "the weights answer: "
+    # The reference: a server started on the new weights.
+    ref = FakServer(tmp_path, model="embedded:7")
+    try:
+        new_text = completion(ref, "embedded:7", prompt)["choices"][0]["text"]
+    finally:
+        ref.stop()
+    s = FakServer(tmp_path, "--admin-tenant", "alice")
+    try:
+        old_text = completion(s, MODEL, prompt)["choices"][0]["text"]
+        assert old_text != new_text  # control: the weights differ in what they answer
+
+        # A request in flight when serving switches finishes on the engine it started on. It runs
+        # about 1.5 s in release builds; under the sanitizers, as long as 200 tokens take.
+        start = time.time()
+        completion(s, MODEL, "pace", max_tokens=200)
+        long_tokens = min(3000, 200 * max(1, round(1.5 / (time.time() - start))))
+        in_flight = {}
+        long_request = threading.Thread(target=lambda: in_flight.update(
+            reply=s.request("POST", "/v1/completions", {"model": MODEL, "prompt": "in flight", "max_tokens": long_tokens,
+                                                        "temperature": 0})))
+        long_request.start()
+        assert wait_for(lambda: sample_value(s.metrics(), "fak_running_requests") == 1)
+        status, flush = s.request("POST", "/fak/v1/rollout", {"model": "embedded:7", "policy": "flush"})
+        assert status == 200 and flush["switched"] is True and flush["serving"] == "embedded:7", flush
+        assert long_request.is_alive()  # the switch did not wait for it
+        long_request.join(120)
+        status, reply = in_flight["reply"]
+        assert status == 200 and reply["model"] == MODEL, reply
+        assert reply["usage"]["completion_tokens"] == long_tokens and reply["choices"][0]["finish_reason"] == "length", reply
+
+        # After cutover the new weights answer, under their name; the old name is gone.
+        assert [m.id for m in s.client().models.list()] == ["embedded:7"]
+        reply = completion(s, "embedded:7", prompt)
+        assert reply["choices"][0]["text"] == new_text and reply["model"] == "embedded:7", reply
+        status, reply = s.request("POST", "/v1/completions", {"model": MODEL, "prompt": prompt, "max_tokens": 2})
+        assert status == 404 and reply["error"]["code"] == "model_not_found", reply
+        families = s.metrics()
+        assert sample_value(families, "fak_serving_model", model="embedded:7") == 1
+        assert sample_value(families, "fak_tree_tokens") > 0  # the new engine's own tree
+
+        # Lazy back to the weights the server started on, keeping their id: the old answer again,
+        # from a cold engine.
+        status, lazy = s.request("POST", "/fak/v1/rollout", {"model": "embedded:2026", "policy": "lazy",
+                                                             "model_id": MODEL})
+        assert status == 200 and lazy["switched"] is True and lazy["serving"] == MODEL, lazy
+        reply = completion(s, MODEL, prompt)
+        assert reply["choices"][0]["text"] == old_text and reply["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+        status, reply = s.request("POST", "/fak/v1/rollout", {"model": "embedded:9", "model_id": ""})
+        assert status == 400 and reply["error"]["param"] == "model_id", reply
     finally:
         s.stop()
     assert s.proc.returncode == 0, "".join(s.log)

@@ -164,10 +164,17 @@ Result<LoadedModel> LoadModel(std::string_view spec, size_t n_threads) {
   ModelOptions options;
   options.n_threads = n_threads;
   LoadedModel loaded;
-  if (spec == "embedded") {
-    FAK_ASSIGN_OR_RETURN(loaded.model, Model::Synthetic(ModelConfig::EmbeddedDefault(), /*seed=*/2026, options));
+  if (spec == "embedded" || spec.rfind(kEmbeddedSeeded, 0) == 0) {
+    uint64_t seed = 2026;
+    if (spec != "embedded") {
+      const std::string_view digits = spec.substr(kEmbeddedSeeded.size());
+      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), seed);
+      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size())
+        return InvalidArgument("model '" + std::string(spec) + "': expected embedded:SEED with a decimal SEED");
+    }
+    FAK_ASSIGN_OR_RETURN(loaded.model, Model::Synthetic(ModelConfig::EmbeddedDefault(), seed, options));
     loaded.tokenizer = MakeByteTokenizer();
-    loaded.label = "embedded (synthetic weights, seed 2026)";
+    loaded.label = "embedded (synthetic weights, seed " + std::to_string(seed) + ")";
     return loaded;
   }
   if (std::optional<ModelConfig> shape = ShapeModelConfig(spec)) {
@@ -233,7 +240,7 @@ Result<ChatTemplate> ChatTemplateFor(const Args& args, const std::string& model_
     FAK_ASSIGN_OR_RETURN(std::string source, ReadFileOrStdin(*given));
     return ChatTemplate::Recognize(source, tokenizer);
   }
-  if (model_spec == "embedded") return ChatTemplate::ForFamily("fak", tokenizer);
+  if (model_spec == "embedded" || model_spec.rfind(kEmbeddedSeeded, 0) == 0) return ChatTemplate::ForFamily("fak", tokenizer);
   return ChatTemplate::ForModel(model_spec, tokenizer);
 }
 

@@ -82,13 +82,16 @@ struct LoadedModel {
   std::string label;  // how it was named, e.g. "embedded (synthetic, seed 2026)"
 };
 // MODEL names the tool knows. "embedded" is the embedded default (ModelConfig::EmbeddedDefault,
-// synthetic weights seed 2026, byte tokenizer — the demo's model); "shape:smollm2-135m" and
+// synthetic weights seed 2026, byte tokenizer — the demo's model), "embedded:SEED" the same with
+// other synthetic weights (a weights change tests can make); "shape:smollm2-135m" and
 // "shape:tinyllama-1.1b" are real shapes with random weights and no tokenizer (bench, inspect).
 inline constexpr char kModelHelp[] =
     "MODEL: 'embedded' (the embedded default: synthetic weights, seed 2026, byte tokenizer),\n"
+    "       'embedded:SEED' (the same with other synthetic weights),\n"
     "       'shape:smollm2-135m' or 'shape:tinyllama-1.1b' (real shapes, random weights; bench and inspect only),\n"
     "       or a model file (run, chat and bench load GGUF files with their tokenizer; inspect also\n"
     "       reads safetensors).\n";
+inline constexpr std::string_view kEmbeddedSeeded = "embedded:";
 Result<LoadedModel> LoadModel(std::string_view spec, size_t n_threads);
 // The shape-only models by name; nullopt when `spec` is not one.
 std::optional<ModelConfig> ShapeModelConfig(std::string_view spec);
@@ -125,7 +128,7 @@ std::string GenerationHelp(size_t default_max_tokens);
 // MODEL: `-m/--model` or the one positional (not both).
 Result<std::string> ModelArgument(const Args& args);
 // The chat template: --template (a family name, or a file holding a Jinja template to
-// recognise), else the model's own (ChatTemplate::ForModel; family "fak" for 'embedded').
+// recognise), else the model's own (ChatTemplate::ForModel; family "fak" for 'embedded[:SEED]').
 Result<ChatTemplate> ChatTemplateFor(const Args& args, const std::string& model_spec, const Tokenizer& tokenizer);
 // Writes one JSON value and a newline to stdout.
 void WriteJsonLine(const std::string& json);

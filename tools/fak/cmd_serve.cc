@@ -50,8 +50,8 @@ constexpr std::string_view kServeUsage =
     "  --redis URL            conversation texts in Redis instead: redis://[:PASSWORD@]HOST[:PORT][/DB]\n"
     "  --max-conversations N  conversations held at once; more are refused with 503. Default: 1024\n"
     "  --admin-tenant NAME    the tenant allowed to roll out new weights (POST /fak/v1/rollout names a\n"
-    "                         MODEL as above, or 'embedded:SEED' for other synthetic weights). Default:\n"
-    "                         anyone without --api-keys, nobody with them\n";
+    "                         MODEL as above; serving switches to it at cutover). Default: anyone\n"
+    "                         without --api-keys, nobody with them\n";
 
 // SIGINT and SIGTERM, blocked in every thread (BlockStopSignals runs before any thread starts: the
 // model's pool and the engine's step thread inherit the mask) and taken by StopOnSignal's thread.
@@ -140,30 +140,11 @@ Result<std::unique_ptr<Planner>> OpenPlanner(const LoadedModel& m, const ChatTem
   return Planner::Create(*m.model, *m.tokenizer, std::move(key), store, std::move(options));
 }
 
-// What a rollout loads: a MODEL as the command takes it, or "embedded:SEED" — the embedded model's
-// shape and byte tokenizer with other synthetic weights (a weights change the tests can make).
+// What a rollout loads: a MODEL as the command takes it ('embedded:SEED' for other synthetic weights).
 ModelLoader RolloutLoader(size_t n_threads) {
   return [n_threads](const std::string& spec) -> Result<RolloutModel> {
-    constexpr std::string_view kSeeded = "embedded:";
-    RolloutModel out;
-    if (spec.rfind(kSeeded, 0) == 0) {
-      const std::string_view digits = std::string_view(spec).substr(kSeeded.size());
-      uint64_t seed = 0;
-      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), seed);
-      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size())
-        return InvalidArgument("model '" + spec + "': expected embedded:SEED with a decimal SEED");
-      ModelOptions options;
-      options.n_threads = n_threads;
-      FAK_ASSIGN_OR_RETURN(out.model, Model::Synthetic(ModelConfig::EmbeddedDefault(), seed, options));
-      out.tokenizer = MakeByteTokenizer();
-      out.label = "embedded (synthetic weights, seed " + std::to_string(seed) + ")";
-      return out;
-    }
     FAK_ASSIGN_OR_RETURN(LoadedModel m, LoadModel(spec, n_threads));
-    out.model = std::move(m.model);
-    out.tokenizer = std::move(m.tokenizer);
-    out.label = std::move(m.label);
-    return out;
+    return RolloutModel{std::move(m.model), std::move(m.tokenizer), std::move(m.label)};
   };
 }
 
@@ -228,6 +209,7 @@ int ServeCommand(std::span<char* const> argv) {
   if (!planner) return Fail("serve", planner.error());
   options->planner = planner->get();
   options->load_model = RolloutLoader(*threads);
+  options->rollout_engine = engine_options;
   Result<std::unique_ptr<Server>> server = Server::Create(**engine, *m->model, *m->tokenizer, *chat_template, *options);
   if (!server) return Fail("serve", server.error());
   Result<uint16_t> port = (*server)->Bind();

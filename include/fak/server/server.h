@@ -6,8 +6,10 @@
 // server-sent events when asked. fak's own, under /fak/v1: the reuse probe (prefix), the gate's
 // verdict for a prefix (gate), and with a Planner conversations kept by the server, a message
 // evicted from one with a signed deletion certificate, certificate verification, and a rollout of
-// new weights whose backfill progress can be watched. Every request's tokens go to the Engine with the tenant its API key
-// maps to, so prefix reuse stays inside a tenant's namespace of the radix tree.
+// new weights whose backfill progress can be watched; at its cutover the completion endpoints move
+// to an Engine on the new weights (the Planner keeps its model). Every request's tokens go to the
+// serving Engine with the tenant its API key maps to, so prefix reuse stays inside a tenant's
+// namespace of the radix tree.
 //
 // Threads: connections are served by a pool of `http_threads` threads; each waits on its own
 // request while the Engine's step thread batches them all. A client that disconnects has its
@@ -72,8 +74,11 @@ struct ServerOptions {
   // Conversations held at once; more are refused with 503. Default: 1024.
   size_t max_conversations = 1024;
   // Rollouts (POST /fak/v1/rollout) load the new weights with this; they also need `planner`.
-  // Null: the rollout endpoints answer 404. Default: null.
+  // At cutover the OpenAI endpoints switch to an engine on the new weights. Null: the rollout
+  // endpoints answer 404. Default: null.
   ModelLoader load_model;
+  // The options that engine is created with (its tree is the rollout's own). Default: defaults.
+  EngineOptions rollout_engine;
   // Tenants allowed to start a rollout (an operator action); others get 403. Empty: any caller
   // when there are no API keys, nobody when there are. Default: empty.
   std::vector<std::string> admin_tenants;
@@ -81,7 +86,8 @@ struct ServerOptions {
 
 class Server {
  public:
-  // `engine` (built on `model` and `tokenizer`) and `chat_template` must outlive the server.
+  // `engine` (built on `model` and `tokenizer`) and `chat_template` must outlive the server. A
+  // rollout's cutover stops sending requests to `engine` (those it runs finish); the host shuts it down.
   // InvalidArgument for a bad option.
   static Result<std::unique_ptr<Server>> Create(Engine& engine, const Model& model, const Tokenizer& tokenizer,
                                                 const ChatTemplate& chat_template, ServerOptions options);
