@@ -696,10 +696,11 @@ def test_rollout_switches_serving(tmp_path):
         assert old_text != new_text  # control: the weights differ in what they answer
 
         # A request in flight when serving switches finishes on the engine it started on. It runs
-        # about 1.5 s in release builds; under the sanitizers, as long as 200 tokens take.
+        # about 5 s (at least as long as 400 tokens take): long enough to outlast the flush on a
+        # loaded machine, whose speed changes between the timing run and the test.
         start = time.time()
         completion(s, MODEL, "pace", max_tokens=200)
-        long_tokens = min(3000, 200 * max(1, round(1.5 / (time.time() - start))))
+        long_tokens = min(3000, 200 * max(2, round(5.0 / (time.time() - start))))
         in_flight = {}
         long_request = threading.Thread(target=lambda: in_flight.update(
             reply=s.request("POST", "/v1/completions", {"model": MODEL, "prompt": "in flight", "max_tokens": long_tokens,
