@@ -1,0 +1,145 @@
+/* fak C API: the serving engine and the radix tree it reuses prefixes from (conventions: fak/c/base.h). */
+#ifndef FAK_C_ENGINE_H_
+#define FAK_C_ENGINE_H_
+
+#include "fak/c/base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Engine: many requests, one batched forward pass per step -------------------------------- */
+
+/* Thread-safe: submit, cancel and wait from any thread. */
+/* A radix tree (see "Radix tree" below); an engine may share one. */
+
+typedef struct fak_engine_options {
+  size_t struct_size;
+  size_t max_running;      /* requests running at once (>= 1). Default: 16. */
+  size_t max_queued;       /* requests waiting (>= 1); submit answers UNAVAILABLE past it. Default: 256. */
+  size_t kv_budget_bytes;  /* KV of running requests and the prefix tree; 0 = unbounded. Default: 0. */
+  int start_thread;        /* nonzero: the engine steps on its own thread; 0: fak_engine_wait steps it. Default: 1. */
+  /* A tree of the same model to reuse prefixes from and give finished contexts to (the engine
+   * keeps it alive); NULL = the engine's own. Its budget becomes kv_budget_bytes. Default: NULL. */
+  fak_radix* tree;
+} fak_engine_options;
+
+/* Thread-safe (touches only *options). */
+void fak_engine_options_init(fak_engine_options* options);
+/* An engine over `model` (with its own prefix tree), holding a reference to the model. Caller
+ * frees *out with fak_engine_free. Thread-safe. */
+fak_status fak_engine_new(const fak_model* model, const fak_engine_options* options, fak_engine** out);
+/* Cancels what is queued or running, joins the step thread, frees. No callback runs after it
+ * returns. Must not be called from a token callback.
+ * NULL is a no-op. Not concurrently with other calls on the engine. */
+void fak_engine_free(fak_engine* engine);
+
+/* Called on the stepping thread for each generated token with the text it releases (possibly
+ * empty; not NUL-terminated). Return nonzero to continue, 0 to cancel the request. Keep it short;
+ * it may call fak_engine_cancel and fak_engine_submit, never fak_engine_wait or fak_engine_free. */
+typedef int (*fak_token_callback)(void* user_data, uint64_t request_id, int32_t token, const char* text,
+                                  size_t text_len);
+
+typedef struct fak_request {
+  size_t struct_size;
+  const char* tenant;                 /* NUL-terminated namespace of prefix reuse; NULL = "default" */
+  const int32_t* prompt;              /* token ids, or NULL with messages */
+  size_t n_prompt;
+  const fak_chat_message* messages;   /* a conversation rendered with the model's template, or NULL */
+  size_t n_messages;
+  const fak_sampling_params* sampling; /* NULL = greedy; copied at submit */
+  size_t max_tokens;                  /* 0: prefill only, giving the prompt's KV to the tree. Default: 64. */
+  const int32_t* stop_tokens;         /* with messages and none given: EOS and end-of-turn tokens */
+  size_t n_stop_tokens;
+  fak_token_callback on_token;        /* may be NULL */
+  void* user_data;                    /* passed to on_token */
+  const char* const* stop_strings;    /* NUL-terminated; generation ends when the text contains one, */
+  size_t n_stop_strings;              /* which is never emitted (nor what follows) */
+  /* Nonzero: background work (warming the tree, backfill), admitted only while no interactive
+   * request waits and preempted first. Default: 0 (interactive). */
+  int background;
+} fak_request;
+
+/* Thread-safe (touches only *request). */
+void fak_request_init(fak_request* request);
+/* Queues a request; everything it points to is copied before the call returns. *id is never 0.
+ * INVALID_ARGUMENT (bad prompt, ids, sampling, tenant), RESOURCE_EXHAUSTED (prompt + max_tokens
+ * past the context or budget), UNAVAILABLE (queue full), FAILED_PRECONDITION (messages without a
+ * chat template). Thread-safe. */
+fak_status fak_engine_submit(fak_engine* engine, const fak_request* request, uint64_t* id);
+/* Asks `id` to stop; it finishes as FAK_FINISH_CANCELLED. NOT_FOUND for an unknown or collected id.
+ * Thread-safe; may be called from a token callback. */
+fak_status fak_engine_cancel(fak_engine* engine, uint64_t id);
+
+typedef enum fak_finish_reason {
+  FAK_FINISH_STOP_TOKEN = 0,
+  FAK_FINISH_STOP_STRING = 1,
+  FAK_FINISH_LENGTH = 2,
+  FAK_FINISH_CANCELLED = 3,
+  FAK_FINISH_DEADLINE = 4,
+  FAK_FINISH_ERROR = 5
+} fak_finish_reason;
+
+/* A finished request's outcome. Immutable: thread-safe. */
+
+/* Blocks until `id` finishes and hands over its result (once; NOT_FOUND afterwards). Free it with
+ * fak_result_free. A request that failed is still a result, with FAK_FINISH_ERROR and its error.
+ * Caller frees *out with fak_result_free. Thread-safe (each id is waited for by one caller). */
+fak_status fak_engine_wait(fak_engine* engine, uint64_t id, fak_result** out);
+/* NULL is a no-op; invalidates the pointers fak_result_info_get lent. */
+void fak_result_free(fak_result* result);
+
+typedef struct fak_result_info {
+  size_t struct_size;
+  fak_finish_reason finish;
+  const int32_t* tokens;  /* generated ids (a stop token included); borrowed from the result */
+  size_t n_tokens;
+  const char* text;       /* the streamed text, NUL-terminated; borrowed from the result */
+  size_t text_len;
+  size_t prompt_tokens, cached_tokens;  /* cached: prompt tokens reused from the prefix tree */
+  fak_status error;       /* with FAK_FINISH_ERROR */
+  const char* error_message;  /* NUL-terminated; borrowed from the result */
+} fak_result_info;
+
+/* Fills `info` (set struct_size first). Pointers stay valid until fak_result_free.
+ * Thread-safe (a result is immutable). */
+fak_status fak_result_info_get(const fak_result* result, fak_result_info* info);
+
+/* ---- Radix tree: prefix reuse across sessions ------------------------------------------------ */
+
+/* fak_radix: thread-safe. Every reuse passes the manifest gate: a tree never serves KV across a
+ * model, tokenizer, kernel tier or tenant. */
+
+/* A tree for `model`'s KV keeping at most budget_bytes resident (0 = unbounded).
+ * Caller frees *out with fak_radix_free; the tree holds a reference to the model. Thread-safe. */
+fak_status fak_radix_new(const fak_model* model, size_t budget_bytes, fak_radix** out);
+/* NULL is a no-op; sessions from lookups keep the tree alive. Not concurrently with other calls
+ * on this handle. */
+void fak_radix_free(fak_radix* radix);
+/* A new session holding the longest cached prefix of `tokens` (n_tokens >= 1) that `tenant`
+ * (NULL = "default") may reuse, at most n_tokens - 1 tokens so one is left to prefill; *matched
+ * tells how many. The session reads the tree's KV in place and keeps that path from eviction until
+ * it is freed. Prefill tokens[*matched:] on it next. Caller frees *out with fak_session_free. Thread-safe. */
+fak_status fak_radix_lookup(fak_radix* radix, const char* tenant, const int32_t* tokens, size_t n_tokens,
+                            fak_session** out, size_t* matched);
+/* Adds everything `session` holds to `tenant`'s namespace (NULL = "default"), then trims to the
+ * budget. INVALID_ARGUMENT for a session of another model or an empty one.
+ * Copies what it keeps; the session stays the caller's. Thread-safe for the tree; the session must
+ * not change meanwhile. */
+fak_status fak_radix_insert(fak_radix* radix, const char* tenant, const fak_session* session);
+
+typedef struct fak_radix_stats {
+  size_t struct_size;
+  size_t unique_tokens, resident_bytes, node_count;
+  size_t lookups, hits, misses, hit_tokens, evicted_tokens;
+} fak_radix_stats;
+
+/* Thread-safe. */
+fak_status fak_radix_stats_get(const fak_radix* radix, fak_radix_stats* stats);
+
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif /* FAK_C_ENGINE_H_ */
