@@ -3,6 +3,8 @@
 #define FAK_C_ENGINE_H_
 
 #include "fak/c/base.h"
+#include "fak/c/model.h"    /* fak_chat_message */
+#include "fak/c/session.h"  /* fak_sampling_params */
 
 #ifdef __cplusplus
 extern "C" {
