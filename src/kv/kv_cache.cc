@@ -425,7 +425,8 @@ SessionStart SessionFromPrefix(const KVCache& source, std::span<const int32_t> t
   // Keep at least the last token to prefill, so the caller always gets next-token logits.
   const size_t limit = tokens.empty() ? 0 : tokens.size() - 1;
   while (n < held.size() && n < limit && held[n] == tokens[n]) ++n;
-  return SessionStart{*source.Prefix(n), n};  // n <= size(): Prefix cannot fail
+  if (n < source.cut_floor()) n = 0;  // a windowed source no longer holds what that prefix needs
+  return SessionStart{*source.Prefix(n), n};  // n <= size(), n >= cut_floor() or 0: Prefix cannot fail
 }
 
 }  // namespace fak

@@ -150,6 +150,16 @@ TEST(Witness, SlidingWindowCutsInPlaceWithinWhatIsHeldAndRefusesPastIt) {
   EXPECT_EQ(windowed.size(), tokens.size());
   EXPECT_EQ(windowed.ComputeDigest(), before);
 
+  // A session from this one's prefix: reused only down to the floor, rebuilt below it.
+  std::vector<int32_t> diverging(tokens.begin(), tokens.begin() + 100);
+  diverging.push_back(1);
+  EXPECT_EQ(SessionFromPrefix(windowed, diverging).reused_tokens, 0u);
+  std::vector<int32_t> late(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(floor) + 3);
+  late.push_back(1);
+  SessionStart start = SessionFromPrefix(windowed, late);
+  EXPECT_EQ(start.reused_tokens, floor + 3);
+  EXPECT_TRUE(start.cache.windowed());
+
   // Within what is held: a cut to the floor, then the same tokens again, equals never cutting.
   ASSERT_OK(windowed.Truncate(floor));
   const auto rest = std::span(tokens).subspan(floor);

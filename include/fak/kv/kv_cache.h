@@ -237,7 +237,8 @@ class KVCache {
 
 // A session cache starting from the longest common prefix of `source`'s tokens and `tokens`: only
 // tokens[reused_tokens:] remain to be prefilled (at least one token always remains, so the caller
-// gets next-token logits). Cost: a copy of the reused prefix.
+// gets next-token logits). Cost: a copy of the reused prefix. From a windowed source a prefix
+// shorter than its cut_floor() is not reused (reused_tokens = 0).
 struct SessionStart {
   KVCache cache;
   size_t reused_tokens = 0;
