@@ -194,7 +194,7 @@ int KrawDecodeCost(const Flags& f, size_t threads) {
   if (auto r = model.Prefill(&cache, LcgTokens(prompt, 5), LogitsMode::kNone); !r.has_value())
     return Fail(r.error(), "Prefill");
   if (Status s = cache.Reserve(prompt + 2 * f.decode_steps + 2); !s.ok()) return Fail(s, "Reserve");
-  const size_t stride = cache.head_stride();
+  const size_t stride = cache.head_stride(0);  // every layer keeps all rows here: one stride
   std::vector<float> shadow(c.n_layers * c.n_kv_heads * stride, 0.0f);  // touched: no page faults timed
   std::vector<float> k_row(c.n_kv_heads * hd, 0.5f);
 

@@ -6,6 +6,12 @@
 //            2 x n_layers x n_kv_heads x head_dim x 2 bytes);
 //   speed    decode tokens/s after a P-token prompt, each regime as a ratio to f32, regimes
 //            interleaved per repetition, medians (the machine is shared and noisy);
+//   window   sliding-window memory (KVMemory::kSlidingWindow): bytes per token of context held and
+//            allocated at 4k and 32k tokens (--window-context) for the Gemma 3 270M KV shape — 18
+//            layers, 1 KV head, head_dim 256, window 512, every 6th layer global — measured on caches
+//            a real prefill filled (a model of that KV shape with a 64-wide residual stream, so the
+//            32k prefill takes a minute, not an hour), next to the full cache of the same regime;
+//            the logits of the windowed and full caches at 4k are compared (max|Δ| must be 0);
 //   fidelity max|Δlogit|, mean KL and argmax agreement of f16 and bf16 against f32 over every
 //            position of real prompts on the real Gemma 3 270M (random tokens with --smollm), next
 //            to f32 in another kernel tier: the noise floor of float-order differences alone.
@@ -13,7 +19,8 @@
 // Flags: --model PATH (default: the Gemma 3 270M Q4_K_M GGUF under /root/.cache), --threads N
 // (default 2), --prompt P (default 1024), --steps N (decode steps per repetition, default 32),
 // --reps N (default 5), --smollm (decode on the SmolLM2-135M shape, random weights, instead),
-// --no-speed (memory and fidelity only).
+// --no-speed (memory and fidelity only), --window-context N (default 32768; 0 skips the window
+// section).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -40,6 +47,7 @@ struct Flags {
   size_t threads = 2, prompt = 1024, steps = 32;
   int reps = 5;
   bool smollm = false, speed = true;
+  size_t window_context = 32768;
 };
 
 int Fail(const Status& s, const char* what) {
@@ -205,6 +213,67 @@ int Fidelity(const Flags& f, const std::vector<std::unique_ptr<Model>>& models) 
   return 0;
 }
 
+// The Gemma 3 270M's KV shape and attention pattern on a narrow residual stream (see the header).
+ModelConfig GemmaKVShape(const ModelConfig& gemma) {
+  ModelConfig c = gemma;
+  c.vocab_size = 97;
+  c.hidden_size = 64;
+  c.n_heads = c.n_kv_heads;
+  c.ffn_size = 64;
+  return c;
+}
+
+int Window(const Flags& f, const ModelConfig& gemma) {
+  const ModelConfig shape = GemmaKVShape(gemma);
+  std::printf("\nsliding-window memory, Gemma 3 270M KV shape (%zu layers, window %zu, every %zuth global)\n",
+              shape.n_layers, shape.sliding_window, shape.sliding_window_pattern);
+  std::printf("  %-6s %8s %16s %16s %16s %10s %10s\n", "kv", "tokens", "full B/token", "window B/token",
+              "window alloc/tok", "held", "alloc");
+  const size_t small = std::min<size_t>(4096, f.window_context);
+  for (KVDtype d : {KVDtype::kF32, KVDtype::kF16}) {
+    ModelOptions o;
+    o.n_threads = f.threads;
+    o.kv_dtype = d;
+    auto m = Model::Synthetic(shape, 7, o);
+    if (!m.has_value()) return Fail(m.error(), "window model");
+    const Model& model = **m;
+    std::vector<int32_t> tokens(f.window_context);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 13) % 97);
+    KVCache windowed = model.NewCache(KVMemory::kSlidingWindow), full = model.NewCache();
+    auto report = [&](size_t n) {
+      const double full_bytes = double(full.size_bytes()) / n, held = double(windowed.size_bytes()) / n,
+                   alloc = double(windowed.allocated_bytes()) / n;
+      std::printf("  %-6s %8zu %16.0f %16.0f %16.0f %9.3fx %9.3fx\n", std::string(KVDtypeName(d)).c_str(), n, full_bytes,
+                  held, alloc, held / full_bytes, alloc / full_bytes);
+    };
+    // Both to `small` tokens; logits compared there.
+    const std::span<const int32_t> head(tokens.data(), small);
+    auto want = model.Prefill(&full, head, LogitsMode::kLast);
+    auto got = model.Prefill(&windowed, head, LogitsMode::kLast);
+    if (!want.has_value()) return Fail(want.error(), "full prefill");
+    if (!got.has_value()) return Fail(got.error(), "windowed prefill");
+    float diff = 0;
+    for (size_t i = 0; i < want->size(); ++i) diff = std::max(diff, std::abs((*want)[i] - (*got)[i]));
+    report(small);
+    if (diff != 0) {
+      std::fprintf(stderr, "fak_kv_regime_bench: windowed logits differ from the full cache's: max|d| = %g\n", diff);
+      return 1;
+    }
+    if (f.window_context > small) {
+      // Only the windowed cache goes on: a full cache's bytes per token are the same at any length
+      // (KVCache::size_bytes is linear in it), and at 32k in f32 it would hold 1.8 GB.
+      const size_t per_token_full = full.size_bytes() / small;
+      if (auto r = model.Prefill(&windowed, std::span(tokens).subspan(small), LogitsMode::kNone); !r.has_value())
+        return Fail(r.error(), "windowed prefill to the long context");
+      const size_t n = f.window_context;
+      const double held = double(windowed.size_bytes()) / n, alloc = double(windowed.allocated_bytes()) / n;
+      std::printf("  %-6s %8zu %16zu %16.0f %16.0f %9.3fx %9.3fx\n", std::string(KVDtypeName(d)).c_str(), n,
+                  per_token_full, held, alloc, held / per_token_full, alloc / per_token_full);
+    }
+  }
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   Flags f;
   for (int i = 1; i < argc; ++i) {
@@ -217,6 +286,7 @@ int Main(int argc, char** argv) {
     else if (a == "--reps") f.reps = std::stoi(next());
     else if (a == "--smollm") f.smollm = true;
     else if (a == "--no-speed") f.speed = false;
+    else if (a == "--window-context") f.window_context = std::stoul(next());
     else {
       std::fprintf(stderr, "fak_kv_regime_bench: unknown flag %s\n", a.c_str());
       return 2;
@@ -233,6 +303,9 @@ int Main(int argc, char** argv) {
   }
   if (!f.smollm) PrintMemory("Gemma 3 270M", models[0]->config());
   PrintMemory("SmolLM2-135M shape", ModelConfig::SmolLM2_135M_Shape());
+  if (!f.smollm && f.window_context > 0) {
+    if (int rc = Window(f, models[0]->config()); rc != 0) return rc;
+  }
   if (f.speed) {
     if (int rc = Speed(f, models); rc != 0) return rc;
   }

@@ -40,7 +40,7 @@ struct PyCertificate {
 // mu_ and are called with the GIL released; every failure leaves the session as it was.
 class PySession {
  public:
-  PySession(ModelRef model, std::shared_ptr<PyAuditor> auditor);
+  PySession(ModelRef model, std::shared_ptr<PyAuditor> auditor, KVMemory memory = KVMemory::kFull);
   PySession(ModelRef model, std::shared_ptr<PyAuditor> auditor, SegmentLedger ledger, size_t next_id);
 
   std::vector<float> Prefill(std::vector<int32_t> tokens, const Digest& source, std::string id, SegmentKind kind);

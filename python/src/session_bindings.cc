@@ -61,9 +61,9 @@ CertificateCheck PyCertificate::Check(const nb::object& public_key, const std::o
 
 // ---- Session ----
 
-PySession::PySession(ModelRef model, std::shared_ptr<PyAuditor> auditor)
+PySession::PySession(ModelRef model, std::shared_ptr<PyAuditor> auditor, KVMemory memory)
     : model_(std::move(model)), auditor_(std::move(auditor)) {
-  ledger_.emplace(*model_->model);
+  ledger_.emplace(*model_->model, memory);
 }
 
 PySession::PySession(ModelRef model, std::shared_ptr<PyAuditor> auditor, SegmentLedger ledger, size_t next_id)
@@ -277,11 +277,15 @@ void BindSession(nb::module_& m) {
   nb::class_<PySession>(m, "Session",
                         "One sequence's KV cache, laid out as named segments. Calls from several threads are "
                         "serialised; compute runs without the GIL.")
-      .def(nb::new_([](ModelRef model, std::shared_ptr<PyAuditor> auditor) {
+      .def(nb::new_([](ModelRef model, std::shared_ptr<PyAuditor> auditor, bool sliding_window) {
              if (!model) throw StatusError(InvalidArgument("Session: model is None"));
-             return std::make_unique<PySession>(std::move(model), std::move(auditor));
+             return std::make_unique<PySession>(std::move(model), std::move(auditor),
+                                                sliding_window ? KVMemory::kSlidingWindow : KVMemory::kFull);
            }),
-           nb::arg("model"), nb::arg("auditor") = nb::none())
+           nb::arg("model"), nb::arg("auditor") = nb::none(), nb::arg("sliding_window") = false,
+           "sliding_window=True: the model's sliding-window layers (Gemma 3) keep only their window of KV — "
+           "same logits, memory that stops growing with the context; a prefix or eviction reaching back past "
+           "the window raises (evict rebuilds from the segments' tokens instead).")
       .def(
           "prefill",
           [](PySession& s, const nb::handle& input, const std::optional<std::string>& segment,
@@ -357,6 +361,8 @@ void BindSession(nb::module_& m) {
                    })
       .def_prop_ro("size_bytes",
                    [](PySession& s) { return s.With([](const SegmentLedger& l) { return l.cache().size_bytes(); }); })
+      .def_prop_ro("allocated_bytes",
+                   [](PySession& s) { return s.With([](const SegmentLedger& l) { return l.cache().allocated_bytes(); }); })
       .def(
           "digest",
           [](PySession& s) {

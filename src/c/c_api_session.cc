@@ -45,6 +45,15 @@ fak_status fak_session_new(const fak_model* model, fak_session** out) {
   });
 }
 
+fak_status fak_session_new_windowed(const fak_model* model, fak_session** out) {
+  return Guard("fak_session_new_windowed", [&]() -> Status {
+    FAK_C_REQUIRE(model);
+    FAK_C_REQUIRE(out);
+    *out = fak::capi::NewSession(model->loaded, model->loaded->model->NewCache(fak::KVMemory::kSlidingWindow));
+    return Status();
+  });
+}
+
 fak_status fak_session_clone(const fak_session* session, fak_session** out) {
   return Guard("fak_session_clone", [&]() -> Status {
     FAK_C_REQUIRE(session);
@@ -76,6 +85,15 @@ fak_status fak_session_size(const fak_session* session, size_t* n_tokens) {
     FAK_C_REQUIRE(session);
     FAK_C_REQUIRE(n_tokens);
     *n_tokens = session->cache.size();
+    return Status();
+  });
+}
+
+fak_status fak_session_kv_bytes(const fak_session* session, size_t* held, size_t* allocated) {
+  return Guard("fak_session_kv_bytes", [&]() -> Status {
+    FAK_C_REQUIRE(session);
+    if (held != nullptr) *held = session->cache.size_bytes();
+    if (allocated != nullptr) *allocated = session->cache.allocated_bytes();
     return Status();
   });
 }

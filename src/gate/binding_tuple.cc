@@ -157,6 +157,11 @@ Result<Digest> KVSpanChecksum(const KVCache& cache, size_t from, size_t n_tokens
     return InvalidArgument("KVSpanChecksum: span [" + std::to_string(from) + ", +" + std::to_string(n_tokens) +
                            ") does not fit a cache of " + std::to_string(cache.size()) + " tokens");
   }
+  if (n_tokens > 0 && from < cache.held_from()) {
+    return FailedPrecondition("KVSpanChecksum: the cache's sliding-window layers no longer hold token " +
+                              std::to_string(from) + " (they keep [" + std::to_string(cache.held_from()) + ", " +
+                              std::to_string(cache.size()) + "))");
+  }
   const KVShape& s = cache.shape();
   Digester d;
   d.Update("fak.kv_span.v1");

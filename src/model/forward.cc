@@ -9,7 +9,7 @@
 // in a batch-independent order) except attention, where each query row calls the same kernel over
 // keys [0, its position] whether it arrives in a prefill batch or alone in a decode. So prefill
 // and token-by-token decode write identical K/V and logits. Long prompts run in chunks of
-// kPrefillChunk rows, which bounds scratch memory and, by the same argument, changes nothing; and
+// kForwardStepRows rows, which bounds scratch memory and, by the same argument, changes nothing; and
 // several sequences (Model::PrefillBatch) can share a chunk's rows — every row-independent step
 // sees all of them at once, attention runs per sequence over its own cache — which changes nothing
 // either. For the same reason the last layer runs attention onwards only for the rows whose logits
@@ -29,8 +29,6 @@
 
 namespace fak::internal {
 namespace {
-
-constexpr size_t kPrefillChunk = 512;
 
 struct Pass {
   const ModelImpl& m;
@@ -102,19 +100,17 @@ void StoreKeysAndRotateQueries(const Pass& p, size_t layer, std::span<const Part
   for (const Part& part : parts) {
     KVCache* cache = part.cache;
     const KVDtype dtype = cache->shape().dtype;
-    const size_t row_bytes = hd * KVDtypeBytes(dtype);
     for (size_t i = 0; i < part.rows; ++i) {
       const size_t slot = part.slot0 + i, row = part.row0 + i;  // positions are compact: slot = position
       for (size_t h = 0; h < nkv; ++h) {
         // K is rotated from the stored (rounded) Kraw, as an eviction's re-rotation will do it:
         // K = round(rope(round(kraw))), so a moved key equals one computed fresh (kv_cache.h).
-        std::byte* raw = internal::KVCacheAccess::Kraw(*cache, layer, h) + slot * row_bytes;
+        std::byte* raw = internal::KVCacheAccess::KrawRow(*cache, layer, h, slot);
         kernels::RoundToKV(k + (row * nkv + h) * hd, raw, hd, dtype);
         kernels::KVToF32(raw, key.data(), hd, dtype);
         kernels::ApplyRope(key.data(), 1, hd, table, slot, pairing);
-        kernels::RoundToKV(key.data(), internal::KVCacheAccess::K(*cache, layer, h) + slot * row_bytes, hd, dtype);
-        kernels::RoundToKV(v + (row * nkv + h) * hd, internal::KVCacheAccess::V(*cache, layer, h) + slot * row_bytes, hd,
-                           dtype);
+        kernels::RoundToKV(key.data(), internal::KVCacheAccess::KRow(*cache, layer, h, slot), hd, dtype);
+        kernels::RoundToKV(v + (row * nkv + h) * hd, internal::KVCacheAccess::VRow(*cache, layer, h, slot), hd, dtype);
       }
       kernels::ApplyRope(q + row * p.c.n_heads * hd, p.c.n_heads, hd, table, slot, pairing);
     }
@@ -123,7 +119,8 @@ void StoreKeysAndRotateQueries(const Pass& p, size_t layer, std::span<const Part
 
 // out[r] = attention of query row r over its part's keys [0, its position], or over the last
 // `sliding_window` of them on a sliding layer. Slots are positions (compact), so the window is over
-// positions.
+// positions. A windowed cache's sliding layer has no rows before its window: a null run the kernel
+// never reads (it only walks the keys each row attends).
 void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, const float* q, float* out) {
   const size_t nh = p.c.n_heads, hd = p.c.head_dim;
   const size_t window = p.c.IsSlidingLayer(layer) ? p.c.sliding_window : 0;  // 0: all earlier keys
@@ -299,12 +296,13 @@ void Forward(const ModelImpl& m, std::span<const BatchItem> items, std::span<std
   std::vector<size_t> done(items.size(), 0);
   for (std::vector<float>& l : logits) l.clear();
   for (size_t next = 0; next < items.size();) {
-    // A step: up to kPrefillChunk rows, taken from the items in order (a long one spans steps).
+    // A step: up to kForwardStepRows rows, taken from the items in order (a long one spans steps).
     std::vector<Part> parts;
     std::vector<size_t> part_item;
     size_t rows = 0;
-    for (size_t i = next; i < items.size() && rows < kPrefillChunk; ++i) {
-      const size_t take = std::min(items[i].tokens.size() - done[i], kPrefillChunk - rows);
+    for (size_t i = next; i < items.size() && rows < kForwardStepRows; ++i) {
+      const size_t take = std::min(items[i].tokens.size() - done[i], kForwardStepRows - rows);
+      KVCacheAccess::MakeRoom(*items[i].cache, take);  // a windowed cache drops rows no query reads any more
       parts.push_back({items[i].cache, items[i].cache->size(), take, rows});
       part_item.push_back(i);
       rows += take;

@@ -1,4 +1,5 @@
 // Model: construction, the binding digest, and the validated Prefill/Decode entry points.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <set>
@@ -158,10 +159,15 @@ const Digest& Model::WeightsDigest() const {
   return impl_->digest;
 }
 
-KVCache Model::NewCache() const {
+KVCache Model::NewCache(KVMemory memory) const {
   const ModelConfig& c = impl_->config;
-  return internal::KVCacheAccess::Make(KVShape{c.n_layers, c.n_kv_heads, c.head_dim, c.context_length, impl_->kv_dtype},
-                                       impl_->rope);
+  const KVShape shape{c.n_layers, c.n_kv_heads, c.head_dim, c.context_length, impl_->kv_dtype};
+  std::vector<size_t> windows(c.n_layers, 0);
+  for (size_t l = 0; l < c.n_layers; ++l) windows[l] = c.IsSlidingLayer(l) ? c.sliding_window : 0;
+  if (memory == KVMemory::kFull || std::ranges::count(windows, 0) == static_cast<std::ptrdiff_t>(c.n_layers)) {
+    return internal::KVCacheAccess::Make(shape, impl_->rope);
+  }
+  return internal::KVCacheAccess::MakeWindowed(shape, impl_->rope, std::move(windows), internal::kForwardStepRows);
 }
 
 KVDtype Model::kv_dtype() const { return impl_->kv_dtype; }

@@ -31,6 +31,10 @@ class ModelAccess {
   static Model Make(std::unique_ptr<ModelImpl> impl) { return Model(std::move(impl)); }
 };
 
+// Rows one forward step runs at most (long prompts run in chunks of it): bounds scratch memory,
+// and a windowed cache's slack.
+inline constexpr size_t kForwardStepRows = 512;
+
 // The forward pass over each item's tokens appended to its cache (validated, reserved, caches
 // distinct), all items' rows batched together. Writes item i's logits, as its mode asks, into logits[i].
 void Forward(const ModelImpl& model, std::span<const BatchItem> items, std::span<std::vector<float>> logits);

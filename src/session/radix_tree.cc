@@ -440,6 +440,11 @@ Status RadixTree::Insert(std::string_view tenant, std::span<const int32_t> token
     std::lock_guard<std::mutex> lock(impl_->mu);
     seen = impl_->Walk(tokens, tokens.size(), tenant, /*split=*/false);
   }
+  if (seen.pos < tokens.size() && cache.held_from() > seen.pos) {
+    return FailedPrecondition("RadixTree::Insert: the cache's sliding-window layers no longer hold token " +
+                              std::to_string(seen.pos) + " (a windowed cache keeps only [" +
+                              std::to_string(cache.held_from()) + ", " + std::to_string(cache.size()) + "))");
+  }
   seen.split_point.Prepare();
   std::vector<PreparedEdge> edges = PrepareEdges(cache, seen.pos, tokens.size(), public_len);
   std::lock_guard<std::mutex> lock(impl_->mu);

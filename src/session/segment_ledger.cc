@@ -5,7 +5,7 @@
 
 namespace fak {
 
-SegmentLedger::SegmentLedger(const Model& model) : model_(&model), cache_(model.NewCache()) {}
+SegmentLedger::SegmentLedger(const Model& model, KVMemory memory) : model_(&model), cache_(model.NewCache(memory)) {}
 
 Result<SegmentLedger> SegmentLedger::Adopt(const Model& model, KVCache cache, std::vector<SegmentSpec> specs) {
   SegmentLedger ledger(model, std::move(cache));
@@ -87,7 +87,13 @@ Result<EvictionReport> SegmentLedger::Evict(std::string_view id, Repair repair) 
   r.cache_digest_before = cache_.ComputeDigest();
   r.cache_tokens_before = cache_.size();
   const size_t tail = cache_.size() - r.from - r.n_evicted;
-  if (clean || repair == Repair::kApproximate) {
+  if (r.from < cache_.cut_floor() && repair != Repair::kApproximate) {
+    // A sliding layer dropped rows the cut needs: rebuild from the segments' tokens (exact).
+    FAK_ASSIGN_OR_RETURN(cache_, RebuildWithout(i));
+    r.n_recomputed = cache_.size();
+    r.rebuilt_from_text = true;
+    r.exact = true;
+  } else if (clean || repair == Repair::kApproximate) {
     FAK_RETURN_IF_ERROR(cache_.Evict(r.from, r.n_evicted));
     r.n_rerotated = tail;
     r.exact = clean;
@@ -106,6 +112,15 @@ Result<EvictionReport> SegmentLedger::Evict(std::string_view id, Repair repair) 
   r.cache_digest_after = cache_.ComputeDigest();
   r.cache_tokens_after = cache_.size();
   return r;
+}
+
+Result<KVCache> SegmentLedger::RebuildWithout(size_t skip) const {
+  std::vector<int32_t> tokens;
+  for (size_t j = 0; j < segments_.size(); ++j)
+    if (j != skip) tokens.insert(tokens.end(), segments_[j].tokens.begin(), segments_[j].tokens.end());
+  KVCache fresh = model_->NewCache(cache_.windowed() ? KVMemory::kSlidingWindow : KVMemory::kFull);
+  if (!tokens.empty()) FAK_RETURN_IF_ERROR(model_->Prefill(&fresh, tokens, LogitsMode::kNone).status());
+  return fresh;
 }
 
 Result<std::vector<float>> SegmentLedger::ExtendLast(std::span<const int32_t> tokens) {

@@ -663,6 +663,31 @@ static void TestGgufFile(void) {
   CHECK(MaxAbsDelta(batch, stepwise, info.vocab_size) == 0.0f);
   CHECK_OK(fak_decode(b, tokens[0], stepwise, info.vocab_size)); /* control: one more token moves them */
   CHECK(MaxAbsDelta(batch, stepwise, info.vocab_size) > 0.0f);
+  /* Sliding-window memory (the fixture's 5 sliding layers, window 16): the same logits as a full
+   * session. The fixture's 512-token context fits in a window plus one forward step's slack, so
+   * nothing is dropped here; the C++ witnesses (Witness.SlidingWindow*) show the dropping. */
+  fak_session* windowed = NULL;
+  fak_session* full = NULL;
+  CHECK_STATUS(fak_session_new_windowed(NULL, &windowed), FAK_INVALID_ARGUMENT);
+  CHECK_OK(fak_session_new_windowed(gemma, &windowed));
+  CHECK_OK(fak_session_new(gemma, &full));
+  CHECK_OK(fak_prefill(windowed, tokens, n, stepwise, info.vocab_size));
+  CHECK(MaxAbsDelta(batch, stepwise, info.vocab_size) == 0.0f);
+  CHECK_OK(fak_prefill(full, tokens, n, batch, info.vocab_size));
+  const size_t steps = 40;
+  for (size_t i = 0; i < steps; ++i) {
+    CHECK_OK(fak_decode(windowed, tokens[i % n], stepwise, info.vocab_size));
+    CHECK_OK(fak_decode(full, tokens[i % n], batch, info.vocab_size));
+  }
+  CHECK(MaxAbsDelta(batch, stepwise, info.vocab_size) == 0.0f);
+  size_t held_w = 0, held_f = 0, alloc_w = 0;
+  CHECK_OK(fak_session_kv_bytes(windowed, &held_w, &alloc_w));
+  CHECK_OK(fak_session_kv_bytes(full, &held_f, NULL));
+  CHECK(held_w == held_f && alloc_w >= held_w);
+  CHECK_STATUS(fak_session_kv_bytes(NULL, &held_w, NULL), FAK_INVALID_ARGUMENT);
+  fak_session_free(windowed);
+  fak_session_free(full);
+
   fak_chat_message chat[1] = {{"user", "hi"}};
   char text[256];
   size_t n_bytes = 0;

@@ -1,6 +1,7 @@
 """fak.Session: exactness through Python, zero-copy logits, clone/prefix, certified eviction, errors."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -204,3 +205,21 @@ def test_auditor_keeps_its_key_and_its_journal_has_one_writer(tmp_path):
 
     gc.collect()
     assert fak.Auditor(journal, key).public_key == public_key
+
+
+GEMMA_FIXTURE = os.path.join(os.path.dirname(__file__), "..", "data", "llama_cpp", "gemma3_f32.gguf")
+
+
+def test_sliding_window_session_gives_the_same_logits():
+    # The llama.cpp-made Gemma 3 fixture: 5 sliding layers (window 16) and a global one.
+    gemma = fak.Model.load(GEMMA_FIXTURE, threads=1)
+    tokens = [(i * 37 + 11) % gemma.vocab_size for i in range(120)]
+    full = fak.Session(gemma)
+    windowed = fak.Session(gemma, sliding_window=True)
+    assert np.max(np.abs(full.prefill(tokens) - windowed.prefill(tokens))) == 0.0
+    for t in tokens[:20]:
+        assert np.max(np.abs(full.decode(t) - windowed.decode(t))) == 0.0
+    assert windowed.allocated_bytes >= windowed.size_bytes > 0
+    # Control: the logits depend on the first token, which only the global layer still reads.
+    moved = fak.Session(gemma, sliding_window=True).prefill([(tokens[0] + 1) % gemma.vocab_size] + tokens[1:])
+    assert np.max(np.abs(moved - fak.Session(gemma).prefill(tokens))) > 0.0

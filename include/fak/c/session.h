@@ -15,6 +15,11 @@ extern "C" {
 /* An empty session on `model`, which it holds a reference to. Caller frees *out with
  * fak_session_free. Thread-safe (the model is shared read-only). */
 fak_status fak_session_new(const fak_model* model, fak_session** out);
+/* As fak_session_new, with sliding-window memory: the model's sliding-window layers (Gemma 3) keep
+ * only their window of KV — the same logits, memory that stops growing with the context. A prefix
+ * or truncation reaching back past what a layer still holds is FAILED_PRECONDITION (rebuild from
+ * the tokens instead). On a model without sliding layers it is fak_session_new. */
+fak_status fak_session_new_windowed(const fak_model* model, fak_session** out);
 /* A deep copy of `session` (its cache and latest logits). Cost: the whole cache. Caller frees *out
  * with fak_session_free. Reads `session`: not concurrently with a call that changes it. */
 fak_status fak_session_clone(const fak_session* session, fak_session** out);
@@ -27,6 +32,9 @@ void fak_session_free(fak_session* session);
 
 /* Tokens the session holds. Reads only. Not concurrently with a call that changes the session. */
 fak_status fak_session_size(const fak_session* session, size_t* n_tokens);
+/* Bytes of KV the session holds and has allocated (either may be NULL). Reads only. Not
+ * concurrently with a call that changes the session. */
+fak_status fak_session_kv_bytes(const fak_session* session, size_t* held, size_t* allocated);
 /* The ids it holds; buffers as fak_tokenize.
  * Reads only. Not concurrently with a call that changes the session. */
 fak_status fak_session_tokens(const fak_session* session, int32_t* tokens, size_t capacity, size_t* n_tokens);

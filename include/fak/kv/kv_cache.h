@@ -18,6 +18,14 @@
 // pass writes a cache, and only the session layer splices slabs, after the manifest gate passed them
 // (through internal::KVCacheAccess, src/kv/kv_cache_access.h).
 //
+// Sliding-window memory (opt-in, Model::NewCache(KVMemory::kSlidingWindow)): a layer whose queries
+// only read the last `window` positions (Gemma 3's sliding layers) keeps only those rows — at
+// least the last window - 1 tokens, the keys the next query reads, plus slack up to one forward
+// step — so its memory stops growing with the context. Held rows are bit-identical to a full
+// cache's, and so is every logit. What a windowed layer dropped is gone: a cut back past it
+// (Truncate, Prefix, Evict, CopySpan of an old span) answers FailedPrecondition and the caller
+// rebuilds from text (SegmentLedger does). A windowed cache owns all its rows (no shared slabs).
+//
 // Thread-safety: none; one session owns a cache (shared slabs are only read). Copying is explicit
 // (Clone) to show its cost. Every failed mutation leaves the cache as it was.
 #ifndef FAK_KV_KV_CACHE_H_
@@ -75,11 +83,24 @@ class KVCache {
   KVCache& operator=(const KVCache&) = delete;
 
   const KVShape& shape() const { return shape_; }
-  size_t size() const { return n_tokens_; }  // tokens held
+  size_t size() const { return n_tokens_; }  // tokens in the context
   bool empty() const { return n_tokens_ == 0; }
-  // Bytes of K, Kraw, V, positions and token ids for the tokens held (Kraw is reported separately).
+  // Bytes of K, Kraw, V, positions and token ids for the rows held (Kraw is reported separately).
   size_t size_bytes() const;
   size_t kraw_bytes() const;
+  // Bytes allocated for them (capacity: growth headroom, a windowed layer's slack).
+  size_t allocated_bytes() const;
+  // Sliding-window memory: true when some layer keeps only a window of rows.
+  bool windowed() const { return !windows_.empty(); }
+  // The positions a layer's queries read back (its rows kept in a windowed cache); 0 = all.
+  size_t window(size_t layer) const { return windows_.empty() ? 0 : windows_[layer]; }
+  // Layer `layer` holds the rows of tokens [held_from(layer), size()); held_from() is the first
+  // token every layer holds. Both 0 unless the cache is windowed.
+  size_t held_from(size_t layer) const { return window(layer) == 0 ? 0 : layers_[layer].base; }
+  size_t held_from() const;
+  // The shortest length Truncate can cut back to (0 unless a windowed layer dropped rows): below
+  // it some layer's window would reach rows it no longer holds.
+  size_t cut_floor() const;
   std::span<const int32_t> positions() const { return {positions_.data(), n_tokens_}; }
   std::span<const int32_t> tokens() const { return {tokens_.data(), n_tokens_}; }
 
@@ -93,7 +114,8 @@ class KVCache {
   // re-rotates each moved key from Kraw at its new position. Exact iff no survivor attended to the
   // span (it was the tail, or the model has one layer); see SegmentLedger for repair.
   Status Evict(size_t from, size_t n);
-  // Copies tokens [from, from + n) out as a slab; InvalidArgument when out of range.
+  // Copies tokens [from, from + n) out as a slab; InvalidArgument when out of range,
+  // FailedPrecondition when a windowed layer no longer holds them.
   Result<KVSlab> CopySpan(size_t from, size_t n) const;
   // Grows storage to hold `n_tokens` without reallocating; ResourceExhausted past max_tokens.
   Status Reserve(size_t n_tokens);
@@ -102,12 +124,14 @@ class KVCache {
   // Tokens [0, shared_tokens()) are read in place from shared_slabs(), in order.
   size_t shared_tokens() const { return shared_tokens_; }
   std::span<const std::shared_ptr<const KVSlab>> shared_slabs() const { return shared_; }
-  // sha256 over the shape (dtype included), positions and the K, Kraw and V of every held token.
+  // sha256 over the shape (dtype included), positions and the K, Kraw and V of every token; in a
+  // windowed cache, of each windowed layer's window (the rows its next query reads) — so the digest
+  // does not depend on slack, and prefill and decode give the same one.
   Digest ComputeDigest() const;
 
   // The K, Kraw and V rows of one layer and KV head from token `from` on, and how many tokens after
   // it are stored contiguously (a shared slab's end, or the cache's capacity): rows [n][head_dim]
-  // of elements of shape().dtype.
+  // of elements of shape().dtype. Before held_from(layer) the rows are null (n: up to it).
   struct Rows {
     const std::byte *k, *kraw, *v;
     size_t n;
@@ -127,22 +151,36 @@ class KVCache {
   }
 
   // The cache's own rows of one layer and KV head: [capacity][head_dim] elements of shape().dtype,
-  // token-contiguous; only tokens [shared_tokens(), size()) are there (read the rest through
-  // RowsAt / ForEachRun).
-  const std::byte* k(size_t layer, size_t head) const { return k_.get() + HeadOffset(layer, head); }
-  const std::byte* kraw(size_t layer, size_t head) const { return kraw_.get() + HeadOffset(layer, head); }
-  const std::byte* v(size_t layer, size_t head) const { return v_.get() + HeadOffset(layer, head); }
-  // Elements between consecutive KV heads of one layer in the own rows (the capacity times head_dim).
-  size_t head_stride() const { return capacity_ * shape_.head_dim; }
+  // token-contiguous from token held_from(layer); only tokens from max(shared_tokens(),
+  // held_from(layer)) on are there (read the rest through RowsAt / ForEachRun).
+  const std::byte* k(size_t layer, size_t head) const { return layers_[layer].k.get() + HeadOffset(layer, head); }
+  const std::byte* kraw(size_t layer, size_t head) const { return layers_[layer].kraw.get() + HeadOffset(layer, head); }
+  const std::byte* v(size_t layer, size_t head) const { return layers_[layer].v.get() + HeadOffset(layer, head); }
+  // Elements between consecutive KV heads of one layer in the own rows (its capacity times head_dim).
+  size_t head_stride(size_t layer) const { return layers_[layer].capacity * shape_.head_dim; }
 
  private:
   friend class internal::KVCacheAccess;
-  KVCache(const KVShape& shape, std::shared_ptr<const internal::RopeBinding> rope);
+  KVCache(const KVShape& shape, std::shared_ptr<const internal::RopeBinding> rope, std::vector<size_t> windows = {},
+          size_t step_rows = 0);
+
+  // One layer's own rows: token t (held) is slot t - base of each head's [capacity][head_dim].
+  struct LayerRows {
+    std::unique_ptr<std::byte[]> k, kraw, v;
+    size_t capacity = 0;
+    size_t base = 0;  // 0 unless the layer is windowed
+  };
 
   // ---- storage and splices, reached through internal::KVCacheAccess ----
-  std::byte* mutable_k(size_t layer, size_t head) { return k_.get() + HeadOffset(layer, head); }
-  std::byte* mutable_kraw(size_t layer, size_t head) { return kraw_.get() + HeadOffset(layer, head); }
-  std::byte* mutable_v(size_t layer, size_t head) { return v_.get() + HeadOffset(layer, head); }
+  std::byte* mutable_k(size_t layer, size_t head) { return layers_[layer].k.get() + HeadOffset(layer, head); }
+  std::byte* mutable_kraw(size_t layer, size_t head) { return layers_[layer].kraw.get() + HeadOffset(layer, head); }
+  std::byte* mutable_v(size_t layer, size_t head) { return layers_[layer].v.get() + HeadOffset(layer, head); }
+  // Bytes from a head's own rows to token t's row (t held by the layer).
+  size_t RowOffset(size_t layer, size_t t) const { return (t - layers_[layer].base) * RowBytes(); }
+  size_t RowBytes() const { return shape_.head_dim * shape_.elem_bytes(); }
+  // Before a forward step writes `rows` tokens: a windowed layer short of slots drops the rows no
+  // later query reads (Reserve made room for the rest).
+  void MakeRoom(size_t rows);
   // Marks slots [size(), size() + ids.size()) as filled with these tokens at consecutive positions.
   void CommitAppended(std::span<const int32_t> ids);
   // Appends the tokens [src_from, src_from + n) of `src` (same shape and RoPE binding), re-rotating
@@ -157,35 +195,50 @@ class KVCache {
   // (a radix-tree path); otherwise the slab is copied, as AppendSlab. Same contents either way.
   Status AppendShared(std::shared_ptr<const KVSlab> slab);
 
-  // Bytes from the start of a tensor to the own rows of one layer and KV head.
-  size_t HeadOffset(size_t layer, size_t head) const {
-    return (layer * shape_.n_kv_heads + head) * head_stride() * shape_.elem_bytes();
+  // Bytes from the start of a layer's tensor to the own rows of one KV head.
+  size_t HeadOffset(size_t layer, size_t head) const { return head * head_stride(layer) * shape_.elem_bytes(); }
+  // The first token of a windowed layer's window once the cache holds n tokens: the oldest key the
+  // next query reads. 0 for a layer that keeps everything.
+  size_t WindowStart(size_t layer, size_t n) const {
+    const size_t w = window(layer);
+    return w == 0 || n < w ? 0 : n + 1 - w;
   }
+  // A windowed layer's own capacity for a cache growing to n tokens (Reserve).
+  size_t WindowedCapacity(size_t layer, size_t n) const;
+  // A windowed layer moves its rows from token `base` on to slot 0, dropping those before it.
+  void Slide(size_t layer, size_t base);
   // Re-rotates K of tokens [from, size()) from Kraw at their positions (own rows): widen the stored
   // Kraw, rotate, round — the forward pass's steps, so a moved key equals one computed fresh.
   void RerotateFrom(size_t from);
-  void Reallocate(size_t new_capacity);
-  // Copies tokens [src_from, src_from + n) of `src` (shared or own rows) into own slots from `at`.
+  // Copies tokens [src_from, src_from + n) of `src` (shared or own rows) into own slots from `at`,
+  // each layer from max(at, held_from(layer)) on.
   void CopyRowsFrom(const KVCache& src, size_t src_from, size_t n, size_t at);
   // Makes tokens [from, size()) own rows, copying the shared slabs that hold any of them.
   void Unshare(size_t from);
+  // Appending n tokens at the end: a windowed layer slides to the window the cache will have, and
+  // the source must hold what each layer keeps from its span (FailedPrecondition otherwise).
+  Status CheckSourceHolds(const KVCache& src, size_t src_from, size_t n, const char* op) const;
+  void SlideForAppend(size_t n);
 
   KVShape shape_;
   std::shared_ptr<const internal::RopeBinding> rope_;
+  std::vector<size_t> windows_;  // per layer when windowed (0: keeps every row); empty: a full cache
+  size_t step_rows_ = 0;         // most rows one forward step writes (a windowed layer's slack)
   size_t n_tokens_ = 0;
-  size_t capacity_ = 0;
+  size_t capacity_ = 0;          // of positions_/tokens_ and of every layer that keeps all rows
   std::vector<std::shared_ptr<const KVSlab>> shared_;  // tokens [0, shared_tokens_), in order
   size_t shared_tokens_ = 0;
-  // Own rows, [n_layers][n_kv_heads][capacity][head_dim] elements of shape_.dtype; slots below
+  // Own rows per layer, [n_kv_heads][capacity][head_dim] elements of shape_.dtype; slots below
   // shared_tokens_ stay unwritten (left uninitialised, so their pages are never touched).
-  std::unique_ptr<std::byte[]> k_, kraw_, v_;
+  std::vector<LayerRows> layers_;
   std::vector<int32_t> positions_;  // [capacity]
   std::vector<int32_t> tokens_;     // [capacity]
 };
 
 // A session cache starting from the longest common prefix of `source`'s tokens and `tokens`: only
 // tokens[reused_tokens:] remain to be prefilled (at least one token always remains, so the caller
-// gets next-token logits). Cost: a copy of the reused prefix.
+// gets next-token logits). Cost: a copy of the reused prefix. From a windowed source a prefix
+// shorter than its cut_floor() is not reused (reused_tokens = 0).
 struct SessionStart {
   KVCache cache;
   size_t reused_tokens = 0;

@@ -110,6 +110,12 @@ struct ModelOptions {
   std::optional<KVDtype> kv_dtype = std::nullopt;
 };
 
+// What a cache keeps of layers that read only a window of recent positions.
+enum class KVMemory {
+  kFull,           // every row of every layer: any cut, clone or radix insert works
+  kSlidingWindow,  // a sliding layer keeps its window only (same logits, memory bounded by it)
+};
+
 enum class LogitsMode {
   kNone,  // fill the cache only
   kLast,  // logits of the last prompt token: [vocab]
@@ -151,8 +157,10 @@ class Model {
   const Digest& WeightsDigest() const;
   size_t weights_bytes() const;
 
-  // An empty cache bound to this model's shape, RoPE convention and KV dtype.
-  KVCache NewCache() const;
+  // An empty cache bound to this model's shape, RoPE convention and KV dtype. kSlidingWindow: its
+  // sliding-window layers (Gemma 3) keep only the rows their queries still read (kv_cache.h); same
+  // logits, bounded memory, no cut back past the window (docs/kv-regimes.md).
+  KVCache NewCache(KVMemory memory = KVMemory::kFull) const;
   // The element type of this model's caches (ModelOptions::kv_dtype).
   KVDtype kv_dtype() const;
   // True when `cache` was made by this model's NewCache (same shape and RoPE binding): the only

@@ -8,6 +8,11 @@
 // needs the dependent tail recomputed from its token ids (Repair::kRecomputeTail); the ledger never
 // calls an approximate removal exact.
 //
+// Sliding-window memory (a ledger over Model::NewCache(KVMemory::kSlidingWindow)): the ledger knows
+// what each layer still holds (cut_floor); an eviction the cache cannot cut exactly — it would reach
+// back past rows a sliding layer dropped — rebuilds the cache from the surviving segments' tokens
+// (exact; the report says rebuilt_from_text).
+//
 // The write-time bridge (AppendScreened): the segment is prefilled, screened, and if quarantined
 // evicted before anything later is prefilled — the result equals never having seen it.
 //
@@ -55,6 +60,7 @@ struct EvictionReport {
   size_t from = 0, n_evicted = 0;
   size_t n_rerotated = 0;   // surviving keys re-rotated from Kraw
   size_t n_recomputed = 0;  // surviving tokens re-prefilled
+  bool rebuilt_from_text = false;  // a windowed cache no longer held what the cut needed: all re-prefilled
   bool exact = false;       // the cache now equals a run that never saw the segment
   Digest cache_digest_before, cache_digest_after;
   size_t cache_tokens_before = 0, cache_tokens_after = 0;  // cache sizes around the eviction
@@ -69,7 +75,7 @@ struct AppendResult {
 class SegmentLedger {
  public:
   // An empty ledger over a new cache of `model` (which must outlive the ledger).
-  explicit SegmentLedger(const Model& model);
+  explicit SegmentLedger(const Model& model, KVMemory memory = KVMemory::kFull);
   // Adopts `cache` as already holding `segments` (their tokens must match it, in order).
   static Result<SegmentLedger> Adopt(const Model& model, KVCache cache, std::vector<SegmentSpec> segments);
 
@@ -85,12 +91,17 @@ class SegmentLedger {
   const Segment* Find(std::string_view id) const;
   std::span<const Segment> segments() const { return segments_; }
   const KVCache& cache() const { return cache_; }
+  // Every layer holds the KV of tokens [cut_floor(), size()) at least as far back as its window
+  // needs: evicting a segment that starts at or after it is cut in place; one before it rebuilds.
+  size_t cut_floor() const { return cache_.cut_floor(); }
   // Prefills more tokens as part of the last segment (e.g. a generated reply); keeps offsets true.
   Result<std::vector<float>> ExtendLast(std::span<const int32_t> tokens);
 
  private:
   SegmentLedger(const Model& model, KVCache cache) : model_(&model), cache_(std::move(cache)) {}
   size_t IndexOf(std::string_view id) const;  // segments_.size() when absent
+  // A new cache of the same memory kind holding every segment but segments_[skip]'s tokens.
+  Result<KVCache> RebuildWithout(size_t skip) const;
 
   const Model* model_;
   KVCache cache_;
