@@ -2,16 +2,26 @@
 #include "fak/kvtier/tier_pager.h"
 
 #include <algorithm>
+#include <future>
 #include <memory>
+#include <system_error>
 
 #include "fak/kvtier/slab_file.h"
 #include "src/kv/kv_cache_access.h"
+#include "src/session/verified_slab.h"
 
 namespace fak {
 
 struct TierPager::Candidate {
   std::shared_ptr<const KVSlab> slab;  // already cut to start at the walk's position
   size_t bytes = 0;
+};
+
+struct TierPager::Fetched {
+  bool found = false;  // false: every remaining candidate is absent
+  size_t index = 0;    // the candidate's place in the walk's order at its position
+  TierKey key;
+  Result<std::string> bytes = std::string();  // what Get returned (never NotFound)
 };
 
 namespace {
@@ -41,11 +51,36 @@ TierPagerStats TierPager::Stats() const {
   return s;
 }
 
+TierPager::Fetched TierPager::Fetch(const ResidentClaim& claim, std::span<const int32_t> tokens, std::span<const uint64_t> ends,
+                                    size_t pos, size_t limit, size_t from_index) const {
+  // The walk's order at `pos`: stored ends furthest first (one long slab beats several short ones),
+  // each in the claim tenant's namespace, then the public one.
+  const std::string ns_order[2] = {claim.tenant, std::string()};
+  size_t index = 0;
+  for (auto e = ends.rbegin(); e != ends.rend(); ++e) {
+    if (*e <= pos || *e > limit) continue;
+    if (index + 2 <= from_index) {
+      index += 2;
+      continue;
+    }
+    const Digest span = SpanDigestOf(tokens.first(*e));
+    for (const std::string& ns : ns_order) {
+      if (index++ < from_index) continue;
+      Fetched f;
+      f.key = TierKeyFor(claim.binding, ns, span, *e);
+      f.bytes = tier_.Get(f.key);
+      if (!f.bytes.has_value() && f.bytes.error().code() == StatusCode::kNotFound) continue;
+      f.found = true;
+      f.index = index - 1;
+      return f;
+    }
+  }
+  return Fetched{};
+}
+
 PageInFailure TierPager::Verify(const ResidentClaim& claim, std::span<const int32_t> tokens, const KVShape& shape,
-                                size_t pos, const TierKey& key, Candidate* out, std::string* detail) {
-  Result<std::string> bytes = tier_.Get(key);
+                                size_t pos, const TierKey& key, Result<std::string> bytes, Candidate* out, std::string* detail) {
   if (!bytes.has_value()) {
-    if (bytes.error().code() == StatusCode::kNotFound) return PageInFailure::kAbsent;
     *detail = Short(key) + ": " + bytes.error().ToString();
     return bytes.error().code() == StatusCode::kUnavailable ? PageInFailure::kUnavailable : PageInFailure::kMalformed;
   }
@@ -77,7 +112,8 @@ PageInFailure TierPager::Verify(const ResidentClaim& claim, std::span<const int3
   }
   span_claim.binding = *bound;
   span_claim.binding.integrity_checksum = Digest{};
-  ClaimVerdict v = CheckResidentClaim(span_claim, m, access_, KVSlabChecksum(slab));
+  const Digest checksum = KVSlabChecksum(slab);
+  ClaimVerdict v = CheckResidentClaim(span_claim, m, access_, checksum);
   if (!v.hit()) {
     *detail = Short(key) + ": " + v.ToString();
     switch (v.outcome) {
@@ -110,7 +146,10 @@ PageInFailure TierPager::Verify(const ResidentClaim& claim, std::span<const int3
     }
   }
   out->bytes = bytes->size();
-  out->slab = std::make_shared<const KVSlab>(from < pos ? slab.Slice(pos - from, end - pos) : std::move(slab));
+  // A whole slab carries the checksum just verified, so the tree inserting it need not hash it
+  // again; a slice is a new object with its own (unknown) checksum.
+  out->slab = from < pos ? std::make_shared<const KVSlab>(slab.Slice(pos - from, end - pos))
+                         : internal::MakeVerifiedSlab(std::move(slab), checksum);
   return PageInFailure::kNone;
 }
 
@@ -131,33 +170,51 @@ PageInResult TierPager::PageIn(const ResidentClaim& claim, std::span<const int32
     refused_[static_cast<int>(result.failure)].fetch_add(1, std::memory_order_relaxed);
     return result;
   }
-  const std::string ns_order[2] = {claim.tenant, std::string()};
-  for (size_t pos = cache.size(); pos < limit;) {
+  // Reads the walk's next candidate on a helper thread (deferred to get() if no thread can start).
+  const auto fetch_async = [&](size_t at, size_t from_index) {
+    const std::span<const uint64_t> e(*ends);
+    try {
+      return std::async(std::launch::async, [this, &claim, tokens, e, at, limit, from_index] {
+        return Fetch(claim, tokens, e, at, limit, from_index);
+      });
+    } catch (const std::system_error&) {
+      return std::async(std::launch::deferred, [this, &claim, tokens, e, at, limit, from_index] {
+        return Fetch(claim, tokens, e, at, limit, from_index);
+      });
+    }
+  };
+  size_t pos = cache.size();
+  PageInFailure last = PageInFailure::kAbsent;
+  std::string last_detail;
+  Fetched f = pos < limit ? Fetch(claim, tokens, *ends, pos, limit, 0) : Fetched{};
+  while (pos < limit) {
+    if (!f.found) {  // nothing (more) verifies at pos
+      if (last == PageInFailure::kAbsent) {
+        refused_[static_cast<int>(last)].fetch_add(1, std::memory_order_relaxed);
+        last_detail = "no entry continues the context at token " + std::to_string(pos);
+      }
+      result.failure = last;
+      result.detail = std::move(last_detail);
+      break;
+    }
+    // Overlap: while this slab is decoded and verified, read the one the walk tries next if this
+    // one is served (the furthest entry past its end). If it is refused, that read is wasted (the
+    // future's destructor waits for it) and the walk goes on from this candidate.
+    std::future<Fetched> ahead;
+    if (f.bytes.has_value() && f.key.end < limit) ahead = fetch_async(f.key.end, 0);
+    Candidate c;
+    std::string detail;
+    const size_t index = f.index;
+    const TierKey key = f.key;
+    const PageInFailure v = Verify(claim, tokens, cache.shape(), pos, key, std::move(f.bytes), &c, &detail);
     bool advanced = false;
-    PageInFailure last = PageInFailure::kAbsent;
-    std::string last_detail = "no entry continues the context at token " + std::to_string(pos);
-    // Furthest end first: one long slab beats several short ones.
-    for (auto e = ends->rbegin(); e != ends->rend() && !advanced; ++e) {
-      if (*e <= pos || *e > limit) continue;
-      const Digest span = SpanDigestOf(tokens.first(*e));
-      for (const std::string& ns : ns_order) {
-        Candidate c;
-        std::string detail;
-        const PageInFailure f = Verify(claim, tokens, cache.shape(), pos, TierKeyFor(claim.binding, ns, span, *e), &c, &detail);
-        if (f == PageInFailure::kAbsent) continue;
-        if (f != PageInFailure::kNone) {
-          refused_[static_cast<int>(f)].fetch_add(1, std::memory_order_relaxed);
-          last = f;
-          last_detail = std::move(detail);
-          continue;
-        }
-        if (c.slab->start_position != pos) continue;  // starts past what is held: a shorter end may chain
-        const size_t n = c.slab->size();
-        if (!internal::KVCacheAccess::AppendShared(cache, std::move(c.slab)).ok()) {
-          last = PageInFailure::kMalformed;
-          last_detail = "the slab does not fit the session cache";
-          continue;
-        }
+    if (v != PageInFailure::kNone) {
+      refused_[static_cast<int>(v)].fetch_add(1, std::memory_order_relaxed);
+      last = v;
+      last_detail = std::move(detail);
+    } else if (c.slab->start_position == pos) {  // else it starts past what is held: a shorter end may chain
+      const size_t n = c.slab->size();
+      if (internal::KVCacheAccess::AppendShared(cache, std::move(c.slab)).ok()) {
         served_slabs_.fetch_add(1, std::memory_order_relaxed);
         paged_tokens_.fetch_add(n, std::memory_order_relaxed);
         paged_bytes_.fetch_add(c.bytes, std::memory_order_relaxed);
@@ -165,14 +222,18 @@ PageInResult TierPager::PageIn(const ResidentClaim& claim, std::span<const int32
         result.paged_bytes += c.bytes;
         pos += n;
         advanced = true;
-        break;
+      } else {
+        last = PageInFailure::kMalformed;
+        last_detail = "the slab does not fit the session cache";
       }
     }
-    if (!advanced) {
-      if (last == PageInFailure::kAbsent) refused_[static_cast<int>(last)].fetch_add(1, std::memory_order_relaxed);
-      result.failure = last;
-      result.detail = std::move(last_detail);
-      break;
+    if (advanced) {
+      last = PageInFailure::kAbsent;
+      last_detail.clear();
+      if (pos >= limit) break;
+      f = ahead.valid() ? ahead.get() : Fetch(claim, tokens, *ends, pos, limit, 0);
+    } else {
+      f = Fetch(claim, tokens, *ends, pos, limit, index + 1);  // `ahead` is dropped (joined) here
     }
   }
   return result;
