@@ -15,6 +15,7 @@ namespace fak {
 struct TierPager::Candidate {
   std::shared_ptr<const KVSlab> slab;  // already cut to start at the walk's position
   size_t bytes = 0;
+  bool starts_later = false;  // intact so far but starts past the walk's position: skipped, unverified
 };
 
 struct TierPager::Fetched {
@@ -97,6 +98,10 @@ PageInFailure TierPager::Verify(const ResidentClaim& claim, std::span<const int3
   if (end != key.end || slab.start_position != from || slab.size() != m.binding.tokens.count) {
     *detail = Short(key) + ": the slab's span does not match its manifest or key";
     return PageInFailure::kMalformed;
+  }
+  if (from > pos) {  // starts past what is held: not servable here, so not worth hashing (a shorter end may chain)
+    out->starts_later = true;
+    return PageInFailure::kNone;
   }
   if (slab.shape.n_layers != shape.n_layers || slab.shape.n_kv_heads != shape.n_kv_heads || slab.shape.head_dim != shape.head_dim) {
     *detail = Short(key) + ": the slab has another KV shape";
@@ -212,7 +217,7 @@ PageInResult TierPager::PageIn(const ResidentClaim& claim, std::span<const int32
       refused_[static_cast<int>(v)].fetch_add(1, std::memory_order_relaxed);
       last = v;
       last_detail = std::move(detail);
-    } else if (c.slab->start_position == pos) {  // else it starts past what is held: a shorter end may chain
+    } else if (!c.starts_later) {
       const size_t n = c.slab->size();
       if (internal::KVCacheAccess::AppendShared(cache, std::move(c.slab)).ok()) {
         served_slabs_.fetch_add(1, std::memory_order_relaxed);
