@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <future>
 #include <memory>
+#include <optional>
 #include <system_error>
 
 #include "fak/kvtier/slab_file.h"
@@ -15,14 +16,17 @@ namespace fak {
 struct TierPager::Candidate {
   std::shared_ptr<const KVSlab> slab;  // already cut to start at the walk's position
   size_t bytes = 0;
-  bool starts_later = false;  // intact so far but starts past the walk's position: skipped, unverified
 };
 
+// A candidate read and decoded (not yet verified against its manifest or the gate).
 struct TierPager::Fetched {
-  bool found = false;  // false: every remaining candidate is absent
+  bool found = false;  // false: no remaining candidate exists and starts at or before the position
   size_t index = 0;    // the candidate's place in the walk's order at its position
   TierKey key;
-  Result<std::string> bytes = std::string();  // what Get returned (never NotFound)
+  size_t bytes = 0;                        // the file's size
+  Status error;                            // Get failed (never NotFound), or the file did not decode
+  SlabFileProblem problem = SlabFileProblem::kNone;  // when it did not decode
+  std::optional<SlabFile> file;            // when it decoded
 };
 
 namespace {
@@ -69,10 +73,25 @@ TierPager::Fetched TierPager::Fetch(const ResidentClaim& claim, std::span<const 
       if (index++ < from_index) continue;
       Fetched f;
       f.key = TierKeyFor(claim.binding, ns, span, *e);
-      f.bytes = tier_.Get(f.key);
-      if (!f.bytes.has_value() && f.bytes.error().code() == StatusCode::kNotFound) continue;
+      Result<std::string> bytes = tier_.Get(f.key);
+      if (!bytes.has_value() && bytes.error().code() == StatusCode::kNotFound) continue;
       f.found = true;
       f.index = index - 1;
+      if (!bytes.has_value()) {
+        f.error = bytes.error();
+        return f;
+      }
+      f.bytes = bytes->size();
+      // The K/Kraw/V section is hashed once, in Verify, by the gate against the manifest's checksum.
+      Result<SlabFile> file = DecodeSlabFile(*bytes, &f.problem, /*check_kv_section=*/false);
+      if (!file.has_value()) {
+        f.error = file.error();
+        return f;
+      }
+      // One that starts past the position cannot be served there: skipped before any hashing (a
+      // shorter end may chain). Nothing is served from this unverified look at its manifest.
+      if (file->manifest.binding.tokens.from > pos) continue;
+      f.file = std::move(*file);
       return f;
     }
   }
@@ -80,28 +99,20 @@ TierPager::Fetched TierPager::Fetch(const ResidentClaim& claim, std::span<const 
 }
 
 PageInFailure TierPager::Verify(const ResidentClaim& claim, std::span<const int32_t> tokens, const KVShape& shape,
-                                size_t pos, const TierKey& key, Result<std::string> bytes, Candidate* out, std::string* detail) {
-  if (!bytes.has_value()) {
-    *detail = Short(key) + ": " + bytes.error().ToString();
-    return bytes.error().code() == StatusCode::kUnavailable ? PageInFailure::kUnavailable : PageInFailure::kMalformed;
+                                size_t pos, Fetched& fetched, Candidate* out, std::string* detail) {
+  const TierKey& key = fetched.key;
+  if (!fetched.file.has_value()) {
+    *detail = Short(key) + ": " + fetched.error.ToString();
+    if (fetched.problem != SlabFileProblem::kNone) return FromProblem(fetched.problem);
+    return fetched.error.code() == StatusCode::kUnavailable ? PageInFailure::kUnavailable : PageInFailure::kMalformed;
   }
-  SlabFileProblem problem = SlabFileProblem::kNone;
-  // The K/Kraw/V section is hashed once, below, by the gate against the manifest's checksum.
-  Result<SlabFile> file = DecodeSlabFile(*bytes, &problem, /*check_kv_section=*/false);
-  if (!file.has_value()) {
-    *detail = Short(key) + ": " + file.error().ToString();
-    return FromProblem(problem);
-  }
+  std::optional<SlabFile>& file = fetched.file;
   const KVManifest& m = file->manifest;
   KVSlab& slab = file->slab;
   const size_t from = m.binding.tokens.from, end = m.binding.tokens.end();
   if (end != key.end || slab.start_position != from || slab.size() != m.binding.tokens.count) {
     *detail = Short(key) + ": the slab's span does not match its manifest or key";
     return PageInFailure::kMalformed;
-  }
-  if (from > pos) {  // starts past what is held: not servable here, so not worth hashing (a shorter end may chain)
-    out->starts_later = true;
-    return PageInFailure::kNone;
   }
   if (slab.shape.n_layers != shape.n_layers || slab.shape.n_kv_heads != shape.n_kv_heads || slab.shape.head_dim != shape.head_dim) {
     *detail = Short(key) + ": the slab has another KV shape";
@@ -150,7 +161,7 @@ PageInFailure TierPager::Verify(const ResidentClaim& claim, std::span<const int3
       }
     }
   }
-  out->bytes = bytes->size();
+  out->bytes = fetched.bytes;
   // A whole slab carries the checksum just verified, so the tree inserting it need not hash it
   // again; a slice is a new object with its own (unknown) checksum.
   out->slab = from < pos ? std::make_shared<const KVSlab>(slab.Slice(pos - from, end - pos))
@@ -202,22 +213,22 @@ PageInResult TierPager::PageIn(const ResidentClaim& claim, std::span<const int32
       result.detail = std::move(last_detail);
       break;
     }
-    // Overlap: while this slab is decoded and verified, read the one the walk tries next if this
-    // one is served (the furthest entry past its end). If it is refused, that read is wasted (the
-    // future's destructor waits for it) and the walk goes on from this candidate.
+    // Overlap: while this slab is verified (hashed, gated) and appended, read and decode the one
+    // the walk tries next if this one is served: the first entry, furthest end first, that exists
+    // past this one's end and starts at or before it. If this one is refused, that read is wasted
+    // (the future is joined) and the walk goes on from this candidate.
     std::future<Fetched> ahead;
-    if (f.bytes.has_value() && f.key.end < limit) ahead = fetch_async(f.key.end, 0);
+    if (f.file.has_value() && f.key.end < limit) ahead = fetch_async(f.key.end, 0);
     Candidate c;
     std::string detail;
     const size_t index = f.index;
-    const TierKey key = f.key;
-    const PageInFailure v = Verify(claim, tokens, cache.shape(), pos, key, std::move(f.bytes), &c, &detail);
+    const PageInFailure v = Verify(claim, tokens, cache.shape(), pos, f, &c, &detail);
     bool advanced = false;
     if (v != PageInFailure::kNone) {
       refused_[static_cast<int>(v)].fetch_add(1, std::memory_order_relaxed);
       last = v;
       last_detail = std::move(detail);
-    } else if (!c.starts_later) {
+    } else {
       const size_t n = c.slab->size();
       if (internal::KVCacheAccess::AppendShared(cache, std::move(c.slab)).ok()) {
         served_slabs_.fetch_add(1, std::memory_order_relaxed);

@@ -51,14 +51,15 @@ class TierPager final : public KVPager {
  private:
   struct Candidate;
   struct Fetched;
-  // Reads candidates in the walk's order at `pos` (ends furthest first, the tenant's namespace then
-  // the public one), from the `from_index`-th on, until one is not absent.
+  // Reads and decodes candidates in the walk's order at `pos` (ends furthest first, the tenant's
+  // namespace then the public one), from the `from_index`-th on, until one exists and starts at or
+  // before pos (or fails to read or decode).
   Fetched Fetch(const ResidentClaim& claim, std::span<const int32_t> tokens, std::span<const uint64_t> ends, size_t pos,
                 size_t limit, size_t from_index) const;
-  // Verifies what Get returned for `key` (tokens [.., end)) given `pos` tokens are held; a slab
-  // starting at or before pos, or the failure.
+  // Verifies a fetched candidate (tokens [.., end)) given `pos` tokens are held: a slab starting at
+  // pos (sliced when it started before), or the failure.
   PageInFailure Verify(const ResidentClaim& claim, std::span<const int32_t> tokens, const KVShape& shape, size_t pos,
-                       const TierKey& key, Result<std::string> bytes, Candidate* out, std::string* detail);
+                       Fetched& fetched, Candidate* out, std::string* detail);
 
   KVTierStore& tier_;
   const AccessPolicy& access_;
