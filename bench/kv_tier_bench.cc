@@ -10,6 +10,9 @@
 //   recompute  prefill all N + 16 tokens
 // Every path's logits are compared with the recompute's (max|Δ| printed; must be 0). The directory
 // tier is read through the OS page cache (warm: written just before); the row says so.
+// --repeat N (default 3): the memory, directory and Redis rows and the transport-only Get timings
+// are the median of N runs (each a fresh tree); recompute runs once (it is the slow one). Each
+// tier row's median run is split on stderr into page-in (read + verify), radix insert and prefill.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +20,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -86,6 +90,15 @@ pid_t StartRedis(const std::string& dir, int port) {
 }
 #endif
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Split {
+  double page_in_s = 0, insert_s = 0, prefill_s = 0;
+};
+
 struct Row {
   std::string model, path;
   size_t prefix = 0;
@@ -96,23 +109,30 @@ struct Row {
 
 // One worker's view: a tree over `model`, optionally a pager over a tier.
 double TimeRequest(const Model& model, const Tokenizer& tok, RadixTree& tree, KVPager* pager,
-                   const std::vector<int32_t>& request, std::vector<float>* logits) {
+                   const std::vector<int32_t>& request, std::vector<float>* logits, Split* split = nullptr) {
   const auto t0 = Clock::now();
+  Split parts;
   const ResidentClaim claim = tree.ClaimFor("default");
   LookupResult lookup = tree.Lookup(claim, request);
   if (pager != nullptr && lookup.matched_tokens + 16 < request.size()) {
     const size_t before = lookup.cache.size();
     PageInResult r = pager->PageIn(claim, request, request.size() - 16, lookup.cache);
     if (lookup.cache.size() == before) Die("page-in", FailedPrecondition(std::string(PageInFailureName(r.failure)) + ": " + r.detail));
+    parts.page_in_s = Seconds(t0);
+    const auto ti = Clock::now();
     if (Status s = tree.Insert("default", std::span<const int32_t>(request).first(lookup.cache.size()), lookup.cache); !s.ok()) Die("insert", s);
+    parts.insert_s = Seconds(ti);
   }
+  const auto tp = Clock::now();
   std::span<const int32_t> suffix = std::span<const int32_t>(request).subspan(lookup.cache.size());
   *logits = Must(model.Prefill(&lookup.cache, suffix, LogitsMode::kLast), "prefill");
+  parts.prefill_s = Seconds(tp);
+  if (split != nullptr) *split = parts;
   return Seconds(t0);
 }
 
 void BenchModel(const std::string& name, const Model& model, const std::vector<size_t>& sizes, size_t recompute_max,
-                const std::string& work, KVTierStore* redis, std::vector<Row>* rows) {
+                size_t repeat, const std::string& work, KVTierStore* redis, std::vector<Row>* rows) {
   auto tok = MakeByteTokenizer();
   std::mt19937 rng(7);
   std::uniform_int_distribution<int32_t> id(3, static_cast<int32_t>(std::min<size_t>(model.config().vocab_size, 30000)) - 1);
@@ -140,17 +160,24 @@ void BenchModel(const std::string& name, const Model& model, const std::vector<s
     }
     // Transport alone (Get of the stored bytes), to split page-in time into moving and verifying.
     const TierKey key = TierKeyFor(item.manifest.binding, "default", item.manifest.binding.span_digest, n);
-    const auto tg = Clock::now();
-    const size_t got_bytes = Must(dir->Get(key), "directory get").size();
-    const double dir_get_s = Seconds(tg);
-    double redis_get_s = NAN;
-    if (redis != nullptr) {
-      const auto tr = Clock::now();
-      (void)Must(redis->Get(key), "redis get");
-      redis_get_s = Seconds(tr);
+    size_t got_bytes = 0;
+    std::vector<double> dir_gets, redis_gets;
+    for (size_t i = 0; i < repeat; ++i) {
+      const auto tg = Clock::now();
+      got_bytes = Must(dir->Get(key), "directory get").size();
+      dir_gets.push_back(Seconds(tg));
+      if (redis != nullptr) {
+        const auto tr = Clock::now();
+        (void)Must(redis->Get(key), "redis get");
+        redis_gets.push_back(Seconds(tr));
+      }
     }
-    std::fprintf(stderr, "[%s %zu] prefix prefill %.2f s; %.1f MB slab file: directory write (fsync) %.3f s, get %.3f s; redis get %.3f s\n",
-                 name.c_str(), n, prefix_s, static_cast<double>(got_bytes) / 1e6, write_s, dir_get_s, redis_get_s);
+    const double mb = static_cast<double>(got_bytes) / 1e6;
+    const double dir_get_s = Median(dir_gets), redis_get_s = redis_gets.empty() ? NAN : Median(redis_gets);
+    std::fprintf(stderr,
+                 "[%s %zu] prefix prefill %.2f s; %.1f MB slab file: directory write (fsync) %.3f s; Get (median of %zu): "
+                 "directory %.3f s (%.0f MB/s), redis %.3f s (%.0f MB/s)\n",
+                 name.c_str(), n, prefix_s, mb, write_s, repeat, dir_get_s, mb / dir_get_s, redis_get_s, mb / redis_get_s);
 
     std::vector<float> want;
     double recompute_s = NAN;
@@ -162,19 +189,36 @@ void BenchModel(const std::string& name, const Model& model, const std::vector<s
       want = Must(model.Prefill(&c, std::span<const int32_t>(request).subspan(n), LogitsMode::kLast), "reference");
     }
     std::vector<float> got;
-    const double mem_s = TimeRequest(model, *tok, memory_tree, nullptr, request, &got);
-    rows->push_back({name, "memory", n, mem_s, MaxAbsDiff(got, want), 0});
-    {
-      RadixTree fresh(model, *tok);
-      TierPager pager(*dir, fresh.access_policy(), nullptr);
-      const double s = TimeRequest(model, *tok, fresh, &pager, request, &got);
-      rows->push_back({name, "directory (page cache warm)", n, s, MaxAbsDiff(got, want), pager.Stats().paged_bytes >> 20});
-    }
+    // Each path `repeat` times (a fresh tree each, so every tier run pages in), the median row kept.
+    const auto measure = [&](const std::string& path, KVTierStore* tier) {
+      std::vector<std::pair<double, Split>> runs;
+      float delta = 0;
+      size_t paged_mb = 0;
+      for (size_t i = 0; i < repeat; ++i) {
+        Split split;
+        double s = 0;
+        if (tier == nullptr) {
+          s = TimeRequest(model, *tok, memory_tree, nullptr, request, &got, &split);
+        } else {
+          RadixTree fresh(model, *tok);
+          TierPager pager(*tier, fresh.access_policy(), nullptr);
+          s = TimeRequest(model, *tok, fresh, &pager, request, &got, &split);
+          paged_mb = pager.Stats().paged_bytes >> 20;
+        }
+        delta = std::max(delta, MaxAbsDiff(got, want));
+        runs.push_back({s, split});
+      }
+      std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+      const auto& [median, split] = runs[runs.size() / 2];
+      if (tier != nullptr)
+        std::fprintf(stderr, "[%s %zu] %s: TTFT %.3f s = page-in %.3f s + radix insert %.3f s + prefill %.3f s\n", name.c_str(), n,
+                     path.c_str(), median, split.page_in_s, split.insert_s, split.prefill_s);
+      rows->push_back({name, path, n, median, delta, paged_mb});
+    };
+    measure("memory", nullptr);
+    measure("directory (page cache warm)", dir.get());
     if (redis != nullptr) {
-      RadixTree fresh(model, *tok);
-      TierPager pager(*redis, fresh.access_policy(), nullptr);
-      const double s = TimeRequest(model, *tok, fresh, &pager, request, &got);
-      rows->push_back({name, "redis (loopback)", n, s, MaxAbsDiff(got, want), pager.Stats().paged_bytes >> 20});
+      measure("redis (loopback)", redis);
       (void)redis->Remove(key);
     }
     if (!std::isnan(recompute_s)) rows->push_back({name, "recompute", n, recompute_s, 0.0f, 0});
@@ -185,7 +229,7 @@ void BenchModel(const std::string& name, const Model& model, const std::vector<s
 
 int main(int argc, char** argv) {
   std::vector<size_t> sizes = {1024, 4096};
-  size_t recompute_max = SIZE_MAX, threads = 2;
+  size_t recompute_max = SIZE_MAX, threads = 2, repeat = 3;
   std::string gemma;
   bool synthetic = true;
   for (int i = 1; i < argc; ++i) {
@@ -201,12 +245,14 @@ int main(int argc, char** argv) {
       }
     } else if (a == "--recompute-max" && i + 1 < argc) {
       recompute_max = std::stoul(argv[++i]);
+    } else if (a == "--repeat" && i + 1 < argc) {
+      repeat = std::max<size_t>(1, std::stoul(argv[++i]));
     } else if (a == "--threads" && i + 1 < argc) {
       threads = std::stoul(argv[++i]);
     } else if (a == "--gemma" && i + 1 < argc) {
       gemma = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: fak_kv_tier_bench [--sizes 1024,4096,16384] [--recompute-max N] [--threads N] [--gemma model.gguf] [--no-synthetic]\n");
+      std::fprintf(stderr, "usage: fak_kv_tier_bench [--sizes 1024,4096,16384] [--recompute-max N] [--repeat N] [--threads N] [--gemma model.gguf] [--no-synthetic]\n");
       return 2;
     }
   }
@@ -237,12 +283,12 @@ int main(int argc, char** argv) {
     ModelConfig c = ModelConfig::SmolLM2_135M_Shape();
     c.context_length = std::max<size_t>(c.context_length, largest + 64);
     std::unique_ptr<Model> smol = Must(Model::Synthetic(c, 42, mo), "SmolLM2 shape");
-    BenchModel("SmolLM2-135M shape", *smol, sizes, recompute_max, work, redis.get(), &rows);
+    BenchModel("SmolLM2-135M shape", *smol, sizes, recompute_max, repeat, work, redis.get(), &rows);
   }
   if (!gemma.empty()) {
     mo.max_context = largest + 64;
     std::unique_ptr<Model> g = Must(Model::Load(gemma, mo), "load " + gemma);
-    BenchModel("Gemma 3 270M Q4_K_M", *g, sizes, recompute_max, work, redis.get(), &rows);
+    BenchModel("Gemma 3 270M Q4_K_M", *g, sizes, recompute_max, repeat, work, redis.get(), &rows);
   }
   if (redis_pid > 0) {
     redis.reset();

@@ -2,6 +2,10 @@
 //
 // Layout (docs/kv-tier.md §3): <dir>/slabs/<end>-<key id>.kvslab, temporaries in <dir>/tmp/. The
 // end in the name lets Ends() and Get work from a listing without reading any entry.
+//
+// Capacity (max_bytes): an in-memory LRU of the entries — size and a recency tick, seeded at open
+// from the files' mtimes (the Env cannot set an mtime on read, so reads are remembered in memory
+// only) — trimmed after each Put.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -60,7 +64,8 @@ std::vector<Digest> ReadSources(Env* env, const std::string& path) {
 
 class DirectoryKVTier final : public KVTierStore {
  public:
-  DirectoryKVTier(Env* env, std::string dir) : env_(env), dir_(std::move(dir)), slabs_(dir_ + "/slabs"), tmp_(dir_ + "/tmp") {}
+  DirectoryKVTier(Env* env, std::string dir, const DirectoryKVTierOptions& options)
+      : env_(env), dir_(std::move(dir)), slabs_(dir_ + "/slabs"), tmp_(dir_ + "/tmp"), options_(options) {}
 
   Status Open() {
     FAK_RETURN_IF_ERROR(internal::EnsureDir(env_, dir_, true));
@@ -71,6 +76,7 @@ class DirectoryKVTier final : public KVTierStore {
       TierKey key;
       if (!f.is_regular || !ParseName(f.name, &key)) continue;
       for (const Digest& s : ReadSources(env_, slabs_ + "/" + f.name)) by_source_[s].insert(key);
+      Track(key, f.size_bytes, f.mtime_ns);
     }
     return Status::Ok();
   }
@@ -82,12 +88,18 @@ class DirectoryKVTier final : public KVTierStore {
     FAK_RETURN_IF_ERROR(internal::AtomicWriteFile(env_, tmp_, Path(key), {bytes}, /*sync=*/true));
     std::lock_guard<std::mutex> lock(mu_);
     for (const Digest& s : sources) by_source_[s].insert(key);
-    return Status::Ok();
+    Track(key, bytes.size(), next_tick_++);
+    return EvictToBound(key);
   }
 
   Result<std::string> Get(const TierKey& key) override {
     FAK_RETURN_IF_ERROR(ValidateTierKey(key));
-    return env_->ReadFile(Path(key));
+    Result<std::string> bytes = env_->ReadFile(Path(key));
+    if (bytes.has_value()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      Track(key, bytes->size(), next_tick_++);
+    }
+    return bytes;
   }
 
   Result<std::vector<uint64_t>> Ends() override {
@@ -106,7 +118,7 @@ class DirectoryKVTier final : public KVTierStore {
     FAK_RETURN_IF_ERROR(env_->RemoveFile(Path(key)));
     FAK_RETURN_IF_ERROR(env_->SyncDir(slabs_));
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [source, keys] : by_source_) keys.erase(key);
+    Forget(key);
     return Status::Ok();
   }
 
@@ -141,17 +153,83 @@ class DirectoryKVTier final : public KVTierStore {
  private:
   std::string Path(const TierKey& key) const { return slabs_ + "/" + FileName(key); }
 
+  struct Tracked {
+    uint64_t bytes = 0;
+    int64_t tick = 0;  // recency: larger = more recent
+  };
+
+  // Records (or refreshes) an entry's size and recency. REQUIRES(mu_)
+  void Track(const TierKey& key, uint64_t bytes, int64_t tick) {
+    auto [it, added] = entries_.try_emplace(key);
+    if (!added) {
+      total_bytes_ -= it->second.bytes;
+      by_recency_.erase({it->second.tick, key});
+    }
+    it->second = {bytes, tick};
+    total_bytes_ += bytes;
+    by_recency_.insert({tick, key});
+    next_tick_ = std::max(next_tick_, tick + 1);
+  }
+
+  // Drops an entry from the LRU and the source index. REQUIRES(mu_)
+  void Forget(const TierKey& key) {
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      total_bytes_ -= it->second.bytes;
+      by_recency_.erase({it->second.tick, key});
+      entries_.erase(it);
+    }
+    for (auto& [source, keys] : by_source_) keys.erase(key);
+  }
+
+  // Removes least recently used entries other than `keep` until the rest fit max_bytes. REQUIRES(mu_)
+  // (the removals are a few unlinks and one directory fsync; holding the lock keeps the index and
+  // the files in step).
+  Status EvictToBound(const TierKey& keep) {
+    if (options_.max_bytes == 0) return Status::Ok();
+    bool removed = false;
+    Status failed;
+    for (auto it = by_recency_.begin(); total_bytes_ > options_.max_bytes && it != by_recency_.end();) {
+      const TierKey victim = it->second;
+      if (victim == keep) {
+        ++it;
+        continue;
+      }
+      Status s = env_->RemoveFile(Path(victim));
+      if (!s.ok() && s.code() != StatusCode::kNotFound) {  // gone already (another process) is fine
+        failed = IOError("directory kv tier: stored " + FileName(keep) + ", but could not evict " + FileName(victim) +
+                         " to stay under max_bytes " + std::to_string(options_.max_bytes) + ": " + s.ToString());
+        break;
+      }
+      ++it;
+      Forget(victim);
+      removed = true;
+    }
+    if (removed) {
+      if (Status s = env_->SyncDir(slabs_); !s.ok() && failed.ok()) failed = s;
+    }
+    return failed;
+  }
+
   Env* const env_;
   const std::string dir_, slabs_, tmp_;
+  const DirectoryKVTierOptions options_;
   std::mutex mu_;
   std::map<Digest, std::set<TierKey>> by_source_;  // GUARDED_BY(mu_)
+  std::map<TierKey, Tracked> entries_;             // GUARDED_BY(mu_)
+  std::set<std::pair<int64_t, TierKey>> by_recency_;  // GUARDED_BY(mu_): (tick, key), oldest first
+  uint64_t total_bytes_ = 0;                          // GUARDED_BY(mu_)
+  int64_t next_tick_ = 1;                             // GUARDED_BY(mu_)
 };
 
 }  // namespace
 
 Result<std::unique_ptr<KVTierStore>> OpenDirectoryKVTier(const std::string& dir, Env* env) {
+  return OpenDirectoryKVTier(dir, DirectoryKVTierOptions{}, env);
+}
+
+Result<std::unique_ptr<KVTierStore>> OpenDirectoryKVTier(const std::string& dir, const DirectoryKVTierOptions& options, Env* env) {
   if (dir.empty()) return InvalidArgument("OpenDirectoryKVTier: empty directory path");
-  auto tier = std::make_unique<DirectoryKVTier>(env != nullptr ? env : Env::Default(), dir);
+  auto tier = std::make_unique<DirectoryKVTier>(env != nullptr ? env : Env::Default(), dir, options);
   FAK_RETURN_IF_ERROR(tier->Open());
   return std::unique_ptr<KVTierStore>(std::move(tier));
 }

@@ -2,7 +2,15 @@
 //
 // Keys under <prefix>:kvt: —  m:<id> "<end> <chunks> <bytes>" (written last, so a reader that finds
 // it finds whole chunks unless the store was damaged); c:<id>:<i> the chunks; ends: the set of entry
-// ends; s:<source hex>: the set of "<end>:<id>" derived from that text; sources: the set of sources.
+// ends, e:<end> a marker that some entry ends there; s:<source hex>: the set of "<end>:<id>" derived
+// from that text; sources: the set of sources.
+//
+// TTL (options.ttl_seconds > 0): m:, c: and e: keys expire; a Get refreshes them. Chunks and
+// markers live a second longer than the meta record, so an entry expires meta first and a reader
+// that finds the meta finds its chunks. The sets never expire; their stale members (entries that
+// expired or were removed) are dropped lazily — Ends() by the e: markers, KeysFromSource and
+// Sources() by the m: records — each check-and-remove atomic in a script, so an entry written
+// meanwhile keeps its index.
 #include <algorithm>
 #include <charconv>
 #include <set>
@@ -16,7 +24,15 @@ namespace {
 using internal::RedisCommand;
 using internal::RedisReply;
 
-constexpr size_t kChunksPerRoundTrip = 8;
+// Chunks per pipelined round trip: 16 × 4 MiB in flight; Get receives them straight into place.
+constexpr size_t kChunksPerRoundTrip = 16;
+
+// Removes ARGV[1] from set KEYS[2] only while key KEYS[1] is absent (an atomic check-and-remove).
+constexpr const char* kSremIfAbsent =
+    "if redis.call('EXISTS', KEYS[1]) == 0 then return redis.call('SREM', KEYS[2], ARGV[1]) end return 0";
+// Removes ARGV[1] from set KEYS[2] only while set KEYS[1] is empty.
+constexpr const char* kSremIfEmpty =
+    "if redis.call('SCARD', KEYS[1]) == 0 then return redis.call('SREM', KEYS[2], ARGV[1]) end return 0";
 
 bool ParseU64(std::string_view s, uint64_t* v) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
@@ -26,7 +42,7 @@ bool ParseU64(std::string_view s, uint64_t* v) {
 class RedisKVTier final : public KVTierStore {
  public:
   RedisKVTier(std::unique_ptr<internal::RedisConnection> conn, const RedisOptions& o, size_t chunk_bytes)
-      : conn_(std::move(conn)), head_(o.prefix + ":kvt:"), chunk_bytes_(chunk_bytes) {}
+      : conn_(std::move(conn)), head_(o.prefix + ":kvt:"), chunk_bytes_(chunk_bytes), ttl_(o.ttl_seconds) {}
 
   std::string_view name() const override { return "redis"; }
 
@@ -36,12 +52,16 @@ class RedisKVTier final : public KVTierStore {
     for (size_t i = 0; i < n_chunks; i += kChunksPerRoundTrip) {
       std::vector<RedisCommand> batch;
       for (size_t c = i; c < std::min(n_chunks, i + kChunksPerRoundTrip); ++c) {
-        batch.push_back({"SET", Chunk(key, c), std::string(bytes.substr(c * chunk_bytes_, chunk_bytes_))});
+        batch.push_back(WithTtl({"SET", Chunk(key, c), std::string(bytes.substr(c * chunk_bytes_, chunk_bytes_))}, ttl_ + 1));
       }
       FAK_RETURN_IF_ERROR(Expect(batch, "SET chunk"));
     }
     std::vector<RedisCommand> tail;
-    tail.push_back({"SET", Meta(key), std::to_string(key.end) + " " + std::to_string(n_chunks) + " " + std::to_string(bytes.size())});
+    // Chunks written early get their TTL again with the meta's, so they outlive it.
+    if (ttl_ > 0)
+      for (size_t c = 0; c < n_chunks; ++c) tail.push_back({"EXPIRE", Chunk(key, c), std::to_string(ttl_ + 1)});
+    tail.push_back(WithTtl({"SET", Meta(key), std::to_string(key.end) + " " + std::to_string(n_chunks) + " " + std::to_string(bytes.size())}, ttl_));
+    tail.push_back(WithTtl({"SET", EndMarker(key.end), ""}, ttl_ + 1));
     tail.push_back({"SADD", head_ + "ends", std::to_string(key.end)});
     for (const Digest& s : sources) {
       tail.push_back({"SADD", head_ + "s:" + s.Hex(), Member(key)});
@@ -56,18 +76,35 @@ class RedisKVTier final : public KVTierStore {
     if (meta.type == RedisReply::Type::kNil) return NotFound("redis kv tier: no entry " + key.id.substr(0, 16));
     uint64_t n_chunks = 0, n_bytes = 0;
     FAK_RETURN_IF_ERROR(ParseMeta(meta, key, &n_chunks, &n_bytes));
-    std::string out;
-    out.reserve(n_bytes);
+    if (ttl_ > 0) {  // a read keeps the entry alive: refresh before reading, so it cannot expire midway
+      std::vector<RedisCommand> touch{{"EXPIRE", Meta(key), std::to_string(ttl_)},
+                                      {"EXPIRE", EndMarker(key.end), std::to_string(ttl_ + 1)}};
+      for (uint64_t c = 0; c < n_chunks; ++c) touch.push_back({"EXPIRE", Chunk(key, c), std::to_string(ttl_ + 1)});
+      FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> touched, conn_->Run(touch, true));
+      if (touched[0].type == RedisReply::Type::kError) return internal::ErrorReplyStatus("redis kv tier EXPIRE", touched[0]);
+      if (touched[0].integer == 0) return NotFound("redis kv tier: entry " + key.id.substr(0, 16) + " expired");
+    }
+    // Sized from the meta record; each chunk is received straight into its place.
+    std::string out(n_bytes, '\0');
+    size_t at = 0;
     for (uint64_t i = 0; i < n_chunks; i += kChunksPerRoundTrip) {
       std::vector<RedisCommand> batch;
       for (uint64_t c = i; c < std::min<uint64_t>(n_chunks, i + kChunksPerRoundTrip); ++c) batch.push_back({"GET", Chunk(key, c)});
-      FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> got, conn_->Run(batch, true));
+      size_t written = 0;
+      FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> got,
+                           conn_->RunInto(batch, true, std::span<char>(out.data() + at, out.size() - at), &written));
+      size_t placed = 0;  // the bytes before the first lost chunk
       for (const RedisReply& r : got) {
         if (r.type == RedisReply::Type::kError) return internal::ErrorReplyStatus("redis kv tier GET chunk", r);
-        if (r.type != RedisReply::Type::kString) return out;  // a lost chunk: the slab file says truncated
-        out += r.str;
+        if (r.type != RedisReply::Type::kString) {  // a lost chunk: the slab file says truncated
+          out.resize(at + placed);
+          return out;
+        }
+        placed += static_cast<size_t>(r.integer);
       }
+      at += written;
     }
+    out.resize(at);  // fewer bytes than the meta says: the slab file says truncated
     return out;
   }
 
@@ -78,7 +115,25 @@ class RedisKVTier final : public KVTierStore {
       uint64_t v = 0;
       if (ParseU64(e.str, &v)) ends.insert(v);
     }
-    return std::vector<uint64_t>(ends.begin(), ends.end());
+    // An end whose marker is gone has no live entry (they expired or were removed): drop it.
+    std::vector<uint64_t> listed(ends.begin(), ends.end());
+    std::vector<RedisCommand> probe;
+    for (uint64_t e : listed) probe.push_back({"EXISTS", EndMarker(e)});
+    if (probe.empty()) return listed;
+    FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> live, conn_->Run(probe, true));
+    std::vector<uint64_t> out;
+    std::vector<RedisCommand> drop;
+    for (size_t i = 0; i < listed.size(); ++i) {
+      if (live[i].type == RedisReply::Type::kInteger && live[i].integer == 0) {
+        drop.push_back({"EVAL", kSremIfAbsent, "2", EndMarker(listed[i]), head_ + "ends", std::to_string(listed[i])});
+      } else {
+        out.push_back(listed[i]);
+      }
+    }
+    // The answer above is already right; a cleanup that fails (a server refusing scripts, an
+    // outage) only leaves the stale members for the next call, so it does not fail this one.
+    if (!drop.empty()) (void)Expect(drop, "EVAL drop stale end");
+    return out;
   }
 
   Status Remove(const TierKey& key) override {
@@ -93,22 +148,49 @@ class RedisKVTier final : public KVTierStore {
   }
 
   Result<std::vector<TierKey>> KeysFromSource(const Digest& source) override {
-    FAK_ASSIGN_OR_RETURN(RedisReply r, conn_->RunOne({"SMEMBERS", head_ + "s:" + source.Hex()}, true));
-    std::vector<TierKey> out;
+    const std::string set = head_ + "s:" + source.Hex();
+    FAK_ASSIGN_OR_RETURN(RedisReply r, conn_->RunOne({"SMEMBERS", set}, true));
+    std::vector<TierKey> listed;
+    std::vector<std::string> members;
     for (const RedisReply& e : r.elements) {
       const size_t colon = e.str.find(':');
       uint64_t end = 0;
       if (colon == std::string::npos || !ParseU64(std::string_view(e.str).substr(0, colon), &end)) continue;
-      out.push_back(TierKey{e.str.substr(colon + 1), end});
+      listed.push_back(TierKey{e.str.substr(colon + 1), end});
+      members.push_back(e.str);
     }
+    // A member whose meta record is gone (expired, removed) is dropped from the set.
+    std::vector<RedisCommand> probe;
+    for (const TierKey& k : listed) probe.push_back({"EXISTS", Meta(k)});
+    if (probe.empty()) return listed;
+    FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> live, conn_->Run(probe, true));
+    std::vector<TierKey> out;
+    std::vector<RedisCommand> drop;
+    for (size_t i = 0; i < listed.size(); ++i) {
+      if (live[i].type == RedisReply::Type::kInteger && live[i].integer == 0) {
+        drop.push_back({"EVAL", kSremIfAbsent, "2", Meta(listed[i]), set, members[i]});
+      } else {
+        out.push_back(listed[i]);
+      }
+    }
+    if (!drop.empty()) (void)Expect(drop, "EVAL drop stale member");  // best effort, as in Ends()
     return out;
   }
 
   Result<std::vector<Digest>> Sources() override {
     FAK_ASSIGN_OR_RETURN(RedisReply r, conn_->RunOne({"SMEMBERS", head_ + "sources"}, true));
     std::vector<Digest> out;
-    for (const RedisReply& e : r.elements)
-      if (Result<Digest> d = Digest::FromHex(e.str); d.has_value()) out.push_back(*d);
+    for (const RedisReply& e : r.elements) {
+      Result<Digest> d = Digest::FromHex(e.str);
+      if (!d.has_value()) continue;
+      FAK_ASSIGN_OR_RETURN(std::vector<TierKey> keys, KeysFromSource(*d));  // drops expired members
+      if (!keys.empty()) {
+        out.push_back(*d);
+        continue;
+      }
+      const std::string set = head_ + "s:" + e.str;  // no live entry left: forget the source
+      (void)Expect({{"EVAL", kSremIfEmpty, "2", set, head_ + "sources", e.str}}, "EVAL drop stale source");  // best effort
+    }
     return out;
   }
 
@@ -127,7 +209,16 @@ class RedisKVTier final : public KVTierStore {
  private:
   std::string Meta(const TierKey& k) const { return head_ + "m:" + k.id; }
   std::string Chunk(const TierKey& k, uint64_t i) const { return head_ + "c:" + k.id + ":" + std::to_string(i); }
+  std::string EndMarker(uint64_t end) const { return head_ + "e:" + std::to_string(end); }
   static std::string Member(const TierKey& k) { return std::to_string(k.end) + ":" + k.id; }
+  // `set` with an expiry of `seconds` when the tier has a TTL.
+  RedisCommand WithTtl(RedisCommand set, int64_t seconds) const {
+    if (ttl_ > 0) {
+      set.push_back("EX");
+      set.push_back(std::to_string(seconds));
+    }
+    return set;
+  }
 
   Status ParseMeta(const RedisReply& meta, const TierKey& key, uint64_t* n_chunks, uint64_t* n_bytes) const {
     uint64_t end = 0;
@@ -153,6 +244,7 @@ class RedisKVTier final : public KVTierStore {
   std::unique_ptr<internal::RedisConnection> conn_;
   const std::string head_;
   const size_t chunk_bytes_;
+  const int64_t ttl_;  // seconds; 0 = entries never expire
 };
 
 }  // namespace

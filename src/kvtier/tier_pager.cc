@@ -2,16 +2,31 @@
 #include "fak/kvtier/tier_pager.h"
 
 #include <algorithm>
+#include <future>
 #include <memory>
+#include <optional>
+#include <system_error>
 
 #include "fak/kvtier/slab_file.h"
 #include "src/kv/kv_cache_access.h"
+#include "src/session/verified_slab.h"
 
 namespace fak {
 
 struct TierPager::Candidate {
   std::shared_ptr<const KVSlab> slab;  // already cut to start at the walk's position
   size_t bytes = 0;
+};
+
+// A candidate read and decoded (not yet verified against its manifest or the gate).
+struct TierPager::Fetched {
+  bool found = false;  // false: no remaining candidate exists and starts at or before the position
+  size_t index = 0;    // the candidate's place in the walk's order at its position
+  TierKey key;
+  size_t bytes = 0;                        // the file's size
+  Status error;                            // Get failed (never NotFound), or the file did not decode
+  SlabFileProblem problem = SlabFileProblem::kNone;  // when it did not decode
+  std::optional<SlabFile> file;            // when it decoded
 };
 
 namespace {
@@ -41,21 +56,57 @@ TierPagerStats TierPager::Stats() const {
   return s;
 }
 
+TierPager::Fetched TierPager::Fetch(const ResidentClaim& claim, std::span<const int32_t> tokens, std::span<const uint64_t> ends,
+                                    size_t pos, size_t limit, size_t from_index) const {
+  // The walk's order at `pos`: stored ends furthest first (one long slab beats several short ones),
+  // each in the claim tenant's namespace, then the public one.
+  const std::string ns_order[2] = {claim.tenant, std::string()};
+  size_t index = 0;
+  for (auto e = ends.rbegin(); e != ends.rend(); ++e) {
+    if (*e <= pos || *e > limit) continue;
+    if (index + 2 <= from_index) {
+      index += 2;
+      continue;
+    }
+    const Digest span = SpanDigestOf(tokens.first(*e));
+    for (const std::string& ns : ns_order) {
+      if (index++ < from_index) continue;
+      Fetched f;
+      f.key = TierKeyFor(claim.binding, ns, span, *e);
+      Result<std::string> bytes = tier_.Get(f.key);
+      if (!bytes.has_value() && bytes.error().code() == StatusCode::kNotFound) continue;
+      f.found = true;
+      f.index = index - 1;
+      if (!bytes.has_value()) {
+        f.error = bytes.error();
+        return f;
+      }
+      f.bytes = bytes->size();
+      // The K/Kraw/V section is hashed once, in Verify, by the gate against the manifest's checksum.
+      Result<SlabFile> file = DecodeSlabFile(*bytes, &f.problem, /*check_kv_section=*/false);
+      if (!file.has_value()) {
+        f.error = file.error();
+        return f;
+      }
+      // One that starts past the position cannot be served there: skipped before any hashing (a
+      // shorter end may chain). Nothing is served from this unverified look at its manifest.
+      if (file->manifest.binding.tokens.from > pos) continue;
+      f.file = std::move(*file);
+      return f;
+    }
+  }
+  return Fetched{};
+}
+
 PageInFailure TierPager::Verify(const ResidentClaim& claim, std::span<const int32_t> tokens, const KVShape& shape,
-                                size_t pos, const TierKey& key, Candidate* out, std::string* detail) {
-  Result<std::string> bytes = tier_.Get(key);
-  if (!bytes.has_value()) {
-    if (bytes.error().code() == StatusCode::kNotFound) return PageInFailure::kAbsent;
-    *detail = Short(key) + ": " + bytes.error().ToString();
-    return bytes.error().code() == StatusCode::kUnavailable ? PageInFailure::kUnavailable : PageInFailure::kMalformed;
+                                size_t pos, Fetched& fetched, Candidate* out, std::string* detail) {
+  const TierKey& key = fetched.key;
+  if (!fetched.file.has_value()) {
+    *detail = Short(key) + ": " + fetched.error.ToString();
+    if (fetched.problem != SlabFileProblem::kNone) return FromProblem(fetched.problem);
+    return fetched.error.code() == StatusCode::kUnavailable ? PageInFailure::kUnavailable : PageInFailure::kMalformed;
   }
-  SlabFileProblem problem = SlabFileProblem::kNone;
-  // The K/Kraw/V section is hashed once, below, by the gate against the manifest's checksum.
-  Result<SlabFile> file = DecodeSlabFile(*bytes, &problem, /*check_kv_section=*/false);
-  if (!file.has_value()) {
-    *detail = Short(key) + ": " + file.error().ToString();
-    return FromProblem(problem);
-  }
+  std::optional<SlabFile>& file = fetched.file;
   const KVManifest& m = file->manifest;
   KVSlab& slab = file->slab;
   const size_t from = m.binding.tokens.from, end = m.binding.tokens.end();
@@ -77,7 +128,8 @@ PageInFailure TierPager::Verify(const ResidentClaim& claim, std::span<const int3
   }
   span_claim.binding = *bound;
   span_claim.binding.integrity_checksum = Digest{};
-  ClaimVerdict v = CheckResidentClaim(span_claim, m, access_, KVSlabChecksum(slab));
+  const Digest checksum = KVSlabChecksum(slab);
+  ClaimVerdict v = CheckResidentClaim(span_claim, m, access_, checksum);
   if (!v.hit()) {
     *detail = Short(key) + ": " + v.ToString();
     switch (v.outcome) {
@@ -109,8 +161,11 @@ PageInFailure TierPager::Verify(const ResidentClaim& claim, std::span<const int3
       }
     }
   }
-  out->bytes = bytes->size();
-  out->slab = std::make_shared<const KVSlab>(from < pos ? slab.Slice(pos - from, end - pos) : std::move(slab));
+  out->bytes = fetched.bytes;
+  // A whole slab carries the checksum just verified, so the tree inserting it need not hash it
+  // again; a slice is a new object with its own (unknown) checksum.
+  out->slab = from < pos ? std::make_shared<const KVSlab>(slab.Slice(pos - from, end - pos))
+                         : internal::MakeVerifiedSlab(std::move(slab), checksum);
   return PageInFailure::kNone;
 }
 
@@ -131,33 +186,51 @@ PageInResult TierPager::PageIn(const ResidentClaim& claim, std::span<const int32
     refused_[static_cast<int>(result.failure)].fetch_add(1, std::memory_order_relaxed);
     return result;
   }
-  const std::string ns_order[2] = {claim.tenant, std::string()};
-  for (size_t pos = cache.size(); pos < limit;) {
+  // Reads the walk's next candidate on a helper thread (deferred to get() if no thread can start).
+  const auto fetch_async = [&](size_t at, size_t from_index) {
+    const std::span<const uint64_t> e(*ends);
+    try {
+      return std::async(std::launch::async, [this, &claim, tokens, e, at, limit, from_index] {
+        return Fetch(claim, tokens, e, at, limit, from_index);
+      });
+    } catch (const std::system_error&) {
+      return std::async(std::launch::deferred, [this, &claim, tokens, e, at, limit, from_index] {
+        return Fetch(claim, tokens, e, at, limit, from_index);
+      });
+    }
+  };
+  size_t pos = cache.size();
+  PageInFailure last = PageInFailure::kAbsent;
+  std::string last_detail;
+  Fetched f = pos < limit ? Fetch(claim, tokens, *ends, pos, limit, 0) : Fetched{};
+  while (pos < limit) {
+    if (!f.found) {  // nothing (more) verifies at pos
+      if (last == PageInFailure::kAbsent) {
+        refused_[static_cast<int>(last)].fetch_add(1, std::memory_order_relaxed);
+        last_detail = "no entry continues the context at token " + std::to_string(pos);
+      }
+      result.failure = last;
+      result.detail = std::move(last_detail);
+      break;
+    }
+    // Overlap: while this slab is verified (hashed, gated) and appended, read and decode the one
+    // the walk tries next if this one is served: the first entry, furthest end first, that exists
+    // past this one's end and starts at or before it. If this one is refused, that read is wasted
+    // (the future is joined) and the walk goes on from this candidate.
+    std::future<Fetched> ahead;
+    if (f.file.has_value() && f.key.end < limit) ahead = fetch_async(f.key.end, 0);
+    Candidate c;
+    std::string detail;
+    const size_t index = f.index;
+    const PageInFailure v = Verify(claim, tokens, cache.shape(), pos, f, &c, &detail);
     bool advanced = false;
-    PageInFailure last = PageInFailure::kAbsent;
-    std::string last_detail = "no entry continues the context at token " + std::to_string(pos);
-    // Furthest end first: one long slab beats several short ones.
-    for (auto e = ends->rbegin(); e != ends->rend() && !advanced; ++e) {
-      if (*e <= pos || *e > limit) continue;
-      const Digest span = SpanDigestOf(tokens.first(*e));
-      for (const std::string& ns : ns_order) {
-        Candidate c;
-        std::string detail;
-        const PageInFailure f = Verify(claim, tokens, cache.shape(), pos, TierKeyFor(claim.binding, ns, span, *e), &c, &detail);
-        if (f == PageInFailure::kAbsent) continue;
-        if (f != PageInFailure::kNone) {
-          refused_[static_cast<int>(f)].fetch_add(1, std::memory_order_relaxed);
-          last = f;
-          last_detail = std::move(detail);
-          continue;
-        }
-        if (c.slab->start_position != pos) continue;  // starts past what is held: a shorter end may chain
-        const size_t n = c.slab->size();
-        if (!internal::KVCacheAccess::AppendShared(cache, std::move(c.slab)).ok()) {
-          last = PageInFailure::kMalformed;
-          last_detail = "the slab does not fit the session cache";
-          continue;
-        }
+    if (v != PageInFailure::kNone) {
+      refused_[static_cast<int>(v)].fetch_add(1, std::memory_order_relaxed);
+      last = v;
+      last_detail = std::move(detail);
+    } else {
+      const size_t n = c.slab->size();
+      if (internal::KVCacheAccess::AppendShared(cache, std::move(c.slab)).ok()) {
         served_slabs_.fetch_add(1, std::memory_order_relaxed);
         paged_tokens_.fetch_add(n, std::memory_order_relaxed);
         paged_bytes_.fetch_add(c.bytes, std::memory_order_relaxed);
@@ -165,14 +238,18 @@ PageInResult TierPager::PageIn(const ResidentClaim& claim, std::span<const int32
         result.paged_bytes += c.bytes;
         pos += n;
         advanced = true;
-        break;
+      } else {
+        last = PageInFailure::kMalformed;
+        last_detail = "the slab does not fit the session cache";
       }
     }
-    if (!advanced) {
-      if (last == PageInFailure::kAbsent) refused_[static_cast<int>(last)].fetch_add(1, std::memory_order_relaxed);
-      result.failure = last;
-      result.detail = std::move(last_detail);
-      break;
+    if (advanced) {
+      last = PageInFailure::kAbsent;
+      last_detail.clear();
+      if (pos >= limit) break;
+      f = ahead.valid() ? ahead.get() : Fetch(claim, tokens, *ends, pos, limit, 0);
+    } else {
+      f = Fetch(claim, tokens, *ends, pos, limit, index + 1);  // `ahead` is dropped (joined) here
     }
   }
   return result;

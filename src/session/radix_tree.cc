@@ -1,6 +1,7 @@
 // RadixTree: the trie, its splits, slab assembly, leases and eviction.
 #include "fak/session/radix_tree.h"
 #include "src/kv/kv_cache_access.h"
+#include "src/session/verified_slab.h"
 
 #include <algorithm>
 #include <map>
@@ -38,7 +39,9 @@ std::vector<PreparedEdge> PrepareEdges(const KVCache& cache, size_t from, size_t
     std::shared_ptr<const KVSlab> slab = SharedSlabAt(cache, from, stop);
     if (slab != nullptr) stop = from + slab->size();
     else slab = std::make_shared<const KVSlab>(*cache.CopySpan(from, stop - from));  // in range: checked by Insert
-    edges.push_back({stop, slab, KVSlabChecksum(*slab)});
+    // A slab the gate verified on page-in keeps the checksum it was verified with: hashed once.
+    const Digest* verified = internal::VerifiedChecksumOf(slab);
+    edges.push_back({stop, slab, verified != nullptr ? *verified : KVSlabChecksum(*slab)});
     from = stop;
   }
   return edges;

@@ -12,6 +12,8 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <charconv>
+#include <cstring>
 #include <chrono>
 #include <thread>
 
@@ -229,8 +231,7 @@ Result<std::vector<RedisReply>> RedisConnection::RunOnce(redisContext*& ctx, std
   return out;
 }
 
-Result<std::vector<RedisReply>> RedisConnection::Attempts(redisContext*& ctx, std::span<const RedisCommand> commands,
-                                                          bool idempotent, int max_retries) {
+Status RedisConnection::Attempts(redisContext*& ctx, bool idempotent, int max_retries, const Once& once) {
   int backoff_ms = options_.retry_backoff_ms;
   Status last;
   for (int attempt = 0; attempt <= max_retries; ++attempt) {
@@ -247,9 +248,9 @@ Result<std::vector<RedisReply>> RedisConnection::Attempts(redisContext*& ctx, st
       }
     }
     bool reached = false, timed_out = false;
-    Result<std::vector<RedisReply>> r = RunOnce(ctx, commands, &reached, &timed_out);
-    if (r.has_value() || r.error().code() != StatusCode::kUnavailable) return r;
-    last = r.error();
+    Status s = once(ctx, &reached, &timed_out);
+    if (s.ok() || s.code() != StatusCode::kUnavailable) return s;
+    last = s;
     if (timed_out) return last;
     if (reached && !idempotent)
       return Unavailable(std::string(last.message()) + " (not retried: the command may or may not have been applied)");
@@ -318,7 +319,7 @@ void RedisConnection::Return(redisContext* ctx) {
   slot_freed_.notify_one();
 }
 
-Result<std::vector<RedisReply>> RedisConnection::Run(std::span<const RedisCommand> commands, bool idempotent) {
+Status RedisConnection::Call(bool idempotent, const Once& once) {
   ScopedSigpipeBlock no_sigpipe;
   bool probe = false;
   FAK_RETURN_IF_ERROR(Admit(&probe));
@@ -329,11 +330,172 @@ Result<std::vector<RedisReply>> RedisConnection::Run(std::span<const RedisComman
   }
   redisContext* ctx = *leased;
   // The probe gets one attempt: it only asks whether the server is back.
-  Result<std::vector<RedisReply>> r = Attempts(ctx, commands, idempotent, probe ? 0 : options_.max_retries);
+  Status s = Attempts(ctx, idempotent, probe ? 0 : options_.max_retries, once);
   Return(ctx);  // null when the attempt dropped it
-  const bool outage = !r.has_value() && r.error().code() == StatusCode::kUnavailable;
-  Record(outage, probe, r.error());
-  return r;
+  Record(s.code() == StatusCode::kUnavailable, probe, s);
+  return s;
+}
+
+Result<std::vector<RedisReply>> RedisConnection::Run(std::span<const RedisCommand> commands, bool idempotent) {
+  std::vector<RedisReply> out;
+  FAK_RETURN_IF_ERROR(Call(idempotent, [&](redisContext*& ctx, bool* reached, bool* timed_out) -> Status {
+    Result<std::vector<RedisReply>> r = RunOnce(ctx, commands, reached, timed_out);
+    if (!r.has_value()) return r.error();
+    out = std::move(*r);
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::vector<RedisReply>> RedisConnection::RunInto(std::span<const RedisCommand> commands, bool idempotent,
+                                                         std::span<char> dest, size_t* written) {
+  std::vector<RedisReply> out;
+  *written = 0;
+  FAK_RETURN_IF_ERROR(Call(idempotent, [&](redisContext*& ctx, bool* reached, bool* timed_out) -> Status {
+    Result<std::vector<RedisReply>> r = RunIntoOnce(ctx, commands, dest, written, reached, timed_out);
+    if (!r.has_value()) return r.error();
+    out = std::move(*r);
+    return Status::Ok();
+  }));
+  return out;
+}
+
+Result<std::vector<RedisReply>> RedisConnection::RunIntoOnce(redisContext*& ctx, std::span<const RedisCommand> commands,
+                                                             std::span<char> dest, size_t* written, bool* may_have_reached,
+                                                             bool* timed_out) {
+  *written = 0;
+  for (const RedisCommand& cmd : commands) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (const std::string& a : cmd) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(ctx, static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK) {
+      Free(ctx);
+      return ResourceExhausted("redis " + endpoint_ + ": cannot buffer " + CommandName(cmd));
+    }
+  }
+  *may_have_reached = true;
+  // Send through hiredis; read the replies ourselves from the socket. hiredis's reader holds no
+  // bytes here (every earlier reply on this connection was read whole), and none are left after.
+  const std::string what = "redis " + endpoint_ + ": " + CommandName(commands.empty() ? RedisCommand{} : commands[0]);
+  const auto lost = [&](std::string why) -> Status {
+    Free(ctx);
+    return Unavailable(what + ": " + why);
+  };
+  for (int done = 0; !done;) {
+    errno = 0;
+    if (redisBufferWrite(ctx, &done) != REDIS_OK) {
+      *timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
+      return lost(*timed_out ? "timed out after " + std::to_string(options_.command_timeout_ms) + " ms"
+                             : std::string(ctx->errstr[0] ? ctx->errstr : "connection lost"));
+    }
+  }
+  const int fd = ctx->fd;
+  // Header lines and the short replies go through a small staging buffer; bulk payloads do not.
+  std::string stage(64 * 1024, '\0');
+  size_t beg = 0, end = 0;
+  const auto recv_into = [&](char* to, size_t cap, size_t* got) -> Status {
+    for (;;) {
+      const ssize_t n = ::recv(fd, to, cap, 0);
+      if (n > 0) {
+        *got = static_cast<size_t>(n);
+        return Status::Ok();
+      }
+      if (n == 0) return lost("connection closed by the server");
+      if (errno == EINTR) continue;
+      *timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
+      return lost(*timed_out ? "timed out after " + std::to_string(options_.command_timeout_ms) + " ms"
+                             : std::string("recv: ") + std::strerror(errno));
+    }
+  };
+  const auto fill = [&]() -> Status {
+    if (beg == end) beg = end = 0;
+    if (end == stage.size()) {
+      if (beg == 0) {
+        Free(ctx);
+        return Corruption(what + ": a reply line longer than " + std::to_string(stage.size()) + " bytes");
+      }
+      stage.erase(0, beg);
+      stage.resize(stage.capacity());
+      end -= beg;
+      beg = 0;
+    }
+    size_t got = 0;
+    FAK_RETURN_IF_ERROR(recv_into(stage.data() + end, stage.size() - end, &got));
+    end += got;
+    return Status::Ok();
+  };
+  const auto line = [&](std::string* out) -> Status {
+    for (;;) {
+      const size_t at = std::string_view(stage.data() + beg, end - beg).find("\r\n");
+      if (at != std::string_view::npos) {
+        out->assign(stage.data() + beg, at);
+        beg += at + 2;
+        return Status::Ok();
+      }
+      FAK_RETURN_IF_ERROR(fill());
+    }
+  };
+  std::vector<RedisReply> out(commands.size());
+  std::string head;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    FAK_RETURN_IF_ERROR(line(&head));
+    RedisReply& r = out[i];
+    int64_t n = 0;
+    const char kind = head.empty() ? '?' : head[0];
+    const bool number = kind == '$' || kind == ':';
+    if (number) {
+      auto [p, ec] = std::from_chars(head.data() + 1, head.data() + head.size(), n);
+      if (ec != std::errc() || p != head.data() + head.size()) {
+        Free(ctx);
+        return Corruption(what + ": unparsable reply header");
+      }
+    }
+    if (kind == '-') {
+      r.type = RedisReply::Type::kError;
+      r.str = head.substr(1);
+    } else if (kind == ':') {
+      r.type = RedisReply::Type::kInteger;
+      r.integer = n;
+    } else if (kind == '$' && n < 0) {
+      r.type = RedisReply::Type::kNil;
+    } else if (kind == '$') {
+      const size_t len = static_cast<size_t>(n);
+      if (len > dest.size() - *written) {
+        Free(ctx);
+        return Corruption(what + ": a value of " + std::to_string(len) + " bytes does not fit the " +
+                          std::to_string(dest.size() - *written) + " bytes left");
+      }
+      char* to = dest.data() + *written;
+      const size_t staged = std::min(len, end - beg);
+      std::memcpy(to, stage.data() + beg, staged);
+      beg += staged;
+      for (size_t have = staged; have < len;) {  // the payload, straight from the socket
+        size_t got = 0;
+        FAK_RETURN_IF_ERROR(recv_into(to + have, len - have, &got));
+        have += got;
+      }
+      while (end - beg < 2) FAK_RETURN_IF_ERROR(fill());
+      if (stage[beg] != '\r' || stage[beg + 1] != '\n') {
+        Free(ctx);
+        return Corruption(what + ": a bulk reply is not terminated by CRLF");
+      }
+      beg += 2;
+      *written += len;
+      r.type = RedisReply::Type::kString;
+      r.integer = n;
+    } else {
+      Free(ctx);
+      return Corruption(what + ": unexpected reply '" + head.substr(0, 32) + "'");
+    }
+  }
+  if (beg != end) {  // more than the replies asked for: the stream cannot be trusted
+    Free(ctx);
+    return Corruption(what + ": " + std::to_string(end - beg) + " unexpected bytes after the replies");
+  }
+  return out;
 }
 
 Result<RedisReply> RedisConnection::RunOne(const RedisCommand& command, bool idempotent) {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -56,6 +57,14 @@ class RedisConnection {
   // are replies.
   Result<std::vector<RedisReply>> Run(std::span<const RedisCommand> commands, bool idempotent);
   Result<RedisReply> RunOne(const RedisCommand& command, bool idempotent);
+  // Run for commands whose replies are bulk strings, nil, integers or errors (GET, EXPIRE): each
+  // bulk string's bytes are received from the socket straight into `dest`, one after another from
+  // its start — no copy through hiredis's reader, so a multi-MB value is moved once instead of
+  // three times. Such a reply comes back as kString with an empty str and integer = its length;
+  // *written = the bytes placed. A bulk string larger than what is left of `dest`, or a reply of
+  // another type, is Corruption (the connection is dropped: its stream is mid-reply). Retried as Run.
+  Result<std::vector<RedisReply>> RunInto(std::span<const RedisCommand> commands, bool idempotent, std::span<char> dest,
+                                          size_t* written);
 
   // "host:port" or the socket path, for messages.
   const std::string& endpoint() const { return endpoint_; }
@@ -71,12 +80,18 @@ class RedisConnection {
   // A pooled context (null: make a new one) or Unavailable when every slot stays busy.
   Result<redisContext*> Lease();
   void Return(redisContext* ctx);  // null gives the slot back
+  // One attempt on a connected context: sets *may_have_reached once anything was sent and
+  // *timed_out for a timeout; Unavailable for a lost connection (the context is then freed).
+  using Once = std::function<Status(redisContext*& ctx, bool* may_have_reached, bool* timed_out)>;
+  // Admission, lease, the retry loop and the breaker's bookkeeping around `once`.
+  Status Call(bool idempotent, const Once& once);
   // The retry loop on one leased context; never touches the pool.
-  Result<std::vector<RedisReply>> Attempts(redisContext*& ctx, std::span<const RedisCommand> commands,
-                                           bool idempotent, int max_retries);
+  Status Attempts(redisContext*& ctx, bool idempotent, int max_retries, const Once& once);
   Status Connect(redisContext*& ctx);
   Result<std::vector<RedisReply>> RunOnce(redisContext*& ctx, std::span<const RedisCommand> commands,
                                           bool* may_have_reached, bool* timed_out);
+  Result<std::vector<RedisReply>> RunIntoOnce(redisContext*& ctx, std::span<const RedisCommand> commands, std::span<char> dest,
+                                              size_t* written, bool* may_have_reached, bool* timed_out);
 
   const RedisOptions options_;
   const std::string endpoint_;

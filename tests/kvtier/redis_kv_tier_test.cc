@@ -1,7 +1,11 @@
 // The Redis KV tier on a real redis-server: worker B serves a prefix worker A computed (bit-exact),
 // values chunked; a lost chunk is refused as truncated; an outage falls back to recompute; erasing
-// a text erases its entries.
+// a text erases its entries; a TTL expires entries (a Get keeps them alive) and the index forgets
+// them lazily; a meta record that lies about the size is refused, not overrun.
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
 
 #include "fak/kvtier/redis_kv_tier.h"
 #include "fak/kvtier/source_sweeper.h"
@@ -97,6 +101,75 @@ TEST_F(RedisKVTierTest, ErasingATextErasesItsEntries) {
   EXPECT_EQ(sweeper.SweepOnce()->sources_erased, 0u);
   testing::RawRedis raw(server_.port());
   EXPECT_EQ(raw.Command({"EXISTS", "faktest:kvt:s:" + t_.segments[3].Hex()}), ":0");
+}
+
+TEST_F(RedisKVTierTest, AnExpiredEntryIsAbsentAndTheContextIsRecomputedExactly) {
+  RedisOptions o = server_.Options();
+  o.ttl_seconds = 1;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenRedisKVTier(o, /*chunk_bytes=*/4096));
+  FillFromA(*tier);
+  ASSERT_OK_AND_ASSIGN(std::vector<TierKey> keys, tier->KeysFromSource(t_.segments[0]));
+  ASSERT_EQ(keys.size(), 1u);
+  testing::RawRedis raw(server_.port());
+  // Every key of the entry expires; the chunks and the end marker a second after the meta record.
+  EXPECT_EQ(raw.Command({"TTL", "faktest:kvt:m:" + keys[0].id}), ":1");
+  EXPECT_EQ(raw.Command({"TTL", "faktest:kvt:c:" + keys[0].id + ":0"}), ":2");
+  EXPECT_EQ(raw.Command({"TTL", "faktest:kvt:e:" + std::to_string(keys[0].end)}), ":2");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  Worker b = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier.get()});
+  ASSERT_OK_AND_ASSIGN(Materialized m, b.driver->Materialize("default", t_));
+  EXPECT_EQ(m.verdict, MaterializeVerdict::kRecompute) << m.detail;
+  EXPECT_EQ(m.reused_tokens, 0u);
+  EXPECT_EQ(b.pager->Stats().served_slabs, 0u);
+  EXPECT_EQ(b.pager->Stats().count(PageInFailure::kAbsent), 1u);
+  EXPECT_EQ(b.pager->Stats().count(PageInFailure::kTruncated), 0u);  // absent, not damaged
+  const std::vector<float> want = RecomputeLogits(*b.model, m.tokens);
+  EXPECT_EQ(MaxAbsDiff(m.logits, want), 0.0f);
+  Worker other = MakeWorker(corpus_, chain_, {.seed = 2});  // control: the comparison can fail
+  EXPECT_GT(MaxAbsDiff(RecomputeLogits(*other.model, m.tokens), want), 0.0f);
+  // The sets forgot the expired entry lazily: the page-in's Ends() dropped its end; Sources()
+  // drops its members and sources. Nothing of it is left in Redis.
+  EXPECT_TRUE(tier->Ends()->empty());
+  EXPECT_TRUE(tier->KeysFromSource(t_.segments[0])->empty());
+  EXPECT_TRUE(tier->Sources()->empty());
+  EXPECT_EQ(raw.Command({"EXISTS", "faktest:kvt:ends"}), ":0");
+  EXPECT_EQ(raw.Command({"EXISTS", "faktest:kvt:sources"}), ":0");
+  EXPECT_EQ(raw.Command({"EXISTS", "faktest:kvt:s:" + t_.segments[1].Hex()}), ":0");
+}
+
+TEST_F(RedisKVTierTest, AGetKeepsAnEntryAlive) {
+  RedisOptions o = server_.Options();
+  o.ttl_seconds = 2;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenRedisKVTier(o, /*chunk_bytes=*/4096));
+  const TierKey key{Digest::Of("entry").Hex(), 7};
+  const std::string bytes(10000, 'k');  // three chunks
+  ASSERT_OK(tier->Put(key, bytes, {}));
+  for (int i = 0; i < 3; ++i) {  // 3 × 1.2 s > the 2 s TTL: each read renews it
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    ASSERT_OK_AND_ASSIGN(std::string got, tier->Get(key));
+    EXPECT_EQ(got, bytes) << i;
+  }
+  EXPECT_EQ(*tier->Ends(), std::vector<uint64_t>{7});
+  std::this_thread::sleep_for(std::chrono::milliseconds(3200));  // control: unread, it expires
+  EXPECT_EQ(tier->Get(key).error().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(tier->Ends()->empty());
+}
+
+TEST_F(RedisKVTierTest, AMetaRecordThatUndersizesTheEntryIsRefusedNotOverrun) {
+  std::unique_ptr<KVTierStore> tier = Open();
+  const TierKey key{Digest::Of("entry").Hex(), 7};
+  const std::string bytes(10000, 'k');
+  ASSERT_OK(tier->Put(key, bytes, {}));
+  testing::RawRedis raw(server_.port());
+  EXPECT_EQ(raw.Command({"SET", "faktest:kvt:m:" + key.id, "7 3 9000"}), "+OK");
+  EXPECT_EQ(tier->Get(key).error().code(), StatusCode::kCorruption);
+  // The connection that stopped mid-reply was dropped; the next call works on a fresh one.
+  EXPECT_EQ(raw.Command({"SET", "faktest:kvt:m:" + key.id, "7 3 10000"}), "+OK");
+  ASSERT_OK_AND_ASSIGN(std::string got, tier->Get(key));
+  EXPECT_EQ(got, bytes);
+  // A meta record that oversizes it: the bytes that exist come back (the slab file says truncated).
+  EXPECT_EQ(raw.Command({"SET", "faktest:kvt:m:" + key.id, "7 3 20000"}), "+OK");
+  EXPECT_EQ(*tier->Get(key), bytes);
 }
 
 }  // namespace

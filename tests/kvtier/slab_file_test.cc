@@ -1,6 +1,10 @@
 // Slab files and the directory KV tier: round trip, every decode problem typed, atomic durable
 // writes through the Env (a failed write leaves nothing), the source index across a reopen.
 #include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
 #include <cstring>
 
 #include "fak/kvtier/kv_tier_store.h"
@@ -140,6 +144,76 @@ TEST(DirectoryKVTier, AFailedWriteLeavesNothing) {
   env.ClearFaults();
   ASSERT_OK(tier->Put(a, "bytes", {}));
   EXPECT_EQ(*tier->Get(a), "bytes");
+}
+
+// Bytes of the entry files a directory tier holds, and whether each of `keys` is stored.
+uint64_t EntryBytes(const std::string& dir) {
+  uint64_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/slabs")) n += e.file_size();
+  return n;
+}
+std::vector<bool> Present(KVTierStore& tier, const std::vector<TierKey>& keys) {
+  std::vector<bool> out;
+  for (const TierKey& k : keys) out.push_back(tier.Get(k).has_value());
+  return out;
+}
+
+TEST(DirectoryKVTier, ABoundEvictsTheLeastRecentlyUsedButNeverTheNewEntry) {
+  testing::ScopedTempDir dir;
+  std::vector<TierKey> k;
+  std::vector<Digest> src;
+  for (int i = 0; i < 5; ++i) {
+    k.push_back(TierKey{Digest::Of(std::to_string(i) + "k").Hex(), uint64_t(10 + i)});
+    src.push_back(Digest::Of(std::to_string(i) + "s"));
+  }
+  const std::string kb(1000, 'x');
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenDirectoryKVTier(dir.Sub("t"), DirectoryKVTierOptions{.max_bytes = 3000}));
+  for (int i = 0; i < 3; ++i) ASSERT_OK(tier->Put(k[i], kb, std::vector<Digest>{src[i]}));
+  EXPECT_EQ(EntryBytes(dir.Sub("t")), 3000u);  // at the bound: nothing evicted
+  ASSERT_TRUE(tier->Get(k[0]).has_value());     // k0 is now the most recent, k1 the least
+  ASSERT_OK(tier->Put(k[3], kb, std::vector<Digest>{src[3]}));
+  // Get itself refreshes recency, so probe k1 (the evicted one) before anything else.
+  EXPECT_EQ(tier->Get(k[1]).error().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Present(*tier, {k[0], k[2], k[3]}), (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(EntryBytes(dir.Sub("t")), 3000u);
+  // The index followed: k1's source and end are gone.
+  EXPECT_TRUE(tier->KeysFromSource(src[1])->empty());
+  EXPECT_EQ(tier->Sources()->size(), 3u);
+  EXPECT_EQ(*tier->Ends(), (std::vector<uint64_t>{10, 12, 13}));
+  // An entry larger than the bound is kept, alone.
+  ASSERT_OK(tier->Put(k[4], std::string(5000, 'y'), std::vector<Digest>{src[4]}));
+  EXPECT_EQ(Present(*tier, k), (std::vector<bool>{false, false, false, false, true}));
+  EXPECT_EQ(EntryBytes(dir.Sub("t")), 5000u);
+  EXPECT_EQ(*tier->Sources(), std::vector<Digest>{src[4]});
+  // Control: without a bound nothing is evicted.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> open, OpenDirectoryKVTier(dir.Sub("u")));
+  for (int i = 0; i < 5; ++i) ASSERT_OK(open->Put(k[i], kb, {}));
+  EXPECT_EQ(EntryBytes(dir.Sub("u")), 5000u);
+}
+
+TEST(DirectoryKVTier, ABoundAfterReopenEvictsTheOldestWritesFirst) {
+  testing::ScopedTempDir dir;
+  std::vector<TierKey> k;
+  for (int i = 0; i < 4; ++i) k.push_back(TierKey{Digest::Of(std::to_string(i) + "k").Hex(), uint64_t(10 + i)});
+  const Sample sample = MakeSample();  // its sources section records Digest::Of("text")
+  const std::string kb = *EncodeSlabFile(sample.manifest, sample.sources, sample.slab);
+  const Digest text = Digest::Of("text");
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenDirectoryKVTier(dir.Sub("t")));
+    for (int i : {2, 0, 1}) {  // written in this order: mtimes say k2 is the oldest
+      ASSERT_OK(tier->Put(k[i], kb, std::vector<Digest>{text}));
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));  // past the file system's mtime granularity
+    }
+  }
+  // Reopened with a bound of two entries: the next Put evicts the two oldest writes, k2 then k0.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenDirectoryKVTier(dir.Sub("t"), DirectoryKVTierOptions{.max_bytes = 2 * kb.size()}));
+  EXPECT_EQ(tier->KeysFromSource(text)->size(), 3u);
+  ASSERT_OK(tier->Put(k[3], kb, {}));
+  EXPECT_EQ(Present(*tier, k), (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(tier->KeysFromSource(text)->size(), 1u);
+  // Replacing an entry counts its bytes once.
+  ASSERT_OK(tier->Put(k[3], kb, {}));
+  EXPECT_EQ(Present(*tier, k), (std::vector<bool>{false, true, false, true}));
 }
 
 }  // namespace

@@ -4,6 +4,8 @@
 // reason, counted, and the context is recomputed from text with the exact logits.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "tests/kvtier/kv_tier_test_util.h"
 #include "tests/store/store_test_util.h"
 #include "tests/test_util.h"
@@ -164,6 +166,56 @@ TEST_F(TierPagerTest, APublicPrefixIsSharedAcrossTenantsAndNothingElse) {
   EXPECT_EQ(m.reused_tokens, system.size());  // the public part came from the tier; acme's part did not
   EXPECT_EQ(g.driver->Stats().paged_tokens, system.size());
   EXPECT_EQ(MaxAbsDiff(m.logits, RecomputeLogits(*g.model, m.tokens)), 0.0f);
+}
+
+// One worker computes the conversation turn by turn, writing each new node through: the tier then
+// holds a chain of edge slabs [0, a), [a, b), [b, end) — a page-in walks it slab by slab, reading
+// the next slab while the current one is verified. Returns the chain's ends, ascending.
+std::vector<uint64_t> FillChain(TextCorpus& corpus, const ScreenChain& chain, KVTierStore& tier, const TranscriptRef& t) {
+  Worker a = MakeWorker(corpus, chain, {.seed = 1, .spill_to = &tier, .write_through = true});
+  for (size_t k = 2; k <= t.segments.size(); ++k) {
+    const TranscriptRef part{t.session, {t.segments.begin(), t.segments.begin() + static_cast<std::ptrdiff_t>(k)}};
+    EXPECT_TRUE(a.driver->Materialize("default", part).has_value());
+  }
+  a.spiller->Flush();
+  EXPECT_EQ(a.spiller->Stats().failed, 0u);
+  return *tier.Ends();
+}
+
+TEST_F(TierPagerTest, PagesAChainOfSlabsExactly) {
+  const std::vector<uint64_t> ends = FillChain(corpus_, chain_, *tier_, t_);
+  ASSERT_EQ(ends.size(), 3u);
+  Worker w = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier_.get()});
+  ASSERT_OK_AND_ASSIGN(Materialized m, w.driver->Materialize("default", t_));
+  EXPECT_EQ(m.verdict, MaterializeVerdict::kFault) << m.detail;
+  EXPECT_EQ(w.pager->Stats().served_slabs, 3u);
+  EXPECT_EQ(ends.back(), m.tokens.size());
+  EXPECT_EQ(m.reused_tokens, m.tokens.size() - 1);  // the last token is prefilled for its logits
+  EXPECT_EQ(MaxAbsDiff(m.logits, RecomputeLogits(*w.model, m.tokens)), 0.0f);
+  // Control: another model's logits for the same context differ.
+  Worker other = MakeWorker(corpus_, chain_, {.seed = 2});
+  EXPECT_GT(MaxAbsDiff(RecomputeLogits(*other.model, m.tokens), m.logits), 0.0f);
+}
+
+TEST_F(TierPagerTest, AChainStopsAtARefusedSlabAndRecomputesTheRest) {
+  const std::vector<uint64_t> ends = FillChain(corpus_, chain_, *tier_, t_);
+  ASSERT_EQ(ends.size(), 3u);
+  bool tampered = false;  // the middle slab [a, b): what was read ahead of the first must be refused
+  for (const std::string& path : testing::SlabFiles(dir_.Sub("tier"))) {
+    if (std::filesystem::path(path).filename().string().rfind(std::to_string(ends[1]) + "-", 0) != 0) continue;
+    std::string bytes = testing::ReadAll(path);
+    bytes[bytes.size() - 5] ^= 0x20;
+    testing::WriteAll(path, bytes);
+    tampered = true;
+  }
+  ASSERT_TRUE(tampered);
+  Worker w = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier_.get()});
+  ASSERT_OK_AND_ASSIGN(Materialized m, w.driver->Materialize("default", t_));
+  EXPECT_EQ(m.verdict, MaterializeVerdict::kRecompute) << m.detail;
+  EXPECT_EQ(w.pager->Stats().served_slabs, 1u);
+  EXPECT_EQ(m.reused_tokens, ends[0]);
+  EXPECT_EQ(w.pager->Stats().count(PageInFailure::kChecksum), 1u);
+  EXPECT_EQ(MaxAbsDiff(m.logits, RecomputeLogits(*w.model, m.tokens)), 0.0f);
 }
 
 TEST_F(TierPagerTest, AbsentIsAMissNotAnError) {

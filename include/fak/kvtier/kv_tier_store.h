@@ -64,11 +64,24 @@ class KVTierStore {
   virtual Result<size_t> EraseSource(const Digest& source) = 0;
 };
 
+struct DirectoryKVTierOptions {
+  // Bytes of entry files kept; 0 = unbounded. After each Put the least recently used entries are
+  // removed until the rest fit — never the entry just written (one larger than the bound stays
+  // alone). Recency is each entry's last Put or Get in this process; at open it is the files' mtime
+  // (the last write: reads before a restart are not remembered). Entries another process wrote
+  // after the open are counted once this process Gets them. Default: 0.
+  uint64_t max_bytes = 0;
+};
+
 // A directory tier: one file per entry, written through `env` (null: Env::Default()) as a temp file,
 // fsync'd, renamed into place and the directory fsync'd, so an entry is whole or absent after a
 // crash. Creates the directory when absent. The source index is rebuilt at open from the entries'
 // (checksummed) source sections; entries another process adds later are found by Get, not indexed.
+// With options.max_bytes, a Put whose entry was stored but whose eviction of an older one failed
+// returns that failure (IOError naming the entry it could not remove); the next Put retries it.
 Result<std::unique_ptr<KVTierStore>> OpenDirectoryKVTier(const std::string& dir, Env* env = nullptr);
+Result<std::unique_ptr<KVTierStore>> OpenDirectoryKVTier(const std::string& dir, const DirectoryKVTierOptions& options,
+                                                         Env* env = nullptr);
 
 }  // namespace fak
 

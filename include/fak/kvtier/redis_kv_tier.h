@@ -12,7 +12,11 @@
 namespace fak {
 
 // A KVTierStore on Redis (keys under options.prefix + ":kvt:"): values are split into chunks of at
-// most chunk_bytes (Redis caps one value at 512 MB; smaller chunks bound each round trip).
+// most chunk_bytes (Redis caps one value at 512 MB; smaller chunks bound each round trip). A Get
+// receives the chunks straight into the result (one copy out of the socket).
+// options.ttl_seconds > 0: an entry expires that many seconds after its last Put or Get (every key
+// of it gets an expiry; a Get refreshes them) and is then NotFound; the tier's sets drop members of
+// expired entries lazily (docs/kv-tier.md §3). 0: entries live until removed.
 // InvalidArgument for bad options; Unavailable when the server cannot be reached (then and later).
 Result<std::unique_ptr<KVTierStore>> OpenRedisKVTier(const RedisOptions& options, size_t chunk_bytes = size_t{4} << 20);
 

@@ -11,13 +11,17 @@
 // ever attended to. The driver inserts what was paged in as radix nodes (FAULT, then HIT).
 //
 // Thread-safety: PageIn may run concurrently (the store is thread-safe; counters are atomic).
-// Cost per page-in: one key digest per candidate end (over the context up to it), one read and two
-// SHA-256 passes over each slab served.
+// Cost per page-in: one key digest per candidate end (over the context up to it), one read and one
+// SHA-256 pass over each slab served (the tree takes the verified checksum of a slab it inserts
+// whole). The read of the next slab overlaps the verification of the current one (one helper
+// thread per page-in while a chain of slabs is walked; docs/kv-tier.md §4).
 #ifndef FAK_KVTIER_TIER_PAGER_H_
 #define FAK_KVTIER_TIER_PAGER_H_
 
 #include <atomic>
 #include <cstdint>
+#include <span>
+#include <string>
 
 #include "fak/gate/resident_claim.h"
 #include "fak/kvtier/kv_tier_store.h"
@@ -46,10 +50,16 @@ class TierPager final : public KVPager {
 
  private:
   struct Candidate;
-  // Fetches and verifies the entry `key` for tokens [.., end) given `pos` tokens are held; a slab
-  // starting at or before pos, or the failure.
+  struct Fetched;
+  // Reads and decodes candidates in the walk's order at `pos` (ends furthest first, the tenant's
+  // namespace then the public one), from the `from_index`-th on, until one exists and starts at or
+  // before pos (or fails to read or decode).
+  Fetched Fetch(const ResidentClaim& claim, std::span<const int32_t> tokens, std::span<const uint64_t> ends, size_t pos,
+                size_t limit, size_t from_index) const;
+  // Verifies a fetched candidate (tokens [.., end)) given `pos` tokens are held: a slab starting at
+  // pos (sliced when it started before), or the failure.
   PageInFailure Verify(const ResidentClaim& claim, std::span<const int32_t> tokens, const KVShape& shape, size_t pos,
-                       const TierKey& key, Candidate* out, std::string* detail);
+                       Fetched& fetched, Candidate* out, std::string* detail);
 
   KVTierStore& tier_;
   const AccessPolicy& access_;
