@@ -23,22 +23,6 @@ struct Planner::Prepared {
   std::vector<int32_t> context;
 };
 
-namespace {
-
-// Which run of the context each unsealed message's text produced (the tree's source index), from
-// the rendering's segments (one per message, in order).
-std::vector<SourceSpan> SourcesOf(const std::vector<SegmentSpec>& specs, const std::vector<MessageOutcome>& messages) {
-  std::vector<SourceSpan> out;
-  size_t from = 0;
-  for (size_t j = 0; j < specs.size(); ++j) {
-    if (j < messages.size() && !messages[j].sealed) out.push_back(SourceSpan{from, specs[j].tokens.size(), messages[j].source_digest});
-    from += specs[j].tokens.size();
-  }
-  return out;
-}
-
-}  // namespace
-
 Planner::Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key, BlobStore& blobs,
                  std::shared_ptr<const ChatTemplate> chat_template, std::shared_ptr<const ScreenChain> chain,
                  std::unique_ptr<Journal> journal, PlannerOptions options)
@@ -364,8 +348,10 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
   LookupResult hit = tree_->Lookup(claim, p.context);
   out.gate = hit.gate;
   if (pager_ != nullptr && hit.gate.outcome != ClaimOutcome::kRefuse) {
-    // What the tree lacks may be in the tier (written before a restart, or by another worker).
-    const PagedPrefix paged = PageInAfterLookup(*pager_, *tree_, claim, p.context, SourcesOf(p.specs, out.messages), hit);
+    // What the tree lacks may be in the tier (written before a restart, or by another worker). The
+    // tree gets it with the whole prompt once its new messages are admitted (tier_bound_, below): a
+    // Complete that fails before then leaves the tree unchanged.
+    const PagedPrefix paged = PageInAfterLookup(*pager_, *tree_, claim, p.context, {}, hit, /*insert=*/false);
     out.paged_tokens = paged.paged_tokens;
     out.page_in = paged.failure;
     page_ins_.fetch_add(1, std::memory_order_relaxed);

@@ -5,7 +5,7 @@ namespace fak {
 
 PagedPrefix PageInAfterLookup(KVPager& pager, RadixTree& tree, const ResidentClaim& claim,
                               std::span<const int32_t> tokens, std::span<const SourceSpan> sources,
-                              LookupResult& lookup) {
+                              LookupResult& lookup, bool insert) {
   PagedPrefix out;
   const size_t n = tokens.size();
   if (lookup.matched_tokens + 1 >= n) return out;
@@ -16,7 +16,7 @@ PagedPrefix PageInAfterLookup(KVPager& pager, RadixTree& tree, const ResidentCla
   out.detail = std::move(paged.detail);
   if (lookup.cache.size() <= resident) return out;
   out.paged_tokens = lookup.cache.size() - resident;
-  out.inserted = tree.Insert(claim.tenant, tokens.first(lookup.cache.size()), lookup.cache, sources);
+  if (insert) out.inserted = tree.Insert(claim.tenant, tokens.first(lookup.cache.size()), lookup.cache, sources);
   // The last token is prefilled by the caller, which needs its logits; truncating a cache is exact.
   if (lookup.cache.size() == n) {
     Status truncated = lookup.cache.Truncate(n - 1);

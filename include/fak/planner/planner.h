@@ -18,7 +18,7 @@
 //
 // KV tier (PlannerOptions::pager): when the tree holds less of the context than a lower tier may,
 // Complete pages the rest of the prefix in — verified by the manifest gate under the conversation's
-// tenant, inserted into the tree with its messages' source runs — before prefilling what remains
+// tenant; the tree gets it with the prompt once the new messages are admitted — before prefilling what remains
 // (the same FAULT step as RegenDriver::Materialize: fak/regen/page_in.h). It blocks the calling
 // Complete on the tier's I/O. Refusals fall back to prefill; CompleteResult and Stats() count both.
 //

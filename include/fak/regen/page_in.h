@@ -36,10 +36,11 @@ struct PagedPrefix {
 // `lookup` is tree.Lookup(claim, tokens). Only when lookup.matched_tokens + 1 < tokens.size()
 // (something beyond the last token is missing) is the pager asked; otherwise nothing happens.
 // Afterwards lookup.matched_tokens == lookup.cache.size() <= tokens.size() - 1. `sources` are the
-// context's source runs (as RadixTree::Insert takes them); may be empty.
+// context's source runs (as RadixTree::Insert takes them); may be empty. `insert` false leaves the
+// tree alone (a caller that inserts the whole context itself once it is admitted).
 PagedPrefix PageInAfterLookup(KVPager& pager, RadixTree& tree, const ResidentClaim& claim,
                               std::span<const int32_t> tokens, std::span<const SourceSpan> sources,
-                              LookupResult& lookup);
+                              LookupResult& lookup, bool insert = true);
 
 // Whether a page-in that stopped with `failure` was refused (a slab was there and failed a check,
 // or the tier could not be asked), as opposed to finding nothing stored.
