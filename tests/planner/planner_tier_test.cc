@@ -1,7 +1,9 @@
 // Planner + KV tier (PlannerOptions::pager, tree.spill): a planner writes its conversation's KV to a
 // directory tier and goes away; a planner restarted over the same journal, text store and tier pages
 // the conversation's prefix in instead of prefilling it, and answers with the same tokens as the
-// first and as a cold planner. Control: a tampered tier is refused, counted and recomputed.
+// first and as a cold planner — also for the conversation's next turn. Controls: a cold planner
+// pages nothing; another tenant is not served the slabs; a tampered tier is refused, counted and
+// recomputed.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -90,6 +92,32 @@ TEST_F(PlannerTierTest, RestartedPlannerPagesTheConversationInAndAnswersTheSame)
   EXPECT_EQ(restarted.generated, first.generated);
   EXPECT_EQ(restarted.generated, cold.generated);
   EXPECT_EQ(restarted.text, first.text);
+}
+
+TEST_F(PlannerTierTest, RestartedPlannerContinuesTheConversationFromTheTier) {
+  const CompleteResult first = Run(/*spill=*/true, /*page=*/false);
+  conv_.messages.push_back({SegmentKind::kAssistant, first.text});
+  conv_.messages.push_back({SegmentKind::kUser, "and the fixes?"});
+  const CompleteResult cold = Run(/*spill=*/false, /*page=*/false);
+  const CompleteResult next = Run(/*spill=*/false, /*page=*/true);
+  // The first turn's prompt at least came from the tier; the new messages were prefilled.
+  EXPECT_GE(next.paged_tokens, first.context_tokens);
+  EXPECT_LT(next.paged_tokens, next.context_tokens);
+  EXPECT_EQ(next.reused_tokens + next.prefilled_tokens, next.context_tokens);
+  EXPECT_EQ(cold.paged_tokens, 0u);
+  EXPECT_EQ(next.generated, cold.generated);
+  EXPECT_EQ(next.text, cold.text);
+}
+
+TEST_F(PlannerTierTest, AnotherTenantsConversationIsNotPagedIn) {
+  const CompleteResult first = Run(/*spill=*/true, /*page=*/false);
+  conv_.tenant = "t2";  // the same messages, another tenant
+  PlannerStats stats;
+  const CompleteResult other = Run(/*spill=*/false, /*page=*/true, &stats);
+  EXPECT_EQ(stats.page_ins, 1u);
+  EXPECT_EQ(other.paged_tokens, 0u);
+  EXPECT_EQ(other.prefilled_tokens, other.context_tokens);
+  EXPECT_EQ(other.generated, first.generated);  // recomputed: the same answer
 }
 
 TEST_F(PlannerTierTest, TamperedTierIsRefusedAndRecomputed) {
