@@ -76,6 +76,7 @@ bool JoinsWave(const std::vector<std::span<const int32_t>>& wave, std::span<cons
 struct ArmResult {
   Arm arm;
   size_t reused = 0, total = 0, prefilled = 0;
+  size_t requests = 0;  // served (turns)
   double flops = 0;  // of the forward passes (ForwardFlops: attention over the cached prefix included)
   double wall_s = 0;
   double lookup_s = 0, prefill_s = 0, insert_s = 0;  // parts of wall_s (scheduling is the rest)
@@ -162,6 +163,7 @@ Result<ArmResult> RunTree(const Model& model, const Tokenizer& tokenizer, const 
     for (std::span<const int32_t> req : wave) {
       out.reused += tree.MatchLength(req);  // untimed, as below; the wave rule keeps it first-come's
       out.total += req.size();
+      ++out.requests;
     }
     auto t0 = Clock::now();
     std::vector<LookupResult> found;
@@ -197,6 +199,7 @@ Result<ArmResult> RunTree(const Model& model, const Tokenizer& tokenizer, const 
     std::span<const int32_t> req = trace.requests[index];
     out.reused += tree.MatchLength(req);  // looked up before the request is inserted (untimed)
     out.total += req.size();
+    ++out.requests;
 
     t0 = Clock::now();
     LookupResult r = tree.Lookup(req);
@@ -225,7 +228,7 @@ Result<ArmResult> RunTree(const Model& model, const Tokenizer& tokenizer, const 
 
 void PrintHeader() {
   std::printf("  %-34s %7s %9s %9s %9s %8s %8s %8s %10s %7s  %s\n", "arm", "hit", "reused", "prefill", "wall s",
-              "speedup", "bound", "flop bd", "B/token", "max|d|", "lookup/prefill/insert s");
+              "speedup", "bound", "flop bd", "B/token", "max|d|", "lookup/prefill/insert ms  insert ms/turn");
 }
 
 // bound: total / prefilled tokens; flop bd: arm A's forward flops / this arm's (attention over a
@@ -235,9 +238,10 @@ void PrintRow(const ArmResult& r, const ArmResult& naive) {
   std::printf("  %-34s %6.1f%% %9zu %9zu %9.2f %7.2fx %7.2fx %7.2fx", r.arm.name.c_str(), hit, r.reused, r.prefilled,
               r.wall_s, naive.wall_s / r.wall_s, double(r.total) / r.prefilled, naive.flops / r.flops);
   if (r.arm.tree)
-    std::printf(" %10s %7.0g  %.2f/%.2f/%.2f\n",
+    // The turn tax: what each request's Insert (copy + hash of its new KV, eviction) costs.
+    std::printf(" %10s %7.0g  %.1f/%.0f/%.1f  %.2f\n",
                 r.bytes_per_token_exact ? std::to_string(r.bytes_per_token).c_str() : "MISMATCH", r.max_delta,
-                r.lookup_s, r.prefill_s, r.insert_s);
+                1e3 * r.lookup_s, 1e3 * r.prefill_s, 1e3 * r.insert_s, 1e3 * r.insert_s / double(r.requests));
   else
     std::printf(" %10s %7s\n", "-", "-");
 }

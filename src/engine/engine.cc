@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fak/gate/kv_manifest.h"
+#include "fak/regen/page_in.h"
 #include "fak/tokenizer/text_stream.h"
 #include "src/engine/fair_share.h"
 
@@ -63,6 +64,10 @@ struct Job {
   size_t computed_before_preemption = 0;
   bool followers_waiting = false;  // a waiting request shares its prompt: insert it once read
   size_t passed_over = 0;          // times a later request of its line was admitted first (under mu_)
+  // The prefix of its context the tree held after Submit paged the tier in: admission pages in
+  // again only when the tree has lost some of it since. Set before the job is shared.
+  size_t paged_prefix = 0;
+  bool prompt_in_tree = false;  // its prompt was inserted when read (a tier-bound tree)
 };
 
 // A request's share of one step: `n` of its pending tokens; `completes` when they are all of them,
@@ -126,6 +131,9 @@ struct Engine::Impl {
   void FinishRunning(Job* job, FinishReason reason, Status error = Status::Ok(), bool to_tree = true);
   void FinishLocked(Job* job, FinishReason reason, Status error);  // mu_ held; job not running
   void CancelEverything();
+  // Asks the pager for what the tree lacks of `job`'s context (into `lookup`, inserting it into the
+  // tree) and counts the outcome. Blocks on the tier's I/O.
+  void PageIn(Job& job, LookupResult& lookup);
   size_t SessionBytes() const;
   bool Fits(size_t extra_bytes) const;
 
@@ -136,6 +144,8 @@ struct Engine::Impl {
   std::unique_ptr<RadixTree> owned_tree_;
   RadixTree* const tree_;
   const size_t bytes_per_token_;
+  // The tree spills to a tier or the engine pages from one.
+  const bool tier_bound_ = options_.pager != nullptr || options_.tree_options.spill != nullptr;
 
   std::mutex step_mu_;
   std::vector<Job*> running_;  // in admission order
@@ -195,6 +205,20 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   }
   auto job = std::make_unique<Job>(std::move(request), tokenizer_);
   job->result.timings.submitted_ns = env_->NowMonotonicNanos();
+  if (options_.pager != nullptr) {
+    {
+      // No tier I/O for a request that would be refused anyway.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!accepting_) return FailedPrecondition("Engine::Submit: the engine is shut down");
+    }
+    // On the caller's thread, so the step thread (and every running request's decode) does not wait
+    // for the tier; the prefix waits in the tree for admission.
+    if (tree_->MatchLength(job->context, job->request.tenant) + 1 < job->context.size()) {
+      LookupResult lookup = tree_->Lookup(tree_->ClaimFor(job->request.tenant), job->context);
+      PageIn(*job, lookup);
+      job->paged_prefix = lookup.matched_tokens;
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!accepting_) return FailedPrecondition("Engine::Submit: the engine is shut down");
   if (queued_size() >= options_.max_queued) {
@@ -307,6 +331,8 @@ void Engine::Impl::Admit() {
       continue;
     }
     LookupResult found = tree_->Lookup(tree_->ClaimFor(job->request.tenant), job->context);
+    // The tree gave back (budget eviction) a prefix Submit paged in: page it in again, on this thread.
+    if (options_.pager != nullptr && found.matched_tokens < job->paged_prefix) PageIn(*job, found);
     // Room for this step's chunk of every running request and of this one.
     size_t step_tokens = std::min(options_.prefill_chunk_tokens, job->context.size() - found.matched_tokens);
     for (const Job* other : running_) step_tokens += std::min(options_.prefill_chunk_tokens, other->Pending());
@@ -477,11 +503,16 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
       FinishRunning(job, FinishReason::kLength);  // its prompt is read: the KV goes to the tree
       continue;
     }
-    if (job->followers_waiting) {
+    // A tier finds a slab by the digest of the context up to the slab's end, so a node that ends
+    // past the prompt (prompt + reply, inserted at the end) can never serve the same prompt again:
+    // with a tier, the prompt is inserted as read, so a node ends where it ends.
+    const bool prompt_node = tier_bound_ && !job->prompt_in_tree && job->cache->size() == job->request.prompt.size();
+    if (job->followers_waiting || prompt_node) {
       // Its prompt is read: give it to the tree now, not at the end, so the requests waiting for it
       // start from it at the next step.
       (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache);
       job->followers_waiting = false;
+      job->prompt_in_tree = true;
     }
     Emit(job, std::move((*logits)[i]));
   }
@@ -565,6 +596,18 @@ void Engine::Impl::FinishLocked(Job* job, FinishReason reason, Status error) {
   job->done = true;
   ++stats_.finished;
   done_cv_.notify_all();
+}
+
+void Engine::Impl::PageIn(Job& job, LookupResult& lookup) {
+  // No source runs: the engine's requests are token ids, not stored texts.
+  const PagedPrefix paged = PageInAfterLookup(*options_.pager, *tree_, tree_->ClaimFor(job.request.tenant), job.context,
+                                              {}, lookup);
+  job.result.usage.paged_tokens += paged.paged_tokens;
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.page_ins;
+  stats_.paged_tokens += paged.paged_tokens;
+  ++stats_.page_in_failures[static_cast<int>(paged.failure)];
+  stats_.page_in_refusals += IsPageInRefusal(paged.failure) ? 1 : 0;
 }
 
 size_t Engine::Impl::SessionBytes() const {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "fak/core/env.h"
+#include "fak/regen/page_in.h"
 #include "fak/session/certify_eviction.h"
 #include "fak/tokenizer/text_stream.h"
 #include "src/core/str_cat.h"
@@ -27,8 +28,13 @@ Planner::Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key,
                  std::unique_ptr<Journal> journal, PlannerOptions options)
     : model_(model), tokenizer_(tokenizer), key_(std::move(key)), corpus_(blobs), template_(std::move(chat_template)),
       chain_(std::move(chain)), journal_(std::move(journal)),
-      tree_(std::make_unique<RadixTree>(model, tokenizer, std::move(options.tree))),
-      denied_kv_sweep_interval_ns_(options.denied_kv_sweep_interval_ns), last_denied_kv_sweep_ns_(NowNanos()) {}
+      tree_(std::make_unique<RadixTree>(model, tokenizer, options.tree)),
+      denied_kv_sweep_interval_ns_(options.denied_kv_sweep_interval_ns), last_denied_kv_sweep_ns_(NowNanos()),
+      pager_(options.pager), tier_bound_(options.pager != nullptr || options.tree.spill != nullptr) {}
+
+PlannerStats Planner::Stats() const {
+  return PlannerStats{page_ins_.load(), paged_tokens_.load(), page_in_refusals_.load()};
+}
 
 Result<std::unique_ptr<Planner>> Planner::Create(const Model& model, const Tokenizer& tokenizer, SigningKey key,
                                                  BlobStore& blobs, PlannerOptions options) {
@@ -338,8 +344,20 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
   // Reuse the longest prefix the gate admits for this tenant: whole segments, plus the start of
   // the next one unless it is a tool result (a different result may share a prefix; it must be
   // screened whole, so it is appended fresh).
-  LookupResult hit = tree_->Lookup(tree_->ClaimFor(conversation.tenant), p.context);
+  const ResidentClaim claim = tree_->ClaimFor(conversation.tenant);
+  LookupResult hit = tree_->Lookup(claim, p.context);
   out.gate = hit.gate;
+  if (pager_ != nullptr && hit.gate.outcome != ClaimOutcome::kRefuse) {
+    // What the tree lacks may be in the tier (written before a restart, or by another worker). The
+    // tree gets it with the whole prompt once its new messages are admitted (tier_bound_, below): a
+    // Complete that fails before then leaves the tree unchanged.
+    const PagedPrefix paged = PageInAfterLookup(*pager_, *tree_, claim, p.context, {}, hit, /*insert=*/false);
+    out.paged_tokens = paged.paged_tokens;
+    out.page_in = paged.failure;
+    page_ins_.fetch_add(1, std::memory_order_relaxed);
+    paged_tokens_.fetch_add(paged.paged_tokens, std::memory_order_relaxed);
+    if (IsPageInRefusal(paged.failure)) page_in_refusals_.fetch_add(1, std::memory_order_relaxed);
+  }
   size_t n_reused = 0, boundary = 0;
   while (n_reused < p.specs.size() && boundary + p.specs[n_reused].tokens.size() <= hit.matched_tokens) {
     boundary += p.specs[n_reused++].tokens.size();
@@ -369,17 +387,26 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
   }
   out.prefilled_tokens = ledger.cache().size() - kept;
   out.prefill_ms = MsSince(t0);
+  // Each message's tokens are tagged with its text's digest, so a later denial can evict them.
+  const auto ledger_sources = [&] {
+    std::vector<SourceSpan> sources;
+    for (size_t j = 0; j < conversation.messages.size(); ++j) {
+      const Segment* seg = out.messages[j].sealed ? nullptr : ledger.Find(p.specs[j].id);
+      if (seg != nullptr) sources.push_back(SourceSpan{seg->from, seg->tokens.size(), out.messages[j].source_digest});
+    }
+    return sources;
+  };
+  if (tier_bound_) {
+    // A tier finds a slab by the digest of the context up to the slab's end: a node ending past the
+    // prompt (prompt + reply, inserted below) could never serve this prompt again after a restart.
+    // Reuse is an optimisation: a context the tree refuses is simply not kept.
+    (void)tree_->Insert(conversation.tenant, ledger.cache().tokens(), ledger.cache(), ledger_sources());
+  }
 
   const int64_t t1 = NowNanos();
   FAK_RETURN_IF_ERROR(Decode(ledger, std::move(logits), params, &out));
   out.decode_ms = MsSince(t1);
-  // Each message's tokens are tagged with its text's digest, so a later denial can evict them.
-  std::vector<SourceSpan> sources;
-  for (size_t j = 0; j < conversation.messages.size(); ++j) {
-    const Segment* seg = out.messages[j].sealed ? nullptr : ledger.Find(p.specs[j].id);
-    if (seg != nullptr) sources.push_back(SourceSpan{seg->from, seg->tokens.size(), out.messages[j].source_digest});
-  }
-  FAK_RETURN_IF_ERROR(tree_->Insert(conversation.tenant, ledger.cache().tokens(), ledger.cache(), sources));
+  FAK_RETURN_IF_ERROR(tree_->Insert(conversation.tenant, ledger.cache().tokens(), ledger.cache(), ledger_sources()));
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "fak/regen/regen_driver.h"
+#include "fak/regen/page_in.h"
 
 namespace fak {
 
@@ -225,20 +226,15 @@ Result<Materialized> RegenDriver::Regenerate(const ResidentClaim& claim, const T
                                              Materialized out, LookupResult lookup) {
   const size_t n = out.tokens.size();
   if (options_.pager != nullptr) {
-    // Every slab the pager appends passed the gate (axes, checksums, denylist, tenancy); what it
-    // verified becomes radix nodes, so the next lookup is a HIT.
-    const size_t resident = lookup.cache.size();
-    PageInResult paged = options_.pager->PageIn(claim, out.tokens, n, lookup.cache);
+    // What the pager verified becomes radix nodes, so the next lookup is a HIT.
+    PagedPrefix paged = PageInAfterLookup(*options_.pager, *target_.tree, claim, out.tokens, out.sources, lookup);
     if (paged.failure != PageInFailure::kNone) {
       Add(counters_->page_in_failures[static_cast<int>(paged.failure)], 1);
       out.detail = "page-in stopped: " + std::string(PageInFailureName(paged.failure)) + ": " + paged.detail;
     }
-    if (lookup.cache.size() > resident) {
-      Add(counters_->paged_tokens, lookup.cache.size() - resident);
-      FAK_RETURN_IF_ERROR(target_.tree->Insert(claim.tenant, std::span<const int32_t>(out.tokens).first(lookup.cache.size()),
-                                               lookup.cache, out.sources));
-      if (lookup.cache.size() == n) FAK_RETURN_IF_ERROR(lookup.cache.Truncate(n - 1));  // the last token's logits
-      lookup.matched_tokens = lookup.cache.size();
+    if (paged.paged_tokens > 0) {
+      Add(counters_->paged_tokens, paged.paged_tokens);
+      FAK_RETURN_IF_ERROR(paged.inserted);
       if (lookup.matched_tokens + 1 == n) {
         FAK_ASSIGN_OR_RETURN(out.logits, target_.model->Prefill(&lookup.cache, std::span<const int32_t>(out.tokens).last(1)));
         out.reused_tokens = n - 1;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "fak/gate/binding_tuple.h"
+#include "fak/regen/page_in.h"
 #include "src/server/verdict_json.h"
 
 namespace fak::internal {
@@ -208,6 +209,18 @@ std::string ServerMetrics::Render(const EngineSnapshot& s) const {
   Sample(&out, "fak_kv_bytes", Label("kind", "tree"), static_cast<double>(s.engine.tree_kv_bytes));
   Scalar(&out, "fak_kv_budget_bytes", "gauge", "The KV budget over sessions and tree (0: unbounded).",
          static_cast<double>(s.kv_budget_bytes));
+  Scalar(&out, "fak_kv_tier_page_ins_total", "counter", "Prompts whose missing prefix was asked of the KV tier.",
+         static_cast<double>(s.engine.page_ins));
+  Scalar(&out, "fak_kv_tier_paged_tokens_total", "counter", "Prompt tokens read from the KV tier instead of prefilled.",
+         static_cast<double>(s.engine.paged_tokens));
+  Header(&out, "fak_kv_tier_page_in_refusals_total", "counter",
+         "Page-ins stopped by a slab that failed verification, or a tier that could not be asked (then prefilled).");
+  for (int i = 0; i < kNumPageInFailures; ++i) {
+    const PageInFailure f = static_cast<PageInFailure>(i);
+    if (!IsPageInRefusal(f)) continue;
+    Sample(&out, "fak_kv_tier_page_in_refusals_total", Label("reason", PageInFailureName(f)),
+           static_cast<double>(s.engine.page_in_failures[i]));
+  }
   Scalar(&out, "fak_tree_tokens", "gauge", "Tokens resident in the radix tree.", static_cast<double>(s.tree.unique_tokens));
   Scalar(&out, "fak_evicted_tokens_total", "counter", "Tokens the radix tree evicted (budget or explicit).",
          static_cast<double>(s.tree.evicted_tokens));

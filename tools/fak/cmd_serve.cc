@@ -5,13 +5,19 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <mutex>
+#include <vector>
 #include <thread>
 
 #include "fak/engine/engine.h"
+#include "fak/kvtier/kv_tier_store.h"
+#include "fak/kvtier/tier_pager.h"
+#include "fak/kvtier/tier_spiller.h"
 #include "fak/planner/planner.h"
 #include "fak/server/server.h"
 #include "fak/store/blob_store.h"
 #if FAK_WITH_REDIS
+#include "fak/kvtier/redis_kv_tier.h"
 #include "fak/store/redis_store.h"
 #endif
 #include "tools/fak/cli.h"
@@ -51,7 +57,13 @@ constexpr std::string_view kServeUsage =
     "  --max-conversations N  conversations held at once; more are refused with 503. Default: 1024\n"
     "  --admin-tenant NAME    the tenant allowed to roll out new weights (POST /fak/v1/rollout names a\n"
     "                         MODEL as above; serving switches to it at cutover). Default: anyone\n"
-    "                         without --api-keys, nobody with them\n";
+    "                         without --api-keys, nobody with them\n"
+    "\n"
+    "KV tier (prefix KV kept past the tree's budget and across restarts; every slab verified before use):\n"
+    "  --kv-tier-dir DIR      slabs in a directory: the tree's budget evictions are written behind, the\n"
+    "                         whole tree is written at shutdown, and a prompt's prefix is read back\n"
+    "                         instead of prefilled when the tree lacks it\n"
+    "  --kv-tier-redis HOST:PORT  the same in Redis (builds with Redis support)\n";
 
 // SIGINT and SIGTERM, blocked in every thread (BlockStopSignals runs before any thread starts: the
 // model's pool and the engine's step thread inherit the mask) and taken by StopOnSignal's thread.
@@ -113,6 +125,93 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url) {
 }
 #endif
 
+// The engine's KV tier (--kv-tier-dir / --kv-tier-redis): the store, the spiller its tree writes
+// evictions to and the pager admission reads prefixes from. Must outlive the engine.
+//
+// The tree's spill sink: while serving, budget evictions go to the spiller's bounded write-behind
+// queue (dropped when it is full: a recompute later, never a blocked tree); for the shutdown
+// checkpoint every node is kept and written after the tree lets go of its lock, none dropped.
+class KVTier final : public SpillSink {
+ public:
+  void Offer(SpillItem item, SpillReason reason) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (checkpointing_) {
+      checkpoint_.push_back(std::move(item));  // the slab is shared, not copied
+      return;
+    }
+    spiller->Offer(std::move(item), reason);
+  }
+  // Writes every node of `tree` (all unleased: the engine has drained) to the tier; "N written,
+  // M failed" for the log.
+  std::string Checkpoint(RadixTree& tree) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      checkpointing_ = true;
+    }
+    tree.EvictToBudget(0);
+    spiller->Flush();
+    std::vector<SpillItem> items;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      items.swap(checkpoint_);
+    }
+    size_t failed = 0;
+    std::string last_error;
+    for (const SpillItem& item : items) {
+      if (Status s = SpillToTier(*store, item); !s.ok()) {
+        ++failed;
+        last_error = s.ToString();
+      }
+    }
+    const TierSpillerStats behind = spiller->Stats();
+    return std::to_string(items.size() - failed) + " nodes checkpointed, " + std::to_string(failed) + " failed; " +
+           std::to_string(behind.written) + " written behind, " + std::to_string(behind.dropped) + " dropped, " +
+           std::to_string(behind.failed) + " failed" + (last_error.empty() ? "" : " (" + last_error + ")");
+  }
+
+  std::unique_ptr<KVTierStore> store;
+  std::unique_ptr<TierSpiller> spiller;
+  AccessPolicy access;  // the engine tree's tenancy rules (the default: tenant-only spans)
+  std::unique_ptr<TierPager> pager;
+
+ private:
+  std::mutex mu_;
+  bool checkpointing_ = false;          // GUARDED_BY(mu_)
+  std::vector<SpillItem> checkpoint_;   // GUARDED_BY(mu_)
+};
+
+// Null when neither flag is given. `denylist`: the planner chain's, so a quarantined text's KV is
+// never paged in.
+Result<std::unique_ptr<KVTier>> OpenKVTier(const Args& args, const Denylist& denylist) {
+  const std::optional<std::string> dir = args.Get("kv-tier-dir");
+  const std::optional<std::string> redis = args.Get("kv-tier-redis");
+  if (dir && redis) return InvalidArgument("--kv-tier-dir and --kv-tier-redis are alternatives; give one");
+  if (!dir && !redis) return std::unique_ptr<KVTier>();
+  auto tier = std::make_unique<KVTier>();
+  if (dir) {
+    FAK_ASSIGN_OR_RETURN(tier->store, OpenDirectoryKVTier(*dir, Env::Default()));
+  } else {
+#if FAK_WITH_REDIS
+    const size_t colon = redis->rfind(':');
+    int port = 0;
+    const char* end = redis->data() + redis->size();
+    if (colon == std::string::npos || colon == 0 ||
+        std::from_chars(redis->data() + colon + 1, end, port).ptr != end || port <= 0 || port > 65535) {
+      return InvalidArgument("--kv-tier-redis '" + *redis + "': expected HOST:PORT (PORT 1-65535)");
+    }
+    RedisOptions o;
+    o.host = redis->substr(0, colon);
+    o.port = port;
+    FAK_ASSIGN_OR_RETURN(tier->store, OpenRedisKVTier(o));
+#else
+    return Unsupported("--kv-tier-redis: this build has no Redis support (FAK_WITH_REDIS=OFF)");
+#endif
+  }
+  tier->spiller = std::make_unique<TierSpiller>(*tier->store);
+  tier->pager = std::make_unique<TierPager>(*tier->store, tier->access, &denylist);
+  return tier;
+}
+
 // The planner's text store: --store DIR, --redis URL, or DIR/corpus of the state directory.
 Result<std::unique_ptr<BlobStore>> OpenTextStore(const Args& args, const StateDir& state) {
   const std::optional<std::string> dir = args.Get("store");
@@ -171,7 +270,8 @@ Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& mo
 
 int ServeCommand(std::span<char* const> argv) {
   const Args::Spec spec{{"model", "host", "port", "threads", "kv-budget", "api-keys", "max-body", "max-running",
-                         "max-queued", "model-name", "template", "state", "store", "redis", "max-conversations", "admin-tenant"},
+                         "max-queued", "model-name", "template", "state", "store", "redis", "max-conversations", "admin-tenant",
+                         "kv-tier-dir", "kv-tier-redis"},
                         {},
                         {{"-m", "model"}}};
   const std::string usage(kServeUsage);
@@ -194,19 +294,28 @@ int ServeCommand(std::span<char* const> argv) {
   Result<ChatTemplate> chat_template = ChatTemplateFor(*args, *model_spec, *m->tokenizer);
   if (!chat_template) return Fail("serve", chat_template.error());
 
-  EngineOptions engine_options;
-  engine_options.max_running = *max_running;
-  engine_options.max_queued = *max_queued;
-  engine_options.step_token_budget = std::max<size_t>(engine_options.step_token_budget, *max_running);
-  engine_options.kv_budget_bytes = options->kv_budget_bytes;
-  Result<std::unique_ptr<Engine>> engine = Engine::Create(*m->model, *m->tokenizer, engine_options);
-  if (!engine) return Fail("serve", engine.error());
   StateDir state;
   if (Status s = OpenStateDir(args->Get("state"), "serve", &state); !s.ok()) return Fail("serve", s);
   Result<std::unique_ptr<BlobStore>> store = OpenTextStore(*args, state);
   if (!store) return Fail("serve", store.error());
   Result<std::unique_ptr<Planner>> planner = OpenPlanner(*m, *chat_template, state, **store);
   if (!planner) return Fail("serve", planner.error());
+  // Before the engine, so it outlives it (and every engine a rollout makes with the same options).
+  Result<std::unique_ptr<KVTier>> kv_tier = OpenKVTier(*args, (*planner)->chain().denylist());
+  if (!kv_tier) return Fail("serve", kv_tier.error());
+
+  EngineOptions engine_options;
+  engine_options.max_running = *max_running;
+  engine_options.max_queued = *max_queued;
+  engine_options.step_token_budget = std::max<size_t>(engine_options.step_token_budget, *max_running);
+  engine_options.kv_budget_bytes = options->kv_budget_bytes;
+  if (*kv_tier) {
+    engine_options.tree_options.access = (*kv_tier)->access;
+    engine_options.tree_options.spill = kv_tier->get();
+    engine_options.pager = (*kv_tier)->pager.get();
+  }
+  Result<std::unique_ptr<Engine>> engine = Engine::Create(*m->model, *m->tokenizer, engine_options);
+  if (!engine) return Fail("serve", engine.error());
   options->planner = planner->get();
   options->load_model = RolloutLoader(*threads);
   options->rollout_engine = engine_options;
@@ -230,6 +339,10 @@ int ServeCommand(std::span<char* const> argv) {
   stopper.join();
   server->reset();  // waits for requests in flight
   (*engine)->Shutdown(ShutdownMode::kDrain);
+  if (*kv_tier) {
+    // A restart with the same tier pages these back in instead of prefilling them.
+    std::fprintf(stderr, "fak serve: KV tier: %s\n", (*kv_tier)->Checkpoint((*engine)->tree()).c_str());
+  }
   if (!served.ok()) return Fail("serve", served);
   std::fprintf(stderr, "fak serve: stopped\n");
   return kExitOk;

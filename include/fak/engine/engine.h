@@ -21,6 +21,14 @@
 // runs alone or among others, chunked or not, with or without prefix reuse, preempted or not
 // (witness Witness.ScheduledEqualsAlone; docs/engine.md has the argument).
 //
+// KV tier (EngineOptions::pager): when the tree holds less of a prompt than a lower tier may, Submit
+// pages the rest of the prefix in on the caller's thread — every slab verified by the manifest gate
+// under the request's tenant, then inserted into the tree as radix nodes — so admission finds it
+// there and the step thread does no tier I/O. Only when the tree lost it again before admission
+// (budget eviction) does admission page it in once more, on the step thread. Anything refused is
+// counted (EngineStats) and prefilled: unverified KV is never served. Spill to a tier is the
+// tree's: RadixTreeOptions::spill (docs/engine.md, docs/kv-tier.md).
+//
 // Threads: Submit, Cancel, Wait and Stats may be called from any thread. With
 // EngineOptions::start_thread the engine steps itself on its own thread; without, the caller calls
 // Step (deterministic tests) or Wait, which steps until its request is done. Callbacks run on the
@@ -37,6 +45,7 @@
 #include "fak/core/status.h"
 #include "fak/engine/request.h"
 #include "fak/model/model.h"
+#include "fak/regen/regen_driver.h"
 #include "fak/session/radix_tree.h"
 #include "fak/tokenizer/tokenizer.h"
 
@@ -73,7 +82,11 @@ struct EngineOptions {
   // A tree to share (built on the same model and tokenizer; must outlive the engine); null = the
   // engine builds its own from `tree_options`. Its budget is the engine's: kv_budget_bytes.
   RadixTree* tree = nullptr;
+  // The engine's own tree; `spill` (a TierSpiller) takes what budget eviction removes.
   RadixTreeOptions tree_options;
+  // A lower KV tier (e.g. TierPager over a directory or Redis store) consulted when the tree holds
+  // less of a prompt; thread-safe, must outlive the engine. Null = none. Default: null.
+  KVPager* pager = nullptr;
 };
 
 struct EngineStats {
@@ -87,6 +100,11 @@ struct EngineStats {
   size_t admitted = 0, finished = 0;
   size_t session_kv_bytes = 0;  // KV the running requests own (their tree prefixes are the tree's)
   size_t tree_kv_bytes = 0;
+  // KV tier (EngineOptions::pager): page-ins asked for, prompt tokens they supplied, and the ones
+  // that stopped short because a slab was refused or the tier could not be asked (not for a mere
+  // absence), by reason (PageInFailure; kAbsent counts absences).
+  size_t page_ins = 0, paged_tokens = 0, page_in_refusals = 0;
+  size_t page_in_failures[kNumPageInFailures] = {};
 };
 
 enum class ShutdownMode {

@@ -74,6 +74,8 @@ struct EngineRequest {
 struct RequestUsage {
   size_t prompt_tokens = 0;
   size_t cached_tokens = 0;     // prompt tokens served from the radix tree at first admission
+  size_t paged_tokens = 0;      // prompt tokens read from the KV tier for it (EngineOptions::pager); a
+                                // paged last prompt token is still prefilled, for its logits
   size_t generated_tokens = 0;
   size_t preemptions = 0;       // times its cache was dropped for memory and recomputed later
   size_t recomputed_tokens = 0; // tokens prefilled again after preemptions

@@ -16,6 +16,12 @@
 // is not quarantined, not added to the denylist, and no deletion row or certificate is written.
 // The caller retries the same call later.
 //
+// KV tier (PlannerOptions::pager): when the tree holds less of the context than a lower tier may,
+// Complete pages the rest of the prefix in — verified by the manifest gate under the conversation's
+// tenant; the tree gets it with the prompt once the new messages are admitted — before prefilling what remains
+// (the same FAULT step as RegenDriver::Materialize: fak/regen/page_in.h). It blocks the calling
+// Complete on the tier's I/O. Refusals fall back to prefill; CompleteResult and Stats() count both.
+//
 // Thread-safety: Complete may run concurrently for many conversations sharing one tree; the model,
 // tokenizer, key and blob store must outlive the planner.
 #ifndef FAK_PLANNER_PLANNER_H_
@@ -34,6 +40,7 @@
 #include "fak/model/model.h"
 #include "fak/session/radix_tree.h"
 #include "fak/recall/recall.h"
+#include "fak/regen/regen_driver.h"
 #include "fak/regen/transcript_pins.h"
 #include "fak/model/sampler.h"
 #include "fak/screen/screen.h"
@@ -80,7 +87,10 @@ struct CompleteResult {
   std::vector<int32_t> generated;  // its token ids (a stop token included)
   FinishReason finish = FinishReason::kLength;
   size_t context_tokens = 0;       // rendered conversation + reply header
-  size_t reused_tokens = 0;        // served from the tree
+  size_t reused_tokens = 0;        // served from the tree (paged-in tokens included)
+  size_t paged_tokens = 0;         // context tokens read from the KV tier by this call (a paged last
+                                   // token is still prefilled, for its logits)
+  PageInFailure page_in = PageInFailure::kNone;  // why the page-in stopped short (kNone: not asked, or no refusal)
   size_t prefilled_tokens = 0;
   std::vector<MessageOutcome> messages;
   std::vector<DeletionCertificate> certificates;  // issued during this call
@@ -101,6 +111,17 @@ struct PlannerOptions {
   // added elsewhere, e.g. a fleet denylist copied in by RedisDenylist::CopyTo): it asks the denylist
   // once per distinct source held and evicts their nodes. 0 = on every Complete. Default: 1 s.
   int64_t denied_kv_sweep_interval_ns = 1'000'000'000;
+  // A lower KV tier (e.g. TierPager over a directory or Redis store; built with tree.access) asked
+  // on a tree miss; thread-safe, must outlive the planner. `tree.spill` is the way out to a tier.
+  // Null = none. Default: null.
+  KVPager* pager = nullptr;
+};
+
+// KV-tier counters since Create (snapshot).
+struct PlannerStats {
+  uint64_t page_ins = 0;          // Completes that asked the pager
+  uint64_t paged_tokens = 0;      // context tokens it supplied
+  uint64_t page_in_refusals = 0;  // page-ins stopped by a refused slab or an unavailable tier
 };
 
 class Planner {
@@ -154,6 +175,8 @@ class Planner {
   // when it holds none.
   Status ReleaseSession(std::string_view tenant, std::string_view session);
 
+  PlannerStats Stats() const;
+
   RadixTree& tree() { return *tree_; }
   Journal& journal() { return *journal_; }
   TextCorpus& corpus() { return corpus_; }
@@ -199,6 +222,10 @@ class Planner {
   mutable std::mutex audit_mu_;  // serialises certificate issuance (journal appends) and verification; never held across denylist calls
   const int64_t denied_kv_sweep_interval_ns_;
   std::atomic<int64_t> last_denied_kv_sweep_ns_;  // monotonic; starts at construction (the tree is empty)
+  KVPager* const pager_;
+  // The tree spills to a tier or the planner pages from one: a context is inserted as prefilled too.
+  const bool tier_bound_;
+  std::atomic<uint64_t> page_ins_{0}, paged_tokens_{0}, page_in_refusals_{0};
 };
 
 }  // namespace fak
