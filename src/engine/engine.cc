@@ -19,7 +19,10 @@
 #include <vector>
 
 #include "fak/gate/kv_manifest.h"
+#include "fak/core/digest.h"
 #include "fak/regen/page_in.h"
+#include "fak/session/source_span.h"
+#include "fak/tokenizer/chat_template.h"
 #include "fak/tokenizer/text_stream.h"
 #include "src/engine/fair_share.h"
 
@@ -68,6 +71,9 @@ struct Job {
   // again only when the tree has lost some of it since. Set before the job is shared.
   size_t paged_prefix = 0;
   bool prompt_in_tree = false;  // its prompt was inserted when read (a tier-bound tree)
+  // Which message text each run of the prompt came from (requests given as messages; none for token
+  // ids): every tree insert records them, so the tree and the tiers index this KV by text.
+  std::vector<SourceSpan> sources;
 };
 
 // A request's share of one step: `n` of its pending tokens; `completes` when they are all of them,
@@ -78,6 +84,34 @@ struct Planned {
   bool completes;
 };
 Planned PlanFor(Job* job, size_t n) { return {job, n, n == job->Pending()}; }
+
+// Message i's tokens of `prompt` (EncodeRendered's ids of `rendered`: its piece, markup included),
+// tagged with Digest::Of(its content) — the planner's SourceDigest of a message, so one denylist
+// entry or EraseSource covers the KV of both. Piece borders come from EncodePieces; where the pieces
+// tokenized alone stop agreeing with the whole rendering (a family whose pieces meet inside text,
+// e.g. Mistral), a message's run is widened to the end of the prompt: erasing a text may then take
+// more KV than it must, never less.
+Result<std::vector<SourceSpan>> MessageSources(const Tokenizer& tokenizer, const RenderedChat& rendered,
+                                               std::span<const ChatMessage> messages,
+                                               std::span<const int32_t> prompt) {
+  FAK_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> pieces, EncodePieces(tokenizer, rendered));
+  size_t agree = 0;  // leading tokens of `prompt` equal to the pieces' concatenation
+  for (const std::vector<int32_t>& piece : pieces) {
+    size_t i = 0;
+    while (i < piece.size() && agree < prompt.size() && piece[i] == prompt[agree]) ++i, ++agree;
+    if (i < piece.size()) break;
+  }
+  std::vector<SourceSpan> runs;
+  size_t from = 0;
+  for (size_t i = 0; i < messages.size() && i < pieces.size(); ++i) {
+    const size_t end = from + pieces[i].size();
+    const size_t begin = std::min(from, agree);
+    const size_t until = end <= agree ? end : prompt.size();
+    if (until > begin) runs.push_back(SourceSpan{begin, until - begin, Digest::Of(messages[i].content)});
+    from = end;
+  }
+  return runs;
+}
 
 }  // namespace
 
@@ -173,12 +207,14 @@ struct Engine::Impl {
 
 Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   if (!IsValidTenant(request.tenant)) return InvalidArgument("Engine::Submit: invalid tenant '" + request.tenant + "'");
+  std::vector<SourceSpan> sources;
   if (!request.messages.empty()) {
     if (!request.prompt.empty()) return InvalidArgument("Engine::Submit: both a prompt and messages; give one");
     const ChatTemplate* chat = options_.chat_template.get();
     if (chat == nullptr) return FailedPrecondition("Engine::Submit: messages need EngineOptions::chat_template");
     FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat->Render(request.messages));
     FAK_ASSIGN_OR_RETURN(request.prompt, EncodeRendered(tokenizer_, rendered));
+    FAK_ASSIGN_OR_RETURN(sources, MessageSources(tokenizer_, rendered, request.messages, request.prompt));
     if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(tokenizer_, chat);
   }
   if (request.prompt.empty()) return InvalidArgument("Engine::Submit: empty prompt");
@@ -204,6 +240,7 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
                              std::to_string(options_.kv_budget_bytes) + " bytes");
   }
   auto job = std::make_unique<Job>(std::move(request), tokenizer_);
+  job->sources = std::move(sources);
   job->result.timings.submitted_ns = env_->NowMonotonicNanos();
   if (options_.pager != nullptr) {
     {
@@ -394,7 +431,7 @@ bool Engine::Impl::YieldBackgroundSlot() {
   if (it == running_.rend()) return false;
   Job* job = *it;
   // Slot pressure, not memory pressure: keep what it computed (the tree may still evict it).
-  if (!job->cache->empty()) (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache);
+  if (!job->cache->empty()) (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache, job->sources);
   Preempt(job);
   return true;
 }
@@ -510,7 +547,7 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
     if (job->followers_waiting || prompt_node) {
       // Its prompt is read: give it to the tree now, not at the end, so the requests waiting for it
       // start from it at the next step.
-      (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache);
+      (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache, job->sources);
       job->followers_waiting = false;
       job->prompt_in_tree = true;
     }
@@ -572,7 +609,7 @@ Engine::Impl::Delivered Engine::Impl::Deliver(Job* job, int32_t token, std::stri
 void Engine::Impl::FinishRunning(Job* job, FinishReason reason, Status error, bool to_tree) {
   if (to_tree && !job->cache->empty()) {
     // Reuse is an optimisation: a context the tree refuses is simply not reused.
-    (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache);
+    (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache, job->sources);
   }
   job->cache.reset();
   job->lease = Lease();
@@ -599,9 +636,8 @@ void Engine::Impl::FinishLocked(Job* job, FinishReason reason, Status error) {
 }
 
 void Engine::Impl::PageIn(Job& job, LookupResult& lookup) {
-  // No source runs: the engine's requests are token ids, not stored texts.
   const PagedPrefix paged = PageInAfterLookup(*options_.pager, *tree_, tree_->ClaimFor(job.request.tenant), job.context,
-                                              {}, lookup);
+                                              job.sources, lookup);
   job.result.usage.paged_tokens += paged.paged_tokens;
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.page_ins;
