@@ -657,6 +657,7 @@ std::string Server::Impl::RenderMetrics() const {
   if (conversations) {
     s.conversations = conversations->Stats();
     s.conversation_gate = conversations->planner().tree().GateStatistics();
+    s.conversation_tier = conversations->planner().Stats();
   }
   if (rollouts) s.rollout = rollouts->Snapshot();
   return metrics.Render(s);

@@ -467,6 +467,46 @@ def test_evict_a_message_certificate_verifies(server):
     assert sample_value(families, "fak_gate_verdicts_total", tree="conversations", verdict="hit") > 0
 
 
+def test_conversation_kv_tier_survives_a_restart(tmp_path):
+    """The conversations' planner tree is checkpointed to the KV tier at a graceful stop too; after a
+    restart the same conversation's context is paged back in (verified) and the reply is the same."""
+    tier = tmp_path / "kv-tier"
+    messages = [{"role": "system", "content": "You keep notes across restarts. " * 8},
+                {"role": "user", "content": "Summarise note " + uuid.uuid4().hex}]
+
+    def serve_once(*flags):
+        s = FakServer(tmp_path, *flags)
+        try:
+            status, reply = converse(s, "/fak/v1/conversations", messages, max_tokens=8)
+            families = s.metrics()
+        finally:
+            s.stop()
+        assert s.proc.returncode == 0, "".join(s.log)
+        assert status == 200, reply
+        return reply, families, "".join(s.log)
+
+    first, first_metrics, first_log = serve_once("--kv-tier-dir", str(tier))
+    assert sample_value(first_metrics, "fak_conversation_kv_tier_page_ins_total") == 1  # asked: an empty tier
+    assert sample_value(first_metrics, "fak_conversation_kv_tier_paged_tokens_total") == 0
+    assert first["usage"]["paged_tokens"] == 0
+    assert "KV tier (conversations):" in first_log, first_log
+    assert any(tier.glob("slabs/*.kvslab")), first_log
+    second, second_metrics, _ = serve_once("--kv-tier-dir", str(tier))
+    assert second["reply"]["content"] == first["reply"]["content"]
+    paged = sample_value(second_metrics, "fak_conversation_kv_tier_paged_tokens_total")
+    assert paged == first["usage"]["prompt_tokens"], (paged, second["usage"])
+    assert second["usage"]["paged_tokens"] == paged
+    assert second["usage"]["cached_tokens"] > 0
+    assert sample_value(second_metrics, "fak_conversation_kv_tier_page_in_refusals_total") == 0
+    # The engine's path was not used: its own counters stay apart.
+    assert sample_value(second_metrics, "fak_kv_tier_paged_tokens_total") == 0
+    # Control: without the tier the same conversation is prefilled whole, and answers the same.
+    third, third_metrics, _ = serve_once()
+    assert third["reply"]["content"] == first["reply"]["content"]
+    assert third["usage"]["paged_tokens"] == 0 and third["usage"]["cached_tokens"] == 0
+    assert sample_value(third_metrics, "fak_conversation_kv_tier_page_ins_total") == 0
+
+
 def test_conversation_turns_beside_completions_match_alone(server):
     """The planner path and the engine share the model: turns run while completions decode get the
     tokens a turn gets alone (greedy), whether its prefix is reused from the planner's tree or not."""
