@@ -85,13 +85,11 @@ struct Planned {
 };
 Planned PlanFor(Job* job, size_t n) { return {job, n, n == job->Pending()}; }
 
-// Message i's tokens of `prompt` (EncodeRendered's ids of `rendered`: its piece, markup included),
-// tagged with Digest::Of(its content) — the planner's SourceDigest of a message, so one denylist
-// entry or EraseSource covers the KV of both. Piece borders come from EncodePieces; where the pieces
-// tokenized alone stop agreeing with the whole rendering (a family whose pieces meet inside text,
-// e.g. Mistral), a message's run is widened to the end of the prompt: erasing a text may then take
-// more KV than it must, never less.
-Result<std::vector<SourceSpan>> MessageSources(const Tokenizer& tokenizer, const RenderedChat& rendered,
+
+}  // namespace
+
+// engine.h says what; the widening keeps erasure on the safe side where borders are unknown.
+Result<std::vector<SourceSpan>> ChatSourceRuns(const Tokenizer& tokenizer, const RenderedChat& rendered,
                                                std::span<const ChatMessage> messages,
                                                std::span<const int32_t> prompt) {
   FAK_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> pieces, EncodePieces(tokenizer, rendered));
@@ -112,8 +110,6 @@ Result<std::vector<SourceSpan>> MessageSources(const Tokenizer& tokenizer, const
   }
   return runs;
 }
-
-}  // namespace
 
 struct Engine::Impl {
   Impl(const Model& model, const Tokenizer& tokenizer, EngineOptions options)
@@ -210,11 +206,12 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   std::vector<SourceSpan> sources;
   if (!request.messages.empty()) {
     if (!request.prompt.empty()) return InvalidArgument("Engine::Submit: both a prompt and messages; give one");
+    if (!request.sources.empty()) return InvalidArgument("Engine::Submit: sources with messages; the engine computes them");
     const ChatTemplate* chat = options_.chat_template.get();
     if (chat == nullptr) return FailedPrecondition("Engine::Submit: messages need EngineOptions::chat_template");
     FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat->Render(request.messages));
     FAK_ASSIGN_OR_RETURN(request.prompt, EncodeRendered(tokenizer_, rendered));
-    FAK_ASSIGN_OR_RETURN(sources, MessageSources(tokenizer_, rendered, request.messages, request.prompt));
+    FAK_ASSIGN_OR_RETURN(sources, ChatSourceRuns(tokenizer_, rendered, request.messages, request.prompt));
     if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(tokenizer_, chat);
   }
   if (request.prompt.empty()) return InvalidArgument("Engine::Submit: empty prompt");
@@ -224,6 +221,17 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
       return InvalidArgument("Engine::Submit: prompt token " + std::to_string(request.prompt[i]) + " at index " +
                              std::to_string(i) + " is outside the vocabulary of " + std::to_string(vocab));
     }
+  }
+  if (request.messages.empty()) {
+    for (size_t i = 0; i < request.sources.size(); ++i) {
+      const SourceSpan& run = request.sources[i];
+      if (run.n_tokens == 0 || run.from > request.prompt.size() || run.n_tokens > request.prompt.size() - run.from) {
+        return InvalidArgument("Engine::Submit: source run " + std::to_string(i) + " [" + std::to_string(run.from) + ", +" +
+                               std::to_string(run.n_tokens) + ") is empty or outside the prompt of " +
+                               std::to_string(request.prompt.size()) + " tokens");
+      }
+    }
+    sources = std::move(request.sources);
   }
   FAK_RETURN_IF_ERROR(request.sampling.Validate().WithContext("Engine::Submit: "));
   // The cache never holds the last generated token: it is not fed back.

@@ -329,5 +329,45 @@ TEST_F(EngineTierTest, ATokenIdRequestRecordsNoSources) {
   EXPECT_EQ(engine->tree().Sources().size(), 2u);
 }
 
+// A host that tokenizes a chat itself (fak serve) passes its runs with the token ids: they index the
+// KV as the engine's own would. Runs outside the prompt, or runs beside messages, are refused.
+TEST_F(EngineTierTest, ATokenIdRequestCarriesTheSourcesItIsGiven) {
+  const EngineRequest chat = Chat("sys", "hello there");
+  ASSERT_OK_AND_ASSIGN(RenderedChat rendered, Template()->Render(chat.messages));
+  EngineRequest by_ids = chat;
+  by_ids.messages.clear();
+  ASSERT_OK_AND_ASSIGN(by_ids.prompt, EncodeRendered(*tokenizer_, rendered));
+  ASSERT_OK_AND_ASSIGN(by_ids.sources, ChatSourceRuns(*tokenizer_, rendered, chat.messages, by_ids.prompt));
+  ASSERT_EQ(by_ids.sources.size(), 2u);
+  EXPECT_EQ(by_ids.sources[0].from, 0u);
+  EXPECT_EQ(by_ids.sources[1].from, by_ids.sources[0].n_tokens);  // adjacent pieces
+  EXPECT_LT(by_ids.sources[1].from + by_ids.sources[1].n_tokens, by_ids.prompt.size());  // the generation prompt follows
+  EXPECT_EQ(by_ids.sources[1].source, Digest::Of("hello there"));
+
+  EngineOptions o;
+  o.start_thread = false;
+  o.chat_template = Template();
+  auto engine = *Engine::Create(*model_, *tokenizer_, o);
+  EngineRequest outside = by_ids;
+  outside.sources.push_back(SourceSpan{by_ids.prompt.size() - 1, 2, Digest::Of("x")});
+  EXPECT_EQ(engine->Submit(outside).error().code(), StatusCode::kInvalidArgument);
+  EngineRequest beside = chat;
+  beside.sources = by_ids.sources;
+  EXPECT_EQ(engine->Submit(beside).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(engine->tree().Sources().empty());  // refused: nothing ran
+  EXPECT_EQ(engine->Stats().admitted, 0u);
+
+  const EngineResult from_ids = *engine->Wait(*engine->Submit(by_ids));
+  std::vector<Digest> got = engine->tree().Sources();
+  std::sort(got.begin(), got.end());
+  std::vector<Digest> want = {Digest::Of("sys"), Digest::Of("hello there")};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+  // The same runs the engine derives for the same messages: the same ids, the same tokens.
+  const EngineResult from_messages = *engine->Wait(*engine->Submit(chat));
+  EXPECT_EQ(from_messages.tokens, from_ids.tokens);
+  EXPECT_EQ(engine->tree().Sources().size(), 2u);
+}
+
 }  // namespace
 }  // namespace fak

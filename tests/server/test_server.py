@@ -408,6 +408,34 @@ def test_kv_tier_survives_a_restart(tmp_path, backend, request):
     assert third.usage.prompt_tokens_details.cached_tokens == 0
 
 
+def test_chat_kv_in_the_tier_is_indexed_by_message_text(tmp_path):
+    """A chat completion's slabs, checkpointed to the KV tier, carry each message's SourceDigest
+    (sha256 of its content, as a conversation's do), so quarantining or erasing that text reaches
+    them. Control: a completions request with the same text as a raw prompt carries none."""
+    import hashlib
+    user = "Index me by my text " + uuid.uuid4().hex
+    system = "You are terse."
+
+    def slabs_after(tier, send):
+        s = FakServer(tmp_path, "--kv-tier-dir", str(tier))
+        try:
+            send(s.client())
+        finally:
+            s.stop()
+        assert s.proc.returncode == 0, "".join(s.log)
+        slabs = [p.read_bytes() for p in tier.glob("slabs/*.kvslab")]
+        assert slabs, "".join(s.log)
+        return slabs
+
+    chat_slabs = slabs_after(tmp_path / "chat-tier", lambda c: chat(c, [{"role": "system", "content": system},
+                                                                       {"role": "user", "content": user}], max_tokens=2))
+    for text in (user, system):
+        assert any(hashlib.sha256(text.encode()).digest() in b for b in chat_slabs), text
+    raw_slabs = slabs_after(tmp_path / "raw-tier",
+                            lambda c: c.completions.create(model=MODEL, prompt=user, max_tokens=2, temperature=0))
+    assert not any(hashlib.sha256(user.encode()).digest() in b for b in raw_slabs)
+
+
 # ---- fak's own endpoints: conversations, deletion certificates, the gate ------------------------
 
 def converse(server, path, messages, key="key-alice", max_tokens=4):

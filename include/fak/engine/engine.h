@@ -40,6 +40,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "fak/core/env.h"
 #include "fak/core/status.h"
@@ -47,6 +49,8 @@
 #include "fak/model/model.h"
 #include "fak/regen/regen_driver.h"
 #include "fak/session/radix_tree.h"
+#include "fak/session/source_span.h"
+#include "fak/tokenizer/chat_template.h"
 #include "fak/tokenizer/tokenizer.h"
 
 namespace fak {
@@ -106,6 +110,17 @@ struct EngineStats {
   size_t page_ins = 0, paged_tokens = 0, page_in_refusals = 0;
   size_t page_in_failures[kNumPageInFailures] = {};
 };
+
+// The source runs of a rendered chat: message i's tokens of `prompt` (the token ids of `rendered`;
+// its piece of the rendering, markup included) tagged with Digest::Of(messages[i].content) — the
+// Planner's SourceDigest of a message, so one denylist entry or EraseSource covers the KV of both.
+// Piece borders come from EncodePieces; from where the pieces tokenized alone stop agreeing with
+// `prompt` (templates whose pieces meet inside text), a message's run extends to the end of the
+// prompt: erasing a text may take more KV than it must, never less. The engine applies this to
+// requests given as messages; a host that tokenizes a chat itself passes it as
+// EngineRequest::sources.
+Result<std::vector<SourceSpan>> ChatSourceRuns(const Tokenizer& tokenizer, const RenderedChat& rendered,
+                                               std::span<const ChatMessage> messages, std::span<const int32_t> prompt);
 
 enum class ShutdownMode {
   kCancel,  // queued and running requests finish with kCancelled after the step in progress
