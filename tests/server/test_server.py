@@ -495,10 +495,16 @@ def test_evict_a_message_certificate_verifies(server):
     assert sample_value(families, "fak_gate_verdicts_total", tree="conversations", verdict="hit") > 0
 
 
-def test_conversation_kv_tier_survives_a_restart(tmp_path):
+@pytest.mark.parametrize("backend", ["dir", "redis"])
+def test_conversation_kv_tier_survives_a_restart(tmp_path, backend, request):
     """The conversations' planner tree is checkpointed to the KV tier at a graceful stop too; after a
     restart the same conversation's context is paged back in (verified) and the reply is the same."""
     tier = tmp_path / "kv-tier"
+    if backend == "dir":
+        flags = ["--kv-tier-dir", str(tier)]
+    else:
+        port = request.getfixturevalue("redis_port")
+        flags = ["--kv-tier-redis", f"127.0.0.1:{port}"]
     messages = [{"role": "system", "content": "You keep notes across restarts. " * 8},
                 {"role": "user", "content": "Summarise note " + uuid.uuid4().hex}]
 
@@ -513,13 +519,13 @@ def test_conversation_kv_tier_survives_a_restart(tmp_path):
         assert status == 200, reply
         return reply, families, "".join(s.log)
 
-    first, first_metrics, first_log = serve_once("--kv-tier-dir", str(tier))
+    first, first_metrics, first_log = serve_once(*flags)
     assert sample_value(first_metrics, "fak_conversation_kv_tier_page_ins_total") == 1  # asked: an empty tier
     assert sample_value(first_metrics, "fak_conversation_kv_tier_paged_tokens_total") == 0
     assert first["usage"]["paged_tokens"] == 0
     assert "KV tier (conversations):" in first_log, first_log
-    assert any(tier.glob("slabs/*.kvslab")), first_log
-    second, second_metrics, _ = serve_once("--kv-tier-dir", str(tier))
+    assert any(tier.glob("slabs/*.kvslab")) if backend == "dir" else redis_keys(port, "fak:kvt:m:*"), first_log
+    second, second_metrics, _ = serve_once(*flags)
     assert second["reply"]["content"] == first["reply"]["content"]
     paged = sample_value(second_metrics, "fak_conversation_kv_tier_paged_tokens_total")
     assert paged == first["usage"]["prompt_tokens"], (paged, second["usage"])

@@ -27,7 +27,9 @@
 // there and the step thread does no tier I/O. Only when the tree lost it again before admission
 // (budget eviction) does admission page it in once more, on the step thread. Anything refused is
 // counted (EngineStats) and prefilled: unverified KV is never served. Spill to a tier is the
-// tree's: RadixTreeOptions::spill (docs/engine.md, docs/kv-tier.md).
+// tree's: RadixTreeOptions::spill (docs/engine.md, docs/kv-tier.md). A request given as messages (or
+// with EngineRequest::sources) records which text each run of its prompt came from, in the tree and
+// every spilled slab, so quarantining or erasing a text (SourceSweeper) removes its KV everywhere.
 //
 // Threads: Submit, Cancel, Wait and Stats may be called from any thread. With
 // EngineOptions::start_thread the engine steps itself on its own thread; without, the caller calls
