@@ -18,8 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fak/gate/kv_manifest.h"
 #include "fak/core/digest.h"
+#include "fak/gate/kv_manifest.h"
 #include "fak/regen/page_in.h"
 #include "fak/session/source_span.h"
 #include "fak/tokenizer/chat_template.h"
@@ -71,8 +71,8 @@ struct Job {
   // again only when the tree has lost some of it since. Set before the job is shared.
   size_t paged_prefix = 0;
   bool prompt_in_tree = false;  // its prompt was inserted when read (a tier-bound tree)
-  // Which message text each run of the prompt came from (requests given as messages; none for token
-  // ids): every tree insert records them, so the tree and the tiers index this KV by text.
+  // Which text each run of the prompt came from (ChatSourceRuns of its messages, or the host's
+  // EngineRequest::sources): every tree insert records them, so the tree and tiers index it by text.
   std::vector<SourceSpan> sources;
 };
 
@@ -84,7 +84,6 @@ struct Planned {
   bool completes;
 };
 Planned PlanFor(Job* job, size_t n) { return {job, n, n == job->Pending()}; }
-
 
 }  // namespace
 
