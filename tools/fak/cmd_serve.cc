@@ -63,7 +63,8 @@ constexpr std::string_view kServeUsage =
     "KV tier (prefix KV kept past the tree's budget and across restarts; every slab verified before use):\n"
     "  --kv-tier-dir DIR      slabs in a directory: the tree's budget evictions are written behind, the\n"
     "                         whole tree is written at shutdown, and a prompt's prefix is read back\n"
-    "                         instead of prefilled when the tree lacks it\n"
+    "                         instead of prefilled when the tree lacks it (completions and\n"
+    "                         conversations alike)\n"
     "  --kv-tier-redis HOST:PORT  the same in Redis (builds with Redis support)\n";
 
 // SIGINT and SIGTERM, blocked in every thread (BlockStopSignals runs before any thread starts: the
