@@ -15,8 +15,17 @@ namespace fak::python {
 
 // ---- PyEngine ----
 
-PyEngine::PyEngine(ModelHandle* model, ModelRef keep, EngineOptions options) : model_(model), keep_(std::move(keep)) {
+PyEngine::PyEngine(ModelHandle* model, ModelRef keep, EngineOptions options, std::unique_ptr<EngineKVTier> tier)
+    : model_(model), keep_(std::move(keep)), tier_(std::move(tier)) {
   options.chat_template = model_->chat_template;
+  if (tier_) {
+    // Write-through: every node the tree adds is queued for the tier, so another engine (or this
+    // process after a restart) over the same directory finds it without a checkpoint.
+    options.tree_options.access = tier_->access;
+    options.tree_options.spill = tier_->spiller.get();
+    options.tree_options.write_through = true;
+    options.pager = tier_->pager.get();
+  }
   engine_ = ValueOrThrow(Engine::Create(*model_->model, model_->RequireTokenizer(), std::move(options)));
 }
 
@@ -74,6 +83,8 @@ void PyEngine::Shutdown(bool drain) {
   std::lock_guard lock(waiters_mu_);
   for (auto& [queue, thread] : waiters_) thread.join();
   waiters_.clear();
+  // What the tree offered is on disk when shutdown returns (a lost write is only a recompute later).
+  if (tier_) tier_->spiller->Flush();
 }
 
 PyEngine& ModelHandle::DefaultEngine() {
@@ -207,6 +218,7 @@ nb::dict ResultDict(EngineResult&& r) {
   usage["generated_tokens"] = r.usage.generated_tokens;
   usage["preemptions"] = r.usage.preemptions;
   usage["recomputed_tokens"] = r.usage.recomputed_tokens;
+  usage["paged_tokens"] = r.usage.paged_tokens;
   d["usage"] = usage;
   const double ms = 1e-6;
   d["time_to_first_token_ms"] =
@@ -237,6 +249,15 @@ nb::dict EngineStatsDict(const EngineStats& s) {
   d["finished"] = s.finished;
   d["session_kv_bytes"] = s.session_kv_bytes;
   d["tree_kv_bytes"] = s.tree_kv_bytes;
+  d["page_ins"] = s.page_ins;
+  d["paged_tokens"] = s.paged_tokens;
+  d["page_in_refusals"] = s.page_in_refusals;
+  nb::dict failures;  // by reason name ("absent", "checksum", "denied", ...); "none" is not a failure
+  for (int i = 0; i < kNumPageInFailures; ++i) {
+    const PageInFailure f = static_cast<PageInFailure>(i);
+    if (f != PageInFailure::kNone) failures[std::string(PageInFailureName(f)).c_str()] = s.page_in_failures[i];
+  }
+  d["page_in_failures"] = failures;
   return d;
 }
 
@@ -320,7 +341,8 @@ void BindEngine(nb::module_& m) {
                               "The serving engine: requests from any thread are batched into one forward pass per "
                               "step on its own thread, reusing prefixes through the radix tree.");
   engine.def(nb::new_([](ModelRef model, size_t max_running, size_t max_queued, size_t prefill_chunk_tokens,
-                         size_t step_token_budget, size_t kv_budget_bytes, const std::string& policy) {
+                         size_t step_token_budget, size_t kv_budget_bytes, const std::string& policy,
+                         const std::optional<std::string>& kv_tier_dir) {
                if (!model) throw StatusError(InvalidArgument("Engine: model is None"));
                EngineOptions o;
                o.max_running = max_running;
@@ -329,12 +351,19 @@ void BindEngine(nb::module_& m) {
                o.step_token_budget = step_token_budget;
                o.kv_budget_bytes = kv_budget_bytes;
                o.tree_options.policy = ParsePolicy(policy);
+               std::unique_ptr<EngineKVTier> tier;
+               if (kv_tier_dir) {
+                 tier = std::make_unique<EngineKVTier>();
+                 tier->store = ValueOrThrow(OpenDirectoryKVTier(*kv_tier_dir, Env::Default()));
+                 tier->spiller = std::make_unique<TierSpiller>(*tier->store);
+                 tier->pager = std::make_unique<TierPager>(*tier->store, tier->access, /*denylist=*/nullptr);
+               }
                ModelHandle* raw = model.get();
-               return std::make_shared<PyEngine>(raw, std::move(model), std::move(o));
+               return std::make_shared<PyEngine>(raw, std::move(model), std::move(o), std::move(tier));
              }),
              nb::arg("model"), nb::kw_only(), nb::arg("max_running") = 16, nb::arg("max_queued") = 256,
              nb::arg("prefill_chunk_tokens") = 256, nb::arg("step_token_budget") = 512, nb::arg("kv_budget_bytes") = 0,
-             nb::arg("policy") = "lru");
+             nb::arg("policy") = "lru", nb::arg("kv_tier_dir") = nb::none());
   engine
       .def("submit", &SubmitRequest, nb::arg("prompt") = nb::none(), nb::kw_only(), nb::arg("messages") = nb::none(),
            nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0f, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0f,

@@ -30,6 +30,15 @@ struct TokenQueue {
 
 class PyEngine;
 
+// A directory KV tier an engine writes its tree's nodes through to and pages prompt prefixes in
+// from (fak.Engine(kv_tier_dir=...)). Owned by the PyEngine, destroyed after its engine.
+struct EngineKVTier {
+  std::unique_ptr<KVTierStore> store;
+  std::unique_ptr<TierSpiller> spiller;
+  AccessPolicy access;  // the engine tree's (the default: tenant-only spans)
+  std::unique_ptr<TierPager> pager;
+};
+
 // One submitted request. Waits take a timeout so that the binding can check for Ctrl-C between
 // them; the result is handed over once and kept.
 class PyRequest {
@@ -60,7 +69,8 @@ class PyRequest {
 class PyEngine : public std::enable_shared_from_this<PyEngine> {
  public:
   // `keep` holds the model for a user-made engine; null for ModelHandle::DefaultEngine.
-  PyEngine(ModelHandle* model, ModelRef keep, EngineOptions options);
+  // With `tier`, the engine's tree writes through to it and the engine pages from it.
+  PyEngine(ModelHandle* model, ModelRef keep, EngineOptions options, std::unique_ptr<EngineKVTier> tier = nullptr);
   ~PyEngine();  // Shutdown(kCancel), then joins the waiters
 
   Result<RequestId> Submit(EngineRequest request, const std::shared_ptr<TokenQueue>& queue);
@@ -75,6 +85,7 @@ class PyEngine : public std::enable_shared_from_this<PyEngine> {
 
   ModelHandle* model_;
   ModelRef keep_;
+  std::unique_ptr<EngineKVTier> tier_;  // before engine_: its tree offers to the spiller until destroyed
   std::unique_ptr<Engine> engine_;
   std::mutex waiters_mu_;
   std::vector<std::pair<std::shared_ptr<TokenQueue>, std::thread>> waiters_;  // GUARDED_BY(waiters_mu_)

@@ -18,8 +18,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fak/core/digest.h"
 #include "fak/gate/kv_manifest.h"
 #include "fak/regen/page_in.h"
+#include "fak/session/source_span.h"
+#include "fak/tokenizer/chat_template.h"
 #include "fak/tokenizer/text_stream.h"
 #include "src/engine/fair_share.h"
 
@@ -68,6 +71,9 @@ struct Job {
   // again only when the tree has lost some of it since. Set before the job is shared.
   size_t paged_prefix = 0;
   bool prompt_in_tree = false;  // its prompt was inserted when read (a tier-bound tree)
+  // Which text each run of the prompt came from (ChatSourceRuns of its messages, or the host's
+  // EngineRequest::sources): every tree insert records them, so the tree and tiers index it by text.
+  std::vector<SourceSpan> sources;
 };
 
 // A request's share of one step: `n` of its pending tokens; `completes` when they are all of them,
@@ -80,6 +86,29 @@ struct Planned {
 Planned PlanFor(Job* job, size_t n) { return {job, n, n == job->Pending()}; }
 
 }  // namespace
+
+// engine.h says what; the widening keeps erasure on the safe side where borders are unknown.
+Result<std::vector<SourceSpan>> ChatSourceRuns(const Tokenizer& tokenizer, const RenderedChat& rendered,
+                                               std::span<const ChatMessage> messages,
+                                               std::span<const int32_t> prompt) {
+  FAK_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> pieces, EncodePieces(tokenizer, rendered));
+  size_t agree = 0;  // leading tokens of `prompt` equal to the pieces' concatenation
+  for (const std::vector<int32_t>& piece : pieces) {
+    size_t i = 0;
+    while (i < piece.size() && agree < prompt.size() && piece[i] == prompt[agree]) ++i, ++agree;
+    if (i < piece.size()) break;
+  }
+  std::vector<SourceSpan> runs;
+  size_t from = 0;
+  for (size_t i = 0; i < messages.size() && i < pieces.size(); ++i) {
+    const size_t end = from + pieces[i].size();
+    const size_t begin = std::min(from, agree);
+    const size_t until = end <= agree ? end : prompt.size();
+    if (until > begin) runs.push_back(SourceSpan{begin, until - begin, Digest::Of(messages[i].content)});
+    from = end;
+  }
+  return runs;
+}
 
 struct Engine::Impl {
   Impl(const Model& model, const Tokenizer& tokenizer, EngineOptions options)
@@ -173,12 +202,15 @@ struct Engine::Impl {
 
 Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   if (!IsValidTenant(request.tenant)) return InvalidArgument("Engine::Submit: invalid tenant '" + request.tenant + "'");
+  std::vector<SourceSpan> sources;
   if (!request.messages.empty()) {
     if (!request.prompt.empty()) return InvalidArgument("Engine::Submit: both a prompt and messages; give one");
+    if (!request.sources.empty()) return InvalidArgument("Engine::Submit: sources with messages; the engine computes them");
     const ChatTemplate* chat = options_.chat_template.get();
     if (chat == nullptr) return FailedPrecondition("Engine::Submit: messages need EngineOptions::chat_template");
     FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat->Render(request.messages));
     FAK_ASSIGN_OR_RETURN(request.prompt, EncodeRendered(tokenizer_, rendered));
+    FAK_ASSIGN_OR_RETURN(sources, ChatSourceRuns(tokenizer_, rendered, request.messages, request.prompt));
     if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(tokenizer_, chat);
   }
   if (request.prompt.empty()) return InvalidArgument("Engine::Submit: empty prompt");
@@ -188,6 +220,17 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
       return InvalidArgument("Engine::Submit: prompt token " + std::to_string(request.prompt[i]) + " at index " +
                              std::to_string(i) + " is outside the vocabulary of " + std::to_string(vocab));
     }
+  }
+  if (request.messages.empty()) {
+    for (size_t i = 0; i < request.sources.size(); ++i) {
+      const SourceSpan& run = request.sources[i];
+      if (run.n_tokens == 0 || run.from > request.prompt.size() || run.n_tokens > request.prompt.size() - run.from) {
+        return InvalidArgument("Engine::Submit: source run " + std::to_string(i) + " [" + std::to_string(run.from) + ", +" +
+                               std::to_string(run.n_tokens) + ") is empty or outside the prompt of " +
+                               std::to_string(request.prompt.size()) + " tokens");
+      }
+    }
+    sources = std::move(request.sources);
   }
   FAK_RETURN_IF_ERROR(request.sampling.Validate().WithContext("Engine::Submit: "));
   // The cache never holds the last generated token: it is not fed back.
@@ -204,6 +247,7 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
                              std::to_string(options_.kv_budget_bytes) + " bytes");
   }
   auto job = std::make_unique<Job>(std::move(request), tokenizer_);
+  job->sources = std::move(sources);
   job->result.timings.submitted_ns = env_->NowMonotonicNanos();
   if (options_.pager != nullptr) {
     {
@@ -394,7 +438,7 @@ bool Engine::Impl::YieldBackgroundSlot() {
   if (it == running_.rend()) return false;
   Job* job = *it;
   // Slot pressure, not memory pressure: keep what it computed (the tree may still evict it).
-  if (!job->cache->empty()) (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache);
+  if (!job->cache->empty()) (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache, job->sources);
   Preempt(job);
   return true;
 }
@@ -510,7 +554,7 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
     if (job->followers_waiting || prompt_node) {
       // Its prompt is read: give it to the tree now, not at the end, so the requests waiting for it
       // start from it at the next step.
-      (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache);
+      (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache, job->sources);
       job->followers_waiting = false;
       job->prompt_in_tree = true;
     }
@@ -572,7 +616,7 @@ Engine::Impl::Delivered Engine::Impl::Deliver(Job* job, int32_t token, std::stri
 void Engine::Impl::FinishRunning(Job* job, FinishReason reason, Status error, bool to_tree) {
   if (to_tree && !job->cache->empty()) {
     // Reuse is an optimisation: a context the tree refuses is simply not reused.
-    (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache);
+    (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache, job->sources);
   }
   job->cache.reset();
   job->lease = Lease();
@@ -599,9 +643,8 @@ void Engine::Impl::FinishLocked(Job* job, FinishReason reason, Status error) {
 }
 
 void Engine::Impl::PageIn(Job& job, LookupResult& lookup) {
-  // No source runs: the engine's requests are token ids, not stored texts.
   const PagedPrefix paged = PageInAfterLookup(*options_.pager, *tree_, tree_->ClaimFor(job.request.tenant), job.context,
-                                              {}, lookup);
+                                              job.sources, lookup);
   job.result.usage.paged_tokens += paged.paged_tokens;
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.page_ins;

@@ -66,7 +66,8 @@ Result<Json> TurnJson(const std::string& id, const Conversation& c, const Comple
                {{"prompt_tokens", r.context_tokens},
                 {"completion_tokens", r.generated.size()},
                 {"cached_tokens", r.reused_tokens},
-                {"prefilled_tokens", r.prefilled_tokens}}},
+                {"prefilled_tokens", r.prefilled_tokens},
+                {"paged_tokens", r.paged_tokens}}},
               {"gate", VerdictJson(r.gate)},
               {"messages", std::move(messages)},
               {"certificates", std::move(certificates)}};

@@ -227,7 +227,20 @@ std::string ServerMetrics::Render(const EngineSnapshot& s) const {
   std::vector<std::pair<std::string_view, GateStats>> trees = {{"completions", s.gate}};
   if (s.conversations) trees.emplace_back("conversations", s.conversation_gate);
   RenderGate(&out, trees);
-  if (s.conversations) RenderConversations(&out, *s.conversations);
+  if (s.conversations) {
+    RenderConversations(&out, *s.conversations);
+    // The planner's own tree pages in apart from the engine's: its own families, so the engine's
+    // keep their meaning.
+    Scalar(&out, "fak_conversation_kv_tier_page_ins_total", "counter",
+           "Conversation turns whose missing prefix was asked of the KV tier.",
+           static_cast<double>(s.conversation_tier.page_ins));
+    Scalar(&out, "fak_conversation_kv_tier_paged_tokens_total", "counter",
+           "Conversation context tokens read from the KV tier instead of prefilled.",
+           static_cast<double>(s.conversation_tier.paged_tokens));
+    Scalar(&out, "fak_conversation_kv_tier_page_in_refusals_total", "counter",
+           "Conversation page-ins stopped by a slab that failed verification, or a tier that could not be asked.",
+           static_cast<double>(s.conversation_tier.page_in_refusals));
+  }
   Header(&out, "fak_serving_model", "gauge", "The model OpenAI requests go to (1); a rollout switches it at cutover.");
   Sample(&out, "fak_serving_model", Label("model", s.serving_model), 1);
   if (s.rollout) {

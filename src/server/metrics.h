@@ -20,6 +20,7 @@
 #include "fak/engine/engine.h"
 #include "fak/engine/request.h"
 #include "fak/gate/resident_claim.h"
+#include "fak/planner/planner.h"
 #include "fak/session/radix_tree.h"
 #include "src/server/conversations.h"
 #include "src/server/rollouts.h"
@@ -49,6 +50,7 @@ struct EngineSnapshot {
   size_t kv_budget_bytes = 0;
   std::optional<ConversationStats> conversations;  // with the Planner's tree's gate below
   GateStats conversation_gate;
+  PlannerStats conversation_tier;  // the Planner's page-ins (fak serve --kv-tier-*)
   std::optional<RolloutSnapshot> rollout;  // the current or last rollout
   std::string serving_model;               // the model id OpenAI requests go to
 };

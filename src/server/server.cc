@@ -176,7 +176,10 @@ struct Server::Impl {
   void RolloutRoutes();
   // A chat-completion body for a conversation turn; nullopt (and the error) when it is refused.
   std::optional<ApiRequest> ParseTurn(const httplib::Request& req, internal::HttpReply* error) const;
-  Result<std::vector<int32_t>> PromptTokens(const internal::Serving& s, ApiEndpoint api, const ApiRequest& request) const;
+  // With `sources`, a chat's per-message source runs (ChatSourceRuns) go there, so the engine's KV
+  // of it is indexed by message text in the tree and the KV tier.
+  Result<std::vector<int32_t>> PromptTokens(const internal::Serving& s, ApiEndpoint api, const ApiRequest& request,
+                                            std::vector<SourceSpan>* sources = nullptr) const;
   std::string RenderMetrics() const;
 };
 
@@ -207,12 +210,16 @@ std::optional<std::string> Server::Impl::Authenticate(const httplib::Request& re
 }
 
 Result<std::vector<int32_t>> Server::Impl::PromptTokens(const internal::Serving& s, ApiEndpoint api,
-                                                        const ApiRequest& request) const {
+                                                        const ApiRequest& request, std::vector<SourceSpan>* sources) const {
   const Tokenizer& tokenizer = *s.tokenizer;
   if (api == ApiEndpoint::kChatCompletions) {
     FAK_ASSIGN_OR_RETURN(RenderedChat chat, chat_template.Render(request.messages));
     // The rendering holds the template's own BOS text where the model wants one.
-    return tokenizer.Encode(chat.text);
+    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(chat.text));
+    if (sources != nullptr) {
+      FAK_ASSIGN_OR_RETURN(*sources, ChatSourceRuns(tokenizer, chat, request.messages, ids));
+    }
+    return ids;
   }
   FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(request.prompt));
   if (tokenizer.add_bos() && tokenizer.bos_id() >= 0) ids.insert(ids.begin(), tokenizer.bos_id());
@@ -376,7 +383,8 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
     return ReplyError(res, *tenant, endpoint,
                       {404, "invalid_request_error", "the model '" + request.model + "' does not exist; this server serves '" +
                                                          serving->model_id + "'", "model", "model_not_found"});
-  Result<std::vector<int32_t>> prompt = PromptTokens(*serving, api, request);
+  std::vector<SourceSpan> sources;
+  Result<std::vector<int32_t>> prompt = PromptTokens(*serving, api, request, &sources);
   const char* input_param = api == ApiEndpoint::kChatCompletions ? "messages" : "prompt";
   if (!prompt) return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", std::string(prompt.error().message()), input_param, "invalid_value"});
   if (prompt->empty()) return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", "the prompt is empty", input_param, "invalid_value"});
@@ -406,6 +414,7 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
   EngineRequest er;
   er.tenant = *tenant;
   er.prompt = std::move(*prompt);
+  er.sources = std::move(sources);
   er.sampling = request.sampling;
   er.max_tokens = max_tokens;
   er.stop_tokens = api == ApiEndpoint::kChatCompletions ? serving->chat_stop_tokens : serving->completion_stop_tokens;
@@ -657,6 +666,7 @@ std::string Server::Impl::RenderMetrics() const {
   if (conversations) {
     s.conversations = conversations->Stats();
     s.conversation_gate = conversations->planner().tree().GateStatistics();
+    s.conversation_tier = conversations->planner().Stats();
   }
   if (rollouts) s.rollout = rollouts->Snapshot();
   return metrics.Render(s);

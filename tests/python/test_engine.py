@@ -186,3 +186,45 @@ def test_background_prefill_only_requests_warm_the_tree(model):
     assert "background_running" in engine.stats()
     with pytest.raises(fak.InvalidArgumentError, match="priority"):
         engine.submit(prompt, priority="urgent")
+
+
+def test_kv_tier_pages_a_prefix_in_and_counts_it(model, tmp_path):
+    """An engine with kv_tier_dir writes its tree through to the directory; a second engine over the
+    same directory pages the prompt in (stats and usage say how many tokens) and answers the same.
+    Controls: the first engine found nothing there (an absence, not a refusal); a tampered slab is
+    refused as 'checksum', counted, and recomputed to the same answer."""
+    tier = str(tmp_path / "kv-tier")
+    messages = [{"role": "system", "content": "Remember this. " * 10}, {"role": "user", "content": "What was it?"}]
+
+    def serve():
+        engine = fak.Engine(model, kv_tier_dir=tier)
+        result = engine.submit(messages=messages, max_tokens=6).wait()
+        engine.shutdown(drain=True)  # flushes the write-through queue
+        return result, engine.stats()
+
+    first, first_stats = serve()
+    prompt = first["usage"]["prompt_tokens"]
+    assert first_stats["page_ins"] == 1 and first_stats["paged_tokens"] == 0
+    assert first_stats["page_in_refusals"] == 0 and first_stats["page_in_failures"]["absent"] == 1
+    assert first["usage"]["paged_tokens"] == 0
+
+    second, second_stats = serve()
+    assert second["tokens"] == first["tokens"]
+    assert second_stats["paged_tokens"] == prompt and second["usage"]["paged_tokens"] == prompt
+    assert second["usage"]["cached_tokens"] == prompt - 1  # the last prompt token is prefilled for its logits
+    assert second_stats["page_in_refusals"] == 0
+
+    slabs = list((tmp_path / "kv-tier" / "slabs").glob("*.kvslab"))
+    assert slabs
+    for slab in slabs:
+        data = bytearray(slab.read_bytes())
+        data[-5] ^= 0x20  # a bit of V
+        slab.write_bytes(bytes(data))
+    third, third_stats = serve()
+    assert third["tokens"] == first["tokens"]
+    assert third_stats["paged_tokens"] == 0 and third["usage"]["paged_tokens"] == 0
+    assert third_stats["page_in_refusals"] == 1 and third_stats["page_in_failures"]["checksum"] == 1
+    # Without a tier nothing is asked.
+    plain = fak.Engine(model)
+    plain.submit(messages=messages, max_tokens=1).wait()
+    assert plain.stats()["page_ins"] == 0 and sum(plain.stats()["page_in_failures"].values()) == 0

@@ -408,6 +408,34 @@ def test_kv_tier_survives_a_restart(tmp_path, backend, request):
     assert third.usage.prompt_tokens_details.cached_tokens == 0
 
 
+def test_chat_kv_in_the_tier_is_indexed_by_message_text(tmp_path):
+    """A chat completion's slabs, checkpointed to the KV tier, carry each message's SourceDigest
+    (sha256 of its content, as a conversation's do), so quarantining or erasing that text reaches
+    them. Control: a completions request with the same text as a raw prompt carries none."""
+    import hashlib
+    user = "Index me by my text " + uuid.uuid4().hex
+    system = "You are terse."
+
+    def slabs_after(tier, send):
+        s = FakServer(tmp_path, "--kv-tier-dir", str(tier))
+        try:
+            send(s.client())
+        finally:
+            s.stop()
+        assert s.proc.returncode == 0, "".join(s.log)
+        slabs = [p.read_bytes() for p in tier.glob("slabs/*.kvslab")]
+        assert slabs, "".join(s.log)
+        return slabs
+
+    chat_slabs = slabs_after(tmp_path / "chat-tier", lambda c: chat(c, [{"role": "system", "content": system},
+                                                                       {"role": "user", "content": user}], max_tokens=2))
+    for text in (user, system):
+        assert any(hashlib.sha256(text.encode()).digest() in b for b in chat_slabs), text
+    raw_slabs = slabs_after(tmp_path / "raw-tier",
+                            lambda c: c.completions.create(model=MODEL, prompt=user, max_tokens=2, temperature=0))
+    assert not any(hashlib.sha256(user.encode()).digest() in b for b in raw_slabs)
+
+
 # ---- fak's own endpoints: conversations, deletion certificates, the gate ------------------------
 
 def converse(server, path, messages, key="key-alice", max_tokens=4):
@@ -465,6 +493,52 @@ def test_evict_a_message_certificate_verifies(server):
     assert sample_value(families, "fak_certificate_verifications_total", result="valid") >= 1
     assert sample_value(families, "fak_certificate_verifications_total", result="invalid") >= 2
     assert sample_value(families, "fak_gate_verdicts_total", tree="conversations", verdict="hit") > 0
+
+
+@pytest.mark.parametrize("backend", ["dir", "redis"])
+def test_conversation_kv_tier_survives_a_restart(tmp_path, backend, request):
+    """The conversations' planner tree is checkpointed to the KV tier at a graceful stop too; after a
+    restart the same conversation's context is paged back in (verified) and the reply is the same."""
+    tier = tmp_path / "kv-tier"
+    if backend == "dir":
+        flags = ["--kv-tier-dir", str(tier)]
+    else:
+        port = request.getfixturevalue("redis_port")
+        flags = ["--kv-tier-redis", f"127.0.0.1:{port}"]
+    messages = [{"role": "system", "content": "You keep notes across restarts. " * 8},
+                {"role": "user", "content": "Summarise note " + uuid.uuid4().hex}]
+
+    def serve_once(*flags):
+        s = FakServer(tmp_path, *flags)
+        try:
+            status, reply = converse(s, "/fak/v1/conversations", messages, max_tokens=8)
+            families = s.metrics()
+        finally:
+            s.stop()
+        assert s.proc.returncode == 0, "".join(s.log)
+        assert status == 200, reply
+        return reply, families, "".join(s.log)
+
+    first, first_metrics, first_log = serve_once(*flags)
+    assert sample_value(first_metrics, "fak_conversation_kv_tier_page_ins_total") == 1  # asked: an empty tier
+    assert sample_value(first_metrics, "fak_conversation_kv_tier_paged_tokens_total") == 0
+    assert first["usage"]["paged_tokens"] == 0
+    assert "KV tier (conversations):" in first_log, first_log
+    assert any(tier.glob("slabs/*.kvslab")) if backend == "dir" else redis_keys(port, "fak:kvt:m:*"), first_log
+    second, second_metrics, _ = serve_once(*flags)
+    assert second["reply"]["content"] == first["reply"]["content"]
+    paged = sample_value(second_metrics, "fak_conversation_kv_tier_paged_tokens_total")
+    assert paged == first["usage"]["prompt_tokens"], (paged, second["usage"])
+    assert second["usage"]["paged_tokens"] == paged
+    assert second["usage"]["cached_tokens"] > 0
+    assert sample_value(second_metrics, "fak_conversation_kv_tier_page_in_refusals_total") == 0
+    # The engine's path was not used: its own counters stay apart.
+    assert sample_value(second_metrics, "fak_kv_tier_paged_tokens_total") == 0
+    # Control: without the tier the same conversation is prefilled whole, and answers the same.
+    third, third_metrics, _ = serve_once()
+    assert third["reply"]["content"] == first["reply"]["content"]
+    assert third["usage"]["paged_tokens"] == 0 and third["usage"]["cached_tokens"] == 0
+    assert sample_value(third_metrics, "fak_conversation_kv_tier_page_ins_total") == 0
 
 
 def test_conversation_turns_beside_completions_match_alone(server):

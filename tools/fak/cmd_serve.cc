@@ -14,6 +14,7 @@
 #include "fak/kvtier/tier_pager.h"
 #include "fak/kvtier/tier_spiller.h"
 #include "fak/planner/planner.h"
+#include "fak/screen/screen.h"
 #include "fak/server/server.h"
 #include "fak/store/blob_store.h"
 #if FAK_WITH_REDIS
@@ -62,7 +63,8 @@ constexpr std::string_view kServeUsage =
     "KV tier (prefix KV kept past the tree's budget and across restarts; every slab verified before use):\n"
     "  --kv-tier-dir DIR      slabs in a directory: the tree's budget evictions are written behind, the\n"
     "                         whole tree is written at shutdown, and a prompt's prefix is read back\n"
-    "                         instead of prefilled when the tree lacks it\n"
+    "                         instead of prefilled when the tree lacks it (completions and\n"
+    "                         conversations alike)\n"
     "  --kv-tier-redis HOST:PORT  the same in Redis (builds with Redis support)\n";
 
 // SIGINT and SIGTERM, blocked in every thread (BlockStopSignals runs before any thread starts: the
@@ -229,13 +231,20 @@ Result<std::unique_ptr<BlobStore>> OpenTextStore(const Args& args, const StateDi
 }
 
 // The planner behind the conversation endpoints: same model, tokenizer and chat template as the
-// engine; its own tree, journal and key.
+// engine; its own tree, journal and key. `chain` screens its tool results (its denylist is the KV
+// tier's); with `kv_tier` its tree spills there and its misses page in from there.
 Result<std::unique_ptr<Planner>> OpenPlanner(const LoadedModel& m, const ChatTemplate& chat_template, const StateDir& state,
-                                             BlobStore& store) {
+                                             BlobStore& store, std::shared_ptr<const ScreenChain> chain, KVTier* kv_tier) {
   FAK_ASSIGN_OR_RETURN(SigningKey key, StateKey(state));
   PlannerOptions options;
   options.journal_path = (state.dir / "journal.log").string();
   options.chat_template = std::make_shared<const ChatTemplate>(chat_template);
+  options.chain = std::move(chain);
+  if (kv_tier != nullptr) {
+    options.tree.access = kv_tier->access;
+    options.tree.spill = kv_tier;
+    options.pager = kv_tier->pager.get();
+  }
   return Planner::Create(*m.model, *m.tokenizer, std::move(key), store, std::move(options));
 }
 
@@ -298,11 +307,15 @@ int ServeCommand(std::span<char* const> argv) {
   if (Status s = OpenStateDir(args->Get("state"), "serve", &state); !s.ok()) return Fail("serve", s);
   Result<std::unique_ptr<BlobStore>> store = OpenTextStore(*args, state);
   if (!store) return Fail("serve", store.error());
-  Result<std::unique_ptr<Planner>> planner = OpenPlanner(*m, *chat_template, state, **store);
-  if (!planner) return Fail("serve", planner.error());
-  // Before the engine, so it outlives it (and every engine a rollout makes with the same options).
-  Result<std::unique_ptr<KVTier>> kv_tier = OpenKVTier(*args, (*planner)->chain().denylist());
+  // The planner's screens; made first so the KV tier's pager asks the planner's denylist (a
+  // quarantined text's KV is never paged in) and the planner can page in from the tier.
+  const auto chain = std::make_shared<const ScreenChain>(ScreenChain::Default());
+  // Before the planner and the engine, so it outlives both (and every engine a rollout makes with
+  // the same options).
+  Result<std::unique_ptr<KVTier>> kv_tier = OpenKVTier(*args, chain->denylist());
   if (!kv_tier) return Fail("serve", kv_tier.error());
+  Result<std::unique_ptr<Planner>> planner = OpenPlanner(*m, *chat_template, state, **store, chain, kv_tier->get());
+  if (!planner) return Fail("serve", planner.error());
 
   EngineOptions engine_options;
   engine_options.max_running = *max_running;
@@ -342,6 +355,8 @@ int ServeCommand(std::span<char* const> argv) {
   if (*kv_tier) {
     // A restart with the same tier pages these back in instead of prefilling them.
     std::fprintf(stderr, "fak serve: KV tier: %s\n", (*kv_tier)->Checkpoint((*engine)->tree()).c_str());
+    // The conversations' tree too (no turn runs now: the server is gone).
+    std::fprintf(stderr, "fak serve: KV tier (conversations): %s\n", (*kv_tier)->Checkpoint((*planner)->tree()).c_str());
   }
   if (!served.ok()) return Fail("serve", served);
   std::fprintf(stderr, "fak serve: stopped\n");

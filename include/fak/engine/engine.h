@@ -27,7 +27,9 @@
 // there and the step thread does no tier I/O. Only when the tree lost it again before admission
 // (budget eviction) does admission page it in once more, on the step thread. Anything refused is
 // counted (EngineStats) and prefilled: unverified KV is never served. Spill to a tier is the
-// tree's: RadixTreeOptions::spill (docs/engine.md, docs/kv-tier.md).
+// tree's: RadixTreeOptions::spill (docs/engine.md, docs/kv-tier.md). A request given as messages (or
+// with EngineRequest::sources) records which text each run of its prompt came from, in the tree and
+// every spilled slab, so quarantining or erasing a text (SourceSweeper) removes its KV everywhere.
 //
 // Threads: Submit, Cancel, Wait and Stats may be called from any thread. With
 // EngineOptions::start_thread the engine steps itself on its own thread; without, the caller calls
@@ -40,6 +42,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "fak/core/env.h"
 #include "fak/core/status.h"
@@ -47,6 +51,8 @@
 #include "fak/model/model.h"
 #include "fak/regen/regen_driver.h"
 #include "fak/session/radix_tree.h"
+#include "fak/session/source_span.h"
+#include "fak/tokenizer/chat_template.h"
 #include "fak/tokenizer/tokenizer.h"
 
 namespace fak {
@@ -106,6 +112,17 @@ struct EngineStats {
   size_t page_ins = 0, paged_tokens = 0, page_in_refusals = 0;
   size_t page_in_failures[kNumPageInFailures] = {};
 };
+
+// The source runs of a rendered chat: message i's tokens of `prompt` (the token ids of `rendered`;
+// its piece of the rendering, markup included) tagged with Digest::Of(messages[i].content) — the
+// Planner's SourceDigest of a message, so one denylist entry or EraseSource covers the KV of both.
+// Piece borders come from EncodePieces; from where the pieces tokenized alone stop agreeing with
+// `prompt` (templates whose pieces meet inside text), a message's run extends to the end of the
+// prompt: erasing a text may take more KV than it must, never less. The engine applies this to
+// requests given as messages; a host that tokenizes a chat itself passes it as
+// EngineRequest::sources.
+Result<std::vector<SourceSpan>> ChatSourceRuns(const Tokenizer& tokenizer, const RenderedChat& rendered,
+                                               std::span<const ChatMessage> messages, std::span<const int32_t> prompt);
 
 enum class ShutdownMode {
   kCancel,  // queued and running requests finish with kCancelled after the step in progress

@@ -16,6 +16,7 @@
 #include "fak/core/status.h"
 #include "fak/model/sampler.h"
 #include "fak/session/radix_tree.h"
+#include "fak/session/source_span.h"
 #include "fak/tokenizer/chat_template.h"
 
 namespace fak {
@@ -52,6 +53,11 @@ struct EngineRequest {
   // tokenized with the messages' text as plain text (EncodeRendered). With messages, empty
   // stop_tokens mean EndOfGenerationTokens (EOS and the template's end-of-turn tokens).
   std::vector<ChatMessage> messages;
+  // Which source texts runs of a token-id `prompt` came from (e.g. ChatSourceRuns of a chat the host
+  // rendered itself), recorded with its KV in the tree and every tier so SourceSweeper and
+  // page-in's denylist check reach it. Each run non-empty and within the prompt. With `messages`
+  // the engine computes them itself: leave empty. Default: none (the KV is indexed by no text).
+  std::vector<SourceSpan> sources;
   // One Sampler per request, seeded from here. Default: greedy.
   SamplingParams sampling;
   // Generation ends after this many tokens. 0: prefill only — the prompt's KV is computed and given
