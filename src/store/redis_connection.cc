@@ -198,8 +198,7 @@ Status RedisConnection::Connect(redisContext*& ctx) {
   return Status::Ok();
 }
 
-Result<std::vector<RedisReply>> RedisConnection::RunOnce(redisContext*& ctx, std::span<const RedisCommand> commands,
-                                                         bool* may_have_reached, bool* timed_out) {
+Status RedisConnection::Buffer(redisContext*& ctx, std::span<const RedisCommand> commands) {
   for (const RedisCommand& cmd : commands) {
     std::vector<const char*> argv;
     std::vector<size_t> lens;
@@ -212,6 +211,12 @@ Result<std::vector<RedisReply>> RedisConnection::RunOnce(redisContext*& ctx, std
       return ResourceExhausted("redis " + endpoint_ + ": cannot buffer " + CommandName(cmd));
     }
   }
+  return Status::Ok();
+}
+
+Result<std::vector<RedisReply>> RedisConnection::RunOnce(redisContext*& ctx, std::span<const RedisCommand> commands,
+                                                         bool* may_have_reached, bool* timed_out) {
+  FAK_RETURN_IF_ERROR(Buffer(ctx, commands));
   *may_have_reached = true;  // the first redisGetReply flushes the buffer
   std::vector<RedisReply> out;
   out.reserve(commands.size());
@@ -364,18 +369,7 @@ Result<std::vector<RedisReply>> RedisConnection::RunIntoOnce(redisContext*& ctx,
                                                              std::span<char> dest, size_t* written, bool* may_have_reached,
                                                              bool* timed_out) {
   *written = 0;
-  for (const RedisCommand& cmd : commands) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (const std::string& a : cmd) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    if (redisAppendCommandArgv(ctx, static_cast<int>(argv.size()), argv.data(), lens.data()) != REDIS_OK) {
-      Free(ctx);
-      return ResourceExhausted("redis " + endpoint_ + ": cannot buffer " + CommandName(cmd));
-    }
-  }
+  FAK_RETURN_IF_ERROR(Buffer(ctx, commands));
   *may_have_reached = true;
   // Send through hiredis; read the replies ourselves from the socket. hiredis's reader holds no
   // bytes here (every earlier reply on this connection was read whole), and none are left after.

@@ -88,6 +88,8 @@ class RedisConnection {
   // The retry loop on one leased context; never touches the pool.
   Status Attempts(redisContext*& ctx, bool idempotent, int max_retries, const Once& once);
   Status Connect(redisContext*& ctx);
+  // Appends the batch to ctx's output buffer (not sent yet); on failure ctx is freed.
+  Status Buffer(redisContext*& ctx, std::span<const RedisCommand> commands);
   Result<std::vector<RedisReply>> RunOnce(redisContext*& ctx, std::span<const RedisCommand> commands,
                                           bool* may_have_reached, bool* timed_out);
   Result<std::vector<RedisReply>> RunIntoOnce(redisContext*& ctx, std::span<const RedisCommand> commands, std::span<char> dest,
