@@ -184,19 +184,7 @@ void BindPlanner(nb::module_& m) {
             ThrowIfError(p.planner->ReleaseSession(tenant, session));
           },
           nb::arg("tenant"), nb::arg("session"))
-      .def("tree_stats",
-           [](PyPlanner& p) {
-             const RadixTreeStats s = p.planner->tree().Stats();
-             nb::dict d;
-             d["unique_tokens"] = s.unique_tokens;
-             d["resident_bytes"] = s.resident_bytes;
-             d["node_count"] = s.node_count;
-             d["lookups"] = s.lookups;
-             d["hits"] = s.hits;
-             d["hit_tokens"] = s.hit_tokens;
-             d["prefilled_tokens"] = s.prefilled_tokens;
-             return d;
-           })
+      .def("tree_stats", [](PyPlanner& p) { return TreeStatsDict(p.planner->tree().Stats()); })
       .def(
           "gate_stats", [](PyPlanner& p) { return p.planner->tree().GateStatistics().ToString(); },
           "The gate's nonzero counters, one per line.");
