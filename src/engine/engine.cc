@@ -119,6 +119,7 @@ struct Engine::Impl {
         tree_(options_.tree != nullptr ? options_.tree : owned_tree_.get()),
         bytes_per_token_(tree_->BytesPerToken()) {}
 
+  Status Prepare(EngineRequest& request) const;
   Result<RequestId> Submit(EngineRequest request);
   Status Cancel(RequestId id);
   Result<EngineResult> Wait(RequestId id);
@@ -200,19 +201,27 @@ struct Engine::Impl {
 
 // ---- submission, cancellation, results ----
 
+Status Engine::Impl::Prepare(EngineRequest& request) const {
+  if (request.messages.empty()) return Status::Ok();
+  if (!request.prompt.empty()) return InvalidArgument("Engine::Submit: both a prompt and messages; give one");
+  if (!request.sources.empty()) return InvalidArgument("Engine::Submit: sources with messages; the engine computes them");
+  const ChatTemplate* chat = options_.chat_template.get();
+  if (chat == nullptr) return FailedPrecondition("Engine::Submit: messages need EngineOptions::chat_template");
+  FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat->Render(request.messages));
+  // Message text is never markup: EncodeRendered turns only the template's own special-token texts
+  // into their ids.
+  FAK_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, EncodeRendered(tokenizer_, rendered));
+  FAK_ASSIGN_OR_RETURN(std::vector<SourceSpan> sources, ChatSourceRuns(tokenizer_, rendered, request.messages, prompt));
+  request.prompt = std::move(prompt);
+  request.sources = std::move(sources);
+  if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(tokenizer_, chat);
+  request.messages.clear();
+  return Status::Ok();
+}
+
 Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   if (!IsValidTenant(request.tenant)) return InvalidArgument("Engine::Submit: invalid tenant '" + request.tenant + "'");
-  std::vector<SourceSpan> sources;
-  if (!request.messages.empty()) {
-    if (!request.prompt.empty()) return InvalidArgument("Engine::Submit: both a prompt and messages; give one");
-    if (!request.sources.empty()) return InvalidArgument("Engine::Submit: sources with messages; the engine computes them");
-    const ChatTemplate* chat = options_.chat_template.get();
-    if (chat == nullptr) return FailedPrecondition("Engine::Submit: messages need EngineOptions::chat_template");
-    FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat->Render(request.messages));
-    FAK_ASSIGN_OR_RETURN(request.prompt, EncodeRendered(tokenizer_, rendered));
-    FAK_ASSIGN_OR_RETURN(sources, ChatSourceRuns(tokenizer_, rendered, request.messages, request.prompt));
-    if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(tokenizer_, chat);
-  }
+  FAK_RETURN_IF_ERROR(Prepare(request));
   if (request.prompt.empty()) return InvalidArgument("Engine::Submit: empty prompt");
   const size_t vocab = model_.config().vocab_size;
   for (size_t i = 0; i < request.prompt.size(); ++i) {
@@ -221,17 +230,15 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
                              std::to_string(i) + " is outside the vocabulary of " + std::to_string(vocab));
     }
   }
-  if (request.messages.empty()) {
-    for (size_t i = 0; i < request.sources.size(); ++i) {
-      const SourceSpan& run = request.sources[i];
-      if (run.n_tokens == 0 || run.from > request.prompt.size() || run.n_tokens > request.prompt.size() - run.from) {
-        return InvalidArgument("Engine::Submit: source run " + std::to_string(i) + " [" + std::to_string(run.from) + ", +" +
-                               std::to_string(run.n_tokens) + ") is empty or outside the prompt of " +
-                               std::to_string(request.prompt.size()) + " tokens");
-      }
+  for (size_t i = 0; i < request.sources.size(); ++i) {
+    const SourceSpan& run = request.sources[i];
+    if (run.n_tokens == 0 || run.from > request.prompt.size() || run.n_tokens > request.prompt.size() - run.from) {
+      return InvalidArgument("Engine::Submit: source run " + std::to_string(i) + " [" + std::to_string(run.from) + ", +" +
+                             std::to_string(run.n_tokens) + ") is empty or outside the prompt of " +
+                             std::to_string(request.prompt.size()) + " tokens");
     }
-    sources = std::move(request.sources);
   }
+  std::vector<SourceSpan> sources = std::move(request.sources);
   FAK_RETURN_IF_ERROR(request.sampling.Validate().WithContext("Engine::Submit: "));
   // The cache never holds the last generated token: it is not fed back.
   const size_t limit = model_.config().context_length;
@@ -744,6 +751,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() { Shutdown(ShutdownMode::kCancel); }
 
+Status Engine::Prepare(EngineRequest& request) const { return impl_->Prepare(request); }
 Result<RequestId> Engine::Submit(EngineRequest request) { return impl_->Submit(std::move(request)); }
 Status Engine::Cancel(RequestId id) { return impl_->Cancel(id); }
 Result<EngineResult> Engine::Wait(RequestId id) { return impl_->Wait(id); }
@@ -751,5 +759,6 @@ bool Engine::Step() { return impl_->Step(); }
 void Engine::Shutdown(ShutdownMode mode) { impl_->Shutdown(mode); }
 EngineStats Engine::Stats() const { return impl_->Stats(); }
 RadixTree& Engine::tree() { return *impl_->tree_; }
+const ChatTemplate* Engine::chat_template() const { return impl_->options_.chat_template.get(); }
 
 }  // namespace fak

@@ -8,6 +8,7 @@
 #include "fak/regen/page_in.h"
 #include "fak/session/certify_eviction.h"
 #include "fak/tokenizer/text_stream.h"
+#include "src/core/json.h"
 #include "src/core/str_cat.h"
 
 namespace fak {
@@ -28,9 +29,11 @@ Planner::Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key,
                  std::unique_ptr<Journal> journal, PlannerOptions options)
     : model_(model), tokenizer_(tokenizer), key_(std::move(key)), corpus_(blobs), template_(std::move(chat_template)),
       chain_(std::move(chain)), journal_(std::move(journal)),
-      tree_(std::make_unique<RadixTree>(model, tokenizer, options.tree)),
+      owned_tree_(options.shared_tree != nullptr ? nullptr : std::make_unique<RadixTree>(model, tokenizer, options.tree)),
+      tree_(options.shared_tree != nullptr ? options.shared_tree : owned_tree_.get()),
       denied_kv_sweep_interval_ns_(options.denied_kv_sweep_interval_ns), last_denied_kv_sweep_ns_(NowNanos()),
-      pager_(options.pager), tier_bound_(options.pager != nullptr || options.tree.spill != nullptr) {}
+      pager_(options.pager),
+      tier_bound_(options.pager != nullptr || options.tree.spill != nullptr || options.shared_tree != nullptr) {}
 
 PlannerStats Planner::Stats() const {
   return PlannerStats{page_ins_.load(), paged_tokens_.load(), page_in_refusals_.load()};
@@ -179,6 +182,71 @@ Result<DeletionCertificate> Planner::EvictMessage(const Conversation& conversati
   FAK_RETURN_IF_ERROR(EraseSource(d));
   (void)tree_->EvictSource(d);
   return cert;
+}
+
+Result<ScreenedChat> Planner::ScreenChat(std::string_view tenant, std::span<const ChatMessage> messages, bool screen_user) {
+  if (!IsValidTenant(tenant)) return InvalidArgument("ScreenChat: invalid tenant '" + std::string(tenant) + "'");
+  ScreenedChat out;
+  out.messages.assign(messages.begin(), messages.end());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    MessageOutcome o;
+    o.source_digest = Digest::Of(messages[i].content);
+    FAK_ASSIGN_OR_RETURN(o.sealed, IsSealed(o.source_digest));
+    const bool screen = messages[i].role == ChatRole::kTool || (screen_user && messages[i].role == ChatRole::kUser);
+    if (!o.sealed && screen) {
+      const SegmentKind kind = messages[i].role == ChatRole::kTool ? SegmentKind::kToolResult : SegmentKind::kUser;
+      o.verdict = chain_->Screen(ScreenInput{messages[i].content, kind, o.source_digest});
+      if (o.verdict.unavailable()) {
+        return Unavailable("message " + std::to_string(i) + " (" + o.source_digest.Hex() + ") cannot be screened now: " +
+                           o.verdict.detector + ": " + o.verdict.reason + "; nothing was sealed, retry later");
+      }
+    }
+    out.outcomes.push_back(std::move(o));
+  }
+  // Sealed after every message was judged, so an Unavailable above seals nothing.
+  for (size_t i = 0; i < messages.size(); ++i) {
+    MessageOutcome& o = out.outcomes[i];
+    if (o.verdict.quarantined() && !o.sealed) {
+      const std::string reason = o.verdict.detector + ": " + o.verdict.reason;
+      FAK_RETURN_IF_ERROR(chain_->denylist().Add(o.source_digest, reason).WithContext(
+          "message " + std::to_string(i) + " was quarantined but cannot be sealed now; retry later"));
+      {
+        std::lock_guard<std::mutex> lock(audit_mu_);
+        const internal::Json payload = {{"path", "engine"}, {"reason", reason}, {"tenant", tenant}};
+        FAK_RETURN_IF_ERROR(journal_->Append("quarantine", o.source_digest.Hex(), internal::DumpJson(payload)).status());
+      }
+      FAK_RETURN_IF_ERROR(EraseSource(o.source_digest));
+      (void)tree_->EvictSource(o.source_digest);
+      o.sealed = true;
+      out.newly_sealed.push_back(o.source_digest);
+    }
+    if (o.sealed) out.messages[i].content = SealedStub(o.source_digest);
+  }
+  return out;
+}
+
+Result<ErasureReport> Planner::EraseText(std::string_view tenant, const Digest& digest, std::string_view reason) {
+  if (!IsValidTenant(tenant)) return InvalidArgument("EraseText: invalid tenant '" + std::string(tenant) + "'");
+  ErasureReport report;
+  report.source_digest = digest;
+  FAK_ASSIGN_OR_RETURN(const bool sealed, IsSealed(digest));
+  const std::string why = reason.empty() ? std::string("user request") : "user request: " + std::string(reason);
+  if (!sealed) {
+    FAK_RETURN_IF_ERROR(chain_->denylist().Add(digest, why).WithContext("the text cannot be sealed now; nothing was erased, retry later"));
+    report.newly_sealed = true;
+  }
+  report.tree_tokens = tree_->EvictSource(digest).n_tokens;
+  if (Status s = corpus_.RemoveSource(digest); s.ok()) {
+    report.text_erased = true;
+  } else if (s.code() != StatusCode::kNotFound) {
+    return s.WithContext("erasing " + digest.Hex() + " from the text store (it is sealed and its KV evicted; erase it again)");
+  }
+  const internal::Json payload = {{"reason", why}, {"tenant", tenant}, {"text_erased", report.text_erased},
+                                  {"tree_tokens", report.tree_tokens}};
+  std::lock_guard<std::mutex> lock(audit_mu_);
+  FAK_ASSIGN_OR_RETURN(JournalRow row, journal_->Append("erasure", digest.Hex(), internal::DumpJson(payload)));
+  report.journal_seq = row.seq;
+  return report;
 }
 
 CertificateCheck Planner::VerifyCertificate(const DeletionCertificate& cert, const CertificateVerifyOptions& options) const {

@@ -106,8 +106,10 @@ bool ParseEvictBody(std::string_view body, size_t* index, std::string* reason, H
 
 }  // namespace
 
-Conversations::Conversations(Planner& planner, const Model& model, size_t default_max_tokens, size_t max_conversations)
-    : planner_(planner), model_(model), default_max_tokens_(default_max_tokens), max_conversations_(max_conversations) {}
+Conversations::Conversations(Planner& planner, const Model& model, size_t default_max_tokens, size_t max_conversations,
+                             EraseCopies erase_copies)
+    : planner_(planner), model_(model), erase_copies_(std::move(erase_copies)), default_max_tokens_(default_max_tokens),
+      max_conversations_(max_conversations) {}
 
 std::shared_ptr<Conversations::Entry> Conversations::Find(const std::string& tenant, const std::string& id,
                                                           std::unique_lock<std::mutex>* lock, HttpReply* error) {
@@ -151,6 +153,7 @@ HttpReply Conversations::Turn(const std::string& id, Entry& entry, const ApiRequ
   // A turn's certificates are its write-time quarantines, one each.
   certificates_quarantine_.fetch_add(r->certificates.size(), std::memory_order_relaxed);
   quarantines_.fetch_add(r->certificates.size(), std::memory_order_relaxed);
+  for (const DeletionCertificate& cert : r->certificates) (void)erase_copies_(cert.subject);
   // The reply is stored now rather than by the next turn, so a rollout's backfill finds it. Best
   // effort: the next turn stores it anyway, and a backfill without it is refused, not wrong.
   (void)planner_.corpus().PutSource(r->text);
@@ -224,12 +227,15 @@ HttpReply Conversations::Evict(const std::string& tenant, const std::string& id,
   if (!cert) return StatusReply(cert.error(), "message");
   evictions_.fetch_add(1, std::memory_order_relaxed);
   certificates_request_.fetch_add(1, std::memory_order_relaxed);
+  // The planner removed the text's KV from its tree (the engine's, in fak serve); the rest go now.
+  Json copies = erase_copies_(cert->subject);
   Result<Json> j = CertificateJson(*cert);
   if (!j) return StatusReply(j.error());
   return HttpReply::Ok({{"id", id},
                         {"object", "fak.deletion"},
                         {"message", index},
                         {"subject", cert->subject.Hex()},
+                        {"removed", std::move(copies)},
                         {"certificate", std::move(*j)}});
 }
 

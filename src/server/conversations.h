@@ -4,8 +4,9 @@
 // message evicted on request comes back as an ed25519 deletion certificate, which the server can
 // verify against its own journal.
 //
-// The Planner is a separate path from the Engine that serves /v1/chat/completions: its own radix
-// tree, one request at a time per conversation on the connection's thread, no batching.
+// The Planner runs turns one request at a time per conversation on the connection's thread (not yet
+// through the Engine's batches); in fak serve it shares the Engine's radix tree, and every text it
+// seals also loses its KV in the server's other copies (EraseCopies).
 //
 // Thread-safety: every method may be called from any thread. One conversation serves one request
 // at a time (another gets 409); different conversations run concurrently. Conversation message
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,8 +46,12 @@ struct ConversationStats {
 
 class Conversations {
  public:
+  // Removes a sealed text's KV from the copies the server holds beyond the Planner's tree (other
+  // engines' trees, KV tiers); returns what it removed, for the reply.
+  using EraseCopies = std::function<Json(const Digest& source)>;
   // `planner` (and its model) must outlive this. At most `max_conversations` are held at once.
-  Conversations(Planner& planner, const Model& model, size_t default_max_tokens, size_t max_conversations);
+  Conversations(Planner& planner, const Model& model, size_t default_max_tokens, size_t max_conversations,
+                EraseCopies erase_copies);
 
   // POST /fak/v1/conversations: a new conversation from `request` (a chat completion body), and its
   // first turn. POST /fak/v1/conversations/{id}/messages: more messages and the next turn.
@@ -81,6 +87,7 @@ class Conversations {
 
   Planner& planner_;
   const Model& model_;
+  const EraseCopies erase_copies_;
   const size_t default_max_tokens_;
   const size_t max_conversations_;
   mutable std::mutex mu_;  // guards conversations_ and next_id_

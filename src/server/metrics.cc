@@ -119,6 +119,17 @@ void ServerMetrics::CountProbe(const ClaimVerdict& verdict) {
   ++probes_[{ClaimOutcomeName(verdict.outcome), why}];
 }
 
+void ServerMetrics::CountSealed(std::string_view tenant, size_t sealed, size_t quarantined) {
+  std::lock_guard lock(mu_);
+  if (sealed > 0) sealed_[{std::string(tenant), "sealed"}] += sealed;
+  if (quarantined > 0) sealed_[{std::string(tenant), "quarantined"}] += quarantined;
+}
+
+void ServerMetrics::CountErasure(std::string_view tenant) {
+  std::lock_guard lock(mu_);
+  ++erasures_[std::string(tenant)];
+}
+
 namespace {
 
 // The gate families, one sample set per tree ("completions": the engine's; "conversations": the
@@ -260,6 +271,13 @@ std::string ServerMetrics::Render(const EngineSnapshot& s) const {
            "Gate probes answered (POST /fak/v1/gate), by verdict and the axis missed or the refusal reason.");
     for (const auto& [key, n] : probes_)
       Sample(&out, "fak_gate_probes_total", Label("verdict", key.first) + "," + Label("why", key.second), static_cast<double>(n));
+    Header(&out, "fak_chat_sealed_messages_total", "counter",
+           "Chat messages served as their sealed stub, by tenant and cause (sealed before, or quarantined by the screen now).");
+    for (const auto& [key, n] : sealed_)
+      Sample(&out, "fak_chat_sealed_messages_total", Label("tenant", key.first) + "," + Label("cause", key.second),
+             static_cast<double>(n));
+    Header(&out, "fak_erasures_total", "counter", "Texts erased on request (POST /fak/v1/erase), by tenant.");
+    for (const auto& [tenant, n] : erasures_) Sample(&out, "fak_erasures_total", Label("tenant", tenant), static_cast<double>(n));
   }
   return out;
 }

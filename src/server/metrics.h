@@ -65,6 +65,11 @@ class ServerMetrics {
   void CountGeneration(std::string_view tenant, const RequestUsage& usage, const RequestTimings& timings);
   // One answer of the gate probe (POST /fak/v1/gate).
   void CountProbe(const ClaimVerdict& verdict);
+  // Chat messages the OpenAI endpoint served as their sealed stub: sealed before (`sealed`) or
+  // quarantined by its screen now (`quarantined`).
+  void CountSealed(std::string_view tenant, size_t sealed, size_t quarantined);
+  // One erasure (POST /fak/v1/erase).
+  void CountErasure(std::string_view tenant);
 
   std::string Render(const EngineSnapshot& snapshot) const;
 
@@ -76,6 +81,8 @@ class ServerMetrics {
   std::map<std::tuple<std::string, std::string, int>, uint64_t> requests_;
   std::map<std::string, TokenCounts, std::less<>> tokens_;
   std::map<std::pair<std::string, std::string>, uint64_t> probes_;  // (verdict, axis or reason) → count
+  std::map<std::pair<std::string, std::string>, uint64_t> sealed_;  // (tenant, cause) → messages
+  std::map<std::string, uint64_t, std::less<>> erasures_;            // tenant → erasures
   Histogram ttft_;
   Histogram itl_;
 };

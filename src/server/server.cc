@@ -67,8 +67,8 @@ std::string_view OpenAiFinishReason(FinishReason finish) {
 // The metrics label of a path: the route it names, "other" for anything else (bounded cardinality).
 std::string_view EndpointLabel(std::string_view path) {
   for (std::string_view route : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
-                                 "/fak/v1/prefix", "/fak/v1/gate", "/fak/v1/conversations", "/fak/v1/certificates/verify",
-                                 "/fak/v1/rollout"})
+                                 "/fak/v1/prefix", "/fak/v1/gate", "/fak/v1/erase", "/fak/v1/conversations",
+                                 "/fak/v1/certificates/verify", "/fak/v1/rollout"})
     if (path == route) return route;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models";
   constexpr std::string_view kConversation = "/fak/v1/conversations/";
@@ -103,7 +103,6 @@ Result<ApiKeys> ParseApiKeys(std::string_view text) {
 }
 
 struct Server::Impl {
-  const ChatTemplate& chat_template;
   ServerOptions options;
   // What OpenAI requests go to; a rollout replaces it at cutover. Read with Current.
   mutable std::mutex serving_mu;
@@ -113,6 +112,7 @@ struct Server::Impl {
   std::map<std::string, std::string, std::less<>> tenant_by_key_digest;
   httplib::Server http;
   internal::ServerMetrics metrics;
+  RadixTree* host_tree = nullptr;  // the host engine's, which the Planner shares (fak serve); a rollout's engine has its own
   std::unique_ptr<internal::Conversations> conversations;  // null without a Planner
   std::unique_ptr<internal::Rollouts> rollouts;            // null without a Planner and a loader; uses conversations
   std::atomic<uint64_t> next_id{1};
@@ -126,7 +126,7 @@ struct Server::Impl {
   size_t responses = 0;
   bool draining = false;
 
-  Impl(const ChatTemplate& c, ServerOptions o) : chat_template(c), options(std::move(o)) {}
+  explicit Impl(ServerOptions o) : options(std::move(o)) {}
   ~Impl() {
     Stop();
     std::unique_lock lock(inflight_mu);
@@ -168,6 +168,14 @@ struct Server::Impl {
   std::optional<std::string> Authenticate(const httplib::Request& req, httplib::Response& res, std::string_view endpoint);
   void HandleGeneration(ApiEndpoint api, const httplib::Request& req, httplib::Response& res);
   void HandlePrefixProbe(const httplib::Request& req, httplib::Response& res);
+  void HandleErase(const httplib::Request& req, httplib::Response& res);
+  // Removes `source`'s KV from every copy the server holds beyond the Planner's tree: the serving
+  // engines' trees and the KV tiers. What was removed, for the reply.
+  Json EraseCopies(const Digest& source);
+  // Screens a chat's messages through the Planner (Planner::ScreenChat) before the engine sees
+  // them: sealed texts become their stubs, new tool results are judged. Null without a Planner.
+  // On success `request.messages` holds what the engine may run and `sealed` the sealed indices.
+  Status ScreenChat(const std::string& tenant, ApiRequest& request, std::vector<size_t>* sealed);
   void HandleGateProbe(const httplib::Request& req, httplib::Response& res);
   void ConversationRoutes();
   // Authenticates, then answers with `handle(tenant)`; 404 when the server has no Planner.
@@ -176,10 +184,11 @@ struct Server::Impl {
   void RolloutRoutes();
   // A chat-completion body for a conversation turn; nullopt (and the error) when it is refused.
   std::optional<ApiRequest> ParseTurn(const httplib::Request& req, internal::HttpReply* error) const;
-  // With `sources`, a chat's per-message source runs (ChatSourceRuns) go there, so the engine's KV
-  // of it is indexed by message text in the tree and the KV tier.
-  Result<std::vector<int32_t>> PromptTokens(const internal::Serving& s, ApiEndpoint api, const ApiRequest& request,
-                                            std::vector<SourceSpan>* sources = nullptr) const;
+  // The request's prompt in `er` as the engine will run it: a chat's messages go to the engine,
+  // which renders and tokenizes them (Engine::Prepare: message text is never markup, and each
+  // message's run is indexed by its text in the tree and the KV tier); a completion's prompt is
+  // text the client wrote, tokenized as it is.
+  Status FillPrompt(const internal::Serving& s, ApiEndpoint api, const ApiRequest& request, EngineRequest* er) const;
   std::string RenderMetrics() const;
 };
 
@@ -209,21 +218,17 @@ std::optional<std::string> Server::Impl::Authenticate(const httplib::Request& re
   return std::nullopt;
 }
 
-Result<std::vector<int32_t>> Server::Impl::PromptTokens(const internal::Serving& s, ApiEndpoint api,
-                                                        const ApiRequest& request, std::vector<SourceSpan>* sources) const {
-  const Tokenizer& tokenizer = *s.tokenizer;
+Status Server::Impl::FillPrompt(const internal::Serving& s, ApiEndpoint api, const ApiRequest& request,
+                                EngineRequest* er) const {
   if (api == ApiEndpoint::kChatCompletions) {
-    FAK_ASSIGN_OR_RETURN(RenderedChat chat, chat_template.Render(request.messages));
-    // The rendering holds the template's own BOS text where the model wants one.
-    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(chat.text));
-    if (sources != nullptr) {
-      FAK_ASSIGN_OR_RETURN(*sources, ChatSourceRuns(tokenizer, chat, request.messages, ids));
-    }
-    return ids;
+    er->messages = request.messages;
+    return s.engine->Prepare(*er);
   }
-  FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(request.prompt));
-  if (tokenizer.add_bos() && tokenizer.bos_id() >= 0) ids.insert(ids.begin(), tokenizer.bos_id());
-  return ids;
+  const Tokenizer& tokenizer = *s.tokenizer;
+  FAK_ASSIGN_OR_RETURN(er->prompt, tokenizer.Encode(request.prompt));
+  if (tokenizer.add_bos() && tokenizer.bos_id() >= 0) er->prompt.insert(er->prompt.begin(), tokenizer.bos_id());
+  er->stop_tokens = s.completion_stop_tokens;
+  return Status::Ok();
 }
 
 Result<std::shared_ptr<internal::Serving>> Server::Impl::MakeServing(std::shared_ptr<const RolloutModel> weights,
@@ -231,6 +236,8 @@ Result<std::shared_ptr<internal::Serving>> Server::Impl::MakeServing(std::shared
                                                                     const std::string& model_id) const {
   EngineOptions engine_options = options.rollout_engine;
   engine_options.tree = tree.get();
+  if (engine_options.chat_template == nullptr)
+    return InvalidArgument("ServerOptions::rollout_engine: a chat template is required (chat requests go to the engine)");
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                        Engine::Create(*weights->model, *weights->tokenizer, std::move(engine_options)));
   auto s = std::make_shared<internal::Serving>();
@@ -240,7 +247,6 @@ Result<std::shared_ptr<internal::Serving>> Server::Impl::MakeServing(std::shared
   s->tokenizer = weights->tokenizer.get();
   s->model_id = model_id;
   s->label = weights->label;
-  s->chat_stop_tokens = EndOfGenerationTokens(*s->tokenizer, &chat_template);
   s->completion_stop_tokens = EndOfGenerationTokens(*s->tokenizer, nullptr);
   s->tree = std::move(tree);
   s->weights = std::move(weights);
@@ -257,6 +263,7 @@ struct Run {
   std::string tenant, endpoint, response_id, model;
   int64_t created = 0;
   bool stream = false, include_usage = false;
+  std::vector<size_t> sealed;  // chat messages run as their sealed stub
 
   std::mutex mu;
   std::condition_variable cv;
@@ -324,6 +331,7 @@ std::string FinalBody(Run& run) {
                  {"model", run.model},
                  {"choices", Json::array({choice})},
                  {"usage", UsageJson(r.usage)}};
+    if (!run.sealed.empty()) body["fak"] = {{"sealed_messages", run.sealed}};
     return internal::DumpJson(body);
   }
   std::string out;
@@ -368,6 +376,40 @@ std::string NextWrite(Run& run, bool* done) {
 
 }  // namespace
 
+Json Server::Impl::EraseCopies(const Digest& source) {
+  Json trees = Json::array();
+  const std::shared_ptr<const internal::Serving> serving = Current();
+  std::vector<std::pair<std::string, RadixTree*>> held = {{serving->model_id, &serving->engine->tree()}};
+  if (host_tree != nullptr && host_tree != held[0].second) held.emplace_back(options.model_id, host_tree);
+  for (const auto& [model, tree] : held)
+    trees.push_back({{"model", model}, {"tokens", tree->EvictSource(source).n_tokens}});
+  size_t tier_entries = 0;
+  Json tier_errors = Json::array();
+  for (KVTierStore* tier : options.kv_tiers) {
+    Result<size_t> n = tier->EraseSource(source);
+    if (n) {
+      tier_entries += *n;
+    } else {
+      tier_errors.push_back(std::string(n.error().message()));
+    }
+  }
+  Json copies = {{"trees", std::move(trees)}, {"kv_tier_entries", tier_entries}};
+  if (!tier_errors.empty()) copies["kv_tier_errors"] = std::move(tier_errors);
+  return copies;
+}
+
+Status Server::Impl::ScreenChat(const std::string& tenant, ApiRequest& request, std::vector<size_t>* sealed) {
+  if (!conversations) return Status::Ok();
+  FAK_ASSIGN_OR_RETURN(ScreenedChat screened,
+                       conversations->planner().ScreenChat(tenant, request.messages, options.screen_user_messages));
+  for (const Digest& d : screened.newly_sealed) (void)EraseCopies(d);
+  for (size_t i = 0; i < screened.outcomes.size(); ++i)
+    if (screened.outcomes[i].sealed) sealed->push_back(i);
+  metrics.CountSealed(tenant, sealed->size() - screened.newly_sealed.size(), screened.newly_sealed.size());
+  request.messages = std::move(screened.messages);
+  return Status::Ok();
+}
+
 void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req, httplib::Response& res) {
   const std::string endpoint(EndpointLabel(req.path));
   std::optional<std::string> tenant = Authenticate(req, res, endpoint);
@@ -383,10 +425,22 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
     return ReplyError(res, *tenant, endpoint,
                       {404, "invalid_request_error", "the model '" + request.model + "' does not exist; this server serves '" +
                                                          serving->model_id + "'", "model", "model_not_found"});
-  std::vector<SourceSpan> sources;
-  Result<std::vector<int32_t>> prompt = PromptTokens(*serving, api, request, &sources);
+  std::vector<size_t> sealed;
+  if (api == ApiEndpoint::kChatCompletions) {
+    if (Status s = ScreenChat(*tenant, request, &sealed); !s.ok()) {
+      HttpError e = s.code() == StatusCode::kUnavailable
+                        ? HttpError{503, "server_error", std::string(s.message()), "messages", "screen_unavailable"}
+                        : HttpError{400, "invalid_request_error", std::string(s.message()), "messages", "invalid_value"};
+      if (e.status == 503) res.set_header("Retry-After", "1");
+      return ReplyError(res, *tenant, endpoint, e);
+    }
+  }
+  EngineRequest er;
+  er.tenant = *tenant;
   const char* input_param = api == ApiEndpoint::kChatCompletions ? "messages" : "prompt";
-  if (!prompt) return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", std::string(prompt.error().message()), input_param, "invalid_value"});
+  if (Status s = FillPrompt(*serving, api, request, &er); !s.ok())
+    return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", std::string(s.message()), input_param, "invalid_value"});
+  const std::vector<int32_t>* prompt = &er.prompt;
   if (prompt->empty()) return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", "the prompt is empty", input_param, "invalid_value"});
   const size_t context = serving->model->config().context_length;
   if (prompt->size() >= context)
@@ -410,14 +464,10 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
   run->created = static_cast<int64_t>(std::time(nullptr));
   run->stream = request.stream;
   run->include_usage = request.include_usage;
+  run->sealed = std::move(sealed);
 
-  EngineRequest er;
-  er.tenant = *tenant;
-  er.prompt = std::move(*prompt);
-  er.sources = std::move(sources);
   er.sampling = request.sampling;
   er.max_tokens = max_tokens;
-  er.stop_tokens = api == ApiEndpoint::kChatCompletions ? serving->chat_stop_tokens : serving->completion_stop_tokens;
   er.stop_strings = std::move(request.stop);
   if (run->stream) {
     er.on_token = [run](const TokenEvent& event) {
@@ -499,6 +549,61 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
         ResponseDone();
       });
   if (run->stream) res.set_header("Cache-Control", "no-cache");
+  if (!run->sealed.empty()) {
+    std::string indices;
+    for (size_t i : run->sealed) indices += (indices.empty() ? "" : ",") + std::to_string(i);
+    res.set_header("X-Fak-Sealed-Messages", indices);
+  }
+}
+
+// Erasure of a text sent through any endpoint: {"content": TEXT} or {"digest": SHA256_HEX}, and an
+// optional "reason". Sealed, erased from the text store, its KV removed from every tree and tier;
+// the reply names each copy. Needs the Planner (it owns seals and the journal).
+void Server::Impl::HandleErase(const httplib::Request& req, httplib::Response& res) {
+  constexpr std::string_view kEndpoint = "/fak/v1/erase";
+  std::optional<std::string> tenant = Authenticate(req, res, kEndpoint);
+  if (!tenant) return;
+  if (!conversations)
+    return ReplyError(res, *tenant, kEndpoint, {404, "invalid_request_error", "this server keeps no seals (it was started "
+                                                "without a planner)", "", "not_enabled"});
+  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
+  if (!body) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(body.error().message()), "", "invalid_request"});
+  std::optional<Digest> digest;
+  std::string reason;
+  for (const auto& [key, v] : body->items()) {
+    if (key == "content" && v.is_string()) {
+      digest = Digest::Of(v.get_ref<const std::string&>());
+    } else if (key == "digest" && v.is_string()) {
+      Result<Digest> d = Digest::FromHex(v.get_ref<const std::string&>());
+      if (!d) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", "digest must be 64 hex digits (sha256)", "digest", "invalid_value"});
+      digest = *d;
+    } else if (key == "reason" && v.is_string() && v.get_ref<const std::string&>().size() <= 1024) {
+      reason = v.get<std::string>();
+    } else {
+      return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", "unknown or malformed field '" + key +
+                                                  "' (content, digest: strings; reason: at most 1024 bytes)", key, "invalid_value"});
+    }
+  }
+  if (!digest || (body->contains("content") && body->contains("digest")))
+    return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", "give the text as content or its sha256 as digest (one of them)",
+                                                "", "invalid_value"});
+  Result<ErasureReport> erased = conversations->planner().EraseText(*tenant, *digest, reason);
+  if (!erased) {
+    const Status& s = erased.error();
+    const int status = s.code() == StatusCode::kUnavailable ? 503 : s.code() == StatusCode::kFailedPrecondition ? 409 : 500;
+    return ReplyError(res, *tenant, kEndpoint, {status, status == 500 ? "server_error" : "invalid_request_error",
+                                                std::string(s.message()), "", status == 409 ? "conflict" : ""});
+  }
+  Json copies = EraseCopies(*digest);
+  copies["text_store"] = erased->text_erased;
+  copies["trees"].push_back({{"model", "conversations"}, {"tokens", erased->tree_tokens}});
+  metrics.CountErasure(*tenant);
+  Reply(res, *tenant, kEndpoint, 200, Json{{"object", "fak.erasure"},
+                                           {"tenant", *tenant},
+                                           {"source_digest", digest->Hex()},
+                                           {"newly_sealed", erased->newly_sealed},
+                                           {"journal_seq", erased->journal_seq},
+                                           {"removed", std::move(copies)}});
 }
 
 // How much of a request's prompt the tree would serve now, for its tenant: the body is the chat
@@ -515,8 +620,10 @@ void Server::Impl::HandlePrefixProbe(const httplib::Request& req, httplib::Respo
   if (!internal::ParseApiRequest(api, req.body, &request, &parse_error))
     return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", parse_error.message, parse_error.param, "invalid_request"});
   const std::shared_ptr<const internal::Serving> serving = Current();
-  Result<std::vector<int32_t>> prompt = PromptTokens(*serving, api, request);
-  if (!prompt) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(prompt.error().message()), "", "invalid_value"});
+  EngineRequest er;
+  if (Status s = FillPrompt(*serving, api, request, &er); !s.ok())
+    return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(s.message()), "", "invalid_value"});
+  const std::vector<int32_t>* prompt = &er.prompt;
   // A lookup always leaves the last prompt token to prefill (its logits start generation).
   const size_t reusable =
       prompt->empty() ? 0 : std::min(serving->engine->tree().MatchLength(*prompt, *tenant), prompt->size() - 1);
@@ -549,8 +656,10 @@ void Server::Impl::HandleGateProbe(const httplib::Request& req, httplib::Respons
   if (request.model != serving->model_id)
     return ReplyError(res, *tenant, kEndpoint, {404, "invalid_request_error", "the model '" + request.model + "' does not exist",
                                                 "model", "model_not_found"});
-  Result<std::vector<int32_t>> prompt = PromptTokens(*serving, api, request);
-  if (!prompt) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(prompt.error().message()), "", "invalid_value"});
+  EngineRequest er;
+  if (Status s = FillPrompt(*serving, api, request, &er); !s.ok())
+    return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(s.message()), "", "invalid_value"});
+  const std::vector<int32_t>* prompt = &er.prompt;
   const GateProbe probe = serving->engine->tree().ProbeGate(claim, *prompt, *tenant);
   metrics.CountProbe(probe.verdict);
   Json reply = internal::VerdictJson(probe.verdict);
@@ -681,6 +790,7 @@ void Server::Impl::Routes() {
   });
   http.Post("/fak/v1/prefix", [this](const httplib::Request& req, httplib::Response& res) { HandlePrefixProbe(req, res); });
   http.Post("/fak/v1/gate", [this](const httplib::Request& req, httplib::Response& res) { HandleGateProbe(req, res); });
+  http.Post("/fak/v1/erase", [this](const httplib::Request& req, httplib::Response& res) { HandleErase(req, res); });
   ConversationRoutes();
   RolloutRoutes();
   const auto model_json = [](const std::string& id) {
@@ -738,31 +848,34 @@ void Server::Impl::Routes() {
 }
 
 Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& model, const Tokenizer& tokenizer,
-                                               const ChatTemplate& chat_template, ServerOptions options) {
+                                               ServerOptions options) {
   if (options.max_body_bytes == 0) return InvalidArgument("ServerOptions: max_body_bytes must be at least 1");
   if (options.http_threads == 0) return InvalidArgument("ServerOptions: http_threads must be at least 1");
   if (options.default_max_tokens == 0) return InvalidArgument("ServerOptions: default_max_tokens must be at least 1");
   if (options.model_id.empty()) return InvalidArgument("ServerOptions: model_id must not be empty");
-  auto impl = std::make_unique<Impl>(chat_template, std::move(options));
+  if (engine.chat_template() == nullptr)
+    return InvalidArgument("Server: the engine needs a chat template (EngineOptions::chat_template): chat requests go to it");
+  auto impl = std::make_unique<Impl>(std::move(options));
   auto serving = std::make_shared<internal::Serving>();
   serving->engine = &engine;
   serving->model = &model;
   serving->tokenizer = &tokenizer;
   serving->model_id = impl->options.model_id;
   serving->label = impl->options.model_id;
-  serving->chat_stop_tokens = EndOfGenerationTokens(tokenizer, &chat_template);
   serving->completion_stop_tokens = EndOfGenerationTokens(tokenizer, nullptr);
   impl->serving = std::move(serving);
+  impl->host_tree = &engine.tree();
   for (const auto& [key, tenant] : impl->options.api_keys) {
     if (!IsValidTenant(tenant)) return InvalidArgument("ServerOptions: invalid tenant name '" + tenant + "'");
     impl->tenant_by_key_digest.emplace(Digest::Of(key).Hex(), tenant);
   }
   if (impl->options.max_conversations == 0) return InvalidArgument("ServerOptions: max_conversations must be at least 1");
   if (Planner* planner = impl->options.planner) {
-    impl->conversations = std::make_unique<internal::Conversations>(*planner, model, impl->options.default_max_tokens,
-                                                                    impl->options.max_conversations);
+    Impl* self = impl.get();
+    impl->conversations = std::make_unique<internal::Conversations>(
+        *planner, model, impl->options.default_max_tokens, impl->options.max_conversations,
+        [self](const Digest& source) { return self->EraseCopies(source); });
     if (impl->options.load_model) {
-      Impl* self = impl.get();
       impl->rollouts = std::make_unique<internal::Rollouts>(
           *planner, model, tokenizer, *impl->conversations, impl->options.load_model,
           [self](std::shared_ptr<const RolloutModel> weights, std::shared_ptr<RadixTree> tree, const std::string& id) {

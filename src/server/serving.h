@@ -28,7 +28,7 @@ struct Serving {
   const Tokenizer* tokenizer = nullptr;
   std::string model_id;  // the id in /v1/models, which requests must name
   std::string label;     // how the weights were named
-  std::vector<int32_t> chat_stop_tokens, completion_stop_tokens;
+  std::vector<int32_t> completion_stop_tokens;  // a chat's are the engine's (Engine::Prepare)
 };
 
 }  // namespace fak::internal

@@ -230,21 +230,20 @@ Result<std::unique_ptr<BlobStore>> OpenTextStore(const Args& args, const StateDi
   return OpenDirectoryBlobStore(dir ? *dir : (state.dir / "corpus").string());
 }
 
-// The planner behind the conversation endpoints: same model, tokenizer and chat template as the
-// engine; its own tree, journal and key. `chain` screens its tool results (its denylist is the KV
-// tier's); with `kv_tier` its tree spills there and its misses page in from there.
+// The planner behind the conversation endpoints, seals, screening and erasure: same model,
+// tokenizer and chat template as the engine, and the engine's tree (one tree, one budget: what it
+// evicts is gone from both paths); its own journal and key. `chain` screens (its denylist is the KV
+// tier's); with `kv_tier` its misses page in from there (the shared tree spills there).
 Result<std::unique_ptr<Planner>> OpenPlanner(const LoadedModel& m, const ChatTemplate& chat_template, const StateDir& state,
-                                             BlobStore& store, std::shared_ptr<const ScreenChain> chain, KVTier* kv_tier) {
+                                             BlobStore& store, std::shared_ptr<const ScreenChain> chain, KVTier* kv_tier,
+                                             RadixTree& tree) {
   FAK_ASSIGN_OR_RETURN(SigningKey key, StateKey(state));
   PlannerOptions options;
   options.journal_path = (state.dir / "journal.log").string();
   options.chat_template = std::make_shared<const ChatTemplate>(chat_template);
   options.chain = std::move(chain);
-  if (kv_tier != nullptr) {
-    options.tree.access = kv_tier->access;
-    options.tree.spill = kv_tier;
-    options.pager = kv_tier->pager.get();
-  }
+  options.shared_tree = &tree;
+  if (kv_tier != nullptr) options.pager = kv_tier->pager.get();
   return Planner::Create(*m.model, *m.tokenizer, std::move(key), store, std::move(options));
 }
 
@@ -314,14 +313,12 @@ int ServeCommand(std::span<char* const> argv) {
   // the same options).
   Result<std::unique_ptr<KVTier>> kv_tier = OpenKVTier(*args, chain->denylist());
   if (!kv_tier) return Fail("serve", kv_tier.error());
-  Result<std::unique_ptr<Planner>> planner = OpenPlanner(*m, *chat_template, state, **store, chain, kv_tier->get());
-  if (!planner) return Fail("serve", planner.error());
-
   EngineOptions engine_options;
   engine_options.max_running = *max_running;
   engine_options.max_queued = *max_queued;
   engine_options.step_token_budget = std::max<size_t>(engine_options.step_token_budget, *max_running);
   engine_options.kv_budget_bytes = options->kv_budget_bytes;
+  engine_options.chat_template = std::make_shared<const ChatTemplate>(*chat_template);
   if (*kv_tier) {
     engine_options.tree_options.access = (*kv_tier)->access;
     engine_options.tree_options.spill = kv_tier->get();
@@ -329,10 +326,14 @@ int ServeCommand(std::span<char* const> argv) {
   }
   Result<std::unique_ptr<Engine>> engine = Engine::Create(*m->model, *m->tokenizer, engine_options);
   if (!engine) return Fail("serve", engine.error());
+  Result<std::unique_ptr<Planner>> planner =
+      OpenPlanner(*m, *chat_template, state, **store, chain, kv_tier->get(), (*engine)->tree());
+  if (!planner) return Fail("serve", planner.error());
+  if (*kv_tier) options->kv_tiers.push_back((*kv_tier)->store.get());
   options->planner = planner->get();
   options->load_model = RolloutLoader(*threads);
   options->rollout_engine = engine_options;
-  Result<std::unique_ptr<Server>> server = Server::Create(**engine, *m->model, *m->tokenizer, *chat_template, *options);
+  Result<std::unique_ptr<Server>> server = Server::Create(**engine, *m->model, *m->tokenizer, *options);
   if (!server) return Fail("serve", server.error());
   Result<uint16_t> port = (*server)->Bind();
   if (!port) return Fail("serve", port.error());
@@ -354,9 +355,8 @@ int ServeCommand(std::span<char* const> argv) {
   (*engine)->Shutdown(ShutdownMode::kDrain);
   if (*kv_tier) {
     // A restart with the same tier pages these back in instead of prefilling them.
+    // One tree holds both paths' contexts (no turn runs now: the server is gone).
     std::fprintf(stderr, "fak serve: KV tier: %s\n", (*kv_tier)->Checkpoint((*engine)->tree()).c_str());
-    // The conversations' tree too (no turn runs now: the server is gone).
-    std::fprintf(stderr, "fak serve: KV tier (conversations): %s\n", (*kv_tier)->Checkpoint((*planner)->tree()).c_str());
   }
   if (!served.ok()) return Fail("serve", served);
   std::fprintf(stderr, "fak serve: stopped\n");

@@ -138,6 +138,14 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
+  // Turns a request given as messages into the token form Submit runs: rendered with the chat
+  // template, tokenized with the messages' text as plain text (never markup), `sources` set to each
+  // message's run (ChatSourceRuns) and empty stop_tokens to EndOfGenerationTokens; `messages` is
+  // cleared. A request given as token ids is left as it is. Submit calls it; a host calls it first to
+  // size or probe a chat request without tokenizing chat itself. On error `request` is unchanged:
+  // InvalidArgument (both prompt and messages, or sources with messages, or what the template
+  // refuses), FailedPrecondition without EngineOptions::chat_template.
+  Status Prepare(EngineRequest& request) const;
   // Queues a request. InvalidArgument for a bad tenant, prompt, sampling or max_tokens;
   // ResourceExhausted when prompt + max_tokens exceeds the context length or the KV budget;
   // Unavailable when max_queued requests wait (retry later); FailedPrecondition after Shutdown.
@@ -159,6 +167,8 @@ class Engine {
   EngineStats Stats() const;
   // The tree requests reuse prefixes from (the engine's own, or the one it was given).
   RadixTree& tree();
+  // EngineOptions::chat_template; null when the engine takes no messages.
+  const ChatTemplate* chat_template() const;
 
  private:
   struct Impl;

@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,7 +100,11 @@ struct CompleteResult {
 };
 
 struct PlannerOptions {
+  // The planner's own tree, built from `tree`; or `shared_tree`, e.g. the serving Engine's, so one
+  // tree (one budget) holds every context and evicting from it reaches both. Not owned; built on
+  // the same model and tokenizer; must outlive the planner. Default: null (own tree).
   RadixTreeOptions tree;
+  RadixTree* shared_tree = nullptr;
   // Journal file for deletion rows (created if absent). Required.
   std::string journal_path;
   // How messages are rendered: the model's chat template (ChatTemplate::ForModel). Required,
@@ -115,6 +120,23 @@ struct PlannerOptions {
   // on a tree miss; thread-safe, must outlive the planner. `tree.spill` is the way out to a tier.
   // Null = none. Default: null.
   KVPager* pager = nullptr;
+};
+
+// A chat screened for a request the serving Engine runs as messages (Planner::ScreenChat).
+struct ScreenedChat {
+  std::vector<ChatMessage> messages;     // what to run: each sealed message replaced by its stub
+  std::vector<MessageOutcome> outcomes;  // one per message, in order
+  std::vector<Digest> newly_sealed;      // quarantined by this call (their KV must go everywhere)
+};
+
+// What an erasure removed (Planner::EraseText); the host adds the copies it holds (KV tiers, other
+// engines' trees) before reporting it.
+struct ErasureReport {
+  Digest source_digest;
+  bool newly_sealed = false;   // false: it was sealed already (the copies are removed again anyway)
+  bool text_erased = false;    // its bytes were in the text store and are gone
+  size_t tree_tokens = 0;      // resident KV tokens evicted from the planner's tree
+  uint64_t journal_seq = 0;    // the "erasure" row
 };
 
 // KV-tier counters since Create (snapshot).
@@ -171,6 +193,22 @@ class Planner {
   // Evicts from the tree every node whose tokens came from a text the chain's denylist lists now;
   // returns what it removed. Unavailable when the denylist cannot be asked (nothing more evicted).
   Result<EvictedSubtree> EvictDeniedKV();
+  // Screening for chats the serving Engine runs (the OpenAI chat endpoint), where nothing is
+  // prefilled before the screen: every message whose text is sealed is replaced by SealedStub; every
+  // tool result (and user message when `screen_user`) not sealed passes the chain, and a quarantined
+  // one is sealed like Complete seals it — denylist, text erased from the store, KV evicted from the
+  // tree, a "quarantine" journal row — and replaced by its stub. No KV was ever computed from it, so
+  // there is nothing to certify: the request never sees its bytes. InvalidArgument for an invalid
+  // tenant; Unavailable when the denylist or an admitter cannot answer (nothing was sealed, retry).
+  Result<ScreenedChat> ScreenChat(std::string_view tenant, std::span<const ChatMessage> messages, bool screen_user = false);
+  // Erasure of a text however it arrived (e.g. through the OpenAI endpoints): sealed (denylist), its
+  // bytes erased from the text store, its KV evicted from the tree, and an "erasure" row journaled
+  // naming what was removed. Idempotent: erasing a sealed text removes any copy again. `tenant` is
+  // who asked (journaled). InvalidArgument for an invalid tenant; Unavailable when the denylist
+  // cannot be added to (nothing was removed or journaled); FailedPrecondition when a live session
+  // pins the text (sealed and its KV evicted, but its bytes stay and nothing is journaled: erase it
+  // again once the session ends).
+  Result<ErasureReport> EraseText(std::string_view tenant, const Digest& digest, std::string_view reason);
   // Unpins the texts a conversation's Complete pinned (CompleteParams::session): it ended. NotFound
   // when it holds none.
   Status ReleaseSession(std::string_view tenant, std::string_view session);
@@ -218,7 +256,8 @@ class Planner {
   std::shared_ptr<const ChatTemplate> template_;
   std::shared_ptr<const ScreenChain> chain_;
   std::unique_ptr<Journal> journal_;
-  std::unique_ptr<RadixTree> tree_;
+  std::unique_ptr<RadixTree> owned_tree_;  // null with PlannerOptions::shared_tree
+  RadixTree* tree_;
   mutable std::mutex audit_mu_;  // serialises certificate issuance (journal appends) and verification; never held across denylist calls
   const int64_t denied_kv_sweep_interval_ns_;
   std::atomic<int64_t> last_denied_kv_sweep_ns_;  // monotonic; starts at construction (the tree is empty)

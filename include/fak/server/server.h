@@ -28,6 +28,7 @@
 
 #include "fak/core/status.h"
 #include "fak/engine/engine.h"
+#include "fak/kvtier/kv_tier_store.h"
 #include "fak/model/model.h"
 #include "fak/planner/planner.h"
 #include "fak/tokenizer/chat_template.h"
@@ -77,8 +78,14 @@ struct ServerOptions {
   // At cutover the OpenAI endpoints switch to an engine on the new weights. Null: the rollout
   // endpoints answer 404. Default: null.
   ModelLoader load_model;
-  // The options that engine is created with (its tree is the rollout's own). Default: defaults.
+  // The options that engine is created with (its tree is the rollout's own); its chat_template is
+  // required. Default: defaults.
   EngineOptions rollout_engine;
+  // Chat requests' user messages pass the Planner's screen too (tool results always do). Default: false.
+  bool screen_user_messages = false;
+  // KV tiers the engines spill to: an erased or quarantined text's KV is removed from them too. Not
+  // owned; must outlive the server. Default: none.
+  std::vector<KVTierStore*> kv_tiers;
   // Tenants allowed to start a rollout (an operator action); others get 403. Empty: any caller
   // when there are no API keys, nobody when there are. Default: empty.
   std::vector<std::string> admin_tenants;
@@ -86,11 +93,12 @@ struct ServerOptions {
 
 class Server {
  public:
-  // `engine` (built on `model` and `tokenizer`) and `chat_template` must outlive the server. A
-  // rollout's cutover stops sending requests to `engine` (those it runs finish); the host shuts it down.
-  // InvalidArgument for a bad option.
+  // `engine` (built on `model` and `tokenizer`, with the chat template chat requests are rendered
+  // with: EngineOptions::chat_template) must outlive the server. A rollout's cutover stops sending
+  // requests to `engine` (those it runs finish); the host shuts it down. InvalidArgument for a bad
+  // option or an engine without a chat template.
   static Result<std::unique_ptr<Server>> Create(Engine& engine, const Model& model, const Tokenizer& tokenizer,
-                                                const ChatTemplate& chat_template, ServerOptions options);
+                                                ServerOptions options);
   ~Server();  // Stop, then waits for requests in flight
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
