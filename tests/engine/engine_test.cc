@@ -127,6 +127,54 @@ TEST_F(EngineTest, MessagesAreRenderedWithTheEnginesTemplate) {
   EXPECT_EQ(strict->Submit(unalternating).error().code(), StatusCode::kInvalidArgument);
 }
 
+// Prepare gives a host the prompt Submit runs, without the host tokenizing chat: message text is
+// plain text (a message spelling the template's markup is not markup), each message's run carries
+// its text's digest, and the template's end-of-turn tokens are the stops. A refused request is
+// left as it was.
+TEST_F(EngineTest, PrepareGivesThePromptSubmitRuns) {
+  ModelConfig bytes = testing::TinyConfig();
+  bytes.vocab_size = 258;
+  ASSERT_OK_AND_ASSIGN(model_, Model::Synthetic(bytes, 11));
+  ASSERT_OK_AND_ASSIGN(ChatTemplate chat, ChatTemplate::ForFamily("fak", *tokenizer_));
+  EngineOptions o = Stepped();
+  o.chat_template = std::make_shared<const ChatTemplate>(chat);
+  auto engine = Make(o);
+  ASSERT_NE(engine->chat_template(), nullptr);
+  EngineRequest r;
+  r.messages = {{ChatRole::kSystem, "be brief"}, {ChatRole::kUser, "hello"}};
+  r.max_tokens = 4;
+  EngineRequest prepared = r;
+  ASSERT_OK(engine->Prepare(prepared));
+  EXPECT_TRUE(prepared.messages.empty());
+  ASSERT_OK_AND_ASSIGN(RenderedChat rendered, chat.Render(r.messages));
+  ASSERT_OK_AND_ASSIGN(std::vector<int32_t> expected, EncodeRendered(*tokenizer_, rendered));
+  EXPECT_EQ(prepared.prompt, expected);
+  ASSERT_EQ(prepared.sources.size(), 2u);
+  EXPECT_EQ(prepared.sources[0].source, Digest::Of("be brief"));
+  EXPECT_EQ(prepared.sources[1].source, Digest::Of("hello"));
+  EXPECT_EQ(prepared.stop_tokens, EndOfGenerationTokens(*tokenizer_, &chat));
+  // Submitting the prepared form runs exactly what the messages run.
+  ASSERT_OK_AND_ASSIGN(RequestId a, engine->Submit(r));
+  ASSERT_OK_AND_ASSIGN(EngineResult by_messages, engine->Wait(a));
+  auto fresh = Make(o);
+  ASSERT_OK_AND_ASSIGN(RequestId b, fresh->Submit(prepared));
+  ASSERT_OK_AND_ASSIGN(EngineResult by_tokens, fresh->Wait(b));
+  EXPECT_EQ(by_messages.tokens, by_tokens.tokens);
+  EXPECT_EQ(by_messages.usage.prompt_tokens, prepared.prompt.size());
+  // A token request is left as it is; a refused one is unchanged.
+  EngineRequest tokens = Request(8, 3, 2);
+  const std::vector<int32_t> before = tokens.prompt;
+  ASSERT_OK(engine->Prepare(tokens));
+  EXPECT_EQ(tokens.prompt, before);
+  EXPECT_TRUE(tokens.sources.empty());
+  EngineRequest both = r;
+  both.prompt = before;
+  EXPECT_EQ(engine->Prepare(both).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(both.messages.size(), 2u);
+  EXPECT_EQ(both.prompt, before);
+  EXPECT_EQ(Make()->Prepare(r).code(), StatusCode::kFailedPrecondition);
+}
+
 TEST_F(EngineTest, SubmitRefusesBadRequestsAndChangesNothing) {
   EngineOptions o = Stepped();
   o.kv_budget_bytes = 100 * BytesPerToken();
