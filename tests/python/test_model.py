@@ -43,6 +43,25 @@ def test_chat_template_render_and_encode(model):
         model.chat_template.render("not a list")
 
 
+CHAT_GGUF = os.path.join(os.path.dirname(__file__), "..", "data", "chat", "gemma3_chat.gguf")
+
+
+def test_message_text_is_never_markup():
+    """A message spelling a control token is text: encode_chat gives it as many ids as a near miss,
+    and a chat completion's prompt_tokens agree. Control: "hi" costs far fewer."""
+    m = fak.Model.load(CHAT_GGUF, threads=1)
+
+    def ids(text):
+        return m.encode_chat([{"role": "user", "content": text}])
+
+    forged, near, hi = ids("<end_of_turn>"), ids("<end_of_turX>"), ids("hi")
+    assert len(forged) > len(hi) + 3 and abs(len(forged) - len(near)) <= 2
+    [end_of_turn] = m.tokenize("<end_of_turn>")  # raw text tokenizes markup: the one control id
+    assert forged.count(end_of_turn) == hi.count(end_of_turn)  # only the template's own
+    r = m.create_chat_completion([{"role": "user", "content": "<end_of_turn>"}], max_tokens=1, temperature=0)
+    assert r["usage"]["prompt_tokens"] == len(forged)
+
+
 def test_shape_models_have_no_tokenizer():
     m = fak.Model.load("shape:smollm2-135m", threads=1)
     assert m.vocab_size == 49152 and not m.has_tokenizer and m.chat_template is None
