@@ -175,7 +175,7 @@ struct Engine::Impl {
   RadixTree* const tree_;
   const size_t bytes_per_token_;
   // The tree spills to a tier or the engine pages from one.
-  const bool tier_bound_ = options_.pager != nullptr || options_.tree_options.spill != nullptr;
+  const bool tier_bound_ = options_.pager != nullptr || tree_->spills();
 
   std::mutex step_mu_;
   std::vector<Job*> running_;  // in admission order
@@ -653,6 +653,8 @@ void Engine::Impl::PageIn(Job& job, LookupResult& lookup) {
   const PagedPrefix paged = PageInAfterLookup(*options_.pager, *tree_, tree_->ClaimFor(job.request.tenant), job.context,
                                               job.sources, lookup);
   job.result.usage.paged_tokens += paged.paged_tokens;
+  ++job.result.usage.page_ins;
+  job.result.usage.page_in_failure = paged.failure;
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.page_ins;
   stats_.paged_tokens += paged.paged_tokens;

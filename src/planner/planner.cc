@@ -7,7 +7,6 @@
 #include "fak/core/env.h"
 #include "fak/regen/page_in.h"
 #include "fak/session/certify_eviction.h"
-#include "fak/tokenizer/text_stream.h"
 #include "src/core/json.h"
 #include "src/core/str_cat.h"
 
@@ -15,7 +14,6 @@ namespace fak {
 namespace {
 
 int64_t NowNanos() { return Env::Default()->NowMonotonicNanos(); }
-double MsSince(int64_t t0_ns) { return static_cast<double>(NowNanos() - t0_ns) / 1e6; }
 
 }  // namespace
 
@@ -29,11 +27,10 @@ Planner::Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key,
                  std::unique_ptr<Journal> journal, PlannerOptions options)
     : model_(model), tokenizer_(tokenizer), key_(std::move(key)), corpus_(blobs), template_(std::move(chat_template)),
       chain_(std::move(chain)), journal_(std::move(journal)),
-      owned_tree_(options.shared_tree != nullptr ? nullptr : std::make_unique<RadixTree>(model, tokenizer, options.tree)),
-      tree_(options.shared_tree != nullptr ? options.shared_tree : owned_tree_.get()),
-      denied_kv_sweep_interval_ns_(options.denied_kv_sweep_interval_ns), last_denied_kv_sweep_ns_(NowNanos()),
-      pager_(options.pager),
-      tier_bound_(options.pager != nullptr || options.tree.spill != nullptr || options.shared_tree != nullptr) {}
+      owned_tree_(options.engine != nullptr ? nullptr : std::make_unique<RadixTree>(model, tokenizer, options.tree)),
+      engine_(options.engine),
+      tree_(options.engine != nullptr ? &options.engine->tree() : owned_tree_.get()),
+      denied_kv_sweep_interval_ns_(options.denied_kv_sweep_interval_ns), last_denied_kv_sweep_ns_(NowNanos()) {}
 
 PlannerStats Planner::Stats() const {
   return PlannerStats{page_ins_.load(), paged_tokens_.load(), page_in_refusals_.load()};
@@ -60,8 +57,18 @@ Result<std::unique_ptr<Planner>> Planner::Create(const Model& model, const Token
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<Journal> journal, Journal::Open(options.journal_path));
   if (options.denied_kv_sweep_interval_ns < 0) return InvalidArgument("PlannerOptions.denied_kv_sweep_interval_ns is negative");
   auto chain = options.chain ? options.chain : std::make_shared<const ScreenChain>(ScreenChain::Default());
-  return std::unique_ptr<Planner>(new Planner(model, tokenizer, std::move(key), blobs, std::move(chat_template),
-                                              std::move(chain), std::move(journal), std::move(options)));
+  KVPager* const pager = options.pager;
+  std::unique_ptr<Planner> planner(new Planner(model, tokenizer, std::move(key), blobs, std::move(chat_template),
+                                               std::move(chain), std::move(journal), std::move(options)));
+  if (planner->engine_ == nullptr) {
+    // Its own engine over its own tree: turns still run batched with each other.
+    EngineOptions engine_options;
+    engine_options.tree = planner->owned_tree_.get();
+    engine_options.pager = pager;
+    FAK_ASSIGN_OR_RETURN(planner->owned_engine_, Engine::Create(model, tokenizer, std::move(engine_options)));
+    planner->engine_ = planner->owned_engine_.get();
+  }
+  return planner;
 }
 
 ChatRole Planner::RoleOf(SegmentKind kind) {
@@ -292,92 +299,103 @@ Result<Planner::Prepared> Planner::Prepare(const Conversation& conversation, con
   return p;
 }
 
-Result<std::vector<float>> Planner::AppendNew(const Conversation& conversation, std::string_view session,
-                                              std::vector<bool>& sealed, Prepared& p, size_t first,
-                                              SegmentLedger& ledger, CompleteResult* out) {
-  std::vector<float> logits;  // of the last segment: the reply header, never reused or screened
-  for (size_t j = first; j < p.specs.size(); ++j) {
-    const bool is_message = j < conversation.messages.size();
-    const bool screen = is_message && conversation.messages[j].kind == SegmentKind::kToolResult && !out->messages[j].sealed;
-    if (!screen) {
-      FAK_ASSIGN_OR_RETURN(logits, ledger.Append(p.specs[j]));
-      continue;
-    }
-    // The segment's source is the message text as given, not its rendering: a certificate's subject
-    // then names the digest the denylist and the sealed stub carry (the rendered tokens are bound by
-    // the journal row's tokens_digest).
-    const Digest& d = out->messages[j].source_digest;
-    SegmentSpec spec = p.specs[j];
-    spec.source_digest = d;
-    FAK_ASSIGN_OR_RETURN(AppendResult r, ledger.AppendScreened(spec, conversation.messages[j].text, *chain_));
-    out->messages[j].verdict = r.verdict;
-    if (!r.eviction.has_value()) continue;
-    if (r.verdict.unavailable()) {
-      // Undecided, not bad: withheld from this turn (the ledger dropped it, the tree never sees this
-      // context), but neither certified nor sealed. The caller retries later.
-      return Unavailable("message m" + std::to_string(j) + " (" + d.Hex() + ") withheld this turn: " + r.verdict.detector +
-                         ": " + r.verdict.reason);
-    }
-    // Quarantined and evicted at write time: deny forever, certify, and put the stub in its place.
-    // The denylist comes first, so an unreachable one leaves no journal row and no certificate; it
-    // may be remote, so it is asked outside the journal's lock.
-    IssueOptions issue;
-    issue.reason = r.verdict.detector + ": " + r.verdict.reason;
-    FAK_RETURN_IF_ERROR(chain_->denylist().Add(d, issue.reason).WithContext(
-        "message m" + std::to_string(j) + " was quarantined but cannot be sealed now; nothing was recorded, retry later"));
-    std::lock_guard<std::mutex> lock(audit_mu_);
-    FAK_ASSIGN_OR_RETURN(DeletionCertificate cert,
-                         IssueDeletionCertificate(model_, ledger, spec, *r.eviction, journal_.get(), key_, issue));
-    out->certificates.push_back(std::move(cert));
-    out->messages[j].sealed = true;
-    // Stored (and pinned) before it was screened; no plaintext may stay behind.
-    sealed[j] = true;
-    FAK_RETURN_IF_ERROR(HoldTexts(conversation, session, sealed));
-    FAK_RETURN_IF_ERROR(EraseSource(d));
-    // Render again with the stub in the message's place: how a template renders a message may
-    // depend on its neighbours, so the stub's segment and every later one come from the new text.
-    FAK_ASSIGN_OR_RETURN(p, Prepare(conversation, sealed));
-    SegmentSpec stub = p.specs[j];
-    stub.id += ".sealed";
-    FAK_ASSIGN_OR_RETURN(logits, ledger.Append(std::move(stub)));
-  }
-  return logits;
+Result<DeletionCertificate> Planner::CertifyQuarantine(const Conversation& conversation, const std::vector<bool>& sealed,
+                                                       size_t index, const std::string& reason) {
+  FAK_ASSIGN_OR_RETURN(std::vector<SegmentSpec> specs, Segments(TranscriptOf(conversation, sealed), /*reply=*/false));
+  // The subject is the message text as given, not its rendering: it names the digest the denylist
+  // and the stub carry (the rendered tokens are bound by the journal row's tokens_digest).
+  specs[index].source_digest = Digest::Of(conversation.messages[index].text);
+  SegmentLedger ledger(model_);
+  for (size_t i = 0; i <= index; ++i) FAK_RETURN_IF_ERROR(ledger.Append(specs[i]).status());
+  FAK_ASSIGN_OR_RETURN(const EvictionReport report, ledger.Evict(specs[index].id));
+  IssueOptions issue;
+  issue.reason = reason;
+  std::lock_guard<std::mutex> lock(audit_mu_);
+  return IssueDeletionCertificate(model_, ledger, specs[index], report, journal_.get(), key_, issue);
 }
 
-Status Planner::Decode(SegmentLedger& ledger, std::vector<float> logits, const CompleteParams& params,
-                       CompleteResult* out) {
-  GenerateParams g = params.generate;
-  if (g.stop_tokens.empty()) g.stop_tokens = EndOfGenerationTokens(tokenizer_, template_.get());
-  FAK_RETURN_IF_ERROR(g.sampling.Validate());
-  Sampler sampler(g.sampling);
-  TextStream stream(tokenizer_, params.stop);
-  std::vector<int32_t> history(ledger.cache().tokens().begin(), ledger.cache().tokens().end());
-  out->finish = FinishReason::kLength;
-  while (out->generated.size() < g.max_new_tokens) {
-    const int32_t next = sampler.Sample(logits, history);
-    out->generated.push_back(next);
-    history.push_back(next);
-    if (std::find(g.stop_tokens.begin(), g.stop_tokens.end(), next) != g.stop_tokens.end()) {
-      out->finish = FinishReason::kStopToken;
-      break;
+Status Planner::ScreenToolResults(const Conversation& conversation, std::string_view session, std::vector<bool>& sealed,
+                                  CompleteResult* out) {
+  std::vector<size_t> quarantined;
+  for (size_t j = 0; j < conversation.messages.size(); ++j) {
+    if (conversation.messages[j].kind != SegmentKind::kToolResult || sealed[j]) continue;
+    MessageOutcome& m = out->messages[j];
+    m.verdict = chain_->Screen(ScreenInput{conversation.messages[j].text, SegmentKind::kToolResult, m.source_digest});
+    if (m.verdict.unavailable()) {
+      // Undecided, not bad: the turn does not run, nothing is certified or sealed; retry later.
+      return Unavailable("message m" + std::to_string(j) + " (" + m.source_digest.Hex() + ") withheld this turn: " +
+                         m.verdict.detector + ": " + m.verdict.reason);
     }
-    FAK_ASSIGN_OR_RETURN(std::string piece, stream.Push(next));
-    if (!piece.empty() && params.on_text && !params.on_text(piece)) {
-      out->finish = FinishReason::kCancelled;
-      break;
-    }
-    if (stream.stopped()) {
-      out->finish = FinishReason::kStopString;
-      break;
-    }
-    if (out->generated.size() == g.max_new_tokens || ledger.cache().size() >= model_.config().context_length) break;
-    FAK_ASSIGN_OR_RETURN(logits, ledger.ExtendLast(std::span<const int32_t>(&next, 1)));
+    if (m.verdict.quarantined()) quarantined.push_back(j);
   }
-  if (out->finish != FinishReason::kCancelled) {
-    const std::string rest = stream.Finish();
-    if (!rest.empty() && params.on_text) params.on_text(rest);
+  for (size_t j : quarantined) {
+    MessageOutcome& m = out->messages[j];
+    const std::string reason = m.verdict.detector + ": " + m.verdict.reason;
+    // Denied first: an unreachable denylist leaves no journal row and no certificate. It may be
+    // remote, so it is asked outside the journal's lock.
+    FAK_RETURN_IF_ERROR(chain_->denylist().Add(m.source_digest, reason).WithContext(
+        "message m" + std::to_string(j) + " was quarantined but cannot be sealed now; nothing was recorded, retry later"));
+    FAK_ASSIGN_OR_RETURN(DeletionCertificate cert, CertifyQuarantine(conversation, sealed, j, reason));
+    out->certificates.push_back(std::move(cert));
+    m.sealed = true;
+    sealed[j] = true;
+    // Stored (and pinned) before it was screened; no plaintext may stay behind, nor KV of the same
+    // text from an earlier request.
+    FAK_RETURN_IF_ERROR(HoldTexts(conversation, session, sealed));
+    FAK_RETURN_IF_ERROR(EraseSource(m.source_digest));
+    (void)tree_->EvictSource(m.source_digest);
   }
-  out->text = stream.text();
+  return Status::Ok();
+}
+
+Status Planner::Run(const Conversation& conversation, const Prepared& p, const CompleteParams& params, CompleteResult* out) {
+  const size_t limit = model_.config().context_length;
+  if (p.context.size() > limit) {
+    return ResourceExhausted("Complete: the conversation is " + std::to_string(p.context.size()) +
+                             " tokens; the model's context is " + std::to_string(limit));
+  }
+  EngineRequest request;
+  request.tenant = conversation.tenant;
+  request.prompt = p.context;
+  // Each message's tokens are tagged with its text's digest, so a later denial can evict them; a
+  // sealed message's stub carries none.
+  for (size_t j = 0, from = 0; j < p.specs.size(); from += p.specs[j++].tokens.size()) {
+    if (j < out->messages.size() && !out->messages[j].sealed) {
+      request.sources.push_back(SourceSpan{from, p.specs[j].tokens.size(), out->messages[j].source_digest});
+    }
+  }
+  request.sampling = params.generate.sampling;
+  // Generation stops at the end of the context rather than being refused.
+  request.max_tokens = std::min(params.generate.max_new_tokens, limit + 1 - p.context.size());
+  request.stop_tokens = params.generate.stop_tokens;
+  if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(tokenizer_, template_.get());
+  request.stop_strings = params.stop;
+  if (params.on_text) {
+    request.on_token = [&on_text = params.on_text](const TokenEvent& event) {
+      return event.text.empty() || on_text(event.text);
+    };
+  }
+  FAK_ASSIGN_OR_RETURN(const RequestId id, engine_->Submit(std::move(request)));
+  FAK_ASSIGN_OR_RETURN(EngineResult r, engine_->Wait(id));
+  if (r.finish == FinishReason::kError) return r.error;
+  out->text = std::move(r.text);
+  out->generated = std::move(r.tokens);
+  out->finish = r.finish;
+  out->reused_tokens = r.usage.cached_tokens;
+  out->paged_tokens = r.usage.paged_tokens;
+  out->prefilled_tokens = p.context.size() - std::min(p.context.size(), r.usage.cached_tokens);
+  out->page_in = IsPageInRefusal(r.usage.page_in_failure) ? r.usage.page_in_failure : PageInFailure::kNone;
+  for (size_t j = 0, end = 0; j < out->messages.size(); ++j) {
+    end += p.specs[j].tokens.size();
+    out->messages[j].reused = end <= r.usage.cached_tokens;
+  }
+  const RequestTimings& t = r.timings;
+  const int64_t first = t.first_token_ns > 0 ? t.first_token_ns : t.finished_ns;
+  out->prefill_ms = static_cast<double>(first - t.submitted_ns) / 1e6;
+  out->decode_ms = static_cast<double>(t.finished_ns - first) / 1e6;
+  page_ins_.fetch_add(r.usage.page_ins, std::memory_order_relaxed);
+  paged_tokens_.fetch_add(r.usage.paged_tokens, std::memory_order_relaxed);
+  if (IsPageInRefusal(r.usage.page_in_failure)) page_in_refusals_.fetch_add(1, std::memory_order_relaxed);
   return Status::Ok();
 }
 
@@ -405,76 +423,14 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
   for (const MessageOutcome& m : out.messages) {
     if (m.sealed) FAK_RETURN_IF_ERROR(EraseSource(m.source_digest));
   }
-  FAK_ASSIGN_OR_RETURN(Prepared p, Prepare(conversation, sealed_now));
+  // Screened by their text before any of it is prefilled; a quarantined one becomes its stub.
+  FAK_RETURN_IF_ERROR(ScreenToolResults(conversation, params.session, sealed_now, &out));
+  FAK_ASSIGN_OR_RETURN(const Prepared p, Prepare(conversation, sealed_now));
   out.context_tokens = p.context.size();
-  const int64_t t0 = NowNanos();
-
-  // Reuse the longest prefix the gate admits for this tenant: whole segments, plus the start of
-  // the next one unless it is a tool result (a different result may share a prefix; it must be
-  // screened whole, so it is appended fresh).
-  const ResidentClaim claim = tree_->ClaimFor(conversation.tenant);
-  LookupResult hit = tree_->Lookup(claim, p.context);
-  out.gate = hit.gate;
-  if (pager_ != nullptr && hit.gate.outcome != ClaimOutcome::kRefuse) {
-    // What the tree lacks may be in the tier (written before a restart, or by another worker). The
-    // tree gets it with the whole prompt once its new messages are admitted (tier_bound_, below): a
-    // Complete that fails before then leaves the tree unchanged.
-    const PagedPrefix paged = PageInAfterLookup(*pager_, *tree_, claim, p.context, {}, hit, /*insert=*/false);
-    out.paged_tokens = paged.paged_tokens;
-    out.page_in = paged.failure;
-    page_ins_.fetch_add(1, std::memory_order_relaxed);
-    paged_tokens_.fetch_add(paged.paged_tokens, std::memory_order_relaxed);
-    if (IsPageInRefusal(paged.failure)) page_in_refusals_.fetch_add(1, std::memory_order_relaxed);
-  }
-  size_t n_reused = 0, boundary = 0;
-  while (n_reused < p.specs.size() && boundary + p.specs[n_reused].tokens.size() <= hit.matched_tokens) {
-    boundary += p.specs[n_reused++].tokens.size();
-  }
-  const bool partial = n_reused < p.specs.size() && p.specs[n_reused].kind != SegmentKind::kToolResult &&
-                       hit.matched_tokens > boundary;
-  const size_t kept = partial ? hit.matched_tokens : boundary;
-  FAK_RETURN_IF_ERROR(hit.cache.Truncate(kept));
-  std::vector<SegmentSpec> reused(p.specs.begin(), p.specs.begin() + n_reused);
-  if (partial) {
-    reused.push_back(p.specs[n_reused]);
-    reused.back().tokens.resize(kept - boundary);
-  }
-  FAK_ASSIGN_OR_RETURN(SegmentLedger ledger, SegmentLedger::Adopt(model_, std::move(hit.cache), std::move(reused)));
-  for (size_t j = 0; j < n_reused && j < out.messages.size(); ++j) out.messages[j].reused = true;
-  out.reused_tokens = kept;
-
-  std::vector<float> logits;
-  size_t first_new = n_reused;
-  if (partial) {  // finish the partly reused segment
-    const std::vector<int32_t>& ids = p.specs[n_reused].tokens;
-    FAK_ASSIGN_OR_RETURN(logits, ledger.ExtendLast(std::span(ids).subspan(kept - boundary)));
-    ++first_new;
-  }
-  if (first_new < p.specs.size()) {
-    FAK_ASSIGN_OR_RETURN(logits, AppendNew(conversation, params.session, sealed_now, p, first_new, ledger, &out));
-  }
-  out.prefilled_tokens = ledger.cache().size() - kept;
-  out.prefill_ms = MsSince(t0);
-  // Each message's tokens are tagged with its text's digest, so a later denial can evict them.
-  const auto ledger_sources = [&] {
-    std::vector<SourceSpan> sources;
-    for (size_t j = 0; j < conversation.messages.size(); ++j) {
-      const Segment* seg = out.messages[j].sealed ? nullptr : ledger.Find(p.specs[j].id);
-      if (seg != nullptr) sources.push_back(SourceSpan{seg->from, seg->tokens.size(), out.messages[j].source_digest});
-    }
-    return sources;
-  };
-  if (tier_bound_) {
-    // A tier finds a slab by the digest of the context up to the slab's end: a node ending past the
-    // prompt (prompt + reply, inserted below) could never serve this prompt again after a restart.
-    // Reuse is an optimisation: a context the tree refuses is simply not kept.
-    (void)tree_->Insert(conversation.tenant, ledger.cache().tokens(), ledger.cache(), ledger_sources());
-  }
-
-  const int64_t t1 = NowNanos();
-  FAK_RETURN_IF_ERROR(Decode(ledger, std::move(logits), params, &out));
-  out.decode_ms = MsSince(t1);
-  FAK_RETURN_IF_ERROR(tree_->Insert(conversation.tenant, ledger.cache().tokens(), ledger.cache(), ledger_sources()));
+  // The gate's verdict on what the tree holds of the context for this tenant (read-only: the
+  // engine's own lookup serves it).
+  out.gate = tree_->ProbeGate(tree_->ClaimFor(conversation.tenant), p.context, conversation.tenant).verdict;
+  FAK_RETURN_IF_ERROR(Run(conversation, p, params, &out));
   return out;
 }
 

@@ -586,6 +586,7 @@ const KVManifest* RadixTree::ManifestOf(NodeId node) const {
 }
 
 const AccessPolicy& RadixTree::access_policy() const { return impl_->options.access; }
+bool RadixTree::spills() const { return impl_->options.spill != nullptr; }
 
 size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting,
                       std::string_view tenant) {

@@ -442,20 +442,34 @@ TEST_F(PlannerTest, EraseTextSealsErasesAndJournals) {
   EXPECT_EQ(planner_->EraseText("", Digest::Of(personal), "").status().code(), StatusCode::kInvalidArgument);
 }
 
-// With a shared tree (fak serve: the engine's) the planner keeps no tree of its own: its contexts
-// and its evictions are the shared tree's.
-TEST_F(PlannerTest, ASharedTreeIsTheOnlyTree) {
-  RadixTree shared(*model_, *tok_);
+// Given an engine (fak serve: the server's), the planner's turns are that engine's requests and its
+// tree is the engine's: one tree, and what a turn leaves there an engine request reuses.
+TEST_F(PlannerTest, TurnsAreRequestsOfTheGivenEngine) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Engine> engine, Engine::Create(*model_, *tok_));
   PlannerOptions opt;
-  opt.journal_path = (dir_ / "shared-journal.log").string();
-  opt.shared_tree = &shared;
+  opt.journal_path = (dir_ / "engine-journal.log").string();
+  opt.engine = engine.get();
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Planner> planner, Planner::Create(*model_, *tok_, *key_, *blobs_, opt));
-  EXPECT_EQ(&planner->tree(), &shared);
+  EXPECT_EQ(&planner->tree(), &engine->tree());
   Conversation conv{"t1", {{SegmentKind::kUser, "remember the number 42"}}};
-  ASSERT_OK(planner->Complete(conv, params_));
-  EXPECT_GT(shared.Stats().unique_tokens, 0u);
+  const size_t finished = engine->Stats().finished;
+  ASSERT_OK_AND_ASSIGN(CompleteResult turn, planner->Complete(conv, params_));
+  EXPECT_EQ(engine->Stats().finished, finished + 1);
+  EXPECT_GT(engine->tree().Stats().unique_tokens, 0u);
+  // The same context as an engine request of the same tenant reuses the turn's prompt.
+  std::vector<ChatMessage> messages = {{ChatRole::kUser, "remember the number 42"}};
+  ASSERT_OK_AND_ASSIGN(RenderedChat rendered, planner->chat_template().Render(messages));
+  EngineRequest same;
+  same.tenant = "t1";
+  ASSERT_OK_AND_ASSIGN(same.prompt, EncodeRendered(*tok_, rendered));
+  same.max_tokens = params_.generate.max_new_tokens;
+  ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(same));
+  ASSERT_OK_AND_ASSIGN(EngineResult r, engine->Wait(id));
+  EXPECT_EQ(r.usage.cached_tokens, same.prompt.size() - 1);
+  EXPECT_EQ(r.tokens, turn.generated);
+  // Erasure reaches the one tree.
   ASSERT_OK(planner->EraseText("t1", Digest::Of("remember the number 42"), "").status());
-  const std::vector<Digest> sources = shared.Sources();
+  const std::vector<Digest> sources = engine->tree().Sources();
   EXPECT_EQ(std::find(sources.begin(), sources.end(), Digest::Of("remember the number 42")), sources.end());
 }
 

@@ -533,8 +533,8 @@ def test_conversation_kv_tier_survives_a_restart(tmp_path, backend, request):
     assert second["usage"]["paged_tokens"] == paged
     assert second["usage"]["cached_tokens"] > 0
     assert sample_value(second_metrics, "fak_conversation_kv_tier_page_in_refusals_total") == 0
-    # The engine's path was not used: its own counters stay apart.
-    assert sample_value(second_metrics, "fak_kv_tier_paged_tokens_total") == 0
+    # The turn was a request of the one engine: its counters saw the same page-in.
+    assert sample_value(second_metrics, "fak_kv_tier_paged_tokens_total") == paged
     # Control: without the tier the same conversation is prefilled whole, and answers the same.
     third, third_metrics, _ = serve_once()
     assert third["reply"]["content"] == first["reply"]["content"]

@@ -231,19 +231,17 @@ Result<std::unique_ptr<BlobStore>> OpenTextStore(const Args& args, const StateDi
 }
 
 // The planner behind the conversation endpoints, seals, screening and erasure: same model,
-// tokenizer and chat template as the engine, and the engine's tree (one tree, one budget: what it
-// evicts is gone from both paths); its own journal and key. `chain` screens (its denylist is the KV
-// tier's); with `kv_tier` its misses page in from there (the shared tree spills there).
+// tokenizer and chat template as the engine, whose requests its turns are (batched with the OpenAI
+// requests; one tree, one budget, one pager); its own journal and key. `chain` screens (its
+// denylist is the KV tier's pager's).
 Result<std::unique_ptr<Planner>> OpenPlanner(const LoadedModel& m, const ChatTemplate& chat_template, const StateDir& state,
-                                             BlobStore& store, std::shared_ptr<const ScreenChain> chain, KVTier* kv_tier,
-                                             RadixTree& tree) {
+                                             BlobStore& store, std::shared_ptr<const ScreenChain> chain, Engine& engine) {
   FAK_ASSIGN_OR_RETURN(SigningKey key, StateKey(state));
   PlannerOptions options;
   options.journal_path = (state.dir / "journal.log").string();
   options.chat_template = std::make_shared<const ChatTemplate>(chat_template);
   options.chain = std::move(chain);
-  options.shared_tree = &tree;
-  if (kv_tier != nullptr) options.pager = kv_tier->pager.get();
+  options.engine = &engine;
   return Planner::Create(*m.model, *m.tokenizer, std::move(key), store, std::move(options));
 }
 
@@ -327,7 +325,7 @@ int ServeCommand(std::span<char* const> argv) {
   Result<std::unique_ptr<Engine>> engine = Engine::Create(*m->model, *m->tokenizer, engine_options);
   if (!engine) return Fail("serve", engine.error());
   Result<std::unique_ptr<Planner>> planner =
-      OpenPlanner(*m, *chat_template, state, **store, chain, kv_tier->get(), (*engine)->tree());
+      OpenPlanner(*m, *chat_template, state, **store, chain, **engine);
   if (!planner) return Fail("serve", planner.error());
   if (*kv_tier) options->kv_tiers.push_back((*kv_tier)->store.get());
   options->planner = planner->get();

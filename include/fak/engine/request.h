@@ -15,6 +15,7 @@
 
 #include "fak/core/status.h"
 #include "fak/model/sampler.h"
+#include "fak/regen/regen_driver.h"
 #include "fak/session/radix_tree.h"
 #include "fak/session/source_span.h"
 #include "fak/tokenizer/chat_template.h"
@@ -81,7 +82,9 @@ struct RequestUsage {
   size_t prompt_tokens = 0;
   size_t cached_tokens = 0;     // prompt tokens served from the radix tree at first admission
   size_t paged_tokens = 0;      // prompt tokens read from the KV tier for it (EngineOptions::pager); a
-                                // paged last prompt token is still prefilled, for its logits
+                                // paged last prompt token is still prefilled
+  size_t page_ins = 0;          // times the KV tier was asked for its prefix
+  PageInFailure page_in_failure = PageInFailure::kNone;  // why the last page-in stopped short, for its logits
   size_t generated_tokens = 0;
   size_t preemptions = 0;       // times its cache was dropped for memory and recomputed later
   size_t recomputed_tokens = 0; // tokens prefilled again after preemptions

@@ -2,28 +2,28 @@
 //
 // Complete() stores each message's text in the corpus by SourceDigest (sealed ones excepted: their
 // text is erased from it when they are sealed and never stored again), renders the conversation
-// with the model's chat template (each message's part of the rendering is one ledger segment,
-// tokenized on its own) and tokenizes it,
-// looks the context up in the radix tree through the manifest gate (with the caller's tenant),
-// prefills only the suffix, screens new tool results at write time — a quarantined one is evicted
-// at once, certified (signed, journaled, witnessed against a never-saw run) and from then on
-// replaced everywhere by a sealed stub naming its digest, so no later turn or regen re-feeds it —
-// then decodes, streaming text through a callback, and puts the finished context back into the
-// tree for the next turn or the next session.
+// with the model's chat template (each message's part of the rendering tokenized on its own, so
+// message borders are token borders), screens tool results before anything of them is prefilled —
+// a quarantined one is certified (a ledger that prefills the conversation up to it and evicts it:
+// signed, journaled, witnessed against a never-saw run) and from then on replaced everywhere by a
+// sealed stub naming its digest, so no later turn or regen re-feeds it — and then runs the turn as
+// one request of the serving Engine (PlannerOptions::engine, or the planner's own): the engine
+// reuses the longest prefix its tree holds through the manifest gate (with the caller's tenant),
+// pages in from a KV tier, prefills the rest batched with its other requests, decodes, streams text
+// through a callback, and puts the finished context back into the tree for the next turn.
 //
 // A denylist that cannot be asked (e.g. a RedisDenylist whose server is down) is "unknown", never
 // "quarantined": Complete then answers Unavailable — the message is not admitted this turn, but it
 // is not quarantined, not added to the denylist, and no deletion row or certificate is written.
 // The caller retries the same call later.
 //
-// KV tier (PlannerOptions::pager): when the tree holds less of the context than a lower tier may,
-// Complete pages the rest of the prefix in — verified by the manifest gate under the conversation's
-// tenant; the tree gets it with the prompt once the new messages are admitted — before prefilling what remains
-// (the same FAULT step as RegenDriver::Materialize: fak/regen/page_in.h). It blocks the calling
-// Complete on the tier's I/O. Refusals fall back to prefill; CompleteResult and Stats() count both.
+// KV tier: the engine's pager (EngineOptions::pager; PlannerOptions::pager for the planner's own
+// engine) pages a missing prefix in, verified by the manifest gate under the conversation's tenant;
+// refusals fall back to prefill; CompleteResult and Stats() count both.
 //
-// Thread-safety: Complete may run concurrently for many conversations sharing one tree; the model,
-// tokenizer, key and blob store must outlive the planner.
+// Thread-safety: Complete may run concurrently for many conversations; their turns are batched by
+// the engine. CompleteParams::on_text runs on the engine's step thread. The model, tokenizer, key,
+// blob store and a given engine must outlive the planner.
 #ifndef FAK_PLANNER_PLANNER_H_
 #define FAK_PLANNER_PLANNER_H_
 
@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "fak/audit/audit.h"
+#include "fak/engine/engine.h"
 #include "fak/store/blob_store.h"
 #include "fak/model/model.h"
 #include "fak/session/radix_tree.h"
@@ -67,8 +68,8 @@ struct CompleteParams {
   GenerateParams generate;
   // The reply ends before the first of these; none is ever part of it, nor streamed.
   std::vector<std::string> stop;
-  // Called with each piece of generated text as it becomes safe to show (see TextStream);
-  // returning false stops generation.
+  // Called with each piece of generated text as it becomes safe to show (see TextStream), on the
+  // engine's step thread; returning false stops generation.
   std::function<bool(std::string_view)> on_text;
   // Names the live conversation this call continues (unique within its tenant). When set, Complete
   // pins the texts of its messages in the text store until ReleaseSession, so evicting the store
@@ -100,11 +101,13 @@ struct CompleteResult {
 };
 
 struct PlannerOptions {
-  // The planner's own tree, built from `tree`; or `shared_tree`, e.g. the serving Engine's, so one
-  // tree (one budget) holds every context and evicting from it reaches both. Not owned; built on
-  // the same model and tokenizer; must outlive the planner. Default: null (own tree).
+  // The engine that runs the turns (e.g. a server's, so conversation turns are batched with its
+  // other requests and share its tree and KV budget); built on the same model and tokenizer; not
+  // owned, must outlive the planner. The planner's tree is then the engine's. Null: the planner
+  // builds its own engine (its own step thread) over its own tree from `tree` and `pager`.
+  // Default: null.
+  Engine* engine = nullptr;
   RadixTreeOptions tree;
-  RadixTree* shared_tree = nullptr;
   // Journal file for deletion rows (created if absent). Required.
   std::string journal_path;
   // How messages are rendered: the model's chat template (ChatTemplate::ForModel). Required,
@@ -116,9 +119,9 @@ struct PlannerOptions {
   // added elsewhere, e.g. a fleet denylist copied in by RedisDenylist::CopyTo): it asks the denylist
   // once per distinct source held and evicts their nodes. 0 = on every Complete. Default: 1 s.
   int64_t denied_kv_sweep_interval_ns = 1'000'000'000;
-  // A lower KV tier (e.g. TierPager over a directory or Redis store; built with tree.access) asked
-  // on a tree miss; thread-safe, must outlive the planner. `tree.spill` is the way out to a tier.
-  // Null = none. Default: null.
+  // For the planner's own engine (ignored with `engine`): a lower KV tier (e.g. TierPager over a
+  // directory or Redis store; built with tree.access) asked on a tree miss; thread-safe, must
+  // outlive the planner. `tree.spill` is the way out to a tier. Null = none. Default: null.
   KVPager* pager = nullptr;
 };
 
@@ -240,13 +243,16 @@ class Planner {
   // Pins the texts of the conversation's unsealed messages for its session (none when it names
   // none), unpinning those it no longer holds — a text must be unpinned before it is erased.
   Status HoldTexts(const Conversation& conversation, std::string_view session, const std::vector<bool>& sealed);
-  // Appends segments [first, end): screens new tool results, certifies and seals quarantined ones
-  // (then renders again with the stub in `sealed`). Returns the logits after the last segment
-  // (the generation prompt).
-  Result<std::vector<float>> AppendNew(const Conversation& conversation, std::string_view session,
-                                       std::vector<bool>& sealed, Prepared& p, size_t first, SegmentLedger& ledger,
-                                       CompleteResult* out);
-  Status Decode(SegmentLedger& ledger, std::vector<float> logits, const CompleteParams& params, CompleteResult* out);
+  // Screens the conversation's unsealed tool results by their text; certifies and seals each one
+  // quarantined (in `sealed` and `out`), in order. Unavailable when a screen cannot decide.
+  Status ScreenToolResults(const Conversation& conversation, std::string_view session, std::vector<bool>& sealed,
+                           CompleteResult* out);
+  // The write-time certificate of quarantined message `index`: a ledger of the conversation up to
+  // it (as `sealed` renders it) that prefills it and evicts it again — the tail, so exactly.
+  Result<DeletionCertificate> CertifyQuarantine(const Conversation& conversation, const std::vector<bool>& sealed,
+                                                size_t index, const std::string& reason);
+  // Runs the turn's context `p` as one engine request and fills `out` from its result.
+  Status Run(const Conversation& conversation, const Prepared& p, const CompleteParams& params, CompleteResult* out);
 
   const Model& model_;
   const Tokenizer& tokenizer_;
@@ -256,14 +262,13 @@ class Planner {
   std::shared_ptr<const ChatTemplate> template_;
   std::shared_ptr<const ScreenChain> chain_;
   std::unique_ptr<Journal> journal_;
-  std::unique_ptr<RadixTree> owned_tree_;  // null with PlannerOptions::shared_tree
-  RadixTree* tree_;
+  std::unique_ptr<RadixTree> owned_tree_;  // null with PlannerOptions::engine
+  std::unique_ptr<Engine> owned_engine_;   // over owned_tree_; destroyed before it
+  Engine* engine_;
+  RadixTree* tree_;                        // the engine's
   mutable std::mutex audit_mu_;  // serialises certificate issuance (journal appends) and verification; never held across denylist calls
   const int64_t denied_kv_sweep_interval_ns_;
   std::atomic<int64_t> last_denied_kv_sweep_ns_;  // monotonic; starts at construction (the tree is empty)
-  KVPager* const pager_;
-  // The tree spills to a tier or the planner pages from one: a context is inserted as prefilled too.
-  const bool tier_bound_;
   std::atomic<uint64_t> page_ins_{0}, paged_tokens_{0}, page_in_refusals_{0};
 };
 

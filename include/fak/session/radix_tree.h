@@ -186,6 +186,8 @@ class RadixTree {
   const AccessPolicy& access_policy() const;  // null if absent; valid until the next mutation
   // Bytes of one token's KV (K, Kraw, V and its id): resident_bytes / unique_tokens when exact.
   size_t BytesPerToken() const;
+  // Whether what it evicts is offered to a lower tier (RadixTreeOptions::spill).
+  bool spills() const;
 
  private:
   friend class Lease;
