@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "src/audit/audit_internal.h"
+#include "src/core/dcheck.h"
 #include "src/core/path.h"
 
 namespace fak {
@@ -36,7 +37,9 @@ struct SigningKey::Impl {
 };
 
 SigningKey::SigningKey(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {
-  public_key_ = *RawPublicKey(impl_->pkey.get());  // checked by the factories before construction
+  Result<PublicKey> raw = RawPublicKey(impl_->pkey.get());
+  FAK_DCHECK(raw.has_value());  // checked by the factories before construction
+  public_key_ = *raw;
 }
 
 std::string PublicKey::Hex() const {

@@ -24,9 +24,9 @@
 #include "fak/planner/planner.h"
 #include "fak/regen/backfill_scheduler.h"
 #include "fak/regen/rollout.h"
-#include "fak/server/server.h"
 #include "src/server/conversations.h"
 #include "src/server/http_reply.h"
+#include "src/server/server.h"
 #include "src/server/serving.h"
 
 namespace fak::internal {

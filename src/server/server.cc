@@ -1,4 +1,4 @@
-#include "fak/server/server.h"
+#include "src/server/server.h"
 
 #include <algorithm>
 #include <atomic>

@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "fak/engine/engine.h"
-#include "fak/server/server.h"
 #include "fak/session/radix_tree.h"
+#include "src/server/server.h"
 
 namespace fak::internal {
 

@@ -1,5 +1,6 @@
 // RadixTree: the trie, its splits, slab assembly, leases and eviction.
 #include "fak/session/radix_tree.h"
+#include "src/core/dcheck.h"
 #include "src/kv/kv_cache_access.h"
 #include "src/session/verified_slab.h"
 
@@ -37,8 +38,13 @@ std::vector<PreparedEdge> PrepareEdges(const KVCache& cache, size_t from, size_t
   while (from < end) {
     size_t stop = from < public_len ? std::min(public_len, end) : end;
     std::shared_ptr<const KVSlab> slab = SharedSlabAt(cache, from, stop);
-    if (slab != nullptr) stop = from + slab->size();
-    else slab = std::make_shared<const KVSlab>(*cache.CopySpan(from, stop - from));  // in range: checked by Insert
+    if (slab != nullptr) {
+      stop = from + slab->size();
+    } else {
+      Result<KVSlab> copy = cache.CopySpan(from, stop - from);
+      FAK_DCHECK(copy.has_value());  // in range: checked by Insert
+      slab = std::make_shared<const KVSlab>(*std::move(copy));
+    }
     // A slab the gate verified on page-in keeps the checksum it was verified with: hashed once.
     const Digest* verified = internal::VerifiedChecksumOf(slab);
     edges.push_back({stop, slab, verified != nullptr ? *verified : KVSlabChecksum(*slab)});
@@ -167,6 +173,7 @@ struct RadixTree::Impl {
   // `context` holds the tokens from the root through the split point. The halves and their
   // checksums come from `ready` when it was made for this very edge, else they are made here.
   Node* Split(Node* node, size_t k, std::span<const int32_t> context, const PreparedSplit* ready) {
+    FAK_DCHECK(k > 0 && k < node->edge_size());  // both halves keep at least one token
     PreparedSplit made;
     if (ready == nullptr || ready->slab != node->slab || ready->k != k) {
       made.slab = node->slab;

@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "fak/server/server.h"
 #include "src/server/metrics.h"
+#include "src/server/server.h"
 
 namespace fak::internal {
 namespace {

@@ -1,4 +1,4 @@
-// `fak serve`: the OpenAI-compatible HTTP server (fak/server/server.h) over one model's Engine.
+// `fak serve`: the OpenAI-compatible HTTP server (src/server/server.h) over one model's Engine.
 #include <pthread.h>
 
 #include <charconv>
@@ -15,12 +15,12 @@
 #include "fak/kvtier/tier_spiller.h"
 #include "fak/planner/planner.h"
 #include "fak/screen/screen.h"
-#include "fak/server/server.h"
 #include "fak/store/blob_store.h"
 #if FAK_WITH_REDIS
 #include "fak/kvtier/redis_kv_tier.h"
 #include "fak/store/redis_store.h"
 #endif
+#include "src/server/server.h"
 #include "tools/fak/cli.h"
 
 namespace fak::cli {

@@ -14,8 +14,11 @@
 // Threads: connections are served by a pool of `http_threads` threads; each waits on its own
 // request while the Engine's step thread batches them all. A client that disconnects has its
 // request cancelled (Engine::Cancel), prefill included.
-#ifndef FAK_SERVER_SERVER_H_
-#define FAK_SERVER_SERVER_H_
+//
+// Not part of libfak: the static library fak_server over it, which `fak serve` (tools/fak/cmd_serve.cc)
+// links; only it links cpp-httplib.
+#ifndef FAK_SRC_SERVER_SERVER_H_
+#define FAK_SRC_SERVER_SERVER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -120,4 +123,4 @@ class Server {
 
 }  // namespace fak
 
-#endif  // FAK_SERVER_SERVER_H_
+#endif  // FAK_SRC_SERVER_SERVER_H_
