@@ -29,6 +29,13 @@ bool QuarantineDenylist::Contains(const Digest& digest) const {
   return entries_.contains(digest);
 }
 
+std::optional<std::string> QuarantineDenylist::Reason(const Digest& digest) const {
+  std::shared_lock lock(mu_);
+  auto it = entries_.find(digest);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
+}
+
 size_t QuarantineDenylist::size() const {
   std::shared_lock lock(mu_);
   return entries_.size();

@@ -121,6 +121,8 @@ class QuarantineDenylist final : public Denylist {
   // False when it was not listed.
   bool Remove(const Digest& digest);
   bool Contains(const Digest& digest) const;
+  // The reason `digest` is listed with; nullopt when it is not listed.
+  std::optional<std::string> Reason(const Digest& digest) const;
   size_t size() const;
   // Every listed digest with its reason, for a host that persists the list.
   std::vector<std::pair<Digest, std::string>> Entries() const;
