@@ -1,9 +1,13 @@
-// ScreenChain and QuarantineDenylist.
+// ScreenChain, QuarantineDenylist and the sealed stub.
 #include <mutex>
 
 #include "fak/screen/screen.h"
 
 namespace fak {
+
+std::string SealedStub(const Digest& digest) {
+  return "[sealed: quarantined content sha256:" + digest.Hex() + " withheld]";
+}
 
 Verdict QuarantineDenylist::Screen(const ScreenInput& input) const {
   const Digest digest = input.source_digest ? *input.source_digest : Digest::Of(input.bytes);
