@@ -33,6 +33,7 @@
 #include "fak/regen/rollout.h"
 #include "fak/regen/transcript_pins.h"
 #include "fak/regen/transcript_ref.h"
+#include "fak/screen/file_denylist.h"
 #include "fak/screen/screen.h"
 #include "fak/session/certify_eviction.h"
 #include "fak/session/radix_tree.h"

@@ -102,9 +102,7 @@ Result<std::vector<SegmentSpec>> Planner::Segments(const std::vector<RecallSegme
   return specs;
 }
 
-std::string Planner::SealedStub(const Digest& digest) {
-  return "[sealed: quarantined content sha256:" + digest.Hex() + " withheld]";
-}
+std::string Planner::SealedStub(const Digest& digest) { return fak::SealedStub(digest); }
 
 Result<std::vector<RecallSegment>> Planner::Transcript(const Conversation& conversation) const {
   std::vector<bool> sealed;

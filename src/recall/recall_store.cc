@@ -105,12 +105,16 @@ Result<Digest> RecallStore::Save(std::string_view name, std::span<const RecallSe
                          ") cannot be screened now: " + verdict.detector + ": " + verdict.reason +
                          "; nothing was saved, retry later");
     }
-    image.segments.push_back(internal::ImageSegment{s.id, s.kind, source, s.text.size(), verdict});
+    // A quarantined segment keeps only its digest: its bytes are never written (Load gives it back
+    // as its sealed stub), so an image cannot become a second copy of sealed text.
+    const uint64_t size_bytes = verdict.quarantined() ? 0 : s.text.size();
+    image.segments.push_back(internal::ImageSegment{s.id, s.kind, source, size_bytes, verdict});
   }
   std::shared_lock gc_excluded(gc_mu_);  // from the first blob until the image names it durably
-  for (const RecallSegment& s : segments) {
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (image.segments[i].verdict.quarantined()) continue;
     // Every blob is durable before the image that names it is written.
-    FAK_RETURN_IF_ERROR(blobs_->Put(s.text).status());
+    FAK_RETURN_IF_ERROR(blobs_->Put(segments[i].text).status());
   }
   const std::string bytes = internal::EncodeImage(image);
   FAK_RETURN_IF_ERROR(internal::AtomicWriteFile(options_.env, internal::JoinPath(dir_, kTmpDir), path, {bytes}, options_.sync)
@@ -134,6 +138,12 @@ Result<RecalledTranscript> RecallStore::Load(std::string_view name, const Screen
   out.recorded_chain = image.chain;
   out.current_chain_id = current.id();
   for (internal::ImageSegment& s : image.segments) {
+    if (s.verdict.quarantined()) {
+      // Sealed at Save: no text to verify or re-judge (an image written before sealed segments
+      // lost their blob may still name one; it is never read). Quarantined it stays.
+      out.segments.push_back(RecalledSegment{std::move(s.id), s.kind, s.source, SealedStub(s.source), s.verdict, s.verdict});
+      continue;
+    }
     const std::string where = "recall image '" + image.name + "' segment '" + s.id + "'";
     Result<std::string> text = blobs_->Get(s.source);
     if (!text.has_value()) return VerificationFailed(where + ": text " + s.source.Hex() + ": " + text.error().ToString());
@@ -144,7 +154,9 @@ Result<RecalledTranscript> RecallStore::Load(std::string_view name, const Screen
     out.segments.push_back(std::move(seg));
   }
   // Only a fully verified transcript is re-screened and returned.
-  for (RecalledSegment& s : out.segments) s.current = current.Screen(ScreenInput{s.text, s.kind, s.source_digest});
+  for (RecalledSegment& s : out.segments) {
+    if (!s.recorded.quarantined()) s.current = current.Screen(ScreenInput{s.text, s.kind, s.source_digest});
+  }
   return out;
 }
 
@@ -180,7 +192,11 @@ Result<size_t> RecallStore::CollectGarbage() {
     FAK_ASSIGN_OR_RETURN(std::string bytes, options_.env->ReadFile(path));
     // A damaged image blocks collection: its texts might be what a repair needs.
     FAK_ASSIGN_OR_RETURN(internal::ImageRecord image, internal::DecodeImage(bytes, path));
-    for (const auto& s : image.segments) live.insert(s.source);
+    // A sealed segment's text is not the image's to keep (one saved before sealed segments lost
+    // their blob still has it): collected unless another image holds it admitted.
+    for (const auto& s : image.segments) {
+      if (!s.verdict.quarantined()) live.insert(s.source);
+    }
   }
   FAK_ASSIGN_OR_RETURN(std::vector<Digest> held, blobs_->List());
   size_t removed = 0;

@@ -1,9 +1,13 @@
-// ScreenChain and QuarantineDenylist.
+// ScreenChain, QuarantineDenylist and the sealed stub.
 #include <mutex>
 
 #include "fak/screen/screen.h"
 
 namespace fak {
+
+std::string SealedStub(const Digest& digest) {
+  return "[sealed: quarantined content sha256:" + digest.Hex() + " withheld]";
+}
 
 Verdict QuarantineDenylist::Screen(const ScreenInput& input) const {
   const Digest digest = input.source_digest ? *input.source_digest : Digest::Of(input.bytes);
@@ -27,6 +31,13 @@ bool QuarantineDenylist::Remove(const Digest& digest) {
 bool QuarantineDenylist::Contains(const Digest& digest) const {
   std::shared_lock lock(mu_);
   return entries_.contains(digest);
+}
+
+std::optional<std::string> QuarantineDenylist::Reason(const Digest& digest) const {
+  std::shared_lock lock(mu_);
+  auto it = entries_.find(digest);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second;
 }
 
 size_t QuarantineDenylist::size() const {

@@ -55,7 +55,8 @@ TEST(Recall, SaveLoadRoundTrip) {
   for (size_t i = 0; i < segs.size(); ++i) {
     EXPECT_EQ(t.segments[i].id, segs[i].id);
     EXPECT_EQ(t.segments[i].kind, segs[i].kind);
-    EXPECT_EQ(t.segments[i].text, segs[i].text);
+    // The quarantined tool result comes back as its sealed stub (RecallQuarantine below).
+    EXPECT_EQ(t.segments[i].text, i == 2 ? SealedStub(Digest::Of(segs[i].text)) : segs[i].text);
     EXPECT_EQ(t.segments[i].source_digest, Digest::Of(segs[i].text));
     EXPECT_EQ(t.segments[i].recorded.quarantined(), i == 2);
     EXPECT_EQ(t.segments[i].current.quarantined(), i == 2);
@@ -215,6 +216,61 @@ TEST(Recall, PrefillTranscriptLeavesOutQuarantinedSegments) {
   for (size_t i : {0, 1, 3}) n_tokens += t.segments[i].text.size();
   EXPECT_EQ(ledger.cache().size(), n_tokens);
   EXPECT_EQ(ledger.Find("a1")->source_digest, Digest::Of(Conversation(0)[3].text));
+}
+
+// Every byte under the store's directory, in every file: blobs, the blob journal, images.
+bool DirHolds(const std::string& dir, std::string_view needle) {
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file() && ReadAll(e.path().string()).find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+// A segment the chain quarantines at Save (a secret, an injection, a denylisted text) is stored as
+// its digest and verdict only: its bytes are in no file of the store, in a blob or inline, and it
+// comes back as its sealed stub, quarantined whatever chain loads it. Before this, Save wrote every
+// segment's text, so an image kept a second copy of what the planner had erased.
+TEST(RecallQuarantine, AQuarantinedSegmentIsStoredAsItsStubNeverItsBytes) {
+  for (size_t pad : {size_t{300}, size_t{0}}) {  // a blob file, and an inline journal record
+    Fixture f;
+    ScreenChain chain = ScreenChain::Default();
+    std::vector<RecallSegment> segs = Conversation(pad);
+    const std::string erased = "user: my card number is 4111 1111 1111 1111" + std::string(pad, '.');
+    segs.push_back({"u2", SegmentKind::kUser, erased});
+    ASSERT_OK(chain.denylist().Add(Digest::Of(erased), "user request"));  // sealed by the planner earlier
+    ASSERT_OK(f.store->Save("s", segs, chain));
+    EXPECT_FALSE(DirHolds(f.dir, "AKIAIOSFODNN7EXAMPLE")) << pad;
+    EXPECT_FALSE(DirHolds(f.dir, "4111 1111")) << pad;
+    EXPECT_TRUE(DirHolds(f.dir, "fetch the deploy notes")) << pad;  // control: admitted text is stored
+    // Loaded by a chain that would admit everything: still sealed, as the stub.
+    ScreenChain lenient;
+    ASSERT_OK_AND_ASSIGN(RecalledTranscript t, f.store->Load("s", lenient));
+    for (size_t i : {size_t{2}, size_t{4}}) {
+      EXPECT_EQ(t.segments[i].text, SealedStub(Digest::Of(segs[i].text))) << i;
+      EXPECT_EQ(t.segments[i].source_digest, Digest::Of(segs[i].text)) << i;
+      EXPECT_TRUE(t.segments[i].recorded.quarantined() && t.segments[i].current.quarantined()) << i;
+    }
+    EXPECT_EQ(t.segments[4].recorded.detector, "denylist");
+    EXPECT_EQ(t.segments[1].text, segs[1].text);
+    EXPECT_FALSE(t.segments[1].current.quarantined());
+  }
+}
+
+// An image saved before quarantined segments lost their blob still names one: Load never reads it
+// (the stub comes back), and garbage collection takes the plaintext away.
+TEST(RecallQuarantine, AnOlderImagesSealedTextIsNeverReadAndIsCollected) {
+  Fixture f;
+  ScreenChain chain = ScreenChain::Default();
+  const auto segs = Conversation();
+  ASSERT_OK(f.store->Save("s", segs, chain));
+  ASSERT_OK(f.store->blobs().Put(segs[2].text).status());  // what the older Save wrote
+  ASSERT_TRUE(DirHolds(f.dir, "AKIAIOSFODNN7EXAMPLE"));
+  ASSERT_OK_AND_ASSIGN(RecalledTranscript t, f.store->Load("s", chain));
+  EXPECT_EQ(t.segments[2].text, SealedStub(Digest::Of(segs[2].text)));
+  EXPECT_EQ(*f.store->CollectGarbage(), 1u);
+  EXPECT_FALSE(DirHolds(f.dir, "AKIAIOSFODNN7EXAMPLE"));
+  ASSERT_OK_AND_ASSIGN(RecalledTranscript again, f.store->Load("s", chain));  // the image still loads
+  EXPECT_EQ(again.segments.size(), segs.size());
 }
 
 TEST(Recall, ImageTextsAreNeverEvicted) {

@@ -991,3 +991,46 @@ def test_tool_result_is_screened_on_the_chat_endpoint(server):
     assert (sample_value(after, "fak_chat_sealed_messages_total", tenant="alice", cause="quarantined")
             == sample_value(before, "fak_chat_sealed_messages_total", tenant="alice", cause="quarantined") + 1)
     assert sample_value(after, "fak_chat_sealed_messages_total", tenant="alice", cause="sealed") >= 1
+
+
+def test_seals_survive_a_restart(tmp_path):
+    """An evicted message's seal is kept in --state DIR (DIR/denylist): after a restart with the same
+    state, a new conversation carrying the same text gets it sealed at once, and the text store never
+    holds its plaintext again. Before, the denylist lived in memory and the restart forgot it."""
+    state, store = tmp_path / "state", tmp_path / "state" / "corpus"
+    secret = "my passport number is X" + uuid.uuid4().hex[:12] + ", please forget it"
+
+    def holds(text):
+        return any(text.encode() in p.read_bytes() for p in store.rglob("*") if p.is_file()) or \
+            any(sha256_hex(text) in p.name for p in store.rglob("*"))
+
+    s = FakServer(tmp_path, "--state", str(state))
+    try:
+        status, turn = converse(s, "/fak/v1/conversations",
+                                [{"role": "system", "content": "be brief"}, {"role": "user", "content": secret}])
+        assert status == 200, turn
+        assert not turn["messages"][1]["sealed"] and holds(secret)
+        status, evicted = s.request("POST", f"/fak/v1/conversations/{turn['id']}/evict",
+                                    {"message": 1, "reason": "erasure request"})
+        assert status == 200, evicted
+        assert not holds(secret)
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0, "".join(s.log)
+
+    s = FakServer(tmp_path, "--state", str(state))
+    try:
+        status, turn = converse(s, "/fak/v1/conversations",
+                                [{"role": "system", "content": "a new conversation"}, {"role": "user", "content": secret}])
+        assert status == 200, turn
+        assert turn["messages"][1]["sealed"] and turn["messages"][1]["verdict"] == "quarantine", turn["messages"]
+        assert turn["messages"][1]["detector"] == "denylist", turn["messages"]
+        assert not turn["messages"][0]["sealed"]  # control: other text is admitted and stored
+        assert not holds(secret) and holds("a new conversation")
+        status, conv = s.request("GET", f"/fak/v1/conversations/{turn['id']}")
+        assert status == 200 and conv["messages"][1]["sealed"] and secret not in conv["messages"][1]["content"]
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0, "".join(s.log)
+    assert (state / "denylist").is_file()
+    assert any("1 sealed texts" in line for line in s.log), "".join(s.log)

@@ -14,6 +14,7 @@
 #include "fak/kvtier/tier_pager.h"
 #include "fak/kvtier/tier_spiller.h"
 #include "fak/planner/planner.h"
+#include "fak/screen/file_denylist.h"
 #include "fak/screen/screen.h"
 #include "fak/store/blob_store.h"
 #if FAK_WITH_REDIS
@@ -51,8 +52,10 @@ constexpr std::string_view kServeUsage =
     "                         phi3, fak) or a file with a Jinja template. Default: the model's own\n"
     "\n"
     "fak's own endpoints (/fak/v1/conversations, /fak/v1/certificates/verify) run through a planner:\n"
-    "  --state DIR            its journal (DIR/journal.log) and signing key (DIR/key.pem). Default: a\n"
-    "                         temporary directory, removed at exit\n"
+    "  --state DIR            its journal (DIR/journal.log), signing key (DIR/key.pem) and denylist\n"
+    "                         (DIR/denylist: every evicted or quarantined text stays sealed across\n"
+    "                         restarts, and is never stored again). Default: a temporary directory,\n"
+    "                         removed at exit\n"
     "  --store DIR            conversation texts in a directory blob store. Default: DIR/corpus of --state\n"
     "  --redis URL            conversation texts in Redis instead: redis://[:PASSWORD@]HOST[:PORT][/DB]\n"
     "  --max-conversations N  conversations held at once; more are refused with 503. Default: 1024\n"
@@ -230,6 +233,17 @@ Result<std::unique_ptr<BlobStore>> OpenTextStore(const Args& args, const StateDi
   return OpenDirectoryBlobStore(dir ? *dir : (state.dir / "corpus").string());
 }
 
+// The built-in screens over a denylist kept in DIR/denylist of the state directory, so what was
+// sealed (an evicted message, a quarantined tool result) stays sealed after a restart: never
+// admitted, and its text never stored again. `n_sealed`: the entries it holds at start.
+Result<std::shared_ptr<const ScreenChain>> OpenScreenChain(const StateDir& state, size_t* n_sealed) {
+  auto chain = std::make_shared<ScreenChain>(ScreenChain::Default());
+  FAK_ASSIGN_OR_RETURN(std::shared_ptr<FileDenylist> denylist, FileDenylist::Open((state.dir / "denylist").string()));
+  *n_sealed = denylist->size();
+  FAK_RETURN_IF_ERROR(chain->set_denylist(std::move(denylist)));
+  return std::shared_ptr<const ScreenChain>(std::move(chain));
+}
+
 // The planner behind the conversation endpoints, seals, screening and erasure: same model,
 // tokenizer and chat template as the engine, whose requests its turns are (batched with the OpenAI
 // requests; one tree, one budget, one pager); its own journal and key. `chain` screens (its
@@ -306,10 +320,12 @@ int ServeCommand(std::span<char* const> argv) {
   if (!store) return Fail("serve", store.error());
   // The planner's screens; made first so the KV tier's pager asks the planner's denylist (a
   // quarantined text's KV is never paged in) and the planner can page in from the tier.
-  const auto chain = std::make_shared<const ScreenChain>(ScreenChain::Default());
+  size_t n_sealed = 0;
+  Result<std::shared_ptr<const ScreenChain>> chain = OpenScreenChain(state, &n_sealed);
+  if (!chain) return Fail("serve", chain.error());
   // Before the planner and the engine, so it outlives both (and every engine a rollout makes with
   // the same options).
-  Result<std::unique_ptr<KVTier>> kv_tier = OpenKVTier(*args, chain->denylist());
+  Result<std::unique_ptr<KVTier>> kv_tier = OpenKVTier(*args, (*chain)->denylist());
   if (!kv_tier) return Fail("serve", kv_tier.error());
   EngineOptions engine_options;
   engine_options.max_running = *max_running;
@@ -325,7 +341,7 @@ int ServeCommand(std::span<char* const> argv) {
   Result<std::unique_ptr<Engine>> engine = Engine::Create(*m->model, *m->tokenizer, engine_options);
   if (!engine) return Fail("serve", engine.error());
   Result<std::unique_ptr<Planner>> planner =
-      OpenPlanner(*m, *chat_template, state, **store, chain, **engine);
+      OpenPlanner(*m, *chat_template, state, **store, *chain, **engine);
   if (!planner) return Fail("serve", planner.error());
   if (*kv_tier) options->kv_tiers.push_back((*kv_tier)->store.get());
   options->planner = planner->get();
@@ -341,8 +357,8 @@ int ServeCommand(std::span<char* const> argv) {
   std::thread stopper = StopOnSignal(**server);
   std::fprintf(stderr, "fak serve: %s, chat template %s; model id '%s'\n", m->label.c_str(),
                std::string(chat_template->variant()).c_str(), options->model_id.c_str());
-  std::fprintf(stderr, "fak serve: state in %s%s; certificate issuer key %s\n", state.dir.c_str(),
-               state.temporary ? " (temporary)" : "", (*planner)->public_key().Hex().c_str());
+  std::fprintf(stderr, "fak serve: state in %s%s; certificate issuer key %s; %zu sealed texts\n", state.dir.c_str(),
+               state.temporary ? " (temporary)" : "", (*planner)->public_key().Hex().c_str(), n_sealed);
   std::fprintf(stderr, "fak serve: listening on http://%s:%u\n", options->host.c_str(), unsigned{*port});
   std::fflush(stderr);
   const Status served = (*server)->Serve();

@@ -167,7 +167,8 @@ class Planner {
   // Rebuilds a session's KV from a recalled transcript exactly as Complete builds it live: the
   // segments rendered by the chat template, a segment the current chain quarantines as its stub.
   Result<SegmentLedger> Rebuild(const RecalledTranscript& transcript) const;
-  // What replaces a quarantined message: names its digest, carries none of its bytes.
+  // What replaces a quarantined message: names its digest, carries none of its bytes
+  // (fak::SealedStub, which recall images store in a quarantined segment's place).
   static std::string SealedStub(const Digest& digest);
   // The role a message kind has in a chat template.
   static ChatRole RoleOf(SegmentKind kind);

@@ -3,7 +3,8 @@
 //
 // An image is an ordered list of segments (id, role, SourceDigest, verdict) plus the identity of
 // the screen chain that judged them; the segment texts are blobs in a directory BlobStore beside
-// the images. Save writes every blob (durably) before the image, and the image atomically, so after
+// the images — except a segment quarantined at Save, whose bytes are never written: it keeps only
+// its digest and comes back as its sealed stub (SealedStub), quarantined for good. Save writes every blob (durably) before the image, and the image atomically, so after
 // a crash an image is either absent or complete. Load fails closed: every blob is verified against
 // its digest and any mismatch, truncation, swap or malformed field is an error — never a partial
 // transcript. Every loaded segment is then re-screened by the *current* chain, so a stricter
@@ -46,10 +47,10 @@ struct RecallSegment {
 struct RecalledSegment {
   std::string id;
   SegmentKind kind = SegmentKind::kUser;
-  Digest source_digest;  // sha256 of text, verified
-  std::string text;
+  Digest source_digest;  // sha256 of the text saved (verified), or of the sealed text
+  std::string text;      // SealedStub(source_digest) when `recorded` quarantined it: its bytes were never kept
   Verdict recorded;  // the verdict stored in the image (under the recorded chain)
-  Verdict current;   // the verdict of the chain Load was given
+  Verdict current;   // the verdict of the chain Load was given; `recorded` again for a sealed segment
 };
 
 struct RecalledTranscript {
@@ -80,8 +81,9 @@ class RecallStore {
   // naming the directory when another opener (process or object) has it open.
   static Result<std::unique_ptr<RecallStore>> Open(const std::string& dir, const RecallStoreOptions& options = {});
 
-  // Screens each segment with `chain`, stores the texts, then writes image `name` (replacing any
-  // image of that name). Returns the sha256 of the image file. InvalidArgument for a name that is
+  // Screens each segment with `chain`, stores the texts of the admitted ones (a quarantined one's
+  // bytes are never written: the image keeps its digest and verdict), then writes image `name`
+  // (replacing any image of that name). Returns the sha256 of the image file. InvalidArgument for a name that is
   // not [A-Za-z0-9._-]{1,128} not starting with '.', or empty/duplicate segment ids. Unavailable
   // when an admitter cannot decide a segment now (a verdict is recorded only once it is made):
   // nothing is written; retry later.

@@ -94,6 +94,11 @@ std::vector<std::string> PromptInjectionMarkers();
 // names the kind and byte offset, never the secret itself.
 std::unique_ptr<Admitter> MakeSecretsAdmitter();
 
+// What replaces sealed content (a quarantined or evicted text) wherever it would otherwise appear as
+// text — a rendered conversation, a transcript, a recall image: "[sealed: quarantined content
+// sha256:<hex> withheld]". Names the digest, carries none of the bytes.
+std::string SealedStub(const Digest& digest);
+
 // What a ScreenChain consults first and what the planner writes to when it seals a quarantined
 // message: a digest-keyed list that may live elsewhere (e.g. RedisDenylist, fleet-wide). Asking it
 // can fail: Unavailable means "unknown now", never "listed" and never "not listed". Its Screen
@@ -121,6 +126,8 @@ class QuarantineDenylist final : public Denylist {
   // False when it was not listed.
   bool Remove(const Digest& digest);
   bool Contains(const Digest& digest) const;
+  // The reason `digest` is listed with; nullopt when it is not listed.
+  std::optional<std::string> Reason(const Digest& digest) const;
   size_t size() const;
   // Every listed digest with its reason, for a host that persists the list.
   std::vector<std::pair<Digest, std::string>> Entries() const;
