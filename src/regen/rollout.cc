@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <utility>
 
 #include "src/core/str_cat.h"
 
@@ -54,8 +55,10 @@ std::string_view RolloutPhaseName(RolloutPhase phase) {
   switch (phase) {
     case RolloutPhase::kNotStarted: return "not_started";
     case RolloutPhase::kWarming: return "warming";
+    case RolloutPhase::kVerifying: return "verifying";
     case RolloutPhase::kCanary: return "canary";
     case RolloutPhase::kCutOver: return "cut_over";
+    case RolloutPhase::kRefused: return "refused";
   }
   return "?";
 }
@@ -64,11 +67,11 @@ std::string_view RolloutPhaseName(RolloutPhase phase) {
 
 namespace {
 
-// Wraps a backfill task so the rollout learns when the last one has finished.
+// Wraps a backfill task so the rollout learns when it has finished.
 class CountedTask final : public BackfillTask {
  public:
-  CountedTask(std::unique_ptr<BackfillTask> inner, std::shared_ptr<std::atomic<size_t>> pending)
-      : inner_(std::move(inner)), pending_(std::move(pending)) {}
+  CountedTask(std::unique_ptr<BackfillTask> inner, std::function<void()> finished)
+      : inner_(std::move(inner)), finished_(std::move(finished)) {}
   ~CountedTask() override { Finish(); }  // dropped unfinished (error, scheduler gone): stop waiting
   Result<size_t> RunChunk(size_t max_tokens) override {
     Result<size_t> r = inner_->RunChunk(max_tokens);
@@ -79,12 +82,26 @@ class CountedTask final : public BackfillTask {
 
  private:
   void Finish() {
-    if (!finished_) pending_->fetch_sub(1);
-    finished_ = true;
+    if (finished_) std::exchange(finished_, nullptr)();
   }
   std::unique_ptr<BackfillTask> inner_;
-  std::shared_ptr<std::atomic<size_t>> pending_;
-  bool finished_ = false;
+  std::function<void()> finished_;
+};
+
+// The backfill as RegenDriver tasks on a BackfillScheduler (its own thread, beside the engine).
+class SchedulerSink final : public BackfillSink {
+ public:
+  SchedulerSink(RegenDriver& to, BackfillScheduler& scheduler) : to_(to), scheduler_(scheduler) {}
+  Result<bool> Submit(const HotSetTracker::Entry& entry, std::function<void()> finished) override {
+    FAK_ASSIGN_OR_RETURN(std::unique_ptr<BackfillTask> task, to_.PrepareBackfill(entry.transcript.tenant, entry.transcript));
+    if (task->done()) return false;
+    scheduler_.SubmitBackfill(std::make_unique<CountedTask>(std::move(task), std::move(finished)));
+    return true;
+  }
+
+ private:
+  RegenDriver& to_;
+  BackfillScheduler& scheduler_;
 };
 
 uint64_t SessionHash(std::string_view session) {
@@ -115,6 +132,15 @@ Rollout::Rollout(RegenDriver& from, RegenDriver& to, RolloutOptions options)
 Rollout::~Rollout() = default;
 
 Status Rollout::Begin(const HotSetTracker& hot, BackfillScheduler& scheduler) {
+  SchedulerSink sink(*to_, scheduler);  // used only inside Begin: the tasks own what they need
+  return BeginWith(hot, sink, options_.clock != nullptr ? options_.clock : scheduler.env());
+}
+
+Status Rollout::Begin(const HotSetTracker& hot, BackfillSink& sink) {
+  return BeginWith(hot, sink, options_.clock != nullptr ? options_.clock : Env::Default());
+}
+
+Status Rollout::BeginWith(const HotSetTracker& hot, BackfillSink& sink, Env* clock) {
   if (state_->phase.load() != static_cast<int>(RolloutPhase::kNotStarted)) {
     return FailedPrecondition("Rollout::Begin: already begun");
   }
@@ -125,7 +151,7 @@ Status Rollout::Begin(const HotSetTracker& hot, BackfillScheduler& scheduler) {
   const RegenTarget& b = to_->target();
   const ShareDecision share = CanShare(*a.model, *a.tokenizer, *b.model, *b.tokenizer);
   std::lock_guard<std::mutex> lock(state_->mu);
-  state_->clock = options_.clock != nullptr ? options_.clock : scheduler.env();
+  state_->clock = clock;
   RolloutStats& s = state_->stats;
   s.begin_ns = state_->clock->NowMonotonicNanos();
   s.shared = share.share;
@@ -138,18 +164,17 @@ Status Rollout::Begin(const HotSetTracker& hot, BackfillScheduler& scheduler) {
     s.hot_set_sessions = set.size();
     for (const HotSetTracker::Entry& e : set) {
       s.hot_set_tokens += e.n_tokens;
-      Result<std::unique_ptr<BackfillTask>> task = to_->PrepareBackfill(e.transcript.tenant, e.transcript);
-      if (!task.has_value()) {
+      state_->pending->fetch_add(1);  // before Submit: the sink may finish it at once, on its thread
+      std::shared_ptr<std::atomic<size_t>> pending = state_->pending;
+      Result<bool> queued = sink.Submit(e, [pending] { pending->fetch_sub(1); });
+      if (!queued.has_value() || !*queued) state_->pending->fetch_sub(1);
+      if (!queued.has_value()) {
         ++s.backfill_refused;  // quarantined or text gone: never prefilled
-        continue;
-      }
-      if ((*task)->done()) {
+      } else if (!*queued) {
         ++s.backfill_skipped;
-        continue;
+      } else {
+        ++s.backfill_tasks;
       }
-      ++s.backfill_tasks;
-      state_->pending->fetch_add(1);
-      scheduler.SubmitBackfill(std::make_unique<CountedTask>(std::move(*task), state_->pending));
     }
   } else if (!share.share && options_.policy == RolloutPolicy::kCanary) {
     phase = RolloutPhase::kCanary;
@@ -165,7 +190,8 @@ Status Rollout::Begin(const HotSetTracker& hot, BackfillScheduler& scheduler) {
 void Rollout::Poll() {
   const RolloutPhase phase = static_cast<RolloutPhase>(state_->phase.load());
   if (phase != RolloutPhase::kWarming && phase != RolloutPhase::kCanary) return;
-  std::lock_guard<std::mutex> lock(state_->mu);
+  std::unique_lock<std::mutex> lock(state_->mu);
+  if (state_->phase.load() != static_cast<int>(phase)) return;  // another Poll got here first
   const int64_t now = state_->clock->NowMonotonicNanos();
   const int64_t since = now - state_->stats.begin_ns;
   bool cut = false;
@@ -174,24 +200,40 @@ void Rollout::Poll() {
   } else {
     cut = options_.canary_duration_ns > 0 && since >= options_.canary_duration_ns;
   }
-  if (cut) {
-    state_->stats.cutover_ns = now;
-    state_->phase.store(static_cast<int>(RolloutPhase::kCutOver));
+  if (!cut) return;
+  if (phase == RolloutPhase::kWarming && options_.verify) {
+    // Checked without the lock (it prefills): Stats and Route go on, and other Polls return at once.
+    state_->phase.store(static_cast<int>(RolloutPhase::kVerifying));
+    lock.unlock();
+    const Status verified = options_.verify();
+    lock.lock();
+    if (!verified.ok()) {
+      state_->stats.refusal = verified.ToString();
+      state_->phase.store(static_cast<int>(RolloutPhase::kRefused));
+      return;
+    }
   }
-}
-
-void Rollout::Promote() {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  if (state_->phase.load() == static_cast<int>(RolloutPhase::kCutOver) || state_->clock == nullptr) return;
   state_->stats.cutover_ns = state_->clock->NowMonotonicNanos();
   state_->phase.store(static_cast<int>(RolloutPhase::kCutOver));
 }
 
+void Rollout::Promote() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  const auto phase = static_cast<RolloutPhase>(state_->phase.load());
+  // A check in flight decides; a refused rollout is not cut over by hand around its failed check.
+  if (phase == RolloutPhase::kCutOver || phase == RolloutPhase::kVerifying || phase == RolloutPhase::kRefused ||
+      state_->clock == nullptr)
+    return;
+  state_->stats.cutover_ns = state_->clock->NowMonotonicNanos();
+  state_->phase.store(static_cast<int>(RolloutPhase::kCutOver));
+}
 RegenDriver& Rollout::Route(std::string_view session) {
   if (state_->shared.load()) return *from_;  // identical weights and regime: the warm cache serves
   switch (static_cast<RolloutPhase>(state_->phase.load())) {
     case RolloutPhase::kNotStarted:
     case RolloutPhase::kWarming:
+    case RolloutPhase::kVerifying:
+    case RolloutPhase::kRefused:
       return *from_;
     case RolloutPhase::kCanary: {
       const double u = static_cast<double>(SessionHash(session) >> 11) * 0x1.0p-53;

@@ -266,26 +266,31 @@ HttpReply Conversations::Verify(std::string_view body) {
                         {"journal_seq", cert->journal_seq}});
 }
 
-std::vector<std::pair<TranscriptRef, size_t>> Conversations::Transcripts() {
+std::vector<HeldChat> Conversations::HeldChats() {
   std::vector<std::pair<Key, std::shared_ptr<Entry>>> entries;
   {
     std::lock_guard<std::mutex> guard(mu_);
     entries.assign(conversations_.begin(), conversations_.end());
   }
-  std::vector<std::pair<TranscriptRef, size_t>> out;
+  std::vector<HeldChat> out;
   for (const auto& [key, entry] : entries) {
     std::lock_guard<std::mutex> lock(entry->mu);
     const Conversation& c = entry->conversation;
+    // Sealed messages as their stubs (Planner::SealedStub): what the chat endpoint's screen runs.
     Result<std::vector<RecallSegment>> shown = planner_.Transcript(c);
     if (!shown) continue;  // the denylist cannot be asked now: this one is not warmed
-    TranscriptRef ref{key.second, {}, c.tenant};
-    size_t n_bytes = 0;
+    HeldChat chat;
+    chat.ref = TranscriptRef{key.second, {}, c.tenant};
     for (size_t i = 0; i < c.messages.size(); ++i) {
-      if ((*shown)[i].text != c.messages[i].text || c.messages[i].text.empty()) continue;  // sealed, or no text
-      ref.segments.push_back(Digest::Of(c.messages[i].text));
-      n_bytes += c.messages[i].text.size();
+      const bool sealed = (*shown)[i].text != c.messages[i].text;
+      chat.messages.push_back(ChatMessage{Planner::RoleOf(c.messages[i].kind), (*shown)[i].text});
+      chat.kinds.push_back(c.messages[i].kind);
+      chat.sealed.push_back(sealed);
+      if (sealed || c.messages[i].text.empty()) continue;
+      chat.ref.segments.push_back(Digest::Of(c.messages[i].text));
+      chat.n_bytes += c.messages[i].text.size();
     }
-    if (!ref.segments.empty()) out.emplace_back(std::move(ref), n_bytes);
+    if (!chat.messages.empty()) out.push_back(std::move(chat));
   }
   return out;
 }

@@ -44,6 +44,17 @@ struct ConversationStats {
   uint64_t verified_valid = 0, verified_invalid = 0;
 };
 
+// A conversation as a client holding it sends it to /v1/chat/completions: its messages in order,
+// each sealed one as its stub (what the chat endpoint's screen renders it as), under its tenant.
+// What a rollout's backfill runs on the new engine, so it warms the prompt a live request builds.
+struct HeldChat {
+  TranscriptRef ref;  // keyed by the conversation's id, with its tenant; segments: the unsealed texts
+  size_t n_bytes = 0;  // of the unsealed texts: ranks the hot set
+  std::vector<ChatMessage> messages;
+  std::vector<SegmentKind> kinds;  // per message
+  std::vector<bool> sealed;        // per message: shown as its stub
+};
+
 class Conversations {
  public:
   // Removes a sealed text's KV from the copies the server holds beyond the Planner's tree (other
@@ -66,10 +77,10 @@ class Conversations {
   // POST /fak/v1/certificates/verify, body: a certificate as issued.
   HttpReply Verify(std::string_view body);
 
-  // Every conversation's texts in order, sealed ones left out (their text is gone), keyed by its
-  // id and with its tenant, and its length in bytes: the hot set of a rollout. Waits for requests
-  // in flight on each conversation.
-  std::vector<std::pair<TranscriptRef, size_t>> Transcripts();
+  // Every conversation as its client holds it (sealed messages as their stubs): the hot set of a
+  // rollout. Waits for requests in flight on each conversation; one whose denylist cannot be asked
+  // now is left out (not warmed).
+  std::vector<HeldChat> HeldChats();
 
   ConversationStats Stats() const;
   Planner& planner() { return planner_; }

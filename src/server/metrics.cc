@@ -1,5 +1,6 @@
 #include "src/server/metrics.h"
 
+#include <algorithm>
 #include <charconv>
 #include <system_error>
 #include <utility>
@@ -256,14 +257,37 @@ std::string ServerMetrics::Render(const EngineSnapshot& s) const {
   Sample(&out, "fak_serving_model", Label("model", s.serving_model), 1);
   if (s.rollout) {
     const RolloutStats& r = s.rollout->rollout;
-    Scalar(&out, "fak_rollout_cut_over", "gauge", "Whether the current rollout has cut over (1) or is warming (0).",
+    const EngineBackfillStats& b = s.rollout->backfill;
+    Scalar(&out, "fak_rollout_cut_over", "gauge", "Whether the current rollout has cut over (1) or not yet, or never (0).",
            r.phase == RolloutPhase::kCutOver ? 1 : 0);
-    Header(&out, "fak_rollout_backfill_tasks", "gauge", "The current rollout's backfill tasks, by state.");
+    Scalar(&out, "fak_rollout_cutover_refused", "gauge",
+           "Whether the current rollout's cutover was refused by the check of its KV (1): serving stays on the old model.",
+           r.phase == RolloutPhase::kRefused ? 1 : 0);
+    Header(&out, "fak_rollout_backfill_tasks", "gauge", "The current rollout's backfill tasks (one per conversation), by state.");
     const std::pair<const char*, size_t> tasks[] = {{"submitted", r.backfill_tasks}, {"pending", r.backfill_pending},
                                                     {"refused", r.backfill_refused}, {"skipped", r.backfill_skipped}};
     for (const auto& [state, n] : tasks) Sample(&out, "fak_rollout_backfill_tasks", Label("state", state), static_cast<double>(n));
-    Scalar(&out, "fak_rollout_backfill_tokens", "gauge", "Tokens the current rollout's backfill has prefilled.",
-           static_cast<double>(s.rollout->backfill.backfill_tokens));
+    Header(&out, "fak_rollout_backfill_requests", "gauge",
+           "The current rollout's background prefill requests on the new model's engine, by state.");
+    const std::pair<const char*, uint64_t> requests[] = {{"queued", b.queued}, {"in_flight", b.in_flight},
+                                                         {"finished", b.finished}, {"failed", b.failed}};
+    for (const auto& [state, n] : requests)
+      Sample(&out, "fak_rollout_backfill_requests", Label("state", state), static_cast<double>(n));
+    Scalar(&out, "fak_rollout_backfill_tokens", "gauge", "Prompt tokens the current rollout's backfill has prefilled.",
+           static_cast<double>(b.prefilled_tokens));
+    Header(&out, "fak_rollout_verified_contexts", "gauge",
+           "Backfilled contexts checked against the new model's recompute before cutover, by result.");
+    Sample(&out, "fak_rollout_verified_contexts", Label("result", "equal"), static_cast<double>(b.verified));
+    Sample(&out, "fak_rollout_verified_contexts", Label("result", "different"),
+           static_cast<double>(b.verify_samples - std::min(b.verify_samples, b.verified)));
+    Header(&out, "fak_rollout_interactive_ttft_seconds", "gauge",
+           "Time to first token of interactive requests while the current rollout's backfill ran (backfill=\"running\") "
+           "and of the last ones while none ran (backfill=\"idle\"): nearest-rank quantiles.");
+    for (const auto& [label, t] : {std::pair{"running", s.rollout->during_backfill}, std::pair{"idle", s.rollout->without_backfill}}) {
+      if (t.requests == 0) continue;
+      Sample(&out, "fak_rollout_interactive_ttft_seconds", Label("backfill", label) + "," + Label("quantile", "0.5"), t.p50_s);
+      Sample(&out, "fak_rollout_interactive_ttft_seconds", Label("backfill", label) + "," + Label("quantile", "0.99"), t.p99_s);
+    }
   }
   {
     std::lock_guard lock(mu_);

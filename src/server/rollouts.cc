@@ -1,7 +1,9 @@
-// Rollouts over HTTP: load the new weights, build their tree and drivers, select the hot set from
-// the server's conversations, and run the backfill on a scheduler thread.
+// Rollouts over HTTP: load the new weights, build their tree, drivers and engine, select the hot set
+// from the server's conversations, backfill it through that engine, verify, and report.
 #include "src/server/rollouts.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <utility>
 #include <vector>
@@ -12,17 +14,18 @@
 
 namespace fak::internal {
 
-// Declared in destruction order reversed: the scheduler (whose tasks use the new driver) goes
-// first, the model last. The model and tree are shared with the serving built on them, which may
-// outlive the run.
+// Declared in destruction order reversed: the backfill (whose thread uses the rollout and the
+// engine) goes first, the model last. The model, tree and engine are shared with the serving built
+// on them, which may outlive the run.
 struct Rollouts::Run {
   std::shared_ptr<RolloutModel> target;
   std::shared_ptr<RadixTree> tree;
   std::unique_ptr<RegenDriver> from, to;
   HotSetTracker hot;
   std::unique_ptr<Rollout> rollout;
-  std::unique_ptr<BackfillScheduler> scheduler;
-  std::shared_ptr<Serving> next;  // what serves after cutover; null once installed
+  std::shared_ptr<Serving> next;                   // what serves after cutover; null once installed
+  std::shared_ptr<const Serving> engine;           // the new weights' engine, held while the backfill may use it
+  std::unique_ptr<EngineBackfill> backfill;
   std::string model_id;
 };
 
@@ -89,13 +92,45 @@ Rollouts::Rollouts(Planner& planner, const Model& model, const Tokenizer& tokeni
 
 Rollouts::~Rollouts() = default;
 
+namespace {
+
+// Warming: a newer rollout would race it (a refused or cut-over one is settled).
+bool Warming(const Rollout& rollout) {
+  const RolloutPhase phase = rollout.Stats().phase;
+  return phase == RolloutPhase::kWarming || phase == RolloutPhase::kVerifying;
+}
+
+// Nearest-rank percentiles of TTFTs in nanoseconds.
+TtftSummary Summarize(std::vector<int64_t> ns) {
+  TtftSummary s;
+  s.requests = ns.size();
+  if (ns.empty()) return s;
+  std::sort(ns.begin(), ns.end());
+  const auto at = [&](double q) {
+    const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(ns.size())));
+    return static_cast<double>(ns[std::max<size_t>(rank, 1) - 1]) * 1e-9;
+  };
+  s.p50_s = at(0.50);
+  s.p99_s = at(0.99);
+  return s;
+}
+
+Json TtftJson(const TtftSummary& s) {
+  return {{"requests", s.requests}, {"p50_ms", s.p50_s * 1e3}, {"p99_ms", s.p99_s * 1e3}};
+}
+
+constexpr size_t kMaxTtftDuring = size_t{1} << 16;
+constexpr size_t kMaxTtftIdle = 1024;
+
+}  // namespace
+
 HttpReply Rollouts::Start(std::string_view body) {
   StartRequest request;
   HttpReply error;
   if (!ParseStart(body, &request, &error)) return error;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (starting_ || (run_ && !run_->rollout->cut_over())) {
+    if (starting_ || (run_ && Warming(*run_->rollout))) {
       return HttpReply::Error({409, "invalid_request_error", "another rollout is starting or still warming", "", "conflict"});
     }
     starting_ = true;
@@ -117,29 +152,46 @@ HttpReply Rollouts::Begin(const StartRequest& request) {
   run->tree = std::make_shared<RadixTree>(*run->target->model, *run->target->tokenizer);
   run->model_id = request.model_id;
   // Built before the rollout begins (flush empties the old tree), so a refusal changes nothing.
-  // Only blue_green warms the new tree for the engine; flush and lazy start it cold.
+  // Only blue_green warms the new tree, through the engine that then serves from it; flush and lazy
+  // start it cold.
   Result<std::shared_ptr<Serving>> next =
       make_serving_(run->target, request.policy == RolloutPolicy::kBlueGreen ? run->tree : nullptr, request.model_id);
   if (!next) return StatusReply(next.error(), "model");
   run->next = std::move(*next);
+  run->engine = run->next;
   run->from = std::make_unique<RegenDriver>(RegenTarget{&model_, &tokenizer_, &planner_.tree()},
                                             planner_.corpus(), planner_.chain());
   run->to = std::make_unique<RegenDriver>(RegenTarget{run->target->model.get(), run->target->tokenizer.get(), run->tree.get()},
                                           planner_.corpus(), planner_.chain());
-  run->scheduler = std::make_unique<BackfillScheduler>();
-  const int64_t now = run->scheduler->env()->NowMonotonicNanos();
-  // Every conversation is in the hot set (no budget); its size is its texts' bytes, which only
-  // orders the set here.
-  for (const auto& [ref, n_bytes] : conversations_.Transcripts()) run->hot.Touch(ref, n_bytes, now);
+  // Every conversation is in the hot set (no budget), as its client holds it; its texts' bytes
+  // only order the set here.
+  const int64_t now = Env::Default()->NowMonotonicNanos();
+  std::vector<HeldChat> chats = conversations_.HeldChats();
+  for (const HeldChat& chat : chats) run->hot.Touch(chat.ref, chat.n_bytes, now);
+  run->backfill = std::make_unique<EngineBackfill>(*run->engine->engine, *run->engine->model, planner_.chain(),
+                                                   std::move(chats));
   RolloutOptions options;
   options.policy = request.policy;
+  options.clock = Env::Default();
+  EngineBackfill* backfill = run->backfill.get();
+  options.verify = [backfill] { return backfill->Verify(); };  // on the backfill's thread (below)
   run->rollout = std::make_unique<Rollout>(*run->from, *run->to, options);
-  if (Status s = run->rollout->Begin(run->hot, *run->scheduler); !s.ok()) return StatusReply(s);
-  if (Status s = run->scheduler->Start(); !s.ok()) return StatusReply(s);
+  if (Status s = run->rollout->Begin(run->hot, *run->backfill); !s.ok()) return StatusReply(s);
+  if (Warming(*run->rollout)) {
+    BackfillStarted();
+    Rollout* rollout = run->rollout.get();
+    // When the last request has finished, the same thread checks the KV and cuts over (or refuses).
+    Status started = run->backfill->Start([this, rollout] {
+      BackfillEnded();
+      rollout->Poll();
+    });
+    if (!started.ok()) return StatusReply(started);
+  }
+  std::unique_ptr<Run> previous;  // cut over or refused: its backfill thread is done; freed outside the lock
   std::lock_guard<std::mutex> lock(mu_);
-  PollLocked(*run);  // flush and lazy switch now
+  PollLocked(*run);  // flush, lazy and shared weights switch now
   pending_switch_.store(run->next != nullptr, std::memory_order_release);
-  run_ = std::move(run);  // the previous one (cut over) is dropped
+  previous = std::exchange(run_, std::move(run));
   return ProgressOf(*run_);
 }
 
@@ -158,7 +210,10 @@ void Rollouts::Poll() {
 
 void Rollouts::PollLocked(Run& run) {
   if (!run.next) return;
-  run.rollout->Poll();
+  if (run.rollout->Stats().phase == RolloutPhase::kRefused) {
+    pending_switch_.store(false, std::memory_order_release);  // never switches: Poll stays cheap
+    return;
+  }
   if (!run.rollout->cut_over()) return;
   // Even when the weights equal the planner's (shared), serving moves: the engine may serve
   // other weights by now, and the model named is the one to answer.
@@ -166,36 +221,92 @@ void Rollouts::PollLocked(Run& run) {
   pending_switch_.store(false, std::memory_order_release);
 }
 
+void Rollouts::BackfillStarted() {
+  std::lock_guard<std::mutex> lock(ttft_mu_);
+  backfill_begin_ns_ = Env::Default()->NowMonotonicNanos();
+  backfill_end_ns_ = 0;
+  ttft_during_ns_.clear();
+}
+
+void Rollouts::BackfillEnded() {
+  std::lock_guard<std::mutex> lock(ttft_mu_);
+  backfill_end_ns_ = Env::Default()->NowMonotonicNanos();
+}
+
+void Rollouts::ObserveInteractive(const RequestTimings& timings) {
+  if (timings.first_token_ns == 0) return;  // none generated: no TTFT
+  const int64_t ttft = timings.first_token_ns - timings.submitted_ns;
+  std::lock_guard<std::mutex> lock(ttft_mu_);
+  // Its wait for the first token overlapped the backfill's run.
+  const bool during = backfill_begin_ns_ != 0 && timings.first_token_ns >= backfill_begin_ns_ &&
+                      (backfill_end_ns_ == 0 || timings.submitted_ns <= backfill_end_ns_);
+  if (during) {
+    if (ttft_during_ns_.size() < kMaxTtftDuring) ttft_during_ns_.push_back(ttft);
+    return;
+  }
+  ttft_idle_ns_.push_back(ttft);
+  if (ttft_idle_ns_.size() > kMaxTtftIdle) ttft_idle_ns_.pop_front();
+}
+
+std::pair<TtftSummary, TtftSummary> Rollouts::Ttft() const {
+  std::lock_guard<std::mutex> lock(ttft_mu_);
+  return {Summarize(ttft_during_ns_), Summarize(std::vector<int64_t>(ttft_idle_ns_.begin(), ttft_idle_ns_.end()))};
+}
+
+std::optional<std::pair<std::string, size_t>> Rollouts::EraseWarming(const Digest& source) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!run_ || !run_->next || !run_->next->tree) return std::nullopt;  // switched, or nothing warmed
+  return std::make_pair(run_->model_id + " (warming)", run_->next->tree->EvictSource(source).n_tokens);
+}
+
 HttpReply Rollouts::ProgressOf(Run& run) const {
   const RolloutStats r = run.rollout->Stats();
-  const BackfillSchedulerStats b = run.scheduler->Stats();
+  const EngineBackfillStats b = run.backfill->Stats();
+  const EngineStats e = run.engine->engine->Stats();
+  const auto [during, without] = Ttft();
   const bool done = r.phase == RolloutPhase::kCutOver && r.backfill_pending == 0;
-  return HttpReply::Ok({{"object", "fak.rollout"},
-                        {"model", run.target->label},
-                        {"model_id", run.model_id},
-                        {"policy", RolloutPolicyName(r.policy)},
-                        {"phase", RolloutPhaseName(r.phase)},
-                        {"shared", r.shared},
-                        {"cut_over", r.phase == RolloutPhase::kCutOver},
-                        {"done", done},
-                        {"switched", run.next == nullptr},
-                        {"hot_set", {{"sessions", r.hot_set_sessions}}},
-                        {"backfill",
-                         {{"tasks", r.backfill_tasks},
-                          {"refused", r.backfill_refused},
-                          {"skipped", r.backfill_skipped},
-                          {"pending", r.backfill_pending},
-                          {"tasks_done", b.backfill_tasks_done},
-                          {"tokens", b.backfill_tokens},
-                          {"chunks", b.backfill_chunks},
-                          {"errors", b.backfill_errors}}},
-                        {"new_tree_tokens", run.tree->Stats().unique_tokens}});
+  Json reply = {{"object", "fak.rollout"},
+                {"model", run.target->label},
+                {"model_id", run.model_id},
+                {"policy", RolloutPolicyName(r.policy)},
+                {"phase", RolloutPhaseName(r.phase)},
+                {"shared", r.shared},
+                {"cut_over", r.phase == RolloutPhase::kCutOver},
+                {"done", done},
+                {"switched", run.next == nullptr},
+                {"hot_set", {{"sessions", r.hot_set_sessions}}},
+                {"backfill",
+                 {{"tasks", r.backfill_tasks},
+                  {"refused", r.backfill_refused},
+                  {"skipped", r.backfill_skipped},
+                  {"pending", r.backfill_pending},
+                  {"tasks_done", b.finished},
+                  {"errors", b.failed},
+                  {"tokens", b.prefilled_tokens},
+                  {"requests",
+                   {{"queued", b.queued}, {"submitted", b.submitted}, {"in_flight", b.in_flight},
+                    {"finished", b.finished}, {"failed", b.failed}}},
+                  {"prompt_tokens", b.prompt_tokens},
+                  {"cached_tokens", b.cached_tokens},
+                  {"sealed_meanwhile", b.sealed_meanwhile},
+                  {"engine", {{"background_queued", e.background_queued}, {"background_running", e.background_running}}}}},
+                {"verification", {{"samples", b.verify_samples}, {"verified", b.verified},
+                                  {"error", b.verify_error}}},
+                {"interactive_ttft", {{"during_backfill", TtftJson(during)}, {"without_backfill", TtftJson(without)}}},
+                {"new_tree_tokens", run.tree->Stats().unique_tokens}};
+  if (r.phase == RolloutPhase::kRefused) {
+    reply["error"] = {{"code", "verification_failed"},
+                      {"message", "cutover refused by the check of the new model's KV against its recompute; serving "
+                                  "stays on the old model: " + r.refusal}};
+  }
+  return HttpReply::Ok(std::move(reply));
 }
 
 std::optional<RolloutSnapshot> Rollouts::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!run_) return std::nullopt;
-  return RolloutSnapshot{run_->rollout->Stats(), run_->scheduler->Stats()};
+  const auto [during, without] = Ttft();
+  return RolloutSnapshot{run_->rollout->Stats(), run_->backfill->Stats(), during, without};
 }
 
 }  // namespace fak::internal

@@ -383,6 +383,9 @@ Json Server::Impl::EraseCopies(const Digest& source) {
   if (host_tree != nullptr && host_tree != held[0].second) held.emplace_back(options.model_id, host_tree);
   for (const auto& [model, tree] : held)
     trees.push_back({{"model", model}, {"tokens", tree->EvictSource(source).n_tokens}});
+  if (rollouts) {
+    if (auto warming = rollouts->EraseWarming(source)) trees.push_back({{"model", warming->first}, {"tokens", warming->second}});
+  }
   size_t tier_entries = 0;
   Json tier_errors = Json::array();
   for (KVTierStore* tier : options.kv_tiers) {
@@ -515,6 +518,7 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
       run->cv.notify_all();
     }
     metrics.CountGeneration(run->tenant, run->result.usage, run->result.timings);
+    if (rollouts) rollouts->ObserveInteractive(run->result.timings);  // TTFT during a backfill, or without
     metrics.CountRequest(run->tenant, run->endpoint, client_gone ? 499 : 200);
     std::lock_guard lock(inflight_mu);
     --waiters;

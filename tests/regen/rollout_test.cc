@@ -2,6 +2,8 @@
 // denylisted text is never backfilled, CanShare skips backfill only when every regime axis allows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "fak/regen/regime_oracle.h"
 #include "fak/regen/rollout.h"
 #include "tests/regen/regen_test_util.h"
@@ -198,6 +200,93 @@ TEST_F(RolloutTest, FlushEmptiesTheOldCacheAndLazyKeepsIt) {
   EXPECT_TRUE(flush.cut_over());
   EXPECT_EQ(a_.tree->Stats().unique_tokens, 0u);
   EXPECT_TRUE(scheduler.Idle());
+}
+
+// A host's sink: records what it was given, answers as told, and finishes on demand.
+class FakeSink final : public BackfillSink {
+ public:
+  Result<bool> Submit(const HotSetTracker::Entry& entry, std::function<void()> finished) override {
+    sessions.push_back(entry.transcript.session);
+    if (entry.transcript.session == refuse) return FailedPrecondition("quarantined");
+    if (entry.transcript.session == skip) return false;
+    unfinished.push_back(std::move(finished));
+    return true;
+  }
+  void FinishOne() {
+    std::function<void()> f = std::move(unfinished.back());
+    unfinished.pop_back();
+    f();
+  }
+  std::string refuse, skip;
+  std::vector<std::string> sessions;
+  std::vector<std::function<void()>> unfinished;
+};
+
+TEST_F(RolloutTest, BlueGreenWithASinkWaitsForEveryTaskItQueued) {
+  ServeSessions(4);
+  FakeSink sink;
+  sink.refuse = "s1";
+  sink.skip = "s2";
+  RolloutOptions opt{RolloutPolicy::kBlueGreen};
+  opt.clock = &clock_;
+  Rollout rollout(on_a_, on_b_, opt);
+  ASSERT_OK(rollout.Begin(hot_, sink));
+  std::sort(sink.sessions.begin(), sink.sessions.end());
+  EXPECT_EQ(sink.sessions, (std::vector<std::string>{"s0", "s1", "s2", "s3"}));  // the whole hot set
+  RolloutStats st = rollout.Stats();
+  EXPECT_EQ(st.backfill_tasks, 2u);
+  EXPECT_EQ(st.backfill_refused, 1u);
+  EXPECT_EQ(st.backfill_skipped, 1u);
+  EXPECT_EQ(st.backfill_pending, 2u);
+  sink.FinishOne();
+  rollout.Poll();
+  EXPECT_FALSE(rollout.cut_over());  // one still runs
+  EXPECT_EQ(&rollout.Route("s0"), &on_a_);
+  sink.FinishOne();
+  rollout.Poll();
+  EXPECT_TRUE(rollout.cut_over());
+  EXPECT_EQ(rollout.Stats().backfill_pending, 0u);
+  EXPECT_EQ(&rollout.Route("s0"), &on_b_);
+}
+
+TEST_F(RolloutTest, BlueGreenCutoverWaitsForItsVerification) {
+  ServeSessions(2);
+  for (const bool passes : {false, true}) {
+    FakeSink sink;
+    int checks = 0;
+    RolloutOptions opt{RolloutPolicy::kBlueGreen};
+    opt.clock = &clock_;
+    opt.verify = [&] {
+      ++checks;
+      EXPECT_EQ(sink.unfinished.size(), 0u);  // only once the backfill is done
+      return passes ? Status::Ok() : VerificationFailed("cache digest differs from the recompute");
+    };
+    Rollout rollout(on_a_, on_b_, opt);
+    ASSERT_OK(rollout.Begin(hot_, sink));
+    rollout.Poll();
+    EXPECT_EQ(checks, 0);  // still warming
+    sink.FinishOne();
+    sink.FinishOne();
+    rollout.Poll();
+    rollout.Poll();  // settled: checked once
+    EXPECT_EQ(checks, 1);
+    const RolloutStats st = rollout.Stats();
+    if (passes) {
+      EXPECT_TRUE(rollout.cut_over());
+      EXPECT_EQ(st.phase, RolloutPhase::kCutOver);
+      EXPECT_TRUE(st.refusal.empty());
+      EXPECT_EQ(&rollout.Route("s0"), &on_b_);
+    } else {
+      EXPECT_FALSE(rollout.cut_over());
+      EXPECT_EQ(st.phase, RolloutPhase::kRefused);
+      EXPECT_NE(st.refusal.find("cache digest differs"), std::string::npos) << st.refusal;
+      EXPECT_EQ(st.cutover_ns, 0);
+      EXPECT_EQ(&rollout.Route("s0"), &on_a_);  // the old model keeps serving
+      rollout.Promote();                        // nor can it be promoted around the failed check
+      EXPECT_FALSE(rollout.cut_over());
+      EXPECT_EQ(RolloutPhaseName(st.phase), "refused");
+    }
+  }
 }
 
 TEST(RolloutNames, PolicyNamesRoundTrip) {

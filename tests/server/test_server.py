@@ -796,6 +796,92 @@ def test_rollout_backfills_the_conversations(tmp_path):
     assert s.proc.returncode == 0, "".join(s.log)
 
 
+def test_rollout_lands_warm(tmp_path):
+    """After a blue_green rollout, a /v1/chat/completions request carrying a backfilled conversation's
+    messages (as its client holds them) is served from the tree the backfill warmed: the backfill
+    ran the conversations through the new model's engine, rendered with its chat template, exactly
+    as the live request is. The KV was checked against the new model's recompute before cutover.
+    Controls: the same messages from another tenant, and a chat never held as a conversation, reuse
+    almost nothing on the new engine."""
+    s = FakServer(tmp_path, "--admin-tenant", "alice")
+    try:
+        held = []  # (key, messages as the client holds them)
+        for i, key in enumerate(["key-alice", "key-alice", "key-bob"]):
+            status, first = converse(s, "/fak/v1/conversations",
+                                     [{"role": "user", "content": f"conversation {i}: " + "tell me more " * 12}], key=key)
+            assert status == 200, first
+            status, turn = converse(s, f"/fak/v1/conversations/{first['id']}/messages",
+                                    [{"role": "user", "content": f"and then, for conversation {i}?"}], key=key)
+            assert status == 200, turn
+            status, shown = s.request("GET", f"/fak/v1/conversations/{first['id']}", key=key)
+            assert status == 200, shown
+            held.append((key, first["id"], [{"role": m["role"], "content": m["content"]} for m in shown["messages"]]))
+        # A message evicted on request runs as its stub on the chat endpoint; the backfill warms the stub, never the text.
+        assert s.request("POST", f"/fak/v1/conversations/{held[1][1]}/evict", {"message": 0})[0] == 200
+        status, shown = s.request("GET", f"/fak/v1/conversations/{held[1][1]}")
+        held[1] = (held[1][0], held[1][1], [{"role": m["role"], "content": m["content"]} for m in shown["messages"]])
+        assert shown["messages"][0]["sealed"] is True
+        for _ in range(4):  # interactive requests with no backfill running: the baseline TTFT
+            chat(s.client(), [{"role": "user", "content": "baseline " + uuid.uuid4().hex}], max_tokens=2)
+
+        # Under the old id, so the clients' requests go on naming it across the switch.
+        status, started = s.request("POST", "/fak/v1/rollout", {"model": "embedded:7", "policy": "blue_green",
+                                                                "model_id": MODEL})
+        assert status == 200 and started["hot_set"]["sessions"] == 3, started
+        progress = {}
+
+        def done():
+            nonlocal progress
+            chat(s.client(), [{"role": "user", "content": "during " + uuid.uuid4().hex}], max_tokens=2)
+            status, progress = s.request("GET", "/fak/v1/rollout")
+            assert status == 200, progress
+            return progress["done"]
+        assert wait_for(done, 60), progress
+        assert progress["switched"] is True and "seed 7" in progress["model"], progress
+
+        client_of = {key: s.client(key) for key in KEYS}
+        for key, _, messages in held:
+            reply = client_of[key].chat.completions.create(model=MODEL, messages=messages, max_tokens=2, temperature=0)
+            usage = reply.usage
+            assert usage.prompt_tokens_details.cached_tokens >= 0.9 * usage.prompt_tokens, (key, usage)
+        # The next turn shares the prefix up to the last message.
+        key, _, messages = held[0]
+        follow = messages + [{"role": "user", "content": "one more question"}]
+        usage = client_of[key].chat.completions.create(model=MODEL, messages=follow, max_tokens=2,
+                                                       temperature=0).usage
+        assert usage.prompt_tokens_details.cached_tokens >= 0.6 * usage.prompt_tokens, usage
+        # Controls: alice's conversation 0 sent by bob (each tenant's KV is its own), and a chat no one held.
+        usage = client_of["key-bob"].chat.completions.create(model=MODEL, messages=held[0][2], max_tokens=2,
+                                                             temperature=0).usage
+        assert usage.prompt_tokens_details.cached_tokens < 0.2 * usage.prompt_tokens, usage
+        usage = client_of["key-alice"].chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "never held: " + "x y " * 40}], max_tokens=2,
+            temperature=0).usage
+        assert usage.prompt_tokens_details.cached_tokens < 0.2 * usage.prompt_tokens, usage
+
+        # The backfill went through the engine and was checked before cutover.
+        backfill = progress["backfill"]
+        assert progress["phase"] == "cut_over" and "error" not in progress, progress
+        assert backfill["tasks"] == 3 and backfill["refused"] == 0 and backfill["errors"] == 0, progress
+        assert backfill["requests"]["submitted"] == backfill["requests"]["finished"] == 3, progress
+        assert backfill["prompt_tokens"] >= backfill["tokens"] > 0, progress
+        verification = progress["verification"]
+        assert verification["samples"] == 3 and verification["verified"] == 3 and verification["error"] == "", progress
+        ttft = progress["interactive_ttft"]
+        assert ttft["without_backfill"]["requests"] >= 4, ttft
+        for window in ttft.values():
+            assert window["requests"] == 0 or 0 < window["p50_ms"] <= window["p99_ms"], ttft
+        families = s.metrics()
+        assert sample_value(families, "fak_rollout_backfill_requests", state="finished") == 3
+        assert sample_value(families, "fak_rollout_verified_contexts", result="equal") == 3
+        assert sample_value(families, "fak_rollout_verified_contexts", result="different") == 0
+        assert sample_value(families, "fak_rollout_cutover_refused") == 0
+        assert sample_value(families, "fak_rollout_interactive_ttft_seconds", backfill="idle", quantile="0.5") > 0
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0, "".join(s.log)
+
+
 def completion(s, model, prompt, max_tokens=12):
     status, reply = s.request("POST", "/v1/completions", {"model": model, "prompt": prompt, "max_tokens": max_tokens,
                                                           "temperature": 0})
