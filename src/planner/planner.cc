@@ -25,7 +25,8 @@ struct Planner::Prepared {
 Planner::Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key, BlobStore& blobs,
                  std::shared_ptr<const ChatTemplate> chat_template, std::shared_ptr<const ScreenChain> chain,
                  std::unique_ptr<Journal> journal, PlannerOptions options)
-    : model_(model), tokenizer_(tokenizer), key_(std::move(key)), corpus_(blobs), template_(std::move(chat_template)),
+    : model_(model), tokenizer_(tokenizer), key_(std::move(key)), shared_texts_(blobs),
+      tenant_store_(options.tenant_store), template_(std::move(chat_template)),
       chain_(std::move(chain)), journal_(std::move(journal)),
       owned_tree_(options.engine != nullptr ? nullptr : std::make_unique<RadixTree>(model, tokenizer, options.tree)),
       engine_(options.engine),
@@ -107,7 +108,7 @@ std::string Planner::SealedStub(const Digest& digest) { return fak::SealedStub(d
 Result<std::vector<RecallSegment>> Planner::Transcript(const Conversation& conversation) const {
   std::vector<bool> sealed;
   for (const Message& m : conversation.messages) {
-    FAK_ASSIGN_OR_RETURN(bool listed, IsSealed(Digest::Of(m.text)));
+    FAK_ASSIGN_OR_RETURN(bool listed, IsSealed(conversation.tenant, Digest::Of(m.text)));
     sealed.push_back(listed);
   }
   return TranscriptOf(conversation, sealed);
@@ -123,8 +124,8 @@ std::vector<RecallSegment> Planner::TranscriptOf(const Conversation& conversatio
   return out;
 }
 
-Result<bool> Planner::IsSealed(const Digest& digest) const {
-  Result<bool> listed = chain_->denylist().IsQuarantined(digest);
+Result<bool> Planner::IsSealed(std::string_view tenant, const Digest& digest) const {
+  Result<bool> listed = IsSealedFor(chain_->denylist(), tenant, digest);
   if (!listed.has_value()) {
     return listed.error().WithContext("the denylist cannot say whether " + digest.Hex() +
                                       " is sealed; nothing was admitted or recorded, retry later");
@@ -135,8 +136,10 @@ Result<bool> Planner::IsSealed(const Digest& digest) const {
 Result<EvictedSubtree> Planner::EvictDeniedKV() {
   EvictedSubtree out;
   for (const Digest& source : tree_->Sources()) {
-    FAK_ASSIGN_OR_RETURN(const bool denied, IsSealed(source));
-    if (!denied) continue;
+    // Quarantines (listed for every tenant); a tenant's erasure evicted its KV when it was made.
+    Result<bool> denied = chain_->denylist().IsQuarantined(source);
+    if (!denied.has_value()) return denied.error().WithContext("the denylist cannot be asked now; retry later");
+    if (!*denied) continue;
     const EvictedSubtree gone = tree_->EvictSource(source);
     out.n_nodes += gone.n_nodes;
     out.n_tokens += gone.n_tokens;
@@ -153,9 +156,11 @@ Result<DeletionCertificate> Planner::EvictMessage(const Conversation& conversati
     return InvalidArgument("EvictMessage: message " + std::to_string(index) + " is past the end; the conversation has " +
                            std::to_string(n) + " messages");
   }
+  const std::string& tenant = conversation.tenant;
+  FAK_ASSIGN_OR_RETURN(Texts* texts, TextsOf(tenant));
   std::vector<bool> sealed;
   for (const Message& m : conversation.messages) {
-    FAK_ASSIGN_OR_RETURN(const bool listed, IsSealed(Digest::Of(m.text)));
+    FAK_ASSIGN_OR_RETURN(const bool listed, IsSealed(tenant, Digest::Of(m.text)));
     sealed.push_back(listed);
   }
   const Digest d = Digest::Of(conversation.messages[index].text);
@@ -163,7 +168,7 @@ Result<DeletionCertificate> Planner::EvictMessage(const Conversation& conversati
   // The other texts are stored as Complete stores them (e.g. the last reply, not yet sent back), so
   // the session's pins can be renewed below.
   for (size_t i = 0; i < n; ++i) {
-    if (i != index && !sealed[i]) FAK_RETURN_IF_ERROR(corpus_.PutSource(conversation.messages[i].text).status());
+    if (i != index && !sealed[i]) FAK_RETURN_IF_ERROR(texts->corpus.PutSource(conversation.messages[i].text).status());
   }
   // The conversation as the next Complete would hold it (without the reply header), then the
   // message cut out of the middle: the later segments are re-prefilled, so the removal is exact.
@@ -174,19 +179,18 @@ Result<DeletionCertificate> Planner::EvictMessage(const Conversation& conversati
   FAK_ASSIGN_OR_RETURN(const EvictionReport report, ledger.Evict(specs[index].id, Repair::kRecomputeTail));
   IssueOptions issue;
   issue.reason = reason.empty() ? std::string("user request") : "user request: " + std::string(reason);
-  // Denied first, as for a quarantine: an unreachable denylist leaves no journal row or certificate.
-  FAK_RETURN_IF_ERROR(chain_->denylist().Add(d, issue.reason).WithContext(
+  // Sealed first, for this tenant only (another tenant's messages with the same text stay theirs):
+  // an unreachable denylist leaves no journal row or certificate.
+  FAK_RETURN_IF_ERROR(chain_->denylist().Add(TenantSealKey(tenant, d), issue.reason).WithContext(
       "message " + std::to_string(index) + " cannot be sealed now; nothing was recorded, retry later"));
-  DeletionCertificate cert;
-  {
-    std::lock_guard<std::mutex> lock(audit_mu_);
-    FAK_ASSIGN_OR_RETURN(cert, IssueDeletionCertificate(model_, ledger, specs[index], report, journal_.get(), key_, issue));
-  }
   sealed[index] = true;
+  // The text and its KV go before the deletion is journaled: a failure here leaves it sealed (never
+  // served again) but records no deletion that did not happen; evicting it again finishes the job.
   FAK_RETURN_IF_ERROR(HoldTexts(conversation, session, sealed));
-  FAK_RETURN_IF_ERROR(EraseSource(d));
-  (void)tree_->EvictSource(d);
-  return cert;
+  FAK_RETURN_IF_ERROR(EraseSource(tenant, d));
+  (void)tree_->EvictSource(d, tenant);
+  std::lock_guard<std::mutex> lock(audit_mu_);
+  return IssueDeletionCertificate(model_, ledger, specs[index], report, journal_.get(), key_, issue);
 }
 
 Result<ScreenedChat> Planner::ScreenChat(std::string_view tenant, std::span<const ChatMessage> messages, bool screen_user) {
@@ -196,7 +200,7 @@ Result<ScreenedChat> Planner::ScreenChat(std::string_view tenant, std::span<cons
   for (size_t i = 0; i < messages.size(); ++i) {
     MessageOutcome o;
     o.source_digest = Digest::Of(messages[i].content);
-    FAK_ASSIGN_OR_RETURN(o.sealed, IsSealed(o.source_digest));
+    FAK_ASSIGN_OR_RETURN(o.sealed, IsSealed(tenant, o.source_digest));
     const bool screen = messages[i].role == ChatRole::kTool || (screen_user && messages[i].role == ChatRole::kUser);
     if (!o.sealed && screen) {
       const SegmentKind kind = messages[i].role == ChatRole::kTool ? SegmentKind::kToolResult : SegmentKind::kUser;
@@ -220,8 +224,8 @@ Result<ScreenedChat> Planner::ScreenChat(std::string_view tenant, std::span<cons
         const internal::Json payload = {{"path", "engine"}, {"reason", reason}, {"tenant", tenant}};
         FAK_RETURN_IF_ERROR(journal_->Append("quarantine", o.source_digest.Hex(), internal::DumpJson(payload)).status());
       }
-      FAK_RETURN_IF_ERROR(EraseSource(o.source_digest));
-      (void)tree_->EvictSource(o.source_digest);
+      FAK_RETURN_IF_ERROR(EraseSource(tenant, o.source_digest));
+      (void)tree_->EvictSource(o.source_digest);  // a quarantine: every tenant's copy
       o.sealed = true;
       out.newly_sealed.push_back(o.source_digest);
     }
@@ -234,14 +238,17 @@ Result<ErasureReport> Planner::EraseText(std::string_view tenant, const Digest& 
   if (!IsValidTenant(tenant)) return InvalidArgument("EraseText: invalid tenant '" + std::string(tenant) + "'");
   ErasureReport report;
   report.source_digest = digest;
-  FAK_ASSIGN_OR_RETURN(const bool sealed, IsSealed(digest));
+  FAK_ASSIGN_OR_RETURN(Texts* texts, TextsOf(tenant));
+  FAK_ASSIGN_OR_RETURN(const bool sealed, IsSealed(tenant, digest));
   const std::string why = reason.empty() ? std::string("user request") : "user request: " + std::string(reason);
   if (!sealed) {
-    FAK_RETURN_IF_ERROR(chain_->denylist().Add(digest, why).WithContext("the text cannot be sealed now; nothing was erased, retry later"));
+    // For this tenant only: another tenant's messages with the same text stay theirs.
+    FAK_RETURN_IF_ERROR(chain_->denylist().Add(TenantSealKey(tenant, digest), why)
+                            .WithContext("the text cannot be sealed now; nothing was erased, retry later"));
     report.newly_sealed = true;
   }
-  report.tree_tokens = tree_->EvictSource(digest).n_tokens;
-  if (Status s = corpus_.RemoveSource(digest); s.ok()) {
+  report.tree_tokens = tree_->EvictSource(digest, tenant).n_tokens;
+  if (Status s = texts->corpus.RemoveSource(digest); s.ok()) {
     report.text_erased = true;
   } else if (s.code() != StatusCode::kNotFound) {
     return s.WithContext("erasing " + digest.Hex() + " from the text store (it is sealed and its KV evicted; erase it again)");
@@ -260,8 +267,28 @@ CertificateCheck Planner::VerifyCertificate(const DeletionCertificate& cert, con
   return VerifyDeletionCertificate(cert, journal_->rows(), trusted, options);
 }
 
-Status Planner::EraseSource(const Digest& digest) {
-  Status s = corpus_.RemoveSource(digest);
+Result<Planner::Texts*> Planner::TextsOf(std::string_view tenant) {
+  if (!tenant_store_) return &shared_texts_;
+  std::lock_guard<std::mutex> lock(texts_mu_);
+  auto it = tenant_texts_.find(tenant);
+  if (it != tenant_texts_.end()) return it->second.get();
+  Result<std::unique_ptr<BlobStore>> store = tenant_store_(tenant);
+  if (!store.has_value()) return store.error().WithContext("opening the text store of tenant '" + std::string(tenant) + "'");
+  if (*store == nullptr) return FailedPrecondition("PlannerOptions::tenant_store gave no store for tenant '" + std::string(tenant) + "'");
+  auto texts = std::make_unique<Texts>(std::move(*store));
+  Texts* out = texts.get();
+  tenant_texts_.emplace(std::string(tenant), std::move(texts));
+  return out;
+}
+
+Result<TextCorpus*> Planner::corpus(std::string_view tenant) {
+  FAK_ASSIGN_OR_RETURN(Texts* texts, TextsOf(tenant));
+  return &texts->corpus;
+}
+
+Status Planner::EraseSource(std::string_view tenant, const Digest& digest) {
+  FAK_ASSIGN_OR_RETURN(Texts* texts, TextsOf(tenant));
+  Status s = texts->corpus.RemoveSource(digest);
   if (s.code() == StatusCode::kNotFound) return Status::Ok();
   return s.WithContext("erasing sealed content " + digest.Hex() + " from the text store");
 }
@@ -272,11 +299,13 @@ Status Planner::HoldTexts(const Conversation& conversation, std::string_view ses
   for (size_t i = 0; i < conversation.messages.size(); ++i) {
     if (!sealed[i]) held.segments.push_back(Digest::Of(conversation.messages[i].text));
   }
-  return pins_.Hold(held).WithContext("pinning the texts of session '" + std::string(session) + "'");
+  FAK_ASSIGN_OR_RETURN(Texts* texts, TextsOf(conversation.tenant));
+  return texts->pins.Hold(held).WithContext("pinning the texts of session '" + std::string(session) + "'");
 }
 
 Status Planner::ReleaseSession(std::string_view tenant, std::string_view session) {
-  return pins_.Release(tenant, session);
+  FAK_ASSIGN_OR_RETURN(Texts* texts, TextsOf(tenant));
+  return texts->pins.Release(tenant, session);
 }
 
 Result<SegmentLedger> Planner::Rebuild(const RecalledTranscript& transcript) const {
@@ -340,7 +369,7 @@ Status Planner::ScreenToolResults(const Conversation& conversation, std::string_
     // Stored (and pinned) before it was screened; no plaintext may stay behind, nor KV of the same
     // text from an earlier request.
     FAK_RETURN_IF_ERROR(HoldTexts(conversation, session, sealed));
-    FAK_RETURN_IF_ERROR(EraseSource(m.source_digest));
+    FAK_RETURN_IF_ERROR(EraseSource(conversation.tenant, m.source_digest));
     (void)tree_->EvictSource(m.source_digest);
   }
   return Status::Ok();
@@ -407,11 +436,12 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
     FAK_RETURN_IF_ERROR(EvictDeniedKV().status());
   }
   CompleteResult out;
+  FAK_ASSIGN_OR_RETURN(Texts* texts, TextsOf(conversation.tenant));
   std::vector<bool> sealed_now;
   for (const Message& m : conversation.messages) {
     const Digest d = Digest::Of(m.text);
-    FAK_ASSIGN_OR_RETURN(const bool sealed, IsSealed(d));
-    if (!sealed) FAK_RETURN_IF_ERROR(corpus_.PutSource(m.text).status());
+    FAK_ASSIGN_OR_RETURN(const bool sealed, IsSealed(conversation.tenant, d));
+    if (!sealed) FAK_RETURN_IF_ERROR(texts->corpus.PutSource(m.text).status());
     sealed_now.push_back(sealed);
     out.messages.push_back(MessageOutcome{d, sealed ? Verdict::Quarantine("denylist", "sealed earlier") : Verdict::Admit(), sealed, false});
   }
@@ -419,7 +449,7 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
   // it is never stored again, and erasing here also finishes an erasure that failed after sealing.
   FAK_RETURN_IF_ERROR(HoldTexts(conversation, params.session, sealed_now));
   for (const MessageOutcome& m : out.messages) {
-    if (m.sealed) FAK_RETURN_IF_ERROR(EraseSource(m.source_digest));
+    if (m.sealed) FAK_RETURN_IF_ERROR(EraseSource(conversation.tenant, m.source_digest));
   }
   // Screened by their text before any of it is prefilled; a quarantined one becomes its stub.
   FAK_RETURN_IF_ERROR(ScreenToolResults(conversation, params.session, sealed_now, &out));

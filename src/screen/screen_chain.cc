@@ -9,6 +9,18 @@ std::string SealedStub(const Digest& digest) {
   return "[sealed: quarantined content sha256:" + digest.Hex() + " withheld]";
 }
 
+Digest TenantSealKey(std::string_view tenant, const Digest& source) {
+  // The tenant's length first, so no (tenant, digest) pair frames the same bytes as another.
+  const std::string length = std::to_string(tenant.size()) + ":";
+  return Digester().Update("fak.seal.tenant.v1").Update(length).Update(tenant).Update(source.bytes.data(), Digest::kSize).Finish();
+}
+
+Result<bool> IsSealedFor(const Denylist& denylist, std::string_view tenant, const Digest& source) {
+  FAK_ASSIGN_OR_RETURN(const bool listed, denylist.IsQuarantined(source));
+  if (listed) return true;
+  return denylist.IsQuarantined(TenantSealKey(tenant, source));
+}
+
 Verdict QuarantineDenylist::Screen(const ScreenInput& input) const {
   const Digest digest = input.source_digest ? *input.source_digest : Digest::Of(input.bytes);
   std::shared_lock lock(mu_);

@@ -153,10 +153,10 @@ HttpReply Conversations::Turn(const std::string& id, Entry& entry, const ApiRequ
   // A turn's certificates are its write-time quarantines, one each.
   certificates_quarantine_.fetch_add(r->certificates.size(), std::memory_order_relaxed);
   quarantines_.fetch_add(r->certificates.size(), std::memory_order_relaxed);
-  for (const DeletionCertificate& cert : r->certificates) (void)erase_copies_(cert.subject);
+  for (const DeletionCertificate& cert : r->certificates) (void)erase_copies_(cert.subject, std::nullopt);
   // The reply is stored now rather than by the next turn, so a rollout's backfill finds it. Best
   // effort: the next turn stores it anyway, and a backfill without it is refused, not wrong.
-  (void)planner_.corpus().PutSource(r->text);
+  if (Result<TextCorpus*> texts = planner_.corpus(next.tenant)) (void)(*texts)->PutSource(r->text);
   Result<Json> body = TurnJson(id, next, *r);
   next.messages.push_back({SegmentKind::kAssistant, r->text});
   entry.conversation = std::move(next);
@@ -228,7 +228,7 @@ HttpReply Conversations::Evict(const std::string& tenant, const std::string& id,
   evictions_.fetch_add(1, std::memory_order_relaxed);
   certificates_request_.fetch_add(1, std::memory_order_relaxed);
   // The planner removed the text's KV from its tree (the engine's, in fak serve); the rest go now.
-  Json copies = erase_copies_(cert->subject);
+  Json copies = erase_copies_(cert->subject, tenant);
   Result<Json> j = CertificateJson(*cert);
   if (!j) return StatusReply(j.error());
   return HttpReply::Ok({{"id", id},

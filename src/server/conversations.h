@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -58,8 +59,9 @@ struct HeldChat {
 class Conversations {
  public:
   // Removes a sealed text's KV from the copies the server holds beyond the Planner's tree (other
-  // engines' trees, KV tiers); returns what it removed, for the reply.
-  using EraseCopies = std::function<Json(const Digest& source)>;
+  // engines' trees, KV tiers): what `tenant` can reach (its erasure), or all of it (nullopt: a
+  // quarantine); returns what it removed, for the reply.
+  using EraseCopies = std::function<Json(const Digest& source, std::optional<std::string_view> tenant)>;
   // `planner` (and its model) must outlive this. At most `max_conversations` are held at once.
   Conversations(Planner& planner, const Model& model, size_t default_max_tokens, size_t max_conversations,
                 EraseCopies erase_copies);

@@ -44,7 +44,7 @@ EngineBackfill::~EngineBackfill() { Stop(); }
 Status EngineBackfill::SealLate(Item& item) {
   bool changed = false;
   for (size_t k = 0; k < item.unsealed.size();) {
-    Result<bool> listed = chain_.denylist().IsQuarantined(item.unsealed[k]);
+    Result<bool> listed = IsSealedFor(chain_.denylist(), item.request.tenant, item.unsealed[k]);
     if (!listed.has_value()) {
       return Unavailable("message " + std::to_string(item.unsealed_index[k]) + ": the denylist cannot be asked now: " +
                          listed.error().ToString());
@@ -183,9 +183,9 @@ void EngineBackfill::Run(std::function<void()> when_done) {
     // A text sealed while its request ran (its KV was inserted after the seal swept the trees):
     // evicted here, and the context is not offered to Verify.
     for (const Digest& d : f.item.unsealed) {
-      Result<bool> listed = chain_.denylist().IsQuarantined(d);
+      Result<bool> listed = IsSealedFor(chain_.denylist(), f.item.request.tenant, d);
       if (!listed.has_value() || *listed) {
-        (void)engine_.tree().EvictSource(d);
+        (void)engine_.tree().EvictSource(d, f.item.request.tenant);
         std::lock_guard<std::mutex> lock(mu_);
         stats_.sealed_meanwhile += listed.has_value() ? 1 : 0;
         ok = false;

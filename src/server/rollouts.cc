@@ -253,10 +253,11 @@ std::pair<TtftSummary, TtftSummary> Rollouts::Ttft() const {
   return {Summarize(ttft_during_ns_), Summarize(std::vector<int64_t>(ttft_idle_ns_.begin(), ttft_idle_ns_.end()))};
 }
 
-std::optional<std::pair<std::string, size_t>> Rollouts::EraseWarming(const Digest& source) {
+std::optional<std::pair<std::string, size_t>> Rollouts::EraseWarming(const Digest& source,
+                                                                     std::optional<std::string_view> tenant) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!run_ || !run_->next || !run_->next->tree) return std::nullopt;  // switched, or nothing warmed
-  return std::make_pair(run_->model_id + " (warming)", run_->next->tree->EvictSource(source).n_tokens);
+  return std::make_pair(run_->model_id + " (warming)", run_->next->tree->EvictSource(source, tenant).n_tokens);
 }
 
 HttpReply Rollouts::ProgressOf(Run& run) const {

@@ -85,7 +85,8 @@ class Rollouts {
   // Removes `source`'s KV from a warming rollout's tree, which no serving engine holds yet (the
   // server's erasure reaches the serving ones): the model id and the tokens removed; nullopt when no
   // rollout is warming.
-  std::optional<std::pair<std::string, size_t>> EraseWarming(const Digest& source);
+  std::optional<std::pair<std::string, size_t>> EraseWarming(const Digest& source,
+                                                             std::optional<std::string_view> tenant = std::nullopt);
 
   struct StartRequest;  // the parsed body of Start
 

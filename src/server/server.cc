@@ -170,8 +170,9 @@ struct Server::Impl {
   void HandlePrefixProbe(const httplib::Request& req, httplib::Response& res);
   void HandleErase(const httplib::Request& req, httplib::Response& res);
   // Removes `source`'s KV from every copy the server holds beyond the Planner's tree: the serving
-  // engines' trees and the KV tiers. What was removed, for the reply.
-  Json EraseCopies(const Digest& source);
+  // engines' trees (only what `tenant` can reach, for a tenant's erasure; all of it for a
+  // quarantine) and the KV tiers. What was removed, for the reply.
+  Json EraseCopies(const Digest& source, std::optional<std::string_view> tenant);
   // Screens a chat's messages through the Planner (Planner::ScreenChat) before the engine sees
   // them: sealed texts become their stubs, new tool results are judged. Null without a Planner.
   // On success `request.messages` holds what the engine may run and `sealed` the sealed indices.
@@ -376,15 +377,15 @@ std::string NextWrite(Run& run, bool* done) {
 
 }  // namespace
 
-Json Server::Impl::EraseCopies(const Digest& source) {
+Json Server::Impl::EraseCopies(const Digest& source, std::optional<std::string_view> tenant) {
   Json trees = Json::array();
   const std::shared_ptr<const internal::Serving> serving = Current();
   std::vector<std::pair<std::string, RadixTree*>> held = {{serving->model_id, &serving->engine->tree()}};
   if (host_tree != nullptr && host_tree != held[0].second) held.emplace_back(options.model_id, host_tree);
   for (const auto& [model, tree] : held)
-    trees.push_back({{"model", model}, {"tokens", tree->EvictSource(source).n_tokens}});
+    trees.push_back({{"model", model}, {"tokens", tree->EvictSource(source, tenant).n_tokens}});
   if (rollouts) {
-    if (auto warming = rollouts->EraseWarming(source)) trees.push_back({{"model", warming->first}, {"tokens", warming->second}});
+    if (auto warming = rollouts->EraseWarming(source, tenant)) trees.push_back({{"model", warming->first}, {"tokens", warming->second}});
   }
   size_t tier_entries = 0;
   Json tier_errors = Json::array();
@@ -405,7 +406,7 @@ Status Server::Impl::ScreenChat(const std::string& tenant, ApiRequest& request, 
   if (!conversations) return Status::Ok();
   FAK_ASSIGN_OR_RETURN(ScreenedChat screened,
                        conversations->planner().ScreenChat(tenant, request.messages, options.screen_user_messages));
-  for (const Digest& d : screened.newly_sealed) (void)EraseCopies(d);
+  for (const Digest& d : screened.newly_sealed) (void)EraseCopies(d, std::nullopt);  // quarantined: everyone's
   for (size_t i = 0; i < screened.outcomes.size(); ++i)
     if (screened.outcomes[i].sealed) sealed->push_back(i);
   metrics.CountSealed(tenant, sealed->size() - screened.newly_sealed.size(), screened.newly_sealed.size());
@@ -598,7 +599,7 @@ void Server::Impl::HandleErase(const httplib::Request& req, httplib::Response& r
     return ReplyError(res, *tenant, kEndpoint, {status, status == 500 ? "server_error" : "invalid_request_error",
                                                 std::string(s.message()), "", status == 409 ? "conflict" : ""});
   }
-  Json copies = EraseCopies(*digest);
+  Json copies = EraseCopies(*digest, *tenant);
   copies["text_store"] = erased->text_erased;
   copies["trees"].push_back({{"model", "conversations"}, {"tokens", erased->tree_tokens}});
   metrics.CountErasure(*tenant);
@@ -878,7 +879,7 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
     Impl* self = impl.get();
     impl->conversations = std::make_unique<internal::Conversations>(
         *planner, model, impl->options.default_max_tokens, impl->options.max_conversations,
-        [self](const Digest& source) { return self->EraseCopies(source); });
+        [self](const Digest& source, std::optional<std::string_view> tenant) { return self->EraseCopies(source, tenant); });
     if (impl->options.load_model) {
       impl->rollouts = std::make_unique<internal::Rollouts>(
           *planner, model, tokenizer, *impl->conversations, impl->options.load_model,

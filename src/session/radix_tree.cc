@@ -507,10 +507,11 @@ Result<EvictedSubtree> RadixTree::EvictNode(NodeId id) {
   return impl_->Remove(it->second);
 }
 
-EvictedSubtree RadixTree::EvictSource(const Digest& source) {
+EvictedSubtree RadixTree::EvictSource(const Digest& source, std::optional<std::string_view> tenant) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   std::vector<NodeId> hit;
   for (const auto& [id, n] : impl_->by_id) {
+    if (tenant && !n->ns.empty() && n->ns != *tenant) continue;
     if (n->HasSource(source)) hit.push_back(id);
   }
   EvictedSubtree out;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <thread>
 
 #include "fak/planner/planner.h"
@@ -351,8 +352,10 @@ TEST_F(PlannerTest, EvictMessageCertifiesSealsAndErases) {
   EXPECT_EQ(cert.evicted_count, pieces[1].size());
 
   // Sealed: denied, erased (the session's pin went first), out of the tree; the rest stays.
-  ASSERT_OK_AND_ASSIGN(const bool denied, planner_->chain().denylist().IsQuarantined(cert.subject));
+  ASSERT_OK_AND_ASSIGN(const bool denied, IsSealedFor(planner_->chain().denylist(), "t1", cert.subject));
   EXPECT_TRUE(denied);
+  ASSERT_OK_AND_ASSIGN(const bool denied_elsewhere, IsSealedFor(planner_->chain().denylist(), "t2", cert.subject));
+  EXPECT_FALSE(denied_elsewhere);  // the tenant's erasure, not another's
   EXPECT_FALSE(*blobs_->Contains(Digest::Of(personal)));
   EXPECT_TRUE(*blobs_->Contains(Digest::Of("what did I say?")));  // control
   EXPECT_TRUE(*blobs_->Contains(Digest::Of(conv.messages.back().text)));  // stored and pinned like the others
@@ -471,6 +474,67 @@ TEST_F(PlannerTest, TurnsAreRequestsOfTheGivenEngine) {
   ASSERT_OK(planner->EraseText("t1", Digest::Of("remember the number 42"), "").status());
   const std::vector<Digest> sources = engine->tree().Sources();
   EXPECT_EQ(std::find(sources.begin(), sources.end(), Digest::Of("remember the number 42")), sources.end());
+}
+
+// A tenant's erasure is that tenant's: another tenant's conversation with the same text keeps it
+// (unsealed, its KV still reused); with a store per tenant, its copy of the text stays too.
+TEST_F(PlannerTest, OneTenantsErasureNeverTouchesAnotherTenant) {
+  std::map<std::string, BlobStore*> stores;
+  PlannerOptions opt;
+  opt.journal_path = (dir_ / "tenants-journal.log").string();
+  opt.tenant_store = [&stores](std::string_view tenant) -> Result<std::unique_ptr<BlobStore>> {
+    std::unique_ptr<BlobStore> store = MakeMemoryBlobStore();
+    stores[std::string(tenant)] = store.get();
+    return store;
+  };
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Planner> planner, Planner::Create(*model_, *tok_, *key_, *blobs_, opt));
+  const std::string shared = "the shared fact is 1234";
+  Conversation a{"alice", {{SegmentKind::kUser, shared}}}, b{"bob", {{SegmentKind::kUser, shared}}};
+  CompleteParams in_b = params_;
+  in_b.session = "b1";
+  ASSERT_OK(planner->Complete(a, params_));
+  ASSERT_OK(planner->Complete(b, in_b));  // Bob's live session pins his copy
+  ASSERT_TRUE(*stores["alice"]->Contains(Digest::Of(shared)) && *stores["bob"]->Contains(Digest::Of(shared)));
+  ASSERT_OK_AND_ASSIGN(DeletionCertificate cert, planner->EvictMessage(a, 0, "alice asked"));
+  EXPECT_FALSE(*stores["alice"]->Contains(Digest::Of(shared)));
+  EXPECT_TRUE(*stores["bob"]->Contains(Digest::Of(shared)));
+  EXPECT_TRUE(*blobs_->Contains(Digest::Of(shared)) == false);  // the shared store holds nothing
+  ASSERT_OK_AND_ASSIGN(CompleteResult bob_again, planner->Complete(b, in_b));
+  EXPECT_FALSE(bob_again.messages[0].sealed);
+  EXPECT_GT(bob_again.reused_tokens, 0u);  // his KV was not evicted
+  ASSERT_OK_AND_ASSIGN(CompleteResult alice_again, planner->Complete(a, params_));
+  EXPECT_TRUE(alice_again.messages[0].sealed);  // control: sealed for Alice
+  ASSERT_OK_AND_ASSIGN(const auto transcript, planner->Transcript(b));
+  EXPECT_EQ(transcript[0].text, shared);
+  // EraseText too: Bob's own live session pins his copy, so it is sealed but kept until it ends.
+  EXPECT_EQ(planner->EraseText("bob", Digest::Of(shared), "").status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_OK(planner->ReleaseSession("bob", "b1"));
+  ASSERT_OK_AND_ASSIGN(ErasureReport erased, planner->EraseText("bob", Digest::Of(shared), ""));
+  EXPECT_TRUE(!erased.newly_sealed && erased.text_erased);
+  EXPECT_FALSE(*stores["bob"]->Contains(Digest::Of(shared)));
+  ASSERT_OK_AND_ASSIGN(ScreenedChat for_alice, planner->ScreenChat("carol", std::vector<ChatMessage>{{ChatRole::kUser, shared}}));
+  EXPECT_FALSE(for_alice.outcomes[0].sealed);  // a third tenant never asked
+}
+
+// An erasure that cannot remove the text (another live session of the tenant pins it) leaves it
+// sealed but journals no deletion that did not happen.
+TEST_F(PlannerTest, AFailedErasureJournalsNoDeletion) {
+  const std::string personal = "my address is 1 Main St";
+  Conversation conv{"t1", {{SegmentKind::kUser, personal}}};
+  CompleteParams s1 = params_, s2 = params_;
+  s1.session = "s1";
+  s2.session = "s2";
+  ASSERT_OK(planner_->Complete(conv, s1));
+  ASSERT_OK(planner_->Complete(conv, s2));
+  const size_t rows = planner_->journal().rows().size();
+  const Status failed = planner_->EvictMessage(conv, 0, "", "s1").status();
+  EXPECT_EQ(failed.code(), StatusCode::kFailedPrecondition) << failed.ToString();
+  EXPECT_EQ(planner_->journal().rows().size(), rows);
+  ASSERT_OK(planner_->ReleaseSession("t1", "s2"));
+  // Control: once s2 lets go, the erasure goes through and is journaled.
+  ASSERT_OK(planner_->EraseText("t1", Digest::Of(personal), "").status());
+  EXPECT_FALSE(*blobs_->Contains(Digest::Of(personal)));
+  EXPECT_EQ(planner_->journal().rows().size(), rows + 1);
 }
 
 TEST_F(PlannerTest, TwoPlannersCannotShareOneJournal) {

@@ -1120,3 +1120,49 @@ def test_seals_survive_a_restart(tmp_path):
     assert s.proc.returncode == 0, "".join(s.log)
     assert (state / "denylist").is_file()
     assert any("1 sealed texts" in line for line in s.log), "".join(s.log)
+
+
+def test_one_tenants_erasure_never_touches_another_tenant(tmp_path):
+    """Alice evicting (or erasing) a text Bob also holds seals it for Alice only: Bob's live
+    conversation keeps it, his chats run it as text, his copy stays in his text store, and Alice's
+    answer is the same whether or not Bob holds the text (no 409 naming Bob's pin)."""
+    state = tmp_path / "state"
+    s = FakServer(tmp_path, "--state", str(state))
+    try:
+        shared = "the shared fact is " + uuid.uuid4().hex
+        alone = "only alice knows " + uuid.uuid4().hex
+        status, bob = converse(s, "/fak/v1/conversations", [{"role": "user", "content": shared}], key="key-bob")
+        assert status == 200, bob
+        evictions = {}
+        for text in (shared, alone):
+            status, turn = converse(s, "/fak/v1/conversations", [{"role": "user", "content": text}])
+            assert status == 200, turn
+            status, evicted = s.request("POST", f"/fak/v1/conversations/{turn['id']}/evict", {"message": 0})
+            evictions[text] = (status, sorted(evicted))
+            assert status == 200, evicted
+            assert s.request("POST", "/fak/v1/certificates/verify", evicted["certificate"])[1]["valid"] is True
+        assert evictions[shared] == evictions[alone]  # Bob's holding changes nothing Alice sees
+        # Bob's conversation: unsealed, and its next turn still runs the text.
+        status, got = s.request("GET", f"/fak/v1/conversations/{bob['id']}", key="key-bob")
+        assert status == 200 and not got["messages"][0]["sealed"] and got["messages"][0]["content"] == shared
+        status, more = converse(s, f"/fak/v1/conversations/{bob['id']}/messages",
+                                [{"role": "user", "content": "go on"}], key="key-bob")
+        assert status == 200 and not more["messages"][0]["sealed"], more
+        # The chat endpoint: sealed for Alice, text for Bob.
+        assert sealed_of(chat(s.client("key-bob"), [{"role": "user", "content": shared}], max_tokens=1)) == []
+        assert sealed_of(chat(s.client("key-alice"), [{"role": "user", "content": shared}], max_tokens=1)) == [0]
+        # /fak/v1/erase is per tenant too.
+        other = "bob's note " + uuid.uuid4().hex
+        chat(s.client("key-bob"), [{"role": "user", "content": other}], max_tokens=1)
+        status, erased = s.request("POST", "/fak/v1/erase", {"content": other})
+        assert status == 200 and erased["newly_sealed"], erased
+        assert sealed_of(chat(s.client("key-bob"), [{"role": "user", "content": other}], max_tokens=1)) == []
+
+        def holds(tenant, text):
+            return any(text.encode() in p.read_bytes() for p in (state / "corpus" / tenant).rglob("*") if p.is_file()) or \
+                any(sha256_hex(text) in p.name for p in (state / "corpus" / tenant).rglob("*"))
+        assert holds("bob", shared) and not holds("alice", shared)
+        assert not holds("alice", alone)
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0, "".join(s.log)

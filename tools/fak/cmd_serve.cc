@@ -217,20 +217,35 @@ Result<std::unique_ptr<KVTier>> OpenKVTier(const Args& args, const Denylist& den
   return tier;
 }
 
-// The planner's text store: --store DIR, --redis URL, or DIR/corpus of the state directory.
-Result<std::unique_ptr<BlobStore>> OpenTextStore(const Args& args, const StateDir& state) {
+using TenantStore = std::function<Result<std::unique_ptr<BlobStore>>(std::string_view tenant)>;
+
+// The planner's text stores, one per tenant (so one tenant's erasure never touches another's copy
+// of a text): directories TENANT/ under --store DIR (default: DIR/corpus of the state directory),
+// or the tenant's namespace of --redis URL. The options are checked now, by opening the default
+// tenant's store once.
+Result<TenantStore> OpenTextStores(const Args& args, const StateDir& state) {
   const std::optional<std::string> dir = args.Get("store");
   const std::optional<std::string> redis = args.Get("redis");
   if (dir && redis) return InvalidArgument("--store and --redis are alternatives; give one");
+  TenantStore open;
   if (redis) {
 #if FAK_WITH_REDIS
     FAK_ASSIGN_OR_RETURN(RedisOptions options, ParseRedisUrl(*redis));
-    return OpenRedisBlobStore(options);
+    open = [options](std::string_view tenant) {
+      RedisOptions o = options;
+      o.tenant = std::string(tenant);
+      return OpenRedisBlobStore(o);
+    };
 #else
     return Unsupported("--redis: this build has no Redis support (FAK_WITH_REDIS=OFF)");
 #endif
+  } else {
+    const std::string root = dir ? *dir : (state.dir / "corpus").string();
+    FAK_RETURN_IF_ERROR(Env::Default()->CreateDir(root).WithContext("--store " + root));
+    open = [root](std::string_view tenant) { return OpenDirectoryBlobStore(root + "/" + std::string(tenant)); };
   }
-  return OpenDirectoryBlobStore(dir ? *dir : (state.dir / "corpus").string());
+  FAK_RETURN_IF_ERROR(open(kDefaultTenant).status());
+  return open;
 }
 
 // The built-in screens over a denylist kept in DIR/denylist of the state directory, so what was
@@ -249,13 +264,15 @@ Result<std::shared_ptr<const ScreenChain>> OpenScreenChain(const StateDir& state
 // requests; one tree, one budget, one pager); its own journal and key. `chain` screens (its
 // denylist is the KV tier's pager's).
 Result<std::unique_ptr<Planner>> OpenPlanner(const LoadedModel& m, const ChatTemplate& chat_template, const StateDir& state,
-                                             BlobStore& store, std::shared_ptr<const ScreenChain> chain, Engine& engine) {
+                                             BlobStore& store, TenantStore tenant_store, std::shared_ptr<const ScreenChain> chain,
+                                             Engine& engine) {
   FAK_ASSIGN_OR_RETURN(SigningKey key, StateKey(state));
   PlannerOptions options;
   options.journal_path = (state.dir / "journal.log").string();
   options.chat_template = std::make_shared<const ChatTemplate>(chat_template);
   options.chain = std::move(chain);
   options.engine = &engine;
+  options.tenant_store = std::move(tenant_store);
   return Planner::Create(*m.model, *m.tokenizer, std::move(key), store, std::move(options));
 }
 
@@ -316,8 +333,10 @@ int ServeCommand(std::span<char* const> argv) {
 
   StateDir state;
   if (Status s = OpenStateDir(args->Get("state"), "serve", &state); !s.ok()) return Fail("serve", s);
-  Result<std::unique_ptr<BlobStore>> store = OpenTextStore(*args, state);
-  if (!store) return Fail("serve", store.error());
+  Result<TenantStore> tenant_store = OpenTextStores(*args, state);
+  if (!tenant_store) return Fail("serve", tenant_store.error());
+  // Every tenant's texts are in its own store; this one stays empty.
+  const std::unique_ptr<BlobStore> no_texts = MakeMemoryBlobStore();
   // The planner's screens; made first so the KV tier's pager asks the planner's denylist (a
   // quarantined text's KV is never paged in) and the planner can page in from the tier.
   size_t n_sealed = 0;
@@ -341,7 +360,7 @@ int ServeCommand(std::span<char* const> argv) {
   Result<std::unique_ptr<Engine>> engine = Engine::Create(*m->model, *m->tokenizer, engine_options);
   if (!engine) return Fail("serve", engine.error());
   Result<std::unique_ptr<Planner>> planner =
-      OpenPlanner(*m, *chat_template, state, **store, *chain, **engine);
+      OpenPlanner(*m, *chat_template, state, *no_texts, std::move(*tenant_store), *chain, **engine);
   if (!planner) return Fail("serve", planner.error());
   if (*kv_tier) options->kv_tiers.push_back((*kv_tier)->store.get());
   options->planner = planner->get();

@@ -29,6 +29,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -119,6 +120,12 @@ struct PlannerOptions {
   // added elsewhere, e.g. a fleet denylist copied in by RedisDenylist::CopyTo): it asks the denylist
   // once per distinct source held and evicts their nodes. 0 = on every Complete. Default: 1 s.
   int64_t denied_kv_sweep_interval_ns = 1'000'000'000;
+  // Each tenant's texts in a store of its own, opened on first use and kept (e.g. a directory per
+  // tenant, or a Redis store with RedisOptions::tenant): one tenant's erasure never removes another
+  // tenant's copy of the same text, and one tenant's pins never block another's erasure. Null: every
+  // tenant's texts share the store given to Create (which then holds nothing when this is set).
+  // Default: null.
+  std::function<Result<std::unique_ptr<BlobStore>>(std::string_view tenant)> tenant_store;
   // For the planner's own engine (ignored with `engine`): a lower KV tier (e.g. TierPager over a
   // directory or Redis store; built with tree.access) asked on a tree miss; thread-safe, must
   // outlive the planner. `tree.spill` is the way out to a tier. Null = none. Default: null.
@@ -221,7 +228,10 @@ class Planner {
 
   RadixTree& tree() { return *tree_; }
   Journal& journal() { return *journal_; }
-  TextCorpus& corpus() { return corpus_; }
+  // The texts of the store given to Create (every tenant's, without PlannerOptions::tenant_store).
+  TextCorpus& corpus() { return shared_texts_.corpus; }
+  // The corpus `tenant`'s texts are in (opened on first use with PlannerOptions::tenant_store).
+  Result<TextCorpus*> corpus(std::string_view tenant);
   const ScreenChain& chain() const { return *chain_; }
   const ChatTemplate& chat_template() const { return *template_; }
   const PublicKey public_key() const { return key_.public_key(); }
@@ -238,9 +248,20 @@ class Planner {
   Result<Prepared> Prepare(const Conversation& conversation, const std::vector<bool>& sealed) const;
   static std::vector<RecallSegment> TranscriptOf(const Conversation& conversation, const std::vector<bool>& sealed);
   // Whether the denylist lists `digest`; Unavailable (with context) when it cannot be asked.
-  Result<bool> IsSealed(const Digest& digest) const;
+  // (A quarantine seals a text for every tenant; an erasure only for the tenant that asked:
+  // IsSealedFor, TenantSealKey in fak/screen/screen.h.)
+  Result<bool> IsSealed(std::string_view tenant, const Digest& digest) const;
   // Removes sealed content's text (and cached token lists) from the corpus; absent is fine.
-  Status EraseSource(const Digest& digest);
+  Status EraseSource(std::string_view tenant, const Digest& digest);
+  // One tenant's texts (or everyone's, without PlannerOptions::tenant_store) and the pins on them.
+  struct Texts {
+    explicit Texts(BlobStore& store) : corpus(store) {}
+    explicit Texts(std::unique_ptr<BlobStore> store) : owned(std::move(store)), corpus(*owned) {}
+    std::unique_ptr<BlobStore> owned;
+    TextCorpus corpus;
+    TranscriptPins pins{corpus};
+  };
+  Result<Texts*> TextsOf(std::string_view tenant);
   // Pins the texts of the conversation's unsealed messages for its session (none when it names
   // none), unpinning those it no longer holds — a text must be unpinned before it is erased.
   Status HoldTexts(const Conversation& conversation, std::string_view session, const std::vector<bool>& sealed);
@@ -258,8 +279,10 @@ class Planner {
   const Model& model_;
   const Tokenizer& tokenizer_;
   SigningKey key_;
-  TextCorpus corpus_;
-  TranscriptPins pins_{corpus_};
+  Texts shared_texts_;
+  const std::function<Result<std::unique_ptr<BlobStore>>(std::string_view tenant)> tenant_store_;
+  std::mutex texts_mu_;
+  std::map<std::string, std::unique_ptr<Texts>, std::less<>> tenant_texts_;  // GUARDED_BY(texts_mu_)
   std::shared_ptr<const ChatTemplate> template_;
   std::shared_ptr<const ScreenChain> chain_;
   std::unique_ptr<Journal> journal_;

@@ -99,6 +99,16 @@ std::unique_ptr<Admitter> MakeSecretsAdmitter();
 // sha256:<hex> withheld]". Names the digest, carries none of the bytes.
 std::string SealedStub(const Digest& digest);
 
+class Denylist;
+// Seals come in two scopes. A quarantine judges the bytes (a prompt injection is one for every
+// tenant): the text's own digest is listed. An erasure a tenant asked for is that tenant's: it is
+// listed under TenantSealKey = sha256("fak.seal.tenant.v1" | tenant | digest), so it never changes
+// another tenant's messages nor tells it anything.
+Digest TenantSealKey(std::string_view tenant, const Digest& source);
+// Whether `source` is sealed for `tenant`: listed itself, or under TenantSealKey. Unavailable when
+// the list cannot be asked.
+Result<bool> IsSealedFor(const Denylist& denylist, std::string_view tenant, const Digest& source);
+
 // What a ScreenChain consults first and what the planner writes to when it seals a quarantined
 // message: a digest-keyed list that may live elsewhere (e.g. RedisDenylist, fleet-wide). Asking it
 // can fail: Unavailable means "unknown now", never "listed" and never "not listed". Its Screen

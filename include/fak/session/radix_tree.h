@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -163,8 +164,9 @@ class RadixTree {
   // Removes the tokens from `source` (as Insert was told) and everything after them — the rest of
   // their edge and its subtree, whose KV attended to them — regardless of recency, leases and pins:
   // a denied text's KV is neither served nor held. An edge is split where the source begins, so the
-  // tokens before it stay. Nothing to remove is not an error.
-  EvictedSubtree EvictSource(const Digest& source);
+  // tokens before it stay. Nothing to remove is not an error. With `tenant`, only what that tenant
+  // can reach: its own nodes and the shared public prefixes (another tenant's stay).
+  EvictedSubtree EvictSource(const Digest& source, std::optional<std::string_view> tenant = std::nullopt);
   // The distinct source digests the resident nodes came from (for a sweep against a denylist).
   std::vector<Digest> Sources() const;
   // Offers every whole node on the path of `tokens` in `tenant`'s view to `sink` (root first), as
