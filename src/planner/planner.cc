@@ -25,12 +25,11 @@ struct Planner::Prepared {
 Planner::Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key, BlobStore& blobs,
                  std::shared_ptr<const ChatTemplate> chat_template, std::shared_ptr<const ScreenChain> chain,
                  std::unique_ptr<Journal> journal, PlannerOptions options)
-    : model_(model), tokenizer_(tokenizer), key_(std::move(key)), shared_texts_(blobs),
+    : key_(std::move(key)), shared_texts_(blobs),
       tenant_store_(options.tenant_store), template_(std::move(chat_template)),
       chain_(std::move(chain)), journal_(std::move(journal)),
       owned_tree_(options.engine != nullptr ? nullptr : std::make_unique<RadixTree>(model, tokenizer, options.tree)),
-      engine_(options.engine),
-      tree_(options.engine != nullptr ? &options.engine->tree() : owned_tree_.get()),
+      backend_(std::make_shared<const Backend>(Backend{&model, &tokenizer, options.engine, nullptr})),
       denied_kv_sweep_interval_ns_(options.denied_kv_sweep_interval_ns), last_denied_kv_sweep_ns_(NowNanos()) {}
 
 PlannerStats Planner::Stats() const {
@@ -61,15 +60,27 @@ Result<std::unique_ptr<Planner>> Planner::Create(const Model& model, const Token
   KVPager* const pager = options.pager;
   std::unique_ptr<Planner> planner(new Planner(model, tokenizer, std::move(key), blobs, std::move(chat_template),
                                                std::move(chain), std::move(journal), std::move(options)));
-  if (planner->engine_ == nullptr) {
+  if (planner->backend_->engine == nullptr) {
     // Its own engine over its own tree: turns still run batched with each other.
     EngineOptions engine_options;
     engine_options.tree = planner->owned_tree_.get();
     engine_options.pager = pager;
     FAK_ASSIGN_OR_RETURN(planner->owned_engine_, Engine::Create(model, tokenizer, std::move(engine_options)));
-    planner->engine_ = planner->owned_engine_.get();
+    planner->backend_ = std::make_shared<const Backend>(Backend{&model, &tokenizer, planner->owned_engine_.get(), nullptr});
   }
   return planner;
+}
+
+std::shared_ptr<const Planner::Backend> Planner::Current() const {
+  std::lock_guard<std::mutex> lock(backend_mu_);
+  return backend_;
+}
+
+void Planner::SwitchEngine(const Model& model, const Tokenizer& tokenizer, Engine& engine,
+                           std::shared_ptr<const void> keep_alive) {
+  auto next = std::make_shared<const Backend>(Backend{&model, &tokenizer, &engine, std::move(keep_alive)});
+  std::lock_guard<std::mutex> lock(backend_mu_);
+  backend_ = std::move(next);
 }
 
 ChatRole Planner::RoleOf(SegmentKind kind) {
@@ -82,7 +93,8 @@ ChatRole Planner::RoleOf(SegmentKind kind) {
   return ChatRole::kUser;
 }
 
-Result<std::vector<SegmentSpec>> Planner::Segments(const std::vector<RecallSegment>& transcript, bool reply) const {
+Result<std::vector<SegmentSpec>> Planner::Segments(const Backend& b, const std::vector<RecallSegment>& transcript,
+                                                  bool reply) const {
   std::vector<ChatMessage> messages;
   for (const RecallSegment& seg : transcript) messages.push_back(ChatMessage{RoleOf(seg.kind), seg.text});
   FAK_ASSIGN_OR_RETURN(RenderedChat rendered, template_->Render(messages, reply));
@@ -90,7 +102,7 @@ Result<std::vector<SegmentSpec>> Planner::Segments(const std::vector<RecallSegme
   // Each piece is tokenized on its own: segment boundaries are token boundaries, so a span can
   // be evicted exactly and earlier turns keep their ids as the conversation grows. A message's
   // own text never becomes a special token (it cannot forge a turn).
-  FAK_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> piece_ids, EncodePieces(tokenizer_, rendered));
+  FAK_ASSIGN_OR_RETURN(std::vector<std::vector<int32_t>> piece_ids, EncodePieces(*b.tokenizer, rendered));
   std::vector<SegmentSpec> specs;
   for (size_t i = 0; i < pieces.size(); ++i) {
     const bool is_reply = i == transcript.size();
@@ -135,12 +147,14 @@ Result<bool> Planner::IsSealed(std::string_view tenant, const Digest& digest) co
 
 Result<EvictedSubtree> Planner::EvictDeniedKV() {
   EvictedSubtree out;
-  for (const Digest& source : tree_->Sources()) {
+  const std::shared_ptr<const Backend> b = Current();
+  RadixTree& tree = b->engine->tree();
+  for (const Digest& source : tree.Sources()) {
     // Quarantines (listed for every tenant); a tenant's erasure evicted its KV when it was made.
     Result<bool> denied = chain_->denylist().IsQuarantined(source);
     if (!denied.has_value()) return denied.error().WithContext("the denylist cannot be asked now; retry later");
     if (!*denied) continue;
-    const EvictedSubtree gone = tree_->EvictSource(source);
+    const EvictedSubtree gone = tree.EvictSource(source);
     out.n_nodes += gone.n_nodes;
     out.n_tokens += gone.n_tokens;
     out.span_digests.insert(out.span_digests.end(), gone.span_digests.begin(), gone.span_digests.end());
@@ -158,6 +172,7 @@ Result<DeletionCertificate> Planner::EvictMessage(const Conversation& conversati
   }
   const std::string& tenant = conversation.tenant;
   FAK_ASSIGN_OR_RETURN(Texts* texts, TextsOf(tenant));
+  const std::shared_ptr<const Backend> b = Current();
   std::vector<bool> sealed;
   for (const Message& m : conversation.messages) {
     FAK_ASSIGN_OR_RETURN(const bool listed, IsSealed(tenant, Digest::Of(m.text)));
@@ -172,9 +187,9 @@ Result<DeletionCertificate> Planner::EvictMessage(const Conversation& conversati
   }
   // The conversation as the next Complete would hold it (without the reply header), then the
   // message cut out of the middle: the later segments are re-prefilled, so the removal is exact.
-  FAK_ASSIGN_OR_RETURN(std::vector<SegmentSpec> specs, Segments(TranscriptOf(conversation, sealed), /*reply=*/false));
+  FAK_ASSIGN_OR_RETURN(std::vector<SegmentSpec> specs, Segments(*b, TranscriptOf(conversation, sealed), /*reply=*/false));
   specs[index].source_digest = d;  // the subject the denylist and the stub name, as AppendNew does
-  SegmentLedger ledger(model_);
+  SegmentLedger ledger(*b->model);
   for (const SegmentSpec& spec : specs) FAK_RETURN_IF_ERROR(ledger.Append(spec).status());
   FAK_ASSIGN_OR_RETURN(const EvictionReport report, ledger.Evict(specs[index].id, Repair::kRecomputeTail));
   IssueOptions issue;
@@ -188,9 +203,9 @@ Result<DeletionCertificate> Planner::EvictMessage(const Conversation& conversati
   // served again) but records no deletion that did not happen; evicting it again finishes the job.
   FAK_RETURN_IF_ERROR(HoldTexts(conversation, session, sealed));
   FAK_RETURN_IF_ERROR(EraseSource(tenant, d));
-  (void)tree_->EvictSource(d, tenant);
+  (void)b->engine->tree().EvictSource(d, tenant);
   std::lock_guard<std::mutex> lock(audit_mu_);
-  return IssueDeletionCertificate(model_, ledger, specs[index], report, journal_.get(), key_, issue);
+  return IssueDeletionCertificate(*b->model, ledger, specs[index], report, journal_.get(), key_, issue);
 }
 
 Result<ScreenedChat> Planner::ScreenChat(std::string_view tenant, std::span<const ChatMessage> messages, bool screen_user) {
@@ -225,7 +240,7 @@ Result<ScreenedChat> Planner::ScreenChat(std::string_view tenant, std::span<cons
         FAK_RETURN_IF_ERROR(journal_->Append("quarantine", o.source_digest.Hex(), internal::DumpJson(payload)).status());
       }
       FAK_RETURN_IF_ERROR(EraseSource(tenant, o.source_digest));
-      (void)tree_->EvictSource(o.source_digest);  // a quarantine: every tenant's copy
+      (void)tree().EvictSource(o.source_digest);  // a quarantine: every tenant's copy
       o.sealed = true;
       out.newly_sealed.push_back(o.source_digest);
     }
@@ -247,7 +262,7 @@ Result<ErasureReport> Planner::EraseText(std::string_view tenant, const Digest& 
                             .WithContext("the text cannot be sealed now; nothing was erased, retry later"));
     report.newly_sealed = true;
   }
-  report.tree_tokens = tree_->EvictSource(digest, tenant).n_tokens;
+  report.tree_tokens = tree().EvictSource(digest, tenant).n_tokens;
   if (Status s = texts->corpus.RemoveSource(digest); s.ok()) {
     report.text_erased = true;
   } else if (s.code() != StatusCode::kNotFound) {
@@ -313,35 +328,38 @@ Result<SegmentLedger> Planner::Rebuild(const RecalledTranscript& transcript) con
   for (const RecalledSegment& seg : transcript.segments) {
     segments.push_back(RecallSegment{seg.id, seg.kind, seg.current.quarantined() ? SealedStub(seg.source_digest) : seg.text});
   }
-  FAK_ASSIGN_OR_RETURN(std::vector<SegmentSpec> specs, Segments(segments, /*reply=*/false));
-  SegmentLedger ledger(model_);
+  const std::shared_ptr<const Backend> b = Current();
+  FAK_ASSIGN_OR_RETURN(std::vector<SegmentSpec> specs, Segments(*b, segments, /*reply=*/false));
+  SegmentLedger ledger(*b->model);
   for (SegmentSpec& spec : specs) FAK_RETURN_IF_ERROR(ledger.Append(std::move(spec)).status());
   return ledger;
 }
 
-Result<Planner::Prepared> Planner::Prepare(const Conversation& conversation, const std::vector<bool>& sealed) const {
+Result<Planner::Prepared> Planner::Prepare(const Backend& b, const Conversation& conversation,
+                                           const std::vector<bool>& sealed) const {
   Prepared p;
-  FAK_ASSIGN_OR_RETURN(p.specs, Segments(TranscriptOf(conversation, sealed), /*reply=*/true));
+  FAK_ASSIGN_OR_RETURN(p.specs, Segments(b, TranscriptOf(conversation, sealed), /*reply=*/true));
   for (const SegmentSpec& spec : p.specs) p.context.insert(p.context.end(), spec.tokens.begin(), spec.tokens.end());
   return p;
 }
 
-Result<DeletionCertificate> Planner::CertifyQuarantine(const Conversation& conversation, const std::vector<bool>& sealed,
+Result<DeletionCertificate> Planner::CertifyQuarantine(const Backend& b, const Conversation& conversation,
+                                                       const std::vector<bool>& sealed,
                                                        size_t index, const std::string& reason) {
-  FAK_ASSIGN_OR_RETURN(std::vector<SegmentSpec> specs, Segments(TranscriptOf(conversation, sealed), /*reply=*/false));
+  FAK_ASSIGN_OR_RETURN(std::vector<SegmentSpec> specs, Segments(b, TranscriptOf(conversation, sealed), /*reply=*/false));
   // The subject is the message text as given, not its rendering: it names the digest the denylist
   // and the stub carry (the rendered tokens are bound by the journal row's tokens_digest).
   specs[index].source_digest = Digest::Of(conversation.messages[index].text);
-  SegmentLedger ledger(model_);
+  SegmentLedger ledger(*b.model);
   for (size_t i = 0; i <= index; ++i) FAK_RETURN_IF_ERROR(ledger.Append(specs[i]).status());
   FAK_ASSIGN_OR_RETURN(const EvictionReport report, ledger.Evict(specs[index].id));
   IssueOptions issue;
   issue.reason = reason;
   std::lock_guard<std::mutex> lock(audit_mu_);
-  return IssueDeletionCertificate(model_, ledger, specs[index], report, journal_.get(), key_, issue);
+  return IssueDeletionCertificate(*b.model, ledger, specs[index], report, journal_.get(), key_, issue);
 }
 
-Status Planner::ScreenToolResults(const Conversation& conversation, std::string_view session, std::vector<bool>& sealed,
+Status Planner::ScreenToolResults(const Backend& b, const Conversation& conversation, std::string_view session, std::vector<bool>& sealed,
                                   CompleteResult* out) {
   std::vector<size_t> quarantined;
   for (size_t j = 0; j < conversation.messages.size(); ++j) {
@@ -362,7 +380,7 @@ Status Planner::ScreenToolResults(const Conversation& conversation, std::string_
     // remote, so it is asked outside the journal's lock.
     FAK_RETURN_IF_ERROR(chain_->denylist().Add(m.source_digest, reason).WithContext(
         "message m" + std::to_string(j) + " was quarantined but cannot be sealed now; nothing was recorded, retry later"));
-    FAK_ASSIGN_OR_RETURN(DeletionCertificate cert, CertifyQuarantine(conversation, sealed, j, reason));
+    FAK_ASSIGN_OR_RETURN(DeletionCertificate cert, CertifyQuarantine(b, conversation, sealed, j, reason));
     out->certificates.push_back(std::move(cert));
     m.sealed = true;
     sealed[j] = true;
@@ -370,13 +388,14 @@ Status Planner::ScreenToolResults(const Conversation& conversation, std::string_
     // text from an earlier request.
     FAK_RETURN_IF_ERROR(HoldTexts(conversation, session, sealed));
     FAK_RETURN_IF_ERROR(EraseSource(conversation.tenant, m.source_digest));
-    (void)tree_->EvictSource(m.source_digest);
+    (void)b.engine->tree().EvictSource(m.source_digest);
   }
   return Status::Ok();
 }
 
-Status Planner::Run(const Conversation& conversation, const Prepared& p, const CompleteParams& params, CompleteResult* out) {
-  const size_t limit = model_.config().context_length;
+Status Planner::Run(const Backend& b, const Conversation& conversation, const Prepared& p, const CompleteParams& params,
+                    CompleteResult* out) {
+  const size_t limit = b.model->config().context_length;
   if (p.context.size() > limit) {
     return ResourceExhausted("Complete: the conversation is " + std::to_string(p.context.size()) +
                              " tokens; the model's context is " + std::to_string(limit));
@@ -395,15 +414,15 @@ Status Planner::Run(const Conversation& conversation, const Prepared& p, const C
   // Generation stops at the end of the context rather than being refused.
   request.max_tokens = std::min(params.generate.max_new_tokens, limit + 1 - p.context.size());
   request.stop_tokens = params.generate.stop_tokens;
-  if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(tokenizer_, template_.get());
+  if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(*b.tokenizer, template_.get());
   request.stop_strings = params.stop;
   if (params.on_text) {
     request.on_token = [&on_text = params.on_text](const TokenEvent& event) {
       return event.text.empty() || on_text(event.text);
     };
   }
-  FAK_ASSIGN_OR_RETURN(const RequestId id, engine_->Submit(std::move(request)));
-  FAK_ASSIGN_OR_RETURN(EngineResult r, engine_->Wait(id));
+  FAK_ASSIGN_OR_RETURN(const RequestId id, b.engine->Submit(std::move(request)));
+  FAK_ASSIGN_OR_RETURN(EngineResult r, b.engine->Wait(id));
   if (r.finish == FinishReason::kError) return r.error;
   out->text = std::move(r.text);
   out->generated = std::move(r.tokens);
@@ -452,13 +471,16 @@ Result<CompleteResult> Planner::Complete(const Conversation& conversation, const
     if (m.sealed) FAK_RETURN_IF_ERROR(EraseSource(conversation.tenant, m.source_digest));
   }
   // Screened by their text before any of it is prefilled; a quarantined one becomes its stub.
-  FAK_RETURN_IF_ERROR(ScreenToolResults(conversation, params.session, sealed_now, &out));
-  FAK_ASSIGN_OR_RETURN(const Prepared p, Prepare(conversation, sealed_now));
+  // One engine for the whole turn, even if SwitchEngine runs meanwhile.
+  const std::shared_ptr<const Backend> b = Current();
+  FAK_RETURN_IF_ERROR(ScreenToolResults(*b, conversation, params.session, sealed_now, &out));
+  FAK_ASSIGN_OR_RETURN(const Prepared p, Prepare(*b, conversation, sealed_now));
   out.context_tokens = p.context.size();
   // The gate's verdict on what the tree holds of the context for this tenant (read-only: the
   // engine's own lookup serves it).
-  out.gate = tree_->ProbeGate(tree_->ClaimFor(conversation.tenant), p.context, conversation.tenant).verdict;
-  FAK_RETURN_IF_ERROR(Run(conversation, p, params, &out));
+  RadixTree& tree = b->engine->tree();
+  out.gate = tree.ProbeGate(tree.ClaimFor(conversation.tenant), p.context, conversation.tenant).verdict;
+  FAK_RETURN_IF_ERROR(Run(*b, conversation, p, params, &out));
   return out;
 }
 

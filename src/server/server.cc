@@ -148,9 +148,12 @@ struct Server::Impl {
     std::shared_ptr<const internal::Serving> old;
     {
       std::lock_guard lock(serving_mu);
-      old = std::exchange(serving, std::move(next));
+      old = std::exchange(serving, next);
     }
-    // `old` is freed here when no request holds it, else by the last request that does.
+    // Conversations switch with the OpenAI endpoints; the planner holds the serving while it runs
+    // turns on its engine.
+    if (conversations) conversations->planner().SwitchEngine(*next->model, *next->tokenizer, *next->engine, next);
+    // `old` is freed here when no request (nor the planner) holds it, else by the last one that does.
   }
   // An engine on rolled-out weights (MakeServing).
   Result<std::shared_ptr<internal::Serving>> MakeServing(std::shared_ptr<const RolloutModel> weights,
@@ -701,9 +704,10 @@ std::optional<ApiRequest> Server::Impl::ParseTurn(const httplib::Request& req, i
     *error = internal::HttpReply::BadRequest(parse_error.message, parse_error.param, "invalid_request");
     return std::nullopt;
   }
-  if (request.model != options.model_id) {
+  const std::string serving_id = Current()->model_id;
+  if (request.model != serving_id) {
     *error = internal::HttpReply::Error({404, "invalid_request_error", "the model '" + request.model + "' does not exist; "
-                                         "this server serves '" + options.model_id + "'", "model", "model_not_found"});
+                                         "this server serves '" + serving_id + "'", "model", "model_not_found"});
     return std::nullopt;
   }
   return request;

@@ -892,9 +892,13 @@ def completion(s, model, prompt, max_tokens=12):
 def test_rollout_switches_serving(tmp_path):
     prompt = "the weights answer: "
     # The reference: a server started on the new weights.
+    turn = {"model": "embedded:7", "messages": [{"role": "user", "content": "which weights?"}], "max_tokens": 8,
+            "temperature": 0}
     ref = FakServer(tmp_path, model="embedded:7")
     try:
         new_text = completion(ref, "embedded:7", prompt)["choices"][0]["text"]
+        status, ref_turn = ref.request("POST", "/fak/v1/conversations", turn)
+        assert status == 200, ref_turn
     finally:
         ref.stop()
     s = FakServer(tmp_path, "--admin-tenant", "alice")
@@ -926,6 +930,9 @@ def test_rollout_switches_serving(tmp_path):
         assert [m.id for m in s.client().models.list()] == ["embedded:7"]
         reply = completion(s, "embedded:7", prompt)
         assert reply["choices"][0]["text"] == new_text and reply["model"] == "embedded:7", reply
+        # Conversations switched with them: a turn answers as the new weights do.
+        status, new_turn = s.request("POST", "/fak/v1/conversations", turn)
+        assert status == 200 and new_turn["reply"] == ref_turn["reply"], (new_turn, ref_turn)
         status, reply = s.request("POST", "/v1/completions", {"model": MODEL, "prompt": prompt, "max_tokens": 2})
         assert status == 404 and reply["error"]["code"] == "model_not_found", reply
         families = s.metrics()

@@ -226,7 +226,13 @@ class Planner {
 
   PlannerStats Stats() const;
 
-  RadixTree& tree() { return *tree_; }
+  // Moves the planner's turns to another engine — a rollout's cutover to new weights, so
+  // conversations switch with the OpenAI endpoints. `model` and `tokenizer` are the engine's;
+  // `keep_alive` (e.g. what owns the engine) is held while the planner uses them. Turns in flight
+  // finish on the engine they started on; the chat template, journal, key, texts and seals stay.
+  void SwitchEngine(const Model& model, const Tokenizer& tokenizer, Engine& engine, std::shared_ptr<const void> keep_alive);
+  // The current engine's tree (valid until the next SwitchEngine lets go of it).
+  RadixTree& tree() { return Current()->engine->tree(); }
   Journal& journal() { return *journal_; }
   // The texts of the store given to Create (every tenant's, without PlannerOptions::tenant_store).
   TextCorpus& corpus() { return shared_texts_.corpus; }
@@ -243,9 +249,17 @@ class Planner {
           std::unique_ptr<Journal> journal, PlannerOptions options);
   // The segments of `transcript` as the template renders them: one per message, then the
   // generation prompt when `reply` (its id "reply").
-  Result<std::vector<SegmentSpec>> Segments(const std::vector<RecallSegment>& transcript, bool reply) const;
+  // What turns run on: a model, its tokenizer and the engine over them (SwitchEngine).
+  struct Backend {
+    const Model* model = nullptr;
+    const Tokenizer* tokenizer = nullptr;
+    Engine* engine = nullptr;
+    std::shared_ptr<const void> keep_alive;
+  };
+  std::shared_ptr<const Backend> Current() const;
+  Result<std::vector<SegmentSpec>> Segments(const Backend& b, const std::vector<RecallSegment>& transcript, bool reply) const;
   // `sealed[i]`: message i is on the denylist (asked once per call).
-  Result<Prepared> Prepare(const Conversation& conversation, const std::vector<bool>& sealed) const;
+  Result<Prepared> Prepare(const Backend& b, const Conversation& conversation, const std::vector<bool>& sealed) const;
   static std::vector<RecallSegment> TranscriptOf(const Conversation& conversation, const std::vector<bool>& sealed);
   // Whether the denylist lists `digest`; Unavailable (with context) when it cannot be asked.
   // (A quarantine seals a text for every tenant; an erasure only for the tenant that asked:
@@ -267,17 +281,15 @@ class Planner {
   Status HoldTexts(const Conversation& conversation, std::string_view session, const std::vector<bool>& sealed);
   // Screens the conversation's unsealed tool results by their text; certifies and seals each one
   // quarantined (in `sealed` and `out`), in order. Unavailable when a screen cannot decide.
-  Status ScreenToolResults(const Conversation& conversation, std::string_view session, std::vector<bool>& sealed,
+  Status ScreenToolResults(const Backend& b, const Conversation& conversation, std::string_view session, std::vector<bool>& sealed,
                            CompleteResult* out);
   // The write-time certificate of quarantined message `index`: a ledger of the conversation up to
   // it (as `sealed` renders it) that prefills it and evicts it again — the tail, so exactly.
-  Result<DeletionCertificate> CertifyQuarantine(const Conversation& conversation, const std::vector<bool>& sealed,
+  Result<DeletionCertificate> CertifyQuarantine(const Backend& b, const Conversation& conversation, const std::vector<bool>& sealed,
                                                 size_t index, const std::string& reason);
   // Runs the turn's context `p` as one engine request and fills `out` from its result.
-  Status Run(const Conversation& conversation, const Prepared& p, const CompleteParams& params, CompleteResult* out);
+  Status Run(const Backend& b, const Conversation& conversation, const Prepared& p, const CompleteParams& params, CompleteResult* out);
 
-  const Model& model_;
-  const Tokenizer& tokenizer_;
   SigningKey key_;
   Texts shared_texts_;
   const std::function<Result<std::unique_ptr<BlobStore>>(std::string_view tenant)> tenant_store_;
@@ -288,8 +300,8 @@ class Planner {
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<RadixTree> owned_tree_;  // null with PlannerOptions::engine
   std::unique_ptr<Engine> owned_engine_;   // over owned_tree_; destroyed before it
-  Engine* engine_;
-  RadixTree* tree_;                        // the engine's
+  mutable std::mutex backend_mu_;
+  std::shared_ptr<const Backend> backend_;  // GUARDED_BY(backend_mu_); never null after Create
   mutable std::mutex audit_mu_;  // serialises certificate issuance (journal appends) and verification; never held across denylist calls
   const int64_t denied_kv_sweep_interval_ns_;
   std::atomic<int64_t> last_denied_kv_sweep_ns_;  // monotonic; starts at construction (the tree is empty)
