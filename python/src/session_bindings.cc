@@ -121,7 +121,7 @@ std::vector<int32_t> PySession::Generate(const std::vector<int32_t>& prompt, siz
   params.max_new_tokens = std::min(max_tokens, GenerationRoom(model_->model->config().context_length, ledger.cache().size()));
   params.stop_tokens = stop_tokens;
   params.sampling = sampling;
-  Generation generation = ValueOrThrow(Generation::Create(std::move(params), /*tokenizer=*/nullptr));
+  Generation generation = ValueOrThrow(Generation::Create(std::move(params), /*stop_strings=*/{}, /*tokenizer=*/nullptr));
   const std::span<const int32_t> context = ledger.cache().tokens();
   const Status run = generation.Run(std::move(logits), std::vector<int32_t>(context.begin(), context.end()),
                                     [&](int32_t token) { return ledger.ExtendLast(std::span<const int32_t>(&token, 1)); });
@@ -332,8 +332,9 @@ void BindSession(nb::module_& m) {
           nb::arg("prompt"), nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0f, nb::arg("top_k") = 0,
           nb::arg("top_p") = 1.0f, nb::arg("repeat_penalty") = 1.0f, nb::arg("seed") = 0,
           nb::arg("stop_tokens") = nb::none(),
-          "Prefills prompt as a new segment and samples up to max_tokens (appended to it); returns the generated ids "
-          "(a stop token included). stop_tokens default: EOS and the template's end-of-turn ids.")
+          "Prefills prompt as a new segment and samples up to max_tokens (appended to it; fewer when the context "
+          "fills), as the engine's requests do; returns the generated ids (a stop token included). stop_tokens "
+          "default: EOS and the template's end-of-turn ids.")
       .def(
           "clone", [](PySession& s) { return Released([&] { return s.Clone(); }); },
           "A deep copy (cost: the whole cache).")

@@ -39,9 +39,8 @@ Result<Generation> GenerationFor(const EngineRequest& request, const Tokenizer& 
   GenerateParams params;
   params.max_new_tokens = request.max_tokens;
   params.stop_tokens = request.stop_tokens;
-  params.stop_strings = request.stop_strings;
   params.sampling = request.sampling;
-  return Generation::Create(std::move(params), &tokenizer);
+  return Generation::Create(std::move(params), request.stop_strings, &tokenizer);
 }
 
 struct Job {

@@ -7,21 +7,21 @@
 
 namespace fak {
 
-Result<Generation> Generation::Create(GenerateParams params, const Tokenizer* tokenizer) {
+Result<Generation> Generation::Create(GenerateParams params, std::vector<std::string> stop_strings,
+                                      const Tokenizer* tokenizer) {
   FAK_RETURN_IF_ERROR(params.sampling.Validate());
   const bool has_stop_string =
-      std::any_of(params.stop_strings.begin(), params.stop_strings.end(), [](const std::string& s) { return !s.empty(); });
+      std::any_of(stop_strings.begin(), stop_strings.end(), [](const std::string& s) { return !s.empty(); });
   if (tokenizer == nullptr && has_stop_string) {
     return InvalidArgument("Generation: stop strings need a tokenizer to read the text");
   }
-  return Generation(std::move(params), tokenizer);
+  return Generation(std::move(params), std::move(stop_strings), tokenizer);
 }
 
-Generation::Generation(GenerateParams params, const Tokenizer* tokenizer)
+Generation::Generation(GenerateParams params, std::vector<std::string> stop_strings, const Tokenizer* tokenizer)
     : params_(std::move(params)), sampler_(params_.sampling) {
   std::sort(params_.stop_tokens.begin(), params_.stop_tokens.end());
-  if (tokenizer != nullptr) stream_.emplace(*tokenizer, std::move(params_.stop_strings));
-  params_.stop_strings.clear();  // the stream holds them
+  if (tokenizer != nullptr) stream_.emplace(*tokenizer, std::move(stop_strings));
   if (params_.max_new_tokens == 0) finish_ = FinishReason::kLength;
 }
 
@@ -82,12 +82,11 @@ size_t GenerationRoom(size_t context_length, size_t n_context) {
 Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
                                 const GenerateParams& params, const std::function<bool(int32_t)>& on_token) {
   FAK_RETURN_IF_ERROR(params.sampling.Validate());
-  if (!params.stop_strings.empty()) return InvalidArgument("Generate: stop strings need text; use a Generation with a tokenizer");
   FAK_ASSIGN_OR_RETURN(std::vector<float> logits, model.Prefill(cache, prompt, LogitsMode::kLast));
   GenerateParams bounded = params;
   // A full context ends the generation (kLength); it does not fail it.
   bounded.max_new_tokens = std::min(params.max_new_tokens, GenerationRoom(model.config().context_length, cache->size()));
-  FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(std::move(bounded), /*tokenizer=*/nullptr));
+  FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(std::move(bounded), /*stop_strings=*/{}, /*tokenizer=*/nullptr));
   FAK_RETURN_IF_ERROR(generation.Run(
       std::move(logits), std::vector<int32_t>(cache->tokens().begin(), cache->tokens().end()),
       [&](int32_t token) { return model.Decode(cache, token); },

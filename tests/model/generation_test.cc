@@ -107,7 +107,6 @@ GenerateParams ParamsOf(const Case& c) {
   GenerateParams p;
   p.max_new_tokens = c.max_tokens;
   p.stop_tokens = c.stop_tokens;
-  p.stop_strings = c.stop_strings;
   p.sampling = c.sampling;
   return p;
 }
@@ -115,7 +114,7 @@ GenerateParams ParamsOf(const Case& c) {
 // The Generation, stepped by hand as the engine steps it.
 Outcome Stepped(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt, const Case& c) {
   Outcome out;
-  Result<Generation> g = Generation::Create(ParamsOf(c), &tokenizer);
+  Result<Generation> g = Generation::Create(ParamsOf(c), c.stop_strings, &tokenizer);
   EXPECT_TRUE(g.has_value()) << g.error().ToString();
   if (!g.has_value()) return out;
   std::vector<int32_t> context = prompt;
@@ -139,7 +138,7 @@ Outcome Stepped(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt, 
 // The Generation through Run, the loop fak::Generate, `fak run` and Python use.
 Outcome Ran(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt, const Case& c) {
   Outcome out;
-  Result<Generation> g = Generation::Create(ParamsOf(c), &tokenizer);
+  Result<Generation> g = Generation::Create(ParamsOf(c), c.stop_strings, &tokenizer);
   EXPECT_TRUE(g.has_value()) << g.error().ToString();
   if (!g.has_value()) return out;
   std::vector<int32_t> context = prompt;
@@ -255,7 +254,7 @@ TEST_F(GenerationWitness, TokenLimitEndsWithLength) {
   // max_tokens == 0: finished before a step, nothing sampled (the engine's prefill-only request).
   GenerateParams p;
   p.max_new_tokens = 0;
-  ASSERT_OK_AND_ASSIGN(Generation g, Generation::Create(p, tokenizer_.get()));
+  ASSERT_OK_AND_ASSIGN(Generation g, Generation::Create(p, {}, tokenizer_.get()));
   EXPECT_TRUE(g.done());
   EXPECT_EQ(g.finish(), FinishReason::kLength);
   int decodes = 0;
@@ -283,18 +282,16 @@ TEST_F(GenerationWitness, CancelKeepsTheNaturalReasonOnTheLastToken) {
 
 TEST(Generation, RejectsStopStringsWithoutATokenizerAndBadSampling) {
   GenerateParams p;
-  p.stop_strings = {"stop"};
-  EXPECT_EQ(Generation::Create(p, nullptr).error().code(), StatusCode::kInvalidArgument);
-  p.stop_strings = {""};  // ignored, as TextStream ignores it
-  EXPECT_TRUE(Generation::Create(p, nullptr).has_value());
+  EXPECT_EQ(Generation::Create(p, {"stop"}, nullptr).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Generation::Create(p, {""}, nullptr).has_value());  // ignored, as TextStream ignores it
   p.sampling.top_p = 0;
-  EXPECT_EQ(Generation::Create(p, nullptr).error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Generation::Create(p, {}, nullptr).error().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(Generation, RunStopsAtADecodeErrorKeepingTheTokens) {
   GenerateParams p;
   p.max_new_tokens = 10;
-  ASSERT_OK_AND_ASSIGN(Generation g, Generation::Create(p, nullptr));
+  ASSERT_OK_AND_ASSIGN(Generation g, Generation::Create(p, {}, nullptr));
   int decodes = 0;
   const Status s = g.Run(LogitsAfter({1}), {1}, [&](int32_t) -> Result<std::vector<float>> {
     if (++decodes == 3) return IOError("the disk went away");

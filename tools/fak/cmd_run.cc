@@ -67,9 +67,8 @@ Result<RunResult> Generate(const LoadedModel& m, const std::string& prompt, cons
   GenerateParams params;
   params.max_new_tokens = std::min(g.max_tokens, GenerationRoom(m.model->config().context_length, cache.size()));
   params.stop_tokens = EndOfGenerationTokens(*m.tokenizer, nullptr);
-  params.stop_strings = g.stop;
   params.sampling = g.sampling;
-  FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(std::move(params), m.tokenizer.get()));
+  FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(std::move(params), g.stop, m.tokenizer.get()));
   FAK_RETURN_IF_ERROR(generation.Run(
       std::move(logits), r.prompt, [&](int32_t token) { return m.model->Decode(&cache, token); },
       [&](const GenerationStep& step) {

@@ -59,10 +59,13 @@ class Generation {
   // Receives each step; returning false cancels the generation after that token.
   using StepFn = std::function<bool(const GenerationStep& step)>;
 
-  // InvalidArgument for invalid sampling parameters, or stop strings without a tokenizer.
-  // `tokenizer` may be null (no text is released); it must outlive the generation. With
-  // max_new_tokens == 0 the generation is finished (kLength) before its first step.
-  static Result<Generation> Create(GenerateParams params, const Tokenizer* tokenizer);
+  // The generation ends when its text contains one of `stop_strings` (empty ones are ignored); a
+  // stop string is never released, nor what follows it. `tokenizer` may be null (no text is
+  // released); it must outlive the generation. InvalidArgument for invalid sampling parameters, or
+  // stop strings without a tokenizer. With max_new_tokens == 0 the generation is finished
+  // (kLength) before its first step.
+  static Result<Generation> Create(GenerateParams params, std::vector<std::string> stop_strings,
+                                   const Tokenizer* tokenizer);
 
   // Chooses the next token from `logits`, given `history`: every token of the sequence before it
   // (the prompt and the tokens generated so far; the repetition penalty reads it). Requires
@@ -91,7 +94,7 @@ class Generation {
   const std::string& text() const;
 
  private:
-  Generation(GenerateParams params, const Tokenizer* tokenizer);
+  Generation(GenerateParams params, std::vector<std::string> stop_strings, const Tokenizer* tokenizer);
   bool IsStopToken(int32_t token) const;
 
   GenerateParams params_;  // stop_tokens sorted
@@ -114,8 +117,7 @@ struct GenerateResult {
 
 // Prefills `prompt` onto `cache` (which may already hold a prefix) and decodes up to
 // max_new_tokens (fewer when the context fills: GenerationRoom), calling on_token (if set) after
-// each; on_token returning false stops early. A Generation without text: stop_strings must be
-// empty (InvalidArgument otherwise).
+// each; on_token returning false stops early. A Generation without text (no stop strings).
 Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
                                 const GenerateParams& params,
                                 const std::function<bool(int32_t)>& on_token = nullptr);

@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <functional>
 #include <span>
-#include <string>
 #include <string_view>
 #include <vector>
 
@@ -41,15 +40,13 @@ class Sampler {
   uint64_t state_[4];
 };
 
-// What a Generation (fak/model/generation.h) is asked for.
+// What a generation is asked for (fak::Generate, Generation::Create; stop strings come beside it,
+// with a tokenizer to read the text).
 struct GenerateParams {
   size_t max_new_tokens = 64;  // Default: 64.
   // Generation ends after emitting any of these (e.g. EOS and the template's end-of-turn tokens;
   // see EndOfGenerationTokens); the id is in the result's tokens, with no text. Default: none.
   std::vector<int32_t> stop_tokens;
-  // Generation ends when the text contains one of these; it is never released, nor what follows.
-  // Needs a tokenizer. Empty strings are ignored. Default: none.
-  std::vector<std::string> stop_strings;
   SamplingParams sampling;
 };
 
