@@ -8,6 +8,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 
@@ -115,18 +116,18 @@ std::vector<int32_t> PySession::Generate(const std::vector<int32_t>& prompt, siz
   if (prompt.empty()) throw StatusError(InvalidArgument("generate: prompt is empty"));
   std::vector<float> logits = ValueOrThrow(ledger.Append(SegmentSpec{
       NextId(ledger), SegmentKind::kUser, prompt, Digest::Of(prompt.data(), prompt.size() * sizeof(int32_t))}));
-  Sampler sampler(sampling);
-  std::vector<int32_t> out;
-  while (out.size() < max_tokens) {
-    const int32_t next = sampler.Sample(logits, ledger.cache().tokens());
-    out.push_back(next);
-    if (std::find(stop_tokens.begin(), stop_tokens.end(), next) != stop_tokens.end() || out.size() == max_tokens) break;
-    Result<std::vector<float>> step = ledger.ExtendLast(std::span<const int32_t>(&next, 1));
-    if (!step.has_value())
-      throw StatusError(step.error().WithContext("generate after " + std::to_string(out.size()) + " tokens: "));
-    logits = std::move(*step);
-  }
-  return out;
+  GenerateParams params;
+  // A full context ends the generation, as in fak::Generate and `fak run`.
+  params.max_new_tokens = std::min(max_tokens, GenerationRoom(model_->model->config().context_length, ledger.cache().size()));
+  params.stop_tokens = stop_tokens;
+  params.sampling = sampling;
+  Generation generation = ValueOrThrow(Generation::Create(std::move(params), /*stop_strings=*/{}, /*tokenizer=*/nullptr));
+  const std::span<const int32_t> context = ledger.cache().tokens();
+  const Status run = generation.Run(std::move(logits), std::vector<int32_t>(context.begin(), context.end()),
+                                    [&](int32_t token) { return ledger.ExtendLast(std::span<const int32_t>(&token, 1)); });
+  if (!run.ok())
+    throw StatusError(run.WithContext("generate after " + std::to_string(generation.tokens().size()) + " tokens: "));
+  return generation.tokens();
 }
 
 std::unique_ptr<PySession> PySession::Clone() {
@@ -331,8 +332,9 @@ void BindSession(nb::module_& m) {
           nb::arg("prompt"), nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0f, nb::arg("top_k") = 0,
           nb::arg("top_p") = 1.0f, nb::arg("repeat_penalty") = 1.0f, nb::arg("seed") = 0,
           nb::arg("stop_tokens") = nb::none(),
-          "Prefills prompt as a new segment and samples up to max_tokens (appended to it); returns the generated ids "
-          "(a stop token included). stop_tokens default: EOS and the template's end-of-turn ids.")
+          "Prefills prompt as a new segment and samples up to max_tokens (appended to it; fewer when the context "
+          "fills), as the engine's requests do; returns the generated ids (a stop token included). stop_tokens "
+          "default: EOS and the template's end-of-turn ids.")
       .def(
           "clone", [](PySession& s) { return Released([&] { return s.Clone(); }); },
           "A deep copy (cost: the whole cache).")

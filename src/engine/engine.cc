@@ -20,10 +20,10 @@
 
 #include "fak/core/digest.h"
 #include "fak/gate/kv_manifest.h"
+#include "fak/model/generation.h"
 #include "fak/regen/page_in.h"
 #include "fak/session/source_span.h"
 #include "fak/tokenizer/chat_template.h"
-#include "fak/tokenizer/text_stream.h"
 #include "src/engine/fair_share.h"
 
 namespace fak {
@@ -34,15 +34,18 @@ namespace {
 // for the callback to end.
 thread_local const void* t_delivering_for = nullptr;
 
+// The generation a request asks for: its sampler, stops and limit.
+Result<Generation> GenerationFor(const EngineRequest& request, const Tokenizer& tokenizer) {
+  GenerateParams params;
+  params.max_new_tokens = request.max_tokens;
+  params.stop_tokens = request.stop_tokens;
+  params.sampling = request.sampling;
+  return Generation::Create(std::move(params), request.stop_strings, &tokenizer);
+}
+
 struct Job {
-  Job(EngineRequest r, const Tokenizer& tokenizer)
-      : request(std::move(r)), context(request.prompt), sampler(request.sampling),
-        stream(tokenizer, request.stop_strings) {
-    std::sort(request.stop_tokens.begin(), request.stop_tokens.end());
+  Job(EngineRequest r, Generation g) : request(std::move(r)), context(request.prompt), generation(std::move(g)) {
     result.usage.prompt_tokens = request.prompt.size();
-  }
-  bool IsStopToken(int32_t token) const {
-    return std::binary_search(request.stop_tokens.begin(), request.stop_tokens.end(), token);
   }
   // Tokens of the context the cache does not hold yet: the unread prompt, or the last sampled token.
   size_t Pending() const { return context.size() - cache->size(); }
@@ -53,8 +56,7 @@ struct Job {
   RequestId id = 0;  // set at Submit, under mu_
   EngineRequest request;
   std::vector<int32_t> context;  // the prompt, then every generated token
-  Sampler sampler;
-  TextStream stream;
+  Generation generation;         // chooses its tokens, decides its stops; survives preemption
   EngineResult result;
   std::atomic<bool> cancel_requested{false};
   bool done = false;  // under mu_
@@ -253,7 +255,8 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
                              std::to_string(context * bytes_per_token_) + " bytes) exceed the KV budget of " +
                              std::to_string(options_.kv_budget_bytes) + " bytes");
   }
-  auto job = std::make_unique<Job>(std::move(request), tokenizer_);
+  FAK_ASSIGN_OR_RETURN(Generation generation, GenerationFor(request, tokenizer_));
+  auto job = std::make_unique<Job>(std::move(request), std::move(generation));
   job->sources = std::move(sources);
   job->result.timings.submitted_ns = env_->NowMonotonicNanos();
   if (options_.pager != nullptr) {
@@ -571,33 +574,21 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
 
 void Engine::Impl::Emit(Job* job, std::vector<float> logits) {
   EngineResult& r = job->result;
-  const int32_t token = job->sampler.Sample(logits, job->context);
+  const GenerationStep step = job->generation.Step(logits, job->context);
   if (job->request.record_logits) r.logits.push_back(std::move(logits));
-  job->context.push_back(token);
-  r.tokens.push_back(token);
+  job->context.push_back(step.token);
+  r.tokens.push_back(step.token);
   r.usage.generated_tokens = r.tokens.size();
   const int64_t now = env_->NowMonotonicNanos();
   if (r.timings.token_ns.empty()) r.timings.first_token_ns = now;
   r.timings.token_ns.push_back(now);
 
-  std::optional<FinishReason> end;
-  std::string text;
-  if (job->IsStopToken(token)) {
-    end = FinishReason::kStopToken;
-  } else {
-    // An id the tokenizer cannot spell (a synthetic model wider than its tokenizer) has no text.
-    Result<std::string> piece = job->stream.Push(token);
-    if (piece.has_value()) text = std::move(*piece);
-    if (job->stream.stopped()) end = FinishReason::kStopString;
-  }
-  if (!end && r.tokens.size() >= job->request.max_tokens) end = FinishReason::kLength;
-  if (end) text += job->stream.Finish();
-  switch (Deliver(job, token, text)) {
+  switch (Deliver(job, step.token, step.text)) {
     case Delivered::kContinue:
-      if (end) FinishRunning(job, *end);
+      if (step.finish) FinishRunning(job, *step.finish);
       return;
     case Delivered::kCancelled:
-      FinishRunning(job, end.value_or(FinishReason::kCancelled));
+      FinishRunning(job, job->generation.Cancel());
       return;
     case Delivered::kThrew:
       FinishRunning(job, FinishReason::kError, InvalidArgument("the token callback threw an exception"));
@@ -642,7 +633,7 @@ void Engine::Impl::FinishLocked(Job* job, FinishReason reason, Status error) {
   EngineResult& r = job->result;
   r.finish = reason;
   r.error = std::move(error);
-  r.text = job->stream.text();
+  r.text = job->generation.text();
   r.timings.finished_ns = env_->NowMonotonicNanos();
   job->done = true;
   ++stats_.finished;

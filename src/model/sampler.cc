@@ -101,25 +101,4 @@ std::string_view FinishReasonName(FinishReason reason) {
   return "unknown";
 }
 
-Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
-                                const GenerateParams& params, const std::function<bool(int32_t)>& on_token) {
-  FAK_RETURN_IF_ERROR(params.sampling.Validate());
-  FAK_ASSIGN_OR_RETURN(std::vector<float> logits, model.Prefill(cache, prompt, LogitsMode::kLast));
-  Sampler sampler(params.sampling);
-  GenerateResult out;
-  out.n_prompt_tokens = prompt.size();
-  std::vector<int32_t> history(cache->tokens().begin(), cache->tokens().end());
-  while (out.tokens.size() < params.max_new_tokens) {
-    int32_t next = sampler.Sample(logits, history);
-    out.tokens.push_back(next);
-    history.push_back(next);
-    if (on_token && !on_token(next)) break;
-    if (std::find(params.stop_tokens.begin(), params.stop_tokens.end(), next) != params.stop_tokens.end()) break;
-    if (out.tokens.size() == params.max_new_tokens) break;
-    if (cache->size() >= model.config().context_length) break;  // context full: stop, do not fail
-    FAK_ASSIGN_OR_RETURN(logits, model.Decode(cache, next));
-  }
-  return out;
-}
-
 }  // namespace fak

@@ -4,7 +4,7 @@
 #include <map>
 #include <set>
 
-#include "fak/model/sampler.h"
+#include "fak/model/generation.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 

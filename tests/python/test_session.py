@@ -159,6 +159,29 @@ def test_generate_is_greedy_and_reproducible(model):
     assert c == d
 
 
+def test_generate_is_the_engine_s_generation(model):
+    """Session.generate and the engine run the same Generation: the same prompt and seed give the
+    same tokens (the CLI check compares `fak run`, fak::Generate and the engine with this prompt and
+    these seeds). Control: the two seeds differ, so agreement is not one fixed answer."""
+    prompt = [256] + list(b"hello")  # BOS, then the text, as `fak run -p hello` encodes it
+    engine = fak.Engine(model)
+    by_seed = []
+    sampling = dict(max_tokens=24, temperature=1.5, top_p=0.98, repeat_penalty=1.3)
+    for seed in (1, 3, 5):
+        params = dict(sampling, seed=seed, stop_tokens=[257])
+        session_tokens = fak.Session(model).generate(prompt, **params)
+        served = engine.submit(prompt, **params).wait()
+        assert session_tokens == served["tokens"], seed
+        by_seed.append(session_tokens)
+    assert by_seed[0] != by_seed[1] != by_seed[2]
+    # A stop token ends both on it.
+    stop = by_seed[0][4]
+    params = dict(sampling, seed=1, stop_tokens=[stop])
+    cut = fak.Session(model).generate(prompt, **params)
+    assert cut == by_seed[0][: by_seed[0].index(stop) + 1]
+    assert engine.submit(prompt, **params).wait()["tokens"] == cut
+
+
 def test_sessions_in_threads_run_without_the_gil_and_stay_exact(model):
     import threading
 

@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -175,6 +177,73 @@ TEST_F(CliTest, RunStopsBeforeAStopStringAndNeverPrintsIt) {
   EXPECT_EQ(j["tokens"], std::vector<int32_t>(tokens.begin(), tokens.begin() + first + 1));  // ends on the stop
   EXPECT_EQ(j["text"].get<std::string>().find(stop), std::string::npos) << "the stop string was printed";
   EXPECT_EQ(j["finish_reason"], "stop_string");
+}
+
+// `text` as `fak run --json` writes it (bytes that are not UTF-8 become U+FFFD).
+std::string AsJson(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// `fak run`, fak::Generate and the engine are one Generation over one model: the same prompt and
+// seed give the same tokens (and, with a stop string, the same text and finish) through each. The
+// Python suite checks its Session against the engine with the same prompt and seed
+// (test_session.py, test_generate_is_the_engine_s_generation).
+TEST_F(CliTest, RunGeneratesWhatGenerateAndTheEngineGenerate) {
+  ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(ModelConfig::EmbeddedDefault(), 2026));
+  auto tok = MakeByteTokenizer();
+  EngineOptions options;
+  options.start_thread = false;
+  ASSERT_OK_AND_ASSIGN(auto engine, Engine::Create(*model, *tok, options));
+  std::vector<int32_t> prompt = {tok->bos_id()};  // as `fak run` encodes it: BOS, then the text
+  for (char c : std::string("hello")) prompt.push_back(static_cast<unsigned char>(c));
+  std::vector<std::vector<int32_t>> by_seed;
+  size_t stop_string_cases = 0;
+  for (uint64_t seed : {1, 3, 5}) {
+    const std::string flags =
+        " -n 24 --temperature 1.5 --top-p 0.98 --repeat-penalty 1.3 --seed " + std::to_string(seed) + " --json";
+    CliResult run = RunFak("run embedded -p hello" + flags);
+    ASSERT_EQ(run.exit_code, 0) << run.output;
+    const nlohmann::json j = FirstJsonLine(run.output);
+    const std::vector<int32_t> cli_tokens = j["tokens"];
+
+    GenerateParams params;
+    params.max_new_tokens = 24;
+    params.stop_tokens = EndOfGenerationTokens(*tok, nullptr);
+    params.sampling = {1.5f, 0, 0.98f, 1.3f, seed};
+    KVCache cache = model->NewCache();
+    ASSERT_OK_AND_ASSIGN(GenerateResult generated, Generate(*model, &cache, prompt, params));
+    EXPECT_EQ(cli_tokens, generated.tokens) << "seed " << seed;
+    EXPECT_EQ(j["finish_reason"], std::string(FinishReasonName(generated.finish)));
+
+    EngineRequest request;
+    request.prompt = prompt;
+    request.max_tokens = params.max_new_tokens;
+    request.stop_tokens = params.stop_tokens;
+    request.sampling = params.sampling;
+    ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(request));
+    ASSERT_OK_AND_ASSIGN(EngineResult served, engine->Wait(id));
+    EXPECT_EQ(cli_tokens, served.tokens) << "seed " << seed;
+    EXPECT_EQ(j["text"].dump(), AsJson(served.text));
+
+    // With a stop string taken from the continuation: the same cut, text and finish.
+    const auto at = std::find_if(cli_tokens.begin() + 2, cli_tokens.end(), [](int32_t t) { return t < 128 && std::isalnum(t); });
+    if (at != cli_tokens.end()) {
+      const std::string stop(1, static_cast<char>(*at));
+      const nlohmann::json cut = FirstJsonLine(RunFak("run embedded -p hello" + flags + " --stop " + stop).output);
+      request.stop_strings = {stop};
+      ASSERT_OK_AND_ASSIGN(RequestId stop_id, engine->Submit(request));
+      ASSERT_OK_AND_ASSIGN(EngineResult stopped, engine->Wait(stop_id));
+      EXPECT_EQ(stopped.finish, FinishReason::kStopString);
+      EXPECT_EQ(cut["tokens"], stopped.tokens);
+      EXPECT_EQ(cut["text"].dump(), AsJson(stopped.text));
+      EXPECT_EQ(cut["finish_reason"], "stop_string");
+      ++stop_string_cases;
+    }
+    by_seed.push_back(cli_tokens);
+  }
+  EXPECT_NE(by_seed[0], by_seed[1]) << "control: the seed reaches the draw";
+  EXPECT_NE(by_seed[1], by_seed[2]) << "control: the seed reaches the draw";
+  EXPECT_GE(stop_string_cases, 2u) << "control: the continuations have letters to stop at";
 }
 
 TEST_F(CliTest, ChatReadsTurnsFromAPipeAndReusesEarlierTurns) {

@@ -8,8 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fak/kernels/kernel_tier.h"
-#include "fak/model/sampler.h"
-#include "fak/tokenizer/text_stream.h"
+#include "fak/model/generation.h"
 #include "tools/fak/cli.h"
 
 namespace fak::cli {
@@ -55,41 +54,30 @@ struct RunResult {
   double prefill_ms = 0, decode_ms = 0;
 };
 
-// Prefills the prompt and samples up to `max_tokens`; text is streamed (unless `quiet`) as the
-// TextStream releases it, so a --stop text is never printed.
+// Prefills the prompt and generates up to `max_tokens` (fewer when the context fills); text is
+// streamed (unless `quiet`) as the generation releases it, so a --stop text is never printed.
 Result<RunResult> Generate(const LoadedModel& m, const std::string& prompt, const GenerationFlags& g, bool quiet) {
   RunResult r;
   FAK_ASSIGN_OR_RETURN(r.prompt, EncodePrompt(*m.tokenizer, prompt));
-  const std::vector<int32_t> stops = EndOfGenerationTokens(*m.tokenizer, nullptr);
   KVCache cache = m.model->NewCache();
   Clock::time_point start = Clock::now();
   FAK_ASSIGN_OR_RETURN(std::vector<float> logits, PrefillWithProgress(*m.model, &cache, r.prompt));
   r.prefill_ms = MsSince(start);
   start = Clock::now();
-  Sampler sampler(g.sampling);
-  TextStream stream(*m.tokenizer, g.stop);
-  std::vector<int32_t> history = r.prompt;
-  while (r.generated.size() < g.max_tokens && cache.size() < m.model->config().context_length) {
-    const int32_t token = sampler.Sample(logits, history);
-    r.generated.push_back(token);
-    history.push_back(token);
-    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
-      r.finish = FinishReason::kStopToken;
-      break;
-    }
-    FAK_ASSIGN_OR_RETURN(std::string piece, stream.Push(token));
-    if (!quiet) WriteText(piece);
-    if (stream.stopped()) {
-      r.finish = FinishReason::kStopString;
-      break;
-    }
-    if (r.generated.size() < g.max_tokens) {
-      FAK_ASSIGN_OR_RETURN(logits, m.model->Decode(&cache, token));
-    }
-  }
-  const std::string rest = stream.Finish();
-  if (!quiet) WriteText(rest);
-  r.text = stream.text();
+  GenerateParams params;
+  params.max_new_tokens = std::min(g.max_tokens, GenerationRoom(m.model->config().context_length, cache.size()));
+  params.stop_tokens = EndOfGenerationTokens(*m.tokenizer, nullptr);
+  params.sampling = g.sampling;
+  FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(std::move(params), g.stop, m.tokenizer.get()));
+  FAK_RETURN_IF_ERROR(generation.Run(
+      std::move(logits), r.prompt, [&](int32_t token) { return m.model->Decode(&cache, token); },
+      [&](const GenerationStep& step) {
+        if (!quiet) WriteText(step.text);
+        return true;
+      }));
+  r.generated = generation.tokens();
+  r.text = generation.text();
+  r.finish = generation.finish().value_or(FinishReason::kLength);
   r.decode_ms = MsSince(start);
   return r;
 }

@@ -10,7 +10,7 @@
 // Memory: one budget over the KV of every running request and the tree. When a step would pass
 // it, the tree gives back unleased tokens first; then the most recently admitted running request is
 // preempted (background requests first): its cache is dropped and it waits again, first in its
-// tenant's line, with its tokens so far and its Sampler; on resume it recomputes them (prefix reuse
+// tenant's line, with its tokens so far and its Generation (sampler, text stream); on resume it recomputes them (prefix reuse
 // included).
 //
 // Priority: background requests (RequestPriority) are admitted only while no interactive request

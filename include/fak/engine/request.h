@@ -59,7 +59,7 @@ struct EngineRequest {
   // page-in's denylist check reach it. Each run non-empty and within the prompt. With `messages`
   // the engine computes them itself: leave empty. Default: none (the KV is indexed by no text).
   std::vector<SourceSpan> sources;
-  // One Sampler per request, seeded from here. Default: greedy.
+  // One Sampler per request (in its Generation), seeded from here. Default: greedy.
   SamplingParams sampling;
   // Generation ends after this many tokens. 0: prefill only — the prompt's KV is computed and given
   // to the radix tree, nothing is sampled (warming the tree; finish is kLength). Default: 64.

@@ -1,8 +1,10 @@
-// Sampling and generation: turn logits into tokens, reproducibly.
+// Sampling: turn logits into tokens, reproducibly; and the parameters of a generation.
 //
 // Sampler is seeded: the same seed, logits and history give the same tokens on every machine (its
 // generator is a fixed xoshiro256** stream, not std::random's implementation-defined
-// distributions). Not thread-safe; one per sequence.
+// distributions). Not thread-safe; one per sequence. Nothing but the generation object
+// (fak/model/generation.h: stops, limits, text) calls it to generate; the C API's fak_sampler_sample
+// exposes it as a plain entry point.
 #ifndef FAK_MODEL_SAMPLER_H_
 #define FAK_MODEL_SAMPLER_H_
 
@@ -12,8 +14,6 @@
 #include <string_view>
 #include <vector>
 
-#include "fak/kv/kv_cache.h"
-#include "fak/model/model.h"
 #include "fak/core/status.h"
 
 namespace fak {
@@ -40,10 +40,12 @@ class Sampler {
   uint64_t state_[4];
 };
 
+// What a generation is asked for (fak::Generate, Generation::Create; stop strings come beside it,
+// with a tokenizer to read the text).
 struct GenerateParams {
   size_t max_new_tokens = 64;  // Default: 64.
   // Generation ends after emitting any of these (e.g. EOS and the template's end-of-turn tokens;
-  // see EndOfGenerationTokens). Default: none.
+  // see EndOfGenerationTokens); the id is in the result's tokens, with no text. Default: none.
   std::vector<int32_t> stop_tokens;
   SamplingParams sampling;
 };
@@ -58,17 +60,6 @@ enum class FinishReason {
   kError,       // a failure ended it (the result carries the Status)
 };
 std::string_view FinishReasonName(FinishReason reason);  // "stop_token", "stop_string", "length", ...
-
-struct GenerateResult {
-  std::vector<int32_t> tokens;  // generated ids (the stop token included if one was emitted)
-  size_t n_prompt_tokens = 0;
-};
-
-// Prefills `prompt` onto `cache` (which may already hold a prefix) and decodes up to
-// max_new_tokens, calling on_token (if set) after each; on_token returning false stops early.
-Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
-                                const GenerateParams& params,
-                                const std::function<bool(int32_t)>& on_token = nullptr);
 
 }  // namespace fak
 

@@ -1,0 +1,101 @@
+// Generation: sample, then stop token → stop string → token limit, in the order the engine always
+// applied them; Run is the one-token-at-a-time loop over it.
+#include "fak/model/generation.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace fak {
+
+Result<Generation> Generation::Create(GenerateParams params, std::vector<std::string> stop_strings,
+                                      const Tokenizer* tokenizer) {
+  FAK_RETURN_IF_ERROR(params.sampling.Validate());
+  const bool has_stop_string =
+      std::any_of(stop_strings.begin(), stop_strings.end(), [](const std::string& s) { return !s.empty(); });
+  if (tokenizer == nullptr && has_stop_string) {
+    return InvalidArgument("Generation: stop strings need a tokenizer to read the text");
+  }
+  return Generation(std::move(params), std::move(stop_strings), tokenizer);
+}
+
+Generation::Generation(GenerateParams params, std::vector<std::string> stop_strings, const Tokenizer* tokenizer)
+    : params_(std::move(params)), sampler_(params_.sampling) {
+  std::sort(params_.stop_tokens.begin(), params_.stop_tokens.end());
+  if (tokenizer != nullptr) stream_.emplace(*tokenizer, std::move(stop_strings));
+  if (params_.max_new_tokens == 0) finish_ = FinishReason::kLength;
+}
+
+bool Generation::IsStopToken(int32_t token) const {
+  return std::binary_search(params_.stop_tokens.begin(), params_.stop_tokens.end(), token);
+}
+
+GenerationStep Generation::Step(std::span<const float> logits, std::span<const int32_t> history) {
+  GenerationStep step;
+  // Constraints and drafts (generation.h) would act here, on `logits`, before the draw.
+  step.token = sampler_.Sample(logits, history);
+  tokens_.push_back(step.token);
+  if (IsStopToken(step.token)) {
+    step.finish = FinishReason::kStopToken;
+  } else if (stream_) {
+    // An id the tokenizer cannot spell has no text: generation goes on, as it always has.
+    Result<std::string> piece = stream_->Push(step.token);
+    if (piece.has_value()) step.text = std::move(*piece);
+    if (stream_->stopped()) step.finish = FinishReason::kStopString;
+  }
+  if (!step.finish && tokens_.size() >= params_.max_new_tokens) step.finish = FinishReason::kLength;
+  if (step.finish) {
+    if (stream_) step.text += stream_->Finish();
+    finish_ = step.finish;
+  }
+  return step;
+}
+
+FinishReason Generation::Cancel() {
+  if (!finish_) finish_ = FinishReason::kCancelled;
+  return *finish_;
+}
+
+Status Generation::Run(std::vector<float> logits, std::vector<int32_t> history, const DecodeFn& decode,
+                       const StepFn& on_step) {
+  while (!done()) {
+    const GenerationStep step = Step(logits, history);
+    history.push_back(step.token);
+    if (on_step && !on_step(step)) {
+      Cancel();
+      break;
+    }
+    if (step.finish) break;
+    FAK_ASSIGN_OR_RETURN(logits, decode(step.token));
+  }
+  return Status::Ok();
+}
+
+const std::string& Generation::text() const {
+  static const std::string kNone;
+  return stream_ ? stream_->text() : kNone;
+}
+
+size_t GenerationRoom(size_t context_length, size_t n_context) {
+  return n_context > context_length ? 0 : context_length - n_context + 1;
+}
+
+Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
+                                const GenerateParams& params, const std::function<bool(int32_t)>& on_token) {
+  FAK_RETURN_IF_ERROR(params.sampling.Validate());
+  FAK_ASSIGN_OR_RETURN(std::vector<float> logits, model.Prefill(cache, prompt, LogitsMode::kLast));
+  GenerateParams bounded = params;
+  // A full context ends the generation (kLength); it does not fail it.
+  bounded.max_new_tokens = std::min(params.max_new_tokens, GenerationRoom(model.config().context_length, cache->size()));
+  FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(std::move(bounded), /*stop_strings=*/{}, /*tokenizer=*/nullptr));
+  FAK_RETURN_IF_ERROR(generation.Run(
+      std::move(logits), std::vector<int32_t>(cache->tokens().begin(), cache->tokens().end()),
+      [&](int32_t token) { return model.Decode(cache, token); },
+      [&](const GenerationStep& step) { return !on_token || on_token(step.token); }));
+  GenerateResult out;
+  out.tokens = generation.tokens();
+  out.n_prompt_tokens = prompt.size();
+  out.finish = generation.finish().value_or(FinishReason::kLength);
+  return out;
+}
+
+}  // namespace fak
