@@ -21,7 +21,6 @@
 #include "fak/core/digest.h"
 #include "fak/gate/kv_manifest.h"
 #include "fak/model/generation.h"
-#include "fak/regen/page_in.h"
 #include "fak/session/source_span.h"
 #include "fak/tokenizer/chat_template.h"
 #include "src/engine/fair_share.h"
@@ -112,12 +111,22 @@ Result<std::vector<SourceSpan>> ChatSourceRuns(const Tokenizer& tokenizer, const
   return runs;
 }
 
+namespace {
+
+// The engine's own tree, given EngineOptions::pager as its way in from a lower tier.
+std::unique_ptr<RadixTree> OwnTree(const Model& model, const Tokenizer& tokenizer, const EngineOptions& options) {
+  auto tree = std::make_unique<RadixTree>(model, tokenizer, options.tree_options);
+  tree->SetPager(options.pager);
+  return tree;
+}
+
+}  // namespace
+
 struct Engine::Impl {
   Impl(const Model& model, const Tokenizer& tokenizer, EngineOptions options)
       : model_(model), tokenizer_(tokenizer), options_(std::move(options)),
         env_(options_.env != nullptr ? options_.env : Env::Default()),
-        owned_tree_(options_.tree != nullptr ? nullptr
-                                             : std::make_unique<RadixTree>(model, tokenizer, options_.tree_options)),
+        owned_tree_(options_.tree != nullptr ? nullptr : OwnTree(model, tokenizer, options_)),
         tree_(options_.tree != nullptr ? options_.tree : owned_tree_.get()),
         bytes_per_token_(tree_->BytesPerToken()) {}
 
@@ -165,7 +174,8 @@ struct Engine::Impl {
   void CancelEverything();
   // Asks the pager for what the tree lacks of `job`'s context (into `lookup`, inserting it into the
   // tree) and counts the outcome. Blocks on the tier's I/O.
-  void PageIn(Job& job, LookupResult& lookup);
+  // The tree's lookup of the job's context, with its pager's page-in counted for the job.
+  LookupResult PageIn(Job& job);
   size_t SessionBytes() const;
   bool Fits(size_t extra_bytes) const;
 
@@ -177,7 +187,7 @@ struct Engine::Impl {
   RadixTree* const tree_;
   const size_t bytes_per_token_;
   // The tree spills to a tier or the engine pages from one.
-  const bool tier_bound_ = options_.pager != nullptr || tree_->spills();
+  const bool tier_bound_ = tree_->pages_in() || tree_->spills();
 
   std::mutex step_mu_;
   std::vector<Job*> running_;  // in admission order
@@ -259,7 +269,7 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   auto job = std::make_unique<Job>(std::move(request), std::move(generation));
   job->sources = std::move(sources);
   job->result.timings.submitted_ns = env_->NowMonotonicNanos();
-  if (options_.pager != nullptr) {
+  if (tree_->pages_in()) {
     {
       // No tier I/O for a request that would be refused anyway.
       std::lock_guard<std::mutex> lock(mu_);
@@ -268,9 +278,7 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
     // On the caller's thread, so the step thread (and every running request's decode) does not wait
     // for the tier; the prefix waits in the tree for admission.
     if (tree_->MatchLength(job->context, job->request.tenant) + 1 < job->context.size()) {
-      LookupResult lookup = tree_->Lookup(tree_->ClaimFor(job->request.tenant), job->context);
-      PageIn(*job, lookup);
-      job->paged_prefix = lookup.matched_tokens;
+      job->paged_prefix = PageIn(*job).matched_tokens;
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -386,7 +394,9 @@ void Engine::Impl::Admit() {
     }
     LookupResult found = tree_->Lookup(tree_->ClaimFor(job->request.tenant), job->context);
     // The tree gave back (budget eviction) a prefix Submit paged in: page it in again, on this thread.
-    if (options_.pager != nullptr && found.matched_tokens < job->paged_prefix) PageIn(*job, found);
+    if (tree_->pages_in() && found.matched_tokens < job->paged_prefix) {
+      found = PageIn(*job);
+    }
     // Room for this step's chunk of every running request and of this one.
     size_t step_tokens = std::min(options_.prefill_chunk_tokens, job->context.size() - found.matched_tokens);
     for (const Job* other : running_) step_tokens += std::min(options_.prefill_chunk_tokens, other->Pending());
@@ -640,9 +650,10 @@ void Engine::Impl::FinishLocked(Job* job, FinishReason reason, Status error) {
   done_cv_.notify_all();
 }
 
-void Engine::Impl::PageIn(Job& job, LookupResult& lookup) {
-  const PagedPrefix paged = PageInAfterLookup(*options_.pager, *tree_, tree_->ClaimFor(job.request.tenant), job.context,
-                                              job.sources, lookup);
+LookupResult Engine::Impl::PageIn(Job& job) {
+  PagedPrefix paged;
+  LookupResult lookup = tree_->LookupOrPageIn(tree_->ClaimFor(job.request.tenant), job.context, job.sources, &paged);
+  if (!paged.asked) return lookup;
   job.result.usage.paged_tokens += paged.paged_tokens;
   ++job.result.usage.page_ins;
   job.result.usage.page_in_failure = paged.failure;
@@ -651,6 +662,7 @@ void Engine::Impl::PageIn(Job& job, LookupResult& lookup) {
   stats_.paged_tokens += paged.paged_tokens;
   ++stats_.page_in_failures[static_cast<int>(paged.failure)];
   stats_.page_in_refusals += IsPageInRefusal(paged.failure) ? 1 : 0;
+  return lookup;
 }
 
 size_t Engine::Impl::SessionBytes() const {
@@ -730,6 +742,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
     return InvalidArgument("EngineOptions.step_token_budget (" + std::to_string(options.step_token_budget) +
                            ") is below max_running (" + std::to_string(options.max_running) +
                            "): every running request's decode must fit in a step");
+  }
+  if (options.tree != nullptr && options.pager != nullptr) {
+    return InvalidArgument("EngineOptions.pager with EngineOptions.tree: give that tree its pager (RadixTree::SetPager)");
   }
   const bool start_thread = options.start_thread;
   std::unique_ptr<Engine> engine(new Engine(std::make_unique<Impl>(model, tokenizer, std::move(options))));

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "fak/core/env.h"
-#include "fak/regen/page_in.h"
 #include "fak/session/certify_eviction.h"
 #include "src/core/json.h"
 #include "src/core/str_cat.h"
@@ -63,8 +62,8 @@ Result<std::unique_ptr<Planner>> Planner::Create(const Model& model, const Token
   if (planner->backend_->engine == nullptr) {
     // Its own engine over its own tree: turns still run batched with each other.
     EngineOptions engine_options;
+    planner->owned_tree_->SetPager(pager);
     engine_options.tree = planner->owned_tree_.get();
-    engine_options.pager = pager;
     FAK_ASSIGN_OR_RETURN(planner->owned_engine_, Engine::Create(model, tokenizer, std::move(engine_options)));
     planner->backend_ = std::make_shared<const Backend>(Backend{&model, &tokenizer, planner->owned_engine_.get(), nullptr});
   }

@@ -9,7 +9,6 @@
 #include <utility>
 
 #include "fak/regen/regen_driver.h"
-#include "fak/regen/page_in.h"
 
 namespace fak {
 
@@ -96,23 +95,8 @@ std::string_view MaterializeVerdictName(MaterializeVerdict verdict) {
   return "?";
 }
 
-std::string_view PageInFailureName(PageInFailure failure) {
-  switch (failure) {
-    case PageInFailure::kNone: return "none";
-    case PageInFailure::kAbsent: return "absent";
-    case PageInFailure::kAxis: return "axis";
-    case PageInFailure::kChecksum: return "checksum";
-    case PageInFailure::kDenied: return "denied";
-    case PageInFailure::kTenant: return "tenant";
-    case PageInFailure::kTruncated: return "truncated";
-    case PageInFailure::kMalformed: return "malformed";
-    case PageInFailure::kUnavailable: return "unavailable";
-  }
-  return "?";
-}
-
-RegenDriver::RegenDriver(RegenTarget target, TextCorpus& corpus, const ScreenChain& screen, RegenDriverOptions options)
-    : target_(target), corpus_(&corpus), screen_(&screen), options_(options), counters_(std::make_unique<Counters>()) {}
+RegenDriver::RegenDriver(RegenTarget target, TextCorpus& corpus, const ScreenChain& screen)
+    : target_(target), corpus_(&corpus), screen_(&screen), counters_(std::make_unique<Counters>()) {}
 RegenDriver::~RegenDriver() = default;
 
 RegenStats RegenDriver::Stats() const {
@@ -225,9 +209,10 @@ Result<Materialized> RegenDriver::Materialize(const ResidentClaim& claim, const 
 Result<Materialized> RegenDriver::Regenerate(const ResidentClaim& claim, const TranscriptRef& transcript,
                                              Materialized out, LookupResult lookup) {
   const size_t n = out.tokens.size();
-  if (options_.pager != nullptr) {
-    // What the pager verified becomes radix nodes, so the next lookup is a HIT.
-    PagedPrefix paged = PageInAfterLookup(*options_.pager, *target_.tree, claim, out.tokens, out.sources, lookup);
+  if (target_.tree->pages_in()) {
+    // The tree's pager (FAULT): what it verified becomes radix nodes, so the next lookup is a HIT.
+    PagedPrefix paged;
+    lookup = target_.tree->LookupOrPageIn(claim, out.tokens, out.sources, &paged);
     if (paged.failure != PageInFailure::kNone) {
       Add(counters_->page_in_failures[static_cast<int>(paged.failure)], 1);
       out.detail = "page-in stopped: " + std::string(PageInFailureName(paged.failure)) + ": " + paged.detail;

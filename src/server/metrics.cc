@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "fak/gate/binding_tuple.h"
-#include "fak/regen/page_in.h"
+#include "fak/session/kv_pager.h"
 #include "src/server/verdict_json.h"
 
 namespace fak::internal {

@@ -114,6 +114,7 @@ struct RadixTree::Impl {
 
   const Model& model;
   const RadixTreeOptions options;
+  KVPager* pager = nullptr;  // SetPager: before the tree is shared
   const BindingTuple regime;
   GateCounters gate_counters;  // thread-safe on its own
   size_t bytes_per_token = 0;
@@ -595,6 +596,40 @@ const KVManifest* RadixTree::ManifestOf(NodeId node) const {
 
 const AccessPolicy& RadixTree::access_policy() const { return impl_->options.access; }
 bool RadixTree::spills() const { return impl_->options.spill != nullptr; }
+
+void RadixTree::SetPager(KVPager* pager) { impl_->pager = pager; }
+bool RadixTree::pages_in() const { return impl_->pager != nullptr; }
+
+LookupResult RadixTree::LookupOrPageIn(const ResidentClaim& claim, std::span<const int32_t> tokens,
+                                       std::span<const SourceSpan> sources, PagedPrefix* paged) {
+  LookupResult lookup = Lookup(claim, tokens);
+  PagedPrefix out;
+  const size_t n = tokens.size();
+  if (impl_->pager != nullptr && lookup.gate.outcome != ClaimOutcome::kRefuse && lookup.matched_tokens + 1 < n) {
+    out.asked = true;
+    const size_t resident = lookup.cache.size();
+    // Every slab the pager appends passed the gate (axes, checksums, denylist, tenancy).
+    PageInResult r = impl_->pager->PageIn(claim, tokens, n, lookup.cache);
+    out.failure = r.failure;
+    out.detail = std::move(r.detail);
+    if (lookup.cache.size() > resident) {
+      out.paged_tokens = lookup.cache.size() - resident;
+      out.inserted = Insert(claim.tenant, tokens.first(lookup.cache.size()), lookup.cache, sources);
+      // The last token is prefilled by the caller, which needs its logits; truncating is exact.
+      if (lookup.cache.size() == n) {
+        if (Status truncated = lookup.cache.Truncate(n - 1); !truncated.ok()) {
+          // Cannot happen for n - 1 < size; if it did, serve nothing paged rather than a wrong length.
+          (void)lookup.cache.Truncate(resident);
+          out.paged_tokens = 0;
+          out.inserted = truncated;
+        }
+      }
+      lookup.matched_tokens = lookup.cache.size();
+    }
+  }
+  if (paged != nullptr) *paged = std::move(out);
+  return lookup;
+}
 
 size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting,
                       std::string_view tenant) {

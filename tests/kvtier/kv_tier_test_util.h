@@ -48,14 +48,12 @@ inline Worker MakeWorker(TextCorpus& corpus, const ScreenChain& chain, WorkerOpt
     tree_options.write_through = o.write_through;
   }
   w.tree = std::make_unique<RadixTree>(*w.model, *w.tokenizer, std::move(tree_options));
-  RegenDriverOptions driver_options;
   if (o.page_from != nullptr) {
     w.pager = std::make_unique<TierPager>(*o.page_from, w.tree->access_policy(),
                                           o.denylist != nullptr ? o.denylist : &chain.denylist());
-    driver_options.pager = w.pager.get();
+    w.tree->SetPager(w.pager.get());  // the tree's way in; the driver just looks up
   }
-  w.driver = std::make_unique<RegenDriver>(RegenTarget{w.model.get(), w.tokenizer.get(), w.tree.get()}, corpus, chain,
-                                           driver_options);
+  w.driver = std::make_unique<RegenDriver>(RegenTarget{w.model.get(), w.tokenizer.get(), w.tree.get()}, corpus, chain);
   return w;
 }
 

@@ -142,7 +142,8 @@ TEST_F(RegenDriverTest, FaultPagesInFromALowerTier) {
   const std::vector<int32_t> ids = Ids(*a_.tokenizer, t);
   ResidentClaim claim = a_.tree->ClaimFor("default");
   OneSpanPager pager(*a_.model, ids);
-  RegenDriver on_a(a_.target(), corpus_, chain_, RegenDriverOptions{&pager});
+  a_.tree->SetPager(&pager);
+  RegenDriver on_a(a_.target(), corpus_, chain_);
   ASSERT_OK_AND_ASSIGN(Materialized m, on_a.Materialize(claim, t));
   EXPECT_EQ(m.verdict, MaterializeVerdict::kFault);
   EXPECT_EQ(pager.page_ins, 1);

@@ -90,8 +90,9 @@ struct EngineOptions {
   RadixTree* tree = nullptr;
   // The engine's own tree; `spill` (a TierSpiller) takes what budget eviction removes.
   RadixTreeOptions tree_options;
-  // A lower KV tier (e.g. TierPager over a directory or Redis store) consulted when the tree holds
-  // less of a prompt; thread-safe, must outlive the engine. Null = none. Default: null.
+  // A lower KV tier (e.g. TierPager over a directory or Redis store) the engine's own tree pages
+  // prompts' missing prefixes in from (RadixTree::SetPager); thread-safe, must outlive the engine.
+  // With `tree`, give that tree its pager instead (InvalidArgument here). Null = none. Default: null.
   KVPager* pager = nullptr;
 };
 

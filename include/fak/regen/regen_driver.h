@@ -53,42 +53,6 @@ struct Materialized {
   size_t prefilled_tokens = 0;   // computed by this call (a HIT still prefills the last token)
 };
 
-// Why a lower tier served less than asked (kNone: it served something, or was not asked). Every
-// failure falls back to RECOMPUTE from text; nothing unverified is attended to.
-enum class PageInFailure : int {
-  kNone = 0,
-  kAbsent,       // the tier holds no slab for the next span
-  kAxis,         // a slab's manifest differs from the claim on a binding axis (MISS{axis})
-  kChecksum,     // a section or the slab's bytes do not match their checksums (or the manifest's)
-  kDenied,       // a source text the slab came from is on the quarantine denylist
-  kTenant,       // the tenant may not see the slab (REFUSE{reason})
-  kTruncated,    // the stored slab is shorter than its header says
-  kMalformed,    // not a slab file of a version this build reads, or of another shape
-  kUnavailable,  // the tier or the denylist cannot be asked now (fail closed)
-};
-inline constexpr int kNumPageInFailures = 9;
-std::string_view PageInFailureName(PageInFailure failure);  // "none", "absent", "axis", ...
-
-struct PageInResult {
-  size_t paged_tokens = 0;  // tokens appended to the cache
-  size_t paged_bytes = 0;   // slab bytes read for them
-  PageInFailure failure = PageInFailure::kNone;  // why the page-in stopped short (the last refusal)
-  std::string detail;                            // which span, axis or check
-};
-
-// A lower KV tier (disk, remote) that Materialize consults before recomputing: the FAULT path.
-// Implementations must be thread-safe (kvtier/tier_pager.h is the directory/Redis one).
-class KVPager {
- public:
-  virtual ~KVPager() = default;
-  // Extends `cache` — a session cache of the serving model holding tokens[0, cache.size()) (what the
-  // tree served) — with the longest run of tokens[cache.size(), limit) the tier holds and that
-  // passes the gate for `claim` (every axis, checksums, denylist, tenancy). On any failure the
-  // cache keeps what was verified so far and the result says why it stopped.
-  virtual PageInResult PageIn(const ResidentClaim& claim, std::span<const int32_t> tokens, size_t limit,
-                              KVCache& cache) = 0;
-};
-
 // The model a driver serves and the tree its KV lives in. Not owned; all must outlive the driver.
 struct RegenTarget {
   const Model* model = nullptr;
@@ -96,10 +60,6 @@ struct RegenTarget {
   RadixTree* tree = nullptr;  // built over *model and *tokenizer
 };
 
-struct RegenDriverOptions {
-  // Lower tier for FAULT; null = none. Default: null.
-  KVPager* pager = nullptr;
-};
 
 // Counters by verdict plus token totals. Snapshot of relaxed atomics.
 struct RegenStats {
@@ -119,7 +79,7 @@ class RegenDriver {
  public:
   // `screen` (with its denylist) judges text before it is prefilled; it must outlive the driver
   // and not be reconfigured while the driver runs.
-  RegenDriver(RegenTarget target, TextCorpus& corpus, const ScreenChain& screen, RegenDriverOptions options = {});
+  RegenDriver(RegenTarget target, TextCorpus& corpus, const ScreenChain& screen);
   ~RegenDriver();
   RegenDriver(const RegenDriver&) = delete;
   RegenDriver& operator=(const RegenDriver&) = delete;
@@ -158,7 +118,6 @@ class RegenDriver {
   RegenTarget target_;
   TextCorpus* corpus_;
   const ScreenChain* screen_;
-  RegenDriverOptions options_;
   std::unique_ptr<Counters> counters_;
 };
 

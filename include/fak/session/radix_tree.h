@@ -36,6 +36,7 @@
 #include "fak/gate/resident_claim.h"
 #include "fak/model/model.h"
 #include "fak/session/source_span.h"
+#include "fak/session/kv_pager.h"
 #include "fak/session/spill_sink.h"
 #include "fak/tokenizer/tokenizer.h"
 #include "fak/core/status.h"
@@ -137,6 +138,19 @@ class RadixTree {
   LookupResult Lookup(const ResidentClaim& claim, std::span<const int32_t> tokens);
   // Lookup with this tree's own regime and kDefaultTenant.
   LookupResult Lookup(std::span<const int32_t> tokens);
+  // Lookup, then — with a pager (SetPager), when the tree holds less than all but the last token —
+  // the rest of the prefix from the lower tier: every slab verified by the gate for `claim`,
+  // inserted as radix nodes recording `sources` (so the next lookup, of any request of the tenant,
+  // is a HIT) and appended to the result's cache, one token short of `tokens` when the tier held
+  // all of it (the caller prefills that one for its logits). Nothing unverified is appended.
+  // `paged` (may be null) says what the tier supplied or why it stopped. Blocks on the tier's
+  // reads and two SHA-256 passes per slab.
+  LookupResult LookupOrPageIn(const ResidentClaim& claim, std::span<const int32_t> tokens,
+                              std::span<const SourceSpan> sources, PagedPrefix* paged);
+  // The lower tier LookupOrPageIn pages from (not owned; thread-safe; must outlive the tree); null
+  // = none. Set it before the tree is shared. The way out is RadixTreeOptions::spill.
+  void SetPager(KVPager* pager);
+  bool pages_in() const;
   // The claim this tree's own regime makes for `tenant`.
   ResidentClaim ClaimFor(std::string tenant) const;
   // The gate's verdict on each node of the longest prefix of `tokens` held in `holder`'s view,
