@@ -12,13 +12,14 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/kv/kv_cache.h"
 #include "fak/model/model.h"
 #include "fak/core/status.h"
 
 namespace fak {
 
-struct SamplingParams {
+struct FAK_EXPORT SamplingParams {
   float temperature = 0.0f;         // 0 = greedy (argmax; ties go to the lowest id). Default: 0.
   size_t top_k = 0;                 // keep the k most likely; 0 = all. Default: 0.
   float top_p = 1.0f;               // nucleus mass in (0, 1]; 1 = all. Default: 1.
@@ -28,7 +29,7 @@ struct SamplingParams {
   Status Validate() const;
 };
 
-class Sampler {
+class FAK_EXPORT Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
   // Picks the next token from `logits` given the ids seen so far (for the repetition penalty).
@@ -57,7 +58,7 @@ enum class FinishReason {
   kDeadline,    // its deadline passed (engine)
   kError,       // a failure ended it (the result carries the Status)
 };
-std::string_view FinishReasonName(FinishReason reason);  // "stop_token", "stop_string", "length", ...
+FAK_EXPORT std::string_view FinishReasonName(FinishReason reason);  // "stop_token", "stop_string", "length", ...
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (the stop token included if one was emitted)
@@ -66,7 +67,7 @@ struct GenerateResult {
 
 // Prefills `prompt` onto `cache` (which may already hold a prefix) and decodes up to
 // max_new_tokens, calling on_token (if set) after each; on_token returning false stops early.
-Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
+FAK_EXPORT Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
                                 const GenerateParams& params,
                                 const std::function<bool(int32_t)>& on_token = nullptr);
 

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/gate/resident_claim.h"
 #include "fak/regen/regen_driver.h"
@@ -38,7 +39,7 @@ struct PagedPrefix {
 // Afterwards lookup.matched_tokens == lookup.cache.size() <= tokens.size() - 1. `sources` are the
 // context's source runs (as RadixTree::Insert takes them); may be empty. `insert` false leaves the
 // tree alone (a caller that inserts the whole context itself once it is admitted).
-PagedPrefix PageInAfterLookup(KVPager& pager, RadixTree& tree, const ResidentClaim& claim,
+FAK_EXPORT PagedPrefix PageInAfterLookup(KVPager& pager, RadixTree& tree, const ResidentClaim& claim,
                               std::span<const int32_t> tokens, std::span<const SourceSpan> sources,
                               LookupResult& lookup, bool insert = true);
 

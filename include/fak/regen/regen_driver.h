@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/gate/binding_tuple.h"
 #include "fak/gate/resident_claim.h"
@@ -40,7 +41,7 @@ namespace fak {
 // (screenable) text is available, or the claim names a regime this driver cannot produce.
 enum class MaterializeVerdict : int { kHit = 0, kFault, kRecompute, kRefuse, kAbstain };
 inline constexpr int kNumMaterializeVerdicts = 5;
-std::string_view MaterializeVerdictName(MaterializeVerdict verdict);  // "HIT", "FAULT", ...
+FAK_EXPORT std::string_view MaterializeVerdictName(MaterializeVerdict verdict);  // "HIT", "FAULT", ...
 
 struct Materialized {
   MaterializeVerdict verdict = MaterializeVerdict::kAbstain;
@@ -67,7 +68,7 @@ enum class PageInFailure : int {
   kUnavailable,  // the tier or the denylist cannot be asked now (fail closed)
 };
 inline constexpr int kNumPageInFailures = 9;
-std::string_view PageInFailureName(PageInFailure failure);  // "none", "absent", "axis", ...
+FAK_EXPORT std::string_view PageInFailureName(PageInFailure failure);  // "none", "absent", "axis", ...
 
 struct PageInResult {
   size_t paged_tokens = 0;  // tokens appended to the cache
@@ -78,7 +79,7 @@ struct PageInResult {
 
 // A lower KV tier (disk, remote) that Materialize consults before recomputing: the FAULT path.
 // Implementations must be thread-safe (kvtier/tier_pager.h is the directory/Redis one).
-class KVPager {
+class FAK_EXPORT KVPager {
  public:
   virtual ~KVPager() = default;
   // Extends `cache` — a session cache of the serving model holding tokens[0, cache.size()) (what the
@@ -115,7 +116,7 @@ struct RegenStats {
 // Serves contexts for one model from its radix tree, regenerating them from the corpus text.
 // Thread-safety: all methods may be called concurrently (the tree and corpus are thread-safe; the
 // counters are atomic). Cost: a RECOMPUTE prefills the unmatched suffix; a HIT prefills one token.
-class RegenDriver {
+class FAK_EXPORT RegenDriver {
  public:
   // `screen` (with its denylist) judges text before it is prefilled; it must outlive the driver
   // and not be reconfigured while the driver runs.
