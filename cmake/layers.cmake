@@ -24,6 +24,7 @@ function(fak_layer name dir)
   else()
     add_library(fak_${name} OBJECT ${srcs})
     target_include_directories(fak_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR})
+    fak_hidden_by_default(fak_${name})  # exports only what include/fak/ marks FAK_EXPORT
   endif()
   target_compile_options(fak_${name} PRIVATE ${FAK_WARNINGS})
   target_link_libraries(fak_${name} PRIVATE ${ARG_LIBS} nlohmann_json::nlohmann_json)

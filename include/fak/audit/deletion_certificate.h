@@ -17,11 +17,12 @@
 #include "fak/audit/journal.h"
 #include "fak/audit/signing_key.h"
 #include "fak/core/digest.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
 
-struct DeletionCertificate {
+struct FAK_EXPORT DeletionCertificate {
   int version = 1;
   std::string scope;           // the bounds of the claim (fixed text per version, signed)
   Digest subject;              // digest of the deleted content (the segment's source digest)
@@ -46,14 +47,14 @@ struct DeletionCertificate {
 
 // The bytes the issuer signs: a domain tag plus the canonical JSON of every field except
 // signature and time_anchor.
-Result<std::string> CertificateSigningBytes(const DeletionCertificate& cert);
+FAK_EXPORT Result<std::string> CertificateSigningBytes(const DeletionCertificate& cert);
 // sha256 of the canonical JSON of every field except time_anchor (signature included): what the
 // RFC 3161 anchor covers.
-Result<Digest> CertificateDigest(const DeletionCertificate& cert);
+FAK_EXPORT Result<Digest> CertificateDigest(const DeletionCertificate& cert);
 // Sets issuer_public_key and signature and clears time_anchor (it covered the old signature).
 // Signs whatever the certificate says: issuing honestly is IssueDeletionCertificate's job
 // (fak/session/certify_eviction.h); verification never trusts the content because it is signed.
-Status SignCertificate(DeletionCertificate* cert, const SigningKey& key);
+FAK_EXPORT Status SignCertificate(DeletionCertificate* cert, const SigningKey& key);
 
 // Why a certificate failed verification; each tamper case has its own value.
 enum class CertificateFault {
@@ -72,9 +73,9 @@ enum class CertificateFault {
   kAnchorInvalid,        // the RFC 3161 token does not verify against the trusted TSA roots
   kAnchorDigestMismatch, // the token timestamps a different digest
 };
-std::string_view CertificateFaultName(CertificateFault fault);
+FAK_EXPORT std::string_view CertificateFaultName(CertificateFault fault);
 
-struct CertificateCheck {
+struct FAK_EXPORT CertificateCheck {
   CertificateFault fault = CertificateFault::kNone;
   std::string detail;                        // names the field at fault and its values
   std::optional<int64_t> anchored_at_unix_s; // the TSA's genTime when the anchor was verified
@@ -92,7 +93,7 @@ struct CertificateVerifyOptions {
 
 // Fails closed: every check must pass. The journal's chain is verified from its first row; the
 // evicted count is re-counted from the journal row's segment record and its two cache sizes.
-CertificateCheck VerifyDeletionCertificate(const DeletionCertificate& cert, std::span<const JournalRow> journal,
+FAK_EXPORT CertificateCheck VerifyDeletionCertificate(const DeletionCertificate& cert, std::span<const JournalRow> journal,
                                            std::span<const PublicKey> trusted_keys,
                                            const CertificateVerifyOptions& options = {});
 

@@ -15,6 +15,7 @@
 
 #include "fak/core/digest.h"
 #include "fak/core/env.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
@@ -41,9 +42,9 @@ enum class JournalFault {
   kTornTail,       // the last line is incomplete (a crash mid-append; Journal::Open recovers it)
   kTruncated,      // whole rows cut off the end (detectable only against an expected head)
 };
-std::string_view JournalFaultName(JournalFault fault);
+FAK_EXPORT std::string_view JournalFaultName(JournalFault fault);
 
-struct JournalCheck {
+struct FAK_EXPORT JournalCheck {
   JournalFault fault = JournalFault::kNone;
   uint64_t n_rows = 0;     // whole rows that verified before the first fault
   uint64_t bad_line = 0;   // 1-based line of the first fault; 0 when none
@@ -75,7 +76,7 @@ struct JournalOptions {
 // chain. Readers (ReadJournalRows, VerifyJournalBytes) take no lock.
 // After a failed write or fsync the journal refuses further appends (FailedPrecondition): reopen
 // it to recover. A row whose Append failed may or may not be present after a crash, never half.
-class Journal {
+class FAK_EXPORT Journal {
  public:
   // Opens or creates `path`. Recovers a torn tail (see JournalOptions) and verifies the whole chain;
   // Corruption naming the line on any other fault (a broken chain is never appended to).
@@ -110,15 +111,15 @@ class Journal {
 
 // Walks a journal's bytes (one row per '\n'-terminated line). `expected_head`, when given, must be
 // a row of the chain and the chain must reach it (else kTruncated or kEditedRow).
-JournalCheck VerifyJournalBytes(std::string_view bytes, const std::optional<JournalHead>& expected_head = std::nullopt);
+FAK_EXPORT JournalCheck VerifyJournalBytes(std::string_view bytes, const std::optional<JournalHead>& expected_head = std::nullopt);
 // The same walk over rows already parsed.
-JournalCheck VerifyJournalRows(std::span<const JournalRow> rows, const std::optional<JournalHead>& expected_head = std::nullopt);
+FAK_EXPORT JournalCheck VerifyJournalRows(std::span<const JournalRow> rows, const std::optional<JournalHead>& expected_head = std::nullopt);
 // Parses every row of a journal file without judging the chain. Corruption on a malformed or torn line.
-Result<std::vector<JournalRow>> ReadJournalRows(const std::string& path, Env* env = nullptr);
+FAK_EXPORT Result<std::vector<JournalRow>> ReadJournalRows(const std::string& path, Env* env = nullptr);
 // The canonical JSON line of a row (without the trailing '\n'); its hash field is the stored one.
-Result<std::string> EncodeJournalRow(const JournalRow& row);
+FAK_EXPORT Result<std::string> EncodeJournalRow(const JournalRow& row);
 // sha256 of the canonical row without its hash field.
-Result<Digest> ComputeJournalRowHash(const JournalRow& row);
+FAK_EXPORT Result<Digest> ComputeJournalRowHash(const JournalRow& row);
 
 }  // namespace fak
 

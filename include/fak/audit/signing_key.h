@@ -10,12 +10,13 @@
 #include <string_view>
 
 #include "fak/core/env.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
 
 // An ed25519 public key (raw 32 bytes).
-struct PublicKey {
+struct FAK_EXPORT PublicKey {
   std::array<uint8_t, 32> bytes{};
   std::string Hex() const;
   static Result<PublicKey> FromHex(std::string_view hex);
@@ -25,7 +26,7 @@ struct PublicKey {
 };
 
 // An ed25519 private key. Immutable and thread-safe; copies share the key.
-class SigningKey {
+class FAK_EXPORT SigningKey {
  public:
   static Result<SigningKey> Generate();
   // Loads a PKCS#8 PEM private key. FailedPrecondition when the file is readable or writable by

@@ -10,13 +10,14 @@
 
 #include "fak/audit/deletion_certificate.h"
 #include "fak/core/digest.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
 
 // A time-stamp authority: takes a DER TimeStampReq and returns a DER TimeStampResp. Hosts wrap
 // their HTTP client here (POST application/timestamp-query); fak has no network code.
-class TimestampAuthority {
+class FAK_EXPORT TimestampAuthority {
  public:
   virtual ~TimestampAuthority() = default;
   virtual Result<std::string> Respond(std::string_view request_der) = 0;
@@ -25,7 +26,7 @@ class TimestampAuthority {
 // An in-process TSA (OpenSSL TS_RESP_CTX) signing with `cert_pem` (which must carry the critical
 // timeStamping extended key usage) and `key_pem`, under `policy_oid` (dotted). Thread-safe.
 // `chain_pem` (optional) adds intermediate certificates to each token.
-Result<std::unique_ptr<TimestampAuthority>> MakeLocalTimestampAuthority(std::string_view cert_pem,
+FAK_EXPORT Result<std::unique_ptr<TimestampAuthority>> MakeLocalTimestampAuthority(std::string_view cert_pem,
                                                                         std::string_view key_pem,
                                                                         std::string_view policy_oid,
                                                                         std::string_view chain_pem = {});
@@ -37,13 +38,13 @@ struct TimeAnchor {
 };
 
 // A DER TimeStampReq whose sha256 imprint is `digest`, with a random nonce, asking for the TSA cert.
-Result<std::string> MakeTimestampRequest(const Digest& digest);
+FAK_EXPORT Result<std::string> MakeTimestampRequest(const Digest& digest);
 // Requests a timestamp over CertificateDigest(*cert), checks the response (granted, same imprint,
 // same nonce) and stores the token in cert->time_anchor.
-Status AnchorCertificate(DeletionCertificate* cert, TimestampAuthority& tsa);
+FAK_EXPORT Status AnchorCertificate(DeletionCertificate* cert, TimestampAuthority& tsa);
 // Verifies a DER TimeStampToken: signature chains to `tsa_roots_pem`, signer has timeStamping
 // usage, and the imprint (sha256) is `digest`. VerificationFailed naming what failed.
-Result<TimeAnchor> VerifyTimeAnchor(std::string_view token_der, const Digest& digest, std::string_view tsa_roots_pem);
+FAK_EXPORT Result<TimeAnchor> VerifyTimeAnchor(std::string_view token_der, const Digest& digest, std::string_view tsa_roots_pem);
 
 }  // namespace fak
 

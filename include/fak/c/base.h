@@ -28,6 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fak/core/export.h" /* FAK_EXPORT: what the library exports */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -41,9 +43,9 @@ extern "C" {
 #define FAK_ABI_VERSION ((FAK_ABI_VERSION_MAJOR << 16) | FAK_ABI_VERSION_MINOR)
 
 /* The ABI of the linked library (compare with FAK_ABI_VERSION). Thread-safe. */
-uint32_t fak_abi_version(void);
+FAK_EXPORT uint32_t fak_abi_version(void);
 /* The library's version, e.g. "0.1.0" (static storage). Thread-safe. */
-const char* fak_version_string(void);
+FAK_EXPORT const char* fak_version_string(void);
 
 /* Mirrors fak::StatusCode value for value. */
 typedef enum fak_status {
@@ -60,22 +62,22 @@ typedef enum fak_status {
 } fak_status;
 
 /* "OK", "InvalidArgument", ... (static storage); "Unknown" for a value outside the enum. Thread-safe. */
-const char* fak_status_name(fak_status status);
+FAK_EXPORT const char* fak_status_name(fak_status status);
 /* The message of the last failed call on this thread ("" after none). Valid until the next fak
  * call on this thread; copy it to keep it. Thread-safe (each thread has its own). */
-const char* fak_last_error(void);
+FAK_EXPORT const char* fak_last_error(void);
 /* Frees a string the library allocated (certificate JSON). NULL is a no-op. Thread-safe. */
-void fak_string_free(char* s);
+FAK_EXPORT void fak_string_free(char* s);
 
 /* A sha256 as 64 lowercase hex characters and a NUL. */
 #define FAK_DIGEST_HEX_SIZE 65
 
 /* The kernel tier in use: "scalar", "avx2" or "avx512" (static storage). Results are bit-exact
  * within one tier and differ in rounding across tiers. Thread-safe. */
-const char* fak_kernel_tier(void);
+FAK_EXPORT const char* fak_kernel_tier(void);
 /* FAK_OK, or the error that the environment variable FAK_KERNEL_TIER names an unknown tier or one
  * this CPU lacks (the library then runs the best supported tier). Thread-safe. */
-fak_status fak_kernel_tier_check(void);
+FAK_EXPORT fak_status fak_kernel_tier_check(void);
 
 
 /* ---- Handles (opaque; each header below says what makes and frees them) ---- */

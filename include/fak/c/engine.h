@@ -27,14 +27,14 @@ typedef struct fak_engine_options {
 } fak_engine_options;
 
 /* Thread-safe (touches only *options). */
-void fak_engine_options_init(fak_engine_options* options);
+FAK_EXPORT void fak_engine_options_init(fak_engine_options* options);
 /* An engine over `model` (with its own prefix tree), holding a reference to the model. Caller
  * frees *out with fak_engine_free. Thread-safe. */
-fak_status fak_engine_new(const fak_model* model, const fak_engine_options* options, fak_engine** out);
+FAK_EXPORT fak_status fak_engine_new(const fak_model* model, const fak_engine_options* options, fak_engine** out);
 /* Cancels what is queued or running, joins the step thread, frees. No callback runs after it
  * returns. Must not be called from a token callback.
  * NULL is a no-op. Not concurrently with other calls on the engine. */
-void fak_engine_free(fak_engine* engine);
+FAK_EXPORT void fak_engine_free(fak_engine* engine);
 
 /* Called on the stepping thread for each generated token with the text it releases (possibly
  * empty; not NUL-terminated). Return nonzero to continue, 0 to cancel the request. Keep it short;
@@ -63,15 +63,15 @@ typedef struct fak_request {
 } fak_request;
 
 /* Thread-safe (touches only *request). */
-void fak_request_init(fak_request* request);
+FAK_EXPORT void fak_request_init(fak_request* request);
 /* Queues a request; everything it points to is copied before the call returns. *id is never 0.
  * INVALID_ARGUMENT (bad prompt, ids, sampling, tenant), RESOURCE_EXHAUSTED (prompt + max_tokens
  * past the context or budget), UNAVAILABLE (queue full), FAILED_PRECONDITION (messages without a
  * chat template). Thread-safe. */
-fak_status fak_engine_submit(fak_engine* engine, const fak_request* request, uint64_t* id);
+FAK_EXPORT fak_status fak_engine_submit(fak_engine* engine, const fak_request* request, uint64_t* id);
 /* Asks `id` to stop; it finishes as FAK_FINISH_CANCELLED. NOT_FOUND for an unknown or collected id.
  * Thread-safe; may be called from a token callback. */
-fak_status fak_engine_cancel(fak_engine* engine, uint64_t id);
+FAK_EXPORT fak_status fak_engine_cancel(fak_engine* engine, uint64_t id);
 
 typedef enum fak_finish_reason {
   FAK_FINISH_STOP_TOKEN = 0,
@@ -87,9 +87,9 @@ typedef enum fak_finish_reason {
 /* Blocks until `id` finishes and hands over its result (once; NOT_FOUND afterwards). Free it with
  * fak_result_free. A request that failed is still a result, with FAK_FINISH_ERROR and its error.
  * Caller frees *out with fak_result_free. Thread-safe (each id is waited for by one caller). */
-fak_status fak_engine_wait(fak_engine* engine, uint64_t id, fak_result** out);
+FAK_EXPORT fak_status fak_engine_wait(fak_engine* engine, uint64_t id, fak_result** out);
 /* NULL is a no-op; invalidates the pointers fak_result_info_get lent. */
-void fak_result_free(fak_result* result);
+FAK_EXPORT void fak_result_free(fak_result* result);
 
 typedef struct fak_result_info {
   size_t struct_size;
@@ -105,7 +105,7 @@ typedef struct fak_result_info {
 
 /* Fills `info` (set struct_size first). Pointers stay valid until fak_result_free.
  * Thread-safe (a result is immutable). */
-fak_status fak_result_info_get(const fak_result* result, fak_result_info* info);
+FAK_EXPORT fak_status fak_result_info_get(const fak_result* result, fak_result_info* info);
 
 /* ---- Radix tree: prefix reuse across sessions ------------------------------------------------ */
 
@@ -114,21 +114,21 @@ fak_status fak_result_info_get(const fak_result* result, fak_result_info* info);
 
 /* A tree for `model`'s KV keeping at most budget_bytes resident (0 = unbounded).
  * Caller frees *out with fak_radix_free; the tree holds a reference to the model. Thread-safe. */
-fak_status fak_radix_new(const fak_model* model, size_t budget_bytes, fak_radix** out);
+FAK_EXPORT fak_status fak_radix_new(const fak_model* model, size_t budget_bytes, fak_radix** out);
 /* NULL is a no-op; sessions from lookups keep the tree alive. Not concurrently with other calls
  * on this handle. */
-void fak_radix_free(fak_radix* radix);
+FAK_EXPORT void fak_radix_free(fak_radix* radix);
 /* A new session holding the longest cached prefix of `tokens` (n_tokens >= 1) that `tenant`
  * (NULL = "default") may reuse, at most n_tokens - 1 tokens so one is left to prefill; *matched
  * tells how many. The session reads the tree's KV in place and keeps that path from eviction until
  * it is freed. Prefill tokens[*matched:] on it next. Caller frees *out with fak_session_free. Thread-safe. */
-fak_status fak_radix_lookup(fak_radix* radix, const char* tenant, const int32_t* tokens, size_t n_tokens,
+FAK_EXPORT fak_status fak_radix_lookup(fak_radix* radix, const char* tenant, const int32_t* tokens, size_t n_tokens,
                             fak_session** out, size_t* matched);
 /* Adds everything `session` holds to `tenant`'s namespace (NULL = "default"), then trims to the
  * budget. INVALID_ARGUMENT for a session of another model or an empty one.
  * Copies what it keeps; the session stays the caller's. Thread-safe for the tree; the session must
  * not change meanwhile. */
-fak_status fak_radix_insert(fak_radix* radix, const char* tenant, const fak_session* session);
+FAK_EXPORT fak_status fak_radix_insert(fak_radix* radix, const char* tenant, const fak_session* session);
 
 typedef struct fak_radix_stats {
   size_t struct_size;
@@ -137,7 +137,7 @@ typedef struct fak_radix_stats {
 } fak_radix_stats;
 
 /* Thread-safe. */
-fak_status fak_radix_stats_get(const fak_radix* radix, fak_radix_stats* stats);
+FAK_EXPORT fak_status fak_radix_stats_get(const fak_radix* radix, fak_radix_stats* stats);
 
 
 #ifdef __cplusplus

@@ -28,17 +28,17 @@ typedef struct fak_model_options {
 
 /* Fills `options` with the defaults above (struct_size included). NULL is a no-op.
  * Thread-safe (touches only *options). */
-void fak_model_options_init(fak_model_options* options);
+FAK_EXPORT void fak_model_options_init(fak_model_options* options);
 
 /* Loads a model with its tokenizer (GGUF metadata, or tokenizer.json beside a checkpoint) and chat
  * template. `options` NULL = all defaults. On success *out owns the model: free it with
  * fak_model_free. Errors: INVALID_ARGUMENT (out NULL, bad struct_size), NOT_FOUND / IO_ERROR (path,
  * or no tokenizer), CORRUPTION / UNSUPPORTED (the file). A model file without a recognised chat
  * template still loads; fak_chat_render then fails with its reason. Thread-safe. */
-fak_status fak_model_load(const fak_model_options* options, fak_model** out);
+FAK_EXPORT fak_status fak_model_load(const fak_model_options* options, fak_model** out);
 /* Drops the caller's reference; sessions, engines and trees made from it keep it alive.
  * Thread-safe; must not race with calls on the same handle. */
-void fak_model_free(fak_model* model);
+FAK_EXPORT void fak_model_free(fak_model* model);
 
 typedef struct fak_model_info {
   size_t struct_size;
@@ -51,18 +51,18 @@ typedef struct fak_model_info {
 } fak_model_info;
 
 /* Fills `info` (set info->struct_size first; fields past it are not written). Thread-safe. */
-fak_status fak_model_info_get(const fak_model* model, fak_model_info* info);
+FAK_EXPORT fak_status fak_model_info_get(const fak_model* model, fak_model_info* info);
 
 /* Token ids of `text` (no BOS added; special-token texts become their ids). Writes at most
  * `capacity` ids to `tokens` and their count to *n_tokens; RESOURCE_EXHAUSTED with the count
  * needed in *n_tokens when capacity is too small (tokens may be NULL when capacity is 0).
  * Borrows model. Thread-safe. */
-fak_status fak_tokenize(const fak_model* model, const char* text, size_t text_len, int32_t* tokens,
+FAK_EXPORT fak_status fak_tokenize(const fak_model* model, const char* text, size_t text_len, int32_t* tokens,
                         size_t capacity, size_t* n_tokens);
 /* The bytes `tokens` stand for, NUL-terminated: *n_bytes excludes the NUL, so capacity must be at
  * least *n_bytes + 1 (RESOURCE_EXHAUSTED reports *n_bytes otherwise). INVALID_ARGUMENT for an id
  * outside the vocabulary. Borrows model. Thread-safe. */
-fak_status fak_detokenize(const fak_model* model, const int32_t* tokens, size_t n_tokens, char* text,
+FAK_EXPORT fak_status fak_detokenize(const fak_model* model, const int32_t* tokens, size_t n_tokens, char* text,
                           size_t capacity, size_t* n_bytes);
 
 typedef struct fak_chat_message {
@@ -75,12 +75,12 @@ typedef struct fak_chat_message {
  * FAILED_PRECONDITION when the model has no chat template (the message says why);
  * INVALID_ARGUMENT for an unknown role or a conversation the template refuses.
  * Borrows model and messages. Thread-safe. */
-fak_status fak_chat_render(const fak_model* model, const fak_chat_message* messages, size_t n_messages,
+FAK_EXPORT fak_status fak_chat_render(const fak_model* model, const fak_chat_message* messages, size_t n_messages,
                            int add_generation_prompt, char* text, size_t capacity, size_t* n_bytes);
 /* The same conversation as token ids, tokenized as the engine does: the template's markup becomes
  * its special tokens, a message's content never does (no BOS to add). Buffers as fak_tokenize.
  * Borrows model and messages. Thread-safe. */
-fak_status fak_chat_tokenize(const fak_model* model, const fak_chat_message* messages, size_t n_messages,
+FAK_EXPORT fak_status fak_chat_tokenize(const fak_model* model, const fak_chat_message* messages, size_t n_messages,
                              int add_generation_prompt, int32_t* tokens, size_t capacity, size_t* n_tokens);
 
 

@@ -14,36 +14,36 @@ extern "C" {
 
 /* An empty session on `model`, which it holds a reference to. Caller frees *out with
  * fak_session_free. Thread-safe (the model is shared read-only). */
-fak_status fak_session_new(const fak_model* model, fak_session** out);
+FAK_EXPORT fak_status fak_session_new(const fak_model* model, fak_session** out);
 /* As fak_session_new, with sliding-window memory: the model's sliding-window layers (Gemma 3) keep
  * only their window of KV — the same logits, memory that stops growing with the context. A prefix
  * or truncation reaching back past what a layer still holds is FAILED_PRECONDITION (rebuild from
  * the tokens instead). On a model without sliding layers it is fak_session_new. */
-fak_status fak_session_new_windowed(const fak_model* model, fak_session** out);
+FAK_EXPORT fak_status fak_session_new_windowed(const fak_model* model, fak_session** out);
 /* A deep copy of `session` (its cache and latest logits). Cost: the whole cache. Caller frees *out
  * with fak_session_free. Reads `session`: not concurrently with a call that changes it. */
-fak_status fak_session_clone(const fak_session* session, fak_session** out);
+FAK_EXPORT fak_status fak_session_clone(const fak_session* session, fak_session** out);
 /* A copy of the first n_tokens of `session`, with no latest logits. INVALID_ARGUMENT when n_tokens
  * exceeds the tokens held. Caller frees *out with fak_session_free. Reads `session`: not
  * concurrently with a call that changes it. */
-fak_status fak_session_prefix(const fak_session* session, size_t n_tokens, fak_session** out);
+FAK_EXPORT fak_status fak_session_prefix(const fak_session* session, size_t n_tokens, fak_session** out);
 /* NULL is a no-op; invalidates borrowed logits. Not concurrently with any call on the session. */
-void fak_session_free(fak_session* session);
+FAK_EXPORT void fak_session_free(fak_session* session);
 
 /* Tokens the session holds. Reads only. Not concurrently with a call that changes the session. */
-fak_status fak_session_size(const fak_session* session, size_t* n_tokens);
+FAK_EXPORT fak_status fak_session_size(const fak_session* session, size_t* n_tokens);
 /* Bytes of KV the session holds and has allocated (either may be NULL). Reads only. Not
  * concurrently with a call that changes the session. */
-fak_status fak_session_kv_bytes(const fak_session* session, size_t* held, size_t* allocated);
+FAK_EXPORT fak_status fak_session_kv_bytes(const fak_session* session, size_t* held, size_t* allocated);
 /* The ids it holds; buffers as fak_tokenize.
  * Reads only. Not concurrently with a call that changes the session. */
-fak_status fak_session_tokens(const fak_session* session, int32_t* tokens, size_t capacity, size_t* n_tokens);
+FAK_EXPORT fak_status fak_session_tokens(const fak_session* session, int32_t* tokens, size_t capacity, size_t* n_tokens);
 /* sha256 of the cache (shape, positions, K, Kraw, V): equal digests, equal caches.
  * Reads only. Not concurrently with a call that changes the session. */
-fak_status fak_session_digest(const fak_session* session, char digest[FAK_DIGEST_HEX_SIZE]);
+FAK_EXPORT fak_status fak_session_digest(const fak_session* session, char digest[FAK_DIGEST_HEX_SIZE]);
 /* Drops tokens [n_tokens, size) and the latest logits. INVALID_ARGUMENT when n_tokens > size.
  * Changes the session: one thread at a time; invalidates borrowed logits. */
-fak_status fak_session_truncate(fak_session* session, size_t n_tokens);
+FAK_EXPORT fak_status fak_session_truncate(fak_session* session, size_t n_tokens);
 
 /* Appends `tokens` (n_tokens >= 1) as one batch and computes the next-token logits: copied to
  * `logits` when it is non-NULL (capacity >= vocab_size, checked before anything runs, else
@@ -52,15 +52,15 @@ fak_status fak_session_truncate(fak_session* session, size_t n_tokens);
  * tier the logits equal, bit for bit, feeding the same tokens one at a time with fak_decode.
  * Changes the session: one thread at a time; invalidates borrowed logits. Different sessions may
  * prefill on different threads at once. */
-fak_status fak_prefill(fak_session* session, const int32_t* tokens, size_t n_tokens, float* logits,
+FAK_EXPORT fak_status fak_prefill(fak_session* session, const int32_t* tokens, size_t n_tokens, float* logits,
                        size_t capacity);
 /* Appends one token; logits as fak_prefill.
  * Changes the session: one thread at a time; invalidates borrowed logits. */
-fak_status fak_decode(fak_session* session, int32_t token, float* logits, size_t capacity);
+FAK_EXPORT fak_status fak_decode(fak_session* session, int32_t token, float* logits, size_t capacity);
 /* Borrows the latest logits (vocab_size floats, in *n_logits): valid until the next call that
  * changes this session (prefill, decode, truncate) or frees it. FAILED_PRECONDITION when the
  * session has none (new, prefix or truncated). The session keeps ownership. Reads only. */
-fak_status fak_session_logits(const fak_session* session, const float** logits, size_t* n_logits);
+FAK_EXPORT fak_status fak_session_logits(const fak_session* session, const float** logits, size_t* n_logits);
 
 /* ---- Sampling -------------------------------------------------------------------------------- */
 
@@ -74,19 +74,19 @@ typedef struct fak_sampling_params {
 } fak_sampling_params;
 
 /* Thread-safe (touches only *params). */
-void fak_sampling_params_init(fak_sampling_params* params);
+FAK_EXPORT void fak_sampling_params_init(fak_sampling_params* params);
 
 /* A seeded sampler: same seed, logits and history, same tokens on every machine. One thread at a
  * time. */
 
 /* INVALID_ARGUMENT naming a bad parameter. `params` NULL = defaults (greedy).
  * Caller frees *out with fak_sampler_free. Thread-safe. */
-fak_status fak_sampler_new(const fak_sampling_params* params, fak_sampler** out);
+FAK_EXPORT fak_status fak_sampler_new(const fak_sampling_params* params, fak_sampler** out);
 /* NULL is a no-op. */
-void fak_sampler_free(fak_sampler* sampler);
+FAK_EXPORT void fak_sampler_free(fak_sampler* sampler);
 /* Picks the next token from n_logits >= 1 logits given the ids seen so far (history may be NULL
  * when n_history is 0). Borrows logits and history for the call. One thread at a time per sampler. */
-fak_status fak_sampler_sample(fak_sampler* sampler, const float* logits, size_t n_logits, const int32_t* history,
+FAK_EXPORT fak_status fak_sampler_sample(fak_sampler* sampler, const float* logits, size_t n_logits, const int32_t* history,
                               size_t n_history, int32_t* token);
 
 

@@ -16,21 +16,21 @@ extern "C" {
  * store when `dir` is NULL. Past capacity_bytes of text the least recently used texts are
  * evicted; 0 = never evict (text is the source of truth: choose a bound only for a cache tier).
  * CORRUPTION for a damaged store. Caller frees *out with fak_text_store_free. Thread-safe. */
-fak_status fak_text_store_open(const char* dir, uint64_t capacity_bytes, fak_text_store** out);
+FAK_EXPORT fak_status fak_text_store_open(const char* dir, uint64_t capacity_bytes, fak_text_store** out);
 /* NULL is a no-op. Not concurrently with other calls on the store. */
-void fak_text_store_free(fak_text_store* store);
+FAK_EXPORT void fak_text_store_free(fak_text_store* store);
 /* Stores `text` once per distinct content; its sha256 goes to `digest` (hex). Thread-safe. */
-fak_status fak_text_store_put(fak_text_store* store, const char* text, size_t text_len,
+FAK_EXPORT fak_status fak_text_store_put(fak_text_store* store, const char* text, size_t text_len,
                               char digest[FAK_DIGEST_HEX_SIZE]);
 /* The verified bytes of `digest` (hex, NUL-terminated), NUL-terminated like fak_detokenize.
  * NOT_FOUND when absent; VERIFICATION_FAILED when the stored bytes do not hash to it. Thread-safe. */
-fak_status fak_text_store_get(fak_text_store* store, const char* digest, char* text, size_t capacity,
+FAK_EXPORT fak_status fak_text_store_get(fak_text_store* store, const char* digest, char* text, size_t capacity,
                               size_t* n_bytes);
 /* Erases the text and the token lists cached for it. NOT_FOUND when absent. Thread-safe. */
-fak_status fak_text_store_remove(fak_text_store* store, const char* digest);
+FAK_EXPORT fak_status fak_text_store_remove(fak_text_store* store, const char* digest);
 /* The text's token ids under `model`'s tokenizer, cached after the first call; buffers as
  * fak_tokenize. Borrows model. Thread-safe. */
-fak_status fak_text_store_tokens(fak_text_store* store, const char* digest, const fak_model* model, int32_t* tokens,
+FAK_EXPORT fak_status fak_text_store_tokens(fak_text_store* store, const char* digest, const fak_model* model, int32_t* tokens,
                                  size_t capacity, size_t* n_tokens);
 
 

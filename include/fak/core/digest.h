@@ -14,11 +14,12 @@
 #include <string>
 #include <string_view>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
 
-struct Digest {
+struct FAK_EXPORT Digest {
   static constexpr size_t kSize = 32;
   std::array<uint8_t, kSize> bytes{};
 
@@ -35,7 +36,7 @@ struct Digest {
 
 // Incremental sha256. Not thread-safe; cheap to create.
 // Construction throws std::bad_alloc when memory is exhausted, as std::vector would.
-class Digester {
+class FAK_EXPORT Digester {
  public:
   Digester();
   ~Digester();

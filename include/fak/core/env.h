@@ -21,12 +21,13 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
 
 // A file open for writing at its end. Not thread-safe.
-class WritableFile {
+class FAK_EXPORT WritableFile {
  public:
   virtual ~WritableFile() = default;
   // Appends all of `data` or returns an error; after an error the file's tail is unknown (part of
@@ -40,14 +41,14 @@ class WritableFile {
 };
 
 // A whole file mapped read-only; the bytes stay valid while the object lives. Thread-safe.
-class ReadOnlyMapping {
+class FAK_EXPORT ReadOnlyMapping {
  public:
   virtual ~ReadOnlyMapping() = default;
   virtual std::span<const uint8_t> bytes() const = 0;
 };
 
 // Held while the object lives; released (and the lock file kept) on destruction.
-class FileLock {
+class FAK_EXPORT FileLock {
  public:
   virtual ~FileLock() = default;
 };
@@ -61,7 +62,7 @@ struct FileInfo {
   uint32_t mode = 0;        // permission bits (st_mode & 07777): key files refuse group/other access
 };
 
-class Env {
+class FAK_EXPORT Env {
  public:
   virtual ~Env() = default;
   // The POSIX Env. Never null; process-wide; not owned by the caller.
@@ -120,7 +121,7 @@ class Env {
 
 // Forwards every call to another Env: derive from it to change a few calls (fault injection, a
 // manual clock). The target is not owned and must outlive the wrapper.
-class EnvWrapper : public Env {
+class FAK_EXPORT EnvWrapper : public Env {
  public:
   explicit EnvWrapper(Env* target) : target_(target) {}
   Env* target() const { return target_; }
@@ -155,7 +156,7 @@ class EnvWrapper : public Env {
 // `tmp_path` is removed on failure. With `sync` false both syncs are skipped: still atomic, but an
 // acknowledged write may be lost to a power cut (not to process death). `renamed` (optional) tells
 // "nothing changed" (error, false) from "replaced, but the directory fsync failed" (error, true).
-Status WriteFileAtomically(Env* env, const std::string& tmp_path, const std::string& final_path,
+FAK_EXPORT Status WriteFileAtomically(Env* env, const std::string& tmp_path, const std::string& final_path,
                            const std::string& dir, std::span<const std::string_view> parts, bool sync = true,
                            bool* renamed = nullptr);
 

@@ -14,6 +14,8 @@
 #include <utility>
 #include <variant>
 
+#include "fak/core/export.h"
+
 namespace fak {
 
 enum class StatusCode : int {
@@ -31,9 +33,9 @@ enum class StatusCode : int {
   kUnavailable,
 };
 
-std::string_view StatusCodeName(StatusCode code);
+FAK_EXPORT std::string_view StatusCodeName(StatusCode code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] FAK_EXPORT Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message);

@@ -9,6 +9,8 @@
 
 #include <string_view>
 
+#include "fak/core/export.h"
+
 #define FAK_VERSION_MAJOR 0
 #define FAK_VERSION_MINOR 1
 #define FAK_VERSION_PATCH 0
@@ -19,10 +21,10 @@ namespace fak {
 
 // The version the linked library was built as ("0.1.0"); may differ from FAK_VERSION_STRING when a
 // host compiles against other headers than the library it links.
-std::string_view LibraryVersion();
+FAK_EXPORT std::string_view LibraryVersion();
 // The kernel build: kernel revision and compiler, e.g. "kernels-r1 gcc-12.2.0". Two builds with the
 // same string produce bit-identical results within one tier.
-std::string_view KernelBuild();
+FAK_EXPORT std::string_view KernelBuild();
 
 }  // namespace fak
 

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "fak/core/env.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/engine/request.h"
 #include "fak/model/model.h"
@@ -122,7 +123,7 @@ struct EngineStats {
 // prompt: erasing a text may take more KV than it must, never less. The engine applies this to
 // requests given as messages; a host that tokenizes a chat itself passes it as
 // EngineRequest::sources.
-Result<std::vector<SourceSpan>> ChatSourceRuns(const Tokenizer& tokenizer, const RenderedChat& rendered,
+FAK_EXPORT Result<std::vector<SourceSpan>> ChatSourceRuns(const Tokenizer& tokenizer, const RenderedChat& rendered,
                                                std::span<const ChatMessage> messages, std::span<const int32_t> prompt);
 
 enum class ShutdownMode {
@@ -130,7 +131,7 @@ enum class ShutdownMode {
   kDrain,   // no new submissions; every accepted request runs to its end first
 };
 
-class Engine {
+class FAK_EXPORT Engine {
  public:
   // `model` and `tokenizer` must outlive the engine. InvalidArgument naming a bad option.
   static Result<std::unique_ptr<Engine>> Create(const Model& model, const Tokenizer& tokenizer,

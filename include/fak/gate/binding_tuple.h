@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "fak/core/digest.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/kv/kv_cache.h"
 #include "fak/model/model.h"
@@ -38,7 +39,7 @@ enum class BindingAxis : int {
 inline constexpr int kNumBindingAxes = 9;
 // "model_id", "tokenizer_id", "adapter_id", "precision", "position_convention", "producer",
 // "span_digest", "tokens", "integrity_checksum" (the JSON field names).
-std::string_view BindingAxisName(BindingAxis axis);
+FAK_EXPORT std::string_view BindingAxisName(BindingAxis axis);
 
 struct Precision {
   std::string weight_dtype;  // "f32" (quantized types later: "q8_0", ...)
@@ -70,7 +71,7 @@ struct TokenRange {
   friend bool operator==(const TokenRange&, const TokenRange&) = default;
 };
 
-struct BindingTuple {
+struct FAK_EXPORT BindingTuple {
   Digest model_id;
   Digest tokenizer_id;
   Digest adapter_id;  // zero: no adapter
@@ -90,36 +91,36 @@ struct BindingTuple {
 
 // The first axis, in BindingAxis order, on which a claim and a resident tuple differ; nullopt when
 // they agree on all nine. A claim whose integrity_checksum is zero agrees with any checksum.
-std::optional<BindingAxis> FirstDifferingAxis(const BindingTuple& claim, const BindingTuple& resident);
+FAK_EXPORT std::optional<BindingAxis> FirstDifferingAxis(const BindingTuple& claim, const BindingTuple& resident);
 // "claim avx2 vs resident avx512"-style description of how one axis differs (for MISS details).
-std::string DescribeAxisDifference(BindingAxis axis, const BindingTuple& claim, const BindingTuple& resident);
+FAK_EXPORT std::string DescribeAxisDifference(BindingAxis axis, const BindingTuple& claim, const BindingTuple& resident);
 
 // sha256("fak.span.v1" || u64 n || n little-endian int32 ids) over a whole context prefix.
-Digest SpanDigestOf(std::span<const int32_t> context_tokens);
+FAK_EXPORT Digest SpanDigestOf(std::span<const int32_t> context_tokens);
 
 // The regime axes of `model` + `tokenizer` running now: model_id, tokenizer_id, adapter (none),
 // precision (weight dtype, KV dtype, ActiveKernelTier), position convention and producer. The span
 // fields are left empty. Cost: Model::WeightsDigest (one pass over the weights on first call).
-BindingTuple RegimeBinding(const Model& model, const Tokenizer& tokenizer);
+FAK_EXPORT BindingTuple RegimeBinding(const Model& model, const Tokenizer& tokenizer);
 
 // `regime` with the span fields set for tokens [from, from + n_tokens) of `context_tokens` (which
 // holds the context from token 0; ids past the span's end are ignored). The integrity checksum is
 // left as it was. InvalidArgument when the span does not fit the context or is empty.
-Result<BindingTuple> BindSpan(BindingTuple regime, std::span<const int32_t> context_tokens, size_t from,
+FAK_EXPORT Result<BindingTuple> BindSpan(BindingTuple regime, std::span<const int32_t> context_tokens, size_t from,
                               size_t n_tokens);
 
 // sha256 over the bytes of tokens [from, from + n_tokens) of `cache`: shape, token ids, positions,
 // and per layer and KV head the K, Kraw and V rows. InvalidArgument when the range does not fit.
 // A radix-tree slab that holds only its edge is checksummed as (slab, 0, slab.size()).
-Result<Digest> KVSpanChecksum(const KVCache& cache, size_t from, size_t n_tokens);
+FAK_EXPORT Result<Digest> KVSpanChecksum(const KVCache& cache, size_t from, size_t n_tokens);
 
 // sha256 over a detached slab as a radix-tree node holds it ("fak.kv_slab.v1": shape, start position,
 // token ids, then K, Kraw, V): the integrity checksum of a tree node's manifest (docs/manifest.md §1).
-Digest KVSlabChecksum(const KVSlab& slab);
+FAK_EXPORT Digest KVSlabChecksum(const KVSlab& slab);
 // All nine axes for tokens [from, from + n_tokens) of `cache`, a cache of `model` holding its
 // context from token 0 (its token ids give the span digest). InvalidArgument for a cache of another
 // model or a range that does not fit.
-Result<BindingTuple> BindCacheSpan(const Model& model, const Tokenizer& tokenizer, const KVCache& cache,
+FAK_EXPORT Result<BindingTuple> BindCacheSpan(const Model& model, const Tokenizer& tokenizer, const KVCache& cache,
                                    size_t from, size_t n_tokens);
 }  // namespace fak
 

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "fak/core/digest.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/gate/binding_tuple.h"
 
@@ -24,13 +25,13 @@ inline constexpr std::string_view kProvenanceStamp = "performance_material_not_p
 // Who may reuse a span. kPublicPrefix lets other tenants reuse it, but only the part of it that
 // lies inside a prefix the AccessPolicy declares public (a common system prompt).
 enum class Sharing { kTenantOnly, kPublicPrefix };
-std::string_view SharingName(Sharing sharing);  // "tenant_only" | "public_prefix"
+FAK_EXPORT std::string_view SharingName(Sharing sharing);  // "tenant_only" | "public_prefix"
 
 // Tenant names: 1..128 characters of [A-Za-z0-9._:@/+-].
-bool IsValidTenant(std::string_view tenant);
+FAK_EXPORT bool IsValidTenant(std::string_view tenant);
 
 // One resident KV span. Plain value; copy freely.
-struct KVManifest {
+struct FAK_EXPORT KVManifest {
   BindingTuple binding;
   Digest source_digest;  // sha256 of the source text the span was prefilled from
   std::string tenant;
@@ -55,7 +56,7 @@ struct KVManifest {
 };
 
 // A manifest stamped now (created_unix_ms from the system clock), validated.
-Result<KVManifest> MakeManifest(BindingTuple binding, const Digest& source_digest, std::string tenant,
+FAK_EXPORT Result<KVManifest> MakeManifest(BindingTuple binding, const Digest& source_digest, std::string tenant,
                                 Sharing sharing = Sharing::kTenantOnly);
 }  // namespace fak
 

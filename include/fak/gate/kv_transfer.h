@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/gate/kv_manifest.h"
 
@@ -15,15 +16,15 @@ namespace fak {
 
 // Storage tiers, hottest first.
 enum class KVTier : int { kResidentMemory = 0, kLocalDisk, kRemoteStore };
-std::string_view KVTierName(KVTier tier);  // "resident_memory" | "local_disk" | "remote_store"
+FAK_EXPORT std::string_view KVTierName(KVTier tier);  // "resident_memory" | "local_disk" | "remote_store"
 enum class TransferDirection { kOffload, kOnload };
-std::string_view TransferDirectionName(TransferDirection direction);  // "offload" | "onload"
+FAK_EXPORT std::string_view TransferDirectionName(TransferDirection direction);  // "offload" | "onload"
 
 inline constexpr std::string_view kTransferSchema = "fak.kv_transfer";
 
 // Moving one span between tiers: offload goes to a colder tier, onload to a hotter one. The
 // manifest travels with the bytes so the receiving tier gates reuse exactly as the sender did.
-struct KVTransfer {
+struct FAK_EXPORT KVTransfer {
   TransferDirection direction = TransferDirection::kOffload;
   KVTier source = KVTier::kResidentMemory;
   KVTier target = KVTier::kLocalDisk;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "fak/core/digest.h"
+#include "fak/core/export.h"
 #include "fak/gate/binding_tuple.h"
 #include "fak/gate/kv_manifest.h"
 #include "fak/kv/kv_cache.h"
@@ -40,9 +41,9 @@ enum class RefuseReason : int {
   kOutsidePublicPrefix, // shared, but not (wholly) inside a declared public prefix
 };
 inline constexpr int kNumRefuseReasons = 5;
-std::string_view RefuseReasonName(RefuseReason reason);  // "none", "not_kv_artifact", ...
+FAK_EXPORT std::string_view RefuseReasonName(RefuseReason reason);  // "none", "not_kv_artifact", ...
 
-struct ClaimVerdict {
+struct FAK_EXPORT ClaimVerdict {
   ClaimOutcome outcome = ClaimOutcome::kMiss;
   BindingAxis axis = BindingAxis::kModel;       // meaningful for kMiss only
   RefuseReason refuse_reason = RefuseReason::kNone;  // meaningful for kRefuse only
@@ -66,7 +67,7 @@ struct ClaimVerdict {
 
 // Tenancy rules. Default: every span is visible to its own tenant only. Configure before serving:
 // const methods are safe to call concurrently; mutations need exclusive access.
-class AccessPolicy {
+class FAK_EXPORT AccessPolicy {
  public:
   // Declares tokens [0, n) of a context as public: spans marked kPublicPrefix that lie inside it
   // are reusable by every tenant. InvalidArgument for an empty name or token list, or a name
@@ -94,18 +95,18 @@ class AccessPolicy {
 // The gate. Order: the manifest's plane (REFUSE), its validity (CORRUPT), tenancy (REFUSE, before
 // anything about the binding is revealed), the nine axes (MISS on the first difference), then —
 // when the span's actual bytes are supplied — the checksum (CORRUPT). HIT otherwise.
-ClaimVerdict CheckResidentClaim(const ResidentClaim& claim, const KVManifest& manifest, const AccessPolicy& policy);
+FAK_EXPORT ClaimVerdict CheckResidentClaim(const ResidentClaim& claim, const KVManifest& manifest, const AccessPolicy& policy);
 // As above, comparing `actual_checksum` (of the bytes about to be served) with the manifest's.
-ClaimVerdict CheckResidentClaim(const ResidentClaim& claim, const KVManifest& manifest, const AccessPolicy& policy,
+FAK_EXPORT ClaimVerdict CheckResidentClaim(const ResidentClaim& claim, const KVManifest& manifest, const AccessPolicy& policy,
                                 const Digest& actual_checksum);
 // As above, checksumming tokens [from, from + n_tokens) of `kv` (CORRUPT when the range does not fit).
-ClaimVerdict CheckResidentClaim(const ResidentClaim& claim, const KVManifest& manifest, const AccessPolicy& policy,
+FAK_EXPORT ClaimVerdict CheckResidentClaim(const ResidentClaim& claim, const KVManifest& manifest, const AccessPolicy& policy,
                                 const KVCache& kv, size_t from, size_t n_tokens);
 
 // ---- counters ----
 
 // A snapshot of gate counters. Token-level rates carry their denominators.
-struct GateStats {
+struct FAK_EXPORT GateStats {
   uint64_t claims = 0, hits = 0, misses = 0, refusals = 0, corruptions = 0;
   uint64_t claimed_tokens = 0;  // denominator: tokens of every claim checked
   uint64_t hit_tokens = 0;      // tokens of claims answered HIT
@@ -126,7 +127,7 @@ struct GateStats {
 
 // Verdict counters by outcome, axis and refusal reason. Thread-safe (relaxed atomics): a snapshot
 // taken while others record may mix counts from just before and just after a record.
-class GateCounters {
+class FAK_EXPORT GateCounters {
  public:
   // Counts one verdict for a claim over `n_tokens` tokens.
   void Record(const ClaimVerdict& verdict, uint64_t n_tokens);

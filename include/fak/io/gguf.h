@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
@@ -25,7 +26,7 @@ enum class GgufType : uint32_t {
   kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
   kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
 };
-std::string_view GgufTypeName(GgufType type);
+FAK_EXPORT std::string_view GgufTypeName(GgufType type);
 
 // ggml tensor element types (ids from ggml.h). Only ids with a known block layout are listed.
 enum class GgmlType : uint32_t {
@@ -43,12 +44,12 @@ struct GgmlTypeInfo {
   int64_t block_bytes;
 };
 // Unsupported naming the id for an unknown or retired type id.
-Result<GgmlTypeInfo> LookupGgmlType(uint32_t type_id);
+FAK_EXPORT Result<GgmlTypeInfo> LookupGgmlType(uint32_t type_id);
 
 // One metadata value. Scalars are held by value; strings and scalar arrays are views into the
 // mapping (zero-copy); arrays of strings hold one view per element; nested arrays hold values.
 // Cheap to copy except for nested arrays. Immutable.
-class GgufValue {
+class FAK_EXPORT GgufValue {
  public:
   GgufType type() const { return type_; }
   bool is_array() const { return type_ == GgufType::kArray; }
@@ -88,7 +89,7 @@ struct GgufKeyValue {
 };
 
 // One tensor-info record. `ne` has n_dims entries, ne[0] fastest-varying (a row of ne[0] values).
-struct GgufTensorInfo {
+struct FAK_EXPORT GgufTensorInfo {
   std::string_view name;
   std::vector<int64_t> ne;
   GgmlType type = GgmlType::kF32;
@@ -101,7 +102,7 @@ struct GgufTensorInfo {
 };
 
 // A parsed GGUF file. Immutable after Open; safe to share between threads. Owns the mapping.
-class GgufFile {
+class FAK_EXPORT GgufFile {
  public:
   // Maps and parses `path`. IOError when the file cannot be mapped; Corruption (with offset and
   // field) for malformed content; Unsupported for big-endian files, versions other than 2/3 and

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
@@ -20,8 +21,8 @@ namespace fak {
 enum class SafetensorsDtype {
   kBool, kU8, kI8, kF8E5M2, kF8E4M3, kI16, kU16, kF16, kBF16, kI32, kU32, kF32, kF64, kI64, kU64,
 };
-std::string_view SafetensorsDtypeName(SafetensorsDtype dtype);  // "BF16"
-size_t SafetensorsDtypeSize(SafetensorsDtype dtype);            // bytes per element
+FAK_EXPORT std::string_view SafetensorsDtypeName(SafetensorsDtype dtype);  // "BF16"
+FAK_EXPORT size_t SafetensorsDtypeSize(SafetensorsDtype dtype);            // bytes per element
 
 struct SafetensorsTensor {
   std::string name;
@@ -34,7 +35,7 @@ struct SafetensorsTensor {
 };
 
 // A parsed .safetensors file. Immutable after Open; safe to share between threads; owns the mapping.
-class SafetensorsFile {
+class FAK_EXPORT SafetensorsFile {
  public:
   // IOError when the file cannot be mapped; Corruption naming the tensor/field for a malformed
   // header (bad JSON, unknown dtype, offsets out of bounds, size mismatch, gaps or overlaps).
@@ -104,8 +105,8 @@ struct HfConfig {
 };
 // Parses config.json text. InvalidArgument naming the key for a missing required field (the five
 // sizes above) or a wrong type; Corruption for malformed JSON.
-Result<HfConfig> ParseHfConfig(std::string_view json_text, std::string_view name = "config.json");
-Result<HfConfig> LoadHfConfig(const std::string& path);
+FAK_EXPORT Result<HfConfig> ParseHfConfig(std::string_view json_text, std::string_view name = "config.json");
+FAK_EXPORT Result<HfConfig> LoadHfConfig(const std::string& path);
 
 }  // namespace fak
 

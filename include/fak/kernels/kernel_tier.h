@@ -10,20 +10,21 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
 
 // "scalar", "avx2" or "avx512".
-std::string_view ActiveKernelTier();
+FAK_EXPORT std::string_view ActiveKernelTier();
 // The tiers this CPU and OS can run, slowest first.
-std::vector<std::string> SupportedKernelTiers();
+FAK_EXPORT std::vector<std::string> SupportedKernelTiers();
 // Pins the tier; InvalidArgument for an unknown name, Unsupported for a tier this CPU lacks.
-Status SetKernelTier(std::string_view name);
+FAK_EXPORT Status SetKernelTier(std::string_view name);
 // An error when FAK_KERNEL_TIER names an unknown or unsupported tier; OK otherwise.
-Status KernelTierEnvironmentStatus();
+FAK_EXPORT Status KernelTierEnvironmentStatus();
 // The CPU features fak looked at, e.g. "avx2 fma f16c avx512f ...".
-std::string CpuFeatureSummary();
+FAK_EXPORT std::string CpuFeatureSummary();
 
 }  // namespace fak
 

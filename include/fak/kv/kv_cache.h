@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "fak/core/digest.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/kernels/kv_dtype.h"
 
@@ -61,7 +62,7 @@ struct KVShape {
 
 // The K, Kraw and V of a run of tokens at fixed positions, detached from any cache: what a radix
 // tree node stores for its edge. Plain data; copying copies the bytes.
-struct KVSlab {
+struct FAK_EXPORT KVSlab {
   KVShape shape;
   size_t start_position = 0;  // position of the first token
   std::vector<int32_t> tokens;
@@ -74,7 +75,7 @@ struct KVSlab {
   KVSlab Slice(size_t from, size_t n) const;
 };
 
-class KVCache {
+class FAK_EXPORT KVCache {
  public:
   // Made by Model::NewCache(); a cache is bound to its model's shape and RoPE convention.
   KVCache(KVCache&&) noexcept = default;
@@ -243,7 +244,7 @@ struct SessionStart {
   KVCache cache;
   size_t reused_tokens = 0;
 };
-SessionStart SessionFromPrefix(const KVCache& source, std::span<const int32_t> tokens);
+FAK_EXPORT SessionStart SessionFromPrefix(const KVCache& source, std::span<const int32_t> tokens);
 
 }  // namespace fak
 

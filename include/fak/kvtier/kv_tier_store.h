@@ -23,6 +23,7 @@
 
 #include "fak/core/digest.h"
 #include "fak/core/env.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/gate/binding_tuple.h"
 
@@ -37,13 +38,13 @@ struct TierKey {
 
 // OK for a key TierKeyFor could make (a 64-lowercase-hex id); InvalidArgument naming it otherwise.
 // Every store checks it first, so a key never names a path or key outside the tier.
-Status ValidateTierKey(const TierKey& key);
+FAK_EXPORT Status ValidateTierKey(const TierKey& key);
 
 // sha256("fak.kvtier.key.v1" || regime axes of `binding` || namespace || span digest || u64le end),
 // each string length-prefixed. The span fields of `binding` other than those given are ignored.
-TierKey TierKeyFor(const BindingTuple& binding, std::string_view ns, const Digest& span_digest, uint64_t end);
+FAK_EXPORT TierKey TierKeyFor(const BindingTuple& binding, std::string_view ns, const Digest& span_digest, uint64_t end);
 
-class KVTierStore {
+class FAK_EXPORT KVTierStore {
  public:
   virtual ~KVTierStore() = default;
   virtual std::string_view name() const = 0;  // "directory" | "redis"
@@ -79,8 +80,8 @@ struct DirectoryKVTierOptions {
 // (checksummed) source sections; entries another process adds later are found by Get, not indexed.
 // With options.max_bytes, a Put whose entry was stored but whose eviction of an older one failed
 // returns that failure (IOError naming the entry it could not remove); the next Put retries it.
-Result<std::unique_ptr<KVTierStore>> OpenDirectoryKVTier(const std::string& dir, Env* env = nullptr);
-Result<std::unique_ptr<KVTierStore>> OpenDirectoryKVTier(const std::string& dir, const DirectoryKVTierOptions& options,
+FAK_EXPORT Result<std::unique_ptr<KVTierStore>> OpenDirectoryKVTier(const std::string& dir, Env* env = nullptr);
+FAK_EXPORT Result<std::unique_ptr<KVTierStore>> OpenDirectoryKVTier(const std::string& dir, const DirectoryKVTierOptions& options,
                                                          Env* env = nullptr);
 
 }  // namespace fak

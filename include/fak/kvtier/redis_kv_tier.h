@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "fak/core/export.h"
 #include "fak/kvtier/kv_tier_store.h"
 #include "fak/store/redis_store.h"
 
@@ -18,7 +19,7 @@ namespace fak {
 // of it gets an expiry; a Get refreshes them) and is then NotFound; the tier's sets drop members of
 // expired entries lazily (docs/kv-tier.md §3). 0: entries live until removed.
 // InvalidArgument for bad options; Unavailable when the server cannot be reached (then and later).
-Result<std::unique_ptr<KVTierStore>> OpenRedisKVTier(const RedisOptions& options, size_t chunk_bytes = size_t{4} << 20);
+FAK_EXPORT Result<std::unique_ptr<KVTierStore>> OpenRedisKVTier(const RedisOptions& options, size_t chunk_bytes = size_t{4} << 20);
 
 }  // namespace fak
 

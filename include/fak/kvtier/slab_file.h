@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/gate/kv_manifest.h"
 #include "fak/kv/kv_cache.h"
@@ -35,14 +36,14 @@ struct SlabFile {
 enum class SlabFileProblem { kNone, kTruncated, kChecksum, kMalformed, kUnsupported };
 
 // The file's bytes. InvalidArgument when the slab's tensors do not match its shape and token count.
-Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const SourceSpan> sources, const KVSlab& slab);
+FAK_EXPORT Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const SourceSpan> sources, const KVSlab& slab);
 // Parses and verifies `bytes`; on failure *problem (when given) says which kind: kTruncated (shorter
 // than the header says), kChecksum (a section or the header does not hash to its recorded digest),
 // kUnsupported (another magic or version), kMalformed (a section that does not parse). Never throws.
 // `check_kv_section` false skips hashing the K/Kraw/V section — only for a caller that checks the
 // slab against its manifest's integrity checksum next (which covers the same bytes), to hash a
 // large slab once instead of twice.
-Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem = nullptr, bool check_kv_section = true);
+FAK_EXPORT Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem = nullptr, bool check_kv_section = true);
 
 }  // namespace fak
 

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/kvtier/kv_tier_store.h"
 #include "fak/screen/screen.h"
 #include "fak/session/radix_tree.h"
@@ -39,7 +40,7 @@ struct SourceSweeperStats {
   std::string last_error;
 };
 
-class SourceSweeper {
+class FAK_EXPORT SourceSweeper {
  public:
   SourceSweeper(RadixTree& tree, std::vector<KVTierStore*> tiers, const Denylist& denylist);
   ~SourceSweeper();

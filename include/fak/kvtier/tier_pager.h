@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 
+#include "fak/core/export.h"
 #include "fak/gate/resident_claim.h"
 #include "fak/kvtier/kv_tier_store.h"
 #include "fak/regen/regen_driver.h"
@@ -38,7 +39,7 @@ struct TierPagerStats {
   uint64_t count(PageInFailure f) const { return refused[static_cast<int>(f)]; }
 };
 
-class TierPager final : public KVPager {
+class FAK_EXPORT TierPager final : public KVPager {
  public:
   // `tier`, `access` and `denylist` must outlive the pager; `denylist` null = no text is denied
   // (a deployment always passes its ScreenChain's denylist). `access` is the serving tree's

@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "fak/core/export.h"
 #include "fak/kvtier/kv_tier_store.h"
 #include "fak/session/spill_sink.h"
 
@@ -36,7 +37,7 @@ struct TierSpillerStats {
   std::string last_error;  // of the latest failed write
 };
 
-class TierSpiller final : public SpillSink {
+class FAK_EXPORT TierSpiller final : public SpillSink {
  public:
   // `tier` must outlive the spiller.
   explicit TierSpiller(KVTierStore& tier, TierSpillerOptions options = {});
@@ -64,7 +65,7 @@ class TierSpiller final : public SpillSink {
 };
 
 // Stores one tree node in `tier` as a slab file under its key (what TierSpiller does per item).
-Status SpillToTier(KVTierStore& tier, const SpillItem& item);
+FAK_EXPORT Status SpillToTier(KVTierStore& tier, const SpillItem& item);
 
 }  // namespace fak
 

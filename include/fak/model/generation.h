@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/kv/kv_cache.h"
 #include "fak/model/model.h"
@@ -52,7 +53,7 @@ struct GenerationStep {
   std::optional<FinishReason> finish;
 };
 
-class Generation {
+class FAK_EXPORT Generation {
  public:
   // Feeds `token` to the sequence and returns the logits that follow it.
   using DecodeFn = std::function<Result<std::vector<float>>(int32_t token)>;
@@ -106,7 +107,7 @@ class Generation {
 
 // The most tokens a sequence holding `n_context` tokens can still generate in a model of
 // `context_length`: every generated token but the last is fed back (decoded) into the cache.
-size_t GenerationRoom(size_t context_length, size_t n_context);
+FAK_EXPORT size_t GenerationRoom(size_t context_length, size_t n_context);
 
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (the stop token included if one was emitted)
@@ -118,7 +119,7 @@ struct GenerateResult {
 // Prefills `prompt` onto `cache` (which may already hold a prefix) and decodes up to
 // max_new_tokens (fewer when the context fills: GenerationRoom), calling on_token (if set) after
 // each; on_token returning false stops early. A Generation without text (no stop strings).
-Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
+FAK_EXPORT Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
                                 const GenerateParams& params,
                                 const std::function<bool(int32_t)>& on_token = nullptr);
 

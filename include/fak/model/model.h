@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "fak/core/digest.h"
+#include "fak/core/export.h"
 #include "fak/kernels/rope_pairing.h"
 #include "fak/kv/kv_cache.h"
 #include "fak/core/status.h"
@@ -29,7 +30,7 @@ class ModelAccess;   // how the forward pass and tests reach it
 
 enum class Architecture { kLlama, kGemma3 };
 
-struct ModelConfig {
+struct FAK_EXPORT ModelConfig {
   Architecture architecture = Architecture::kLlama;
   size_t vocab_size = 0;
   size_t hidden_size = 0;
@@ -129,7 +130,7 @@ struct BatchItem {
   LogitsMode mode = LogitsMode::kLast;
 };
 
-class Model {
+class FAK_EXPORT Model {
  public:
   ~Model();
   Model(const Model&) = delete;

@@ -14,11 +14,12 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
 
-struct SamplingParams {
+struct FAK_EXPORT SamplingParams {
   float temperature = 0.0f;         // 0 = greedy (argmax; ties go to the lowest id). Default: 0.
   size_t top_k = 0;                 // keep the k most likely; 0 = all. Default: 0.
   float top_p = 1.0f;               // nucleus mass in (0, 1]; 1 = all. Default: 1.
@@ -28,7 +29,7 @@ struct SamplingParams {
   Status Validate() const;
 };
 
-class Sampler {
+class FAK_EXPORT Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
   // Picks the next token from `logits` given the ids seen so far (for the repetition penalty).
@@ -59,7 +60,7 @@ enum class FinishReason {
   kDeadline,    // its deadline passed (engine)
   kError,       // a failure ended it (the result carries the Status)
 };
-std::string_view FinishReasonName(FinishReason reason);  // "stop_token", "stop_string", "length", ...
+FAK_EXPORT std::string_view FinishReasonName(FinishReason reason);  // "stop_token", "stop_string", "length", ...
 
 }  // namespace fak
 

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "fak/audit/audit.h"
+#include "fak/core/export.h"
 #include "fak/engine/engine.h"
 #include "fak/store/blob_store.h"
 #include "fak/model/model.h"
@@ -156,7 +157,7 @@ struct PlannerStats {
   uint64_t page_in_refusals = 0;  // page-ins stopped by a refused slab or an unavailable tier
 };
 
-class Planner {
+class FAK_EXPORT Planner {
  public:
   // `blobs` holds the corpus texts (e.g. a directory store); all references must outlive it.
   static Result<std::unique_ptr<Planner>> Create(const Model& model, const Tokenizer& tokenizer, SigningKey key,

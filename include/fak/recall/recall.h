@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/store/blob_store.h"
 #include "fak/core/digest.h"
 #include "fak/session/segment_ledger.h"
@@ -53,7 +54,7 @@ struct RecalledSegment {
   Verdict current;   // the verdict of the chain Load was given; `recorded` again for a sealed segment
 };
 
-struct RecalledTranscript {
+struct FAK_EXPORT RecalledTranscript {
   std::string name;
   uint32_t format_version = 0;
   Digest recorded_chain_id;    // ScreenChain::id() at Save
@@ -74,7 +75,7 @@ struct RecallStoreOptions {
   Env* env = nullptr;
 };
 
-class RecallStore {
+class FAK_EXPORT RecallStore {
  public:
   // Opens (creating if needed) a recall store at `dir`: images in <dir>/images, texts in a
   // directory BlobStore at <dir>/blobs (never evicted: images depend on them). FailedPrecondition
@@ -118,7 +119,7 @@ class RecallStore {
 // Rebuilds a session from text: tokenizes each segment the current chain admitted (in order) with
 // `tokenizer` and prefills it into a new ledger over `model` (which must outlive the ledger).
 // Quarantined segments are left out, exactly as the write-time bridge leaves them out.
-Result<SegmentLedger> PrefillTranscript(const Model& model, const Tokenizer& tokenizer,
+FAK_EXPORT Result<SegmentLedger> PrefillTranscript(const Model& model, const Tokenizer& tokenizer,
                                         const RecalledTranscript& transcript);
 
 }  // namespace fak

@@ -13,12 +13,13 @@
 #include <memory>
 
 #include "fak/core/env.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
 
 // One live request: a first step (lookup + prefill: the first token), then one decode step per token.
-class LiveTask {
+class FAK_EXPORT LiveTask {
  public:
   virtual ~LiveTask() = default;
   // Runs the next step; true when the request is finished. An error ends the request.
@@ -26,7 +27,7 @@ class LiveTask {
 };
 
 // Low-priority prefill work, done in bounded chunks.
-class BackfillTask {
+class FAK_EXPORT BackfillTask {
  public:
   virtual ~BackfillTask() = default;
   // Prefills up to `max_tokens` (> 0) more tokens; returns how many (0 only when done).
@@ -89,7 +90,7 @@ struct BackfillSchedulerStats {
 // SLO grows the quantum by a quarter. Live requests run to completion in submission order.
 // Thread-safety: Submit* and Stats may be called from any thread; RunOnce calls are serialized
 // (either drive it yourself or Start a worker thread, not both). Owns the submitted tasks.
-class BackfillScheduler {
+class FAK_EXPORT BackfillScheduler {
  public:
   enum class Ran { kNothing, kLive, kBackfill };
 

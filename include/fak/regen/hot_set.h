@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/regen/transcript_ref.h"
 
 namespace fak {
@@ -24,7 +25,7 @@ struct HotSetOptions {
 // — a recency- and frequency-decayed access count (docs/regen.md). Each session keeps its latest
 // transcript (an agent's history only grows). Thread-safe (one mutex). Cost: O(1) per Touch,
 // O(n log n) per Select.
-class HotSetTracker {
+class FAK_EXPORT HotSetTracker {
  public:
   explicit HotSetTracker(HotSetOptions options = {});
   ~HotSetTracker();

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/gate/binding_tuple.h"
 #include "fak/gate/resident_claim.h"
@@ -40,7 +41,7 @@ namespace fak {
 // (screenable) text is available, or the claim names a regime this driver cannot produce.
 enum class MaterializeVerdict : int { kHit = 0, kFault, kRecompute, kRefuse, kAbstain };
 inline constexpr int kNumMaterializeVerdicts = 5;
-std::string_view MaterializeVerdictName(MaterializeVerdict verdict);  // "HIT", "FAULT", ...
+FAK_EXPORT std::string_view MaterializeVerdictName(MaterializeVerdict verdict);  // "HIT", "FAULT", ...
 
 struct Materialized {
   MaterializeVerdict verdict = MaterializeVerdict::kAbstain;
@@ -75,7 +76,7 @@ struct RegenStats {
 // Serves contexts for one model from its radix tree, regenerating them from the corpus text.
 // Thread-safety: all methods may be called concurrently (the tree and corpus are thread-safe; the
 // counters are atomic). Cost: a RECOMPUTE prefills the unmatched suffix; a HIT prefills one token.
-class RegenDriver {
+class FAK_EXPORT RegenDriver {
  public:
   // `screen` (with its denylist) judges text before it is prefilled; it must outlive the driver
   // and not be reconfigured while the driver runs.

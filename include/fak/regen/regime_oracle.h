@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/kv/kv_cache.h"
 #include "fak/model/model.h"
@@ -20,12 +21,12 @@ namespace fak {
 
 // Checks a regenerated cache against a fresh recompute of `tokens` under the same model and regime:
 // OK when equal bit for bit (KVCache digest); VerificationFailed naming both digests otherwise.
-Status VerifyRegenerated(const Model& model, const KVCache& regenerated, std::span<const int32_t> tokens);
+FAK_EXPORT Status VerifyRegenerated(const Model& model, const KVCache& regenerated, std::span<const int32_t> tokens);
 
 enum class OracleOutcome { kExact, kEquivalent, kDivergent };
 // Cross-regime comparison of logits: EXACT when max|Δ| == 0; EQUIVALENT{tol} when every position's
 // argmax agrees and max|Δ| <= tol; DIVERGENT otherwise.
-struct OracleVerdict {
+struct FAK_EXPORT OracleVerdict {
   OracleOutcome outcome = OracleOutcome::kDivergent;
   float tolerance = 0;
   float max_abs_delta = 0;
@@ -34,11 +35,11 @@ struct OracleVerdict {
   std::string ToString() const;
 };
 // Compares two [positions][vocab] logit arrays. InvalidArgument on a size mismatch or vocab 0.
-Result<OracleVerdict> CompareLogits(std::span<const float> a, std::span<const float> b, size_t vocab, float tolerance);
+FAK_EXPORT Result<OracleVerdict> CompareLogits(std::span<const float> a, std::span<const float> b, size_t vocab, float tolerance);
 // Prefills `tokens` under kernel tier `tier_a`, then `tier_b` (names as SetKernelTier takes), and
 // compares every position's logits. Restores the active tier. Unsupported when the CPU lacks a tier.
 // Not safe while other threads run forward passes (the tier is process-wide).
-Result<OracleVerdict> CompareTiers(const Model& model, std::span<const int32_t> tokens, std::string_view tier_a,
+FAK_EXPORT Result<OracleVerdict> CompareTiers(const Model& model, std::span<const int32_t> tokens, std::string_view tier_a,
                                    std::string_view tier_b, float tolerance);
 
 }  // namespace fak

@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/gate/binding_tuple.h"
 #include "fak/model/model.h"
@@ -36,18 +37,18 @@ struct ShareDecision {
   std::optional<BindingAxis> axis;  // the first axis that differs when !share
   std::string detail;
 };
-ShareDecision CanShare(const BindingTuple& from_regime, const BindingTuple& to_regime);
-ShareDecision CanShare(const Model& from_model, const Tokenizer& from_tokenizer, const Model& to_model,
+FAK_EXPORT ShareDecision CanShare(const BindingTuple& from_regime, const BindingTuple& to_regime);
+FAK_EXPORT ShareDecision CanShare(const Model& from_model, const Tokenizer& from_tokenizer, const Model& to_model,
                        const Tokenizer& to_tokenizer);
 
 enum class RolloutPolicy { kFlush, kLazy, kBlueGreen, kCanary };
-std::string_view RolloutPolicyName(RolloutPolicy policy);  // "flush", "lazy", "blue_green", "canary"
-Result<RolloutPolicy> ParseRolloutPolicy(std::string_view name);
+FAK_EXPORT std::string_view RolloutPolicyName(RolloutPolicy policy);  // "flush", "lazy", "blue_green", "canary"
+FAK_EXPORT Result<RolloutPolicy> ParseRolloutPolicy(std::string_view name);
 
 // kVerifying: blue_green's backfill is done and RolloutOptions::verify runs. kRefused: it failed,
 // so the rollout never cuts over (the old model keeps serving); final.
 enum class RolloutPhase { kNotStarted, kWarming, kVerifying, kCanary, kCutOver, kRefused };
-std::string_view RolloutPhaseName(RolloutPhase phase);
+FAK_EXPORT std::string_view RolloutPhaseName(RolloutPhase phase);
 
 struct RolloutOptions {
   // Default: kLazy.
@@ -104,7 +105,7 @@ class BackfillSink {
 // weights, same bits) keeps serving from its cache. Thread-safety: Route/Stats may be called
 // concurrently with Poll; Begin and Promote once, from one thread. Both drivers, the scheduler
 // and the tracker must outlive the rollout.
-class Rollout {
+class FAK_EXPORT Rollout {
  public:
   Rollout(RegenDriver& from, RegenDriver& to, RolloutOptions options = {});
   ~Rollout();

@@ -22,13 +22,14 @@
 #include <string_view>
 #include <utility>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/regen/transcript_ref.h"
 #include "fak/store/text_corpus.h"
 
 namespace fak {
 
-class TranscriptPins {
+class FAK_EXPORT TranscriptPins {
  public:
   explicit TranscriptPins(TextCorpus& corpus) : corpus_(&corpus) {}
   ~TranscriptPins();

@@ -29,12 +29,13 @@
 
 #include "fak/core/digest.h"
 #include "fak/core/env.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/screen/screen.h"
 
 namespace fak {
 
-class FileDenylist final : public Denylist {
+class FAK_EXPORT FileDenylist final : public Denylist {
  public:
   // Reasons longer than this are cut to it (in memory and on disk alike): the seal is what must
   // not fail, the reason is a note for people.

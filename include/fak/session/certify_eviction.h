@@ -12,6 +12,7 @@
 #include "fak/audit/deletion_certificate.h"
 #include "fak/audit/journal.h"
 #include "fak/audit/signing_key.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/model/model.h"
 #include "fak/session/segment_ledger.h"
@@ -34,7 +35,7 @@ struct IssueOptions {
 // appended to `journal` and the certificate is signed. On a failed witness a "deletion.refused" row
 // is journaled and VerificationFailed returned: no certificate. FailedPrecondition when the report
 // is inexact, stale or does not describe `evicted`.
-Result<DeletionCertificate> IssueDeletionCertificate(const Model& model, const SegmentLedger& ledger,
+FAK_EXPORT Result<DeletionCertificate> IssueDeletionCertificate(const Model& model, const SegmentLedger& ledger,
                                                      const SegmentSpec& evicted, const EvictionReport& report,
                                                      Journal* journal, const SigningKey& key,
                                                      const IssueOptions& options = {});

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/gate/resident_claim.h"
 #include "fak/kv/kv_cache.h"
@@ -32,7 +33,7 @@ enum class PageInFailure : int {
   kUnavailable,  // the tier or the denylist cannot be asked now (fail closed)
 };
 inline constexpr int kNumPageInFailures = 9;
-std::string_view PageInFailureName(PageInFailure failure);  // "none", "absent", "axis", ...
+FAK_EXPORT std::string_view PageInFailureName(PageInFailure failure);  // "none", "absent", "axis", ...
 
 // Whether a page-in that stopped with `failure` was refused (a slab was there and failed a check,
 // or the tier could not be asked), as opposed to finding nothing stored.
@@ -48,7 +49,7 @@ struct PageInResult {
 };
 
 // A lower KV tier. Implementations must be thread-safe.
-class KVPager {
+class FAK_EXPORT KVPager {
  public:
   virtual ~KVPager() = default;
   // Extends `cache` — a session cache of the serving model holding tokens[0, cache.size()) (what the

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "fak/core/digest.h"
+#include "fak/core/export.h"
 #include "fak/kv/kv_cache.h"
 #include "fak/gate/resident_claim.h"
 #include "fak/model/model.h"
@@ -80,7 +81,7 @@ using NodeId = uint64_t;  // 0 is the root
 class RadixTree;
 
 // Keeps a node (and so its whole path) from budget eviction while a session is in flight.
-class Lease {
+class FAK_EXPORT Lease {
  public:
   Lease() = default;
   ~Lease();
@@ -123,7 +124,7 @@ struct EvictedSubtree {
   std::vector<Digest> span_digests;  // one per removed node: sha256 of its edge's token ids
 };
 
-class RadixTree {
+class FAK_EXPORT RadixTree {
  public:
   // `model` and `tokenizer` must outlive the tree; every slab belongs to the model's KV shape, and
   // every node is bound to the regime (model, tokenizer, kernel tier...) current at construction.
@@ -216,7 +217,7 @@ class RadixTree {
 // with the longest cached prefix `tenant` may reuse right now, the earliest on ties; call it again
 // after each request runs, since running one changes what the others match. `waiting` must not be
 // empty; every request in it belongs to `tenant` (order each tenant's line on its own).
-size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting,
+FAK_EXPORT size_t NextCacheAware(const RadixTree& tree, const std::vector<std::span<const int32_t>>& waiting,
                       std::string_view tenant = kDefaultTenant);
 
 }  // namespace fak

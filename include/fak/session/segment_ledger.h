@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "fak/core/digest.h"
+#include "fak/core/export.h"
 #include "fak/kv/kv_cache.h"
 #include "fak/model/model.h"
 #include "fak/screen/screen.h"
@@ -72,7 +73,7 @@ struct AppendResult {
   std::vector<float> logits;               // next-token logits after the segment; empty if evicted
 };
 
-class SegmentLedger {
+class FAK_EXPORT SegmentLedger {
  public:
   // An empty ledger over a new cache of `model` (which must outlive the ledger).
   explicit SegmentLedger(const Model& model, KVMemory memory = KVMemory::kFull);

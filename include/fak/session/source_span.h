@@ -7,6 +7,7 @@
 #include <span>
 
 #include "fak/core/digest.h"
+#include "fak/core/export.h"
 
 namespace fak {
 
@@ -22,7 +23,7 @@ struct SourceSpan {
 // order recorded): the one text's SourceDigest when a single run covers the whole span
 // [from, from + n_tokens); otherwise sha256("fak.sources.v1" || u64le(count) || per run u64le(from)
 // || u64le(n_tokens) || digest); with no runs recorded, `fallback` (the span digest: text unknown).
-Digest SourceSetDigest(std::span<const SourceSpan> runs, size_t from, size_t n_tokens, const Digest& fallback);
+FAK_EXPORT Digest SourceSetDigest(std::span<const SourceSpan> runs, size_t from, size_t n_tokens, const Digest& fallback);
 
 }  // namespace fak
 

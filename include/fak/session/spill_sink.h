@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/gate/kv_manifest.h"
 #include "fak/kv/kv_cache.h"
 #include "fak/session/source_span.h"
@@ -27,7 +28,7 @@ struct SpillItem {
 
 enum class SpillReason { kEvicted, kWriteThrough };
 
-class SpillSink {
+class FAK_EXPORT SpillSink {
  public:
   virtual ~SpillSink() = default;
   // Called under the tree's lock: queue or drop, never block. Must be thread-safe.

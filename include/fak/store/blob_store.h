@@ -23,6 +23,7 @@
 
 #include "fak/core/digest.h"
 #include "fak/core/env.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
@@ -64,7 +65,7 @@ struct BlobStoreStats {
 };
 
 // Thread-safety: every method may be called concurrently. Failed calls change nothing.
-class BlobStore {
+class FAK_EXPORT BlobStore {
  public:
   virtual ~BlobStore() = default;
 
@@ -94,13 +95,13 @@ class BlobStore {
 };
 
 // An in-memory store. Cost: the payload bytes plus ~100 bytes per blob.
-std::unique_ptr<BlobStore> MakeMemoryBlobStore(const BlobStoreOptions& options = {});
+FAK_EXPORT std::unique_ptr<BlobStore> MakeMemoryBlobStore(const BlobStoreOptions& options = {});
 
 // Opens (creating if needed) a directory store at `dir`. Rebuilds the index from the blob files and
 // the journal, removes leftover temporary files, and fails with Corruption naming the file and
 // offset when the journal is damaged (unless options.salvage_journal). Unsupported when `dir` holds
 // a store of a newer format version.
-Result<std::unique_ptr<BlobStore>> OpenDirectoryBlobStore(const std::string& dir,
+FAK_EXPORT Result<std::unique_ptr<BlobStore>> OpenDirectoryBlobStore(const std::string& dir,
                                                           const BlobStoreOptions& options = {});
 
 }  // namespace fak

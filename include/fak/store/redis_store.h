@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/store/blob_store.h"
 #include "fak/core/digest.h"
 #include "fak/screen/screen.h"
@@ -89,18 +90,18 @@ struct RedisOptions {
 //     fleet-wide counts are not tracked (List() walks the keys).
 // Thread-safety: all methods may be called concurrently, each on its own pooled connection.
 // Cost: up to options.pool_size TCP connections.
-Result<std::unique_ptr<BlobStore>> OpenRedisBlobStore(const RedisOptions& options,
+FAK_EXPORT Result<std::unique_ptr<BlobStore>> OpenRedisBlobStore(const RedisOptions& options,
                                                       const BlobStoreOptions& store_options = {});
 
 // Keys, for operators and tests (docs/store.md §5). `options` must be valid.
-std::string RedisBlobKey(const RedisOptions& options, const Digest& digest);
-std::string RedisPinKey(const RedisOptions& options, const Digest& digest);
+FAK_EXPORT std::string RedisBlobKey(const RedisOptions& options, const Digest& digest);
+FAK_EXPORT std::string RedisPinKey(const RedisOptions& options, const Digest& digest);
 
 // Where a denylist entry lives: the handle's tenant (options.tenant) only, or the whole fleet.
 enum class DenylistScope { kTenant, kFleet };
 // What a denylist handle may write: its tenant's entries only, or fleet entries too.
 enum class DenylistRole { kTenant, kFleetAdmin };
-std::string RedisDenylistKey(const RedisOptions& options, const Digest& digest, DenylistScope scope);
+FAK_EXPORT std::string RedisDenylistKey(const RedisOptions& options, const Digest& digest, DenylistScope scope);
 
 // One digest's denylist state.
 struct DenylistRecord {
@@ -131,7 +132,7 @@ struct DenylistEvent {
 // never quarantine) or admits when !options.screen_fail_closed.
 // Thread-safety: all methods may be called concurrently (pooled connections).
 // Cost: one round trip per call; Screen is not cached, so a revocation or add is seen at once.
-class RedisDenylist final : public Denylist {
+class FAK_EXPORT RedisDenylist final : public Denylist {
  public:
   // Validates the options, connects and PINGs; errors as for OpenRedisBlobStore.
   static Result<std::shared_ptr<RedisDenylist>> Open(const RedisOptions& options,

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/store/blob_store.h"
 #include "fak/core/digest.h"
 #include "fak/core/status.h"
@@ -29,7 +30,7 @@ struct TextCorpusStats {
   uint64_t token_misses = 0;  // Tokens() that ran the tokenizer
 };
 
-class TextCorpus {
+class FAK_EXPORT TextCorpus {
  public:
   explicit TextCorpus(BlobStore& store) : store_(&store) {}
 

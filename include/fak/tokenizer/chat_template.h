@@ -23,14 +23,15 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/tokenizer/tokenizer.h"
 
 namespace fak {
 
 enum class ChatRole { kSystem, kUser, kAssistant, kTool };
-std::string_view ChatRoleName(ChatRole role);              // "system", "user", "assistant", "tool"
-Result<ChatRole> ParseChatRole(std::string_view name);     // InvalidArgument naming an unknown role
+FAK_EXPORT std::string_view ChatRoleName(ChatRole role);              // "system", "user", "assistant", "tool"
+FAK_EXPORT Result<ChatRole> ParseChatRole(std::string_view name);     // InvalidArgument naming an unknown role
 
 struct ChatMessage {
   ChatRole role = ChatRole::kUser;
@@ -38,7 +39,7 @@ struct ChatMessage {
 };
 
 // A rendered conversation: the text, and where each message's part of it begins.
-struct RenderedChat {
+struct FAK_EXPORT RenderedChat {
   std::string text;
   // message_offsets[i]: the byte where message i's part begins (its first byte that depends on
   // it; text before message 0's offset, e.g. BOS, belongs to message 0). generation_offset: where
@@ -56,13 +57,13 @@ struct RenderedChat {
 
 // Token ids of the whole rendering; the markup's special-token texts become their ids, the
 // content's never do (Tokenizer::EncodeWithPlain).
-Result<std::vector<int32_t>> EncodeRendered(const Tokenizer& tokenizer, const RenderedChat& rendered);
+FAK_EXPORT Result<std::vector<int32_t>> EncodeRendered(const Tokenizer& tokenizer, const RenderedChat& rendered);
 // The same per piece (Pieces()), each tokenized on its own: segment boundaries are token
 // boundaries. For the families whose pieces meet inside text (Mistral, Llama 2: see
 // docs/chat-templates.md) the ids can differ from EncodeRendered's at the borders.
-Result<std::vector<std::vector<int32_t>>> EncodePieces(const Tokenizer& tokenizer, const RenderedChat& rendered);
+FAK_EXPORT Result<std::vector<std::vector<int32_t>>> EncodePieces(const Tokenizer& tokenizer, const RenderedChat& rendered);
 
-class ChatTemplate {
+class FAK_EXPORT ChatTemplate {
  public:
   // Recognises `jinja_source`. `tokenizer` supplies the texts of BOS/EOS the template prints.
   // Unsupported (naming the first characters and the families known) when it is none we know.
@@ -119,7 +120,7 @@ class ChatTemplate {
 
 // The ids that end generation: EOS plus each end_of_turn() text the tokenizer has as one token
 // (none from `chat_template` when it is null). Sorted, unique.
-std::vector<int32_t> EndOfGenerationTokens(const Tokenizer& tokenizer, const ChatTemplate* chat_template);
+FAK_EXPORT std::vector<int32_t> EndOfGenerationTokens(const Tokenizer& tokenizer, const ChatTemplate* chat_template);
 
 }  // namespace fak
 

@@ -13,12 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/tokenizer/tokenizer.h"
 
 namespace fak {
 
-class TextStream {
+class FAK_EXPORT TextStream {
  public:
   // Empty stop strings are ignored. `tokenizer` must outlive the stream.
   TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings);

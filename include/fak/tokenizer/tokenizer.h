@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fak/core/digest.h"
+#include "fak/core/export.h"
 #include "fak/core/status.h"
 
 namespace fak {
@@ -24,7 +25,7 @@ struct TextSpan {
   size_t size = 0;
 };
 
-class Tokenizer {
+class FAK_EXPORT Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
@@ -60,15 +61,15 @@ class Tokenizer {
 };
 
 // The embedded default: one token per byte (ids 0..255), BOS = 256, EOS = 257.
-std::unique_ptr<Tokenizer> MakeByteTokenizer();
+FAK_EXPORT std::unique_ptr<Tokenizer> MakeByteTokenizer();
 
 class GgufFile;
 // The tokenizer a GGUF file describes: tokenizer.ggml.model "llama" (SentencePiece-style, kind
 // "spm") or "gpt2" (byte-level BPE, kind "bpe"); Unsupported for other models or pre-tokenizers,
 // Corruption for inconsistent vocabulary metadata. Special tokens (CONTROL, USER_DEFINED and
 // UNKNOWN types) found in the text are encoded as their single ids. Rules: docs/tokenizers.md.
-Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const std::string& path);
-Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile& file);
+FAK_EXPORT Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const std::string& path);
+FAK_EXPORT Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile& file);
 
 // The tokenizer a Hugging Face tokenizer.json describes, with BOS/EOS and add_bos_token from
 // tokenizer_config.json beside it when present (else the post-processor's template). `path` is the
@@ -77,14 +78,14 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile& file);
 // regex, or SmolLM's digit split; kind "bpe") or SentencePiece-style (byte_fallback, spaces as ▁;
 // kind "spm", merges by rank). Added tokens are matched whole, as HF does. Unsupported names the
 // field fak does not implement; Corruption a malformed file. Rules: docs/tokenizers.md.
-Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromHfJson(const std::string& path);
+FAK_EXPORT Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromHfJson(const std::string& path);
 // The same from text: tokenizer.json and tokenizer_config.json (empty when there is none); `name`
 // labels errors.
-Result<std::unique_ptr<Tokenizer>> ParseHfTokenizer(std::string_view tokenizer_json, std::string_view config_json = {},
+FAK_EXPORT Result<std::unique_ptr<Tokenizer>> ParseHfTokenizer(std::string_view tokenizer_json, std::string_view config_json = {},
                                                     std::string_view name = "tokenizer.json");
 // The tokenizer of whatever Model::Load accepts: LoadTokenizerFromGguf for a GGUF file, else
 // LoadTokenizerFromHfJson.
-Result<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const std::string& path);
+FAK_EXPORT Result<std::unique_ptr<Tokenizer>> LoadTokenizerForModel(const std::string& path);
 
 }  // namespace fak
 
