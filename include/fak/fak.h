@@ -23,6 +23,7 @@
 #include "fak/kvtier/tier_pager.h"
 #include "fak/kvtier/tier_spiller.h"
 #include "fak/model/generation.h"
+#include "fak/model/loaded_model.h"
 #include "fak/model/model.h"
 #include "fak/model/sampler.h"
 #include "fak/planner/planner.h"

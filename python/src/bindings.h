@@ -44,15 +44,12 @@ T ValueOrThrow(Result<T>&& result) {
 
 class PyEngine;
 
-// A loaded model with what the Python surface needs beside it: its tokenizer (null for the
-// random-weight benchmark shapes) and chat template (null when the file carries none). Immutable
-// after load, so shared by every Session and Engine made from it (each holds a shared_ptr).
-struct ModelHandle : std::enable_shared_from_this<ModelHandle> {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::shared_ptr<const ChatTemplate> chat_template;
-  std::string template_error;  // why chat_template is null, when loading one failed
-  std::string label;
+// fak.Model: the library's loaded-model bundle (fak::LoadModel: the model, its tokenizer — null
+// for the random-weight benchmark shapes — and chat template — null when it has none, with
+// template_status saying why) and the engine create_chat_completion uses. Immutable after load, so
+// shared by every Session and Engine made from it (each holds a shared_ptr).
+struct ModelHandle : LoadedModel, std::enable_shared_from_this<ModelHandle> {
+  explicit ModelHandle(LoadedModel loaded);  // out of line: PyEngine is complete there
 
   // FailedPrecondition naming what the model lacks when it has none.
   const Tokenizer& RequireTokenizer() const;

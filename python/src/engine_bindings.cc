@@ -93,6 +93,8 @@ PyEngine& ModelHandle::DefaultEngine() {
   return *default_engine_;
 }
 
+ModelHandle::ModelHandle(LoadedModel loaded) : LoadedModel(std::move(loaded)) {}
+
 ModelHandle::~ModelHandle() { default_engine_.reset(); }
 
 // ---- PyRequest ----

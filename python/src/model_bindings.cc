@@ -5,7 +5,6 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <filesystem>
 
 #include "bindings.h"
 #include "py_engine.h"
@@ -13,47 +12,16 @@
 namespace fak::python {
 namespace {
 
-// The names the fak tool accepts for models without a file (tools/fak: `-m embedded`).
-std::optional<ModelConfig> ShapeConfig(const std::string& spec) {
-  if (spec == "shape:smollm2-135m") return ModelConfig::SmolLM2_135M_Shape();
-  if (spec == "shape:tinyllama-1.1b") return ModelConfig::TinyLlama_1_1B_Shape();
-  return std::nullopt;
-}
-
-Result<ModelRef> LoadModel(const std::string& spec, size_t n_threads, size_t max_context, uint64_t seed) {
-  ModelOptions options;
-  options.n_threads = n_threads;
-  options.max_context = max_context;
-  auto handle = std::make_shared<ModelHandle>();
-  if (spec == "embedded") {
-    FAK_ASSIGN_OR_RETURN(handle->model, Model::Synthetic(ModelConfig::EmbeddedDefault(), seed, options));
-    handle->tokenizer = MakeByteTokenizer();
-    FAK_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::ForFamily("fak", *handle->tokenizer));
-    handle->chat_template = std::make_shared<const ChatTemplate>(std::move(tmpl));
-    handle->label = "embedded (synthetic weights, seed " + std::to_string(seed) + ")";
-    return handle;
-  }
-  if (std::optional<ModelConfig> shape = ShapeConfig(spec)) {
-    FAK_ASSIGN_OR_RETURN(handle->model, Model::Synthetic(*shape, seed, options));
-    handle->label = spec + " (random weights, no tokenizer)";
-    return handle;
-  }
-  std::error_code ec;
-  if (!std::filesystem::exists(spec, ec)) {
-    return NotFound("model '" + spec +
-                    "' is neither a known name (embedded, shape:smollm2-135m, shape:tinyllama-1.1b) nor a file");
-  }
-  FAK_ASSIGN_OR_RETURN(handle->model, Model::Load(spec, options));
-  FAK_ASSIGN_OR_RETURN(handle->tokenizer, LoadTokenizerForModel(spec));
-  Result<ChatTemplate> tmpl = ChatTemplate::ForModel(spec, *handle->tokenizer);
-  if (tmpl.has_value()) {
-    handle->chat_template = std::make_shared<const ChatTemplate>(std::move(*tmpl));
-  } else {
-    // Sessions, tokens and engines with token prompts still work; chat calls say why they cannot.
-    handle->template_error = tmpl.error().ToString();
-  }
-  handle->label = spec + " (" + handle->model->config().Describe() + ")";
-  return handle;
+// The library's bundle (fak/model/loaded_model.h): every name the fak tool accepts. A model
+// without a chat template still loads; sessions, tokens and engines with token prompts work, and
+// chat calls say why they cannot.
+Result<ModelRef> Load(const std::string& spec, size_t n_threads, size_t max_context, uint64_t seed) {
+  LoadOptions options;
+  options.model.n_threads = n_threads;
+  options.model.max_context = max_context;
+  options.seed = seed;
+  FAK_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(spec, options));
+  return std::make_shared<ModelHandle>(std::move(loaded));
 }
 
 std::string TextOf(const nb::handle& text) {
@@ -92,7 +60,7 @@ const Tokenizer& ModelHandle::RequireTokenizer() const {
 const ChatTemplate& ModelHandle::RequireTemplate() const {
   if (!chat_template) {
     throw StatusError(FailedPrecondition("model " + label + " has no chat template fak can render (" +
-                                         (template_error.empty() ? "none loaded" : template_error) +
+                                         (template_status.ok() ? "none loaded" : template_status.ToString()) +
                                          "); render prompts yourself"));
   }
   return *chat_template;
@@ -153,20 +121,22 @@ void BindModel(nb::module_& m) {
           [](const std::string& path, size_t threads, size_t max_context, uint64_t seed) {
             Result<ModelRef> loaded = [&] {
               nb::gil_scoped_release release;
-              return LoadModel(path, threads, max_context, seed);
+              return Load(path, threads, max_context, seed);
             }();
             return ValueOrThrow(std::move(loaded));
           },
           nb::arg("path"), nb::arg("threads") = 0, nb::arg("max_context") = 0, nb::arg("seed") = 2026,
-          "Loads a GGUF file or Hugging Face checkpoint, or 'embedded' (the embedded default model: synthetic "
-          "weights, byte tokenizer) or 'shape:smollm2-135m' / 'shape:tinyllama-1.1b' (random weights of a real "
-          "shape, no tokenizer; seed applies to these). threads: per forward pass, 0 = one per hardware thread.")
+          "Loads a model as the fak tool names it: a GGUF file or Hugging Face checkpoint, 'embedded' (the embedded "
+          "default model: synthetic weights, byte tokenizer), 'embedded:SEED' (the same with the weights of SEED) or "
+          "'shape:smollm2-135m' / 'shape:tinyllama-1.1b' (random weights of a real shape, no tokenizer). seed: the "
+          "synthetic weights of 'embedded' and the shapes. threads: per forward pass, 0 = one per hardware thread. "
+          "The chat template is the file's own, else its architecture's family, else 'fak' for the embedded model.")
       .def_static(
           "embedded",
           [](size_t threads) {
             Result<ModelRef> loaded = [&] {
               nb::gil_scoped_release release;
-              return LoadModel("embedded", threads, 0, 2026);
+              return Load("embedded", threads, 0, kEmbeddedSeed);
             }();
             return ValueOrThrow(std::move(loaded));
           },
@@ -192,7 +162,7 @@ void BindModel(nb::module_& m) {
           "chat_template_error",
           [](const ModelHandle& h) -> std::optional<std::string> {
             if (h.chat_template) return std::nullopt;
-            return h.template_error.empty() ? std::string("the model has no tokenizer") : h.template_error;
+            return h.template_status.ok() ? std::string("none loaded") : h.template_status.ToString();
           },
           "Why chat_template is None (the loader's error), or None when there is a template.")
       .def_prop_ro("has_tokenizer", [](const ModelHandle& h) { return h.tokenizer != nullptr; })

@@ -22,6 +22,7 @@
 #include "fak/core/status.h"
 #include "fak/engine/engine.h"
 #include "fak/kv/kv_cache.h"
+#include "fak/model/loaded_model.h"
 #include "fak/model/model.h"
 #include "fak/model/sampler.h"
 #include "fak/session/radix_tree.h"
@@ -33,13 +34,9 @@
 
 namespace fak::capi {
 
-// A loaded model with the tokenizer and chat template that go with it. Immutable once built.
-struct LoadedModel {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::shared_ptr<const ChatTemplate> chat_template;  // null when the model has none
-  Status template_status;                             // why chat_template is null
-};
+// A loaded model with the tokenizer and chat template that go with it: the library's bundle
+// (fak::LoadModel), always with a tokenizer here. Immutable once built.
+using LoadedModel = ::fak::LoadedModel;
 
 // A radix tree and the model it holds KV of (declared first: destroyed after the tree).
 struct RadixHolder {

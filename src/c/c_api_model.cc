@@ -4,30 +4,16 @@
 namespace fak::capi {
 namespace {
 
-constexpr uint64_t kEmbeddedSeed = 2026;  // the weights the fak tool and examples use
-
 Result<std::shared_ptr<const LoadedModel>> Load(const fak_model_options& o) {
-  ModelOptions options;
-  options.n_threads = o.n_threads;
-  options.max_context = o.max_context;
-  auto loaded = std::make_shared<LoadedModel>();
-  if (o.path == nullptr) {
-    FAK_ASSIGN_OR_RETURN(loaded->model, Model::Synthetic(ModelConfig::EmbeddedDefault(), o.seed, options));
-    loaded->tokenizer = MakeByteTokenizer();
-    FAK_ASSIGN_OR_RETURN(ChatTemplate t, ChatTemplate::ForFamily("fak", *loaded->tokenizer));
-    loaded->chat_template = std::make_shared<const ChatTemplate>(std::move(t));
-    return std::shared_ptr<const LoadedModel>(std::move(loaded));
-  }
-  const std::string path(o.path);
-  FAK_ASSIGN_OR_RETURN(loaded->model, Model::Load(path, options));
-  FAK_ASSIGN_OR_RETURN(loaded->tokenizer, LoadTokenizerForModel(path));
-  Result<ChatTemplate> t = ChatTemplate::ForModel(path, *loaded->tokenizer);
-  if (t) {
-    loaded->chat_template = std::make_shared<const ChatTemplate>(std::move(*t));
-  } else {
-    loaded->template_status = t.error();
-  }
-  return std::shared_ptr<const LoadedModel>(std::move(loaded));
+  LoadOptions options;
+  options.model.n_threads = o.n_threads;
+  options.model.max_context = o.max_context;
+  options.seed = o.seed;
+  FAK_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(o.path == nullptr ? "embedded" : o.path, options));
+  // Every call that takes a fak_model may tokenize; a model without a vocabulary is of no use here.
+  if (!loaded.tokenizer)
+    return FailedPrecondition(loaded.label + " has no tokenizer; fak_model_load needs a model with one");
+  return std::make_shared<const LoadedModel>(std::move(loaded));
 }
 
 Result<std::vector<int32_t>> ChatTokens(const LoadedModel& m, const fak_chat_message* messages, size_t n_messages,
@@ -51,7 +37,7 @@ void fak_model_options_init(fak_model_options* options) {
   if (options == nullptr) return;
   *options = fak_model_options{};
   options->struct_size = sizeof(fak_model_options);
-  options->seed = fak::capi::kEmbeddedSeed;
+  options->seed = fak::kEmbeddedSeed;
 }
 
 fak_status fak_model_load(const fak_model_options* options, fak_model** out) {

@@ -25,10 +25,10 @@ Planner::Planner(const Model& model, const Tokenizer& tokenizer, SigningKey key,
                  std::shared_ptr<const ChatTemplate> chat_template, std::shared_ptr<const ScreenChain> chain,
                  std::unique_ptr<Journal> journal, PlannerOptions options)
     : key_(std::move(key)), shared_texts_(blobs),
-      tenant_store_(options.tenant_store), template_(std::move(chat_template)),
+      tenant_store_(options.tenant_store),
       chain_(std::move(chain)), journal_(std::move(journal)),
       owned_tree_(options.engine != nullptr ? nullptr : std::make_unique<RadixTree>(model, tokenizer, options.tree)),
-      backend_(std::make_shared<const Backend>(Backend{&model, &tokenizer, options.engine, nullptr})),
+      backend_(std::make_shared<const Backend>(Backend{&model, &tokenizer, options.engine, std::move(chat_template), nullptr})),
       denied_kv_sweep_interval_ns_(options.denied_kv_sweep_interval_ns), last_denied_kv_sweep_ns_(NowNanos()) {}
 
 PlannerStats Planner::Stats() const {
@@ -65,7 +65,8 @@ Result<std::unique_ptr<Planner>> Planner::Create(const Model& model, const Token
     planner->owned_tree_->SetPager(pager);
     engine_options.tree = planner->owned_tree_.get();
     FAK_ASSIGN_OR_RETURN(planner->owned_engine_, Engine::Create(model, tokenizer, std::move(engine_options)));
-    planner->backend_ = std::make_shared<const Backend>(Backend{&model, &tokenizer, planner->owned_engine_.get(), nullptr});
+    planner->backend_ = std::make_shared<const Backend>(
+        Backend{&model, &tokenizer, planner->owned_engine_.get(), planner->backend_->chat_template, nullptr});
   }
   return planner;
 }
@@ -76,10 +77,11 @@ std::shared_ptr<const Planner::Backend> Planner::Current() const {
 }
 
 void Planner::SwitchEngine(const Model& model, const Tokenizer& tokenizer, Engine& engine,
-                           std::shared_ptr<const void> keep_alive) {
-  auto next = std::make_shared<const Backend>(Backend{&model, &tokenizer, &engine, std::move(keep_alive)});
+                           std::shared_ptr<const ChatTemplate> chat_template, std::shared_ptr<const void> keep_alive) {
   std::lock_guard<std::mutex> lock(backend_mu_);
-  backend_ = std::move(next);
+  if (chat_template == nullptr) chat_template = backend_->chat_template;
+  backend_ = std::make_shared<const Backend>(
+      Backend{&model, &tokenizer, &engine, std::move(chat_template), std::move(keep_alive)});
 }
 
 ChatRole Planner::RoleOf(SegmentKind kind) {
@@ -96,7 +98,7 @@ Result<std::vector<SegmentSpec>> Planner::Segments(const Backend& b, const std::
                                                   bool reply) const {
   std::vector<ChatMessage> messages;
   for (const RecallSegment& seg : transcript) messages.push_back(ChatMessage{RoleOf(seg.kind), seg.text});
-  FAK_ASSIGN_OR_RETURN(RenderedChat rendered, template_->Render(messages, reply));
+  FAK_ASSIGN_OR_RETURN(RenderedChat rendered, b.chat_template->Render(messages, reply));
   const std::vector<std::string> pieces = rendered.Pieces();
   // Each piece is tokenized on its own: segment boundaries are token boundaries, so a span can
   // be evicted exactly and earlier turns keep their ids as the conversation grows. A message's
@@ -413,7 +415,7 @@ Status Planner::Run(const Backend& b, const Conversation& conversation, const Pr
   // Generation stops at the end of the context rather than being refused.
   request.max_tokens = std::min(params.generate.max_new_tokens, limit + 1 - p.context.size());
   request.stop_tokens = params.generate.stop_tokens;
-  if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(*b.tokenizer, template_.get());
+  if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(*b.tokenizer, b.chat_template.get());
   request.stop_strings = params.stop;
   if (params.on_text) {
     request.on_token = [&on_text = params.on_text](const TokenEvent& event) {

@@ -18,7 +18,7 @@ namespace fak::internal {
 // engine) goes first, the model last. The model, tree and engine are shared with the serving built
 // on them, which may outlive the run.
 struct Rollouts::Run {
-  std::shared_ptr<RolloutModel> target;
+  std::shared_ptr<LoadedModel> target;
   std::shared_ptr<RadixTree> tree;
   std::unique_ptr<RegenDriver> from, to;
   HotSetTracker hot;
@@ -143,12 +143,12 @@ HttpReply Rollouts::Start(std::string_view body) {
 }
 
 HttpReply Rollouts::Begin(const StartRequest& request) {
-  Result<RolloutModel> target = loader_(request.model);
+  Result<LoadedModel> target = loader_(request.model);
   if (!target) return StatusReply(target.error(), "model");
   if (!target->model || !target->tokenizer)
     return HttpReply::BadRequest("'" + request.model + "' has no tokenizer; a rollout needs one", "model");
   auto run = std::make_unique<Run>();
-  run->target = std::make_shared<RolloutModel>(std::move(*target));
+  run->target = std::make_shared<LoadedModel>(std::move(*target));
   run->tree = std::make_shared<RadixTree>(*run->target->model, *run->target->tokenizer);
   run->model_id = request.model_id;
   // Built before the rollout begins (flush empties the old tree), so a refusal changes nothing.
@@ -295,6 +295,14 @@ HttpReply Rollouts::ProgressOf(Run& run) const {
                                   {"error", b.verify_error}}},
                 {"interactive_ttft", {{"during_backfill", TtftJson(during)}, {"without_backfill", TtftJson(without)}}},
                 {"new_tree_tokens", run.tree->Stats().unique_tokens}};
+  // What the new engine renders chats with: the new model's own template, or the host's standing in
+  // for a model that has none (and why).
+  if (const ChatTemplate* t = run.engine->engine->chat_template()) {
+    const std::string& borrowed = run.engine->borrowed_template_reason;
+    reply["chat_template"] = {{"family", t->family()}, {"variant", t->variant()}, {"source", t->source()},
+                              {"own", borrowed.empty()}};
+    if (!borrowed.empty()) reply["chat_template"]["fallback"] = "the template the server started with, since the new model has none: " + borrowed;
+  }
   if (r.phase == RolloutPhase::kRefused) {
     reply["error"] = {{"code", "verification_failed"},
                       {"message", "cutover refused by the check of the new model's KV against its recompute; serving "

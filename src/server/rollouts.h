@@ -57,7 +57,7 @@ struct RolloutSnapshot {
 // Builds what serves the new weights: an engine on `weights`, sharing `tree` when it is not null,
 // named `model_id`. Called when a rollout begins, so a failure refuses the rollout.
 using MakeServing = std::function<Result<std::shared_ptr<Serving>>(
-    std::shared_ptr<const RolloutModel> weights, std::shared_ptr<RadixTree> tree, const std::string& model_id)>;
+    std::shared_ptr<const LoadedModel> weights, std::shared_ptr<RadixTree> tree, const std::string& model_id)>;
 // Makes `serving` the one new requests go to (called once per rollout, at cutover).
 using InstallServing = std::function<void(std::shared_ptr<const Serving> serving)>;
 

@@ -152,11 +152,15 @@ struct Server::Impl {
     }
     // Conversations switch with the OpenAI endpoints; the planner holds the serving while it runs
     // turns on its engine.
-    if (conversations) conversations->planner().SwitchEngine(*next->model, *next->tokenizer, *next->engine, next);
+    if (conversations) {
+      // The engine's own template (the rolled-out model's), kept alive with the serving.
+      std::shared_ptr<const ChatTemplate> chat_template(next, next->engine->chat_template());
+      conversations->planner().SwitchEngine(*next->model, *next->tokenizer, *next->engine, std::move(chat_template), next);
+    }
     // `old` is freed here when no request (nor the planner) holds it, else by the last one that does.
   }
   // An engine on rolled-out weights (MakeServing).
-  Result<std::shared_ptr<internal::Serving>> MakeServing(std::shared_ptr<const RolloutModel> weights,
+  Result<std::shared_ptr<internal::Serving>> MakeServing(std::shared_ptr<const LoadedModel> weights,
                                                          std::shared_ptr<RadixTree> tree, const std::string& model_id) const;
   void ResponseDone() {
     std::lock_guard lock(inflight_mu);
@@ -235,13 +239,22 @@ Status Server::Impl::FillPrompt(const internal::Serving& s, ApiEndpoint api, con
   return Status::Ok();
 }
 
-Result<std::shared_ptr<internal::Serving>> Server::Impl::MakeServing(std::shared_ptr<const RolloutModel> weights,
+Result<std::shared_ptr<internal::Serving>> Server::Impl::MakeServing(std::shared_ptr<const LoadedModel> weights,
                                                                     std::shared_ptr<RadixTree> tree,
                                                                     const std::string& model_id) const {
   EngineOptions engine_options = options.rollout_engine;
   engine_options.tree = tree.get();
   if (engine_options.chat_template == nullptr)
     return InvalidArgument("ServerOptions::rollout_engine: a chat template is required (chat requests go to the engine)");
+  // The new model renders chats as it was trained to (another family has other markup); the host's
+  // template only stands in for a model that has none.
+  std::string borrowed_template_reason;
+  if (weights->chat_template) {
+    engine_options.chat_template = weights->chat_template;
+  } else {
+    borrowed_template_reason = weights->template_status.ok() ? std::string("the model has no chat template")
+                                                             : std::string(weights->template_status.message());
+  }
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                        Engine::Create(*weights->model, *weights->tokenizer, std::move(engine_options)));
   auto s = std::make_shared<internal::Serving>();
@@ -252,6 +265,7 @@ Result<std::shared_ptr<internal::Serving>> Server::Impl::MakeServing(std::shared
   s->model_id = model_id;
   s->label = weights->label;
   s->completion_stop_tokens = EndOfGenerationTokens(*s->tokenizer, nullptr);
+  s->borrowed_template_reason = std::move(borrowed_template_reason);
   s->tree = std::move(tree);
   s->weights = std::move(weights);
   return s;
@@ -887,7 +901,7 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
     if (impl->options.load_model) {
       impl->rollouts = std::make_unique<internal::Rollouts>(
           *planner, model, tokenizer, *impl->conversations, impl->options.load_model,
-          [self](std::shared_ptr<const RolloutModel> weights, std::shared_ptr<RadixTree> tree, const std::string& id) {
+          [self](std::shared_ptr<const LoadedModel> weights, std::shared_ptr<RadixTree> tree, const std::string& id) {
             return self->MakeServing(std::move(weights), std::move(tree), id);
           },
           [self](std::shared_ptr<const internal::Serving> next) { self->Install(std::move(next)); });

@@ -32,6 +32,7 @@
 #include "fak/core/status.h"
 #include "fak/engine/engine.h"
 #include "fak/kvtier/kv_tier_store.h"
+#include "fak/model/loaded_model.h"
 #include "fak/model/model.h"
 #include "fak/planner/planner.h"
 #include "fak/tokenizer/chat_template.h"
@@ -39,14 +40,9 @@
 
 namespace fak {
 
-// The weights a rollout moves to (POST /fak/v1/rollout): a model and its tokenizer.
-struct RolloutModel {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::string label;  // how it was named, for the progress report
-};
-// Loads the model a rollout names (a file, or a name the host knows); errors name the spec.
-using ModelLoader = std::function<Result<RolloutModel>(const std::string& spec)>;
+// Loads the model a rollout names (POST /fak/v1/rollout: a file, or a name the host knows; e.g.
+// fak::LoadModel) with its tokenizer and chat template; errors name the spec.
+using ModelLoader = std::function<Result<LoadedModel>(const std::string& spec)>;
 
 // API key → tenant. Empty: no authentication, every request is tenant "default".
 using ApiKeys = std::map<std::string, std::string, std::less<>>;
@@ -81,8 +77,9 @@ struct ServerOptions {
   // At cutover the OpenAI endpoints switch to an engine on the new weights. Null: the rollout
   // endpoints answer 404. Default: null.
   ModelLoader load_model;
-  // The options that engine is created with (its tree is the rollout's own); its chat_template is
-  // required. Default: defaults.
+  // The options that engine is created with (its tree is the rollout's own). Its chat_template is
+  // the new model's own (LoadedModel::chat_template); the one given here (required) serves only a
+  // model that has none, and GET /fak/v1/rollout says so. Default: defaults.
   EngineOptions rollout_engine;
   // Chat requests' user messages pass the Planner's screen too (tool results always do). Default: false.
   bool screen_user_messages = false;

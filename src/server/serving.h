@@ -20,7 +20,7 @@ namespace fak::internal {
 // Members are declared so that destruction frees the engine first, then the tree it may share,
 // then the weights both are built on.
 struct Serving {
-  std::shared_ptr<const RolloutModel> weights;  // a rollout's model and tokenizer; null: the host's
+  std::shared_ptr<const LoadedModel> weights;   // a rollout's model, tokenizer and template; null: the host's
   std::shared_ptr<RadixTree> tree;              // the tree the engine shares (blue_green's warmed one); may be null
   std::unique_ptr<Engine> owned_engine;         // null: the host's engine, which the host shuts down
   Engine* engine = nullptr;
@@ -29,6 +29,9 @@ struct Serving {
   std::string model_id;  // the id in /v1/models, which requests must name
   std::string label;     // how the weights were named
   std::vector<int32_t> completion_stop_tokens;  // a chat's are the engine's (Engine::Prepare)
+  // Empty when the engine renders chats with the model's own template; else why it has none, and
+  // so renders with the host's (a rollout to a model without a template).
+  std::string borrowed_template_reason;
 };
 
 }  // namespace fak::internal

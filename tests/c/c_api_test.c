@@ -135,6 +135,23 @@ static void TestModel(void) {
   CHECK_OK(fak_model_info_get(other, &info2));
   CHECK(strcmp(info.model_digest, info2.model_digest) != 0);
   fak_model_free(other);
+  /* The fak tool's names load too: "embedded:7" is the seed-7 weights, whatever options.seed says. */
+  char digest7[FAK_DIGEST_HEX_SIZE];
+  memcpy(digest7, info2.model_digest, sizeof digest7);
+  options.seed = 9;
+  options.path = "embedded:7";
+  CHECK_OK(fak_model_load(&options, &other));
+  CHECK_OK(fak_model_info_get(other, &info2));
+  CHECK(strcmp(digest7, info2.model_digest) == 0);
+  fak_model_free(other);
+  options.path = "embedded:seven";
+  CHECK_STATUS(fak_model_load(&options, &other), FAK_INVALID_ARGUMENT);
+  CHECK(strstr(fak_last_error(), "embedded:seven") != NULL);
+  /* A shape-only name has no tokenizer, which every fak_model call may need. */
+  options.path = "shape:smollm2-135m";
+  options.n_threads = 1;
+  CHECK_STATUS(fak_model_load(&options, &other), FAK_FAILED_PRECONDITION);
+  CHECK(strstr(fak_last_error(), "no tokenizer") != NULL);
 
   /* Error paths: a bad path, NULL out, a struct never initialised, NULL handle. */
   fak_model* bad = (fak_model*)0x1;

@@ -72,6 +72,30 @@ def test_shape_models_have_no_tokenizer():
         m.create_chat_completion([{"role": "user", "content": "hi"}])
 
 
+def test_load_takes_every_name_the_tool_takes():
+    """Model.load is the library's LoadModel: 'embedded:SEED' names other weights (as `seed` does for
+    'embedded'), a file's template is its own or its architecture's, and one without a template
+    loads and says why."""
+    seven = fak.Model.load("embedded:7", threads=1)
+    assert seven.label == "embedded (synthetic weights, seed 7)" and seven.chat_template.family == "fak"
+    assert seven.weights_digest == fak.Model.load("embedded", threads=1, seed=7).weights_digest
+    assert seven.weights_digest != fak.Model.load("embedded", threads=1).weights_digest
+    with pytest.raises(fak.InvalidArgumentError, match="embedded:x"):
+        fak.Model.load("embedded:x")
+    with pytest.raises(fak.NotFoundError, match="no-such-model"):
+        fak.Model.load("no-such-model.gguf")
+    gemma = fak.Model.load(CHAT_GGUF, threads=1)
+    assert (gemma.chat_template.variant, gemma.chat_template.source) == ("gemma3", "tokenizer.chat_template")
+    assert gemma.chat_template_error is None
+    data = os.path.join(os.path.dirname(__file__), "..", "data", "llama_cpp")
+    assert fak.Model.load(os.path.join(data, "qwen2_f32.gguf"), threads=1).chat_template.family == "chatml"
+    bare = fak.Model.load(os.path.join(data, "llama_f32.gguf"), threads=1)
+    assert bare.chat_template is None and "llama_f32.gguf" in bare.chat_template_error
+    assert bare.tokenize("hi")  # token-level use still works
+    with pytest.raises(fak.FailedPreconditionError, match="no chat template"):
+        bare.encode_chat([{"role": "user", "content": "hi"}])
+
+
 @pytest.mark.skipif(not os.path.exists(GEMMA), reason="Gemma 3 270M GGUF not on this machine")
 def test_real_gemma3_270m():
     m = fak.Model.load(GEMMA, threads=2, max_context=512)

@@ -987,6 +987,64 @@ def test_message_text_is_never_markup(tmp_path):
     assert s.proc.returncode == 0, "".join(s.log)
 
 
+def test_rollout_renders_with_the_new_models_template(tmp_path):
+    """A rollout to a model of another family (the embedded model's "fak" markup to a Gemma 3 file)
+    serves chats rendered with the new model's own template: after cutover a chat's prompt_tokens
+    equal what a server started on that file reports for the same messages, and GET /fak/v1/rollout
+    says which template the new engine renders with. Control: the host's template gives another
+    count. A model without a template borrows the host's, and the rollout says so."""
+    messages = [{"role": "user", "content": "Which template renders this?"}]
+    name = CHAT_GGUF.name
+
+    def prompt_tokens(s, model):
+        r = s.client().chat.completions.create(model=model, messages=messages, max_tokens=1, temperature=0)
+        status, probe = s.request("POST", "/fak/v1/prefix", {"model": model, "messages": messages})
+        assert status == 200 and probe["prompt_tokens"] == r.usage.prompt_tokens, probe
+        return r.usage.prompt_tokens
+
+    def turn_tokens(s, model):
+        status, turn = s.request("POST", "/fak/v1/conversations",
+                                 {"model": model, "messages": messages, "max_tokens": 1, "temperature": 0})
+        assert status == 200, turn
+        return turn["usage"]["prompt_tokens"]
+
+    ref = FakServer(tmp_path, model=str(CHAT_GGUF))
+    try:
+        gemma_tokens = prompt_tokens(ref, name)
+        gemma_turn_tokens = turn_tokens(ref, name)
+    finally:
+        ref.stop()
+    s = FakServer(tmp_path, "--admin-tenant", "alice")
+    try:
+        host_tokens = prompt_tokens(s, MODEL)
+        assert host_tokens != gemma_tokens  # control: the two templates render differently
+        status, started = s.request("POST", "/fak/v1/rollout", {"model": str(CHAT_GGUF), "policy": "lazy"})
+        assert status == 200 and started["switched"] is True and started["serving"] == name, started
+        assert started["chat_template"] == {"family": "gemma", "variant": "gemma3", "source": "tokenizer.chat_template",
+                                            "own": True}, started
+        assert prompt_tokens(s, name) == gemma_tokens
+        # Conversations switched too, template included.
+        assert turn_tokens(s, name) == gemma_turn_tokens
+        status, progress = s.request("GET", "/fak/v1/rollout")
+        assert status == 200 and progress["chat_template"]["own"] is True, progress
+
+        # Back to the embedded weights: their own "fak" template again, not the Gemma one.
+        status, back = s.request("POST", "/fak/v1/rollout", {"model": "embedded:7", "policy": "lazy"})
+        assert status == 200 and back["chat_template"]["family"] == "fak" and back["chat_template"]["own"], back
+        assert prompt_tokens(s, "embedded:7") == host_tokens
+
+        # A file with no template (llama, no Llama 3 vocabulary) runs chats with the host's, and says why.
+        bare = ROOT / "tests/data/llama_cpp/llama_f32.gguf"
+        status, borrowed = s.request("POST", "/fak/v1/rollout", {"model": str(bare), "policy": "lazy"})
+        assert status == 200 and borrowed["switched"] is True, borrowed
+        template = borrowed["chat_template"]
+        assert template["own"] is False and template["family"] == "fak", template
+        assert "no chat template" in template["fallback"] and bare.name in template["fallback"], template
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0, "".join(s.log)
+
+
 def sealed_of(completion):
     extra = completion.model_extra or {}
     return (extra.get("fak") or {}).get("sealed_messages", [])

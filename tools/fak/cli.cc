@@ -1,10 +1,11 @@
-// Shared pieces of the `fak` tool: argv parsing, error reporting, terminal output, model loading.
+// Shared pieces of the `fak` tool: argv parsing, error reporting, terminal output.
 #include "tools/fak/cli.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
+#include <memory>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -154,42 +155,10 @@ Result<std::string> ReadFileOrStdin(const std::string& path) {
   return bytes;
 }
 
-std::optional<ModelConfig> ShapeModelConfig(std::string_view spec) {
-  if (spec == "shape:smollm2-135m") return ModelConfig::SmolLM2_135M_Shape();
-  if (spec == "shape:tinyllama-1.1b") return ModelConfig::TinyLlama_1_1B_Shape();
-  return std::nullopt;
-}
-
-Result<LoadedModel> LoadModel(std::string_view spec, size_t n_threads) {
-  ModelOptions options;
-  options.n_threads = n_threads;
-  LoadedModel loaded;
-  if (spec == "embedded" || spec.rfind(kEmbeddedSeeded, 0) == 0) {
-    uint64_t seed = 2026;
-    if (spec != "embedded") {
-      const std::string_view digits = spec.substr(kEmbeddedSeeded.size());
-      const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), seed);
-      if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size())
-        return InvalidArgument("model '" + std::string(spec) + "': expected embedded:SEED with a decimal SEED");
-    }
-    FAK_ASSIGN_OR_RETURN(loaded.model, Model::Synthetic(ModelConfig::EmbeddedDefault(), seed, options));
-    loaded.tokenizer = MakeByteTokenizer();
-    loaded.label = "embedded (synthetic weights, seed " + std::to_string(seed) + ")";
-    return loaded;
-  }
-  if (std::optional<ModelConfig> shape = ShapeModelConfig(spec)) {
-    FAK_ASSIGN_OR_RETURN(loaded.model, Model::Synthetic(*shape, /*seed=*/2026, options));
-    loaded.label = std::string(spec) + " (random weights, no tokenizer)";
-    return loaded;
-  }
-  const std::string path(spec);
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    return NotFound("model '" + path + "' is neither a known name (embedded, shape:smollm2-135m, shape:tinyllama-1.1b) nor a file");
-  FAK_ASSIGN_OR_RETURN(loaded.model, Model::Load(path, options));
-  FAK_ASSIGN_OR_RETURN(loaded.tokenizer, LoadTokenizerForModel(path));  // GGUF metadata or tokenizer.json
-  loaded.label = path + " (" + loaded.model->config().Describe() + ")";
-  return loaded;
+LoadOptions ThreadsOption(size_t n_threads) {
+  LoadOptions options;
+  options.model.n_threads = n_threads;
+  return options;
 }
 
 void AddGenerationOptions(Args::Spec* spec) {
@@ -233,15 +202,17 @@ Result<std::string> ModelArgument(const Args& args) {
   return named ? *named : args.positional()[0];
 }
 
-Result<ChatTemplate> ChatTemplateFor(const Args& args, const std::string& model_spec, const Tokenizer& tokenizer) {
-  if (std::optional<std::string> given = args.Get("template")) {
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(*given, ec)) return ChatTemplate::ForFamily(*given, tokenizer);
+Result<std::shared_ptr<const ChatTemplate>> ChatTemplateFor(const Args& args, const LoadedModel& m) {
+  std::optional<std::string> given = args.Get("template");
+  if (!given) return m.RequireChatTemplate();
+  std::error_code ec;
+  Result<ChatTemplate> chosen = ChatTemplate::ForFamily(*given, *m.tokenizer);
+  if (std::filesystem::is_regular_file(*given, ec)) {
     FAK_ASSIGN_OR_RETURN(std::string source, ReadFileOrStdin(*given));
-    return ChatTemplate::Recognize(source, tokenizer);
+    chosen = ChatTemplate::Recognize(source, *m.tokenizer);
   }
-  if (model_spec == "embedded" || model_spec.rfind(kEmbeddedSeeded, 0) == 0) return ChatTemplate::ForFamily("fak", tokenizer);
-  return ChatTemplate::ForModel(model_spec, tokenizer);
+  if (!chosen) return chosen.error();
+  return std::make_shared<const ChatTemplate>(std::move(*chosen));
 }
 
 void WriteJsonLine(const std::string& json) {

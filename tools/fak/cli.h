@@ -1,4 +1,4 @@
-// The `fak` command-line tool: shared pieces — argument parsing, exit codes, model loading,
+// The `fak` command-line tool: shared pieces — argument parsing, exit codes, model names,
 // terminal output (progress bar, safe text) and the subcommand entry points.
 //
 // The tool is a thin layer over the public API (include/fak/ only); it adds no behaviour the
@@ -19,6 +19,7 @@
 
 #include "fak/audit/signing_key.h"
 #include "fak/core/status.h"
+#include "fak/model/loaded_model.h"
 #include "fak/model/model.h"
 #include "fak/model/sampler.h"
 #include "fak/tokenizer/chat_template.h"
@@ -75,26 +76,15 @@ void WriteText(std::string_view text);
 // The whole file; "-" reads stdin. NotFound / IOError naming the path.
 Result<std::string> ReadFileOrStdin(const std::string& path);
 
-// A model and the tokenizer that goes with it (null for the shape-only benchmark models).
-struct LoadedModel {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::string label;  // how it was named, e.g. "embedded (synthetic, seed 2026)"
-};
-// MODEL names the tool knows. "embedded" is the embedded default (ModelConfig::EmbeddedDefault,
-// synthetic weights seed 2026, byte tokenizer — the demo's model), "embedded:SEED" the same with
-// other synthetic weights (a weights change tests can make); "shape:smollm2-135m" and
-// "shape:tinyllama-1.1b" are real shapes with random weights and no tokenizer (bench, inspect).
+// MODEL names: LoadModel's specs (fak/model/loaded_model.h), which every command loads through.
 inline constexpr char kModelHelp[] =
     "MODEL: 'embedded' (the embedded default: synthetic weights, seed 2026, byte tokenizer),\n"
     "       'embedded:SEED' (the same with other synthetic weights),\n"
     "       'shape:smollm2-135m' or 'shape:tinyllama-1.1b' (real shapes, random weights; bench and inspect only),\n"
     "       or a model file (run, chat and bench load GGUF files with their tokenizer; inspect also\n"
     "       reads safetensors).\n";
-inline constexpr std::string_view kEmbeddedSeeded = "embedded:";
-Result<LoadedModel> LoadModel(std::string_view spec, size_t n_threads);
-// The shape-only models by name; nullopt when `spec` is not one.
-std::optional<ModelConfig> ShapeModelConfig(std::string_view spec);
+// LoadModel's options for the --threads a command was given.
+LoadOptions ThreadsOption(size_t n_threads);
 // Token ids of `prompt`, with BOS first when the tokenizer asks for it.
 Result<std::vector<int32_t>> EncodePrompt(const Tokenizer& tokenizer, std::string_view prompt);
 // Prefills `ids` onto `cache` and returns the last token's logits. On a terminal a long prompt is
@@ -127,9 +117,10 @@ inline constexpr char kGenerationHelp[] =
 std::string GenerationHelp(size_t default_max_tokens);
 // MODEL: `-m/--model` or the one positional (not both).
 Result<std::string> ModelArgument(const Args& args);
-// The chat template: --template (a family name, or a file holding a Jinja template to
-// recognise), else the model's own (ChatTemplate::ForModel; family "fak" for 'embedded[:SEED]').
-Result<ChatTemplate> ChatTemplateFor(const Args& args, const std::string& model_spec, const Tokenizer& tokenizer);
+// The chat template `chat` and `serve` render with: --template (a family name, or a file holding a
+// Jinja template to recognise) overrides the model's; else the model's own (LoadedModel), else the
+// Status saying why it has none. `m` must have a tokenizer.
+Result<std::shared_ptr<const ChatTemplate>> ChatTemplateFor(const Args& args, const LoadedModel& m);
 // Writes one JSON value and a newline to stdout.
 void WriteJsonLine(const std::string& json);
 

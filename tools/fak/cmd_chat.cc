@@ -164,13 +164,13 @@ int ChatCommand(std::span<char* const> argv) {
   for (const Status& s : {settings.error(), threads.error()})
     if (!s.ok()) return UsageError("chat", s.message(), usage);
 
-  Result<LoadedModel> m = LoadModel(*model_spec, *threads);
+  Result<LoadedModel> m = LoadModel(*model_spec, ThreadsOption(*threads));
   if (!m) return Fail("chat", m.error());
   if (!m->tokenizer) return Fail("chat", Unsupported(m->label + " has no tokenizer; it serves `fak bench` and `fak inspect`"));
-  Result<ChatTemplate> chat_template = ChatTemplateFor(*args, *model_spec, *m->tokenizer);
+  Result<std::shared_ptr<const ChatTemplate>> chat_template = ChatTemplateFor(*args, *m);
   if (!chat_template) return Fail("chat", chat_template.error());
-  std::fprintf(stderr, "[chat template %s, from %s]\n", std::string(chat_template->variant()).c_str(),
-               std::string(chat_template->source()).c_str());
+  std::fprintf(stderr, "[chat template %s, from %s]\n", std::string((*chat_template)->variant()).c_str(),
+               std::string((*chat_template)->source()).c_str());
   StateDir state;
   if (Status s = OpenStateDir(args->Get("state"), "chat", &state); !s.ok()) return Fail("chat", s);
   Result<SigningKey> key = StateKey(state);
@@ -179,7 +179,7 @@ int ChatCommand(std::span<char* const> argv) {
   if (!blobs) return Fail("chat", blobs.error());
   PlannerOptions options;
   options.journal_path = (state.dir / "journal.log").string();
-  options.chat_template = std::make_shared<const ChatTemplate>(std::move(*chat_template));
+  options.chat_template = std::move(*chat_template);
   Result<std::unique_ptr<Planner>> planner = Planner::Create(*m->model, *m->tokenizer, *key, **blobs, options);
   if (!planner) return Fail("chat", planner.error());
   if (Status s = Repl(**planner, state, *settings); !s.ok()) return Fail("chat", s);

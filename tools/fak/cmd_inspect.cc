@@ -158,8 +158,8 @@ int InspectCommand(std::span<char* const> argv) {
   if (args->help()) return ShowHelp(std::string(kInspectUsage) + "\n" + kModelHelp);
   if (args->positional().size() != 1) return UsageError("inspect", "expected one MODEL", std::string(kInspectUsage) + kModelHelp);
   const std::string& spec = args->positional()[0];
-  if (spec == "embedded" || spec.rfind(kEmbeddedSeeded, 0) == 0 || ShapeModelConfig(spec)) {
-    Result<LoadedModel> m = LoadModel(spec, 0);
+  if (IsBuiltinModelSpec(spec)) {
+    Result<LoadedModel> m = LoadModel(spec);
     if (!m) return Fail("inspect", m.error());
     return InspectNamed(*m, args->Has("digest"));
   }

@@ -119,7 +119,7 @@ int RunCommand(std::span<char* const> argv) {
     prompt = *text;
   }
 
-  Result<LoadedModel> m = LoadModel(*model_spec, *threads);
+  Result<LoadedModel> m = LoadModel(*model_spec, ThreadsOption(*threads));
   if (!m) return Fail("run", m.error());
   if (!m->tokenizer) return Fail("run", Unsupported(m->label + " has no tokenizer; it serves `fak bench` and `fak inspect`"));
   Result<RunResult> r = Generate(*m, *prompt, *g, /*quiet=*/g->json);
@@ -196,7 +196,7 @@ int BenchCommand(std::span<char* const> argv) {
     if (!s.ok()) return UsageError("bench", s.message(), kBenchUsage);
   if (*sessions == 0) return UsageError("bench", "--sessions must be at least 1", kBenchUsage);
 
-  Result<LoadedModel> m = LoadModel(args->positional()[0], *threads);
+  Result<LoadedModel> m = LoadModel(args->positional()[0], ThreadsOption(*threads));
   if (!m) return Fail("bench", m.error());
   std::printf("model     %s\n          %s, %.1f MB of weights\n", m->label.c_str(), m->model->config().Describe().c_str(),
               m->model->weights_bytes() / 1e6);

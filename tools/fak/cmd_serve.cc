@@ -265,25 +265,24 @@ Result<std::shared_ptr<const ScreenChain>> OpenScreenChain(const StateDir& state
 // tokenizer and chat template as the engine, whose requests its turns are (batched with the OpenAI
 // requests; one tree, one budget, one pager); its own journal and key. `chain` screens (its
 // denylist is the KV tier's pager's).
-Result<std::unique_ptr<Planner>> OpenPlanner(const LoadedModel& m, const ChatTemplate& chat_template, const StateDir& state,
+Result<std::unique_ptr<Planner>> OpenPlanner(const LoadedModel& m, std::shared_ptr<const ChatTemplate> chat_template,
+                                             const StateDir& state,
                                              BlobStore& store, TenantStore tenant_store, std::shared_ptr<const ScreenChain> chain,
                                              Engine& engine) {
   FAK_ASSIGN_OR_RETURN(SigningKey key, StateKey(state));
   PlannerOptions options;
   options.journal_path = (state.dir / "journal.log").string();
-  options.chat_template = std::make_shared<const ChatTemplate>(chat_template);
+  options.chat_template = std::move(chat_template);
   options.chain = std::move(chain);
   options.engine = &engine;
   options.tenant_store = std::move(tenant_store);
   return Planner::Create(*m.model, *m.tokenizer, std::move(key), store, std::move(options));
 }
 
-// What a rollout loads: a MODEL as the command takes it ('embedded:SEED' for other synthetic weights).
+// What a rollout loads: a MODEL as the command takes it ('embedded:SEED' for other synthetic
+// weights), with its own chat template.
 ModelLoader RolloutLoader(size_t n_threads) {
-  return [n_threads](const std::string& spec) -> Result<RolloutModel> {
-    FAK_ASSIGN_OR_RETURN(LoadedModel m, LoadModel(spec, n_threads));
-    return RolloutModel{std::move(m.model), std::move(m.tokenizer), std::move(m.label)};
-  };
+  return [n_threads](const std::string& spec) { return LoadModel(spec, ThreadsOption(n_threads)); };
 }
 
 Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& model_spec) {
@@ -327,10 +326,10 @@ int ServeCommand(std::span<char* const> argv) {
     if (!s.ok()) return UsageError("serve", s.message(), usage);
 
   BlockStopSignals();
-  Result<LoadedModel> m = LoadModel(*model_spec, *threads);
+  Result<LoadedModel> m = LoadModel(*model_spec, ThreadsOption(*threads));
   if (!m) return Fail("serve", m.error());
   if (!m->tokenizer) return Fail("serve", Unsupported(m->label + " has no tokenizer; it serves `fak bench` and `fak inspect`"));
-  Result<ChatTemplate> chat_template = ChatTemplateFor(*args, *model_spec, *m->tokenizer);
+  Result<std::shared_ptr<const ChatTemplate>> chat_template = ChatTemplateFor(*args, *m);
   if (!chat_template) return Fail("serve", chat_template.error());
 
   StateDir state;
@@ -353,7 +352,7 @@ int ServeCommand(std::span<char* const> argv) {
   engine_options.max_queued = *max_queued;
   engine_options.step_token_budget = std::max<size_t>(engine_options.step_token_budget, *max_running);
   engine_options.kv_budget_bytes = options->kv_budget_bytes;
-  engine_options.chat_template = std::make_shared<const ChatTemplate>(*chat_template);
+  engine_options.chat_template = *chat_template;
   if (*kv_tier) {
     engine_options.tree_options.access = (*kv_tier)->access;
     engine_options.tree_options.spill = kv_tier->get();
@@ -377,7 +376,7 @@ int ServeCommand(std::span<char* const> argv) {
   std::signal(SIGPIPE, SIG_IGN);
   std::thread stopper = StopOnSignal(**server);
   std::fprintf(stderr, "fak serve: %s, chat template %s; model id '%s'\n", m->label.c_str(),
-               std::string(chat_template->variant()).c_str(), options->model_id.c_str());
+               std::string((*chat_template)->variant()).c_str(), options->model_id.c_str());
   std::fprintf(stderr, "fak serve: state in %s%s; certificate issuer key %s; %zu sealed texts\n", state.dir.c_str(),
                state.temporary ? " (temporary)" : "", (*planner)->public_key().Hex().c_str(), n_sealed);
   std::fprintf(stderr, "fak serve: listening on http://%s:%u\n", options->host.c_str(), unsigned{*port});

@@ -14,15 +14,17 @@ extern "C" {
 
 typedef struct fak_model_options {
   size_t struct_size;
-  /* NUL-terminated path of a GGUF file or Hugging Face checkpoint; NULL = the embedded default
-   * model (synthetic weights, byte tokenizer, the "fak" chat template). Default: NULL. */
+  /* NUL-terminated model name, as the fak tool takes it: a path of a GGUF file or Hugging Face
+   * checkpoint, "embedded" (the embedded default model: synthetic weights, byte tokenizer, the
+   * "fak" chat template) or "embedded:SEED" (the same with the weights of SEED). NULL = "embedded".
+   * The tool's shape-only names ("shape:...") have no tokenizer and are refused. Default: NULL. */
   const char* path;
   /* Threads of one forward pass; 0 = one per hardware thread. Default: 0. */
   size_t n_threads;
   /* Cap on the context length below the file's; 0 = the file's. Default: 0. */
   size_t max_context;
-  /* Seed of the embedded model's weights (ignored with a path). Default: 2026, the weights the
-   * fak tool and examples use. */
+  /* Seed of the embedded model's weights for path NULL or "embedded" ("embedded:SEED" names its
+   * own; ignored with a file). Default: 2026, the weights the fak tool and examples use. */
   uint64_t seed;
 } fak_model_options;
 
@@ -31,8 +33,10 @@ typedef struct fak_model_options {
 FAK_EXPORT void fak_model_options_init(fak_model_options* options);
 
 /* Loads a model with its tokenizer (GGUF metadata, or tokenizer.json beside a checkpoint) and chat
- * template. `options` NULL = all defaults. On success *out owns the model: free it with
- * fak_model_free. Errors: INVALID_ARGUMENT (out NULL, bad struct_size), NOT_FOUND / IO_ERROR (path,
+ * template (the file's own, else the family its architecture names; the same model bundle the fak
+ * tool, Python and fak serve load: fak/model/loaded_model.h). `options` NULL = all defaults. On success *out owns the model: free it with
+ * fak_model_free. Errors: INVALID_ARGUMENT (out NULL, bad struct_size, a malformed
+ * "embedded:SEED"), FAILED_PRECONDITION (a name without a tokenizer), NOT_FOUND / IO_ERROR (path,
  * or no tokenizer), CORRUPTION / UNSUPPORTED (the file). A model file without a recognised chat
  * template still loads; fak_chat_render then fails with its reason. Thread-safe. */
 FAK_EXPORT fak_status fak_model_load(const fak_model_options* options, fak_model** out);

@@ -228,10 +228,12 @@ class FAK_EXPORT Planner {
   PlannerStats Stats() const;
 
   // Moves the planner's turns to another engine — a rollout's cutover to new weights, so
-  // conversations switch with the OpenAI endpoints. `model` and `tokenizer` are the engine's;
-  // `keep_alive` (e.g. what owns the engine) is held while the planner uses them. Turns in flight
-  // finish on the engine they started on; the chat template, journal, key, texts and seals stay.
-  void SwitchEngine(const Model& model, const Tokenizer& tokenizer, Engine& engine, std::shared_ptr<const void> keep_alive);
+  // conversations switch with the OpenAI endpoints. `model`, `tokenizer` and `chat_template` are
+  // the engine's (null template: keep the current one); `keep_alive` (e.g. what owns the engine) is
+  // held while the planner uses them. Turns in flight finish on the engine they started on; the
+  // journal, key, texts and seals stay.
+  void SwitchEngine(const Model& model, const Tokenizer& tokenizer, Engine& engine,
+                    std::shared_ptr<const ChatTemplate> chat_template, std::shared_ptr<const void> keep_alive);
   // The current engine's tree (valid until the next SwitchEngine lets go of it).
   RadixTree& tree() { return Current()->engine->tree(); }
   Journal& journal() { return *journal_; }
@@ -240,7 +242,8 @@ class FAK_EXPORT Planner {
   // The corpus `tenant`'s texts are in (opened on first use with PlannerOptions::tenant_store).
   Result<TextCorpus*> corpus(std::string_view tenant);
   const ScreenChain& chain() const { return *chain_; }
-  const ChatTemplate& chat_template() const { return *template_; }
+  // The current engine's chat template (valid until the next SwitchEngine lets go of it).
+  const ChatTemplate& chat_template() const { return *Current()->chat_template; }
   const PublicKey public_key() const { return key_.public_key(); }
 
  private:
@@ -255,6 +258,7 @@ class FAK_EXPORT Planner {
     const Model* model = nullptr;
     const Tokenizer* tokenizer = nullptr;
     Engine* engine = nullptr;
+    std::shared_ptr<const ChatTemplate> chat_template;
     std::shared_ptr<const void> keep_alive;
   };
   std::shared_ptr<const Backend> Current() const;
@@ -296,7 +300,6 @@ class FAK_EXPORT Planner {
   const std::function<Result<std::unique_ptr<BlobStore>>(std::string_view tenant)> tenant_store_;
   std::mutex texts_mu_;
   std::map<std::string, std::unique_ptr<Texts>, std::less<>> tenant_texts_;  // GUARDED_BY(texts_mu_)
-  std::shared_ptr<const ChatTemplate> template_;
   std::shared_ptr<const ScreenChain> chain_;
   std::unique_ptr<Journal> journal_;
   std::unique_ptr<RadixTree> owned_tree_;  // null with PlannerOptions::engine
