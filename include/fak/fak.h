@@ -26,6 +26,7 @@
 #include "fak/model/loaded_model.h"
 #include "fak/model/model.h"
 #include "fak/model/sampler.h"
+#include "fak/planner/conversation.h"
 #include "fak/planner/planner.h"
 #include "fak/recall/recall.h"
 #include "fak/regen/backfill_scheduler.h"

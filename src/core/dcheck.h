@@ -17,7 +17,7 @@ namespace fak::internal {
 [[noreturn]] inline void DCheckFailed(const char* condition, const char* file, int line) {
   std::fprintf(stderr, "%s:%d: FAK_DCHECK(%s) failed\n", file, line, condition);
   std::fflush(stderr);
-  std::abort();
+  std::abort();  // debug builds only: a broken invariant is a bug in fak, never bad input
 }
 
 }  // namespace fak::internal

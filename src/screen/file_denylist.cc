@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "src/core/le_bytes.h"
 #include "src/core/path.h"
 #include "src/screen/denylist_format.h"
 
@@ -13,16 +14,6 @@ namespace {
 
 static_assert(kDenylistMaxReasonBytes == FileDenylist::kMaxReasonBytes);
 constexpr size_t kMaxBody = kDenylistMinBody + kDenylistMaxReasonBytes;
-
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-uint32_t GetU32(std::string_view s, size_t off) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(s[off + i]);
-  return v;
-}
 
 std::string Check(std::string_view covered) {
   const Digest d = Digest::Of(covered);

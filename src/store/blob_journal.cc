@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "fak/store/blob_store.h"
+#include "src/core/le_bytes.h"
 #include "src/store/store_files.h"
 
 namespace fak::internal {
@@ -12,16 +13,6 @@ namespace {
 
 constexpr size_t kDigestBytes = Digest::kSize;
 constexpr size_t kMinBody = 1 + kDigestBytes;
-
-void PutU32(std::string* out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-uint32_t GetU32(std::string_view s, size_t off) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = v << 8 | static_cast<uint8_t>(s[off + i]);
-  return v;
-}
 
 std::string Check(std::string_view covered) {
   const Digest d = Digest::Of(covered);
