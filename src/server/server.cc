@@ -618,7 +618,9 @@ void Server::Impl::HandleErase(const httplib::Request& req, httplib::Response& r
   }
   Json copies = EraseCopies(*digest, *tenant);
   copies["text_store"] = erased->text_erased;
-  copies["trees"].push_back({{"model", "conversations"}, {"tokens", erased->tree_tokens}});
+  // The planner's tree is the serving engine's (the first listed): what it evicted counts there.
+  Json& serving_tree = copies["trees"][0];
+  serving_tree["tokens"] = serving_tree["tokens"].get<size_t>() + erased->tree_tokens;
   metrics.CountErasure(*tenant);
   Reply(res, *tenant, kEndpoint, 200, Json{{"object", "fak.erasure"},
                                            {"tenant", *tenant},
