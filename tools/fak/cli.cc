@@ -1,6 +1,8 @@
 // Shared pieces of the `fak` tool: argv parsing, error reporting, terminal output.
 #include "tools/fak/cli.h"
 
+#include "fak/screen/file_denylist.h"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -259,6 +261,14 @@ Status OpenStateDir(const std::optional<std::string>& requested, std::string_vie
   std::filesystem::create_directories(state->dir / "certs", ec);
   if (ec) return IOError("cannot create " + (state->dir / "certs").string() + ": " + ec.message());
   return Status::Ok();
+}
+
+Result<std::shared_ptr<const ScreenChain>> StateScreenChain(const StateDir& state, size_t* n_sealed) {
+  auto chain = std::make_shared<ScreenChain>(ScreenChain::Default());
+  FAK_ASSIGN_OR_RETURN(std::shared_ptr<FileDenylist> denylist, FileDenylist::Open((state.dir / "denylist").string()));
+  *n_sealed = denylist->size();
+  FAK_RETURN_IF_ERROR(chain->set_denylist(std::move(denylist)));
+  return std::shared_ptr<const ScreenChain>(std::move(chain));
 }
 
 Result<SigningKey> StateKey(const StateDir& state) {

@@ -22,6 +22,7 @@
 #include "fak/model/loaded_model.h"
 #include "fak/model/model.h"
 #include "fak/model/sampler.h"
+#include "fak/screen/screen.h"
 #include "fak/tokenizer/chat_template.h"
 #include "fak/tokenizer/tokenizer.h"
 
@@ -138,6 +139,10 @@ struct StateDir {
 Status OpenStateDir(const std::optional<std::string>& requested, std::string_view command, StateDir* state);
 // DIR/key.pem: loaded when it exists, else generated and saved (mode 0600).
 Result<SigningKey> StateKey(const StateDir& state);
+// The built-in screens over a denylist kept in DIR/denylist (FileDenylist), so what was sealed (an
+// evicted message, a quarantined tool result) stays sealed after a restart: never admitted, and its
+// text never stored again. `n_sealed`: the entries it holds at start.
+Result<std::shared_ptr<const ScreenChain>> StateScreenChain(const StateDir& state, size_t* n_sealed);
 
 // Subcommands. `argv` starts after the subcommand's name.
 int RunCommand(std::span<char* const> argv);

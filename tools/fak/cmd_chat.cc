@@ -40,8 +40,9 @@ constexpr std::string_view kChatUsage =
     "                         phi3, fak) or a file with a Jinja template. Default: the model's own\n"
     "  --tenant NAME          the tenant the radix tree serves. Default: \"default\"\n"
     "  --state DIR            keep the corpus (DIR/corpus), journal (DIR/journal.log), signing key\n"
-    "                         (DIR/key.pem) and certificates (DIR/certs/SEQ.json) in DIR, for\n"
-    "                         `fak verify` and `fak store fsck`. Default: a temporary directory,\n"
+    "                         (DIR/key.pem), certificates (DIR/certs/SEQ.json) and seals\n"
+    "                         (DIR/denylist: a quarantined text stays sealed across restarts) in DIR,\n"
+    "                         for `fak verify` and `fak store fsck`. Default: a temporary directory,\n"
     "                         removed at exit\n";
 constexpr size_t kChatDefaultMaxTokens = 128;
 
@@ -177,9 +178,13 @@ int ChatCommand(std::span<char* const> argv) {
   if (!key) return Fail("chat", key.error());
   Result<std::unique_ptr<BlobStore>> blobs = OpenDirectoryBlobStore((state.dir / "corpus").string());
   if (!blobs) return Fail("chat", blobs.error());
+  size_t n_sealed = 0;
+  Result<std::shared_ptr<const ScreenChain>> chain = StateScreenChain(state, &n_sealed);
+  if (!chain) return Fail("chat", chain.error());
   PlannerOptions options;
   options.journal_path = (state.dir / "journal.log").string();
   options.chat_template = std::move(*chat_template);
+  options.chain = std::move(*chain);
   Result<std::unique_ptr<Planner>> planner = Planner::Create(*m->model, *m->tokenizer, *key, **blobs, options);
   if (!planner) return Fail("chat", planner.error());
   if (Status s = Repl(**planner, state, *settings); !s.ok()) return Fail("chat", s);

@@ -14,7 +14,6 @@
 #include "fak/kvtier/tier_pager.h"
 #include "fak/kvtier/tier_spiller.h"
 #include "fak/planner/planner.h"
-#include "fak/screen/file_denylist.h"
 #include "fak/screen/screen.h"
 #include "fak/store/blob_store.h"
 #if FAK_WITH_REDIS
@@ -250,17 +249,6 @@ Result<TenantStore> OpenTextStores(const Args& args, const StateDir& state) {
   return open;
 }
 
-// The built-in screens over a denylist kept in DIR/denylist of the state directory, so what was
-// sealed (an evicted message, a quarantined tool result) stays sealed after a restart: never
-// admitted, and its text never stored again. `n_sealed`: the entries it holds at start.
-Result<std::shared_ptr<const ScreenChain>> OpenScreenChain(const StateDir& state, size_t* n_sealed) {
-  auto chain = std::make_shared<ScreenChain>(ScreenChain::Default());
-  FAK_ASSIGN_OR_RETURN(std::shared_ptr<FileDenylist> denylist, FileDenylist::Open((state.dir / "denylist").string()));
-  *n_sealed = denylist->size();
-  FAK_RETURN_IF_ERROR(chain->set_denylist(std::move(denylist)));
-  return std::shared_ptr<const ScreenChain>(std::move(chain));
-}
-
 // The planner behind the conversation endpoints, seals, screening and erasure: same model,
 // tokenizer and chat template as the engine, whose requests its turns are (batched with the OpenAI
 // requests; one tree, one budget, one pager); its own journal and key. `chain` screens (its
@@ -341,7 +329,7 @@ int ServeCommand(std::span<char* const> argv) {
   // The planner's screens; made first so the KV tier's pager asks the planner's denylist (a
   // quarantined text's KV is never paged in) and the planner can page in from the tier.
   size_t n_sealed = 0;
-  Result<std::shared_ptr<const ScreenChain>> chain = OpenScreenChain(state, &n_sealed);
+  Result<std::shared_ptr<const ScreenChain>> chain = StateScreenChain(state, &n_sealed);
   if (!chain) return Fail("serve", chain.error());
   // Before the planner and the engine, so it outlives both (and every engine a rollout makes with
   // the same options).
