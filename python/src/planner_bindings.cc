@@ -102,7 +102,8 @@ void BindPlanner(nb::module_& m) {
             params.session = session;
             std::optional<nb::python_error> callback_error;
             if (on_text) {
-              // Complete runs on this thread with the GIL released; take it back for each piece.
+              // Complete waits here with the GIL released while the engine's step thread streams the
+              // pieces; take the GIL back for each.
               params.on_text = [&](std::string_view piece) {
                 nb::gil_scoped_acquire acquire;
                 try {

@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include "fak/screen/file_denylist.h"
 #include "py_session.h"
 
 namespace fak::python {
@@ -185,6 +186,15 @@ void BindStore(nb::module_& m) {
             ThrowIfError(c.denylist().Add(ParseDigest(digest), reason));
           },
           nb::arg("digest"), nb::arg("reason"), "Lists a SourceDigest: text with it is quarantined whatever it says.")
+      .def(
+          "use_denylist_file",
+          [](ScreenChain& c, const std::string& path) {
+            ThrowIfError(c.set_denylist(ValueOrThrow(FileDenylist::Open(path))));
+          },
+          nb::arg("path"),
+          "Keeps the chain's denylist in a file (FileDenylist: created when absent, every seal fsynced), so "
+          "what a planner seals stays sealed after a restart. Call before the chain is given to a planner "
+          "(which copies it, sharing the list). Replaces the in-memory list and what it held.")
       .def(
           "screen",
           [](const ScreenChain& c, const nb::handle& text, const std::string& kind) {

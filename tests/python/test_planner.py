@@ -32,6 +32,26 @@ def test_poisoned_tool_result_is_evicted_with_a_verified_certificate(model, tmp_
     assert planner.tree_stats()["hit_tokens"] > 0
 
 
+def test_seals_survive_a_restart_with_a_denylist_file(model, tmp_path):
+    """A chain whose denylist is a file keeps a quarantined text sealed for a later planner (a
+    restart) on the same file, even as a user message. Control: a chain without it admits the text."""
+    def planner(journal, denylist=None):
+        chain = fak.ScreenChain.default()
+        if denylist:
+            chain.use_denylist_file(str(denylist))
+        return fak.Planner(model, str(tmp_path / journal), chain=chain)
+
+    first = planner("a.log", tmp_path / "denylist")
+    r = first.complete([{"role": "user", "content": "look"}, {"role": "tool", "content": POISON}], max_tokens=2)
+    assert r["messages"][1]["sealed"] and r["certificates"]
+    del first
+    again = planner("b.log", tmp_path / "denylist")
+    r = again.complete([{"role": "user", "content": POISON}], max_tokens=2)
+    assert r["messages"][0]["sealed"] and r["messages"][0]["verdict"]["detector"] == "denylist"
+    fresh = planner("c.log")
+    assert not fresh.complete([{"role": "user", "content": POISON}], max_tokens=2)["messages"][0]["sealed"]
+
+
 def test_planner_errors(model, tmp_path):
     planner = fak.Planner(model, str(tmp_path / "j.log"))
     with pytest.raises(fak.InvalidArgumentError):
