@@ -172,9 +172,8 @@ struct Engine::Impl {
   void FinishRunning(Job* job, FinishReason reason, Status error = Status::Ok(), bool to_tree = true);
   void FinishLocked(Job* job, FinishReason reason, Status error);  // mu_ held; job not running
   void CancelEverything();
-  // Asks the pager for what the tree lacks of `job`'s context (into `lookup`, inserting it into the
-  // tree) and counts the outcome. Blocks on the tier's I/O.
-  // The tree's lookup of the job's context, with its pager's page-in counted for the job.
+  // The tree's lookup of `job`'s context with its pager asked for what the tree lacks
+  // (RadixTree::LookupOrPageIn: inserted into the tree), counted for the job. Blocks on the tier's I/O.
   LookupResult PageIn(Job& job);
   size_t SessionBytes() const;
   bool Fits(size_t extra_bytes) const;
