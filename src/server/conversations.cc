@@ -2,6 +2,7 @@
 // certificate, verification against the server's journal.
 #include "src/server/conversations.h"
 
+#include <iterator>
 #include <vector>
 
 #include "src/server/verdict_json.h"
@@ -107,9 +108,9 @@ bool ParseEvictBody(std::string_view body, size_t* index, std::string* reason, H
 }  // namespace
 
 Conversations::Conversations(Planner& planner, const Model& model, size_t default_max_tokens, size_t max_conversations,
-                             EraseCopies erase_copies)
+                             size_t max_per_tenant, EraseCopies erase_copies)
     : planner_(planner), model_(model), erase_copies_(std::move(erase_copies)), default_max_tokens_(default_max_tokens),
-      max_conversations_(max_conversations) {}
+      max_conversations_(max_conversations), max_per_tenant_(max_per_tenant) {}
 
 std::shared_ptr<Conversations::Entry> Conversations::Find(const std::string& tenant, const std::string& id,
                                                           std::unique_lock<std::mutex>* lock, HttpReply* error) {
@@ -174,6 +175,13 @@ HttpReply Conversations::Create(const std::string& tenant, const ApiRequest& req
     if (conversations_.size() >= max_conversations_) {
       return HttpReply::Error({503, "server_overloaded", "the server holds " + std::to_string(max_conversations_) +
                                    " conversations; delete one first", "", "too_many_conversations"});
+    }
+    // Keys sort by tenant first: this tenant's conversations are one range.
+    const auto first = conversations_.lower_bound(Key{tenant, ""});
+    const auto last = conversations_.lower_bound(Key{tenant + '\0', ""});
+    if (static_cast<size_t>(std::distance(first, last)) >= max_per_tenant_) {
+      return HttpReply::Error({503, "server_overloaded", "tenant '" + tenant + "' holds " + std::to_string(max_per_tenant_) +
+                                   " conversations (its share); delete one first", "", "too_many_conversations"});
     }
     id = "conv-" + std::to_string(next_id_++);
     conversations_.emplace(Key{tenant, id}, entry);

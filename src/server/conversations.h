@@ -62,9 +62,10 @@ class Conversations {
   // engines' trees, KV tiers): what `tenant` can reach (its erasure), or all of it (nullopt: a
   // quarantine); returns what it removed, for the reply.
   using EraseCopies = std::function<Json(const Digest& source, std::optional<std::string_view> tenant)>;
-  // `planner` (and its model) must outlive this. At most `max_conversations` are held at once.
+  // `planner` (and its model) must outlive this. At most `max_conversations` are held at once, at
+  // most `max_per_tenant` of them by one tenant.
   Conversations(Planner& planner, const Model& model, size_t default_max_tokens, size_t max_conversations,
-                EraseCopies erase_copies);
+                size_t max_per_tenant, EraseCopies erase_copies);
 
   // POST /fak/v1/conversations: a new conversation from `request` (a chat completion body), and its
   // first turn. POST /fak/v1/conversations/{id}/messages: more messages and the next turn.
@@ -103,6 +104,7 @@ class Conversations {
   const EraseCopies erase_copies_;
   const size_t default_max_tokens_;
   const size_t max_conversations_;
+  const size_t max_per_tenant_;
   mutable std::mutex mu_;  // guards conversations_ and next_id_
   std::map<Key, std::shared_ptr<Entry>> conversations_;
   uint64_t next_id_ = 1;

@@ -895,10 +895,13 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
     impl->tenant_by_key_digest.emplace(Digest::Of(key).Hex(), tenant);
   }
   if (impl->options.max_conversations == 0) return InvalidArgument("ServerOptions: max_conversations must be at least 1");
+  if (impl->options.max_conversations_per_tenant == 0)
+    return InvalidArgument("ServerOptions: max_conversations_per_tenant must be at least 1");
   if (Planner* planner = impl->options.planner) {
     Impl* self = impl.get();
     impl->conversations = std::make_unique<internal::Conversations>(
         *planner, model, impl->options.default_max_tokens, impl->options.max_conversations,
+        impl->options.max_conversations_per_tenant,
         [self](const Digest& source, std::optional<std::string_view> tenant) { return self->EraseCopies(source, tenant); });
     if (impl->options.load_model) {
       impl->rollouts = std::make_unique<internal::Rollouts>(

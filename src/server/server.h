@@ -73,6 +73,8 @@ struct ServerOptions {
   Planner* planner = nullptr;
   // Conversations held at once; more are refused with 503. Default: 1024.
   size_t max_conversations = 1024;
+  // Conversations one tenant may hold (its share of max_conversations). Default: 256.
+  size_t max_conversations_per_tenant = 256;
   // Rollouts (POST /fak/v1/rollout) load the new weights with this; they also need `planner`.
   // At cutover the OpenAI endpoints switch to an engine on the new weights. Null: the rollout
   // endpoints answer 404. Default: null.

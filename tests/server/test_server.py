@@ -784,8 +784,18 @@ def test_rollout_backfills_the_conversations(tmp_path):
                             ({"model": "embedded:9", "when": "now"}, "when"), ({"model": 7}, "model")]:
             status, reply = s.request("POST", "/fak/v1/rollout", body)
             assert status == 400 and reply["error"]["param"] == param, (body, reply)
-        status, reply = s.request("POST", "/fak/v1/rollout", {"model": str(tmp_path / "no-such-model.gguf")})
-        assert status == 404 and reply["error"]["param"] == "model", reply
+        # A path outside the rollout directories gets one answer whether the file exists or not (no
+        # oracle for the host's files), and a shape spec (no tokenizer) is refused before it is built.
+        answers = []
+        for path in [tmp_path / "no-such-model.gguf", ROOT / "tests/data/llama_cpp/llama_f32.gguf"]:
+            status, reply = s.request("POST", "/fak/v1/rollout", {"model": str(path)})
+            assert status == 400 and reply["error"]["param"] == "model", reply
+            answers.append(reply["error"]["message"].replace(str(path), "PATH"))
+        assert answers[0] == answers[1], answers
+        began = time.monotonic()
+        status, reply = s.request("POST", "/fak/v1/rollout", {"model": "shape:tinyllama-1.1b"})
+        assert status == 400 and "no tokenizer" in reply["error"]["message"], reply
+        assert time.monotonic() - began < 5, "the shape's 4 GB of weights were built before the refusal"
         # Failed rollouts change nothing: the last one cut over serves.
         status, progress = s.request("GET", "/fak/v1/rollout")
         assert progress["serving"] == "embedded:8" and progress["switched"] is True, progress
@@ -1014,7 +1024,8 @@ def test_rollout_renders_with_the_new_models_template(tmp_path):
         gemma_turn_tokens = turn_tokens(ref, name)
     finally:
         ref.stop()
-    s = FakServer(tmp_path, "--admin-tenant", "alice")
+    bare = ROOT / "tests/data/llama_cpp/llama_f32.gguf"
+    s = FakServer(tmp_path, "--admin-tenant", "alice", "--rollout-dir", str(CHAT_GGUF.parent), "--rollout-dir", str(bare.parent))
     try:
         host_tokens = prompt_tokens(s, MODEL)
         assert host_tokens != gemma_tokens  # control: the two templates render differently
@@ -1034,7 +1045,6 @@ def test_rollout_renders_with_the_new_models_template(tmp_path):
         assert prompt_tokens(s, "embedded:7") == host_tokens
 
         # A file with no template (llama, no Llama 3 vocabulary) runs chats with the host's, and says why.
-        bare = ROOT / "tests/data/llama_cpp/llama_f32.gguf"
         status, borrowed = s.request("POST", "/fak/v1/rollout", {"model": str(bare), "policy": "lazy"})
         assert status == 200 and borrowed["switched"] is True, borrowed
         template = borrowed["chat_template"]
@@ -1228,6 +1238,38 @@ def test_one_tenants_erasure_never_touches_another_tenant(tmp_path):
                 any(sha256_hex(text) in p.name for p in (state / "corpus" / tenant).rglob("*"))
         assert holds("bob", shared) and not holds("alice", shared)
         assert not holds("alice", alone)
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0, "".join(s.log)
+
+
+def test_one_tenant_cannot_exhaust_the_server(tmp_path):
+    """Quotas per tenant beside the global ones: a tenant that holds its share of conversations, or
+    of waiting requests, is refused (503) while another tenant is still served."""
+    s = FakServer(tmp_path, "--max-conversations", "3", "--max-conversations-per-tenant", "2",
+                  "--max-running", "1", "--max-queued", "16", "--max-queued-per-tenant", "2")
+    try:
+        for _ in range(2):
+            assert converse(s, "/fak/v1/conversations", [{"role": "user", "content": "mine"}], max_tokens=1)[0] == 200
+        status, reply = converse(s, "/fak/v1/conversations", [{"role": "user", "content": "one more"}], max_tokens=1)
+        assert status == 503 and "share" in reply["error"]["message"], reply
+        # Control: bob still gets one; then the global cap (3) refuses him too.
+        assert converse(s, "/fak/v1/conversations", [{"role": "user", "content": "bob"}], key="key-bob",
+                        max_tokens=1)[0] == 200
+        status, reply = converse(s, "/fak/v1/conversations", [{"role": "user", "content": "bob 2"}], key="key-bob",
+                                 max_tokens=1)
+        assert status == 503 and "share" not in reply["error"]["message"], reply
+
+        # Alice floods the queue (one runs, two wait, the rest are refused); bob is still admitted.
+        body = {"model": MODEL, "prompt": "busy", "max_tokens": 60, "temperature": 0}
+        with concurrent.futures.ThreadPoolExecutor(9) as pool:
+            flood = [pool.submit(s.request, "POST", "/v1/completions", body) for _ in range(8)]
+            time.sleep(0.5)
+            bob = pool.submit(s.request, "POST", "/v1/completions", dict(body, max_tokens=2), key="key-bob")
+            statuses = sorted(f.result()[0] for f in flood)
+            bob_status, bob_reply = bob.result()
+        assert statuses.count(503) >= 4 and 200 in statuses, statuses
+        assert bob_status == 200, bob_reply
     finally:
         s.stop()
     assert s.proc.returncode == 0, "".join(s.log)

@@ -1,7 +1,9 @@
 // `fak serve`: the OpenAI-compatible HTTP server (src/server/server.h) over one model's Engine.
 #include <pthread.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -46,6 +48,7 @@ constexpr std::string_view kServeUsage =
     "  --max-body BYTES       larger request bodies are refused with 413. Default: 1048576\n"
     "  --max-running N        requests batched at once. Default: 16\n"
     "  --max-queued N         requests waiting; more are refused with 503. Default: 256\n"
+    "  --max-queued-per-tenant N  requests one tenant may have waiting (503 past it). Default: 64\n"
     "  --model-name NAME      the model's id in the API. Default: the file's name ('embedded' for it)\n"
     "  --template NAME|FILE   the chat template: a family (gemma, llama3, chatml, mistral, llama2,\n"
     "                         phi3, fak) or a file with a Jinja template. Default: the model's own\n"
@@ -60,16 +63,23 @@ constexpr std::string_view kServeUsage =
     "  --redis URL            conversation texts in Redis instead, one namespace per tenant:\n"
     "                         redis://[:PASSWORD@]HOST[:PORT][/DB]\n"
     "  --max-conversations N  conversations held at once; more are refused with 503. Default: 1024\n"
+    "  --max-conversations-per-tenant N  conversations one tenant may hold (503 past it). Default: 256\n"
     "  --admin-tenant NAME    the tenant allowed to roll out new weights (POST /fak/v1/rollout names a\n"
     "                         MODEL as above; serving switches to it at cutover). Default: anyone\n"
     "                         without --api-keys, nobody with them\n"
+    "  --rollout-dir DIR      a rollout's MODEL is a built-in name or a file under DIR (repeatable).\n"
+    "                         Default: the served model file's directory (none for a built-in model)\n"
     "\n"
     "KV tier (prefix KV kept past the tree's budget and across restarts; every slab verified before use):\n"
     "  --kv-tier-dir DIR      slabs in a directory: the tree's budget evictions are written behind, the\n"
     "                         whole tree is written at shutdown, and a prompt's prefix is read back\n"
     "                         instead of prefilled when the tree lacks it (completions and\n"
     "                         conversations alike)\n"
-    "  --kv-tier-redis HOST:PORT  the same in Redis (builds with Redis support)\n";
+    "  --kv-tier-redis HOST:PORT  the same in Redis (builds with Redis support)\n"
+    "  --kv-tier-max-bytes BYTES  the tier's bound: least recently used entries go past it.\n"
+    "                         Default: 8 GiB or half the free space of DIR's file system at start,\n"
+    "                         whichever is less (the tier never fills the disk --state is on); 0 = none\n"
+    "  --kv-tier-ttl SECONDS  an entry unused this long expires. Default: 86400; 0 = never\n";
 
 // SIGINT and SIGTERM, blocked in every thread (BlockStopSignals runs before any thread starts: the
 // model's pool and the engine's step thread inherit the mask) and taken by StopOnSignal's thread.
@@ -186,6 +196,19 @@ class KVTier final : public SpillSink {
   std::vector<SpillItem> checkpoint_;   // GUARDED_BY(mu_)
 };
 
+// The KV tier's defaults: bounded, so a tier shares the disk (or Redis) with --state and never
+// fills it.
+constexpr uint64_t kDefaultTierTtlSeconds = 24 * 3600;
+constexpr uint64_t kDefaultTierMaxBytes = uint64_t{8} << 30;
+
+// 8 GiB or half the space free on `dir`'s file system now, whichever is less.
+uint64_t DefaultTierBound(const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(dir, ec);
+  if (ec) return kDefaultTierMaxBytes;
+  return std::max<uint64_t>(1, std::min<uint64_t>(kDefaultTierMaxBytes, space.available / 2));
+}
+
 // Null when neither flag is given. `denylist`: the planner chain's, so a quarantined text's KV is
 // never paged in.
 Result<std::unique_ptr<KVTier>> OpenKVTier(const Args& args, const Denylist& denylist) {
@@ -194,9 +217,17 @@ Result<std::unique_ptr<KVTier>> OpenKVTier(const Args& args, const Denylist& den
   if (dir && redis) return InvalidArgument("--kv-tier-dir and --kv-tier-redis are alternatives; give one");
   if (!dir && !redis) return std::unique_ptr<KVTier>();
   auto tier = std::make_unique<KVTier>();
+  FAK_ASSIGN_OR_RETURN(const uint64_t ttl, args.GetUint("kv-tier-ttl", kDefaultTierTtlSeconds));
   if (dir) {
-    FAK_ASSIGN_OR_RETURN(tier->store, OpenDirectoryKVTier(*dir, Env::Default()));
+    if (args.Get("kv-tier-ttl"))
+      return InvalidArgument("--kv-tier-ttl: the directory tier bounds its entries by --kv-tier-max-bytes");
+    DirectoryKVTierOptions options;
+    FAK_RETURN_IF_ERROR(Env::Default()->CreateDir(*dir).WithContext("--kv-tier-dir " + *dir));
+    FAK_ASSIGN_OR_RETURN(options.max_bytes, args.GetUint("kv-tier-max-bytes", DefaultTierBound(*dir)));
+    FAK_ASSIGN_OR_RETURN(tier->store, OpenDirectoryKVTier(*dir, options, Env::Default()));
   } else {
+    if (args.Get("kv-tier-max-bytes"))
+      return InvalidArgument("--kv-tier-max-bytes: a Redis tier is bounded by the server's maxmemory (and --kv-tier-ttl)");
 #if FAK_WITH_REDIS
     const size_t colon = redis->rfind(':');
     int port = 0;
@@ -208,6 +239,8 @@ Result<std::unique_ptr<KVTier>> OpenKVTier(const Args& args, const Denylist& den
     RedisOptions o;
     o.host = redis->substr(0, colon);
     o.port = port;
+    if (ttl > uint64_t{INT32_MAX}) return InvalidArgument("--kv-tier-ttl: at most " + std::to_string(INT32_MAX) + " seconds");
+    o.ttl_seconds = static_cast<int64_t>(ttl);
     FAK_ASSIGN_OR_RETURN(tier->store, OpenRedisKVTier(o));
 #else
     return Unsupported("--kv-tier-redis: this build has no Redis support (FAK_WITH_REDIS=OFF)");
@@ -267,10 +300,45 @@ Result<std::unique_ptr<Planner>> OpenPlanner(const LoadedModel& m, std::shared_p
   return Planner::Create(*m.model, *m.tokenizer, std::move(key), store, std::move(options));
 }
 
-// What a rollout loads: a MODEL as the command takes it ('embedded:SEED' for other synthetic
-// weights), with its own chat template.
-ModelLoader RolloutLoader(size_t n_threads) {
-  return [n_threads](const std::string& spec) { return LoadModel(spec, ThreadsOption(n_threads)); };
+// The directories a rollout may load model files from: --rollout-dir (repeatable), or the served
+// model file's own directory; none when the server runs a built-in model and names none.
+std::vector<std::filesystem::path> RolloutDirs(const Args& args, const std::string& model_spec) {
+  std::vector<std::filesystem::path> dirs;
+  std::error_code ec;
+  for (const std::string& dir : args.GetAll("rollout-dir")) dirs.push_back(std::filesystem::weakly_canonical(dir, ec));
+  if (args.GetAll("rollout-dir").empty() && !IsBuiltinModelSpec(model_spec))
+    dirs.push_back(std::filesystem::weakly_canonical(model_spec, ec).parent_path());
+  return dirs;
+}
+
+// Whether `path` (resolved, symbolic links included) lies inside one of `dirs`.
+bool IsInside(const std::string& path, const std::vector<std::filesystem::path>& dirs) {
+  std::error_code ec;
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(path, ec);
+  if (ec) return false;
+  for (const std::filesystem::path& dir : dirs) {
+    const auto [d, r] = std::mismatch(dir.begin(), dir.end(), resolved.begin(), resolved.end());
+    if (d == dir.end() && r != resolved.end()) return true;
+  }
+  return false;
+}
+
+// What a rollout loads: a built-in MODEL ('embedded:SEED' for other synthetic weights) or a file
+// under `dirs`, with its own chat template. A path elsewhere is refused before the file system is
+// asked, with one answer whether or not it exists (the endpoint is no oracle for the host's
+// files); a shape spec (random weights, no tokenizer) is refused before gigabytes are built.
+ModelLoader RolloutLoader(size_t n_threads, std::vector<std::filesystem::path> dirs) {
+  return [n_threads, dirs = std::move(dirs)](const std::string& spec) -> Result<LoadedModel> {
+    if (ShapeModelConfig(spec))
+      return InvalidArgument("model '" + spec + "' has random weights and no tokenizer; a rollout needs a tokenizer");
+    if (!IsBuiltinModelSpec(spec) && !IsInside(spec, dirs)) {
+      std::string allowed;
+      for (const std::filesystem::path& dir : dirs) allowed += (allowed.empty() ? "" : ", ") + dir.string();
+      return InvalidArgument("model '" + spec + "': a rollout loads only built-in models and files under " +
+                             (allowed.empty() ? std::string("--rollout-dir (none given)") : allowed));
+    }
+    return LoadModel(spec, ThreadsOption(n_threads));
+  };
 }
 
 Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& model_spec) {
@@ -282,6 +350,8 @@ Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& mo
   FAK_ASSIGN_OR_RETURN(o.max_body_bytes, args.GetUint("max-body", o.max_body_bytes));
   FAK_ASSIGN_OR_RETURN(o.kv_budget_bytes, args.GetUint("kv-budget", 0));
   FAK_ASSIGN_OR_RETURN(o.max_conversations, args.GetUint("max-conversations", o.max_conversations));
+  FAK_ASSIGN_OR_RETURN(o.max_conversations_per_tenant,
+                       args.GetUint("max-conversations-per-tenant", o.max_conversations_per_tenant));
   if (std::optional<std::string> admin = args.Get("admin-tenant")) o.admin_tenants.push_back(*admin);
   o.model_id = args.Get("model-name").value_or(std::filesystem::path(model_spec).filename().string());
   if (std::optional<std::string> path = args.Get("api-keys")) {
@@ -296,8 +366,9 @@ Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& mo
 
 int ServeCommand(std::span<char* const> argv) {
   const Args::Spec spec{{"model", "host", "port", "threads", "kv-budget", "api-keys", "max-body", "max-running",
-                         "max-queued", "model-name", "template", "state", "store", "redis", "max-conversations", "admin-tenant",
-                         "kv-tier-dir", "kv-tier-redis"},
+                         "max-queued", "max-queued-per-tenant", "model-name", "template", "state", "store", "redis",
+                         "max-conversations", "max-conversations-per-tenant", "admin-tenant", "kv-tier-dir", "kv-tier-redis",
+                         "kv-tier-max-bytes", "kv-tier-ttl", "rollout-dir"},
                         {},
                         {{"-m", "model"}}};
   const std::string usage(kServeUsage);
@@ -310,7 +381,9 @@ int ServeCommand(std::span<char* const> argv) {
   Result<uint64_t> threads = args->GetUint("threads", 0);
   Result<uint64_t> max_running = args->GetUint("max-running", 16);
   Result<uint64_t> max_queued = args->GetUint("max-queued", 256);
-  for (const Status& s : {options.error(), threads.error(), max_running.error(), max_queued.error()})
+  Result<uint64_t> max_queued_per_tenant = args->GetUint("max-queued-per-tenant", 64);
+  for (const Status& s : {options.error(), threads.error(), max_running.error(), max_queued.error(),
+                          max_queued_per_tenant.error()})
     if (!s.ok()) return UsageError("serve", s.message(), usage);
 
   BlockStopSignals();
@@ -338,6 +411,7 @@ int ServeCommand(std::span<char* const> argv) {
   EngineOptions engine_options;
   engine_options.max_running = *max_running;
   engine_options.max_queued = *max_queued;
+  engine_options.max_queued_per_tenant = *max_queued_per_tenant;
   engine_options.step_token_budget = std::max<size_t>(engine_options.step_token_budget, *max_running);
   engine_options.kv_budget_bytes = options->kv_budget_bytes;
   engine_options.chat_template = *chat_template;
@@ -353,7 +427,7 @@ int ServeCommand(std::span<char* const> argv) {
   if (!planner) return Fail("serve", planner.error());
   if (*kv_tier) options->kv_tiers.push_back((*kv_tier)->store.get());
   options->planner = planner->get();
-  options->load_model = RolloutLoader(*threads);
+  options->load_model = RolloutLoader(*threads, RolloutDirs(*args, *model_spec));
   options->rollout_engine = engine_options;
   Result<std::unique_ptr<Server>> server = Server::Create(**engine, *m->model, *m->tokenizer, *options);
   if (!server) return Fail("serve", server.error());
