@@ -69,8 +69,12 @@ class Conversations {
 
   // POST /fak/v1/conversations: a new conversation from `request` (a chat completion body), and its
   // first turn. POST /fak/v1/conversations/{id}/messages: more messages and the next turn.
-  HttpReply Create(const std::string& tenant, const ApiRequest& request);
-  HttpReply Continue(const std::string& tenant, const std::string& id, const ApiRequest& request);
+  // `client_gone` (may be null) is asked while the turn runs: once true the turn is cancelled and
+  // its reply, which nobody would see, is not added to the conversation (499).
+  using ClientGone = std::function<bool()>;
+  HttpReply Create(const std::string& tenant, const ApiRequest& request, ClientGone client_gone = {});
+  HttpReply Continue(const std::string& tenant, const std::string& id, const ApiRequest& request,
+                     ClientGone client_gone = {});
   // GET /fak/v1/conversations/{id}: the messages as the model sees them (a sealed one as its stub).
   HttpReply Get(const std::string& tenant, const std::string& id);
   // POST /fak/v1/conversations/{id}/evict, body {"message": INDEX, "reason": TEXT}.
@@ -97,7 +101,7 @@ class Conversations {
   // The entry, locked; or a 404 / 409 reply.
   std::shared_ptr<Entry> Find(const std::string& tenant, const std::string& id, std::unique_lock<std::mutex>* lock,
                               HttpReply* error);
-  HttpReply Turn(const std::string& id, Entry& entry, const ApiRequest& request);
+  HttpReply Turn(const std::string& id, Entry& entry, const ApiRequest& request, ClientGone client_gone);
 
   Planner& planner_;
   const Model& model_;
