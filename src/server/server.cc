@@ -814,6 +814,7 @@ std::string Server::Impl::RenderMetrics() const {
   s.gate = serving->engine->tree().GateStatistics();
   s.serving_model = serving->model_id;
   s.kv_budget_bytes = options.kv_budget_bytes;
+  s.http = front->Stats();
   if (conversations) {
     s.conversations = conversations->Stats();
     s.conversation_gate = conversations->planner().tree().GateStatistics();

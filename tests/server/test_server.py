@@ -379,6 +379,7 @@ def test_chunked_body_past_max_body_is_413(server):
     big = json.dumps(with_(messages=[{"role": "user", "content": "x" * (3 * MAX_BODY)}])).encode()
     status, reply = send_chunked(server.port, "/v1/chat/completions", pieces(big, 16 * 1024))
     assert status == 413 and reply["error"]["code"] == "request_too_large", reply
+    assert sample_value(server.metrics(), "fak_http_bodies_too_large_total") >= 1
     # Control: the same route takes a chunked body under the limit.
     small = json.dumps(with_(messages=[{"role": "user", "content": "chunked"}])).encode()
     status, reply = send_chunked(server.port, "/v1/chat/completions", pieces(small, 7))
@@ -536,6 +537,7 @@ def test_slow_clients_do_not_starve_the_rest(tmp_path):
         assert len(slow.closed) == len(slow.socks), f"{len(slow.closed)} of {len(slow.socks)} cut"
         late = [t - slow.opened for t in slow.closed.values()]
         assert header_timeout - 0.5 <= min(late) and max(late) <= header_timeout + 3, (min(late), max(late))
+        assert sample_value(s.metrics(), "fak_http_connections_cut_total", deadline="header") >= len(slow.socks)
 
         # SIGTERM while new tricklers hold connections and a request runs: it is answered, exit 0.
         slow.close()
