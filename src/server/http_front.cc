@@ -163,6 +163,7 @@ struct HttpFrontCallbacks {
     auto* ex = static_cast<HttpFront::Exchange*>(*context);
     try {
       if (ex == nullptr) return Begin(*front, c, url, method, context);
+      if (ex->route == nullptr) return MHD_NO;  // refused on its headers, yet called again: close
       if (*upload_size != 0) {
         const size_t n = std::exchange(*upload_size, 0);
         if (ex->request.body.size() + n > front->options_.limits.max_body_bytes) return RefuseBody(*front, *ex);
@@ -203,10 +204,10 @@ struct HttpFrontCallbacks {
     HttpResponse refusal;
     if (ex->route == nullptr) {
       front.Error(req, 404, "no route " + req.method + " " + req.path, refusal);
-      return Respond(front, c, *ex, std::move(refusal));
+      return Respond(c, *ex, std::move(refusal));
     }
     if (!ex->route->open && front.options_.admit && !front.options_.admit(req, refusal))
-      return Respond(front, c, *ex, std::move(refusal));
+      return Respond(c, *ex, std::move(refusal));
     const size_t limit = front.options_.limits.max_body_bytes;
     const std::string_view length = req.header("content-length");
     uint64_t declared = 0;
@@ -217,7 +218,7 @@ struct HttpFrontCallbacks {
         std::lock_guard lock(front.mu_);
         ++front.stats_.bodies_too_large;
       }
-      return Respond(front, c, *ex, std::move(refusal));
+      return Respond(c, *ex, std::move(refusal));
     }
     ex->expects_body = declared > 0 || !req.header("transfer-encoding").empty();
     front.SetDeadline(c, ex->expects_body ? front.options_.limits.body_timeout : kNoDeadline, ex->expects_body);
@@ -252,10 +253,10 @@ struct HttpFrontCallbacks {
       res = HttpResponse{};
       front.Error(ex.request, 500, "internal error: unknown exception", res);
     }
-    return Respond(front, c, ex, std::move(res));
+    return Respond(c, ex, std::move(res));
   }
 
-  static MHD_Result Respond(HttpFront& front, MHD_Connection* c, HttpFront::Exchange& ex, HttpResponse res) {
+  static MHD_Result Respond(MHD_Connection* c, HttpFront::Exchange& ex, HttpResponse res) {
     ex.on_end = std::move(res.on_end);
     ex.hold = std::move(res.hold);
     MHD_Response* response = nullptr;
@@ -272,7 +273,6 @@ struct HttpFrontCallbacks {
     for (const auto& [name, value] : res.headers) MHD_add_response_header(response, name.c_str(), value.c_str());
     const MHD_Result queued = MHD_queue_response(c, static_cast<unsigned>(res.status), response);
     MHD_destroy_response(response);  // the connection holds it until written
-    (void)front;
     return queued;
   }
 

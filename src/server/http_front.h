@@ -49,7 +49,7 @@ struct HttpRequest {
   std::string body;
   std::string peer;       // the client's address ("127.0.0.1")
   std::string principal;  // whom the admit hook found the request to come from (a tenant)
-  int fd = -1;            // the connection's socket, for client_gone
+  int fd = -1;            // the connection's socket, for client_gone (valid while the handler runs)
 
   // The header's value (name in any case); "" when absent.
   std::string_view header(std::string_view name) const;
