@@ -453,6 +453,7 @@ class SlowLoris:
     """Connections that trickle a request's headers one byte at a time and never finish them."""
 
     def __init__(self, port, sources, per_source):
+        self.opened = time.time()  # no connection of these was accepted before
         self.socks = []
         for source in sources:
             for _ in range(per_source):
@@ -460,7 +461,6 @@ class SlowLoris:
                 sock.setblocking(False)
                 self.socks.append(sock)
         self.closed = {}  # socket -> when the server closed it
-        self.opened = time.time()
         for sock in self.socks:
             self.send(sock, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ")
 
