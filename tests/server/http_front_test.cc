@@ -214,18 +214,27 @@ TEST_F(HttpFrontTest, DeadlinesCutTricklersThatNeverGoQuiet) {
   EXPECT_EQ(Body(fresh.ReadAll()), "a|b");
 }
 
-TEST_F(HttpFrontTest, PerPeerLimitLeavesOtherPeersServed) {
+TEST_F(HttpFrontTest, ConnectionLimitsLeaveOtherPeersServed) {
   HttpFrontOptions o;
   o.limits.max_connections_per_peer = 3;
+  o.limits.max_connections = 5;
   Start(std::move(o));
   std::vector<std::unique_ptr<Client>> held;
   for (int i = 0; i < 3; ++i) held.push_back(std::make_unique<Client>(port_, "127.0.0.2"));
   std::this_thread::sleep_for(200ms);  // accepted
   Client refused(port_, "127.0.0.2");
   EXPECT_TRUE(refused.ClosedWithin(1000ms));
-  Client other(port_, "127.0.0.3");
-  other.Send("GET /items/a/parts/b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
-  EXPECT_EQ(Body(other.ReadAll()), "a|b");
+  {
+    Client other(port_, "127.0.0.3");
+    other.Send("GET /items/a/parts/b HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(Body(other.ReadAll()), "a|b");
+  }
+  // The total: 3 held + 2 more from other peers; a sixth connection is closed, whoever it is from.
+  for (const char* peer : {"127.0.0.4", "127.0.0.5"}) held.push_back(std::make_unique<Client>(port_, peer));
+  std::this_thread::sleep_for(200ms);
+  Client sixth(port_, "127.0.0.6");
+  EXPECT_TRUE(sixth.ClosedWithin(1000ms));
+  EXPECT_EQ(front_->Stats().connections, 5u);
 }
 
 TEST_F(HttpFrontTest, StreamsEndOnceAndClientGoneIsSeen) {
