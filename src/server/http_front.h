@@ -4,7 +4,8 @@
 // One thread per connection (libmicrohttpd's MHD_USE_THREAD_PER_CONNECTION): a handler may block on
 // the engine for as long as its request runs. What a client can hold is bounded before any handler
 // runs (docs/server.md, "Slow and greedy clients"):
-// - connections in total and per peer address (libmicrohttpd refuses the rest at accept);
+// - connections per peer address (libmicrohttpd closes the rest at accept) and in total (past it,
+//   libmicrohttpd closes new ones at accept or stops accepting, leaving them in the backlog);
 // - the whole request line and headers must arrive within `header_timeout` of the connection's
 //   start (or of the previous response's end, on a kept-alive connection), the whole body within
 //   `body_timeout` of the headers' end: a watchdog cuts (shutdown) a connection past its deadline,

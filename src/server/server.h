@@ -67,8 +67,9 @@ struct ServerOptions {
   uint32_t body_timeout_s = 30;
   // A connection that reads or writes nothing for this long is closed. Default: 10.
   uint32_t idle_timeout_s = 10;
-  // Connections held at once in total and from one peer address; more are closed at accept.
-  // Behind a proxy every client is one peer: raise the second. Default: 512, 64.
+  // Connections held at once in total (more are closed at accept, or wait in the listen backlog
+  // until one closes) and from one peer address (more are closed at accept). Behind a proxy every client is one peer: raise
+  // the second. Default: 512, 64.
   size_t max_connections = 512;
   size_t max_connections_per_peer = 64;
   // Stop lets accepted requests run this long; then the engines are cancelled and every

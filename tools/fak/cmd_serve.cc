@@ -59,7 +59,7 @@ constexpr std::string_view kServeUsage =
     "                         the connection's start or the previous response. Default: 10\n"
     "  --body-timeout S       its body within S seconds of its headers. Default: 30\n"
     "  --idle-timeout S       a connection that moves no byte for S seconds is closed. Default: 10\n"
-    "  --max-connections N    connections held at once; more are closed at accept. Default: 512\n"
+    "  --max-connections N    connections held at once; more are not served. Default: 512\n"
     "  --max-connections-per-peer N  the same from one client address (behind a proxy, every\n"
     "                         client is one). Default: 64\n"
     "  --drain-timeout S      how long a stop lets requests in flight finish. Default: 30\n"
