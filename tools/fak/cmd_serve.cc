@@ -2,6 +2,7 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <cstdint>
 #include <csignal>
@@ -35,7 +36,9 @@ constexpr std::string_view kServeUsage =
     "GET /v1/models, GET /health, Prometheus metrics at GET /metrics, and fak's own endpoints under\n"
     "/fak/v1: conversations with deletion certificates, the gate's verdict (docs/server.md).\n"
     "Prints \"fak serve: listening on http://HOST:PORT\" on stderr once it accepts connections.\n"
-    "SIGTERM or SIGINT stops accepting, lets every request in flight finish, and exits 0.\n"
+    "SIGTERM or SIGINT drains: new requests get 503, those in flight finish (for at most\n"
+    "--drain-timeout; then they are cancelled), the KV tier is checkpointed, and it exits 0. A\n"
+    "second SIGTERM or SIGINT cancels what still runs at once, checkpoints, and exits 1.\n"
     "\n"
     "options:\n"
     "  -m, --model MODEL      the model (or give it as the positional argument)\n"
@@ -45,13 +48,24 @@ constexpr std::string_view kServeUsage =
     "  --kv-budget BYTES      KV bytes for running requests and the prefix tree; 0 = unbounded. Default: 0\n"
     "  --api-keys FILE        one 'KEY TENANT' per line; requests need 'Authorization: Bearer KEY'\n"
     "                         and reuse prefixes only within their tenant. Default: no keys, tenant \"default\"\n"
-    "  --max-body BYTES       larger request bodies are refused with 413. Default: 1048576\n"
+    "  --max-body BYTES       larger request bodies (chunked ones too) are refused with 413.\n"
+    "                         Default: 1048576\n"
     "  --max-running N        requests batched at once. Default: 16\n"
     "  --max-queued N         requests waiting; more are refused with 503. Default: 256\n"
     "  --max-queued-per-tenant N  requests one tenant may have waiting (503 past it). Default: 64\n"
     "  --model-name NAME      the model's id in the API. Default: the file's name ('embedded' for it)\n"
     "  --template NAME|FILE   the chat template: a family (gemma, llama3, chatml, mistral, llama2,\n"
     "                         phi3, fak) or a file with a Jinja template. Default: the model's own\n"
+    "\n"
+    "Slow and greedy clients (a connection past a deadline is cut, however steadily it trickles):\n"
+    "  --header-timeout S     a request's line and headers must arrive whole within S seconds of\n"
+    "                         the connection's start or the previous response. Default: 10\n"
+    "  --body-timeout S       its body within S seconds of its headers. Default: 30\n"
+    "  --idle-timeout S       a connection that moves no byte for S seconds is closed. Default: 10\n"
+    "  --max-connections N    connections held at once; more are not served. Default: 512\n"
+    "  --max-connections-per-peer N  the same from one client address (behind a proxy, every\n"
+    "                         client is one). Default: 64\n"
+    "  --drain-timeout S      how long a stop lets requests in flight finish. Default: 30\n"
     "\n"
     "fak's own endpoints (/fak/v1/conversations, /fak/v1/certificates/verify) run through a planner:\n"
     "  --state DIR            its journal (DIR/journal.log), signing key (DIR/key.pem) and denylist\n"
@@ -94,17 +108,49 @@ void BlockStopSignals() {
   const sigset_t set = StopSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
-// Stops `server` on the first stop signal, from an ordinary thread: Server::Stop is not
-// async-signal-safe.
-std::thread StopOnSignal(Server& server) {
-  return std::thread([&server] {
+// Takes the stop signals on a thread of its own (Server::Stop and Abort are not async-signal-safe):
+// the first drains the server (Stop, on another thread, so that a second signal is still taken);
+// the second ends the drain at once (Abort). Finish wakes and joins it once Serve has returned.
+class StopOnSignals {
+ public:
+  explicit StopOnSignals(Server& server) : server_(server), thread_([this] { Run(); }) {}
+  ~StopOnSignals() { Finish(); }
+  // True when a second signal forced the stop.
+  bool Finish() {
+    if (thread_.joinable()) {
+      finished_ = true;
+      pthread_kill(thread_.native_handle(), SIGTERM);  // taken as "finished", not as a signal
+      thread_.join();
+    }
+    if (stopper_.joinable()) stopper_.join();
+    return forced_;
+  }
+
+ private:
+  void Run() {
     const sigset_t set = StopSignals();
-    int signal = 0;
-    sigwait(&set, &signal);
-    std::fprintf(stderr, "fak serve: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
-    server.Stop();
-  });
-}
+    for (int n = 1; n <= 2; ++n) {
+      int signal = 0;
+      sigwait(&set, &signal);
+      if (finished_) return;
+      const char* name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+      if (n == 1) {
+        std::fprintf(stderr, "fak serve: %s, draining (a second signal cancels what still runs)\n", name);
+        stopper_ = std::thread([this] { server_.Stop(); });
+      } else {
+        std::fprintf(stderr, "fak serve: second %s: cancelling what still runs; exiting after the KV checkpoint\n", name);
+        forced_ = true;
+        server_.Abort();
+      }
+    }
+  }
+
+  Server& server_;
+  std::atomic<bool> finished_{false};
+  std::atomic<bool> forced_{false};
+  std::thread stopper_;  // runs Server::Stop; started and joined by thread_ and Finish
+  std::thread thread_;
+};
 
 #if FAK_WITH_REDIS
 // redis://[:PASSWORD@]HOST[:PORT][/DB]
@@ -352,6 +398,14 @@ Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& mo
   FAK_ASSIGN_OR_RETURN(o.max_conversations, args.GetUint("max-conversations", o.max_conversations));
   FAK_ASSIGN_OR_RETURN(o.max_conversations_per_tenant,
                        args.GetUint("max-conversations-per-tenant", o.max_conversations_per_tenant));
+  FAK_ASSIGN_OR_RETURN(o.max_connections, args.GetUint("max-connections", o.max_connections));
+  FAK_ASSIGN_OR_RETURN(o.max_connections_per_peer, args.GetUint("max-connections-per-peer", o.max_connections_per_peer));
+  for (auto [flag, seconds] : {std::pair{"header-timeout", &o.header_timeout_s}, std::pair{"body-timeout", &o.body_timeout_s},
+                               std::pair{"idle-timeout", &o.idle_timeout_s}, std::pair{"drain-timeout", &o.drain_timeout_s}}) {
+    FAK_ASSIGN_OR_RETURN(uint64_t value, args.GetUint(flag, *seconds));
+    if (value == 0 || value > 86400) return InvalidArgument(std::string("--") + flag + " must be 1 to 86400 seconds");
+    *seconds = static_cast<uint32_t>(value);
+  }
   if (std::optional<std::string> admin = args.Get("admin-tenant")) o.admin_tenants.push_back(*admin);
   o.model_id = args.Get("model-name").value_or(std::filesystem::path(model_spec).filename().string());
   if (std::optional<std::string> path = args.Get("api-keys")) {
@@ -368,7 +422,8 @@ int ServeCommand(std::span<char* const> argv) {
   const Args::Spec spec{{"model", "host", "port", "threads", "kv-budget", "api-keys", "max-body", "max-running",
                          "max-queued", "max-queued-per-tenant", "model-name", "template", "state", "store", "redis",
                          "max-conversations", "max-conversations-per-tenant", "admin-tenant", "kv-tier-dir", "kv-tier-redis",
-                         "kv-tier-max-bytes", "kv-tier-ttl", "rollout-dir"},
+                         "kv-tier-max-bytes", "kv-tier-ttl", "rollout-dir", "header-timeout", "body-timeout",
+                         "idle-timeout", "max-connections", "max-connections-per-peer", "drain-timeout"},
                         {},
                         {{"-m", "model"}}};
   const std::string usage(kServeUsage);
@@ -436,7 +491,7 @@ int ServeCommand(std::span<char* const> argv) {
 
   // A client that vanishes mid-write must fail that write, not kill the process.
   std::signal(SIGPIPE, SIG_IGN);
-  std::thread stopper = StopOnSignal(**server);
+  StopOnSignals signals(**server);
   std::fprintf(stderr, "fak serve: %s, chat template %s; model id '%s'\n", m->label.c_str(),
                std::string((*chat_template)->variant()).c_str(), options->model_id.c_str());
   std::fprintf(stderr, "fak serve: state in %s%s; certificate issuer key %s; %zu sealed texts\n", state.dir.c_str(),
@@ -444,17 +499,23 @@ int ServeCommand(std::span<char* const> argv) {
   std::fprintf(stderr, "fak serve: listening on http://%s:%u\n", options->host.c_str(), unsigned{*port});
   std::fflush(stderr);
   const Status served = (*server)->Serve();
-  // Serve returns after Stop (or a listener failure; then wake the signal thread ourselves).
-  if (!served.ok()) pthread_kill(stopper.native_handle(), SIGTERM);
-  stopper.join();
-  server->reset();  // waits for requests in flight
-  (*engine)->Shutdown(ShutdownMode::kDrain);
+  // Serve returns after Stop, or when the listener could not start (then drain what there is).
+  const bool drained = (*server)->Stop();
+  const bool forced = signals.Finish();
+  server->reset();  // waits for the threads that wait on requests
+  (*engine)->Shutdown(forced ? ShutdownMode::kCancel : ShutdownMode::kDrain);
+  if (!drained) std::fprintf(stderr, "fak serve: requests still running were cancelled (%s)\n",
+                             forced ? "second signal" : "--drain-timeout");
   if (*kv_tier) {
     // A restart with the same tier pages these back in instead of prefilling them.
     // One tree holds both paths' contexts (no turn runs now: the server is gone).
     std::fprintf(stderr, "fak serve: KV tier: %s\n", (*kv_tier)->Checkpoint((*engine)->tree()).c_str());
   }
   if (!served.ok()) return Fail("serve", served);
+  if (forced) {
+    std::fprintf(stderr, "fak serve: stopped by a second signal\n");
+    return kExitFailure;
+  }
   std::fprintf(stderr, "fak serve: stopped\n");
   return kExitOk;
 }
