@@ -893,12 +893,9 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
     impl->tenant_by_key_digest.emplace(Digest::Of(key).Hex(), tenant);
   }
   if (impl->options.max_conversations == 0) return InvalidArgument("ServerOptions: max_conversations must be at least 1");
-<<<<<<< HEAD
   if (impl->options.max_conversations_per_tenant == 0)
     return InvalidArgument("ServerOptions: max_conversations_per_tenant must be at least 1");
-=======
   Impl* self = impl.get();
->>>>>>> http
   if (Planner* planner = impl->options.planner) {
     impl->conversations = std::make_unique<internal::Conversations>(
         *planner, model, impl->options.default_max_tokens, impl->options.max_conversations,
