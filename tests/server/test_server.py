@@ -1536,3 +1536,29 @@ def test_one_tenant_cannot_exhaust_the_server(tmp_path):
     finally:
         s.stop()
     assert s.proc.returncode == 0, "".join(s.log)
+
+
+def test_conversation_turn_is_cancelled_when_its_client_leaves(server):
+    """A turn whose client disconnects is cancelled in the engine; its unseen reply is not added to
+    the conversation (which stays as it was), and the request counts as 499."""
+    status, turn = converse(server, "/fak/v1/conversations", [{"role": "user", "content": "leave " + uuid.uuid4().hex}],
+                            max_tokens=2)
+    assert status == 200, turn
+    path = f"/fak/v1/conversations/{turn['id']}"
+    gone_before = sample_value(server.metrics(), "fak_requests_total", status="499",
+                               endpoint="/fak/v1/conversations/{id}/messages")
+    # 4000 tokens take the embedded model ~2 s alone: the turn is still running when the client goes.
+    sock = raw_post(server.port, path + "/messages",
+                    {"model": MODEL, "messages": [{"role": "user", "content": "talk for a long while"}],
+                     "max_tokens": 4000, "temperature": 0})
+    time.sleep(0.3)
+    sock.close()
+    assert wait_for(lambda: sample_value(server.metrics(), "fak_requests_total", status="499",
+                                         endpoint="/fak/v1/conversations/{id}/messages") > gone_before)
+    status, conv = server.request("GET", path)
+    assert status == 200 and len(conv["messages"]) == 2, conv
+    assert sample_value(server.metrics(), "fak_running_requests") == 0
+    # Control: the same turn with its client present is added.
+    status, reply = converse(server, path + "/messages", [{"role": "user", "content": "short"}], max_tokens=2)
+    assert status == 200, reply
+    assert len(server.request("GET", path)[1]["messages"]) == 4
