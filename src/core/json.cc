@@ -1,6 +1,7 @@
 // Parsing, dumping and typed field reads over nlohmann_json, with every exception contained here.
 #include "src/core/json.h"
 
+#include <climits>
 #include <optional>
 #include <utility>
 
@@ -60,7 +61,7 @@ Status CheckLimits(std::string_view text, std::string_view what, StatusCode code
                                  std::to_string(limits.max_bytes) + " bytes");
   }
   const int max_depth = limits.max_depth < 0 ? 0 : limits.max_depth;
-  if (JsonNestingDepth(text, max_depth + 1) > max_depth) {
+  if (max_depth < INT_MAX && JsonNestingDepth(text, max_depth + 1) > max_depth) {
     return Error(code, what, "JSON nested deeper than the limit of " + std::to_string(max_depth) + " levels");
   }
   return Status::Ok();
