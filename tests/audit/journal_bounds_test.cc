@@ -1,5 +1,6 @@
-// A journal row nested past the JSON depth limit (issue 31: replaying such a journal crashed
-// `fak serve --state` and fak.Auditor on nlohmann's recursive dump) is refused with a clear error.
+// A journal row or deletion certificate nested past the JSON depth limit (issue 31: replaying such
+// a journal crashed `fak serve --state` and fak.Auditor on nlohmann's recursive dump) is refused
+// with a clear error.
 #include <gtest/gtest.h>
 
 #include "fak/audit/audit.h"
@@ -34,6 +35,13 @@ TEST(JournalBounds, AppendRefusesADeeplyNestedPayload) {
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().message().find("nested deeper than the limit"), std::string::npos) << r.error().ToString();
   ASSERT_OK(j->Append("test", "s", R"({"a":[[1]]})"));  // the journal still takes rows
+}
+
+TEST(JournalBounds, ADeeplyNestedCertificateIsRefused) {
+  Result<DeletionCertificate> c = DeletionCertificate::FromJson(R"({"format":)" + testing::NestedArrays() + "}");
+  ASSERT_FALSE(c.has_value());
+  EXPECT_NE(c.error().message().find("deletion certificate: JSON nested deeper than the limit of 64 levels"), std::string::npos)
+      << c.error().ToString();
 }
 
 }  // namespace
