@@ -3,16 +3,18 @@
 // Layout (docs/kv-tier.md §3): <dir>/slabs/<end>-<key id>.kvslab, temporaries in <dir>/tmp/. The
 // end in the name lets Ends() and Get work from a listing without reading any entry.
 //
-// Capacity (max_bytes): an in-memory LRU of the entries — size and a recency tick, seeded at open
-// from the files' mtimes (the Env cannot set an mtime on read, so reads are remembered in memory
-// only) — trimmed after each Put.
+// Capacity (max_bytes, max_bytes_per_namespace): an in-memory LRU of the entries — size, namespace
+// and a recency tick, seeded at open from the files' mtimes (the Env cannot set an mtime on read,
+// so reads are remembered in memory only) — trimmed after each Put.
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "fak/kvtier/kv_tier_store.h"
+#include "fak/gate/kv_manifest.h"
 #include "fak/kvtier/slab_file.h"
 #include "src/store/store_files.h"
 
@@ -39,27 +41,49 @@ bool ParseName(const std::string& name, TierKey* key) {
   return true;
 }
 
-// The source digests recorded in a slab file's (checksummed) sources section, read from its first
-// bytes; empty when the file is damaged (it is then never served: page-in re-verifies everything).
-std::vector<Digest> ReadSources(Env* env, const std::string& path) {
-  Result<std::string> head = env->ReadFilePrefix(path, kSlabFileHeaderBytes);
-  if (!head.has_value() || head->size() < kSlabFileHeaderBytes) return {};
+// What the directory tier indexes of an entry, read from its slab file's first sections: the
+// source digests (the checksummed sources section) and the namespace (the manifest's tenant; ""
+// for a public prefix). Damaged sections give no sources (the entry is then never served: page-in
+// re-verifies everything) and the namespace "" (it counts against no tenant's share).
+struct EntryHead {
+  std::vector<Digest> sources;
+  std::string ns;
+};
+
+// Section lengths bounded before anything is read past the header.
+constexpr uint64_t kMaxManifestSection = uint64_t{1} << 20, kMaxSourcesSection = uint64_t{1} << 24;
+
+// `bytes`: at least the header; the head is read from as much of the sections as it holds.
+EntryHead ParseEntryHead(std::string_view bytes) {
+  EntryHead head;
+  if (bytes.size() < kSlabFileHeaderBytes) return head;
   uint64_t len[2];
-  std::memcpy(len, head->data() + 16, sizeof(len));  // manifest and sources lengths
-  if (len[0] > (uint64_t{1} << 20) || len[1] > (uint64_t{1} << 24)) return {};
-  Result<std::string> bytes = env->ReadFilePrefix(path, kSlabFileHeaderBytes + len[0] + len[1]);
-  if (!bytes.has_value() || bytes->size() != kSlabFileHeaderBytes + len[0] + len[1]) return {};
+  std::memcpy(len, bytes.data() + 16, sizeof(len));  // manifest and sources lengths
+  if (len[0] > kMaxManifestSection || len[1] > kMaxSourcesSection) return head;
+  if (bytes.size() < kSlabFileHeaderBytes + len[0] + len[1]) return head;
+  if (Result<KVManifest> m = KVManifest::FromJson(bytes.substr(kSlabFileHeaderBytes, len[0]))) {
+    if (m->sharing != Sharing::kPublicPrefix) head.ns = m->tenant;
+  }
   Digest want;
-  std::memcpy(want.bytes.data(), head->data() + 16 + 4 * 8 + Digest::kSize, Digest::kSize);
-  const std::string_view sec = std::string_view(*bytes).substr(kSlabFileHeaderBytes + len[0]);
-  if (Digest::Of(sec) != want || sec.size() < 8) return {};
-  std::vector<Digest> out;
+  std::memcpy(want.bytes.data(), bytes.data() + 16 + 4 * 8 + Digest::kSize, Digest::kSize);
+  const std::string_view sec = bytes.substr(kSlabFileHeaderBytes + len[0], len[1]);
+  if (Digest::Of(sec) != want || sec.size() < 8) return head;
   for (size_t at = 8; at + 16 + Digest::kSize <= sec.size(); at += 16 + Digest::kSize) {
     Digest d;
     std::memcpy(d.bytes.data(), sec.data() + at + 16, Digest::kSize);
-    out.push_back(d);
+    head.sources.push_back(d);
   }
-  return out;
+  return head;
+}
+
+EntryHead ReadEntryHead(Env* env, const std::string& path) {
+  Result<std::string> header = env->ReadFilePrefix(path, kSlabFileHeaderBytes);
+  if (!header.has_value() || header->size() < kSlabFileHeaderBytes) return {};
+  uint64_t len[2];
+  std::memcpy(len, header->data() + 16, sizeof(len));
+  if (len[0] > kMaxManifestSection || len[1] > kMaxSourcesSection) return {};
+  Result<std::string> bytes = env->ReadFilePrefix(path, kSlabFileHeaderBytes + len[0] + len[1]);
+  return bytes.has_value() ? ParseEntryHead(*bytes) : EntryHead{};
 }
 
 class DirectoryKVTier final : public KVTierStore {
@@ -75,8 +99,9 @@ class DirectoryKVTier final : public KVTierStore {
     for (const FileInfo& f : files) {
       TierKey key;
       if (!f.is_regular || !ParseName(f.name, &key)) continue;
-      for (const Digest& s : ReadSources(env_, slabs_ + "/" + f.name)) by_source_[s].insert(key);
-      Track(key, f.size_bytes, f.mtime_ns);
+      EntryHead head = ReadEntryHead(env_, slabs_ + "/" + f.name);
+      for (const Digest& s : head.sources) by_source_[s].insert(key);
+      Track(key, f.size_bytes, f.mtime_ns, std::move(head.ns));
     }
     return Status::Ok();
   }
@@ -88,7 +113,7 @@ class DirectoryKVTier final : public KVTierStore {
     FAK_RETURN_IF_ERROR(internal::AtomicWriteFile(env_, tmp_, Path(key), {bytes}, /*sync=*/true));
     std::lock_guard<std::mutex> lock(mu_);
     for (const Digest& s : sources) by_source_[s].insert(key);
-    Track(key, bytes.size(), next_tick_++);
+    Track(key, bytes.size(), next_tick_++, ParseEntryHead(bytes).ns);
     return EvictToBound(key);
   }
 
@@ -106,7 +131,7 @@ class DirectoryKVTier final : public KVTierStore {
     Result<std::string> bytes = env_->ReadFilePrefix(Path(key), static_cast<size_t>(max_bytes));
     if (bytes.has_value()) {
       std::lock_guard<std::mutex> lock(mu_);
-      Track(key, bytes->size(), next_tick_++);
+      Track(key, bytes->size(), next_tick_++, std::nullopt);
     }
     return bytes;
   }
@@ -165,17 +190,23 @@ class DirectoryKVTier final : public KVTierStore {
   struct Tracked {
     uint64_t bytes = 0;
     int64_t tick = 0;  // recency: larger = more recent
+    std::string ns;    // the tenant whose share it counts against ("" for a public prefix)
   };
 
-  // Records (or refreshes) an entry's size and recency. REQUIRES(mu_)
-  void Track(const TierKey& key, uint64_t bytes, int64_t tick) {
+  // Records (or refreshes) an entry's size, recency and namespace (nullopt: keep the one known; an
+  // entry first seen by a Get, written by another process, counts against "" until a Put). REQUIRES(mu_)
+  void Track(const TierKey& key, uint64_t bytes, int64_t tick, std::optional<std::string> ns) {
     auto [it, added] = entries_.try_emplace(key);
     if (!added) {
       total_bytes_ -= it->second.bytes;
+      ns_bytes_[it->second.ns] -= it->second.bytes;
       by_recency_.erase({it->second.tick, key});
     }
-    it->second = {bytes, tick};
+    it->second.bytes = bytes;
+    it->second.tick = tick;
+    if (ns) it->second.ns = std::move(*ns);
     total_bytes_ += bytes;
+    ns_bytes_[it->second.ns] += bytes;
     by_recency_.insert({tick, key});
     next_tick_ = std::max(next_tick_, tick + 1);
   }
@@ -184,29 +215,36 @@ class DirectoryKVTier final : public KVTierStore {
   void Forget(const TierKey& key) {
     if (auto it = entries_.find(key); it != entries_.end()) {
       total_bytes_ -= it->second.bytes;
+      if ((ns_bytes_[it->second.ns] -= it->second.bytes) == 0) ns_bytes_.erase(it->second.ns);
       by_recency_.erase({it->second.tick, key});
       entries_.erase(it);
     }
     for (auto& [source, keys] : by_source_) keys.erase(key);
   }
 
-  // Removes least recently used entries other than `keep` until the rest fit max_bytes. REQUIRES(mu_)
-  // (the removals are a few unlinks and one directory fsync; holding the lock keeps the index and
-  // the files in step).
+  // Removes least recently used entries other than `keep` until the rest fit max_bytes, and those
+  // of keep's namespace until it fits max_bytes_per_namespace (one tenant's spills evict its own
+  // entries, never another's). REQUIRES(mu_) (the removals are a few unlinks and one directory
+  // fsync; holding the lock keeps the index and the files in step).
   Status EvictToBound(const TierKey& keep) {
-    if (options_.max_bytes == 0) return Status::Ok();
+    const std::string ns = entries_.at(keep).ns;
+    const auto over = [&] {
+      return (options_.max_bytes != 0 && total_bytes_ > options_.max_bytes) ||
+             (options_.max_bytes_per_namespace != 0 && ns_bytes_[ns] > options_.max_bytes_per_namespace);
+    };
     bool removed = false;
     Status failed;
-    for (auto it = by_recency_.begin(); total_bytes_ > options_.max_bytes && it != by_recency_.end();) {
+    for (auto it = by_recency_.begin(); over() && it != by_recency_.end();) {
       const TierKey victim = it->second;
-      if (victim == keep) {
+      const bool global = options_.max_bytes != 0 && total_bytes_ > options_.max_bytes;
+      if (victim == keep || (!global && entries_.at(victim).ns != ns)) {
         ++it;
         continue;
       }
       Status s = env_->RemoveFile(Path(victim));
       if (!s.ok() && s.code() != StatusCode::kNotFound) {  // gone already (another process) is fine
         failed = IOError("directory kv tier: stored " + FileName(keep) + ", but could not evict " + FileName(victim) +
-                         " to stay under max_bytes " + std::to_string(options_.max_bytes) + ": " + s.ToString());
+                         " to stay under its bound: " + s.ToString());
         break;
       }
       ++it;
@@ -227,6 +265,7 @@ class DirectoryKVTier final : public KVTierStore {
   std::map<TierKey, Tracked> entries_;             // GUARDED_BY(mu_)
   std::set<std::pair<int64_t, TierKey>> by_recency_;  // GUARDED_BY(mu_): (tick, key), oldest first
   uint64_t total_bytes_ = 0;                          // GUARDED_BY(mu_)
+  std::map<std::string, uint64_t> ns_bytes_;          // GUARDED_BY(mu_): bytes per namespace
   int64_t next_tick_ = 1;                             // GUARDED_BY(mu_)
 };
 

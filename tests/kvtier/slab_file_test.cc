@@ -218,6 +218,35 @@ TEST(DirectoryKVTier, ABoundAfterReopenEvictsTheOldestWritesFirst) {
   EXPECT_EQ(Present(*tier, k), (std::vector<bool>{false, true, false, true}));
 }
 
+// One tenant's spills evict that tenant's entries only: its share is a bound of its own, read from
+// each entry's manifest (at Put and again at open).
+TEST(DirectoryKVTier, ATenantsShareEvictsOnlyItsOwnEntries) {
+  testing::ScopedTempDir dir;
+  const Sample sample = MakeSample();  // tenant "acme"
+  const std::string acme = *EncodeSlabFile(sample.manifest, sample.sources, sample.slab);
+  KVManifest bob_manifest = sample.manifest;
+  bob_manifest.tenant = "bob";
+  const std::string bob = *EncodeSlabFile(bob_manifest, sample.sources, sample.slab);
+  std::vector<TierKey> k;
+  for (int i = 0; i < 5; ++i) k.push_back(TierKey{Digest::Of(std::to_string(i) + "share").Hex(), uint64_t(10 + i)});
+  const DirectoryKVTierOptions share{.max_bytes_per_namespace = 2 * acme.size()};
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenDirectoryKVTier(dir.Sub("t"), share));
+    ASSERT_OK(tier->Put(k[0], bob, {}));  // bob's, the oldest of all
+    for (int i : {1, 2, 3}) ASSERT_OK(tier->Put(k[i], acme, {}));
+    // acme's third entry evicted acme's first, not bob's older one.
+    EXPECT_EQ(Present(*tier, {k[0], k[1], k[2], k[3]}), (std::vector<bool>{true, false, true, true}));
+  }
+  // Reopened: the namespaces come from the files, so acme's next Put again evicts acme's oldest.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenDirectoryKVTier(dir.Sub("t"), share));
+  ASSERT_OK(tier->Put(k[4], acme, {}));
+  EXPECT_EQ(Present(*tier, k), (std::vector<bool>{true, false, false, true, true}));
+  // Control: without a share, nothing is evicted.
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> open, OpenDirectoryKVTier(dir.Sub("u")));
+  for (int i : {1, 2, 3, 4}) ASSERT_OK(open->Put(k[i], acme, {}));
+  EXPECT_EQ(Present(*open, {k[1], k[2], k[3], k[4]}), (std::vector<bool>{true, true, true, true}));
+}
+
 }  // namespace
 }  // namespace fak
 

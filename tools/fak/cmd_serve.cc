@@ -93,7 +93,10 @@ constexpr std::string_view kServeUsage =
     "  --kv-tier-max-bytes BYTES  the tier's bound: least recently used entries go past it.\n"
     "                         Default: 8 GiB or half the free space of DIR's file system at start,\n"
     "                         whichever is less (the tier never fills the disk --state is on); 0 = none\n"
-    "  --kv-tier-ttl SECONDS  an entry unused this long expires. Default: 86400; 0 = never\n";
+    "  --kv-tier-max-bytes-per-tenant BYTES  one tenant's share of the directory tier: past it,\n"
+    "                         that tenant's least recently used entries go. Default: a quarter of\n"
+    "                         --kv-tier-max-bytes with --api-keys, none without; 0 = none\n"
+    "  --kv-tier-ttl SECONDS  (Redis tier) an entry unused this long expires. Default: 86400; 0 = never\n";
 
 // SIGINT and SIGTERM, blocked in every thread (BlockStopSignals runs before any thread starts: the
 // model's pool and the engine's step thread inherit the mask) and taken by StopOnSignal's thread.
@@ -270,9 +273,12 @@ Result<std::unique_ptr<KVTier>> OpenKVTier(const Args& args, const Denylist& den
     DirectoryKVTierOptions options;
     FAK_RETURN_IF_ERROR(Env::Default()->CreateDir(*dir).WithContext("--kv-tier-dir " + *dir));
     FAK_ASSIGN_OR_RETURN(options.max_bytes, args.GetUint("kv-tier-max-bytes", DefaultTierBound(*dir)));
+    // With API keys there are tenants to share between: a quarter of the bound each by default.
+    const uint64_t share = args.Get("api-keys") ? options.max_bytes / 4 : 0;
+    FAK_ASSIGN_OR_RETURN(options.max_bytes_per_namespace, args.GetUint("kv-tier-max-bytes-per-tenant", share));
     FAK_ASSIGN_OR_RETURN(tier->store, OpenDirectoryKVTier(*dir, options, Env::Default()));
   } else {
-    if (args.Get("kv-tier-max-bytes"))
+    if (args.Get("kv-tier-max-bytes") || args.Get("kv-tier-max-bytes-per-tenant"))
       return InvalidArgument("--kv-tier-max-bytes: a Redis tier is bounded by the server's maxmemory (and --kv-tier-ttl)");
 #if FAK_WITH_REDIS
     const size_t colon = redis->rfind(':');
@@ -422,7 +428,7 @@ int ServeCommand(std::span<char* const> argv) {
   const Args::Spec spec{{"model", "host", "port", "threads", "kv-budget", "api-keys", "max-body", "max-running",
                          "max-queued", "max-queued-per-tenant", "model-name", "template", "state", "store", "redis",
                          "max-conversations", "max-conversations-per-tenant", "admin-tenant", "kv-tier-dir", "kv-tier-redis",
-                         "kv-tier-max-bytes", "kv-tier-ttl", "rollout-dir", "header-timeout", "body-timeout",
+                         "kv-tier-max-bytes", "kv-tier-max-bytes-per-tenant", "kv-tier-ttl", "rollout-dir", "header-timeout", "body-timeout",
                          "idle-timeout", "max-connections", "max-connections-per-peer", "drain-timeout"},
                         {},
                         {{"-m", "model"}}};

@@ -79,6 +79,11 @@ struct DirectoryKVTierOptions {
   // (the last write: reads before a restart are not remembered). Entries another process wrote
   // after the open are counted once this process Gets them. Default: 0.
   uint64_t max_bytes = 0;
+  // Bytes of entries of one namespace (a tenant, read from each entry's manifest; "" for public
+  // prefixes) kept; 0 = no share. A Put past it removes that namespace's least recently used
+  // entries only (never the one just written), so one tenant's spills cannot push out another's.
+  // Default: 0.
+  uint64_t max_bytes_per_namespace = 0;
 };
 
 // A directory tier: one file per entry, written through `env` (null: Env::Default()) as a temp file,
