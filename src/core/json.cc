@@ -105,6 +105,18 @@ Result<Json> ParseJsonObject(std::string_view text, std::string_view what, Statu
   return value;
 }
 
+Result<std::string> ReadJsonFile(Env* env, const std::string& path, size_t max_bytes) {
+  const auto too_big = [&](uint64_t size) {
+    return ResourceExhausted(path + ": JSON of " + std::to_string(size) + " bytes is larger than the limit of " +
+                             std::to_string(max_bytes) + " bytes");
+  };
+  FAK_ASSIGN_OR_RETURN(FileInfo info, env->GetTargetInfo(path));
+  if (info.size_bytes > max_bytes) return too_big(info.size_bytes);
+  FAK_ASSIGN_OR_RETURN(std::string text, env->ReadInputFile(path, max_bytes == SIZE_MAX ? max_bytes : max_bytes + 1));
+  if (text.size() > max_bytes) return too_big(text.size());  // grew since the stat
+  return text;
+}
+
 std::string DumpJson(const Json& value, int indent) {
   return value.dump(indent, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
 }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fak/core/digest.h"
+#include "fak/core/env.h"
 #include "fak/core/status.h"
 
 namespace fak::internal {
@@ -45,6 +46,12 @@ Result<Json> ParseJson(std::string_view text, std::string_view what, StatusCode 
 // "<what>: not a JSON object (<why>)"; the limits' errors read as ParseJson's.
 Result<Json> ParseJsonObject(std::string_view text, std::string_view what,
                              StatusCode code = StatusCode::kInvalidArgument, const JsonLimits& limits = {});
+
+// The text of a JSON file a caller named (links followed, as Env::ReadInputFile): a
+// ResourceExhausted error "<path>: JSON of <n> bytes is larger than the limit of <m> bytes" when
+// the file is larger than `max_bytes`, decided from its size before a byte is read (a sparse file
+// claims any size for free); NotFound and the Env's other errors pass through.
+Result<std::string> ReadJsonFile(Env* env, const std::string& path, size_t max_bytes = JsonLimits::kDefaultMaxBytes);
 
 // Sorted keys (std::map order), no whitespace when indent < 0, UTF-8 passed through. Invalid UTF-8
 // is replaced rather than thrown on, so this never fails.

@@ -167,7 +167,7 @@ Result<HfConfig> ParseHfConfig(std::string_view json_text, std::string_view name
 }
 
 Result<HfConfig> LoadHfConfig(const std::string& path) {
-  FAK_ASSIGN_OR_RETURN(std::string text, Env::Default()->ReadInputFile(path, SIZE_MAX));
+  FAK_ASSIGN_OR_RETURN(std::string text, internal::ReadJsonFile(Env::Default(), path));
   return ParseHfConfig(text, path);
 }
 

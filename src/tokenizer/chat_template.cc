@@ -702,7 +702,10 @@ Result<ChatTemplate::Spec> HfSpec(const std::string& path, const Tokenizer& toke
   }
   Env* env = Env::Default();
   const std::string config_path = dir + "/tokenizer_config.json";
-  if (auto text = env->ReadInputFile(config_path, SIZE_MAX); text.has_value()) {
+  // An optional file that is there but past the JSON limit is an error, not an absent file.
+  Result<std::string> config_text = internal::ReadJsonFile(env, config_path);
+  if (!config_text.has_value() && config_text.error().code() == StatusCode::kResourceExhausted) return config_text.error();
+  if (auto& text = config_text; text.has_value()) {
     FAK_ASSIGN_OR_RETURN(internal::Json cfg, internal::ParseJsonObject(*text, config_path));
     if (cfg.contains("chat_template") && !cfg["chat_template"].is_null()) {
       FAK_ASSIGN_OR_RETURN(std::string source, ConfigTemplate(cfg, config_path));
@@ -719,7 +722,9 @@ Result<ChatTemplate::Spec> HfSpec(const std::string& path, const Tokenizer& toke
     return spec;
   }
   std::string model_type;
-  if (auto text = env->ReadInputFile(dir + "/config.json", SIZE_MAX); text.has_value()) {
+  Result<std::string> model_config = internal::ReadJsonFile(env, dir + "/config.json");
+  if (!model_config.has_value() && model_config.error().code() == StatusCode::kResourceExhausted) return model_config.error();
+  if (auto& text = model_config; text.has_value()) {
     FAK_ASSIGN_OR_RETURN(internal::Json cfg, internal::ParseJsonObject(*text, dir + "/config.json"));
     if (cfg.contains("model_type") && cfg["model_type"].is_string()) model_type = cfg["model_type"].get<std::string>();
   }

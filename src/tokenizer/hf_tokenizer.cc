@@ -372,7 +372,7 @@ bool IsDir(const std::string& path) {
 }
 
 // The file's text; NotFound when it does not exist and `optional` (the caller then goes on without).
-Result<std::string> ReadFile(const std::string& path) { return Env::Default()->ReadInputFile(path, SIZE_MAX); }
+Result<std::string> ReadFile(const std::string& path) { return internal::ReadJsonFile(Env::Default(), path); }
 
 }  // namespace
 
@@ -402,7 +402,11 @@ Result<std::unique_ptr<Tokenizer>> LoadTokenizerFromHfJson(const std::string& pa
   }
   FAK_ASSIGN_OR_RETURN(std::string text, ReadFile(file));
   std::string config;
-  if (auto c = ReadFile(dir + "/tokenizer_config.json"); c.has_value()) config = std::move(*c);
+  if (auto c = ReadFile(dir + "/tokenizer_config.json"); c.has_value()) {
+    config = std::move(*c);
+  } else if (c.error().code() == StatusCode::kResourceExhausted) {  // there, but past the JSON limit
+    return c.error();
+  }
   return ParseHfTokenizer(text, config, file);
 }
 

@@ -2,10 +2,15 @@
 // header) refuse documents nested past the JSON depth limit as Corruption naming the limit.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
 
 #include "fak/io/safetensors.h"
 #include "fak/tokenizer/tokenizer.h"
+#include "tests/store/store_test_util.h"
 #include "tests/support/nested_json.h"
 #include "tests/test_util.h"
 
@@ -43,6 +48,41 @@ TEST(JsonReaderBounds, SafetensorsHeaderRefusesDeepNesting) {
   Result<std::unique_ptr<SafetensorsFile>> f = SafetensorsFile::Parse(bytes, "crafted.safetensors");
   ASSERT_FALSE(f.has_value());
   ExpectDepthRefusal(f.error());
+}
+
+// A JSON file a model directory names is refused by its size before it is read: a sparse 1 TiB
+// tokenizer.json, tokenizer_config.json or config.json costs a stat, not an allocation.
+TEST(JsonReaderBounds, ModelJsonFilesPastTheSizeLimitAreNotRead) {
+  testing::ScopedTempDir tmp;
+  const std::string dir = tmp.Sub("model");
+  std::filesystem::create_directories(dir);
+  const auto terabyte = [&](const std::string& name) {
+    const std::string path = dir + "/" + name;
+    testing::WriteAll(path, "{}");
+    const int fd = ::open(path.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, off_t{1} << 40), 0);
+    ASSERT_EQ(::fsync(fd), 0);
+    ::close(fd);
+  };
+  const auto expect_refused = [](const Status& s) {
+    EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+    EXPECT_NE(s.message().find("JSON of 1099511627776 bytes is larger than the limit of 268435456 bytes"), std::string::npos)
+        << s.ToString();
+  };
+  terabyte("config.json");
+  Result<HfConfig> c = LoadHfConfig(dir + "/config.json");
+  ASSERT_FALSE(c.has_value());
+  expect_refused(c.error());
+  testing::WriteAll(dir + "/tokenizer.json", R"({"model":{"type":"BPE","vocab":{"a":0},"merges":[]}})");
+  terabyte("tokenizer_config.json");  // optional, but there: refused, not taken as absent
+  Result<std::unique_ptr<Tokenizer>> t = LoadTokenizerFromHfJson(dir);
+  ASSERT_FALSE(t.has_value());
+  expect_refused(t.error());
+  terabyte("tokenizer.json");
+  t = LoadTokenizerFromHfJson(dir);
+  ASSERT_FALSE(t.has_value());
+  expect_refused(t.error());
 }
 
 }  // namespace
