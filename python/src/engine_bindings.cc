@@ -264,8 +264,8 @@ nb::dict EngineStatsDict(const EngineStats& s) {
 }
 
 std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& prompt, const nb::handle& messages,
-                                         size_t max_tokens, float temperature, size_t top_k, float top_p,
-                                         float repeat_penalty, uint64_t seed, const std::vector<std::string>& stop,
+                                         size_t max_tokens, double temperature, size_t top_k, double top_p,
+                                         double repeat_penalty, uint64_t seed, const std::vector<std::string>& stop,
                                          const std::vector<int32_t>& stop_tokens, const std::string& tenant,
                                          bool stream, bool record_logits, const std::string& priority) {
   EngineRequest req;
@@ -289,7 +289,7 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
   }
   req.tenant = tenant;
   req.max_tokens = max_tokens;
-  req.sampling = SamplingParams{temperature, top_k, top_p, repeat_penalty, seed};
+  req.sampling = ValueOrThrow(SamplingParams::FromDoubles(temperature, top_k, top_p, repeat_penalty, seed));
   req.stop_strings = stop;
   req.stop_tokens = stop_tokens;
   req.record_logits = record_logits;
@@ -368,8 +368,8 @@ void BindEngine(nb::module_& m) {
              nb::arg("policy") = "lru", nb::arg("kv_tier_dir") = nb::none());
   engine
       .def("submit", &SubmitRequest, nb::arg("prompt") = nb::none(), nb::kw_only(), nb::arg("messages") = nb::none(),
-           nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0f, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0f,
-           nb::arg("repeat_penalty") = 1.0f, nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
+           nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0,
+           nb::arg("repeat_penalty") = 1.0, nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
            nb::arg("stop_tokens") = std::vector<int32_t>{}, nb::arg("tenant") = "default", nb::arg("stream") = false,
            nb::arg("record_logits") = false, nb::arg("priority") = "interactive",
            "Queues a request: prompt (str or token ids) or messages ([{'role', 'content'}], rendered with the "

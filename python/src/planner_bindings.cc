@@ -91,13 +91,13 @@ void BindPlanner(nb::module_& m) {
       .def_prop_ro("journal_path", [](PyPlanner& p) { return p.planner->journal().path(); })
       .def(
           "complete",
-          [](PyPlanner& p, const nb::handle& messages, const std::string& tenant, size_t max_tokens, float temperature,
-             size_t top_k, float top_p, float repeat_penalty, uint64_t seed, const std::vector<std::string>& stop,
+          [](PyPlanner& p, const nb::handle& messages, const std::string& tenant, size_t max_tokens, double temperature,
+             size_t top_k, double top_p, double repeat_penalty, uint64_t seed, const std::vector<std::string>& stop,
              const std::optional<nb::callable>& on_text, const std::string& session) {
             const Conversation conv = ParseConversation(messages, tenant);
             CompleteParams params;
             params.generate.max_new_tokens = max_tokens;
-            params.generate.sampling = SamplingParams{temperature, top_k, top_p, repeat_penalty, seed};
+            params.generate.sampling = ValueOrThrow(SamplingParams::FromDoubles(temperature, top_k, top_p, repeat_penalty, seed));
             params.stop = stop;
             params.session = session;
             std::optional<nb::python_error> callback_error;
@@ -152,8 +152,8 @@ void BindPlanner(nb::module_& m) {
             return d;
           },
           nb::arg("messages"), nb::kw_only(), nb::arg("tenant") = "default", nb::arg("max_tokens") = 64,
-          nb::arg("temperature") = 0.0f, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0f,
-          nb::arg("repeat_penalty") = 1.0f, nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
+          nb::arg("temperature") = 0.0, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0,
+          nb::arg("repeat_penalty") = 1.0, nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
           nb::arg("on_text") = nb::none(), nb::arg("session") = "",
           "Continues [{'role': system|user|assistant|tool, 'content'}, ...]. on_text(piece) streams the reply (return "
           "False to stop). Returns {text, tokens, finish_reason, reused_tokens, prefilled_tokens, messages: "
