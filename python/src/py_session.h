@@ -33,8 +33,8 @@ struct PyCertificate {
   std::string journal_path;
   size_t n_rerotated = 0, n_recomputed = 0;
 
-  bool Verify(const nb::object& public_key, const std::optional<std::string>& journal) const;
-  CertificateCheck Check(const nb::object& public_key, const std::optional<std::string>& journal) const;
+  bool Verify(const nb::object& public_key, const std::optional<Text>& journal) const;
+  CertificateCheck Check(const nb::object& public_key, const std::optional<Text>& journal) const;
 };
 
 // One sequence: a SegmentLedger (its cache and named segments) over a shared model. Methods lock

@@ -40,15 +40,15 @@ std::shared_ptr<PyAuditor> PyAuditor::Open(const std::string& journal_path,
 
 // ---- Certificate ----
 
-bool PyCertificate::Verify(const nb::object& public_key, const std::optional<std::string>& journal) const {
+bool PyCertificate::Verify(const nb::object& public_key, const std::optional<Text>& journal) const {
   CertificateCheck check = Check(public_key, journal);
   ThrowIfError(check.ToStatus());
   return true;
 }
 
-CertificateCheck PyCertificate::Check(const nb::object& public_key, const std::optional<std::string>& journal) const {
+CertificateCheck PyCertificate::Check(const nb::object& public_key, const std::optional<Text>& journal) const {
   const PublicKey key = public_key.is_none() ? cert.issuer_public_key : ParsePublicKey(public_key);
-  const std::string path = journal.value_or(journal_path);
+  const std::string path = journal ? journal->str() : journal_path;
   if (path.empty()) {
     throw StatusError(InvalidArgument("Certificate.verify: the certificate names no journal; pass journal=PATH"));
   }
@@ -234,12 +234,14 @@ class SignalCheck {
   // holds all but the last, as after any finish).
   void RaiseIfInterrupted(const std::vector<int32_t>& tokens) {
     if (!raised_) return;
-    nb::python_error error;
-    nb::handle value = error.value();
-    if (value.is_valid() && PyErr_GivenExceptionMatches(value.ptr(), PyExc_KeyboardInterrupt)) {
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);  // a handler's PyErr_SetNone leaves no instance
+    if (value != nullptr && PyErr_GivenExceptionMatches(value, PyExc_KeyboardInterrupt)) {
       nb::setattr(value, "tokens", nb::cast(tokens));
     }
-    throw error;
+    PyErr_Restore(type, value, traceback);
+    throw nb::python_error();
   }
 
  private:
@@ -271,8 +273,8 @@ void BindSession(nb::module_& m) {
   nb::class_<PyAuditor>(m, "Auditor",
                         "The journal deletions are recorded in and the ed25519 key certificates are signed with. "
                         "Thread-safe; one opener per journal file.")
-      .def(nb::new_([](const std::string& journal_path, const std::optional<std::string>& key_path) {
-             return PyAuditor::Open(journal_path, key_path);
+      .def(nb::new_([](const Text& journal_path, const std::optional<Text>& key_path) {
+             return PyAuditor::Open(journal_path, Strings(key_path));
            }),
            nb::arg("journal_path"), nb::arg("key_path") = nb::none(),
            "Opens (creating) the journal. key_path: a PKCS#8 PEM ed25519 key, created (mode 0600) when absent; "
@@ -306,7 +308,7 @@ void BindSession(nb::module_& m) {
       .def("to_json", [](const PyCertificate& c) { return ValueOrThrow(c.cert.ToJson()); })
       .def_static(
           "from_json",
-          [](const std::string& json, const std::string& journal_path) {
+          [](const Text& json, const Text& journal_path) {
             PyCertificate c;
             c.cert = ValueOrThrow(DeletionCertificate::FromJson(json));
             c.journal_path = journal_path;
@@ -319,7 +321,7 @@ void BindSession(nb::module_& m) {
            "the fault.")
       .def(
           "check",
-          [](const PyCertificate& c, const nb::object& key, const std::optional<std::string>& journal) {
+          [](const PyCertificate& c, const nb::object& key, const std::optional<Text>& journal) {
             CertificateCheck check = c.Check(key, journal);
             return std::make_tuple(std::string(CertificateFaultName(check.fault)), check.detail);
           },
@@ -340,12 +342,12 @@ void BindSession(nb::module_& m) {
            "the window raises (evict rebuilds from the segments' tokens instead).")
       .def(
           "prefill",
-          [](PySession& s, const nb::handle& input, const std::optional<std::string>& segment,
-             const std::string& kind) {
+          [](PySession& s, const nb::handle& input, const std::optional<Text>& segment,
+             const Text& kind) {
             std::vector<int32_t> tokens;
             Digest source;
             if (nb::isinstance<nb::str>(input)) {
-              const std::string text = nb::cast<std::string>(input);
+              const std::string text = Utf8Of(input, "prefill: text");
               tokens = ValueOrThrow(s.model()->RequireTokenizer().Encode(text));
               source = Digest::Of(text);
             } else {
@@ -354,7 +356,7 @@ void BindSession(nb::module_& m) {
             }
             const SegmentKind k = ParseSegmentKind(kind);
             std::vector<float> logits =
-                Released([&] { return s.Prefill(std::move(tokens), source, segment.value_or(""), k); });
+                Released([&] { return s.Prefill(std::move(tokens), source, segment ? segment->str() : std::string(), k); });
             return LogitsArray(std::move(logits));
           },
           nb::arg("tokens"), nb::arg("segment") = nb::none(), nb::arg("kind") = "user",
@@ -405,7 +407,7 @@ void BindSession(nb::module_& m) {
           "A copy of the first n tokens (the segment the cut falls in is shortened).")
       .def(
           "evict",
-          [](PySession& s, const std::string& segment, const std::string& repair, const std::string& reason) {
+          [](PySession& s, const Text& segment, const Text& repair, const Text& reason) {
             const Repair r = ParseRepair(repair);
             return Released([&] { return s.Evict(segment, r, reason); });
           },

@@ -174,6 +174,10 @@ TEST_F(CliTest, ContractInputsGetTheLibrarysAnswers) {
   EXPECT_EQ(FirstJsonLine(fits.output)["tokens"].size(), 8u);
   EXPECT_EQ(RunFak(long_prompt + " -n 9").exit_code, 1);
 
+  CliResult empty_stop = RunFak("run embedded -p hi --stop ''");
+  EXPECT_EQ(empty_stop.exit_code, 2) << empty_stop.output;
+  EXPECT_NE(empty_stop.output.find("non-empty"), std::string::npos) << empty_stop.output;
+
   for (const char* flag : {"--top-p 5e-324", "--temperature 1e-50", "--repeat-penalty 1e39"}) {
     CliResult bad = RunFak(std::string("run embedded -p hi ") + flag);
     EXPECT_EQ(bad.exit_code, 2) << flag << ": " << bad.output;
