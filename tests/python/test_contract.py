@@ -35,6 +35,11 @@ def test_an_empty_token_list_is_refused(model):
     tree = fak.RadixTree(model)
     with pytest.raises(fak.InvalidArgumentError, match="at least one token"):
         tree.lookup([])
+    session = fak.Session(model)
+    for call in (lambda: session.prefill([]), lambda: session.generate([]), lambda: fak.Engine(model).submit([])):
+        with pytest.raises(fak.InvalidArgumentError, match="empty|no tokens"):
+            call()
+    assert len(session) == 0
     session, matched, _ = tree.lookup([1, 2])  # control
     assert matched == 0 and len(session) == 0
 
