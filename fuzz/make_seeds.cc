@@ -26,6 +26,7 @@
 #include "fak/gate/kv_transfer.h"
 #include "fak/io/gguf.h"
 #include "fak/io/safetensors.h"
+#include "fak/kvtier/slab_file.h"
 #include "fak/model/model.h"
 #include "fak/recall/recall.h"
 #include "fak/store/blob_store.h"
@@ -451,6 +452,59 @@ void StoreSeeds() {
   Seed("blob_store", "records", r);
 }
 
+// A slab file as the tier spiller writes it (one layer, one head, 3 tokens), once as written and
+// once with the checksum-fixing mode bit (slab_file_fuzz.cc); and a damaged copy of each kind.
+void SlabFileSeeds() {
+  KVSlab slab;
+  slab.shape = KVShape{1, 1, 4, 64};
+  slab.start_position = 2;
+  slab.tokens = {7, 8, 9};
+  for (auto* t : {&slab.k, &slab.kraw, &slab.v}) {
+    for (int i = 0; i < 12; ++i) {
+      const float f = 0.25f * static_cast<float>(i) - 1.0f;
+      const auto* b = reinterpret_cast<const std::byte*>(&f);
+      t->insert(t->end(), b, b + sizeof(f));
+    }
+  }
+  const std::vector<int32_t> context{1, 2, 7, 8, 9};
+  BindingTuple b;
+  b.model_id = Digest::Of("model");
+  b.tokenizer_id = Digest::Of("tokenizer");
+  b.precision = Precision{"f32", "f32", "scalar"};
+  b.position = PositionConvention{"rope", "adjacent", 10000, "none"};
+  b.producer = Producer{"fak", "0.1.0", "fuzz seed"};
+  b = Must(BindSpan(b, context, 2, 3), "bind span");
+  b.integrity_checksum = KVSlabChecksum(slab);
+  const std::vector<SourceSpan> sources{SourceSpan{2, 3, Digest::Of("text")}};
+  const KVManifest m = Must(MakeManifest(b, SourceSetDigest(sources, 2, 3, b.span_digest), "acme"), "slab manifest");
+  const std::string file = Must(EncodeSlabFile(m, sources, slab), "encode slab");
+  (void)Must(DecodeSlabFile(file), "decode slab seed");
+  Seed("slab_file", "slab", std::string(1, '\0') + file);
+  Seed("slab_file", "slab_fixed", std::string(1, '\1') + file);
+  Seed("slab_file", "slab_unhashed_kv", std::string(1, '\3') + file);
+  std::string damaged = file;
+  damaged[damaged.size() - 3] ^= 0x40;  // a bit of V
+  Seed("slab_file", "damaged_kv", std::string(1, '\0') + damaged);
+  Seed("slab_file", "truncated", std::string(1, '\1') + file.substr(0, file.size() - 10));
+}
+
+// Replies fak's Redis clients receive (GET, SMEMBERS, SCAN, HGETALL, EVAL, errors), fed in pieces
+// of 7 bytes (first byte 6) or at once with the small limits (first byte 64 + 63).
+void RedisReplySeeds() {
+  const std::pair<const char*, std::string> replies[] = {
+      {"status", "+PONG\r\n+OK\r\n"},
+      {"get", "$11\r\n12 3 10000\r\n$-1\r\n"},
+      {"smembers", "*3\r\n$2\r\n17\r\n$3\r\n256\r\n$1\r\n9\r\n"},
+      {"scan", "*2\r\n$1\r\n0\r\n*2\r\n$9\r\nfak:b:abc\r\n$9\r\nfak:b:def\r\n"},
+      {"hgetall", "*4\r\n$5\r\nstate\r\n$6\r\nsealed\r\n$2\r\nat\r\n$13\r\n1700000000000\r\n"},
+      {"errors", "-OOM command not allowed\r\n-WRONGTYPE Operation\r\n:0\r\n:-1\r\n*-1\r\n*0\r\n"},
+  };
+  for (const auto& [name, bytes] : replies) {
+    Seed("redis_reply", name, std::string(1, '\x06') + bytes);
+    Seed("redis_reply", std::string(name) + "_small_limits", std::string(1, '\x7f') + bytes);
+  }
+}
+
 }  // namespace
 }  // namespace fak
 
@@ -468,6 +522,8 @@ int main(int argc, char** argv) {
   fak::AuditSeeds();
   fak::RecallSeeds();
   fak::StoreSeeds();
+  fak::SlabFileSeeds();
+  fak::RedisReplySeeds();
   std::printf("fak_fuzz_seeds: wrote %s/corpus and %s/data\n", argv[1], argv[1]);
   return 0;
 }

@@ -293,7 +293,13 @@ class PosixEnv final : public Env {
       ::close(fd);
       return Corruption("'" + path + "' is not a regular file");
     }
-    std::string out(std::min(max_bytes, static_cast<size_t>(st.st_size)), '\0');
+    std::string out;
+    try {  // a file's size is its writer's word (a sparse file claims any size): fail, never throw
+      out.resize(std::min(max_bytes, static_cast<size_t>(st.st_size)));
+    } catch (const std::exception&) {
+      ::close(fd);
+      return ResourceExhausted("'" + path + "' is " + std::to_string(st.st_size) + " bytes, more than can be held in memory");
+    }
     size_t got = 0;
     while (got < out.size()) {
       const ssize_t n = ::read(fd, out.data() + got, out.size() - got);

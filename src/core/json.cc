@@ -1,6 +1,7 @@
 // Parsing, dumping and typed field reads over nlohmann_json, with every exception contained here.
 #include "src/core/json.h"
 
+#include <climits>
 #include <optional>
 #include <utility>
 
@@ -53,15 +54,49 @@ std::optional<std::string> Parse(std::string_view text, Json* out) {
   }
 }
 
+// The limits' error for `text`, or OK.
+Status CheckLimits(std::string_view text, std::string_view what, StatusCode code, const JsonLimits& limits) {
+  if (text.size() > limits.max_bytes) {
+    return Error(code, what, "JSON of " + std::to_string(text.size()) + " bytes is larger than the limit of " +
+                                 std::to_string(limits.max_bytes) + " bytes");
+  }
+  const int max_depth = limits.max_depth < 0 ? 0 : limits.max_depth;
+  if (max_depth < INT_MAX && JsonNestingDepth(text, max_depth + 1) > max_depth) {
+    return Error(code, what, "JSON nested deeper than the limit of " + std::to_string(max_depth) + " levels");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
-Result<Json> ParseJson(std::string_view text, std::string_view what, StatusCode code) {
+int JsonNestingDepth(std::string_view text, int stop_at) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;  // the escaped character cannot end the string
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > deepest && (deepest = depth) >= stop_at) return deepest;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+Result<Json> ParseJson(std::string_view text, std::string_view what, StatusCode code, const JsonLimits& limits) {
+  FAK_RETURN_IF_ERROR(CheckLimits(text, what, code, limits));
   Json value;
   if (std::optional<std::string> why = Parse(text, &value)) return Error(code, what, *why);
   return value;
 }
 
-Result<Json> ParseJsonObject(std::string_view text, std::string_view what, StatusCode code) {
+Result<Json> ParseJsonObject(std::string_view text, std::string_view what, StatusCode code, const JsonLimits& limits) {
+  FAK_RETURN_IF_ERROR(CheckLimits(text, what, code, limits));
   Json value;
   if (std::optional<std::string> why = Parse(text, &value)) return Error(code, what, "not a JSON object (" + *why + ")");
   if (!value.is_object()) {

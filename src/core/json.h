@@ -19,13 +19,32 @@ namespace fak::internal {
 
 using Json = nlohmann::json;
 
+// What a parse accepts before nlohmann sees the text. Every JSON fak reads may come from someone
+// else (a client, a file another process wrote), and nlohmann copies, compares, dumps and hashes
+// values recursively: a document nested deeper than the stack allows would crash whatever touches
+// it after the parse. The depth is checked by a linear scan (brackets outside strings), so nothing
+// recursive ever runs on a document that is refused; the size bounds the parser's allocations.
+struct JsonLimits {
+  static constexpr int kDefaultMaxDepth = 64;
+  static constexpr size_t kDefaultMaxBytes = size_t{256} << 20;  // a large tokenizer.json is ~35 MB
+  int max_depth = kDefaultMaxDepth;       // arrays and objects open at once; 1 = no nesting inside the top value
+  size_t max_bytes = kDefaultMaxBytes;    // the text's length
+};
+
+// The deepest nesting of arrays and objects in `text` (brackets inside strings do not count), up
+// to `stop_at` (the scan stops there). Linear, no allocation; `text` need not be valid JSON.
+int JsonNestingDepth(std::string_view text, int stop_at);
+
 // Parses `text` as one JSON value. On malformed input: a `code` error
-// "<what>: malformed JSON: <reason, with the line and column>".
-Result<Json> ParseJson(std::string_view text, std::string_view what, StatusCode code = StatusCode::kInvalidArgument);
-// ParseJson for a document that must be an object; either failure reads
-// "<what>: not a JSON object (<why>)".
+// "<what>: malformed JSON: <reason, with the line and column>". Past a limit, before parsing: a
+// `code` error "<what>: JSON nested deeper than the limit of <n> levels" or "<what>: JSON of <n>
+// bytes is larger than the limit of <m> bytes".
+Result<Json> ParseJson(std::string_view text, std::string_view what, StatusCode code = StatusCode::kInvalidArgument,
+                       const JsonLimits& limits = {});
+// ParseJson for a document that must be an object; a malformed or non-object document reads
+// "<what>: not a JSON object (<why>)"; the limits' errors read as ParseJson's.
 Result<Json> ParseJsonObject(std::string_view text, std::string_view what,
-                             StatusCode code = StatusCode::kInvalidArgument);
+                             StatusCode code = StatusCode::kInvalidArgument, const JsonLimits& limits = {});
 
 // Sorted keys (std::map order), no whitespace when indent < 0, UTF-8 passed through. Invalid UTF-8
 // is replaced rather than thrown on, so this never fails.

@@ -285,6 +285,13 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   if (queued_size() >= options_.max_queued) {
     return Unavailable("Engine::Submit: " + std::to_string(queued_size()) + " requests are waiting (max_queued); retry later");
   }
+  if (options_.max_queued_per_tenant != 0 && !job->background()) {
+    const size_t waiting = queued_.SizeOf(job->request.tenant);
+    if (waiting >= options_.max_queued_per_tenant) {
+      return Unavailable("Engine::Submit: tenant '" + job->request.tenant + "' has " + std::to_string(waiting) +
+                         " requests waiting (max_queued_per_tenant); retry later");
+    }
+  }
   const RequestId id = job->id = next_id_++;
   LineOf(*job).PushBack(job->request.tenant, job.get());
   jobs_.emplace(id, std::move(job));

@@ -62,6 +62,11 @@ class TenantQueues {
     return out;
   }
   size_t size() const { return size_; }
+  // Items waiting in `tenant`'s line.
+  size_t SizeOf(std::string_view tenant) const {
+    auto it = by_tenant_.find(std::string(tenant));
+    return it == by_tenant_.end() ? 0 : it->second.size();
+  }
   bool empty() const { return size_ == 0; }
 
  private:

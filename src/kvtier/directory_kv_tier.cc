@@ -92,9 +92,18 @@ class DirectoryKVTier final : public KVTierStore {
     return EvictToBound(key);
   }
 
-  Result<std::string> Get(const TierKey& key) override {
+  using KVTierStore::Get;
+  Result<std::string> Get(const TierKey& key, uint64_t max_bytes) override {
     FAK_RETURN_IF_ERROR(ValidateTierKey(key));
-    Result<std::string> bytes = env_->ReadFile(Path(key));
+    max_bytes = std::min(max_bytes, kMaxTierEntryBytes);
+    // The file's size is checked before a byte is read: a sparse file can claim any size for free.
+    FAK_ASSIGN_OR_RETURN(FileInfo info, env_->GetFileInfo(Path(key)));
+    if (info.size_bytes > max_bytes) {
+      return ResourceExhausted("directory kv tier: entry " + FileName(key) + " is " + std::to_string(info.size_bytes) +
+                               " bytes, more than the " + std::to_string(max_bytes) + " a reader accepts; not read");
+    }
+    // Bounded again: the file may have grown since (a longer read would be refused by its header).
+    Result<std::string> bytes = env_->ReadFilePrefix(Path(key), static_cast<size_t>(max_bytes));
     if (bytes.has_value()) {
       std::lock_guard<std::mutex> lock(mu_);
       Track(key, bytes->size(), next_tick_++);

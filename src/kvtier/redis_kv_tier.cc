@@ -26,6 +26,7 @@ using internal::RedisReply;
 
 // Chunks per pipelined round trip: 16 × 4 MiB in flight; Get receives them straight into place.
 constexpr size_t kChunksPerRoundTrip = 16;
+constexpr uint64_t kMaxChunkBytes = uint64_t{256} << 20;  // OpenRedisKVTier's bound on chunk_bytes
 
 // Removes ARGV[1] from set KEYS[2] only while key KEYS[1] is absent (an atomic check-and-remove).
 constexpr const char* kSremIfAbsent =
@@ -70,12 +71,23 @@ class RedisKVTier final : public KVTierStore {
     return Expect(tail, "SET meta");
   }
 
-  Result<std::string> Get(const TierKey& key) override {
+  using KVTierStore::Get;
+  Result<std::string> Get(const TierKey& key, uint64_t max_bytes) override {
     FAK_RETURN_IF_ERROR(ValidateTierKey(key));
+    max_bytes = std::min(max_bytes, kMaxTierEntryBytes);
     FAK_ASSIGN_OR_RETURN(RedisReply meta, conn_->RunOne({"GET", Meta(key)}, true));
     if (meta.type == RedisReply::Type::kNil) return NotFound("redis kv tier: no entry " + key.id.substr(0, 16));
     uint64_t n_chunks = 0, n_bytes = 0;
     FAK_RETURN_IF_ERROR(ParseMeta(meta, key, &n_chunks, &n_bytes));
+    // The size record is whoever wrote the key's word: checked before the buffer is sized by it.
+    if (n_bytes > max_bytes) {
+      return ResourceExhausted("redis kv tier: entry " + key.id.substr(0, 16) + " records " + std::to_string(n_bytes) +
+                               " bytes, more than the " + std::to_string(max_bytes) + " a reader accepts; not read");
+    }
+    if (n_bytes > n_chunks * kMaxChunkBytes) {
+      return Corruption("redis kv tier: entry " + key.id.substr(0, 16) + ": meta records " + std::to_string(n_bytes) +
+                        " bytes in " + std::to_string(n_chunks) + " chunks");
+    }
     if (ttl_ > 0) {  // a read keeps the entry alive: refresh before reading, so it cannot expire midway
       std::vector<RedisCommand> touch{{"EXPIRE", Meta(key), std::to_string(ttl_)},
                                       {"EXPIRE", EndMarker(key.end), std::to_string(ttl_ + 1)}};
@@ -84,8 +96,14 @@ class RedisKVTier final : public KVTierStore {
       if (touched[0].type == RedisReply::Type::kError) return internal::ErrorReplyStatus("redis kv tier EXPIRE", touched[0]);
       if (touched[0].integer == 0) return NotFound("redis kv tier: entry " + key.id.substr(0, 16) + " expired");
     }
-    // Sized from the meta record; each chunk is received straight into its place.
-    std::string out(n_bytes, '\0');
+    // Sized from the (bounded) meta record; each chunk is received straight into its place.
+    std::string out;
+    try {
+      out.resize(n_bytes);
+    } catch (const std::exception&) {
+      return ResourceExhausted("redis kv tier: entry " + key.id.substr(0, 16) + ": cannot hold " + std::to_string(n_bytes) +
+                               " bytes in memory");
+    }
     size_t at = 0;
     for (uint64_t i = 0; i < n_chunks; i += kChunksPerRoundTrip) {
       std::vector<RedisCommand> batch;
@@ -250,7 +268,7 @@ class RedisKVTier final : public KVTierStore {
 }  // namespace
 
 Result<std::unique_ptr<KVTierStore>> OpenRedisKVTier(const RedisOptions& options, size_t chunk_bytes) {
-  if (chunk_bytes == 0 || chunk_bytes > (size_t{256} << 20)) return InvalidArgument("OpenRedisKVTier: chunk_bytes must be in [1, 256 MiB]");
+  if (chunk_bytes == 0 || chunk_bytes > kMaxChunkBytes) return InvalidArgument("OpenRedisKVTier: chunk_bytes must be in [1, 256 MiB]");
   FAK_RETURN_IF_ERROR(internal::ValidateRedisOptions(options));
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<internal::RedisConnection> conn, internal::RedisConnection::Open(options));
   return std::unique_ptr<KVTierStore>(std::make_unique<RedisKVTier>(std::move(conn), options, chunk_bytes));

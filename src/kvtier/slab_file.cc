@@ -4,6 +4,8 @@
 #include <bit>
 #include <cstring>
 
+#include "src/gate/manifest_json.h"
+
 namespace fak {
 namespace {
 
@@ -15,6 +17,10 @@ constexpr int kSections = 4;  // manifest, sources, slab meta, kv floats
 constexpr uint32_t kDtypeF32 = 1, kDtypeF16 = 2, kDtypeBf16 = 3;
 uint32_t DtypeCode(KVDtype d) { return d == KVDtype::kF16 ? kDtypeF16 : d == KVDtype::kBF16 ? kDtypeBf16 : kDtypeF32; }
 constexpr uint64_t kMaxTokens = uint64_t{1} << 24;  // a sanity bound on a slab's token count
+
+// a * b, or UINT64_MAX when it overflows (a size that cannot exist is refused, never wrapped).
+uint64_t MulSat(uint64_t a, uint64_t b) { return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b; }
+uint64_t AddSat(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 template <class T>
 void Put(std::string& out, const T& v) {
@@ -62,6 +68,14 @@ Result<SlabFile> Fail(SlabFileProblem kind, SlabFileProblem* problem, Status s) 
 }
 
 }  // namespace
+
+uint64_t MaxSlabFileBytes(const KVShape& shape, uint64_t max_tokens) {
+  constexpr uint64_t kLargestElemBytes = 4;  // f32
+  const uint64_t row = MulSat(MulSat(MulSat(shape.n_layers, shape.n_kv_heads), shape.head_dim), kLargestElemBytes);
+  const uint64_t per_token = AddSat(MulSat(3, row), sizeof(int32_t) + 16 + Digest::kSize);  // K/Kraw/V, id, one run
+  uint64_t total = kSlabFileHeaderBytes + internal::kMaxManifestJsonBytes + 8 + 6 * 8 + 4;
+  return AddSat(total, MulSat(per_token, max_tokens));
+}
 
 Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const SourceSpan> sources, const KVSlab& slab) {
   const KVShape& s = slab.shape;
@@ -151,6 +165,9 @@ Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem
     }
   }
   SlabFile f;
+  if (len[0] > internal::kMaxManifestJsonBytes) {  // KVManifest::FromJson refuses it too; say which section
+    return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: manifest: larger than the manifest limit"));
+  }
   Result<KVManifest> m = KVManifest::FromJson(sec[0]);
   if (!m.has_value()) return Fail(SlabFileProblem::kMalformed, problem, m.error().WithContext("slab file: manifest: "));
   f.manifest = std::move(*m);
@@ -184,12 +201,14 @@ Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem
   f.slab.shape = KVShape{v[0], v[1], v[2], v[3],
                          dtype == kDtypeF16 ? KVDtype::kF16 : dtype == kDtypeBf16 ? KVDtype::kBF16 : KVDtype::kF32};
   f.slab.start_position = v[4];
-  f.slab.tokens.resize(n_tokens);
-  std::memcpy(f.slab.tokens.data(), meta.Bytes(n_tokens * sizeof(int32_t)).data(), n_tokens * sizeof(int32_t));
-  const uint64_t tensor_bytes = v[0] * v[1] * v[2] * n_tokens * f.slab.shape.elem_bytes();
-  if (sec[3].size() != 3 * tensor_bytes) {
+  // Checked before anything is sized by it: the product of the header's counts can exceed 2^64,
+  // and a wrapped product could match a small section and size the tensors from garbage.
+  const uint64_t tensor_bytes = MulSat(MulSat(MulSat(MulSat(v[0], v[1]), v[2]), n_tokens), f.slab.shape.elem_bytes());
+  if (tensor_bytes > sec[3].size() || sec[3].size() != 3 * tensor_bytes) {
     return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: kv: size does not match the slab's shape"));
   }
+  f.slab.tokens.resize(n_tokens);
+  std::memcpy(f.slab.tokens.data(), meta.Bytes(n_tokens * sizeof(int32_t)).data(), n_tokens * sizeof(int32_t));
   size_t offset = 0;
   for (std::vector<std::byte>* t : {&f.slab.k, &f.slab.kraw, &f.slab.v}) {
     t->resize(tensor_bytes);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <future>
 #include <memory>
+#include <new>
 #include <optional>
 #include <system_error>
 
@@ -31,6 +32,18 @@ struct TierPager::Fetched {
 
 namespace {
 
+// tier.Get(key, max_bytes), with anything a store throws (bad_alloc on a size it trusted) made a
+// ResourceExhausted error like its own refusal of an oversized entry: a page-in never throws.
+Result<std::string> GetBoundedFrom(KVTierStore& tier, const TierKey& key, uint64_t max_bytes) {
+  try {
+    return tier.Get(key, max_bytes);
+  } catch (const std::bad_alloc& e) {
+    return ResourceExhausted(std::string("kv tier: entry ") + key.id.substr(0, 16) + ": cannot allocate: " + e.what());
+  } catch (const std::exception& e) {
+    return Corruption(std::string("kv tier: entry ") + key.id.substr(0, 16) + ": " + e.what());
+  }
+}
+
 std::string Short(const TierKey& k) { return "[.., " + std::to_string(k.end) + ") " + k.id.substr(0, 12); }
 
 PageInFailure FromProblem(SlabFileProblem p) {
@@ -57,7 +70,7 @@ TierPagerStats TierPager::Stats() const {
 }
 
 TierPager::Fetched TierPager::Fetch(const ResidentClaim& claim, std::span<const int32_t> tokens, std::span<const uint64_t> ends,
-                                    size_t pos, size_t limit, size_t from_index) const {
+                                    const KVShape& shape, size_t pos, size_t limit, size_t from_index) const {
   // The walk's order at `pos`: stored ends furthest first (one long slab beats several short ones),
   // each in the claim tenant's namespace, then the public one.
   const std::string ns_order[2] = {claim.tenant, std::string()};
@@ -73,7 +86,9 @@ TierPager::Fetched TierPager::Fetch(const ResidentClaim& claim, std::span<const 
       if (index++ < from_index) continue;
       Fetched f;
       f.key = TierKeyFor(claim.binding, ns, span, *e);
-      Result<std::string> bytes = tier_.Get(f.key);
+      // What a slab of the serving shape ending here could take at most; a larger entry is refused
+      // by the store before it reads or allocates it (kOversized).
+      Result<std::string> bytes = GetBoundedFrom(tier_, f.key, MaxSlabFileBytes(shape, *e));
       if (!bytes.has_value() && bytes.error().code() == StatusCode::kNotFound) continue;
       f.found = true;
       f.index = index - 1;
@@ -104,7 +119,11 @@ PageInFailure TierPager::Verify(const ResidentClaim& claim, std::span<const int3
   if (!fetched.file.has_value()) {
     *detail = Short(key) + ": " + fetched.error.ToString();
     if (fetched.problem != SlabFileProblem::kNone) return FromProblem(fetched.problem);
-    return fetched.error.code() == StatusCode::kUnavailable ? PageInFailure::kUnavailable : PageInFailure::kMalformed;
+    switch (fetched.error.code()) {
+      case StatusCode::kUnavailable: return PageInFailure::kUnavailable;
+      case StatusCode::kResourceExhausted: return PageInFailure::kOversized;
+      default: return PageInFailure::kMalformed;
+    }
   }
   std::optional<SlabFile>& file = fetched.file;
   const KVManifest& m = file->manifest;
@@ -186,23 +205,24 @@ PageInResult TierPager::PageIn(const ResidentClaim& claim, std::span<const int32
     refused_[static_cast<int>(result.failure)].fetch_add(1, std::memory_order_relaxed);
     return result;
   }
+  const KVShape shape = cache.shape();
   // Reads the walk's next candidate on a helper thread (deferred to get() if no thread can start).
   const auto fetch_async = [&](size_t at, size_t from_index) {
     const std::span<const uint64_t> e(*ends);
     try {
-      return std::async(std::launch::async, [this, &claim, tokens, e, at, limit, from_index] {
-        return Fetch(claim, tokens, e, at, limit, from_index);
+      return std::async(std::launch::async, [this, &claim, tokens, e, shape, at, limit, from_index] {
+        return Fetch(claim, tokens, e, shape, at, limit, from_index);
       });
     } catch (const std::system_error&) {
-      return std::async(std::launch::deferred, [this, &claim, tokens, e, at, limit, from_index] {
-        return Fetch(claim, tokens, e, at, limit, from_index);
+      return std::async(std::launch::deferred, [this, &claim, tokens, e, shape, at, limit, from_index] {
+        return Fetch(claim, tokens, e, shape, at, limit, from_index);
       });
     }
   };
   size_t pos = cache.size();
   PageInFailure last = PageInFailure::kAbsent;
   std::string last_detail;
-  Fetched f = pos < limit ? Fetch(claim, tokens, *ends, pos, limit, 0) : Fetched{};
+  Fetched f = pos < limit ? Fetch(claim, tokens, *ends, shape, pos, limit, 0) : Fetched{};
   while (pos < limit) {
     if (!f.found) {  // nothing (more) verifies at pos
       if (last == PageInFailure::kAbsent) {
@@ -247,9 +267,9 @@ PageInResult TierPager::PageIn(const ResidentClaim& claim, std::span<const int32
       last = PageInFailure::kAbsent;
       last_detail.clear();
       if (pos >= limit) break;
-      f = ahead.valid() ? ahead.get() : Fetch(claim, tokens, *ends, pos, limit, 0);
+      f = ahead.valid() ? ahead.get() : Fetch(claim, tokens, *ends, shape, pos, limit, 0);
     } else {
-      f = Fetch(claim, tokens, *ends, pos, limit, index + 1);  // `ahead` is dropped (joined) here
+      f = Fetch(claim, tokens, *ends, shape, pos, limit, index + 1);  // `ahead` is dropped (joined) here
     }
   }
   return result;

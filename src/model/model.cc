@@ -41,11 +41,12 @@ Status CheckAppend(const Model& m, const std::string& what, const KVCache* cache
 }
 
 // NaN or infinite logits mean the weights (or what they made of the input) are broken: an error
-// naming the first bad value, never an answer. `item` names the sequence in the message.
+// naming the first bad value, never an answer (Corruption: the fault is the weights', not the
+// caller's). `item` names the sequence in the message.
 Status CheckFinite(const std::vector<float>& logits, const std::string& item) {
   for (size_t i = 0; i < logits.size(); ++i) {
     if (!std::isfinite(logits[i])) {
-      return FailedPrecondition(item + ": the model produced a non-finite logit (" + std::to_string(logits[i]) +
+      return Corruption(item + ": the model produced a non-finite logit (" + std::to_string(logits[i]) +
                                 " at index " + std::to_string(i) + "); its weights hold NaN or overflow");
     }
   }

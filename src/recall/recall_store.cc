@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 
+#include "src/core/json.h"
 #include "src/recall/recall_image.h"
 #include "src/store/store_files.h"
 #include "src/store/store_format.h"
@@ -124,7 +125,9 @@ Result<Digest> RecallStore::Save(std::string_view name, std::span<const RecallSe
 
 Result<RecalledTranscript> RecallStore::Load(std::string_view name, const ScreenChain& current) {
   FAK_ASSIGN_OR_RETURN(const std::string path, ImagePath(name));
-  Result<std::string> bytes = options_.env->ReadFile(path);
+  // An image is JSON: one larger than the JSON limit is refused by its size, unread.
+  Result<std::string> bytes = internal::ReadFileAtMost(options_.env, path, internal::JsonLimits::kDefaultMaxBytes,
+                                                       StatusCode::kCorruption);
   if (!bytes.has_value()) {
     if (bytes.error().code() == StatusCode::kNotFound) return NotFound("no recall image '" + std::string(name) + "' in '" + dir_ + "'");
     return bytes.error();
@@ -189,7 +192,8 @@ Result<size_t> RecallStore::CollectGarbage() {
   FAK_ASSIGN_OR_RETURN(std::vector<std::string> names, ListImages());
   for (const std::string& name : names) {
     FAK_ASSIGN_OR_RETURN(const std::string path, ImagePath(name));
-    FAK_ASSIGN_OR_RETURN(std::string bytes, options_.env->ReadFile(path));
+    FAK_ASSIGN_OR_RETURN(std::string bytes, internal::ReadFileAtMost(options_.env, path, internal::JsonLimits::kDefaultMaxBytes,
+                                                                      StatusCode::kCorruption));
     // A damaged image blocks collection: its texts might be what a repair needs.
     FAK_ASSIGN_OR_RETURN(internal::ImageRecord image, internal::DecodeImage(bytes, path));
     // A sealed segment's text is not the image's to keep (one saved before sealed segments lost

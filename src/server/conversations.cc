@@ -2,6 +2,7 @@
 // certificate, verification against the server's journal.
 #include "src/server/conversations.h"
 
+#include <iterator>
 #include <vector>
 
 #include "src/server/verdict_json.h"
@@ -107,9 +108,9 @@ bool ParseEvictBody(std::string_view body, size_t* index, std::string* reason, H
 }  // namespace
 
 Conversations::Conversations(Planner& planner, const Model& model, size_t default_max_tokens, size_t max_conversations,
-                             EraseCopies erase_copies)
+                             size_t max_per_tenant, EraseCopies erase_copies)
     : planner_(planner), model_(model), erase_copies_(std::move(erase_copies)), default_max_tokens_(default_max_tokens),
-      max_conversations_(max_conversations) {}
+      max_conversations_(max_conversations), max_per_tenant_(max_per_tenant) {}
 
 std::shared_ptr<Conversations::Entry> Conversations::Find(const std::string& tenant, const std::string& id,
                                                           std::unique_lock<std::mutex>* lock, HttpReply* error) {
@@ -133,7 +134,7 @@ std::shared_ptr<Conversations::Entry> Conversations::Find(const std::string& ten
   return entry;
 }
 
-HttpReply Conversations::Turn(const std::string& id, Entry& entry, const ApiRequest& request) {
+HttpReply Conversations::Turn(const std::string& id, Entry& entry, const ApiRequest& request, ClientGone client_gone) {
   if (request.stream) return HttpReply::BadRequest("conversation turns are not streamed", "stream");
   const size_t context = model_.config().context_length;
   if (request.max_tokens && *request.max_tokens >= context) {
@@ -147,8 +148,13 @@ HttpReply Conversations::Turn(const std::string& id, Entry& entry, const ApiRequ
   params.generate.sampling = request.sampling;
   params.stop = request.stop;
   params.session = id;
+  params.cancelled = std::move(client_gone);
   Result<CompleteResult> r = planner_.Complete(next, params);
   if (!r) return StatusReply(r.error(), "messages");
+  if (r->finish == FinishReason::kCancelled) {
+    // Nobody reads this reply; the conversation stays as it was (nginx's 499: client closed request).
+    return HttpReply::Error({499, "invalid_request_error", "the client went away; the turn was cancelled", "", "cancelled"});
+  }
   turns_.fetch_add(1, std::memory_order_relaxed);
   // A turn's certificates are its write-time quarantines, one each.
   certificates_quarantine_.fetch_add(r->certificates.size(), std::memory_order_relaxed);
@@ -164,7 +170,7 @@ HttpReply Conversations::Turn(const std::string& id, Entry& entry, const ApiRequ
   return HttpReply::Ok(std::move(*body));
 }
 
-HttpReply Conversations::Create(const std::string& tenant, const ApiRequest& request) {
+HttpReply Conversations::Create(const std::string& tenant, const ApiRequest& request, ClientGone client_gone) {
   auto entry = std::make_shared<Entry>();
   entry->conversation.tenant = tenant;
   std::unique_lock<std::mutex> lock(entry->mu);
@@ -175,24 +181,42 @@ HttpReply Conversations::Create(const std::string& tenant, const ApiRequest& req
       return HttpReply::Error({503, "server_overloaded", "the server holds " + std::to_string(max_conversations_) +
                                    " conversations; delete one first", "", "too_many_conversations"});
     }
+    // Keys sort by tenant first: this tenant's conversations are one range.
+    const auto first = conversations_.lower_bound(Key{tenant, ""});
+    const auto last = conversations_.lower_bound(Key{tenant + '\0', ""});
+    if (static_cast<size_t>(std::distance(first, last)) >= max_per_tenant_) {
+      return HttpReply::Error({503, "server_overloaded", "tenant '" + tenant + "' holds " + std::to_string(max_per_tenant_) +
+                                   " conversations (its share); delete one first", "", "too_many_conversations"});
+    }
     id = "conv-" + std::to_string(next_id_++);
     conversations_.emplace(Key{tenant, id}, entry);
   }
-  HttpReply reply = Turn(id, *entry, request);
-  if (reply.status != 200) {  // a failed first turn leaves no conversation behind
-    std::lock_guard<std::mutex> guard(mu_);
-    conversations_.erase({tenant, id});
-    (void)planner_.ReleaseSession(tenant, id);
-  }
+  // A failed first turn leaves no conversation behind — however it fails, a throw included.
+  struct Undo {
+    Conversations* self;
+    const Key key;
+    bool keep = false;
+    ~Undo() {
+      if (keep) return;
+      {
+        std::lock_guard<std::mutex> guard(self->mu_);
+        self->conversations_.erase(key);
+      }
+      (void)self->planner_.ReleaseSession(key.first, key.second);
+    }
+  } undo{this, Key{tenant, id}};
+  HttpReply reply = Turn(id, *entry, request, std::move(client_gone));
+  undo.keep = reply.status == 200;
   return reply;
 }
 
-HttpReply Conversations::Continue(const std::string& tenant, const std::string& id, const ApiRequest& request) {
+HttpReply Conversations::Continue(const std::string& tenant, const std::string& id, const ApiRequest& request,
+                                  ClientGone client_gone) {
   std::unique_lock<std::mutex> lock;
   HttpReply error;
   std::shared_ptr<Entry> entry = Find(tenant, id, &lock, &error);
   if (!entry) return error;
-  return Turn(id, *entry, request);
+  return Turn(id, *entry, request, std::move(client_gone));
 }
 
 HttpReply Conversations::Get(const std::string& tenant, const std::string& id) {

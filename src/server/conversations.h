@@ -62,14 +62,19 @@ class Conversations {
   // engines' trees, KV tiers): what `tenant` can reach (its erasure), or all of it (nullopt: a
   // quarantine); returns what it removed, for the reply.
   using EraseCopies = std::function<Json(const Digest& source, std::optional<std::string_view> tenant)>;
-  // `planner` (and its model) must outlive this. At most `max_conversations` are held at once.
+  // `planner` (and its model) must outlive this. At most `max_conversations` are held at once, at
+  // most `max_per_tenant` of them by one tenant.
   Conversations(Planner& planner, const Model& model, size_t default_max_tokens, size_t max_conversations,
-                EraseCopies erase_copies);
+                size_t max_per_tenant, EraseCopies erase_copies);
 
   // POST /fak/v1/conversations: a new conversation from `request` (a chat completion body), and its
   // first turn. POST /fak/v1/conversations/{id}/messages: more messages and the next turn.
-  HttpReply Create(const std::string& tenant, const ApiRequest& request);
-  HttpReply Continue(const std::string& tenant, const std::string& id, const ApiRequest& request);
+  // `client_gone` (may be null) is asked while the turn runs: once true the turn is cancelled and
+  // its reply, which nobody would see, is not added to the conversation (499).
+  using ClientGone = std::function<bool()>;
+  HttpReply Create(const std::string& tenant, const ApiRequest& request, ClientGone client_gone = {});
+  HttpReply Continue(const std::string& tenant, const std::string& id, const ApiRequest& request,
+                     ClientGone client_gone = {});
   // GET /fak/v1/conversations/{id}: the messages as the model sees them (a sealed one as its stub).
   HttpReply Get(const std::string& tenant, const std::string& id);
   // POST /fak/v1/conversations/{id}/evict, body {"message": INDEX, "reason": TEXT}.
@@ -96,13 +101,14 @@ class Conversations {
   // The entry, locked; or a 404 / 409 reply.
   std::shared_ptr<Entry> Find(const std::string& tenant, const std::string& id, std::unique_lock<std::mutex>* lock,
                               HttpReply* error);
-  HttpReply Turn(const std::string& id, Entry& entry, const ApiRequest& request);
+  HttpReply Turn(const std::string& id, Entry& entry, const ApiRequest& request, ClientGone client_gone);
 
   Planner& planner_;
   const Model& model_;
   const EraseCopies erase_copies_;
   const size_t default_max_tokens_;
   const size_t max_conversations_;
+  const size_t max_per_tenant_;
   mutable std::mutex mu_;  // guards conversations_ and next_id_
   std::map<Key, std::shared_ptr<Entry>> conversations_;
   uint64_t next_id_ = 1;

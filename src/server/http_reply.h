@@ -53,6 +53,8 @@ inline HttpReply StatusReply(const Status& s, std::string param = "") {
       return HttpReply::Error({409, "invalid_request_error", std::move(message), std::move(param), "conflict"});
     case StatusCode::kUnavailable:
       return HttpReply::Error({503, "server_error", std::move(message), "", "unavailable"});
+    case StatusCode::kCorruption:  // e.g. the model produced NaN: the server's fault, not a conflict
+      return HttpReply::Error({500, "server_error", std::move(message), "", "model_fault"});
     default:
       return HttpReply::Error({500, "server_error", std::move(message), "", ""});
   }

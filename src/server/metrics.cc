@@ -221,6 +221,13 @@ std::string ServerMetrics::Render(const EngineSnapshot& s) const {
   Sample(&out, "fak_kv_bytes", Label("kind", "tree"), static_cast<double>(s.engine.tree_kv_bytes));
   Scalar(&out, "fak_kv_budget_bytes", "gauge", "The KV budget over sessions and tree (0: unbounded).",
          static_cast<double>(s.kv_budget_bytes));
+  Scalar(&out, "fak_http_connections", "gauge", "HTTP connections open.", static_cast<double>(s.http.connections));
+  Header(&out, "fak_http_connections_cut_total", "counter",
+         "HTTP connections cut because their headers or body were not whole by the deadline.");
+  Sample(&out, "fak_http_connections_cut_total", Label("deadline", "header"), static_cast<double>(s.http.header_deadline_cuts));
+  Sample(&out, "fak_http_connections_cut_total", Label("deadline", "body"), static_cast<double>(s.http.body_deadline_cuts));
+  Scalar(&out, "fak_http_bodies_too_large_total", "counter", "Request bodies refused with 413 (declared or chunked).",
+         static_cast<double>(s.http.bodies_too_large));
   Scalar(&out, "fak_kv_tier_page_ins_total", "counter", "Prompts whose missing prefix was asked of the KV tier.",
          static_cast<double>(s.engine.page_ins));
   Scalar(&out, "fak_kv_tier_paged_tokens_total", "counter", "Prompt tokens read from the KV tier instead of prefilled.",

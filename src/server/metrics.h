@@ -23,6 +23,7 @@
 #include "fak/planner/planner.h"
 #include "fak/session/radix_tree.h"
 #include "src/server/conversations.h"
+#include "src/server/http_front.h"
 #include "src/server/rollouts.h"
 
 namespace fak::internal {
@@ -53,6 +54,7 @@ struct EngineSnapshot {
   PlannerStats conversation_tier;  // the Planner's page-ins (fak serve --kv-tier-*)
   std::optional<RolloutSnapshot> rollout;  // the current or last rollout
   std::string serving_model;               // the model id OpenAI requests go to
+  HttpFrontStats http;                     // connections and what the HTTP limits refused
 };
 
 class ServerMetrics {

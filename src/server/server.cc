@@ -12,14 +12,13 @@
 #include <thread>
 #include <utility>
 
-#include <httplib.h>
-
 #include "fak/core/digest.h"
 #include "fak/gate/kv_manifest.h"
 #include "src/core/json.h"
 #include "src/server/api_request.h"
 #include "src/server/conversations.h"
 #include "src/server/gate_claim.h"
+#include "src/server/http_front.h"
 #include "src/server/http_reply.h"
 #include "src/server/metrics.h"
 #include "src/server/rollouts.h"
@@ -34,13 +33,13 @@ using internal::ApiRequest;
 using internal::ApiRequestError;
 using internal::ErrorJson;
 using internal::HttpError;
+using internal::HttpRequest;
+using internal::HttpResponse;
 using internal::Json;
 
 // A waiting connection writes a heartbeat this often, so a client that went away is noticed (the
 // write fails) and its request cancelled even while it is still prefilling.
 constexpr auto kHeartbeat = std::chrono::milliseconds(500);
-// JSON responses carry a charset so that cpp-httplib does not gzip them: its compressor buffers,
-// which would swallow the heartbeats that detect a vanished client.
 constexpr char kJsonType[] = "application/json; charset=utf-8";
 constexpr char kUnauthenticated[] = "unauthenticated";
 
@@ -110,21 +109,52 @@ struct Server::Impl {
   // sha256(key) hex → tenant: a lookup's timing depends on the hash, not on how much of a real key
   // a guess shares.
   std::map<std::string, std::string, std::less<>> tenant_by_key_digest;
-  httplib::Server http;
+  std::unique_ptr<internal::HttpFront> front;
   internal::ServerMetrics metrics;
+  Engine* host_engine = nullptr;   // the host's, which the host shuts down (Stop cancels it past the drain deadline)
   RadixTree* host_tree = nullptr;  // the host engine's, which the Planner shares (fak serve); a rollout's engine has its own
   std::unique_ptr<internal::Conversations> conversations;  // null without a Planner
   std::unique_ptr<internal::Rollouts> rollouts;            // null without a Planner and a loader; uses conversations
   std::atomic<uint64_t> next_id{1};
 
-  // Threads that wait on an engine request, and completion responses not yet fully written.
-  // Stopping waits for the responses: cpp-httplib cuts a chunked response short once its listener
-  // is stopped, so the listener stops only after the last one is written.
+  // Work a drain waits for (completion responses not yet fully written, conversation and rollout
+  // requests) and threads that wait on an engine request. Counted by InFlight guards, so no exit
+  // path of a request (an exception included) leaves a count behind.
   std::mutex inflight_mu;
   std::condition_variable inflight_cv;
-  size_t waiters = 0;
-  size_t responses = 0;
-  bool draining = false;
+  size_t busy = 0;     // GUARDED_BY(inflight_mu)
+  size_t waiters = 0;  // GUARDED_BY(inflight_mu)
+  bool draining = false;  // GUARDED_BY(inflight_mu); new work is refused (503)
+  bool aborted = false;   // GUARDED_BY(inflight_mu); Abort: the drain ends now
+  enum class StopState { kServing, kStopping, kStopped } stop_state = StopState::kServing;  // GUARDED_BY(inflight_mu)
+  bool drained = true;  // GUARDED_BY(inflight_mu); what Stop returns
+
+  // Holds one count of `busy` or `waiters` for its lifetime.
+  class InFlight {
+   public:
+    InFlight(Impl& impl, size_t Impl::*count) : impl_(impl), count_(count) { ++(impl_.*count_); }  // under inflight_mu
+    ~InFlight() {
+      std::lock_guard lock(impl_.inflight_mu);
+      --(impl_.*count_);
+      impl_.inflight_cv.notify_all();
+    }
+    InFlight(const InFlight&) = delete;
+    InFlight& operator=(const InFlight&) = delete;
+
+   private:
+    Impl& impl_;
+    size_t Impl::*count_;
+  };
+  // A `busy` count for new work; null while draining (the caller answers 503).
+  std::shared_ptr<InFlight> AcceptWork() {
+    std::lock_guard lock(inflight_mu);
+    if (draining) return nullptr;
+    return std::make_shared<InFlight>(*this, &Impl::busy);
+  }
+  std::shared_ptr<InFlight> Waiter() {
+    std::lock_guard lock(inflight_mu);
+    return std::make_shared<InFlight>(*this, &Impl::waiters);
+  }
 
   explicit Impl(ServerOptions o) : options(std::move(o)) {}
   ~Impl() {
@@ -132,13 +162,11 @@ struct Server::Impl {
     std::unique_lock lock(inflight_mu);
     inflight_cv.wait(lock, [&] { return waiters == 0; });
   }
-  void Stop() {
-    {
-      std::unique_lock lock(inflight_mu);
-      draining = true;
-      inflight_cv.wait(lock, [&] { return responses == 0; });
-    }
-    http.stop();
+  bool Stop();
+  void Abort() {
+    std::lock_guard lock(inflight_mu);
+    aborted = true;
+    inflight_cv.notify_all();
   }
   std::shared_ptr<const internal::Serving> Current() const {
     std::lock_guard lock(serving_mu);
@@ -162,20 +190,16 @@ struct Server::Impl {
   // An engine on rolled-out weights (MakeServing).
   Result<std::shared_ptr<internal::Serving>> MakeServing(std::shared_ptr<const LoadedModel> weights,
                                                          std::shared_ptr<RadixTree> tree, const std::string& model_id) const;
-  void ResponseDone() {
-    std::lock_guard lock(inflight_mu);
-    --responses;
-    inflight_cv.notify_all();
-  }
 
-  void Routes();
-  void Reply(httplib::Response& res, std::string_view tenant, std::string_view endpoint, int status, const Json& body);
-  void ReplyError(httplib::Response& res, std::string_view tenant, std::string_view endpoint, const HttpError& e);
-  // The tenant of the request's key; nullopt (and a 401 written) when the key is missing or unknown.
-  std::optional<std::string> Authenticate(const httplib::Request& req, httplib::Response& res, std::string_view endpoint);
-  void HandleGeneration(ApiEndpoint api, const httplib::Request& req, httplib::Response& res);
-  void HandlePrefixProbe(const httplib::Request& req, httplib::Response& res);
-  void HandleErase(const httplib::Request& req, httplib::Response& res);
+  std::vector<internal::HttpRoute> Routes();
+  void Reply(HttpResponse& res, std::string_view tenant, std::string_view endpoint, int status, const Json& body);
+  void ReplyError(HttpResponse& res, std::string_view tenant, std::string_view endpoint, const HttpError& e);
+  // The front's admit hook: the tenant of the request's key in head.principal, or a 401 in `refusal`
+  // when the key is missing or unknown (before the body is read).
+  bool Authenticate(HttpRequest& head, HttpResponse& refusal);
+  void HandleGeneration(ApiEndpoint api, const HttpRequest& req, HttpResponse& res);
+  void HandlePrefixProbe(const HttpRequest& req, HttpResponse& res);
+  void HandleErase(const HttpRequest& req, HttpResponse& res);
   // Removes `source`'s KV from every copy the server holds beyond the Planner's tree: the serving
   // engines' trees (only what `tenant` can reach, for a tenant's erasure; all of it for a
   // quarantine) and the KV tiers. What was removed, for the reply.
@@ -184,14 +208,14 @@ struct Server::Impl {
   // them: sealed texts become their stubs, new tool results are judged. Null without a Planner.
   // On success `request.messages` holds what the engine may run and `sealed` the sealed indices.
   Status ScreenChat(const std::string& tenant, ApiRequest& request, std::vector<size_t>* sealed);
-  void HandleGateProbe(const httplib::Request& req, httplib::Response& res);
-  void ConversationRoutes();
-  // Authenticates, then answers with `handle(tenant)`; 404 when the server has no Planner.
-  void WithConversations(const httplib::Request& req, httplib::Response& res,
+  void HandleGateProbe(const HttpRequest& req, HttpResponse& res);
+  void ConversationRoutes(std::vector<internal::HttpRoute>& routes);
+  // Answers with `handle(tenant)`; 404 when the server has no Planner, 503 while draining.
+  void WithConversations(const HttpRequest& req, HttpResponse& res,
                          const std::function<internal::HttpReply(const std::string& tenant)>& handle);
-  void RolloutRoutes();
+  void RolloutRoutes(std::vector<internal::HttpRoute>& routes);
   // A chat-completion body for a conversation turn; nullopt (and the error) when it is refused.
-  std::optional<ApiRequest> ParseTurn(const httplib::Request& req, internal::HttpReply* error) const;
+  std::optional<ApiRequest> ParseTurn(const HttpRequest& req, internal::HttpReply* error) const;
   // The request's prompt in `er` as the engine will run it: a chat's messages go to the engine,
   // which renders and tokenizes them (Engine::Prepare: message text is never markup, and each
   // message's run is indexed by its text in the tree and the KV tier); a completion's prompt is
@@ -200,30 +224,35 @@ struct Server::Impl {
   std::string RenderMetrics() const;
 };
 
-void Server::Impl::Reply(httplib::Response& res, std::string_view tenant, std::string_view endpoint, int status,
+void Server::Impl::Reply(HttpResponse& res, std::string_view tenant, std::string_view endpoint, int status,
                          const Json& body) {
   res.status = status;
-  res.set_content(internal::DumpJson(body), kJsonType);
+  res.content_type = kJsonType;
+  res.body = internal::DumpJson(body);
   metrics.CountRequest(tenant, endpoint, status);
 }
 
-void Server::Impl::ReplyError(httplib::Response& res, std::string_view tenant, std::string_view endpoint,
-                              const HttpError& e) {
+void Server::Impl::ReplyError(HttpResponse& res, std::string_view tenant, std::string_view endpoint, const HttpError& e) {
   Reply(res, tenant, endpoint, e.status, ErrorJson(e));
 }
 
-std::optional<std::string> Server::Impl::Authenticate(const httplib::Request& req, httplib::Response& res,
-                                                      std::string_view endpoint) {
-  if (options.api_keys.empty()) return std::string(kDefaultTenant);
-  const std::string header = req.get_header_value("Authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (header.rfind(kBearer, 0) == 0) {
-    const auto it = tenant_by_key_digest.find(Digest::Of(std::string_view(header).substr(kBearer.size())).Hex());
-    if (it != tenant_by_key_digest.end()) return it->second;
+bool Server::Impl::Authenticate(HttpRequest& head, HttpResponse& refusal) {
+  if (options.api_keys.empty()) {
+    head.principal = std::string(kDefaultTenant);
+    return true;
   }
-  ReplyError(res, kUnauthenticated, endpoint,
+  const std::string_view header = head.header("Authorization");
+  constexpr std::string_view kBearer = "Bearer ";
+  if (header.substr(0, kBearer.size()) == kBearer) {
+    const auto it = tenant_by_key_digest.find(Digest::Of(header.substr(kBearer.size())).Hex());
+    if (it != tenant_by_key_digest.end()) {
+      head.principal = it->second;
+      return true;
+    }
+  }
+  ReplyError(refusal, kUnauthenticated, EndpointLabel(head.path),
              {401, "invalid_request_error", "missing or unknown API key (Authorization: Bearer KEY)", "", "invalid_api_key"});
-  return std::nullopt;
+  return false;
 }
 
 Status Server::Impl::FillPrompt(const internal::Serving& s, ApiEndpoint api, const ApiRequest& request,
@@ -431,10 +460,9 @@ Status Server::Impl::ScreenChat(const std::string& tenant, ApiRequest& request, 
   return Status::Ok();
 }
 
-void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req, httplib::Response& res) {
+void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, HttpResponse& res) {
   const std::string endpoint(EndpointLabel(req.path));
-  std::optional<std::string> tenant = Authenticate(req, res, endpoint);
-  if (!tenant) return;
+  const std::string* tenant = &req.principal;
   ApiRequest request;
   ApiRequestError parse_error;
   if (!internal::ParseApiRequest(api, req.body, &request, &parse_error))
@@ -452,7 +480,7 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
       HttpError e = s.code() == StatusCode::kUnavailable
                         ? HttpError{503, "server_error", std::string(s.message()), "messages", "screen_unavailable"}
                         : HttpError{400, "invalid_request_error", std::string(s.message()), "messages", "invalid_value"};
-      if (e.status == 503) res.set_header("Retry-After", "1");
+      if (e.status == 503) res.headers.emplace_back("Retry-After", "1");
       return ReplyError(res, *tenant, endpoint, e);
     }
   }
@@ -499,49 +527,48 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
       return true;
     };
   }
-  {
-    std::lock_guard lock(inflight_mu);
-    if (draining)
-      return ReplyError(res, *tenant, endpoint, {503, "server_shutting_down", "the server is shutting down", "", "shutting_down"});
-    ++responses;
-  }
+  // Counts until the response is written or abandoned (held by its stream).
+  std::shared_ptr<InFlight> work = AcceptWork();
+  if (!work)
+    return ReplyError(res, *tenant, endpoint, {503, "server_shutting_down", "the server is shutting down", "", "shutting_down"});
   Result<RequestId> id = serving->engine->Submit(std::move(er));
   if (!id) {
-    ResponseDone();
     HttpError e = SubmitError(id.error());
-    if (e.status == 503) res.set_header("Retry-After", "1");
+    if (e.status == 503) res.headers.emplace_back("Retry-After", "1");
     return ReplyError(res, *tenant, endpoint, e);
   }
   run->id = *id;
 
-  {
-    std::lock_guard lock(inflight_mu);
-    ++waiters;
-  }
-  std::thread([this, run, serving]() mutable {
-    Result<EngineResult> result = serving->engine->Wait(run->id);
-    // Released before the count that lets the server go: a replaced engine is freed here or sooner.
-    serving.reset();
-    bool client_gone = false;
-    {
-      std::lock_guard lock(run->mu);
-      if (result) {
-        run->result = std::move(*result);
-      } else {
-        run->result.finish = FinishReason::kError;
-        run->result.error = result.error();
+  // Waits for the result on a thread of its own, so that the connection's thread can write
+  // heartbeats meanwhile.
+  std::shared_ptr<InFlight> waiter = Waiter();
+  try {
+    std::thread([this, run, serving, waiter]() mutable {
+      Result<EngineResult> result = serving->engine->Wait(run->id);
+      // Released before the count that lets the server go: a replaced engine is freed here or sooner.
+      serving.reset();
+      bool client_gone = false;
+      {
+        std::lock_guard lock(run->mu);
+        if (result) {
+          run->result = std::move(*result);
+        } else {
+          run->result.finish = FinishReason::kError;
+          run->result.error = result.error();
+        }
+        run->done = true;
+        client_gone = run->client_gone;
+        run->cv.notify_all();
       }
-      run->done = true;
-      client_gone = run->client_gone;
-      run->cv.notify_all();
-    }
-    metrics.CountGeneration(run->tenant, run->result.usage, run->result.timings);
-    if (rollouts) rollouts->ObserveInteractive(run->result.timings);  // TTFT during a backfill, or without
-    metrics.CountRequest(run->tenant, run->endpoint, client_gone ? 499 : 200);
-    std::lock_guard lock(inflight_mu);
-    --waiters;
-    inflight_cv.notify_all();
-  }).detach();
+      metrics.CountGeneration(run->tenant, run->result.usage, run->result.timings);
+      if (rollouts) rollouts->ObserveInteractive(run->result.timings);  // TTFT during a backfill, or without
+      metrics.CountRequest(run->tenant, run->endpoint, client_gone ? 499 : 200);
+    }).detach();
+  } catch (...) {  // no thread to wait: the request must not run unobserved
+    (void)serving->engine->Cancel(run->id);
+    (void)serving->engine->Wait(run->id);
+    throw;
+  }
 
   // The connection's thread writes as the request progresses; a failed write means the client is
   // gone, and its request is cancelled (prefill included).
@@ -554,37 +581,29 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const httplib::Request& req
     }
     (void)serving->engine->Cancel(run->id);
   };
-  res.set_chunked_content_provider(
-      run->stream ? "text/event-stream" : kJsonType,
-      [run, abandon](size_t, httplib::DataSink& sink) {
-        bool done = false;
-        const std::string bytes = NextWrite(*run, &done);
-        if (!sink.write(bytes.data(), bytes.size())) {
-          abandon();
-          return false;
-        }
-        if (done) sink.done();
-        return true;
-      },
-      [this, abandon](bool success) {
-        if (!success) abandon();
-        ResponseDone();
-      });
-  if (run->stream) res.set_header("Cache-Control", "no-cache");
+  res.content_type = run->stream ? "text/event-stream" : kJsonType;
+  res.stream = [run, work](std::string* out) {
+    bool done = false;
+    *out = NextWrite(*run, &done);
+    return !done;
+  };
+  res.on_end = [abandon](bool complete) {
+    if (!complete) abandon();
+  };
+  if (run->stream) res.headers.emplace_back("Cache-Control", "no-cache");
   if (!run->sealed.empty()) {
     std::string indices;
     for (size_t i : run->sealed) indices += (indices.empty() ? "" : ",") + std::to_string(i);
-    res.set_header("X-Fak-Sealed-Messages", indices);
+    res.headers.emplace_back("X-Fak-Sealed-Messages", indices);
   }
 }
 
 // Erasure of a text sent through any endpoint: {"content": TEXT} or {"digest": SHA256_HEX}, and an
 // optional "reason". Sealed, erased from the text store, its KV removed from every tree and tier;
 // the reply names each copy. Needs the Planner (it owns seals and the journal).
-void Server::Impl::HandleErase(const httplib::Request& req, httplib::Response& res) {
+void Server::Impl::HandleErase(const HttpRequest& req, HttpResponse& res) {
   constexpr std::string_view kEndpoint = "/fak/v1/erase";
-  std::optional<std::string> tenant = Authenticate(req, res, kEndpoint);
-  if (!tenant) return;
+  const std::string* tenant = &req.principal;
   if (!conversations)
     return ReplyError(res, *tenant, kEndpoint, {404, "invalid_request_error", "this server keeps no seals (it was started "
                                                 "without a planner)", "", "not_enabled"});
@@ -633,10 +652,9 @@ void Server::Impl::HandleErase(const httplib::Request& req, httplib::Response& r
 // How much of a request's prompt the tree would serve now, for its tenant: the body is the chat
 // (it has "messages") or completions request a client would send. Read-only: no lease, no
 // recency, no statistics.
-void Server::Impl::HandlePrefixProbe(const httplib::Request& req, httplib::Response& res) {
+void Server::Impl::HandlePrefixProbe(const HttpRequest& req, HttpResponse& res) {
   constexpr std::string_view kEndpoint = "/fak/v1/prefix";
-  std::optional<std::string> tenant = Authenticate(req, res, kEndpoint);
-  if (!tenant) return;
+  const std::string* tenant = &req.principal;
   const ApiEndpoint api =
       req.body.find("\"messages\"") != std::string::npos ? ApiEndpoint::kChatCompletions : ApiEndpoint::kCompletions;
   ApiRequest request;
@@ -659,10 +677,9 @@ void Server::Impl::HandlePrefixProbe(const httplib::Request& req, httplib::Respo
 // name another tenant or another regime axis — "would my context serve bob?", "would it serve other
 // weights?". Only the caller's own namespace is walked, so nothing about another tenant's prefixes
 // is revealed. Read-only (RadixTree::ProbeGate): no lease, no recency, no gate statistics.
-void Server::Impl::HandleGateProbe(const httplib::Request& req, httplib::Response& res) {
+void Server::Impl::HandleGateProbe(const HttpRequest& req, HttpResponse& res) {
   constexpr std::string_view kEndpoint = "/fak/v1/gate";
-  std::optional<std::string> tenant = Authenticate(req, res, kEndpoint);
-  if (!tenant) return;
+  const std::string* tenant = &req.principal;
   Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
   if (!body) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(body.error().message()), "", "invalid_request"});
   const std::shared_ptr<const internal::Serving> serving = Current();
@@ -696,24 +713,22 @@ void Server::Impl::HandleGateProbe(const httplib::Request& req, httplib::Respons
   Reply(res, *tenant, kEndpoint, 200, reply);
 }
 
-void Server::Impl::WithConversations(const httplib::Request& req, httplib::Response& res,
+void Server::Impl::WithConversations(const HttpRequest& req, HttpResponse& res,
                                      const std::function<internal::HttpReply(const std::string& tenant)>& handle) {
   const std::string endpoint(EndpointLabel(req.path));
-  std::optional<std::string> tenant = Authenticate(req, res, endpoint);
-  if (!tenant) return;
+  const std::string& tenant = req.principal;
   if (!conversations)
-    return ReplyError(res, *tenant, endpoint, {404, "invalid_request_error", "this server keeps no conversations (it was "
-                                               "started without a planner)", "", "not_enabled"});
-  {
-    std::lock_guard lock(inflight_mu);
-    if (draining)
-      return ReplyError(res, *tenant, endpoint, {503, "server_shutting_down", "the server is shutting down", "", "shutting_down"});
-  }
-  const internal::HttpReply reply = handle(*tenant);
-  Reply(res, *tenant, endpoint, reply.status, reply.body);
+    return ReplyError(res, tenant, endpoint, {404, "invalid_request_error", "this server keeps no conversations (it was "
+                                              "started without a planner)", "", "not_enabled"});
+  // A drain waits for the turn and its reply.
+  res.hold = AcceptWork();
+  if (!res.hold)
+    return ReplyError(res, tenant, endpoint, {503, "server_shutting_down", "the server is shutting down", "", "shutting_down"});
+  const internal::HttpReply reply = handle(tenant);
+  Reply(res, tenant, endpoint, reply.status, reply.body);
 }
 
-std::optional<ApiRequest> Server::Impl::ParseTurn(const httplib::Request& req, internal::HttpReply* error) const {
+std::optional<ApiRequest> Server::Impl::ParseTurn(const HttpRequest& req, internal::HttpReply* error) const {
   ApiRequest request;
   ApiRequestError parse_error;
   if (!internal::ParseApiRequest(ApiEndpoint::kChatCompletions, req.body, &request, &parse_error)) {
@@ -729,64 +744,67 @@ std::optional<ApiRequest> Server::Impl::ParseTurn(const httplib::Request& req, i
   return request;
 }
 
-void Server::Impl::ConversationRoutes() {
+void Server::Impl::ConversationRoutes(std::vector<internal::HttpRoute>& routes) {
   using internal::HttpReply;
-  using Req = const httplib::Request&;
-  http.Post("/fak/v1/conversations", [this](Req req, httplib::Response& res) {
-    WithConversations(req, res, [&](const std::string& tenant) {
-      HttpReply error;
-      std::optional<ApiRequest> turn = ParseTurn(req, &error);
-      return turn ? conversations->Create(tenant, *turn) : error;
-    });
+  const auto route = [&](const char* method, const char* pattern,
+                         std::function<HttpReply(const HttpRequest&, const std::string& tenant)> handle) {
+    routes.push_back({method, pattern, [this, handle](const HttpRequest& req, HttpResponse& res) {
+                        WithConversations(req, res, [&](const std::string& tenant) { return handle(req, tenant); });
+                      }});
+  };
+  route("POST", "/fak/v1/conversations", [this](const HttpRequest& req, const std::string& tenant) {
+    HttpReply error;
+    std::optional<ApiRequest> turn = ParseTurn(req, &error);
+    // The turn is cancelled if its client leaves meanwhile (its reply would be seen by nobody).
+    return turn ? conversations->Create(tenant, *turn, [&req] { return req.client_gone(); }) : error;
   });
-  http.Post(R"(/fak/v1/conversations/([^/]+)/messages)", [this](Req req, httplib::Response& res) {
-    WithConversations(req, res, [&](const std::string& tenant) {
-      HttpReply error;
-      std::optional<ApiRequest> turn = ParseTurn(req, &error);
-      return turn ? conversations->Continue(tenant, req.matches[1], *turn) : error;
-    });
+  route("POST", "/fak/v1/conversations/{}/messages", [this](const HttpRequest& req, const std::string& tenant) {
+    HttpReply error;
+    std::optional<ApiRequest> turn = ParseTurn(req, &error);
+    return turn ? conversations->Continue(tenant, req.params[0], *turn, [&req] { return req.client_gone(); }) : error;
   });
-  http.Post(R"(/fak/v1/conversations/([^/]+)/evict)", [this](Req req, httplib::Response& res) {
-    WithConversations(req, res, [&](const std::string& tenant) { return conversations->Evict(tenant, req.matches[1], req.body); });
+  route("POST", "/fak/v1/conversations/{}/evict", [this](const HttpRequest& req, const std::string& tenant) {
+    return conversations->Evict(tenant, req.params[0], req.body);
   });
-  http.Get(R"(/fak/v1/conversations/([^/]+))", [this](Req req, httplib::Response& res) {
-    WithConversations(req, res, [&](const std::string& tenant) { return conversations->Get(tenant, req.matches[1]); });
+  route("GET", "/fak/v1/conversations/{}", [this](const HttpRequest& req, const std::string& tenant) {
+    return conversations->Get(tenant, req.params[0]);
   });
-  http.Delete(R"(/fak/v1/conversations/([^/]+))", [this](Req req, httplib::Response& res) {
-    WithConversations(req, res, [&](const std::string& tenant) { return conversations->Delete(tenant, req.matches[1]); });
+  route("DELETE", "/fak/v1/conversations/{}", [this](const HttpRequest& req, const std::string& tenant) {
+    return conversations->Delete(tenant, req.params[0]);
   });
-  http.Post("/fak/v1/certificates/verify", [this](Req req, httplib::Response& res) {
-    WithConversations(req, res, [&](const std::string&) { return conversations->Verify(req.body); });
-  });
+  route("POST", "/fak/v1/certificates/verify",
+        [this](const HttpRequest& req, const std::string&) { return conversations->Verify(req.body); });
 }
 
 // Rollouts are an operator's action: only admin tenants (ServerOptions::admin_tenants) may start
 // or watch one.
-void Server::Impl::RolloutRoutes() {
-  const auto with_admin = [this](const httplib::Request& req, httplib::Response& res,
+void Server::Impl::RolloutRoutes(std::vector<internal::HttpRoute>& routes) {
+  const auto with_admin = [this](const HttpRequest& req, HttpResponse& res,
                                  const std::function<internal::HttpReply()>& handle) {
     constexpr std::string_view kEndpoint = "/fak/v1/rollout";
-    std::optional<std::string> tenant = Authenticate(req, res, kEndpoint);
-    if (!tenant) return;
+    const std::string& tenant = req.principal;
     if (!rollouts)
-      return ReplyError(res, *tenant, kEndpoint, {404, "invalid_request_error", "this server does not roll out models (it "
-                                                  "was started without a planner or a model loader)", "", "not_enabled"});
+      return ReplyError(res, tenant, kEndpoint, {404, "invalid_request_error", "this server does not roll out models (it "
+                                                 "was started without a planner or a model loader)", "", "not_enabled"});
     const std::vector<std::string>& admins = options.admin_tenants;
     const bool admin = admins.empty() ? options.api_keys.empty()
-                                      : std::find(admins.begin(), admins.end(), *tenant) != admins.end();
+                                      : std::find(admins.begin(), admins.end(), tenant) != admins.end();
     if (!admin)
-      return ReplyError(res, *tenant, kEndpoint, {403, "invalid_request_error", "tenant '" + *tenant + "' may not roll out "
-                                                  "models (see --admin-tenant)", "", "forbidden"});
+      return ReplyError(res, tenant, kEndpoint, {403, "invalid_request_error", "tenant '" + tenant + "' may not roll out "
+                                                 "models (see --admin-tenant)", "", "forbidden"});
+    res.hold = AcceptWork();
+    if (!res.hold)
+      return ReplyError(res, tenant, kEndpoint, {503, "server_shutting_down", "the server is shutting down", "", "shutting_down"});
     internal::HttpReply reply = handle();
     if (reply.status == 200) reply.body["serving"] = Current()->model_id;
-    Reply(res, *tenant, kEndpoint, reply.status, reply.body);
+    Reply(res, tenant, kEndpoint, reply.status, reply.body);
   };
-  http.Post("/fak/v1/rollout", [this, with_admin](const httplib::Request& req, httplib::Response& res) {
-    with_admin(req, res, [&] { return rollouts->Start(req.body); });
-  });
-  http.Get("/fak/v1/rollout", [this, with_admin](const httplib::Request& req, httplib::Response& res) {
-    with_admin(req, res, [&] { return rollouts->Progress(); });
-  });
+  routes.push_back({"POST", "/fak/v1/rollout", [this, with_admin](const HttpRequest& req, HttpResponse& res) {
+                      with_admin(req, res, [&] { return rollouts->Start(req.body); });
+                    }});
+  routes.push_back({"GET", "/fak/v1/rollout", [this, with_admin](const HttpRequest& req, HttpResponse& res) {
+                      with_admin(req, res, [&] { return rollouts->Progress(); });
+                    }});
 }
 
 std::string Server::Impl::RenderMetrics() const {
@@ -797,6 +815,7 @@ std::string Server::Impl::RenderMetrics() const {
   s.gate = serving->engine->tree().GateStatistics();
   s.serving_model = serving->model_id;
   s.kv_budget_bytes = options.kv_budget_bytes;
+  s.http = front->Stats();
   if (conversations) {
     s.conversations = conversations->Stats();
     s.conversation_gate = conversations->planner().tree().GateStatistics();
@@ -806,76 +825,54 @@ std::string Server::Impl::RenderMetrics() const {
   return metrics.Render(s);
 }
 
-void Server::Impl::Routes() {
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleGeneration(ApiEndpoint::kChatCompletions, req, res);
-  });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleGeneration(ApiEndpoint::kCompletions, req, res);
-  });
-  http.Post("/fak/v1/prefix", [this](const httplib::Request& req, httplib::Response& res) { HandlePrefixProbe(req, res); });
-  http.Post("/fak/v1/gate", [this](const httplib::Request& req, httplib::Response& res) { HandleGateProbe(req, res); });
-  http.Post("/fak/v1/erase", [this](const httplib::Request& req, httplib::Response& res) { HandleErase(req, res); });
-  ConversationRoutes();
-  RolloutRoutes();
+std::vector<internal::HttpRoute> Server::Impl::Routes() {
+  std::vector<internal::HttpRoute> routes;
+  const auto add = [&](const char* method, const char* pattern, internal::HttpHandler handler, bool open = false) {
+    routes.push_back({method, pattern, std::move(handler), open});
+  };
+  add("POST", "/v1/chat/completions",
+      [this](const HttpRequest& req, HttpResponse& res) { HandleGeneration(ApiEndpoint::kChatCompletions, req, res); });
+  add("POST", "/v1/completions",
+      [this](const HttpRequest& req, HttpResponse& res) { HandleGeneration(ApiEndpoint::kCompletions, req, res); });
+  add("POST", "/fak/v1/prefix", [this](const HttpRequest& req, HttpResponse& res) { HandlePrefixProbe(req, res); });
+  add("POST", "/fak/v1/gate", [this](const HttpRequest& req, HttpResponse& res) { HandleGateProbe(req, res); });
+  add("POST", "/fak/v1/erase", [this](const HttpRequest& req, HttpResponse& res) { HandleErase(req, res); });
+  ConversationRoutes(routes);
+  RolloutRoutes(routes);
   const auto model_json = [](const std::string& id) {
     return Json{{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "fak"}};
   };
-  http.Get("/v1/models", [this, model_json](const httplib::Request& req, httplib::Response& res) {
-    std::optional<std::string> tenant = Authenticate(req, res, "/v1/models");
-    if (tenant)
-      Reply(res, *tenant, "/v1/models", 200, Json{{"object", "list"}, {"data", Json::array({model_json(Current()->model_id)})}});
+  add("GET", "/v1/models", [this, model_json](const HttpRequest& req, HttpResponse& res) {
+    Reply(res, req.principal, "/v1/models", 200, Json{{"object", "list"}, {"data", Json::array({model_json(Current()->model_id)})}});
   });
-  http.Get("/v1/models/(.+)", [this, model_json](const httplib::Request& req, httplib::Response& res) {
-    std::optional<std::string> tenant = Authenticate(req, res, "/v1/models");
-    if (!tenant) return;
+  add("GET", "/v1/models/{*}", [this, model_json](const HttpRequest& req, HttpResponse& res) {
     const std::string id = Current()->model_id;
-    if (req.matches[1] != id)
-      return ReplyError(res, *tenant, "/v1/models",
-                        {404, "invalid_request_error", "the model '" + std::string(req.matches[1]) + "' does not exist",
-                         "model", "model_not_found"});
-    Reply(res, *tenant, "/v1/models", 200, model_json(id));
+    if (req.params[0] != id)
+      return ReplyError(res, req.principal, "/v1/models",
+                        {404, "invalid_request_error", "the model '" + req.params[0] + "' does not exist", "model",
+                         "model_not_found"});
+    Reply(res, req.principal, "/v1/models", 200, model_json(id));
   });
-  http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    Reply(res, kUnauthenticated, "/health", 200, Json{{"status", "ok"}});
-  });
-  http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    metrics.CountRequest(kUnauthenticated, "/metrics", 200);
-    res.set_content(RenderMetrics(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  // What cpp-httplib answers itself (unknown route 404, body too large 413, unreadable request 400)
-  // gets OpenAI's error shape; responses the handlers wrote pass through.
-  http.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    HttpError e{res.status, "invalid_request_error", "", "", ""};
-    if (res.status == 404) {
-      e.message = "no route " + req.method + " " + req.path;
-      e.code = "not_found";
-    } else if (res.status == 413) {
-      e.message = "the request body is larger than " + std::to_string(options.max_body_bytes) + " bytes";
-      e.code = "request_too_large";
-    } else {
-      e.message = "the request could not be read (HTTP " + std::to_string(res.status) + ")";
-    }
-    ReplyError(res, kUnauthenticated, EndpointLabel(req.path), e);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
-  http.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "unknown exception";
-    try {
-      std::rethrow_exception(ep);
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    ReplyError(res, kUnauthenticated, EndpointLabel(req.path), {500, "server_error", "internal error: " + what, "", ""});
-  });
+  add("GET", "/health",
+      [this](const HttpRequest&, HttpResponse& res) { Reply(res, kUnauthenticated, "/health", 200, Json{{"status", "ok"}}); },
+      /*open=*/true);
+  add("GET", "/metrics",
+      [this](const HttpRequest&, HttpResponse& res) {
+        metrics.CountRequest(kUnauthenticated, "/metrics", 200);
+        res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+        res.body = RenderMetrics();
+      },
+      /*open=*/true);
+  return routes;
 }
 
 Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& model, const Tokenizer& tokenizer,
                                                ServerOptions options) {
   if (options.max_body_bytes == 0) return InvalidArgument("ServerOptions: max_body_bytes must be at least 1");
-  if (options.http_threads == 0) return InvalidArgument("ServerOptions: http_threads must be at least 1");
+  if (options.max_connections == 0 || options.max_connections_per_peer == 0)
+    return InvalidArgument("ServerOptions: max_connections and max_connections_per_peer must be at least 1");
+  if (options.header_timeout_s == 0 || options.body_timeout_s == 0 || options.idle_timeout_s == 0)
+    return InvalidArgument("ServerOptions: header_timeout_s, body_timeout_s and idle_timeout_s must be at least 1");
   if (options.default_max_tokens == 0) return InvalidArgument("ServerOptions: default_max_tokens must be at least 1");
   if (options.model_id.empty()) return InvalidArgument("ServerOptions: model_id must not be empty");
   if (engine.chat_template() == nullptr)
@@ -889,16 +886,20 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
   serving->label = impl->options.model_id;
   serving->completion_stop_tokens = EndOfGenerationTokens(tokenizer, nullptr);
   impl->serving = std::move(serving);
+  impl->host_engine = &engine;
   impl->host_tree = &engine.tree();
   for (const auto& [key, tenant] : impl->options.api_keys) {
     if (!IsValidTenant(tenant)) return InvalidArgument("ServerOptions: invalid tenant name '" + tenant + "'");
     impl->tenant_by_key_digest.emplace(Digest::Of(key).Hex(), tenant);
   }
   if (impl->options.max_conversations == 0) return InvalidArgument("ServerOptions: max_conversations must be at least 1");
+  if (impl->options.max_conversations_per_tenant == 0)
+    return InvalidArgument("ServerOptions: max_conversations_per_tenant must be at least 1");
+  Impl* self = impl.get();
   if (Planner* planner = impl->options.planner) {
-    Impl* self = impl.get();
     impl->conversations = std::make_unique<internal::Conversations>(
         *planner, model, impl->options.default_max_tokens, impl->options.max_conversations,
+        impl->options.max_conversations_per_tenant,
         [self](const Digest& source, std::optional<std::string_view> tenant) { return self->EraseCopies(source, tenant); });
     if (impl->options.load_model) {
       impl->rollouts = std::make_unique<internal::Rollouts>(
@@ -911,37 +912,75 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
   }
   for (const std::string& tenant : impl->options.admin_tenants)
     if (!IsValidTenant(tenant)) return InvalidArgument("ServerOptions: invalid admin tenant name '" + tenant + "'");
-  const size_t threads = impl->options.http_threads;
-  impl->http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  impl->http.set_payload_max_length(impl->options.max_body_bytes);
-  // A slow or silent client holds one connection thread for at most these, never the engine.
-  impl->http.set_read_timeout(10, 0);
-  impl->http.set_write_timeout(10, 0);
-  impl->http.set_keep_alive_timeout(5);
-  impl->Routes();
+  const ServerOptions& o = impl->options;
+  internal::HttpFrontOptions front;
+  front.limits.max_body_bytes = o.max_body_bytes;
+  front.limits.header_timeout = std::chrono::seconds(o.header_timeout_s);
+  front.limits.body_timeout = std::chrono::seconds(o.body_timeout_s);
+  front.limits.idle_timeout = std::chrono::seconds(o.idle_timeout_s);
+  front.limits.max_connections = o.max_connections;
+  front.limits.max_connections_per_peer = o.max_connections_per_peer;
+  front.routes = impl->Routes();
+  front.admit = [self](HttpRequest& head, HttpResponse& refusal) { return self->Authenticate(head, refusal); };
+  // What the front answers itself (no route 404, body too large 413, a handler's exception 500)
+  // gets OpenAI's error shape.
+  front.error = [self](const HttpRequest& req, int status, const std::string& message, HttpResponse& res) {
+    const HttpError e{status, status >= 500 ? "server_error" : "invalid_request_error", message, "",
+                      status == 404 ? "not_found" : status == 413 ? "request_too_large" : ""};
+    self->ReplyError(res, req.principal.empty() ? std::string_view(kUnauthenticated) : req.principal,
+                     EndpointLabel(req.path), e);
+  };
+  impl->front = std::make_unique<internal::HttpFront>(std::move(front));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+// After the drain deadline (or Abort) the engines are cancelled; their clients get the
+// cancellation as their response's end if they read it within this, then every connection is cut.
+constexpr auto kCutGrace = std::chrono::seconds(1);
+
+bool Server::Impl::Stop() {
+  std::unique_lock lock(inflight_mu);
+  if (stop_state != StopState::kServing) {
+    inflight_cv.wait(lock, [&] { return stop_state == StopState::kStopped; });
+    return drained;
+  }
+  stop_state = StopState::kStopping;
+  draining = true;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.drain_timeout_s);
+  drained = inflight_cv.wait_until(lock, deadline, [&] { return busy == 0 || aborted; }) && busy == 0;
+  if (!drained) {
+    lock.unlock();
+    // Conversation turns too: they run on these engines, and their connections' threads must end
+    // before the front can stop.
+    const std::shared_ptr<const internal::Serving> current = Current();
+    current->engine->Shutdown(ShutdownMode::kCancel);
+    if (host_engine != current->engine) host_engine->Shutdown(ShutdownMode::kCancel);
+    lock.lock();
+    inflight_cv.wait_for(lock, kCutGrace, [&] { return busy == 0; });
+  }
+  lock.unlock();
+  front->Stop();  // closes every connection: idle, trickling or still writing
+  lock.lock();
+  stop_state = StopState::kStopped;
+  inflight_cv.notify_all();
+  return drained;
 }
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() = default;
 
-Result<uint16_t> Server::Bind() {
-  const ServerOptions& o = impl_->options;
-  int port = o.port;
-  if (o.port == 0) {
-    port = impl_->http.bind_to_any_port(o.host);
-  } else if (!impl_->http.bind_to_port(o.host, o.port)) {
-    port = -1;
-  }
-  if (port <= 0) return IOError("cannot listen on " + o.host + ":" + std::to_string(o.port));
-  return static_cast<uint16_t>(port);
-}
+Result<uint16_t> Server::Bind() { return impl_->front->Listen(impl_->options.host, impl_->options.port); }
 
 Status Server::Serve() {
-  if (!impl_->http.listen_after_bind()) return IOError("the HTTP server stopped with an error");
+  std::unique_lock lock(impl_->inflight_mu);
+  if (impl_->stop_state != Impl::StopState::kServing) return Status::Ok();
+  FAK_RETURN_IF_ERROR(impl_->front->Start());
+  impl_->inflight_cv.wait(lock, [&] { return impl_->stop_state == Impl::StopState::kStopped; });
   return Status::Ok();
 }
 
-void Server::Stop() { impl_->Stop(); }
+bool Server::Stop() { return impl_->Stop(); }
+
+void Server::Abort() { impl_->Abort(); }
 
 }  // namespace fak

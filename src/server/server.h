@@ -11,12 +11,13 @@
 // serving Engine with the tenant its API key maps to, so prefix reuse stays inside a tenant's
 // namespace of the radix tree.
 //
-// Threads: connections are served by a pool of `http_threads` threads; each waits on its own
-// request while the Engine's step thread batches them all. A client that disconnects has its
-// request cancelled (Engine::Cancel), prefill included.
+// Threads: each connection has a thread of its own (src/server/http_front.h, over libmicrohttpd),
+// which waits on its request while the Engine's step thread batches them all; slow or greedy
+// clients are bounded by the limits below before any request of theirs runs. A client that
+// disconnects has its request cancelled (Engine::Cancel), prefill included.
 //
 // Not part of libfak: the static library fak_server over it, which `fak serve` (tools/fak/cmd_serve.cc)
-// links; only it links cpp-httplib.
+// links; only it links libmicrohttpd.
 #ifndef FAK_SRC_SERVER_SERVER_H_
 #define FAK_SRC_SERVER_SERVER_H_
 
@@ -56,10 +57,24 @@ struct ServerOptions {
   uint16_t port = 8080;  // 0: any free port (Bind says which)
   // The model's name in /v1/models; requests must name it. Default: "fak".
   std::string model_id = "fak";
-  // Request bodies past this are refused with 413. Default: 1 MiB.
+  // Request bodies past this are refused with 413, chunked ones included; a declared length past
+  // it before a byte is read. Default: 1 MiB.
   size_t max_body_bytes = size_t{1} << 20;
-  // Connections served at once (each blocks on its request). Default: 64.
-  size_t http_threads = 64;
+  // A request's line and headers must arrive whole within this of the connection's start (or of
+  // the previous response's end); its body within body_timeout_s of the headers. Past either the
+  // connection is cut, however steadily it trickles. Default: 10, 30.
+  uint32_t header_timeout_s = 10;
+  uint32_t body_timeout_s = 30;
+  // A connection that reads or writes nothing for this long is closed. Default: 10.
+  uint32_t idle_timeout_s = 10;
+  // Connections held at once in total (more are closed at accept, or wait in the listen backlog
+  // until one closes) and from one peer address (more are closed at accept). Behind a proxy every client is one peer: raise
+  // the second. Default: 512, 64.
+  size_t max_connections = 512;
+  size_t max_connections_per_peer = 64;
+  // Stop lets accepted requests run this long; then the engines are cancelled and every
+  // connection is cut. Default: 30.
+  uint32_t drain_timeout_s = 30;
   // Generated tokens when a request gives no max_tokens (capped by what the context leaves).
   // Default: 256.
   size_t default_max_tokens = 256;
@@ -73,6 +88,8 @@ struct ServerOptions {
   Planner* planner = nullptr;
   // Conversations held at once; more are refused with 503. Default: 1024.
   size_t max_conversations = 1024;
+  // Conversations one tenant may hold (its share of max_conversations). Default: 256.
+  size_t max_conversations_per_tenant = 256;
   // Rollouts (POST /fak/v1/rollout) load the new weights with this; they also need `planner`.
   // At cutover the OpenAI endpoints switch to an engine on the new weights. Null: the rollout
   // endpoints answer 404. Default: null.
@@ -107,10 +124,16 @@ class Server {
   Result<uint16_t> Bind();
   // Serves on the bound socket until Stop.
   Status Serve();
-  // Drains: new completion requests are refused (503), those accepted run to their end and are
-  // answered, then the listener stops and Serve returns. Blocks until then. Idempotent, any
-  // thread (not a signal handler, not a server callback).
-  void Stop();
+  // Drains: new completion, conversation and rollout requests are refused (503), those accepted
+  // run to their end and are answered, then every connection is closed and Serve returns. Blocks
+  // until then. Bounded: past ServerOptions::drain_timeout_s (or at Abort) the serving engines —
+  // the host's included — are shut down with ShutdownMode::kCancel, so what still runs ends
+  // cancelled, and the connections are cut a second later. True when everything accepted
+  // finished. Idempotent (a second call waits for the first and returns the same), any thread
+  // (not a signal handler, not a server callback).
+  bool Stop();
+  // Ends a drain now, as its deadline would (a second SIGTERM). Any thread, not a signal handler.
+  void Abort();
 
  private:
   struct Impl;

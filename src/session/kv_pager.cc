@@ -14,6 +14,7 @@ std::string_view PageInFailureName(PageInFailure failure) {
     case PageInFailure::kTruncated: return "truncated";
     case PageInFailure::kMalformed: return "malformed";
     case PageInFailure::kUnavailable: return "unavailable";
+    case PageInFailure::kOversized: return "oversized";
   }
   return "?";
 }

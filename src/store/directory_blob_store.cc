@@ -106,7 +106,9 @@ class DirectoryBlobStore final : public BlobStore {
   Status ScanBlobs(std::vector<ScannedFile>* files);
   Status ScanFanout(const std::string& sub_dir, std::string_view prefix, std::vector<ScannedFile>* files);
   Status Rebuild(const std::vector<ScannedFile>& files, internal::JournalState& journal);
-  Result<std::string> ReadVerified(const Digest& digest, const std::string& path);
+  // The blob file's payload, verified; `size_bytes` is the size the index holds for it (a file
+  // larger than that is refused by its size, unread).
+  Result<std::string> ReadVerified(const Digest& digest, const std::string& path, uint64_t size_bytes);
   Status AdjustPins(const Digest& digest, int delta);
   // Drops LRU victims past the capacity (never `keep`). Best effort: a victim whose removal fails
   // stays stored and indexed, and the call that triggered it still succeeds. REQUIRES: mu_ held.
@@ -279,6 +281,7 @@ Result<Digest> DirectoryBlobStore::Put(std::string_view bytes) {
 }
 
 Result<std::string> DirectoryBlobStore::Get(const Digest& digest) {
+  uint64_t size_bytes = 0;  // what the index recorded for the blob's file
   {
     std::lock_guard lock(mu_);
     ++index_.mutable_stats().n_gets;
@@ -289,6 +292,7 @@ Result<std::string> DirectoryBlobStore::Get(const Digest& digest) {
       return NotFound("blob " + digest.Hex() + " is not in the store at '" + dir_ + "'");
     }
     index_.Touch(digest);
+    size_bytes = e->size_bytes;
     if (e->has_payload) {
       std::string payload = e->payload;
       if (Digest::Of(payload) == digest) return payload;
@@ -296,7 +300,7 @@ Result<std::string> DirectoryBlobStore::Get(const Digest& digest) {
       return VerificationFailed("inline blob " + digest.Hex() + " does not hash to its digest");
     }
   }
-  Result<std::string> payload = ReadVerified(digest, BlobPath(digest));
+  Result<std::string> payload = ReadVerified(digest, BlobPath(digest), size_bytes);
   const StatusCode code = payload.has_value() ? StatusCode::kOk : payload.error().code();
   if (code == StatusCode::kCorruption || code == StatusCode::kVerificationFailed) {
     std::lock_guard lock(mu_);
@@ -310,8 +314,9 @@ Result<std::string> DirectoryBlobStore::Get(const Digest& digest) {
   return payload;
 }
 
-Result<std::string> DirectoryBlobStore::ReadVerified(const Digest& digest, const std::string& path) {
-  Result<std::string> file = env_->ReadFile(path);
+Result<std::string> DirectoryBlobStore::ReadVerified(const Digest& digest, const std::string& path, uint64_t size_bytes) {
+  // Replaced since it was indexed (a file's size is its writer's word): a larger file is not read.
+  Result<std::string> file = internal::ReadFileAtMost(env_, path, internal::kBlobHeaderBytes + size_bytes, StatusCode::kCorruption);
   if (!file.has_value()) {
     if (file.error().code() == StatusCode::kNotFound) return NotFound("blob " + digest.Hex() + " was removed from '" + dir_ + "'");
     return file.error();

@@ -1,5 +1,7 @@
-// RedisConnection over hiredis 0.14+ (blocking API), pooled: the mutex guards only the pool and
-// breaker bookkeeping; every round trip runs on a leased context with no lock held. hiredis writes with plain write(2), so a
+// RedisConnection over hiredis 0.14+ (blocking API), pooled. hiredis connects, formats and writes
+// commands; replies are parsed by fak (RespReader, RunIntoOnce), with limits hiredis 0.14's reader
+// lacks (it trusts bulk lengths and array counts). The mutex guards only the pool and breaker
+// bookkeeping; every round trip runs on a leased context with no lock held. hiredis writes with plain write(2), so a
 // server that died would raise SIGPIPE and kill the host; every round trip blocks SIGPIPE in the
 // calling thread and swallows one it caused, without touching the process's handlers.
 #include "src/store/redis_connection.h"
@@ -55,23 +57,6 @@ class ScopedSigpipeBlock {
   sigset_t pipe_, old_;
   bool was_pending_ = false;
 };
-
-RedisReply CopyReply(const redisReply* r) {
-  RedisReply out;
-  switch (r->type) {
-    case REDIS_REPLY_STRING: out.type = RedisReply::Type::kString; break;
-    case REDIS_REPLY_STATUS: out.type = RedisReply::Type::kStatus; break;
-    case REDIS_REPLY_ERROR: out.type = RedisReply::Type::kError; break;
-    case REDIS_REPLY_INTEGER: out.type = RedisReply::Type::kInteger; break;
-    case REDIS_REPLY_ARRAY: out.type = RedisReply::Type::kArray; break;
-    default: out.type = RedisReply::Type::kNil; break;
-  }
-  if (r->str != nullptr) out.str.assign(r->str, r->len);
-  out.integer = r->integer;
-  out.elements.reserve(r->elements);
-  for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(CopyReply(r->element[i]));
-  return out;
-}
 
 bool ValidName(std::string_view s) {
   if (s.empty() || s.size() > 64) return false;
@@ -214,24 +199,72 @@ Status RedisConnection::Buffer(redisContext*& ctx, std::span<const RedisCommand>
   return Status::Ok();
 }
 
-Result<std::vector<RedisReply>> RedisConnection::RunOnce(redisContext*& ctx, std::span<const RedisCommand> commands,
-                                                         bool* may_have_reached, bool* timed_out) {
-  FAK_RETURN_IF_ERROR(Buffer(ctx, commands));
-  *may_have_reached = true;  // the first redisGetReply flushes the buffer
-  std::vector<RedisReply> out;
-  out.reserve(commands.size());
-  for (const RedisCommand& cmd : commands) {
-    void* raw = nullptr;
+Status RedisConnection::Flush(redisContext*& ctx, const std::string& what, bool* timed_out) {
+  for (int done = 0; !done;) {
     errno = 0;
-    if (redisGetReply(ctx, &raw) != REDIS_OK || raw == nullptr) {
-      *timed_out = ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+    if (redisBufferWrite(ctx, &done) != REDIS_OK) {
+      *timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
       const std::string why = *timed_out ? "timed out after " + std::to_string(options_.command_timeout_ms) + " ms"
                                          : std::string(ctx->errstr[0] ? ctx->errstr : "connection lost");
       Free(ctx);
-      return Unavailable("redis " + endpoint_ + ": " + CommandName(cmd) + ": " + why);
+      return Unavailable(what + ": " + why);
     }
-    out.push_back(CopyReply(static_cast<redisReply*>(raw)));
-    freeReplyObject(raw);
+  }
+  return Status::Ok();
+}
+
+Status RedisConnection::Receive(redisContext*& ctx, const std::string& what, char* to, size_t cap, size_t* got,
+                                bool* timed_out) {
+  for (;;) {
+    const ssize_t n = ::recv(ctx->fd, to, cap, 0);
+    if (n > 0) {
+      *got = static_cast<size_t>(n);
+      return Status::Ok();
+    }
+    std::string why;
+    if (n == 0) {
+      why = "connection closed by the server";
+    } else if (errno == EINTR) {
+      continue;
+    } else {
+      *timed_out = errno == EAGAIN || errno == EWOULDBLOCK;  // SO_RCVTIMEO (redisSetTimeout) expired
+      why = *timed_out ? "timed out after " + std::to_string(options_.command_timeout_ms) + " ms"
+                       : std::string("recv: ") + std::strerror(errno);
+    }
+    Free(ctx);
+    return Unavailable(what + ": " + why);
+  }
+}
+
+Result<std::vector<RedisReply>> RedisConnection::RunOnce(redisContext*& ctx, std::span<const RedisCommand> commands,
+                                                         bool* may_have_reached, bool* timed_out) {
+  FAK_RETURN_IF_ERROR(Buffer(ctx, commands));
+  *may_have_reached = true;
+  const auto what = [&](size_t i) { return "redis " + endpoint_ + ": " + CommandName(i < commands.size() ? commands[i] : RedisCommand{}); };
+  FAK_RETURN_IF_ERROR(Flush(ctx, what(0), timed_out));
+  // Replies are parsed by RespReader (hiredis's reader is never fed): every length it announces
+  // is checked before it is trusted.
+  RespReader reader;
+  std::vector<RedisReply> out;
+  out.reserve(commands.size());
+  std::string chunk(64 * 1024, '\0');
+  while (out.size() < commands.size()) {
+    Result<std::optional<RedisReply>> next = reader.Next();
+    if (!next.has_value()) {
+      Free(ctx);  // the stream is mid-reply or lying: never reused
+      return Corruption(what(out.size()) + ": " + std::string(next.error().message()));
+    }
+    if (next->has_value()) {
+      out.push_back(std::move(**next));
+      continue;
+    }
+    size_t got = 0;
+    FAK_RETURN_IF_ERROR(Receive(ctx, what(out.size()), chunk.data(), chunk.size(), &got, timed_out));
+    reader.Feed(std::string_view(chunk.data(), got));
+  }
+  if (reader.buffered() != 0) {  // more than the replies asked for: the stream cannot be trusted
+    Free(ctx);
+    return Corruption(what(0) + ": " + std::to_string(reader.buffered()) + " unexpected bytes after the replies");
   }
   return out;
 }
@@ -371,38 +404,15 @@ Result<std::vector<RedisReply>> RedisConnection::RunIntoOnce(redisContext*& ctx,
   *written = 0;
   FAK_RETURN_IF_ERROR(Buffer(ctx, commands));
   *may_have_reached = true;
-  // Send through hiredis; read the replies ourselves from the socket. hiredis's reader holds no
-  // bytes here (every earlier reply on this connection was read whole), and none are left after.
+  // Send through hiredis; read the replies ourselves from the socket (hiredis's reader is never
+  // fed; every earlier reply on this connection was read whole, and none are left after).
   const std::string what = "redis " + endpoint_ + ": " + CommandName(commands.empty() ? RedisCommand{} : commands[0]);
-  const auto lost = [&](std::string why) -> Status {
-    Free(ctx);
-    return Unavailable(what + ": " + why);
-  };
-  for (int done = 0; !done;) {
-    errno = 0;
-    if (redisBufferWrite(ctx, &done) != REDIS_OK) {
-      *timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
-      return lost(*timed_out ? "timed out after " + std::to_string(options_.command_timeout_ms) + " ms"
-                             : std::string(ctx->errstr[0] ? ctx->errstr : "connection lost"));
-    }
-  }
-  const int fd = ctx->fd;
+  FAK_RETURN_IF_ERROR(Flush(ctx, what, timed_out));
   // Header lines and the short replies go through a small staging buffer; bulk payloads do not.
   std::string stage(64 * 1024, '\0');
   size_t beg = 0, end = 0;
   const auto recv_into = [&](char* to, size_t cap, size_t* got) -> Status {
-    for (;;) {
-      const ssize_t n = ::recv(fd, to, cap, 0);
-      if (n > 0) {
-        *got = static_cast<size_t>(n);
-        return Status::Ok();
-      }
-      if (n == 0) return lost("connection closed by the server");
-      if (errno == EINTR) continue;
-      *timed_out = errno == EAGAIN || errno == EWOULDBLOCK;
-      return lost(*timed_out ? "timed out after " + std::to_string(options_.command_timeout_ms) + " ms"
-                             : std::string("recv: ") + std::strerror(errno));
-    }
+    return Receive(ctx, what, to, cap, got, timed_out);
   };
   const auto fill = [&]() -> Status {
     if (beg == end) beg = end = 0;
@@ -453,8 +463,11 @@ Result<std::vector<RedisReply>> RedisConnection::RunIntoOnce(redisContext*& ctx,
     } else if (kind == ':') {
       r.type = RedisReply::Type::kInteger;
       r.integer = n;
-    } else if (kind == '$' && n < 0) {
+    } else if (kind == '$' && n == -1) {
       r.type = RedisReply::Type::kNil;
+    } else if (kind == '$' && n < 0) {
+      Free(ctx);
+      return Corruption(what + ": bulk length " + std::to_string(n));
     } else if (kind == '$') {
       const size_t len = static_cast<size_t>(n);
       if (len > dest.size() - *written) {

@@ -1,4 +1,5 @@
-// RedisConnection: the one place fak talks to hiredis. Owns a small pool of blocking connections
+// RedisConnection: the one place fak talks to hiredis (which connects and writes commands; replies
+// are read by fak's own bounded parsers, RespReader and RunInto's bulk reader). Owns a small pool of blocking connections
 // with connect and command timeouts and a circuit breaker, pipelines a batch of commands per round
 // trip, reconnects with bounded, backed-off retries, and turns every failure into a Status naming
 // the endpoint and command (Unavailable for outages, so callers never mistake one for an answer).
@@ -19,20 +20,12 @@
 
 #include "fak/store/redis_store.h"
 #include "fak/core/status.h"
+#include "src/store/resp_reader.h"
 
 struct redisContext;
 
 namespace fak::internal {
 
-// A reply, copied out of hiredis. Error replies ("-ERR ...") are replies, not Statuses: the caller
-// decides what they mean.
-struct RedisReply {
-  enum class Type { kNil, kString, kInteger, kArray, kStatus, kError };
-  Type type = Type::kNil;
-  std::string str;  // kString, kStatus, kError
-  int64_t integer = 0;
-  std::vector<RedisReply> elements;  // kArray
-};
 
 using RedisCommand = std::vector<std::string>;  // argv; binary-safe
 
@@ -54,7 +47,8 @@ class RedisConnection {
   // re-made and the batch re-sent up to max_retries times, except that a batch that may have
   // reached the server is re-sent only when `idempotent`. A timeout is never retried. An outage
   // (refused, reset, timed out, open breaker, every connection busy) is Unavailable; error replies
-  // are replies.
+  // are replies. A reply past RespLimits (an absurd bulk length, array count or nesting) is
+  // Corruption naming the limit, and the connection is dropped.
   Result<std::vector<RedisReply>> Run(std::span<const RedisCommand> commands, bool idempotent);
   Result<RedisReply> RunOne(const RedisCommand& command, bool idempotent);
   // Run for commands whose replies are bulk strings, nil, integers or errors (GET, EXPIRE): each
@@ -90,6 +84,11 @@ class RedisConnection {
   Status Connect(redisContext*& ctx);
   // Appends the batch to ctx's output buffer (not sent yet); on failure ctx is freed.
   Status Buffer(redisContext*& ctx, std::span<const RedisCommand> commands);
+  // Sends what Buffer appended; on failure ctx is freed (Unavailable, *timed_out for a timeout).
+  Status Flush(redisContext*& ctx, const std::string& what, bool* timed_out);
+  // One recv on ctx's socket into `to`: *got > 0 bytes, or Unavailable (ctx freed) for a closed
+  // connection, an error or a timeout (*timed_out).
+  Status Receive(redisContext*& ctx, const std::string& what, char* to, size_t cap, size_t* got, bool* timed_out);
   Result<std::vector<RedisReply>> RunOnce(redisContext*& ctx, std::span<const RedisCommand> commands,
                                           bool* may_have_reached, bool* timed_out);
   Result<std::vector<RedisReply>> RunIntoOnce(redisContext*& ctx, std::span<const RedisCommand> commands, std::span<char> dest,

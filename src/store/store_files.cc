@@ -45,4 +45,17 @@ Status AtomicReplaceFile(Env* env, const std::string& tmp_dir, const std::string
                              renamed);
 }
 
+Result<std::string> ReadFileAtMost(Env* env, const std::string& path, uint64_t max_bytes, StatusCode code) {
+  const auto too_big = [&](uint64_t size) {
+    return Status(code, "'" + path + "' is " + std::to_string(size) + " bytes, more than the " + std::to_string(max_bytes) +
+                            " its reader accepts; not read");
+  };
+  FAK_ASSIGN_OR_RETURN(FileInfo info, env->GetFileInfo(path));
+  if (info.size_bytes > max_bytes) return too_big(info.size_bytes);
+  const size_t cap = max_bytes >= SIZE_MAX ? SIZE_MAX : static_cast<size_t>(max_bytes) + 1;
+  FAK_ASSIGN_OR_RETURN(std::string bytes, env->ReadFilePrefix(path, cap));
+  if (bytes.size() > max_bytes) return too_big(bytes.size());  // grew since the lstat
+  return bytes;
+}
+
 }  // namespace fak::internal

@@ -1,8 +1,10 @@
 // File helpers shared by the directory blob store and recall images, on top of an Env: make a
-// directory (durably), replace a file atomically through a temporary in the store's tmp/.
+// directory (durably), replace a file atomically through a temporary in the store's tmp/, read a
+// file no larger than the reader accepts.
 #ifndef FAK_SRC_STORE_STORE_FILES_H_
 #define FAK_SRC_STORE_STORE_FILES_H_
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -28,6 +30,12 @@ Status AtomicWriteFile(Env* env, const std::string& tmp_dir, const std::string& 
 // (error, true) — the second leaves the new file visible though perhaps not durable.
 Status AtomicReplaceFile(Env* env, const std::string& tmp_dir, const std::string& final_path, std::string_view bytes,
                          bool sync, bool* renamed);
+
+// The whole of `path` when it holds at most `max_bytes`; otherwise a `code` error naming both sizes,
+// decided from the file's size (lstat) before a byte is read or allocated — a file's size is its
+// writer's word, and a sparse file claims any size for free. Reads at most max_bytes + 1 even if
+// the file grows meanwhile. NotFound and the Env's other errors pass through.
+Result<std::string> ReadFileAtMost(Env* env, const std::string& path, uint64_t max_bytes, StatusCode code);
 
 }  // namespace fak::internal
 

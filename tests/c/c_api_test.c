@@ -901,7 +901,7 @@ static void TestTextStore(void) {
 }
 
 /* fak_last_error is per thread: a failure on another thread leaves this thread's message alone. */
-/* The cross-surface contract (docs/reliability.md section 8) through the C API: each input gets
+/* The cross-surface contract (docs/reliability.md section 11) through the C API: each input gets
  * the answer C, Python, the fak tool and HTTP all give, and a failed call changes nothing. */
 static void TestContract(void) {
   /* A thread count past the limit: an error naming it, not an abort. */

@@ -50,7 +50,7 @@ expect_pass(below_quoted       high "#include \"src/low/low_impl.h\"")
 expect_pass(below_angled       high "#include <fak/low/low.h>")
 expect_pass(below_indented     high "  #  include \"fak/low/low.h\"")
 expect_pass(own_folder         low  "#include \"src/low/low_impl.h\"")
-expect_pass(third_party        low  "#include <httplib.h>")
+expect_pass(third_party        low  "#include <microhttpd.h>")
 
 # Refused: a layer above, however spelled, the umbrella header, and any `..`.
 expect_fail(up_quoted          low  "#include \"src/high/high.h\""          "src/high/high.h")

@@ -367,6 +367,25 @@ TEST_F(EngineTest, QueueFullIsUnavailableUntilAdmissionMakesRoom) {
   EXPECT_EQ(got.finish, FinishReason::kLength);
 }
 
+TEST_F(EngineTest, OneTenantCannotFillTheQueueForAll) {
+  EngineOptions o = Stepped();
+  o.max_queued = 8;
+  o.max_queued_per_tenant = 2;
+  auto engine = Make(o);
+  ASSERT_OK(engine->Submit(Request(5, 1, 3, "greedy")));
+  ASSERT_OK(engine->Submit(Request(5, 2, 3, "greedy")));
+  auto refused = engine->Submit(Request(5, 3, 3, "greedy"));
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code(), StatusCode::kUnavailable);
+  EXPECT_NE(refused.error().message().find("max_queued_per_tenant"), std::string_view::npos) << refused.error().ToString();
+  // Control: another tenant still gets in, and the greedy one does once its line moves.
+  ASSERT_OK_AND_ASSIGN(RequestId other, engine->Submit(Request(5, 4, 3, "other")));
+  engine->Step();
+  ASSERT_OK(engine->Submit(Request(5, 3, 3, "greedy")));
+  ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(other));
+  EXPECT_EQ(got.finish, FinishReason::kLength);
+}
+
 TEST_F(EngineTest, AdmissionWaitsForTheBudget) {
   EngineOptions o = Stepped();
   o.kv_budget_bytes = 50 * BytesPerToken();  // one 40-token context at a time

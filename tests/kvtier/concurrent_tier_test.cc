@@ -52,7 +52,7 @@ class GatedTier final : public KVTierStore {
     }
     return inner_.Put(key, bytes, sources);
   }
-  Result<std::string> Get(const TierKey& key) override { return inner_.Get(key); }
+  Result<std::string> Get(const TierKey& key, uint64_t max_bytes) override { return inner_.Get(key, max_bytes); }
   Result<std::vector<uint64_t>> Ends() override { return inner_.Ends(); }
   Status Remove(const TierKey& key) override { return inner_.Remove(key); }
   Result<std::vector<TierKey>> KeysFromSource(const Digest& s) override { return inner_.KeysFromSource(s); }

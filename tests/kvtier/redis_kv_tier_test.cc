@@ -172,5 +172,31 @@ TEST_F(RedisKVTierTest, AMetaRecordThatUndersizesTheEntryIsRefusedNotOverrun) {
   EXPECT_EQ(*tier->Get(key), bytes);
 }
 
+// A size record is the writer's word (issue 31: a recorded size of 2^62 answered HTTP 500 on every
+// request for the prefix): larger than a slab of the serving shape could be, the entry is refused
+// before anything is allocated (kOversized) and the context is recomputed exactly; the store's own
+// Get refuses it too.
+TEST_F(RedisKVTierTest, ASizeRecordOf2To62IsRefusedUnreadAndTheContextRecomputes) {
+  std::unique_ptr<KVTierStore> tier = Open();
+  FillFromA(*tier);
+  ASSERT_OK_AND_ASSIGN(std::vector<TierKey> keys, tier->KeysFromSource(t_.segments[0]));
+  ASSERT_FALSE(keys.empty());
+  testing::RawRedis raw(server_.port());
+  for (const TierKey& key : keys) {
+    EXPECT_EQ(raw.Command({"SET", "faktest:kvt:m:" + key.id, std::to_string(key.end) + " 1 4611686018427387904"}), "+OK");
+  }
+  Worker b = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier.get()});
+  ASSERT_OK_AND_ASSIGN(Materialized m, b.driver->Materialize("default", t_));
+  EXPECT_EQ(m.verdict, MaterializeVerdict::kRecompute) << m.detail;
+  EXPECT_GE(b.pager->Stats().count(PageInFailure::kOversized), 1u) << m.detail;
+  EXPECT_EQ(b.pager->Stats().served_slabs, 0u);
+  EXPECT_NE(m.detail.find("oversized"), std::string::npos) << m.detail;
+  EXPECT_EQ(MaxAbsDiff(m.logits, RecomputeLogits(*b.model, m.tokens)), 0.0f);
+  Result<std::string> got = tier->Get(keys[0]);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code(), StatusCode::kResourceExhausted) << got.error().ToString();
+  EXPECT_NE(got.error().message().find("records 4611686018427387904 bytes"), std::string::npos) << got.error().ToString();
+}
+
 }  // namespace
 }  // namespace fak

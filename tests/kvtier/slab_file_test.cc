@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <thread>
 #include <cstring>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include "fak/kvtier/kv_tier_store.h"
 #include "fak/kvtier/slab_file.h"
@@ -214,6 +216,82 @@ TEST(DirectoryKVTier, ABoundAfterReopenEvictsTheOldestWritesFirst) {
   // Replacing an entry counts its bytes once.
   ASSERT_OK(tier->Put(k[3], kb, {}));
   EXPECT_EQ(Present(*tier, k), (std::vector<bool>{false, true, false, true}));
+}
+
+}  // namespace
+}  // namespace fak
+
+namespace fak {
+namespace {
+
+// A slab file assembled from raw sections with correct checksums (docs/kv-tier.md §2): what
+// anyone can write, since the checksums are plain SHA-256 and prove nothing about the writer.
+std::string AssembleSlabFile(const std::string (&sec)[4]) {
+  std::string out("FAKKVSLB");
+  const uint32_t version = kSlabFileVersion, n = 4;
+  out.append(reinterpret_cast<const char*>(&version), 4);
+  out.append(reinterpret_cast<const char*>(&n), 4);
+  for (const std::string& x : sec) {
+    const uint64_t len = x.size();
+    out.append(reinterpret_cast<const char*>(&len), 8);
+  }
+  for (const std::string& x : sec) out.append(reinterpret_cast<const char*>(Digest::Of(x).bytes.data()), Digest::kSize);
+  out.append(reinterpret_cast<const char*>(Digest::Of(out).bytes.data()), Digest::kSize);
+  for (const std::string& x : sec) out += x;
+  return out;
+}
+
+TEST(SlabFileBounds, AShapeWhoseTensorSizeOverflowsIsMalformed) {
+  const Sample s = MakeSample();
+  ASSERT_OK_AND_ASSIGN(std::string json, s.manifest.ToJson());
+  std::string sec[4];
+  sec[0] = json;
+  const uint64_t n_runs = 0;
+  sec[1].append(reinterpret_cast<const char*>(&n_runs), 8);
+  // 4096 layers x 4096 heads x 65536 dims x 2^22 tokens x 4 bytes = 2^64 bytes per tensor: wraps
+  // to 0, which an unchecked product would match against an empty K/Kraw/V section.
+  const uint64_t n_tokens = uint64_t{1} << 22;
+  for (uint64_t v : {uint64_t{4096}, uint64_t{4096}, uint64_t{65536}, uint64_t{64}, uint64_t{0}, n_tokens})
+    sec[2].append(reinterpret_cast<const char*>(&v), 8);
+  const uint32_t f32 = 1;
+  sec[2].append(reinterpret_cast<const char*>(&f32), 4);
+  sec[2].append(n_tokens * sizeof(int32_t), '\0');
+  SlabFileProblem p = SlabFileProblem::kNone;
+  Result<SlabFile> f = DecodeSlabFile(AssembleSlabFile(sec), &p);
+  ASSERT_FALSE(f.has_value());
+  EXPECT_EQ(p, SlabFileProblem::kMalformed);
+  EXPECT_NE(f.error().message().find("kv: size does not match the slab's shape"), std::string::npos) << f.error().ToString();
+}
+
+TEST(SlabFileBounds, MaxSlabFileBytesCoversEveryRealSlabAndSaturates) {
+  const Sample s = MakeSample();
+  ASSERT_OK_AND_ASSIGN(std::string bytes, EncodeSlabFile(s.manifest, s.sources, s.slab));
+  EXPECT_LE(bytes.size(), MaxSlabFileBytes(s.slab.shape, s.slab.size()));
+  EXPECT_LT(MaxSlabFileBytes(s.slab.shape, s.slab.size()), MaxSlabFileBytes(s.slab.shape, s.slab.size() + 1));
+  EXPECT_EQ(MaxSlabFileBytes(KVShape{4096, 4096, 65536, 0}, uint64_t{1} << 40), UINT64_MAX);
+}
+
+TEST(DirectoryKVTierBounds, AnEntryLargerThanTheCallerAcceptsIsRefusedUnread) {
+  testing::ScopedTempDir tmp;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenDirectoryKVTier(tmp.Sub("tier")));
+  const TierKey key{Digest::Of("entry").Hex(), 5};
+  ASSERT_OK(tier->Put(key, std::string(1000, 'x'), {}));
+  ASSERT_OK_AND_ASSIGN(std::string got, tier->Get(key, 1000));
+  EXPECT_EQ(got.size(), 1000u);
+  Result<std::string> small = tier->Get(key, 999);
+  ASSERT_FALSE(small.has_value());
+  EXPECT_EQ(small.error().code(), StatusCode::kResourceExhausted) << small.error().ToString();
+  // A sparse 1 TiB file: refused by its size under any bound (the store's own is 64 GiB), never read.
+  const std::string path = testing::SlabFiles(tmp.Sub("tier")).front();
+  const int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, off_t{1} << 40), 0);
+  ASSERT_EQ(::fsync(fd), 0);
+  ::close(fd);
+  Result<std::string> huge = tier->Get(key);
+  ASSERT_FALSE(huge.has_value());
+  EXPECT_EQ(huge.error().code(), StatusCode::kResourceExhausted) << huge.error().ToString();
+  EXPECT_NE(huge.error().message().find("1099511627776 bytes"), std::string::npos) << huge.error().ToString();
 }
 
 }  // namespace

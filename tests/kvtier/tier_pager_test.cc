@@ -4,6 +4,10 @@
 // reason, counted, and the context is recomputed from text with the exact logits.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
 #include <filesystem>
 
 #include "tests/kvtier/kv_tier_test_util.h"
@@ -220,6 +224,35 @@ TEST_F(TierPagerTest, AChainStopsAtARefusedSlabAndRecomputesTheRest) {
 
 TEST_F(TierPagerTest, AbsentIsAMissNotAnError) {
   ExpectRefused(PageInFailure::kAbsent);
+}
+
+// Sizes the tier reports are not trusted (issue 31: a sparse 1 TiB slab file answered HTTP 500 on
+// every request for its prefix): a file larger than any slab of the serving shape ending there is
+// refused unread as kOversized, and a header claiming sections larger than the file as kTruncated;
+// either way the context is recomputed exactly.
+TEST_F(TierPagerTest, RefusesASparseTerabyteSlabFileUnread) {
+  Fill(1, "default", t_);
+  for (const std::string& path : testing::SlabFiles(dir_.Sub("tier"))) {
+    const int fd = ::open(path.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::ftruncate(fd, off_t{1} << 40), 0);  // sparse: costs no disk, claims 1 TiB
+    ASSERT_EQ(::fsync(fd), 0);
+    ::close(fd);
+  }
+  ExpectRefused(PageInFailure::kOversized);
+}
+
+TEST_F(TierPagerTest, RefusesAHeaderThatClaimsHugeSections) {
+  Fill(1, "default", t_);
+  for (const std::string& path : testing::SlabFiles(dir_.Sub("tier"))) {
+    std::string bytes = testing::ReadAll(path);
+    const uint64_t huge = uint64_t{1} << 62;
+    std::memcpy(bytes.data() + 16 + 3 * 8, &huge, 8);  // the K/Kraw/V section's length
+    const Digest header = Digest::Of(std::string_view(bytes).substr(0, kSlabFileHeaderBytes - Digest::kSize));
+    std::memcpy(bytes.data() + kSlabFileHeaderBytes - Digest::kSize, header.bytes.data(), Digest::kSize);
+    testing::WriteAll(path, bytes);
+  }
+  ExpectRefused(PageInFailure::kTruncated);
 }
 
 }  // namespace

@@ -361,7 +361,7 @@ TEST(GenerateEndToEnd, GenerateEngineAndAloneAgree) {
 }
 
 // fak::Generate takes as many tokens as the engine allows (the context filled exactly) and refuses
-// one more before anything runs, as the engine does (docs/reliability.md §8).
+// one more before anything runs, as the engine does (docs/reliability.md §11).
 TEST(GenerateEndToEnd, ACountPastTheContextIsRefusedBeforeAnythingRuns) {
   ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(testing::TinyConfig(), 11));
   const size_t ctx = model->config().context_length;
@@ -386,7 +386,7 @@ TEST(GenerateEndToEnd, ACountPastTheContextIsRefusedBeforeAnythingRuns) {
 }
 
 // An empty stop string would match everywhere; it is refused, naming which one, as every surface
-// refuses it (docs/reliability.md §8).
+// refuses it (docs/reliability.md §11).
 TEST(Generation, AnEmptyStopStringIsRefused) {
   auto tokenizer = MakeByteTokenizer();
   GenerateParams p;

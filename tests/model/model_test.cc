@@ -102,7 +102,7 @@ TEST(Model, NonFiniteLogitsAreAnErrorAndLeaveTheCacheUnchanged) {
   const_cast<float*>(norm.f32())[3] = std::numeric_limits<float>::quiet_NaN();
   Result<std::vector<float>> r = model->Decode(&cache, 7);
   ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
   EXPECT_NE(r.error().message().find("non-finite"), std::string_view::npos) << r.error().ToString();
   EXPECT_EQ(cache.size(), 4u);
   EXPECT_EQ(cache.ComputeDigest(), before);

@@ -476,6 +476,35 @@ TEST_F(PlannerTest, TurnsAreRequestsOfTheGivenEngine) {
   EXPECT_EQ(std::find(sources.begin(), sources.end(), Digest::Of("remember the number 42")), sources.end());
 }
 
+// A turn whose caller gives up (its HTTP client went away) is cancelled in the engine, not run to
+// max_new_tokens.
+TEST_F(PlannerTest, ATurnIsCancelledWhenItsCallerGivesUp) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Engine> engine, Engine::Create(*model_, *tok_));
+  PlannerOptions opt;
+  opt.journal_path = (dir_ / "cancel-journal.log").string();
+  opt.engine = engine.get();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Planner> planner, Planner::Create(*model_, *tok_, *key_, *blobs_, opt));
+  Conversation conv{"t1", {{SegmentKind::kUser, "talk for a long while"}}};
+  CompleteParams params = params_;
+  params.generate.max_new_tokens = 4000;
+  params.generate.stop_tokens = {-1};  // nothing stops it but the length or the cancel
+  std::atomic<size_t> pieces{0};
+  params.on_text = [&](std::string_view) {
+    ++pieces;
+    return true;
+  };
+  params.cancelled = [&] { return pieces.load() >= 3; };
+  ASSERT_OK_AND_ASSIGN(CompleteResult cut, planner->Complete(conv, params));
+  EXPECT_EQ(cut.finish, FinishReason::kCancelled);
+  EXPECT_LT(cut.generated.size(), 1000u);
+  // Control: never cancelled, the same turn runs to its length.
+  params.cancelled = [] { return false; };
+  params.generate.max_new_tokens = 8;
+  ASSERT_OK_AND_ASSIGN(CompleteResult full, planner->Complete(conv, params));
+  EXPECT_EQ(full.finish, FinishReason::kLength);
+  EXPECT_EQ(full.generated.size(), 8u);
+}
+
 // A tenant's erasure is that tenant's: another tenant's conversation with the same text keeps it
 // (unsealed, its KV still reused); with a store per tenant, its copy of the text stays too.
 TEST_F(PlannerTest, OneTenantsErasureNeverTouchesAnotherTenant) {

@@ -1,4 +1,4 @@
-"""The cross-surface contract (docs/reliability.md section 8) from Python: the inputs C, the fak tool
+"""The cross-surface contract (docs/reliability.md section 11) from Python: the inputs C, the fak tool
 and HTTP refuse are refused here with the same fak.Error, a failed call changes nothing, and Ctrl-C
 stops a long generate and keeps what it generated."""
 

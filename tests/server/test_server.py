@@ -11,6 +11,7 @@ import concurrent.futures
 import http.client
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -339,6 +340,224 @@ def test_bounded_load(server):
     print(f"load: {clients} clients x {per_client} requests in {elapsed:.2f} s", file=sys.stderr)
 
 
+# ---- Hostile clients: greedy bodies, slow connections, deep JSON (issue 31) ---------------------
+
+def send_chunked(port, path, chunks, key="key-alice", source="127.0.0.1"):
+    """Sends a chunked request body piece by piece until the server answers or closes, then
+    returns (status, parsed JSON body or text) of its answer."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30, source_address=(source, 0))
+    auth = f"Authorization: Bearer {key}\r\n".encode() if key else b""
+    sock.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\n" + auth +
+                 b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+    try:
+        for chunk in chunks:
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            readable, _, _ = select.select([sock], [], [], 0)
+            if readable:
+                break  # answered (or closed) before the body ended
+        else:
+            sock.sendall(b"0\r\n\r\n")
+    except OSError:
+        pass  # the server closed the connection mid-body; its answer is still to be read
+    resp = http.client.HTTPResponse(sock)
+    resp.begin()
+    data = resp.read()
+    sock.close()
+    try:
+        return resp.status, json.loads(data)
+    except ValueError:
+        return resp.status, data.decode("utf-8", "replace")
+
+
+def pieces(data, size):
+    return (data[i:i + size] for i in range(0, len(data), size))
+
+
+def test_chunked_body_past_max_body_is_413(server):
+    """--max-body bounds a chunked body as it does one with Content-Length (before, the chunked one
+    was read whole and answered 200)."""
+    big = json.dumps(with_(messages=[{"role": "user", "content": "x" * (3 * MAX_BODY)}])).encode()
+    status, reply = send_chunked(server.port, "/v1/chat/completions", pieces(big, 16 * 1024))
+    assert status == 413 and reply["error"]["code"] == "request_too_large", reply
+    assert sample_value(server.metrics(), "fak_http_bodies_too_large_total") >= 1
+    # Control: the same route takes a chunked body under the limit.
+    small = json.dumps(with_(messages=[{"role": "user", "content": "chunked"}])).encode()
+    status, reply = send_chunked(server.port, "/v1/chat/completions", pieces(small, 7))
+    assert status == 200 and reply["choices"], reply
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def test_unauthenticated_huge_chunked_body_costs_no_memory(server):
+    """A request without a key is refused on its headers: 401 before any of its (here 64 MiB,
+    chunked) body is read, and the server's memory does not grow with it (before, the whole body
+    was buffered first)."""
+    peak, stop = [rss_bytes(server.proc.pid)], threading.Event()
+    baseline = peak[0]
+
+    def sample():
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_bytes(server.proc.pid))
+            time.sleep(0.002)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        chunk = b"[" + b"0," * (128 * 1024) + b"0]"
+        status, reply = send_chunked(server.port, "/v1/chat/completions", (chunk for _ in range(256)), key=None)
+    finally:
+        stop.set()
+        sampler.join()
+    assert status == 401 and reply["error"]["code"] == "invalid_api_key", reply
+    assert peak[0] - baseline < 8 << 20, f"RSS grew {(peak[0] - baseline) >> 20} MiB"
+    assert server.request("GET", "/health", key=None)[0] == 200
+
+
+def deep_bodies(depth=100_000):
+    deep = "[" * depth + "]" * depth
+    return [("[" * depth).encode(), deep.encode(),
+            ('{"model": "embedded", "messages": ' + deep + "}").encode(),
+            ('{"model": "embedded", "prompt": "x", "claim": ' + deep + "}").encode(),
+            ('{"message": ' + deep + "}").encode()]
+
+
+def test_nested_json_is_refused_on_every_post_route(tmp_path):
+    """Bodies nested 100,000 deep (arrays, and an array inside an object's field) get 400 on
+    every POST route, and the server stays up (before, /fak/v1/gate crashed it with SIGSEGV)."""
+    s = FakServer(tmp_path, "--admin-tenant", "alice", "--max-body", str(1 << 20))
+    try:
+        status, turn = converse(s, "/fak/v1/conversations", [{"role": "user", "content": "deep"}])
+        assert status == 200, turn
+        cid = turn["id"]
+        routes = ["/v1/chat/completions", "/v1/completions", "/fak/v1/prefix", "/fak/v1/gate", "/fak/v1/erase",
+                  "/fak/v1/conversations", f"/fak/v1/conversations/{cid}/messages",
+                  f"/fak/v1/conversations/{cid}/evict", "/fak/v1/certificates/verify", "/fak/v1/rollout"]
+        for path in routes:
+            for body in deep_bodies():
+                status, reply = s.request("POST", path, body)
+                assert status == 400, (path, body[:60], reply)
+                assert s.proc.poll() is None, (path, "".join(s.log))
+        assert s.request("GET", "/health", key=None)[0] == 200
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0, "".join(s.log)
+
+
+class SlowLoris:
+    """Connections that trickle a request's headers one byte at a time and never finish them."""
+
+    def __init__(self, port, sources, per_source):
+        self.opened = time.time()  # no connection of these was accepted before
+        self.socks = []
+        for source in sources:
+            for _ in range(per_source):
+                sock = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+                sock.setblocking(False)
+                self.socks.append(sock)
+        self.closed = {}  # socket -> when the server closed it
+        for sock in self.socks:
+            self.send(sock, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+
+    def send(self, sock, data):
+        if sock in self.closed:
+            return
+        try:
+            sock.send(data)
+            if sock.recv(1) == b"":
+                self.closed[sock] = time.time()
+        except BlockingIOError:
+            pass  # nothing to read: still open
+        except OSError:
+            self.closed[sock] = time.time()
+
+    def trickle(self, seconds, period=0.5):
+        end = time.time() + seconds
+        while time.time() < end:
+            for sock in self.socks:
+                self.send(sock, b"a")
+            time.sleep(period)
+
+    def close(self):
+        for sock in self.socks:
+            sock.close()
+
+
+def test_slow_clients_do_not_starve_the_rest(tmp_path):
+    """About 300 connections trickling header bytes (5 peers x 60, under the per-peer limit) and
+    100 more from one peer (past it) while an authenticated client keeps asking: /health and
+    /v1/completions answer with p99 under 1 s; the one peer holds at most its 64 connections; every
+    trickler is cut at the header deadline though it never stops sending (a per-read timeout never
+    fires); SIGTERM under all of it drains the request in flight and exits 0 promptly. Before, 64
+    pool threads were taken and /health timed out, and a trickler kept SIGTERM from finishing."""
+    header_timeout = 4
+    s = FakServer(tmp_path, "--header-timeout", str(header_timeout), "--max-connections-per-peer", "64")
+    slow = greedy = None
+    try:
+        slow = SlowLoris(s.port, [f"127.0.0.{i}" for i in range(2, 7)], 60)
+        greedy = SlowLoris(s.port, ["127.0.0.7"], 100)
+        latencies = {"/health": [], "/v1/completions": []}
+        body = {"model": MODEL, "prompt": "still served?", "max_tokens": 2, "temperature": 0}
+
+        failures = []
+
+        def ask():
+            try:
+                while time.time() < slow.opened + header_timeout - 1:
+                    for path in latencies:
+                        start = time.time()
+                        status, reply = (s.request("GET", path, key=None) if path == "/health"
+                                         else s.request("POST", path, body))
+                        assert status == 200, reply
+                        latencies[path].append(time.time() - start)
+            except Exception as e:  # e.g. a timeout: starved
+                failures.append(repr(e))
+
+        asker = threading.Thread(target=ask)
+        asker.start()
+        slow.trickle(header_timeout - 1)
+        asker.join()
+        assert not failures, failures
+        greedy.trickle(0.5)
+        for path, times in latencies.items():
+            assert len(times) >= 3, (path, times)
+            times.sort()
+            p99 = times[min(len(times) - 1, int(len(times) * 0.99))]
+            print(f"{path}: {len(times)} answers under 360 slow connections, p99 {p99 * 1000:.0f} ms", file=sys.stderr)
+            assert p99 < 1.0, (path, times)
+        assert len(slow.closed) == 0  # all 300 held, under the per-peer limit
+        assert 100 - 64 <= len(greedy.closed) < 100, len(greedy.closed)  # past 64 from one peer: closed at accept
+        # Still trickling, every slow connection is cut once its headers are late.
+        slow.trickle(3)
+        assert len(slow.closed) == len(slow.socks), f"{len(slow.closed)} of {len(slow.socks)} cut"
+        late = [t - slow.opened for t in slow.closed.values()]
+        assert header_timeout - 0.5 <= min(late) and max(late) <= header_timeout + 3, (min(late), max(late))
+        assert sample_value(s.metrics(), "fak_http_connections_cut_total", deadline="header") >= len(slow.socks)
+
+        # SIGTERM while new tricklers hold connections and a request runs: it is answered, exit 0.
+        slow.close()
+        slow = SlowLoris(s.port, ["127.0.0.2"], 50)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            inflight = pool.submit(s.request, "POST", "/v1/completions", {**body, "max_tokens": 40})
+            time.sleep(0.3)
+            start = time.time()
+            s.proc.send_signal(signal.SIGTERM)
+            status, reply = inflight.result()
+            assert status == 200 and reply["usage"]["completion_tokens"] > 0, reply
+            assert s.proc.wait(10) == 0, "".join(s.log)
+        assert time.time() - start < 10
+    finally:
+        for group in (slow, greedy):
+            if group:
+                group.close()
+        s.stop()
+
+
 # ---- A server of its own: queue limits and SIGTERM draining ------------------------------------
 
 def test_queue_full_then_drain_on_sigterm(tmp_path):
@@ -360,6 +579,50 @@ def test_queue_full_then_drain_on_sigterm(tmp_path):
         assert s.proc.wait(30) == 0
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("how", ["second signal", "drain timeout"])
+def test_stop_is_bounded_and_still_checkpoints(tmp_path, how):
+    """A request that would run long does not hold a stop up: a second SIGTERM (exit 1) or
+    --drain-timeout (exit 0) cancels it, and the KV tier is still checkpointed. Before, the second
+    signal was ignored and the drain waited for the request's last token."""
+    tier = tmp_path / "tier"
+    extra = ["--drain-timeout", "1"] if how == "drain timeout" else []
+    s = FakServer(tmp_path, "--kv-tier-dir", str(tier), *extra)
+    outcome = {}
+
+    def long_request():
+        try:
+            outcome["reply"] = s.request("POST", "/v1/completions", {"model": MODEL, "prompt": "long " + uuid.uuid4().hex,
+                                                                     "max_tokens": 4000, "temperature": 0})
+        except OSError as e:  # cut
+            outcome["error"] = e
+
+    try:
+        completion(s, MODEL, "checkpoint me " + uuid.uuid4().hex, max_tokens=2)
+        runner = threading.Thread(target=long_request)
+        runner.start()
+        assert wait_for(lambda: sample_value(s.metrics(), "fak_running_requests") == 1)
+        s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert s.proc.poll() is None  # draining: the request still runs
+        start = time.time()
+        if how == "second signal":
+            s.proc.send_signal(signal.SIGTERM)
+        rc = s.proc.wait(15)
+        elapsed = time.time() - start
+        runner.join(15)
+    finally:
+        s.stop()
+    log = "".join(s.log)
+    assert rc == (1 if how == "second signal" else 0), log
+    assert elapsed < 5, (elapsed, log)
+    assert "cancelled" in log and "nodes checkpointed" in log, log
+    assert any(tier.glob("slabs/*.kvslab")), log
+    # The request ended with its client told (the error as its body), or its connection cut.
+    if "reply" in outcome:
+        status, reply = outcome["reply"]
+        assert status == 200 and reply["error"]["code"] == "cancelled", reply
 
 
 @pytest.mark.parametrize("backend", ["dir", "redis"])
@@ -784,8 +1047,18 @@ def test_rollout_backfills_the_conversations(tmp_path):
                             ({"model": "embedded:9", "when": "now"}, "when"), ({"model": 7}, "model")]:
             status, reply = s.request("POST", "/fak/v1/rollout", body)
             assert status == 400 and reply["error"]["param"] == param, (body, reply)
-        status, reply = s.request("POST", "/fak/v1/rollout", {"model": str(tmp_path / "no-such-model.gguf")})
-        assert status == 404 and reply["error"]["param"] == "model", reply
+        # A path outside the rollout directories gets one answer whether the file exists or not (no
+        # oracle for the host's files), and a shape spec (no tokenizer) is refused before it is built.
+        answers = []
+        for path in [tmp_path / "no-such-model.gguf", ROOT / "tests/data/llama_cpp/llama_f32.gguf"]:
+            status, reply = s.request("POST", "/fak/v1/rollout", {"model": str(path)})
+            assert status == 400 and reply["error"]["param"] == "model", reply
+            answers.append(reply["error"]["message"].replace(str(path), "PATH"))
+        assert answers[0] == answers[1], answers
+        began = time.monotonic()
+        status, reply = s.request("POST", "/fak/v1/rollout", {"model": "shape:tinyllama-1.1b"})
+        assert status == 400 and "no tokenizer" in reply["error"]["message"], reply
+        assert time.monotonic() - began < 5, "the shape's 4 GB of weights were built before the refusal"
         # Failed rollouts change nothing: the last one cut over serves.
         status, progress = s.request("GET", "/fak/v1/rollout")
         assert progress["serving"] == "embedded:8" and progress["switched"] is True, progress
@@ -1014,7 +1287,8 @@ def test_rollout_renders_with_the_new_models_template(tmp_path):
         gemma_turn_tokens = turn_tokens(ref, name)
     finally:
         ref.stop()
-    s = FakServer(tmp_path, "--admin-tenant", "alice")
+    bare = ROOT / "tests/data/llama_cpp/llama_f32.gguf"
+    s = FakServer(tmp_path, "--admin-tenant", "alice", "--rollout-dir", str(CHAT_GGUF.parent), "--rollout-dir", str(bare.parent))
     try:
         host_tokens = prompt_tokens(s, MODEL)
         assert host_tokens != gemma_tokens  # control: the two templates render differently
@@ -1034,7 +1308,6 @@ def test_rollout_renders_with_the_new_models_template(tmp_path):
         assert prompt_tokens(s, "embedded:7") == host_tokens
 
         # A file with no template (llama, no Llama 3 vocabulary) runs chats with the host's, and says why.
-        bare = ROOT / "tests/data/llama_cpp/llama_f32.gguf"
         status, borrowed = s.request("POST", "/fak/v1/rollout", {"model": str(bare), "policy": "lazy"})
         assert status == 200 and borrowed["switched"] is True, borrowed
         template = borrowed["chat_template"]
@@ -1231,3 +1504,61 @@ def test_one_tenants_erasure_never_touches_another_tenant(tmp_path):
     finally:
         s.stop()
     assert s.proc.returncode == 0, "".join(s.log)
+
+
+def test_one_tenant_cannot_exhaust_the_server(tmp_path):
+    """Quotas per tenant beside the global ones: a tenant that holds its share of conversations, or
+    of waiting requests, is refused (503) while another tenant is still served."""
+    s = FakServer(tmp_path, "--max-conversations", "3", "--max-conversations-per-tenant", "2",
+                  "--max-running", "1", "--max-queued", "16", "--max-queued-per-tenant", "2")
+    try:
+        for _ in range(2):
+            assert converse(s, "/fak/v1/conversations", [{"role": "user", "content": "mine"}], max_tokens=1)[0] == 200
+        status, reply = converse(s, "/fak/v1/conversations", [{"role": "user", "content": "one more"}], max_tokens=1)
+        assert status == 503 and "share" in reply["error"]["message"], reply
+        # Control: bob still gets one; then the global cap (3) refuses him too.
+        assert converse(s, "/fak/v1/conversations", [{"role": "user", "content": "bob"}], key="key-bob",
+                        max_tokens=1)[0] == 200
+        status, reply = converse(s, "/fak/v1/conversations", [{"role": "user", "content": "bob 2"}], key="key-bob",
+                                 max_tokens=1)
+        assert status == 503 and "share" not in reply["error"]["message"], reply
+
+        # Alice floods the queue (one runs, two wait, the rest are refused); bob is still admitted.
+        body = {"model": MODEL, "prompt": "busy", "max_tokens": 60, "temperature": 0}
+        with concurrent.futures.ThreadPoolExecutor(9) as pool:
+            flood = [pool.submit(s.request, "POST", "/v1/completions", body) for _ in range(8)]
+            time.sleep(0.5)
+            bob = pool.submit(s.request, "POST", "/v1/completions", dict(body, max_tokens=2), key="key-bob")
+            statuses = sorted(f.result()[0] for f in flood)
+            bob_status, bob_reply = bob.result()
+        assert statuses.count(503) >= 4 and 200 in statuses, statuses
+        assert bob_status == 200, bob_reply
+    finally:
+        s.stop()
+    assert s.proc.returncode == 0, "".join(s.log)
+
+
+def test_conversation_turn_is_cancelled_when_its_client_leaves(server):
+    """A turn whose client disconnects is cancelled in the engine; its unseen reply is not added to
+    the conversation (which stays as it was), and the request counts as 499."""
+    status, turn = converse(server, "/fak/v1/conversations", [{"role": "user", "content": "leave " + uuid.uuid4().hex}],
+                            max_tokens=2)
+    assert status == 200, turn
+    path = f"/fak/v1/conversations/{turn['id']}"
+    gone_before = sample_value(server.metrics(), "fak_requests_total", status="499",
+                               endpoint="/fak/v1/conversations/{id}/messages")
+    # 4000 tokens take the embedded model ~2 s alone: the turn is still running when the client goes.
+    sock = raw_post(server.port, path + "/messages",
+                    {"model": MODEL, "messages": [{"role": "user", "content": "talk for a long while"}],
+                     "max_tokens": 4000, "temperature": 0})
+    time.sleep(0.3)
+    sock.close()
+    assert wait_for(lambda: sample_value(server.metrics(), "fak_requests_total", status="499",
+                                         endpoint="/fak/v1/conversations/{id}/messages") > gone_before)
+    status, conv = server.request("GET", path)
+    assert status == 200 and len(conv["messages"]) == 2, conv
+    assert sample_value(server.metrics(), "fak_running_requests") == 0
+    # Control: the same turn with its client present is added.
+    status, reply = converse(server, path + "/messages", [{"role": "user", "content": "short"}], max_tokens=2)
+    assert status == 200, reply
+    assert len(server.request("GET", path)[1]["messages"]) == 4

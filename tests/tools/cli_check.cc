@@ -148,7 +148,7 @@ nlohmann::json FirstJsonLine(const std::string& output) {
   return nlohmann::json::parse(output.substr(0, output.find('\n')), nullptr, /*allow_exceptions=*/false);
 }
 
-// The cross-surface contract (docs/reliability.md §8) through the real binary: a thread count past
+// The cross-surface contract (docs/reliability.md §11) through the real binary: a thread count past
 // the limit is an error naming it in every command that loads a model (before the fix: an abort),
 // a count past the context is refused before anything runs (before: cut short silently), and
 // sampling values are checked as the floats the sampler uses.

@@ -1,7 +1,10 @@
 // `fak serve`: the OpenAI-compatible HTTP server (src/server/server.h) over one model's Engine.
 #include <pthread.h>
 
+#include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <cstdint>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -33,7 +36,9 @@ constexpr std::string_view kServeUsage =
     "GET /v1/models, GET /health, Prometheus metrics at GET /metrics, and fak's own endpoints under\n"
     "/fak/v1: conversations with deletion certificates, the gate's verdict (docs/server.md).\n"
     "Prints \"fak serve: listening on http://HOST:PORT\" on stderr once it accepts connections.\n"
-    "SIGTERM or SIGINT stops accepting, lets every request in flight finish, and exits 0.\n"
+    "SIGTERM or SIGINT drains: new requests get 503, those in flight finish (for at most\n"
+    "--drain-timeout; then they are cancelled), the KV tier is checkpointed, and it exits 0. A\n"
+    "second SIGTERM or SIGINT cancels what still runs at once, checkpoints, and exits 1.\n"
     "\n"
     "options:\n"
     "  -m, --model MODEL      the model (or give it as the positional argument)\n"
@@ -43,12 +48,24 @@ constexpr std::string_view kServeUsage =
     "  --kv-budget BYTES      KV bytes for running requests and the prefix tree; 0 = unbounded. Default: 0\n"
     "  --api-keys FILE        one 'KEY TENANT' per line; requests need 'Authorization: Bearer KEY'\n"
     "                         and reuse prefixes only within their tenant. Default: no keys, tenant \"default\"\n"
-    "  --max-body BYTES       larger request bodies are refused with 413. Default: 1048576\n"
+    "  --max-body BYTES       larger request bodies (chunked ones too) are refused with 413.\n"
+    "                         Default: 1048576\n"
     "  --max-running N        requests batched at once. Default: 16\n"
     "  --max-queued N         requests waiting; more are refused with 503. Default: 256\n"
+    "  --max-queued-per-tenant N  requests one tenant may have waiting (503 past it). Default: 64\n"
     "  --model-name NAME      the model's id in the API. Default: the file's name ('embedded' for it)\n"
     "  --template NAME|FILE   the chat template: a family (gemma, llama3, chatml, mistral, llama2,\n"
     "                         phi3, fak) or a file with a Jinja template. Default: the model's own\n"
+    "\n"
+    "Slow and greedy clients (a connection past a deadline is cut, however steadily it trickles):\n"
+    "  --header-timeout S     a request's line and headers must arrive whole within S seconds of\n"
+    "                         the connection's start or the previous response. Default: 10\n"
+    "  --body-timeout S       its body within S seconds of its headers. Default: 30\n"
+    "  --idle-timeout S       a connection that moves no byte for S seconds is closed. Default: 10\n"
+    "  --max-connections N    connections held at once; more are not served. Default: 512\n"
+    "  --max-connections-per-peer N  the same from one client address (behind a proxy, every\n"
+    "                         client is one). Default: 64\n"
+    "  --drain-timeout S      how long a stop lets requests in flight finish. Default: 30\n"
     "\n"
     "fak's own endpoints (/fak/v1/conversations, /fak/v1/certificates/verify) run through a planner:\n"
     "  --state DIR            its journal (DIR/journal.log), signing key (DIR/key.pem) and denylist\n"
@@ -60,16 +77,23 @@ constexpr std::string_view kServeUsage =
     "  --redis URL            conversation texts in Redis instead, one namespace per tenant:\n"
     "                         redis://[:PASSWORD@]HOST[:PORT][/DB]\n"
     "  --max-conversations N  conversations held at once; more are refused with 503. Default: 1024\n"
+    "  --max-conversations-per-tenant N  conversations one tenant may hold (503 past it). Default: 256\n"
     "  --admin-tenant NAME    the tenant allowed to roll out new weights (POST /fak/v1/rollout names a\n"
     "                         MODEL as above; serving switches to it at cutover). Default: anyone\n"
     "                         without --api-keys, nobody with them\n"
+    "  --rollout-dir DIR      a rollout's MODEL is a built-in name or a file under DIR (repeatable).\n"
+    "                         Default: the served model file's directory (none for a built-in model)\n"
     "\n"
     "KV tier (prefix KV kept past the tree's budget and across restarts; every slab verified before use):\n"
     "  --kv-tier-dir DIR      slabs in a directory: the tree's budget evictions are written behind, the\n"
     "                         whole tree is written at shutdown, and a prompt's prefix is read back\n"
     "                         instead of prefilled when the tree lacks it (completions and\n"
     "                         conversations alike)\n"
-    "  --kv-tier-redis HOST:PORT  the same in Redis (builds with Redis support)\n";
+    "  --kv-tier-redis HOST:PORT  the same in Redis (builds with Redis support)\n"
+    "  --kv-tier-max-bytes BYTES  the tier's bound: least recently used entries go past it.\n"
+    "                         Default: 8 GiB or half the free space of DIR's file system at start,\n"
+    "                         whichever is less (the tier never fills the disk --state is on); 0 = none\n"
+    "  --kv-tier-ttl SECONDS  an entry unused this long expires. Default: 86400; 0 = never\n";
 
 // SIGINT and SIGTERM, blocked in every thread (BlockStopSignals runs before any thread starts: the
 // model's pool and the engine's step thread inherit the mask) and taken by StopOnSignal's thread.
@@ -84,17 +108,49 @@ void BlockStopSignals() {
   const sigset_t set = StopSignals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
-// Stops `server` on the first stop signal, from an ordinary thread: Server::Stop is not
-// async-signal-safe.
-std::thread StopOnSignal(Server& server) {
-  return std::thread([&server] {
+// Takes the stop signals on a thread of its own (Server::Stop and Abort are not async-signal-safe):
+// the first drains the server (Stop, on another thread, so that a second signal is still taken);
+// the second ends the drain at once (Abort). Finish wakes and joins it once Serve has returned.
+class StopOnSignals {
+ public:
+  explicit StopOnSignals(Server& server) : server_(server), thread_([this] { Run(); }) {}
+  ~StopOnSignals() { Finish(); }
+  // True when a second signal forced the stop.
+  bool Finish() {
+    if (thread_.joinable()) {
+      finished_ = true;
+      pthread_kill(thread_.native_handle(), SIGTERM);  // taken as "finished", not as a signal
+      thread_.join();
+    }
+    if (stopper_.joinable()) stopper_.join();
+    return forced_;
+  }
+
+ private:
+  void Run() {
     const sigset_t set = StopSignals();
-    int signal = 0;
-    sigwait(&set, &signal);
-    std::fprintf(stderr, "fak serve: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
-    server.Stop();
-  });
-}
+    for (int n = 1; n <= 2; ++n) {
+      int signal = 0;
+      sigwait(&set, &signal);
+      if (finished_) return;
+      const char* name = signal == SIGINT ? "SIGINT" : "SIGTERM";
+      if (n == 1) {
+        std::fprintf(stderr, "fak serve: %s, draining (a second signal cancels what still runs)\n", name);
+        stopper_ = std::thread([this] { server_.Stop(); });
+      } else {
+        std::fprintf(stderr, "fak serve: second %s: cancelling what still runs; exiting after the KV checkpoint\n", name);
+        forced_ = true;
+        server_.Abort();
+      }
+    }
+  }
+
+  Server& server_;
+  std::atomic<bool> finished_{false};
+  std::atomic<bool> forced_{false};
+  std::thread stopper_;  // runs Server::Stop; started and joined by thread_ and Finish
+  std::thread thread_;
+};
 
 #if FAK_WITH_REDIS
 // redis://[:PASSWORD@]HOST[:PORT][/DB]
@@ -186,6 +242,19 @@ class KVTier final : public SpillSink {
   std::vector<SpillItem> checkpoint_;   // GUARDED_BY(mu_)
 };
 
+// The KV tier's defaults: bounded, so a tier shares the disk (or Redis) with --state and never
+// fills it.
+constexpr uint64_t kDefaultTierTtlSeconds = 24 * 3600;
+constexpr uint64_t kDefaultTierMaxBytes = uint64_t{8} << 30;
+
+// 8 GiB or half the space free on `dir`'s file system now, whichever is less.
+uint64_t DefaultTierBound(const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::space_info space = std::filesystem::space(dir, ec);
+  if (ec) return kDefaultTierMaxBytes;
+  return std::max<uint64_t>(1, std::min<uint64_t>(kDefaultTierMaxBytes, space.available / 2));
+}
+
 // Null when neither flag is given. `denylist`: the planner chain's, so a quarantined text's KV is
 // never paged in.
 Result<std::unique_ptr<KVTier>> OpenKVTier(const Args& args, const Denylist& denylist) {
@@ -194,9 +263,17 @@ Result<std::unique_ptr<KVTier>> OpenKVTier(const Args& args, const Denylist& den
   if (dir && redis) return InvalidArgument("--kv-tier-dir and --kv-tier-redis are alternatives; give one");
   if (!dir && !redis) return std::unique_ptr<KVTier>();
   auto tier = std::make_unique<KVTier>();
+  FAK_ASSIGN_OR_RETURN(const uint64_t ttl, args.GetUint("kv-tier-ttl", kDefaultTierTtlSeconds));
   if (dir) {
-    FAK_ASSIGN_OR_RETURN(tier->store, OpenDirectoryKVTier(*dir, Env::Default()));
+    if (args.Get("kv-tier-ttl"))
+      return InvalidArgument("--kv-tier-ttl: the directory tier bounds its entries by --kv-tier-max-bytes");
+    DirectoryKVTierOptions options;
+    FAK_RETURN_IF_ERROR(Env::Default()->CreateDir(*dir).WithContext("--kv-tier-dir " + *dir));
+    FAK_ASSIGN_OR_RETURN(options.max_bytes, args.GetUint("kv-tier-max-bytes", DefaultTierBound(*dir)));
+    FAK_ASSIGN_OR_RETURN(tier->store, OpenDirectoryKVTier(*dir, options, Env::Default()));
   } else {
+    if (args.Get("kv-tier-max-bytes"))
+      return InvalidArgument("--kv-tier-max-bytes: a Redis tier is bounded by the server's maxmemory (and --kv-tier-ttl)");
 #if FAK_WITH_REDIS
     const size_t colon = redis->rfind(':');
     int port = 0;
@@ -208,6 +285,8 @@ Result<std::unique_ptr<KVTier>> OpenKVTier(const Args& args, const Denylist& den
     RedisOptions o;
     o.host = redis->substr(0, colon);
     o.port = port;
+    if (ttl > uint64_t{INT32_MAX}) return InvalidArgument("--kv-tier-ttl: at most " + std::to_string(INT32_MAX) + " seconds");
+    o.ttl_seconds = static_cast<int64_t>(ttl);
     FAK_ASSIGN_OR_RETURN(tier->store, OpenRedisKVTier(o));
 #else
     return Unsupported("--kv-tier-redis: this build has no Redis support (FAK_WITH_REDIS=OFF)");
@@ -267,10 +346,45 @@ Result<std::unique_ptr<Planner>> OpenPlanner(const LoadedModel& m, std::shared_p
   return Planner::Create(*m.model, *m.tokenizer, std::move(key), store, std::move(options));
 }
 
-// What a rollout loads: a MODEL as the command takes it ('embedded:SEED' for other synthetic
-// weights), with its own chat template.
-ModelLoader RolloutLoader(size_t n_threads) {
-  return [n_threads](const std::string& spec) { return LoadModel(spec, ThreadsOption(n_threads)); };
+// The directories a rollout may load model files from: --rollout-dir (repeatable), or the served
+// model file's own directory; none when the server runs a built-in model and names none.
+std::vector<std::filesystem::path> RolloutDirs(const Args& args, const std::string& model_spec) {
+  std::vector<std::filesystem::path> dirs;
+  std::error_code ec;
+  for (const std::string& dir : args.GetAll("rollout-dir")) dirs.push_back(std::filesystem::weakly_canonical(dir, ec));
+  if (args.GetAll("rollout-dir").empty() && !IsBuiltinModelSpec(model_spec))
+    dirs.push_back(std::filesystem::weakly_canonical(model_spec, ec).parent_path());
+  return dirs;
+}
+
+// Whether `path` (resolved, symbolic links included) lies inside one of `dirs`.
+bool IsInside(const std::string& path, const std::vector<std::filesystem::path>& dirs) {
+  std::error_code ec;
+  const std::filesystem::path resolved = std::filesystem::weakly_canonical(path, ec);
+  if (ec) return false;
+  for (const std::filesystem::path& dir : dirs) {
+    const auto [d, r] = std::mismatch(dir.begin(), dir.end(), resolved.begin(), resolved.end());
+    if (d == dir.end() && r != resolved.end()) return true;
+  }
+  return false;
+}
+
+// What a rollout loads: a built-in MODEL ('embedded:SEED' for other synthetic weights) or a file
+// under `dirs`, with its own chat template. A path elsewhere is refused before the file system is
+// asked, with one answer whether or not it exists (the endpoint is no oracle for the host's
+// files); a shape spec (random weights, no tokenizer) is refused before gigabytes are built.
+ModelLoader RolloutLoader(size_t n_threads, std::vector<std::filesystem::path> dirs) {
+  return [n_threads, dirs = std::move(dirs)](const std::string& spec) -> Result<LoadedModel> {
+    if (ShapeModelConfig(spec))
+      return InvalidArgument("model '" + spec + "' has random weights and no tokenizer; a rollout needs a tokenizer");
+    if (!IsBuiltinModelSpec(spec) && !IsInside(spec, dirs)) {
+      std::string allowed;
+      for (const std::filesystem::path& dir : dirs) allowed += (allowed.empty() ? "" : ", ") + dir.string();
+      return InvalidArgument("model '" + spec + "': a rollout loads only built-in models and files under " +
+                             (allowed.empty() ? std::string("--rollout-dir (none given)") : allowed));
+    }
+    return LoadModel(spec, ThreadsOption(n_threads));
+  };
 }
 
 Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& model_spec) {
@@ -282,6 +396,16 @@ Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& mo
   FAK_ASSIGN_OR_RETURN(o.max_body_bytes, args.GetUint("max-body", o.max_body_bytes));
   FAK_ASSIGN_OR_RETURN(o.kv_budget_bytes, args.GetUint("kv-budget", 0));
   FAK_ASSIGN_OR_RETURN(o.max_conversations, args.GetUint("max-conversations", o.max_conversations));
+  FAK_ASSIGN_OR_RETURN(o.max_conversations_per_tenant,
+                       args.GetUint("max-conversations-per-tenant", o.max_conversations_per_tenant));
+  FAK_ASSIGN_OR_RETURN(o.max_connections, args.GetUint("max-connections", o.max_connections));
+  FAK_ASSIGN_OR_RETURN(o.max_connections_per_peer, args.GetUint("max-connections-per-peer", o.max_connections_per_peer));
+  for (auto [flag, seconds] : {std::pair{"header-timeout", &o.header_timeout_s}, std::pair{"body-timeout", &o.body_timeout_s},
+                               std::pair{"idle-timeout", &o.idle_timeout_s}, std::pair{"drain-timeout", &o.drain_timeout_s}}) {
+    FAK_ASSIGN_OR_RETURN(uint64_t value, args.GetUint(flag, *seconds));
+    if (value == 0 || value > 86400) return InvalidArgument(std::string("--") + flag + " must be 1 to 86400 seconds");
+    *seconds = static_cast<uint32_t>(value);
+  }
   if (std::optional<std::string> admin = args.Get("admin-tenant")) o.admin_tenants.push_back(*admin);
   o.model_id = args.Get("model-name").value_or(std::filesystem::path(model_spec).filename().string());
   if (std::optional<std::string> path = args.Get("api-keys")) {
@@ -296,8 +420,10 @@ Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& mo
 
 int ServeCommand(std::span<char* const> argv) {
   const Args::Spec spec{{"model", "host", "port", "threads", "kv-budget", "api-keys", "max-body", "max-running",
-                         "max-queued", "model-name", "template", "state", "store", "redis", "max-conversations", "admin-tenant",
-                         "kv-tier-dir", "kv-tier-redis"},
+                         "max-queued", "max-queued-per-tenant", "model-name", "template", "state", "store", "redis",
+                         "max-conversations", "max-conversations-per-tenant", "admin-tenant", "kv-tier-dir", "kv-tier-redis",
+                         "kv-tier-max-bytes", "kv-tier-ttl", "rollout-dir", "header-timeout", "body-timeout",
+                         "idle-timeout", "max-connections", "max-connections-per-peer", "drain-timeout"},
                         {},
                         {{"-m", "model"}}};
   const std::string usage(kServeUsage);
@@ -310,7 +436,9 @@ int ServeCommand(std::span<char* const> argv) {
   Result<uint64_t> threads = args->GetUint("threads", 0);
   Result<uint64_t> max_running = args->GetUint("max-running", 16);
   Result<uint64_t> max_queued = args->GetUint("max-queued", 256);
-  for (const Status& s : {options.error(), threads.error(), max_running.error(), max_queued.error()})
+  Result<uint64_t> max_queued_per_tenant = args->GetUint("max-queued-per-tenant", 64);
+  for (const Status& s : {options.error(), threads.error(), max_running.error(), max_queued.error(),
+                          max_queued_per_tenant.error()})
     if (!s.ok()) return UsageError("serve", s.message(), usage);
 
   BlockStopSignals();
@@ -338,6 +466,7 @@ int ServeCommand(std::span<char* const> argv) {
   EngineOptions engine_options;
   engine_options.max_running = *max_running;
   engine_options.max_queued = *max_queued;
+  engine_options.max_queued_per_tenant = *max_queued_per_tenant;
   engine_options.step_token_budget = std::max<size_t>(engine_options.step_token_budget, *max_running);
   engine_options.kv_budget_bytes = options->kv_budget_bytes;
   engine_options.chat_template = *chat_template;
@@ -353,7 +482,7 @@ int ServeCommand(std::span<char* const> argv) {
   if (!planner) return Fail("serve", planner.error());
   if (*kv_tier) options->kv_tiers.push_back((*kv_tier)->store.get());
   options->planner = planner->get();
-  options->load_model = RolloutLoader(*threads);
+  options->load_model = RolloutLoader(*threads, RolloutDirs(*args, *model_spec));
   options->rollout_engine = engine_options;
   Result<std::unique_ptr<Server>> server = Server::Create(**engine, *m->model, *m->tokenizer, *options);
   if (!server) return Fail("serve", server.error());
@@ -362,7 +491,7 @@ int ServeCommand(std::span<char* const> argv) {
 
   // A client that vanishes mid-write must fail that write, not kill the process.
   std::signal(SIGPIPE, SIG_IGN);
-  std::thread stopper = StopOnSignal(**server);
+  StopOnSignals signals(**server);
   std::fprintf(stderr, "fak serve: %s, chat template %s; model id '%s'\n", m->label.c_str(),
                std::string((*chat_template)->variant()).c_str(), options->model_id.c_str());
   std::fprintf(stderr, "fak serve: state in %s%s; certificate issuer key %s; %zu sealed texts\n", state.dir.c_str(),
@@ -370,17 +499,23 @@ int ServeCommand(std::span<char* const> argv) {
   std::fprintf(stderr, "fak serve: listening on http://%s:%u\n", options->host.c_str(), unsigned{*port});
   std::fflush(stderr);
   const Status served = (*server)->Serve();
-  // Serve returns after Stop (or a listener failure; then wake the signal thread ourselves).
-  if (!served.ok()) pthread_kill(stopper.native_handle(), SIGTERM);
-  stopper.join();
-  server->reset();  // waits for requests in flight
-  (*engine)->Shutdown(ShutdownMode::kDrain);
+  // Serve returns after Stop, or when the listener could not start (then drain what there is).
+  const bool drained = (*server)->Stop();
+  const bool forced = signals.Finish();
+  server->reset();  // waits for the threads that wait on requests
+  (*engine)->Shutdown(forced ? ShutdownMode::kCancel : ShutdownMode::kDrain);
+  if (!drained) std::fprintf(stderr, "fak serve: requests still running were cancelled (%s)\n",
+                             forced ? "second signal" : "--drain-timeout");
   if (*kv_tier) {
     // A restart with the same tier pages these back in instead of prefilling them.
     // One tree holds both paths' contexts (no turn runs now: the server is gone).
     std::fprintf(stderr, "fak serve: KV tier: %s\n", (*kv_tier)->Checkpoint((*engine)->tree()).c_str());
   }
   if (!served.ok()) return Fail("serve", served);
+  if (forced) {
+    std::fprintf(stderr, "fak serve: stopped by a second signal\n");
+    return kExitFailure;
+  }
   std::fprintf(stderr, "fak serve: stopped\n");
   return kExitOk;
 }

@@ -65,6 +65,9 @@ struct EngineOptions {
   size_t max_running = 16;
   // Requests waiting for admission; Submit answers Unavailable past it (>= 1). Default: 256.
   size_t max_queued = 256;
+  // Requests one tenant may have waiting (its share of max_queued), so one tenant cannot fill the
+  // queue for all; Submit answers Unavailable past it. 0: max_queued. Default: 0.
+  size_t max_queued_per_tenant = 0;
   // Prompt tokens one request prefills in one step (>= 1). Default: 256.
   size_t prefill_chunk_tokens = 256;
   // Tokens in one step's batch, decodes included (>= max_running, so every decode fits). Default: 512.

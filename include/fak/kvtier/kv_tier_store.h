@@ -51,8 +51,15 @@ class FAK_EXPORT KVTierStore {
   // Stores (or replaces) an entry, recording it under each of `sources`.
   virtual Status Put(const TierKey& key, std::string_view bytes, std::span<const Digest> sources) = 0;
   // The entry's bytes; NotFound when absent. May return fewer bytes than were put when the entry
-  // was damaged in the store (the slab file's own checks then say truncated).
-  virtual Result<std::string> Get(const TierKey& key) = 0;
+  // was damaged in the store (the slab file's own checks then say truncated). An entry the store
+  // records as larger than `max_bytes` (a file's size, Redis's size record) is ResourceExhausted
+  // naming both sizes, before anything is allocated or read for it: a store's sizes are not
+  // trusted (a sparse 1 TiB file, a forged size record). Never more than max_bytes are returned.
+  virtual Result<std::string> Get(const TierKey& key, uint64_t max_bytes) = 0;
+  // Get without a caller's bound: entries up to kMaxTierEntryBytes.
+  Result<std::string> Get(const TierKey& key) { return Get(key, kMaxTierEntryBytes); }
+  // The most any store returns for one entry (a slab of a very large model's long span fits).
+  static constexpr uint64_t kMaxTierEntryBytes = uint64_t{64} << 30;
   // The distinct ends of stored entries, ascending (may include ends of removed entries).
   virtual Result<std::vector<uint64_t>> Ends() = 0;
   // NotFound when absent.

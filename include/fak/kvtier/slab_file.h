@@ -35,11 +35,19 @@ struct SlabFile {
 
 enum class SlabFileProblem { kNone, kTruncated, kChecksum, kMalformed, kUnsupported };
 
+// The largest slab file a slab of `shape`'s layers, heads and head size (in any KV element type)
+// holding at most `max_tokens` tokens encodes to: header, a manifest of at most the manifest JSON
+// limit (64 KiB), one source run per token, the token ids and K/Kraw/V. Saturates at UINT64_MAX. A
+// reader that knows what it will accept (the pager: the serving shape, tokens up to the entry's
+// end) refuses a larger entry before reading or allocating it.
+FAK_EXPORT uint64_t MaxSlabFileBytes(const KVShape& shape, uint64_t max_tokens);
+
 // The file's bytes. InvalidArgument when the slab's tensors do not match its shape and token count.
 FAK_EXPORT Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const SourceSpan> sources, const KVSlab& slab);
 // Parses and verifies `bytes`; on failure *problem (when given) says which kind: kTruncated (shorter
 // than the header says), kChecksum (a section or the header does not hash to its recorded digest),
-// kUnsupported (another magic or version), kMalformed (a section that does not parse). Never throws.
+// kUnsupported (another magic or version), kMalformed (a section that does not parse, or a shape
+// and token count whose tensors could not exist). Never throws; allocates only for what `bytes` holds.
 // `check_kv_section` false skips hashing the K/Kraw/V section — only for a caller that checks the
 // slab against its manifest's integrity checksum next (which covers the same bytes), to hash a
 // large slab once instead of twice.

@@ -55,8 +55,9 @@ class FAK_EXPORT TierPager final : public KVPager {
   // Reads and decodes candidates in the walk's order at `pos` (ends furthest first, the tenant's
   // namespace then the public one), from the `from_index`-th on, until one exists and starts at or
   // before pos (or fails to read or decode).
-  Fetched Fetch(const ResidentClaim& claim, std::span<const int32_t> tokens, std::span<const uint64_t> ends, size_t pos,
-                size_t limit, size_t from_index) const;
+  // An entry larger than a slab of `shape` ending there could be is refused unread (kOversized).
+  Fetched Fetch(const ResidentClaim& claim, std::span<const int32_t> tokens, std::span<const uint64_t> ends,
+                const KVShape& shape, size_t pos, size_t limit, size_t from_index) const;
   // Verifies a fetched candidate (tokens [.., end)) given `pos` tokens are held: a slab starting at
   // pos (sliced when it started before), or the failure.
   PageInFailure Verify(const ResidentClaim& claim, std::span<const int32_t> tokens, const KVShape& shape, size_t pos,

@@ -63,7 +63,7 @@ class FAK_EXPORT Generation {
   // The generation ends when its text contains one of `stop_strings`; a stop string is never
   // released, nor what follows it. `tokenizer` may be null (no text is released); it must outlive
   // the generation. InvalidArgument for invalid sampling parameters, an empty stop string (it would
-  // match everywhere: every surface refuses it, docs/reliability.md §8), or stop strings without a
+  // match everywhere: every surface refuses it, docs/reliability.md §11), or stop strings without a
   // tokenizer. With max_new_tokens == 0 the generation is finished (kLength) before its first step.
   static Result<Generation> Create(GenerateParams params, std::vector<std::string> stop_strings,
                                    const Tokenizer* tokenizer);

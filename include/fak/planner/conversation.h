@@ -41,6 +41,9 @@ struct CompleteParams {
   // Called with each piece of generated text as it becomes safe to show (see TextStream), on the
   // engine's step thread; returning false stops generation.
   std::function<bool(std::string_view)> on_text;
+  // Asked every few milliseconds while the turn runs (from another thread); true cancels it, prefill
+  // included — e.g. its client went away. The result then has finish kCancelled. Null: never.
+  std::function<bool()> cancelled;
   // Names the live conversation this call continues (unique within its tenant). When set, Complete
   // pins the texts of its messages in the text store until ReleaseSession, so evicting the store
   // can never take the source a later regen of the conversation needs. Empty: nothing is pinned.

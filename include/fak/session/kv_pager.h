@@ -31,8 +31,9 @@ enum class PageInFailure : int {
   kTruncated,    // the stored slab is shorter than its header says
   kMalformed,    // not a slab file of a version this build reads, or of another shape
   kUnavailable,  // the tier or the denylist cannot be asked now (fail closed)
+  kOversized,    // the stored entry is larger than any slab of the serving shape could be (not read)
 };
-inline constexpr int kNumPageInFailures = 9;
+inline constexpr int kNumPageInFailures = 10;
 FAK_EXPORT std::string_view PageInFailureName(PageInFailure failure);  // "none", "absent", "axis", ...
 
 // Whether a page-in that stopped with `failure` was refused (a slab was there and failed a check,
