@@ -119,7 +119,10 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits, std::span<const i
   std::iota(order.begin(), order.end(), 0);
   // Stable order (probability desc, id asc) keeps draws reproducible when logits tie.
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
-  size_t keep = params_.top_k > 0 ? std::min(params_.top_k, order.size()) : order.size();
+  // Masked (-inf) tokens sort last; they are never kept, not even as the draw's last resort.
+  const size_t unmasked = static_cast<size_t>(
+      std::count_if(l.begin(), l.end(), [](float x) { return x != -std::numeric_limits<float>::infinity(); }));
+  size_t keep = params_.top_k > 0 ? std::min(params_.top_k, unmasked) : unmasked;
   std::vector<double> p(keep);
   double sum = 0;
   for (size_t i = 0; i < keep; ++i) sum += (p[i] = std::exp((static_cast<double>(l[order[i]]) - l[order[0]]) / params_.temperature));
