@@ -92,20 +92,17 @@ def test_ctrl_c_stops_a_long_generate_and_keeps_what_it_generated(model):
     session = fak.Session(model)
     max_tokens = 4000  # the whole context: seconds of generation
     timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-    start = time.monotonic()
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt) as raised:
             session.generate([1, 2, 3], max_tokens=max_tokens, stop_tokens=[])
     finally:
         timer.cancel()
-    elapsed = time.monotonic() - start
     generated = raised.value.tokens
     assert 0 < len(generated) < max_tokens // 2, len(generated)  # stopped soon after the signal
     # The session holds the prompt and every generated token but the last, as after any finish.
     assert session.tokens == [1, 2, 3] + generated[:-1]
     assert len(session.segments) == 1
-    assert elapsed < 2.0
     # Control: the session goes on from there.
     assert len(session.generate([4], max_tokens=2, stop_tokens=[])) == 2
 
