@@ -10,7 +10,9 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -41,6 +43,43 @@ T ValueOrThrow(Result<T>&& result) {
   if (!result.has_value()) throw StatusError(result.error());
   return std::move(*result);
 }
+
+// Why a Python str has no UTF-8 form (a lone surrogate such as '\ud800'), naming the first such
+// character and its index.
+std::string UnencodableReason(nb::handle str);
+
+// A str entering the bindings, as UTF-8. nanobind's std::string caster turns a str without a UTF-8
+// form into "incompatible function arguments" (TypeError), and nb::cast into RuntimeError; every
+// binding takes str parameters as Text instead, whose caster accepts any str and whose use as a
+// std::string raises InvalidArgumentError saying why (fak.Error, like every other bad argument).
+class Text {
+ public:
+  Text() = default;
+  explicit Text(std::string utf8) : utf8_(std::move(utf8)) {}
+  static Text Unencodable(std::string reason) {
+    Text t;
+    t.unencodable_ = std::move(reason);
+    return t;
+  }
+  const std::string& str() const {
+    if (!unencodable_.empty()) throw StatusError(InvalidArgument("a str argument " + unencodable_));
+    return utf8_;
+  }
+  operator const std::string&() const { return str(); }
+  operator std::string_view() const { return str(); }
+
+ private:
+  std::string utf8_;
+  std::string unencodable_;  // non-empty: why the str had no UTF-8 form
+};
+std::vector<std::string> Strings(const std::vector<Text>& texts);
+inline std::optional<std::string> Strings(const std::optional<Text>& text) {
+  if (!text) return std::nullopt;
+  return text->str();
+}
+
+// The UTF-8 of a str handle; InvalidArgument naming `what` when it is no str or has no UTF-8 form.
+std::string Utf8Of(nb::handle str, std::string_view what);
 
 class PyEngine;
 
@@ -101,5 +140,31 @@ void BindPlanner(nb::module_& m);
 void BindRadix(nb::module_& m);
 
 }  // namespace fak::python
+
+namespace nanobind::detail {
+
+template <>
+struct type_caster<fak::python::Text> {
+  NB_TYPE_CASTER(fak::python::Text, const_name("str"))
+
+  bool from_python(handle src, uint8_t, cleanup_list*) noexcept {
+    if (!PyUnicode_Check(src.ptr())) return false;
+    Py_ssize_t size = 0;
+    const char* utf8 = PyUnicode_AsUTF8AndSize(src.ptr(), &size);
+    if (utf8 == nullptr) {
+      PyErr_Clear();
+      value = fak::python::Text::Unencodable(fak::python::UnencodableReason(src));
+    } else {
+      value = fak::python::Text(std::string(utf8, static_cast<size_t>(size)));
+    }
+    return true;
+  }
+  static handle from_cpp(const fak::python::Text& text, rv_policy, cleanup_list*) noexcept {
+    const std::string& s = text.str();
+    return PyUnicode_FromStringAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+  }
+};
+
+}  // namespace nanobind::detail
 
 #endif  // FAK_PYTHON_BINDINGS_H_

@@ -264,10 +264,11 @@ nb::dict EngineStatsDict(const EngineStats& s) {
 }
 
 std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& prompt, const nb::handle& messages,
-                                         size_t max_tokens, float temperature, size_t top_k, float top_p,
-                                         float repeat_penalty, uint64_t seed, const std::vector<std::string>& stop,
-                                         const std::vector<int32_t>& stop_tokens, const std::string& tenant,
-                                         bool stream, bool record_logits, const std::string& priority) {
+                                         size_t max_tokens, double temperature, size_t top_k, double top_p,
+                                         double repeat_penalty, uint64_t seed, const std::vector<Text>& stop,
+                                         const std::vector<int32_t>& stop_tokens, const Text& tenant,
+                                         bool stream, bool record_logits, const Text& priority_text) {
+  const std::string& priority = priority_text;
   EngineRequest req;
   if (priority == "background") {
     req.priority = RequestPriority::kBackground;
@@ -278,7 +279,7 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
     throw StatusError(InvalidArgument("submit: give prompt (str or token ids) or messages, not both"));
   if (!prompt.is_none()) {
     if (nb::isinstance<nb::str>(prompt)) {
-      req.prompt = ValueOrThrow(engine.model().RequireTokenizer().Encode(nb::cast<std::string>(prompt)));
+      req.prompt = ValueOrThrow(engine.model().RequireTokenizer().Encode(Utf8Of(prompt, "prompt")));
     } else {
       req.prompt = TokensOf(prompt, "submit: prompt");
     }
@@ -289,8 +290,8 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
   }
   req.tenant = tenant;
   req.max_tokens = max_tokens;
-  req.sampling = SamplingParams{temperature, top_k, top_p, repeat_penalty, seed};
-  req.stop_strings = stop;
+  req.sampling = ValueOrThrow(SamplingParams::FromDoubles(temperature, top_k, top_p, repeat_penalty, seed));
+  req.stop_strings = Strings(stop);
   req.stop_tokens = stop_tokens;
   req.record_logits = record_logits;
   auto queue = std::make_shared<TokenQueue>();
@@ -343,8 +344,8 @@ void BindEngine(nb::module_& m) {
                               "The serving engine: requests from any thread are batched into one forward pass per "
                               "step on its own thread, reusing prefixes through the radix tree.");
   engine.def(nb::new_([](ModelRef model, size_t max_running, size_t max_queued, size_t prefill_chunk_tokens,
-                         size_t step_token_budget, size_t kv_budget_bytes, const std::string& policy,
-                         const std::optional<std::string>& kv_tier_dir) {
+                         size_t step_token_budget, size_t kv_budget_bytes, const Text& policy,
+                         const std::optional<Text>& kv_tier_dir) {
                if (!model) throw StatusError(InvalidArgument("Engine: model is None"));
                EngineOptions o;
                o.max_running = max_running;
@@ -368,8 +369,8 @@ void BindEngine(nb::module_& m) {
              nb::arg("policy") = "lru", nb::arg("kv_tier_dir") = nb::none());
   engine
       .def("submit", &SubmitRequest, nb::arg("prompt") = nb::none(), nb::kw_only(), nb::arg("messages") = nb::none(),
-           nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0f, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0f,
-           nb::arg("repeat_penalty") = 1.0f, nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
+           nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0,
+           nb::arg("repeat_penalty") = 1.0, nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
            nb::arg("stop_tokens") = std::vector<int32_t>{}, nb::arg("tenant") = "default", nb::arg("stream") = false,
            nb::arg("record_logits") = false, nb::arg("priority") = "interactive",
            "Queues a request: prompt (str or token ids) or messages ([{'role', 'content'}], rendered with the "

@@ -29,7 +29,7 @@ std::string TextOf(const nb::handle& text) {
     nb::bytes b = nb::borrow<nb::bytes>(text);
     return std::string(b.c_str(), b.size());
   }
-  if (nb::isinstance<nb::str>(text)) return nb::cast<std::string>(text);
+  if (nb::isinstance<nb::str>(text)) return Utf8Of(text, "text");
   throw StatusError(InvalidArgument("text: expected str or bytes"));
 }
 
@@ -77,12 +77,12 @@ std::vector<ChatMessage> ParseMessages(const nb::handle& messages) {
     nb::dict d = nb::borrow<nb::dict>(item);
     if (!d.contains("role")) throw StatusError(InvalidArgument(where + ": no 'role'"));
     if (!nb::isinstance<nb::str>(d["role"])) throw StatusError(InvalidArgument(where + ".role: expected str"));
-    Result<ChatRole> role = ParseChatRole(nb::cast<std::string>(d["role"]));
+    Result<ChatRole> role = ParseChatRole(Utf8Of(d["role"], where + ".role"));
     if (!role.has_value()) throw StatusError(role.error().WithContext(where + ".role: "));
     ChatMessage msg{*role, {}};
     if (d.contains("content") && !d["content"].is_none()) {
       if (!nb::isinstance<nb::str>(d["content"])) throw StatusError(InvalidArgument(where + ".content: expected str"));
-      msg.content = nb::cast<std::string>(d["content"]);
+      msg.content = Utf8Of(d["content"], where + ".content");
     }
     out.push_back(std::move(msg));
   }
@@ -118,7 +118,7 @@ void BindModel(nb::module_& m) {
                           "Thread-safe.")
       .def_static(
           "load",
-          [](const std::string& path, size_t threads, size_t max_context, uint64_t seed) {
+          [](const Text& path, size_t threads, size_t max_context, uint64_t seed) {
             Result<ModelRef> loaded = [&] {
               nb::gil_scoped_release release;
               return Load(path, threads, max_context, seed);

@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "bindings.h"
@@ -42,7 +43,7 @@ PublicKey ParsePublicKey(const nb::object& key) {
     std::memcpy(out.bytes.data(), raw.c_str(), 32);
     return out;
   }
-  if (nb::isinstance<nb::str>(key)) return ValueOrThrow(PublicKey::FromHex(nb::cast<std::string>(key)));
+  if (nb::isinstance<nb::str>(key)) return ValueOrThrow(PublicKey::FromHex(Utf8Of(key, "public key")));
   throw StatusError(InvalidArgument("public key: expected 64 hex characters (str) or 32 raw bytes"));
 }
 
@@ -51,6 +52,35 @@ std::vector<int32_t> TokensOf(const nb::handle& tokens, const char* what) {
   if (nb::isinstance<nb::str>(tokens) || !nb::try_cast(tokens, out))
     throw StatusError(InvalidArgument(std::string(what) + ": expected a sequence of int token ids (int32)"));
   return out;
+}
+
+std::string UnencodableReason(nb::handle str) {
+  const Py_ssize_t n = PyUnicode_GetLength(str.ptr());
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    const Py_UCS4 c = PyUnicode_ReadChar(str.ptr(), i);
+    if (c >= 0xD800 && c <= 0xDFFF) {
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "\\u%04x", static_cast<unsigned>(c));
+      return "is not valid Unicode: '" + std::string(hex) + "' at index " + std::to_string(i) +
+             " is a lone surrogate, which has no UTF-8 form";
+    }
+  }
+  return "has no UTF-8 form";
+}
+
+std::vector<std::string> Strings(const std::vector<Text>& texts) {
+  return std::vector<std::string>(texts.begin(), texts.end());
+}
+
+std::string Utf8Of(nb::handle str, std::string_view what) {
+  if (!PyUnicode_Check(str.ptr())) throw StatusError(InvalidArgument(std::string(what) + ": expected str"));
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(str.ptr(), &size);
+  if (utf8 == nullptr) {
+    PyErr_Clear();
+    throw StatusError(InvalidArgument(std::string(what) + " " + UnencodableReason(str)));
+  }
+  return std::string(utf8, static_cast<size_t>(size));
 }
 
 namespace {
@@ -82,7 +112,7 @@ NB_MODULE(_fak, m) {
       "The kernel tier in use (scalar, avx2, avx512): part of the numeric regime.");
   m.def("supported_kernel_tiers", &SupportedKernelTiers, "Kernel tiers this CPU supports.");
   m.def(
-      "set_kernel_tier", [](const std::string& name) { ThrowIfError(SetKernelTier(name)); }, nb::arg("name"),
+      "set_kernel_tier", [](const Text& name) { ThrowIfError(SetKernelTier(name)); }, nb::arg("name"),
       "Pins the kernel tier for every later forward pass in this process.");
   m.def(
       "sha256", [](nb::bytes data) { return Digest::Of(data.c_str(), data.size()).Hex(); }, nb::arg("data"),

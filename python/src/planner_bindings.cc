@@ -40,7 +40,7 @@ Conversation ParseConversation(const nb::handle& messages, const std::string& te
     nb::dict d = nb::borrow<nb::dict>(item);
     if (!d.contains("role") || !d.contains("content"))
       throw StatusError(InvalidArgument(where + ": needs 'role' and 'content'"));
-    conv.messages.push_back(Message{KindOfRole(nb::cast<std::string>(d["role"])), nb::cast<std::string>(d["content"])});
+    conv.messages.push_back(Message{KindOfRole(Utf8Of(d["role"], where + ".role")), Utf8Of(d["content"], where + ".content")});
   }
   return conv;
 }
@@ -56,8 +56,8 @@ void BindPlanner(nb::module_& m) {
                         "Continues conversations: renders them with the model's chat template, reuses cached "
                         "prefixes, screens tool results at write time (a quarantined one is evicted, certified and "
                         "sealed), decodes. complete() may run from several threads at once.")
-      .def(nb::new_([](ModelRef model, const std::string& journal_path, std::shared_ptr<BlobStore> blobs,
-                       const std::optional<std::string>& key_path, const std::shared_ptr<ScreenChain>& chain,
+      .def(nb::new_([](ModelRef model, const Text& journal_path, std::shared_ptr<BlobStore> blobs,
+                       const std::optional<Text>& key_path, const std::shared_ptr<ScreenChain>& chain,
                        size_t tree_budget_bytes) {
              if (!model) throw StatusError(InvalidArgument("Planner: model is None"));
              auto p = std::make_unique<PyPlanner>();
@@ -66,7 +66,7 @@ void BindPlanner(nb::module_& m) {
              SigningKey key = ValueOrThrow(SigningKey::Generate());
              if (key_path) {
                std::error_code ec;
-               if (std::filesystem::exists(*key_path, ec)) {
+               if (std::filesystem::exists(key_path->str(), ec)) {
                  key = ValueOrThrow(SigningKey::LoadPem(*key_path));
                } else {
                  ThrowIfError(key.SavePem(*key_path));
@@ -91,14 +91,14 @@ void BindPlanner(nb::module_& m) {
       .def_prop_ro("journal_path", [](PyPlanner& p) { return p.planner->journal().path(); })
       .def(
           "complete",
-          [](PyPlanner& p, const nb::handle& messages, const std::string& tenant, size_t max_tokens, float temperature,
-             size_t top_k, float top_p, float repeat_penalty, uint64_t seed, const std::vector<std::string>& stop,
-             const std::optional<nb::callable>& on_text, const std::string& session) {
+          [](PyPlanner& p, const nb::handle& messages, const Text& tenant, size_t max_tokens, double temperature,
+             size_t top_k, double top_p, double repeat_penalty, uint64_t seed, const std::vector<Text>& stop,
+             const std::optional<nb::callable>& on_text, const Text& session) {
             const Conversation conv = ParseConversation(messages, tenant);
             CompleteParams params;
             params.generate.max_new_tokens = max_tokens;
-            params.generate.sampling = SamplingParams{temperature, top_k, top_p, repeat_penalty, seed};
-            params.stop = stop;
+            params.generate.sampling = ValueOrThrow(SamplingParams::FromDoubles(temperature, top_k, top_p, repeat_penalty, seed));
+            params.stop = Strings(stop);
             params.session = session;
             std::optional<nb::python_error> callback_error;
             if (on_text) {
@@ -152,16 +152,16 @@ void BindPlanner(nb::module_& m) {
             return d;
           },
           nb::arg("messages"), nb::kw_only(), nb::arg("tenant") = "default", nb::arg("max_tokens") = 64,
-          nb::arg("temperature") = 0.0f, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0f,
-          nb::arg("repeat_penalty") = 1.0f, nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
+          nb::arg("temperature") = 0.0, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0,
+          nb::arg("repeat_penalty") = 1.0, nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
           nb::arg("on_text") = nb::none(), nb::arg("session") = "",
           "Continues [{'role': system|user|assistant|tool, 'content'}, ...]. on_text(piece) streams the reply (return "
           "False to stop). Returns {text, tokens, finish_reason, reused_tokens, prefilled_tokens, messages: "
           "[{source_digest, verdict, sealed, reused}], certificates: [Certificate], ...}.")
       .def(
           "evict_message",
-          [](PyPlanner& p, const nb::handle& messages, size_t index, const std::string& reason,
-             const std::string& tenant, const std::string& session) {
+          [](PyPlanner& p, const nb::handle& messages, size_t index, const Text& reason,
+             const Text& tenant, const Text& session) {
             const Conversation conv = ParseConversation(messages, tenant);
             PyCertificate out;
             {
@@ -177,11 +177,11 @@ void BindPlanner(nb::module_& m) {
           "sealed everywhere like a quarantined tool result. Returns the Certificate.")
       .def_static(
           "sealed_stub",
-          [](const std::string& digest) { return Planner::SealedStub(ValueOrThrow(Digest::FromHex(digest))); },
+          [](const Text& digest) { return Planner::SealedStub(ValueOrThrow(Digest::FromHex(digest))); },
           nb::arg("digest"), "The text that replaces a quarantined message: names its digest, none of its bytes.")
       .def(
           "release_session",
-          [](PyPlanner& p, const std::string& tenant, const std::string& session) {
+          [](PyPlanner& p, const Text& tenant, const Text& session) {
             ThrowIfError(p.planner->ReleaseSession(tenant, session));
           },
           nb::arg("tenant"), nb::arg("session"))

@@ -3,6 +3,7 @@
 #ifndef FAK_PYTHON_PY_SESSION_H_
 #define FAK_PYTHON_PY_SESSION_H_
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -32,8 +33,8 @@ struct PyCertificate {
   std::string journal_path;
   size_t n_rerotated = 0, n_recomputed = 0;
 
-  bool Verify(const nb::object& public_key, const std::optional<std::string>& journal) const;
-  CertificateCheck Check(const nb::object& public_key, const std::optional<std::string>& journal) const;
+  bool Verify(const nb::object& public_key, const std::optional<Text>& journal) const;
+  CertificateCheck Check(const nb::object& public_key, const std::optional<Text>& journal) const;
 };
 
 // One sequence: a SegmentLedger (its cache and named segments) over a shared model. Methods lock
@@ -45,8 +46,11 @@ class PySession {
 
   std::vector<float> Prefill(std::vector<int32_t> tokens, const Digest& source, std::string id, SegmentKind kind);
   std::vector<float> Decode(int32_t token);
+  // Prefills `prompt` as a new segment and generates onto it. `keep_going` (if set) is asked after
+  // each token, without the GIL; false stops the generation there, the session holding what a
+  // finished one would. Returns the generated ids.
   std::vector<int32_t> Generate(const std::vector<int32_t>& prompt, size_t max_tokens, const SamplingParams& sampling,
-                                const std::vector<int32_t>& stop_tokens);
+                                const std::vector<int32_t>& stop_tokens, const std::function<bool()>& keep_going);
   std::unique_ptr<PySession> Clone();
   std::unique_ptr<PySession> Prefix(size_t n);
   PyCertificate Evict(const std::string& id, Repair repair, const std::string& reason);
@@ -55,10 +59,17 @@ class PySession {
     std::lock_guard lock(mu_);
     return !ledger_.has_value();
   }
-  // f(const SegmentLedger&) under the lock; FailedPrecondition when closed.
+  // f(const SegmentLedger&) under the lock; FailedPrecondition when closed. Callable with or
+  // without the GIL: a busy lock is waited for without it, since Generate takes the GIL while it
+  // holds the lock (to look for Ctrl-C).
   template <class F>
   auto With(F&& f) {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      std::optional<nb::gil_scoped_release> release;
+      if (PyGILState_Check()) release.emplace();
+      lock.lock();
+    }
     return f(Ledger());
   }
   const ModelRef& model() const { return model_; }

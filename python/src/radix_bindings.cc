@@ -27,7 +27,7 @@ void BindRadix(nb::module_& m) {
   nb::class_<PyRadixTree>(m, "RadixTree",
                           "Prefix reuse across sessions of one model: each node holds its own edge's KV once; "
                           "every lookup passes the manifest gate with the tenant. Thread-safe.")
-      .def(nb::new_([](ModelRef model, size_t budget_bytes, const std::string& policy) {
+      .def(nb::new_([](ModelRef model, size_t budget_bytes, const Text& policy) {
              if (!model) throw StatusError(InvalidArgument("RadixTree: model is None"));
              RadixTreeOptions o;
              o.budget_bytes = budget_bytes;
@@ -41,9 +41,10 @@ void BindRadix(nb::module_& m) {
            "budget_bytes: resident KV kept after each insert (0: unbounded); policy: lru, lfu or deepest_first.")
       .def(
           "lookup",
-          [](const std::shared_ptr<PyRadixTree>& t, const nb::handle& tokens, const std::string& tenant,
+          [](const std::shared_ptr<PyRadixTree>& t, const nb::handle& tokens, const Text& tenant,
              const std::shared_ptr<PyAuditor>& auditor) {
             std::vector<int32_t> ids = TokensOf(tokens, "lookup");
+            if (ids.empty()) throw StatusError(InvalidArgument("lookup: no tokens: a lookup needs at least one token"));
             nb::gil_scoped_release release;
             LookupResult r = t->tree->Lookup(t->tree->ClaimFor(tenant), ids);
             std::vector<SegmentSpec> specs;
@@ -62,7 +63,7 @@ void BindRadix(nb::module_& m) {
           "(session reading it in place, matched_tokens, gate verdict). Prefill tokens[matched_tokens:] next.")
       .def(
           "insert",
-          [](PyRadixTree& t, PySession& session, const std::string& tenant) {
+          [](PyRadixTree& t, PySession& session, const Text& tenant) {
             nb::gil_scoped_release release;
             ThrowIfError(session.With([&](const SegmentLedger& l) {
               return t.tree->Insert(tenant, l.cache().tokens(), l.cache());
@@ -72,7 +73,7 @@ void BindRadix(nb::module_& m) {
           "Adds the session's whole context to tenant's namespace (then trims to the budget).")
       .def(
           "match_length",
-          [](const PyRadixTree& t, const nb::handle& tokens, const std::string& tenant) {
+          [](const PyRadixTree& t, const nb::handle& tokens, const Text& tenant) {
             return t.tree->MatchLength(TokensOf(tokens, "match_length"), tenant);
           },
           nb::arg("tokens"), nb::arg("tenant") = "default", "Cached prefix length, without touching the tree.")

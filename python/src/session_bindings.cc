@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <optional>
 
@@ -39,15 +40,15 @@ std::shared_ptr<PyAuditor> PyAuditor::Open(const std::string& journal_path,
 
 // ---- Certificate ----
 
-bool PyCertificate::Verify(const nb::object& public_key, const std::optional<std::string>& journal) const {
+bool PyCertificate::Verify(const nb::object& public_key, const std::optional<Text>& journal) const {
   CertificateCheck check = Check(public_key, journal);
   ThrowIfError(check.ToStatus());
   return true;
 }
 
-CertificateCheck PyCertificate::Check(const nb::object& public_key, const std::optional<std::string>& journal) const {
+CertificateCheck PyCertificate::Check(const nb::object& public_key, const std::optional<Text>& journal) const {
   const PublicKey key = public_key.is_none() ? cert.issuer_public_key : ParsePublicKey(public_key);
-  const std::string path = journal.value_or(journal_path);
+  const std::string path = journal ? journal->str() : journal_path;
   if (path.empty()) {
     throw StatusError(InvalidArgument("Certificate.verify: the certificate names no journal; pass journal=PATH"));
   }
@@ -110,21 +111,26 @@ std::string PySession::NextId(const SegmentLedger& ledger) {
 }
 
 std::vector<int32_t> PySession::Generate(const std::vector<int32_t>& prompt, size_t max_tokens,
-                                         const SamplingParams& sampling, const std::vector<int32_t>& stop_tokens) {
+                                         const SamplingParams& sampling, const std::vector<int32_t>& stop_tokens,
+                                         const std::function<bool()>& keep_going) {
   std::lock_guard lock(mu_);
   SegmentLedger& ledger = Ledger();
   if (prompt.empty()) throw StatusError(InvalidArgument("generate: prompt is empty"));
-  std::vector<float> logits = ValueOrThrow(ledger.Append(SegmentSpec{
-      NextId(ledger), SegmentKind::kUser, prompt, Digest::Of(prompt.data(), prompt.size() * sizeof(int32_t))}));
+  // Checked before the prompt is appended, so a refused call leaves the session as it was.
+  ThrowIfError(CheckGenerationRoom(model_->model->config().context_length, ledger.cache().size() + prompt.size(),
+                                   max_tokens));
   GenerateParams params;
-  // A full context ends the generation, as in fak::Generate and `fak run`.
-  params.max_new_tokens = std::min(max_tokens, GenerationRoom(model_->model->config().context_length, ledger.cache().size()));
+  params.max_new_tokens = max_tokens;
   params.stop_tokens = stop_tokens;
   params.sampling = sampling;
   Generation generation = ValueOrThrow(Generation::Create(std::move(params), /*stop_strings=*/{}, /*tokenizer=*/nullptr));
+  std::vector<float> logits = ValueOrThrow(ledger.Append(SegmentSpec{
+      NextId(ledger), SegmentKind::kUser, prompt, Digest::Of(prompt.data(), prompt.size() * sizeof(int32_t))}));
   const std::span<const int32_t> context = ledger.cache().tokens();
-  const Status run = generation.Run(std::move(logits), std::vector<int32_t>(context.begin(), context.end()),
-                                    [&](int32_t token) { return ledger.ExtendLast(std::span<const int32_t>(&token, 1)); });
+  const Status run = generation.Run(
+      std::move(logits), std::vector<int32_t>(context.begin(), context.end()),
+      [&](int32_t token) { return ledger.ExtendLast(std::span<const int32_t>(&token, 1)); },
+      [&](const GenerationStep&) { return !keep_going || keep_going(); });
   if (!run.ok())
     throw StatusError(run.WithContext("generate after " + std::to_string(generation.tokens().size()) + " tokens: "));
   return generation.tokens();
@@ -203,6 +209,53 @@ auto Released(F&& f) {
   return f();
 }
 
+// Ctrl-C during a long generate. Python runs signal handlers only between bytecodes, so the token
+// loop (which runs without the GIL) asks for them itself: with the GIL, on the main thread (the only
+// one that runs them), at most every kInterval, so that other Python threads do not slow every
+// token. A handler that raises (KeyboardInterrupt) stops the generation after the current token.
+class SignalCheck {
+ public:
+  static constexpr std::chrono::milliseconds kInterval{20};
+
+  SignalCheck() : main_thread_(PyThread_get_thread_ident() == MainThreadId()) {}
+
+  // Without the GIL: false once a handler has raised.
+  bool KeepGoing() {
+    if (!main_thread_ || raised_) return !raised_;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_ < kInterval) return true;
+    last_ = now;
+    nb::gil_scoped_acquire gil;
+    raised_ = PyErr_CheckSignals() != 0;
+    return !raised_;
+  }
+
+  // With the GIL: rethrows what the handler raised, carrying the tokens generated (the session
+  // holds all but the last, as after any finish).
+  void RaiseIfInterrupted(const std::vector<int32_t>& tokens) {
+    if (!raised_) return;
+    PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);  // a handler's PyErr_SetNone leaves no instance
+    if (value != nullptr && PyErr_GivenExceptionMatches(value, PyExc_KeyboardInterrupt)) {
+      nb::setattr(value, "tokens", nb::cast(tokens));
+    }
+    PyErr_Restore(type, value, traceback);
+    throw nb::python_error();
+  }
+
+ private:
+  static unsigned long MainThreadId() {
+    static const unsigned long id =
+        nb::cast<unsigned long>(nb::module_::import_("threading").attr("main_thread")().attr("ident"));
+    return id;
+  }
+
+  const bool main_thread_;
+  bool raised_ = false;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
 Repair ParseRepair(const std::string& name) {
   if (name == "exact") return Repair::kRequireExact;
   if (name == "recompute_tail") return Repair::kRecomputeTail;
@@ -220,8 +273,8 @@ void BindSession(nb::module_& m) {
   nb::class_<PyAuditor>(m, "Auditor",
                         "The journal deletions are recorded in and the ed25519 key certificates are signed with. "
                         "Thread-safe; one opener per journal file.")
-      .def(nb::new_([](const std::string& journal_path, const std::optional<std::string>& key_path) {
-             return PyAuditor::Open(journal_path, key_path);
+      .def(nb::new_([](const Text& journal_path, const std::optional<Text>& key_path) {
+             return PyAuditor::Open(journal_path, Strings(key_path));
            }),
            nb::arg("journal_path"), nb::arg("key_path") = nb::none(),
            "Opens (creating) the journal. key_path: a PKCS#8 PEM ed25519 key, created (mode 0600) when absent; "
@@ -255,7 +308,7 @@ void BindSession(nb::module_& m) {
       .def("to_json", [](const PyCertificate& c) { return ValueOrThrow(c.cert.ToJson()); })
       .def_static(
           "from_json",
-          [](const std::string& json, const std::string& journal_path) {
+          [](const Text& json, const Text& journal_path) {
             PyCertificate c;
             c.cert = ValueOrThrow(DeletionCertificate::FromJson(json));
             c.journal_path = journal_path;
@@ -268,7 +321,7 @@ void BindSession(nb::module_& m) {
            "the fault.")
       .def(
           "check",
-          [](const PyCertificate& c, const nb::object& key, const std::optional<std::string>& journal) {
+          [](const PyCertificate& c, const nb::object& key, const std::optional<Text>& journal) {
             CertificateCheck check = c.Check(key, journal);
             return std::make_tuple(std::string(CertificateFaultName(check.fault)), check.detail);
           },
@@ -289,12 +342,12 @@ void BindSession(nb::module_& m) {
            "the window raises (evict rebuilds from the segments' tokens instead).")
       .def(
           "prefill",
-          [](PySession& s, const nb::handle& input, const std::optional<std::string>& segment,
-             const std::string& kind) {
+          [](PySession& s, const nb::handle& input, const std::optional<Text>& segment,
+             const Text& kind) {
             std::vector<int32_t> tokens;
             Digest source;
             if (nb::isinstance<nb::str>(input)) {
-              const std::string text = nb::cast<std::string>(input);
+              const std::string text = Utf8Of(input, "prefill: text");
               tokens = ValueOrThrow(s.model()->RequireTokenizer().Encode(text));
               source = Digest::Of(text);
             } else {
@@ -303,7 +356,7 @@ void BindSession(nb::module_& m) {
             }
             const SegmentKind k = ParseSegmentKind(kind);
             std::vector<float> logits =
-                Released([&] { return s.Prefill(std::move(tokens), source, segment.value_or(""), k); });
+                Released([&] { return s.Prefill(std::move(tokens), source, segment ? segment->str() : std::string(), k); });
             return LogitsArray(std::move(logits));
           },
           nb::arg("tokens"), nb::arg("segment") = nb::none(), nb::arg("kind") = "user",
@@ -318,23 +371,34 @@ void BindSession(nb::module_& m) {
           nb::arg("token"), "Appends one token to the last segment; returns the next-token logits, float32 [vocab].")
       .def(
           "generate",
-          [](PySession& s, const std::vector<int32_t>& prompt, size_t max_tokens, float temperature, size_t top_k,
-             float top_p, float repeat_penalty, uint64_t seed, const std::optional<std::vector<int32_t>>& stop_tokens) {
-            SamplingParams sp{temperature, top_k, top_p, repeat_penalty, seed};
-            ThrowIfError(sp.Validate());
+          [](PySession& s, const std::vector<int32_t>& prompt, size_t max_tokens, double temperature, size_t top_k,
+             double top_p, double repeat_penalty, uint64_t seed, const std::optional<std::vector<int32_t>>& stop_tokens) {
+            const SamplingParams sp = ValueOrThrow(SamplingParams::FromDoubles(temperature, top_k, top_p, repeat_penalty, seed));
             std::vector<int32_t> stops =
                 stop_tokens ? *stop_tokens
                             : (s.model()->tokenizer
                                    ? EndOfGenerationTokens(*s.model()->tokenizer, s.model()->chat_template.get())
                                    : std::vector<int32_t>{});
-            return Released([&] { return s.Generate(prompt, max_tokens, sp, stops); });
+            SignalCheck signals;
+            std::vector<int32_t> tokens;
+            try {
+              tokens = Released([&] { return s.Generate(prompt, max_tokens, sp, stops, [&] { return signals.KeepGoing(); }); });
+            } catch (const StatusError&) {
+              signals.RaiseIfInterrupted({});  // a Ctrl-C seen before the error wins
+              throw;
+            }
+            signals.RaiseIfInterrupted(tokens);
+            return tokens;
           },
-          nb::arg("prompt"), nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0f, nb::arg("top_k") = 0,
-          nb::arg("top_p") = 1.0f, nb::arg("repeat_penalty") = 1.0f, nb::arg("seed") = 0,
+          nb::arg("prompt"), nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0, nb::arg("top_k") = 0,
+          nb::arg("top_p") = 1.0, nb::arg("repeat_penalty") = 1.0, nb::arg("seed") = 0,
           nb::arg("stop_tokens") = nb::none(),
-          "Prefills prompt as a new segment and samples up to max_tokens (appended to it; fewer when the context "
-          "fills), as the engine's requests do; returns the generated ids (a stop token included). stop_tokens "
-          "default: EOS and the template's end-of-turn ids.")
+          "Prefills prompt as a new segment and samples up to max_tokens (appended to it), as the engine's "
+          "requests do; returns the generated ids (a stop token included). stop_tokens default: EOS and the "
+          "template's end-of-turn ids. A max_tokens past the context raises ResourceExhaustedError before "
+          "anything runs. Ctrl-C (SIGINT) stops it after the current token and raises KeyboardInterrupt, whose "
+          "`tokens` holds the ids generated; the session keeps the prompt and every generated token but the last, "
+          "as after any finish.")
       .def(
           "clone", [](PySession& s) { return Released([&] { return s.Clone(); }); },
           "A deep copy (cost: the whole cache).")
@@ -343,7 +407,7 @@ void BindSession(nb::module_& m) {
           "A copy of the first n tokens (the segment the cut falls in is shortened).")
       .def(
           "evict",
-          [](PySession& s, const std::string& segment, const std::string& repair, const std::string& reason) {
+          [](PySession& s, const Text& segment, const Text& repair, const Text& reason) {
             const Repair r = ParseRepair(repair);
             return Released([&] { return s.Evict(segment, r, reason); });
           },

@@ -33,7 +33,7 @@ std::string BytesOf(const nb::handle& data) {
     nb::bytes b = nb::borrow<nb::bytes>(data);
     return std::string(b.c_str(), b.size());
   }
-  if (nb::isinstance<nb::str>(data)) return nb::cast<std::string>(data);
+  if (nb::isinstance<nb::str>(data)) return Utf8Of(data, "data");
   throw StatusError(InvalidArgument("expected str or bytes"));
 }
 
@@ -55,8 +55,8 @@ std::vector<RecallSegment> ParseSegments(const nb::handle& segments) {
     nb::dict d = nb::borrow<nb::dict>(item);
     for (const char* key : {"id", "kind", "text"})
       if (!d.contains(key)) throw StatusError(InvalidArgument(where + ": no '" + key + "'"));
-    out.push_back(RecallSegment{nb::cast<std::string>(d["id"]), ParseSegmentKind(nb::cast<std::string>(d["kind"])),
-                                nb::cast<std::string>(d["text"])});
+    out.push_back(RecallSegment{Utf8Of(d["id"], where + ".id"), ParseSegmentKind(Utf8Of(d["kind"], where + ".kind")),
+                                Utf8Of(d["text"], where + ".text")});
   }
   return out;
 }
@@ -83,7 +83,7 @@ void BindStore(nb::module_& m) {
           nb::arg("capacity_bytes") = uint64_t{1} << 30)
       .def_static(
           "open",
-          [](const std::string& dir, uint64_t capacity_bytes, bool sync) {
+          [](const Text& dir, uint64_t capacity_bytes, bool sync) {
             BlobStoreOptions o;
             o.capacity_bytes = capacity_bytes;
             o.sync = sync;
@@ -97,13 +97,13 @@ void BindStore(nb::module_& m) {
           nb::arg("data"), "Stores bytes (str: its UTF-8); returns the hex sha256.")
       .def(
           "get",
-          [](BlobStore& s, const std::string& digest) { return ToBytes(ValueOrThrow(s.Get(ParseDigest(digest)))); },
+          [](BlobStore& s, const Text& digest) { return ToBytes(ValueOrThrow(s.Get(ParseDigest(digest)))); },
           nb::arg("digest"))
       .def("__contains__",
-           [](BlobStore& s, const std::string& digest) { return ValueOrThrow(s.Contains(ParseDigest(digest))); })
-      .def("pin", [](BlobStore& s, const std::string& digest) { ThrowIfError(s.Pin(ParseDigest(digest))); })
-      .def("unpin", [](BlobStore& s, const std::string& digest) { ThrowIfError(s.Unpin(ParseDigest(digest))); })
-      .def("remove", [](BlobStore& s, const std::string& digest) { ThrowIfError(s.Remove(ParseDigest(digest))); })
+           [](BlobStore& s, const Text& digest) { return ValueOrThrow(s.Contains(ParseDigest(digest))); })
+      .def("pin", [](BlobStore& s, const Text& digest) { ThrowIfError(s.Pin(ParseDigest(digest))); })
+      .def("unpin", [](BlobStore& s, const Text& digest) { ThrowIfError(s.Unpin(ParseDigest(digest))); })
+      .def("remove", [](BlobStore& s, const Text& digest) { ThrowIfError(s.Remove(ParseDigest(digest))); })
       .def("list",
            [](BlobStore& s) {
              std::vector<std::string> out;
@@ -143,17 +143,17 @@ void BindStore(nb::module_& m) {
           nb::arg("text"), "Stores a text; returns its SourceDigest (hex sha256 of its bytes).")
       .def(
           "get_source",
-          [](PyCorpus& c, const std::string& digest) {
+          [](PyCorpus& c, const Text& digest) {
             return ToBytes(ValueOrThrow(c.corpus->GetSource(ParseDigest(digest))));
           },
           nb::arg("digest"), "The verified bytes of a source.")
       .def(
           "remove_source",
-          [](PyCorpus& c, const std::string& digest) { ThrowIfError(c.corpus->RemoveSource(ParseDigest(digest))); },
+          [](PyCorpus& c, const Text& digest) { ThrowIfError(c.corpus->RemoveSource(ParseDigest(digest))); },
           nb::arg("digest"), "Erases a text and every token list cached for it.")
       .def(
           "tokens",
-          [](PyCorpus& c, const std::string& digest, const ModelRef& model) {
+          [](PyCorpus& c, const Text& digest, const ModelRef& model) {
             const Digest d = ParseDigest(digest);
             const Tokenizer& tok = model->RequireTokenizer();
             nb::gil_scoped_release release;
@@ -176,19 +176,19 @@ void BindStore(nb::module_& m) {
           "The built-in chain: denylist, prompt_injection, secrets.")
       .def(
           "add_phrases",
-          [](ScreenChain& c, const std::string& name, const std::vector<std::string>& phrases) {
-            ThrowIfError(c.Add(std::shared_ptr<const Admitter>(MakePhraseAdmitter(name, phrases))));
+          [](ScreenChain& c, const Text& name, const std::vector<Text>& phrases) {
+            ThrowIfError(c.Add(std::shared_ptr<const Admitter>(MakePhraseAdmitter(name, Strings(phrases)))));
           },
           nb::arg("name"), nb::arg("phrases"), "Adds an admitter quarantining text that contains any phrase.")
       .def(
           "deny",
-          [](ScreenChain& c, const std::string& digest, const std::string& reason) {
+          [](ScreenChain& c, const Text& digest, const Text& reason) {
             ThrowIfError(c.denylist().Add(ParseDigest(digest), reason));
           },
           nb::arg("digest"), nb::arg("reason"), "Lists a SourceDigest: text with it is quarantined whatever it says.")
       .def(
           "use_denylist_file",
-          [](ScreenChain& c, const std::string& path) {
+          [](ScreenChain& c, const Text& path) {
             ThrowIfError(c.set_denylist(ValueOrThrow(FileDenylist::Open(path))));
           },
           nb::arg("path"),
@@ -197,7 +197,7 @@ void BindStore(nb::module_& m) {
           "(which copies it, sharing the list). Replaces the in-memory list and what it held.")
       .def(
           "screen",
-          [](const ScreenChain& c, const nb::handle& text, const std::string& kind) {
+          [](const ScreenChain& c, const nb::handle& text, const Text& kind) {
             const std::string bytes = BytesOf(text);
             return VerdictDict(c.Screen(ScreenInput{bytes, ParseSegmentKind(kind), std::nullopt}));
           },
@@ -210,7 +210,7 @@ void BindStore(nb::module_& m) {
                           "by the current chain. One opener per directory; thread-safe.")
       .def_static(
           "open",
-          [](const std::string& dir, bool sync) {
+          [](const Text& dir, bool sync) {
             RecallStoreOptions o;
             o.sync = sync;
             nb::gil_scoped_release release;
@@ -219,7 +219,7 @@ void BindStore(nb::module_& m) {
           nb::arg("dir"), nb::arg("sync") = true)
       .def(
           "save",
-          [](RecallStore& r, const std::string& name, const nb::handle& segments,
+          [](RecallStore& r, const Text& name, const nb::handle& segments,
              const std::shared_ptr<ScreenChain>& chain) {
             std::vector<RecallSegment> segs = ParseSegments(segments);
             std::shared_ptr<const ScreenChain> c = ChainOr(chain);
@@ -230,7 +230,7 @@ void BindStore(nb::module_& m) {
           "Saves [{id, kind, text}, ...] as image `name` (texts first, all fsync'd); returns the image's sha256.")
       .def(
           "load",
-          [](RecallStore& r, const std::string& name, const std::shared_ptr<ScreenChain>& chain) {
+          [](RecallStore& r, const Text& name, const std::shared_ptr<ScreenChain>& chain) {
             std::shared_ptr<const ScreenChain> c = ChainOr(chain);
             RecalledTranscript t = [&] {
               nb::gil_scoped_release release;
@@ -258,7 +258,7 @@ void BindStore(nb::module_& m) {
           "Loads and verifies an image; every segment re-screened by `chain` (default: the built-in chain).")
       .def(
           "rebuild",
-          [](RecallStore& r, const std::string& name, const ModelRef& model, const std::shared_ptr<ScreenChain>& chain,
+          [](RecallStore& r, const Text& name, const ModelRef& model, const std::shared_ptr<ScreenChain>& chain,
              const std::shared_ptr<PyAuditor>& auditor) {
             std::shared_ptr<const ScreenChain> c = ChainOr(chain);
             const Tokenizer& tok = model->RequireTokenizer();
@@ -270,7 +270,7 @@ void BindStore(nb::module_& m) {
           nb::arg("name"), nb::arg("model"), nb::arg("chain") = nb::none(), nb::arg("auditor") = nb::none(),
           "A Session rebuilt from a saved transcript's text (quarantined segments left out): KV = prefill(text).")
       .def("list_images", [](RecallStore& r) { return ValueOrThrow(r.ListImages()); })
-      .def("remove_image", [](RecallStore& r, const std::string& name) { ThrowIfError(r.RemoveImage(name)); })
+      .def("remove_image", [](RecallStore& r, const Text& name) { ThrowIfError(r.RemoveImage(name)); })
       .def("collect_garbage", [](RecallStore& r) { return ValueOrThrow(r.CollectGarbage()); });
 }
 

@@ -4,6 +4,8 @@
 namespace fak::capi {
 namespace {
 
+static_assert(FAK_MAX_MODEL_THREADS == kMaxModelThreads, "the C header's limit is the library's");
+
 Result<std::shared_ptr<const LoadedModel>> Load(const fak_model_options& o) {
   LoadOptions options;
   options.model.n_threads = o.n_threads;

@@ -215,7 +215,8 @@ fak_status fak_sampler_sample(fak_sampler* sampler, const float* logits, size_t 
     if (n_logits == 0) return fak::InvalidArgument("n_logits is 0");
     FAK_C_REQUIRE(logits);
     if (history == nullptr && n_history > 0) return fak::capi::NullArgument("history");
-    *token = sampler->sampler.Sample(std::span<const float>(logits, n_logits), std::span<const int32_t>(history, n_history));
+    FAK_ASSIGN_OR_RETURN(*token, sampler->sampler.Sample(std::span<const float>(logits, n_logits),
+                                                         std::span<const int32_t>(history, n_history)));
     return Status();
   });
 }

@@ -22,7 +22,8 @@ namespace fak::internal {
 
 class ThreadPool {
  public:
-  // n_threads == 0 means one per hardware thread.
+  // n_threads == 0 means one per hardware thread. Throws std::system_error (having joined the
+  // threads it started) when the OS refuses a thread; Model checks the count first (NewThreadPool).
   explicit ThreadPool(size_t n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -35,6 +36,7 @@ class ThreadPool {
   void ParallelFor(size_t n, size_t grain, const std::function<void(size_t, size_t)>& fn);
 
  private:
+  void StopWorkers();
   void WorkerLoop(size_t worker_index);
   void RunShare(size_t share);
 

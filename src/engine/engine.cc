@@ -590,7 +590,12 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
 
 void Engine::Impl::Emit(Job* job, std::vector<float> logits) {
   EngineResult& r = job->result;
-  const GenerationStep step = job->generation.Step(logits, job->context);
+  Result<GenerationStep> stepped = job->generation.Step(logits, job->context);
+  if (!stepped) {  // logits the sampler refuses (the model checks its own: not expected)
+    FinishRunning(job, FinishReason::kError, stepped.error());
+    return;
+  }
+  const GenerationStep& step = *stepped;
   if (job->request.record_logits) r.logits.push_back(std::move(logits));
   job->context.push_back(step.token);
   r.tokens.push_back(step.token);

@@ -10,9 +10,10 @@ namespace fak {
 Result<Generation> Generation::Create(GenerateParams params, std::vector<std::string> stop_strings,
                                       const Tokenizer* tokenizer) {
   FAK_RETURN_IF_ERROR(params.sampling.Validate());
-  const bool has_stop_string =
-      std::any_of(stop_strings.begin(), stop_strings.end(), [](const std::string& s) { return !s.empty(); });
-  if (tokenizer == nullptr && has_stop_string) {
+  for (size_t i = 0; i < stop_strings.size(); ++i) {
+    if (stop_strings[i].empty()) return InvalidArgument("stop string " + std::to_string(i) + " is empty");
+  }
+  if (tokenizer == nullptr && !stop_strings.empty()) {
     return InvalidArgument("Generation: stop strings need a tokenizer to read the text");
   }
   return Generation(std::move(params), std::move(stop_strings), tokenizer);
@@ -29,10 +30,10 @@ bool Generation::IsStopToken(int32_t token) const {
   return std::binary_search(params_.stop_tokens.begin(), params_.stop_tokens.end(), token);
 }
 
-GenerationStep Generation::Step(std::span<const float> logits, std::span<const int32_t> history) {
+Result<GenerationStep> Generation::Step(std::span<const float> logits, std::span<const int32_t> history) {
   GenerationStep step;
   // Constraints and drafts (generation.h) would act here, on `logits`, before the draw.
-  step.token = sampler_.Sample(logits, history);
+  FAK_ASSIGN_OR_RETURN(step.token, sampler_.Sample(logits, history));
   tokens_.push_back(step.token);
   if (IsStopToken(step.token)) {
     step.finish = FinishReason::kStopToken;
@@ -58,7 +59,7 @@ FinishReason Generation::Cancel() {
 Status Generation::Run(std::vector<float> logits, std::vector<int32_t> history, const DecodeFn& decode,
                        const StepFn& on_step) {
   while (!done()) {
-    const GenerationStep step = Step(logits, history);
+    FAK_ASSIGN_OR_RETURN(const GenerationStep step, Step(logits, history));
     history.push_back(step.token);
     if (on_step && !on_step(step)) {
       Cancel();
@@ -79,14 +80,20 @@ size_t GenerationRoom(size_t context_length, size_t n_context) {
   return n_context > context_length ? 0 : context_length - n_context + 1;
 }
 
+Status CheckGenerationRoom(size_t context_length, size_t n_context, size_t max_new_tokens) {
+  if (max_new_tokens <= GenerationRoom(context_length, n_context)) return Status::Ok();
+  return ResourceExhausted(std::to_string(n_context) + " tokens of context + max_tokens " + std::to_string(max_new_tokens) +
+                           " exceed the context length " + std::to_string(context_length) + " (at most " +
+                           std::to_string(GenerationRoom(context_length, n_context)) + " more tokens fit)");
+}
+
 Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
                                 const GenerateParams& params, const std::function<bool(int32_t)>& on_token) {
   FAK_RETURN_IF_ERROR(params.sampling.Validate());
+  FAK_RETURN_IF_ERROR(
+      CheckGenerationRoom(model.config().context_length, cache->size() + prompt.size(), params.max_new_tokens));
+  FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(params, /*stop_strings=*/{}, /*tokenizer=*/nullptr));
   FAK_ASSIGN_OR_RETURN(std::vector<float> logits, model.Prefill(cache, prompt, LogitsMode::kLast));
-  GenerateParams bounded = params;
-  // A full context ends the generation (kLength); it does not fail it.
-  bounded.max_new_tokens = std::min(params.max_new_tokens, GenerationRoom(model.config().context_length, cache->size()));
-  FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(std::move(bounded), /*stop_strings=*/{}, /*tokenizer=*/nullptr));
   FAK_RETURN_IF_ERROR(generation.Run(
       std::move(logits), std::vector<int32_t>(cache->tokens().begin(), cache->tokens().end()),
       [&](int32_t token) { return model.Decode(cache, token); },

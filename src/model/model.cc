@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <set>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <unordered_set>
 
 #include "fak/io/gguf.h"
@@ -51,6 +53,24 @@ Status CheckFinite(const std::vector<float>& logits, const std::string& item) {
   return Status::Ok();
 }
 
+// The forward pass's pool: n_threads checked against kMaxModelThreads first; an OS that will not
+// start the threads it asked for is ResourceExhausted, not an abort.
+Result<std::unique_ptr<internal::ThreadPool>> NewThreadPool(const ModelOptions& options) {
+  if (options.n_threads > kMaxModelThreads) {
+    return InvalidArgument("ModelOptions.n_threads " + std::to_string(options.n_threads) + " exceeds the limit of " +
+                           std::to_string(kMaxModelThreads) + " threads (0 = one per hardware thread)");
+  }
+  const size_t n = options.n_threads != 0
+                       ? options.n_threads
+                       : std::clamp<size_t>(std::thread::hardware_concurrency(), 1, kMaxModelThreads);
+  try {
+    return std::make_unique<internal::ThreadPool>(n);
+  } catch (const std::system_error& e) {
+    return ResourceExhausted("ModelOptions.n_threads: could not start " + std::to_string(n) + " threads (" + e.what() +
+                             ")");
+  }
+}
+
 }  // namespace
 
 Model::Model(std::unique_ptr<internal::ModelImpl> impl) : impl_(std::move(impl)) {}
@@ -83,9 +103,9 @@ Result<std::unique_ptr<Model>> Model::Synthetic(const ModelConfig& config, uint6
     FAK_RETURN_IF_ERROR(config.Validate());
     FAK_ASSIGN_OR_RETURN(const KVDtype kv_dtype, ResolveKVDtype(options));
     auto impl = std::make_unique<internal::ModelImpl>();
+    FAK_ASSIGN_OR_RETURN(impl->pool, NewThreadPool(options));
     impl->kv_dtype = kv_dtype;
     impl->config = config;
-    impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
     impl->weights = internal::SyntheticWeights(config, seed, impl->pool.get());
     impl->rope = internal::MakeRopeBinding(config);
     return std::unique_ptr<Model>(new Model(std::move(impl)));
@@ -119,6 +139,8 @@ Result<std::unique_ptr<internal::ModelImpl>> LoadGguf(const std::string& path, c
 
 Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelOptions& options) {
   return internal::ExceptionBoundary("Model::Load", [&]() -> Result<std::unique_ptr<Model>> {
+    // The pool first: a bad thread count costs nothing, not a load of the file.
+    FAK_ASSIGN_OR_RETURN(std::unique_ptr<internal::ThreadPool> pool, NewThreadPool(options));
     std::unique_ptr<internal::ModelImpl> impl;
     if (internal::LooksLikeHfCheckpoint(path)) {
       FAK_ASSIGN_OR_RETURN(impl, LoadHf(path, options));
@@ -133,7 +155,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelO
     }
     FAK_ASSIGN_OR_RETURN(impl->kv_dtype, ResolveKVDtype(options));
     internal::PackForMatMul(&impl->weights);
-    impl->pool = std::make_unique<internal::ThreadPool>(options.n_threads);
+    impl->pool = std::move(pool);
     impl->rope = internal::MakeRopeBinding(impl->config);
     return std::unique_ptr<Model>(new Model(std::move(impl)));
   });

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -25,15 +27,63 @@ int32_t Argmax(std::span<const float> v) {
   return static_cast<int32_t>(best);
 }
 
+// The value as written, e.g. 5e-324 (std::to_string would print 0.000000).
+std::string Shown(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", x);
+  return buf;
+}
+
+Status CheckLogits(std::span<const float> logits) {
+  if (logits.empty()) return InvalidArgument("Sampler: no logits");
+  bool any = false;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float x = logits[i];
+    if (std::isnan(x) || x == std::numeric_limits<float>::infinity()) {
+      return InvalidArgument("Sampler: logit " + std::to_string(i) + " is " + Shown(x) +
+                             " (only finite logits, or -inf to mask a token, can be sampled)");
+    }
+    any = any || x != -std::numeric_limits<float>::infinity();
+  }
+  if (!any) return InvalidArgument("Sampler: every one of the " + std::to_string(logits.size()) + " logits is -inf");
+  return Status::Ok();
+}
+
 }  // namespace
 
-Status SamplingParams::Validate() const {
-  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) return InvalidArgument("SamplingParams.temperature must be >= 0");
-  if (!(top_p > 0.0f && top_p <= 1.0f)) return InvalidArgument("SamplingParams.top_p " + std::to_string(top_p) + " not in (0, 1]");
-  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty)) {
-    return InvalidArgument("SamplingParams.repetition_penalty must be > 0");
+Result<float> SamplingFloat(double value, std::string_view field) {
+  const float f = static_cast<float>(value);
+  const bool changed_kind = (f == 0.0f && value != 0.0) || (std::isinf(f) && !std::isinf(value)) ||
+                            std::fpclassify(f) == FP_SUBNORMAL;
+  if (changed_kind) {
+    return InvalidArgument(std::string(field) + " " + Shown(value) + " is not representable as a normal float (it would be " +
+                           Shown(f) + ")");
   }
+  return f;
+}
+
+Status SamplingParams::Validate() const {
+  auto subnormal = [](float x) { return std::fpclassify(x) == FP_SUBNORMAL; };
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature) || subnormal(temperature))
+    return InvalidArgument("SamplingParams.temperature " + Shown(temperature) + " must be 0 or a normal float > 0");
+  if (!(top_p > 0.0f && top_p <= 1.0f) || subnormal(top_p))
+    return InvalidArgument("SamplingParams.top_p " + Shown(top_p) + " not in (0, 1] (a normal float)");
+  if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty) || subnormal(repetition_penalty))
+    return InvalidArgument("SamplingParams.repetition_penalty " + Shown(repetition_penalty) +
+                           " must be a finite normal float > 0");
   return Status::Ok();
+}
+
+Result<SamplingParams> SamplingParams::FromDoubles(double temperature, size_t top_k, double top_p,
+                                                   double repetition_penalty, uint64_t seed) {
+  SamplingParams p;
+  FAK_ASSIGN_OR_RETURN(p.temperature, SamplingFloat(temperature, "SamplingParams.temperature"));
+  FAK_ASSIGN_OR_RETURN(p.top_p, SamplingFloat(top_p, "SamplingParams.top_p"));
+  FAK_ASSIGN_OR_RETURN(p.repetition_penalty, SamplingFloat(repetition_penalty, "SamplingParams.repetition_penalty"));
+  p.top_k = top_k;
+  p.seed = seed;
+  FAK_RETURN_IF_ERROR(p.Validate());
+  return p;
 }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params) {
@@ -53,7 +103,8 @@ double Sampler::NextUniform() {
   return static_cast<double>(result >> 11) * 0x1.0p-53;
 }
 
-int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
+Result<int32_t> Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
+  FAK_RETURN_IF_ERROR(CheckLogits(logits));
   std::vector<float> l(logits.begin(), logits.end());
   if (params_.repetition_penalty != 1.0f) {
     std::vector<bool> seen(l.size(), false);
@@ -68,7 +119,10 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
   std::iota(order.begin(), order.end(), 0);
   // Stable order (probability desc, id asc) keeps draws reproducible when logits tie.
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
-  size_t keep = params_.top_k > 0 ? std::min(params_.top_k, order.size()) : order.size();
+  // Masked (-inf) tokens sort last; they are never kept, not even as the draw's last resort.
+  const size_t unmasked = static_cast<size_t>(
+      std::count_if(l.begin(), l.end(), [](float x) { return x != -std::numeric_limits<float>::infinity(); }));
+  size_t keep = params_.top_k > 0 ? std::min(params_.top_k, unmasked) : unmasked;
   std::vector<double> p(keep);
   double sum = 0;
   for (size_t i = 0; i < keep; ++i) sum += (p[i] = std::exp((static_cast<double>(l[order[i]]) - l[order[0]]) / params_.temperature));

@@ -1,43 +1,45 @@
-// PhraseAdmitter: normalized case-insensitive substring match against a phrase list; the built-in
-// prompt-injection marker set.
-#include <algorithm>
-#include <cctype>
+// PhraseAdmitter: case-insensitive substring match of Unicode-normalized text against a phrase
+// list; the built-in prompt-injection marker set.
+#include <unicode/normalizer2.h>
+#include <unicode/uchar.h>
+#include <unicode/unistr.h>
+
+#include <string>
 
 #include "fak/screen/screen.h"
 
 namespace fak {
 namespace {
 
-// Length of a zero-width character's UTF-8 encoding at `s[i]`, or 0.
-size_t ZeroWidthAt(std::string_view s, size_t i) {
-  static constexpr std::string_view kZeroWidth[] = {"\xe2\x80\x8b", "\xe2\x80\x8c", "\xe2\x80\x8d", "\xe2\x81\xa0",
-                                                    "\xef\xbb\xbf"};
-  for (std::string_view z : kZeroWidth) {
-    if (s.substr(i, z.size()) == z) return z.size();
-  }
-  return 0;
-}
-
-// Lowercase ASCII, whitespace runs → one space, zero-width characters dropped.
-std::string Normalize(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
+// The form phrases and texts are compared in, so that what reads the same matches the same:
+// NFKC case folding (fullwidth and compatibility letters, case in every script, ß as ss, final
+// sigma as σ, default-ignorable characters such as zero-width spaces dropped), then combining marks
+// dropped and the dotless ı read as i (so İ, ı, ï all match i, and Greek accents do not hide a
+// word), whitespace runs as one space. Invalid UTF-8 reads as U+FFFD. Unavailable only when ICU's
+// normalization data cannot be loaded.
+Result<std::string> Normalize(std::string_view s) {
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Normalizer2* casefold = icu::Normalizer2::getNFKCCasefoldInstance(status);
+  const icu::Normalizer2* decompose = icu::Normalizer2::getNFDInstance(status);
+  icu::UnicodeString text = icu::UnicodeString::fromUTF8(icu::StringPiece(s.data(), static_cast<int32_t>(s.size())));
+  text = decompose->normalize(casefold->normalize(text, status), status);
+  if (U_FAILURE(status)) return Unavailable(std::string("Unicode normalization failed: ") + u_errorName(status));
+  icu::UnicodeString out;
   bool in_space = false;
-  for (size_t i = 0; i < s.size();) {
-    if (size_t z = ZeroWidthAt(s, i); z > 0) {
-      i += z;
-      continue;
-    }
-    const unsigned char c = static_cast<unsigned char>(s[i++]);
-    if (std::isspace(c)) {
-      if (!in_space) out.push_back(' ');
+  for (int32_t i = 0; i < text.length(); i = text.moveIndex32(i, 1)) {
+    const UChar32 c = text.char32At(i);
+    if (u_charType(c) == U_NON_SPACING_MARK) continue;
+    if (u_isUWhiteSpace(c)) {
+      if (!in_space) out.append(static_cast<UChar>(' '));
       in_space = true;
       continue;
     }
     in_space = false;
-    out.push_back(static_cast<char>(std::tolower(c)));
+    out.append(c == 0x0131 ? static_cast<UChar32>('i') : c);  // dotless ı
   }
-  return out;
+  std::string utf8;
+  out.toUTF8String(utf8);
+  return utf8;
 }
 
 class PhraseAdmitter final : public Admitter {
@@ -45,14 +47,18 @@ class PhraseAdmitter final : public Admitter {
   PhraseAdmitter(std::string name, std::string version, std::vector<std::string> phrases)
       : name_(std::move(name)), version_(std::move(version)) {
     for (auto& p : phrases) {
-      std::string n = Normalize(p);
-      if (!n.empty()) phrases_.push_back(std::move(n));
+      // A phrase that cannot be normalized is kept as given: it still matches itself.
+      Result<std::string> n = Normalize(p);
+      if (!n) n = p;
+      if (!n->empty()) phrases_.push_back(std::move(*n));
     }
   }
   std::string_view name() const override { return name_; }
   std::string_view version() const override { return version_; }
   Verdict Screen(const ScreenInput& input) const override {
-    const std::string text = Normalize(input.bytes);
+    Result<std::string> normalized = Normalize(input.bytes);
+    if (!normalized) return Verdict::Unavailable(name_, std::string(normalized.error().message()));
+    const std::string& text = *normalized;
     for (const std::string& p : phrases_) {
       if (text.find(p) != std::string::npos) return Verdict::Quarantine(name_, "matched phrase \"" + p + "\"");
     }
@@ -87,7 +93,7 @@ Digest Admitter::Fingerprint() const {
 }
 
 std::unique_ptr<Admitter> MakePhraseAdmitter(std::string name, std::vector<std::string> phrases) {
-  return std::make_unique<PhraseAdmitter>(std::move(name), "1", std::move(phrases));
+  return std::make_unique<PhraseAdmitter>(std::move(name), "2", std::move(phrases));
 }
 
 std::vector<std::string> PromptInjectionMarkers() {
@@ -107,7 +113,7 @@ std::vector<std::string> PromptInjectionMarkers() {
 }
 
 std::unique_ptr<Admitter> MakePromptInjectionAdmitter() {
-  return std::make_unique<PhraseAdmitter>("prompt_injection", "2", PromptInjectionMarkers());
+  return std::make_unique<PhraseAdmitter>("prompt_injection", "3", PromptInjectionMarkers());
 }
 
 }  // namespace fak

@@ -26,6 +26,17 @@ bool ParseNumber(const Json& v, std::string_view name, double lo, double hi, dou
   return true;
 }
 
+// A sampling value in [lo, hi], checked as the float the sampler uses: 5e-324 is not a top_p of 0
+// (refused here, not later as a float), nor 1e-50 a temperature of 0 (greedy).
+bool ParseSamplingFloat(const Json& v, std::string_view name, double lo, double hi, float* out, ApiRequestError* error) {
+  double x = 0;
+  if (!ParseNumber(v, name, lo, hi, &x, error)) return false;
+  Result<float> f = SamplingFloat(x, name);
+  if (!f) return Refuse(error, std::string(name), std::string(f.error().message()));
+  *out = *f;
+  return true;
+}
+
 bool ParseCount(const Json& v, std::string_view name, size_t* out, ApiRequestError* error) {
   if (!v.is_number_integer())
     return Refuse(error, std::string(name), std::string(name) + " must be an integer, not " + std::string(JsonTypeName(v)));
@@ -145,14 +156,12 @@ bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, Api
     if (!ParseCount(v, key, &n, error)) return false;
     r->max_tokens = n;
   } else if (key == "temperature") {
-    double t = 1;
-    if (!v.is_null() && !ParseNumber(v, key, 0, 2, &t, error)) return false;
-    r->sampling.temperature = static_cast<float>(t);
+    r->sampling.temperature = 1;
+    if (!v.is_null() && !ParseSamplingFloat(v, key, 0, 2, &r->sampling.temperature, error)) return false;
   } else if (key == "top_p") {
-    double p = 1;
-    if (!v.is_null() && !ParseNumber(v, key, 0, 1, &p, error)) return false;
-    if (p == 0) return Refuse(error, key, "top_p must be in (0, 1]");
-    r->sampling.top_p = static_cast<float>(p);
+    r->sampling.top_p = 1;
+    if (!v.is_null() && !ParseSamplingFloat(v, key, 0, 1, &r->sampling.top_p, error)) return false;
+    if (r->sampling.top_p == 0) return Refuse(error, key, "top_p must be in (0, 1]");
   } else if (key == "seed") {
     if (v.is_null()) return true;
     if (!v.is_number_integer()) return Refuse(error, key, "seed must be an integer");

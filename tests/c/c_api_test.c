@@ -901,6 +901,93 @@ static void TestTextStore(void) {
 }
 
 /* fak_last_error is per thread: a failure on another thread leaves this thread's message alone. */
+/* The cross-surface contract (docs/reliability.md section 11) through the C API: each input gets
+ * the answer C, Python, the fak tool and HTTP all give, and a failed call changes nothing. */
+static void TestContract(void) {
+  /* A thread count past the limit: an error naming it, not an abort. */
+  fak_model_options options;
+  fak_model_options_init(&options);
+  options.n_threads = 100000;
+  fak_model* model = (fak_model*)0x1;
+  CHECK_STATUS(fak_model_load(&options, &model), FAK_INVALID_ARGUMENT);
+  CHECK(strstr(fak_last_error(), "1024") != NULL);
+  CHECK(model == (fak_model*)0x1);
+  options.n_threads = FAK_MAX_MODEL_THREADS + 1;
+  CHECK_STATUS(fak_model_load(&options, &model), FAK_INVALID_ARGUMENT);
+
+  /* Logits that mean nothing: INVALID_ARGUMENT naming the index, never a token. */
+  const float nan = NAN;
+  float all_nan[4] = {nan, nan, nan, nan};
+  float one_nan[4] = {0.5f, 1.0f, nan, 0.0f};
+  float plus_inf[3] = {0.0f, INFINITY, 1.0f};
+  float all_masked[2] = {-INFINITY, -INFINITY};
+  float masked[3] = {-INFINITY, 0.25f, -INFINITY};
+  fak_sampling_params params;
+  fak_sampling_params_init(&params);
+  for (int sampled = 0; sampled < 2; ++sampled) {
+    params.temperature = sampled ? 1.0f : 0.0f;
+    fak_sampler* sampler = NULL;
+    CHECK_OK(fak_sampler_new(&params, &sampler));
+    int32_t token = -7;
+    CHECK_STATUS(fak_sampler_sample(sampler, all_nan, 4, NULL, 0, &token), FAK_INVALID_ARGUMENT);
+    CHECK_STATUS(fak_sampler_sample(sampler, one_nan, 4, NULL, 0, &token), FAK_INVALID_ARGUMENT);
+    CHECK(strstr(fak_last_error(), "logit 2") != NULL);
+    CHECK_STATUS(fak_sampler_sample(sampler, plus_inf, 3, NULL, 0, &token), FAK_INVALID_ARGUMENT);
+    CHECK_STATUS(fak_sampler_sample(sampler, all_masked, 2, NULL, 0, &token), FAK_INVALID_ARGUMENT);
+    CHECK(token == -7);
+    CHECK_OK(fak_sampler_sample(sampler, masked, 3, NULL, 0, &token)); /* control: -inf masks */
+    CHECK(token == 1);
+    fak_sampler_free(sampler);
+  }
+  /* A sampling value too small to be a normal float. */
+  params.temperature = 1e-40f;
+  fak_sampler* bad = NULL;
+  CHECK_STATUS(fak_sampler_new(&params, &bad), FAK_INVALID_ARGUMENT);
+  CHECK(bad == NULL);
+
+  /* An empty stop string, an empty token list, a count past the context. */
+  int32_t prompt[64];
+  const size_t n = Tokenize("Once upon a time", prompt, 64);
+  fak_engine* engine = NULL;
+  CHECK_OK(fak_engine_new(g_model, NULL, &engine));
+  const char* stops[2] = {"ok", ""};
+  fak_request request;
+  fak_request_init(&request);
+  request.prompt = prompt;
+  request.n_prompt = n;
+  request.max_tokens = 4;
+  request.stop_strings = stops;
+  request.n_stop_strings = 2;
+  uint64_t id = 0;
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT);
+  CHECK(strstr(fak_last_error(), "stop string 1 is empty") != NULL);
+  request.n_stop_strings = 1; /* control: "ok" alone is accepted */
+  CHECK_OK(fak_engine_submit(engine, &request, &id));
+  fak_result* result = NULL;
+  CHECK_OK(fak_engine_wait(engine, id, &result));
+  fak_result_free(result);
+  request.n_stop_strings = 0;
+  request.n_prompt = 0;
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT);
+  request.n_prompt = n;
+  request.max_tokens = (size_t)-1;
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_RESOURCE_EXHAUSTED);
+  CHECK(strstr(fak_last_error(), "context length") != NULL);
+  fak_engine_free(engine);
+  fak_session* s = NULL;
+  CHECK_OK(fak_session_new(g_model, &s));
+  CHECK_STATUS(fak_prefill(s, prompt, 0, NULL, 0), FAK_INVALID_ARGUMENT);
+  size_t held = 1;
+  CHECK_OK(fak_session_size(s, &held));
+  CHECK(held == 0);
+  fak_session_free(s);
+  fak_radix* radix = NULL;
+  CHECK_OK(fak_radix_new(g_model, 0, &radix));
+  size_t matched = 0;
+  CHECK_STATUS(fak_radix_lookup(radix, NULL, prompt, 0, &s, &matched), FAK_INVALID_ARGUMENT);
+  fak_radix_free(radix);
+}
+
 static void* FailOnThread(void* arg) {
   (void)arg;
   fak_status st = fak_session_new(NULL, NULL);
@@ -949,6 +1036,7 @@ int main(void) {
   TestRadix();
   TestEvictionCertificate();
   TestTextStore();
+  TestContract();
   TestLastErrorPerThread();
   fak_model_free(g_model);
   char cmd[600];

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,7 +75,7 @@ Outcome LegacyEmit(const Tokenizer& tokenizer, const std::vector<int32_t>& promp
   std::vector<int32_t> context = prompt;
   for (;;) {
     std::vector<float> logits = LogitsAfter(context);
-    const int32_t token = sampler.Sample(logits, context);
+    const int32_t token = *sampler.Sample(logits, context);
     out.logits.push_back(logits);
     context.push_back(token);
     out.tokens.push_back(token);
@@ -120,7 +121,10 @@ Outcome Stepped(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt, 
   std::vector<int32_t> context = prompt;
   while (!g->done()) {
     std::vector<float> logits = LogitsAfter(context);
-    const GenerationStep step = g->Step(logits, context);
+    Result<GenerationStep> stepped = g->Step(logits, context);
+    EXPECT_TRUE(stepped.has_value()) << stepped.error().ToString();
+    if (!stepped.has_value()) break;
+    const GenerationStep& step = *stepped;
     out.logits.push_back(std::move(logits));
     context.push_back(step.token);
     out.texts.push_back(step.text);
@@ -283,7 +287,6 @@ TEST_F(GenerationWitness, CancelKeepsTheNaturalReasonOnTheLastToken) {
 TEST(Generation, RejectsStopStringsWithoutATokenizerAndBadSampling) {
   GenerateParams p;
   EXPECT_EQ(Generation::Create(p, {"stop"}, nullptr).error().code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Generation::Create(p, {""}, nullptr).has_value());  // ignored, as TextStream ignores it
   p.sampling.top_p = 0;
   EXPECT_EQ(Generation::Create(p, {}, nullptr).error().code(), StatusCode::kInvalidArgument);
 }
@@ -357,19 +360,53 @@ TEST(GenerateEndToEnd, GenerateEngineAndAloneAgree) {
   EXPECT_NE(by_seed[1], by_seed[2]);
 }
 
-// A full context ends fak::Generate with kLength, after as many tokens as the engine would allow.
-TEST(GenerateEndToEnd, FullContextEndsWithLength) {
+// fak::Generate takes as many tokens as the engine allows (the context filled exactly) and refuses
+// one more before anything runs, as the engine does (docs/reliability.md §11).
+TEST(GenerateEndToEnd, ACountPastTheContextIsRefusedBeforeAnythingRuns) {
   ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(testing::TinyConfig(), 11));
   const size_t ctx = model->config().context_length;
   const std::vector<int32_t> prompt = testing::TokenSequence(ctx - 3, 3, 97);
   GenerateParams p;
-  p.max_new_tokens = 100;
+  p.max_new_tokens = 5;
   KVCache cache = model->NewCache();
+  Result<GenerateResult> refused = Generate(*model, &cache, prompt, p);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.error().message().find("context length " + std::to_string(ctx)), std::string_view::npos)
+      << refused.error().ToString();
+  EXPECT_TRUE(cache.empty());
+  // Control: the count that fills the context exactly runs to its length.
+  p.max_new_tokens = 4;
   ASSERT_OK_AND_ASSIGN(GenerateResult r, Generate(*model, &cache, prompt, p));
   EXPECT_EQ(r.tokens.size(), 4u);  // three fed back fill the context; the fourth is not fed back
   EXPECT_EQ(cache.size(), ctx);
   EXPECT_EQ(r.finish, FinishReason::kLength);
   EXPECT_EQ(GenerationRoom(ctx, ctx - 3), 4u);
+  EXPECT_EQ(CheckGenerationRoom(ctx, ctx - 3, SIZE_MAX).code(), StatusCode::kResourceExhausted);
+}
+
+// An empty stop string would match everywhere; it is refused, naming which one, as every surface
+// refuses it (docs/reliability.md §11).
+TEST(Generation, AnEmptyStopStringIsRefused) {
+  auto tokenizer = MakeByteTokenizer();
+  GenerateParams p;
+  Result<Generation> g = Generation::Create(p, {"stop", ""}, tokenizer.get());
+  ASSERT_FALSE(g.has_value());
+  EXPECT_EQ(g.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(g.error().message().find("stop string 1 is empty"), std::string_view::npos) << g.error().ToString();
+  EXPECT_TRUE(Generation::Create(p, {"stop"}, tokenizer.get()).has_value());  // control
+}
+
+// Logits the sampler refuses end Run with the error and no token drawn from them.
+TEST(Generation, NonFiniteLogitsAreAnErrorNotAToken) {
+  GenerateParams p;
+  p.max_new_tokens = 4;
+  ASSERT_OK_AND_ASSIGN(Generation g, Generation::Create(p, {}, nullptr));
+  std::vector<float> nan(8, std::numeric_limits<float>::quiet_NaN());
+  const Status s = g.Run(nan, {1}, [](int32_t) -> Result<std::vector<float>> { return std::vector<float>(8, 0.0f); });
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_TRUE(g.tokens().empty());
+  EXPECT_FALSE(g.done());
 }
 
 }  // namespace

@@ -72,6 +72,24 @@ TEST(Model, ConfigValidationNamesTheField) {
 }
 
 // Issue 20: a NaN weight used to give NaN logits, which sampled to an empty answer with success.
+// A thread count past kMaxModelThreads is an error naming the limit, checked before anything is
+// built or read (before the fix, 100000 threads aborted the process when the OS refused one).
+TEST(Model, AThreadCountPastTheLimitIsAnErrorNotAnAbort) {
+  ModelOptions options;
+  options.n_threads = 100000;
+  auto expect_refused = [](const Status& s) {
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("limit of " + std::to_string(kMaxModelThreads)), std::string_view::npos) << s.ToString();
+  };
+  expect_refused(Model::Synthetic(testing::TinyConfig(), 1, options).error());
+  expect_refused(Model::Load("/nonexistent/model.gguf", options).error());  // the count is checked first
+  options.n_threads = kMaxModelThreads + 1;
+  expect_refused(Model::Synthetic(testing::TinyConfig(), 1, options).error());
+  // Control: an ordinary count builds the model.
+  options.n_threads = 3;
+  EXPECT_TRUE(Model::Synthetic(testing::TinyConfig(), 1, options).has_value());
+}
+
 TEST(Model, NonFiniteLogitsAreAnErrorAndLeaveTheCacheUnchanged) {
   ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(TinyConfig(), 3));
   KVCache cache = model->NewCache();

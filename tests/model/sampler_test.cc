@@ -1,6 +1,8 @@
 // Sampler and Generate: greedy is argmax, seeded sampling is reproducible, filters do what they say.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -13,7 +15,7 @@ namespace {
 
 TEST(Sampler, GreedyIsArgmaxLowestIdOnTies) {
   Sampler s(SamplingParams{});
-  EXPECT_EQ(s.Sample(std::vector<float>{0.1f, 3.0f, -1.0f, 3.0f}, {}), 1);
+  EXPECT_EQ(*s.Sample(std::vector<float>{0.1f, 3.0f, -1.0f, 3.0f}, {}), 1);
 }
 
 TEST(Sampler, SameSeedSameTokensDifferentSeedDiffers) {
@@ -24,7 +26,7 @@ TEST(Sampler, SameSeedSameTokensDifferentSeedDiffers) {
     p.seed = seed;
     Sampler s(p);
     std::vector<int32_t> out;
-    for (int i = 0; i < 64; ++i) out.push_back(s.Sample(logits, {}));
+    for (int i = 0; i < 64; ++i) out.push_back(*s.Sample(logits, {}));
     return out;
   };
   EXPECT_EQ(draw(1), draw(1));
@@ -37,16 +39,16 @@ TEST(Sampler, TopKAndTopPRestrictTheSupport) {
   p.temperature = 1.0f;
   p.top_k = 2;
   Sampler k2(p);
-  for (int i = 0; i < 200; ++i) EXPECT_LT(k2.Sample(logits, {}), 2);
+  for (int i = 0; i < 200; ++i) EXPECT_LT(*k2.Sample(logits, {}), 2);
   p.top_k = 0;
   p.top_p = 0.5f;  // the top token alone holds > 50% of the mass
   Sampler nucleus(p);
-  for (int i = 0; i < 200; ++i) EXPECT_EQ(nucleus.Sample(logits, {}), 0);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(*nucleus.Sample(logits, {}), 0);
   // Control: with no filter, other tokens do appear.
   p.top_p = 1.0f;
   Sampler all(p);
   std::map<int32_t, int> seen;
-  for (int i = 0; i < 400; ++i) seen[all.Sample(logits, {})]++;
+  for (int i = 0; i < 400; ++i) seen[*all.Sample(logits, {})]++;
   EXPECT_GE(seen.size(), 3u);
 }
 
@@ -55,8 +57,8 @@ TEST(Sampler, RepetitionPenaltyDemotesSeenTokens) {
   SamplingParams p;
   p.repetition_penalty = 1.5f;
   Sampler s(p);
-  EXPECT_EQ(s.Sample(logits, std::vector<int32_t>{0}), 1);
-  EXPECT_EQ(s.Sample(logits, {}), 0);
+  EXPECT_EQ(*s.Sample(logits, std::vector<int32_t>{0}), 1);
+  EXPECT_EQ(*s.Sample(logits, {}), 0);
 }
 
 TEST(Sampler, InvalidParamsAreRejected) {
@@ -88,6 +90,49 @@ TEST(Generate, ReproducibleAndStopsAtMaxOrStopToken) {
   ASSERT_OK_AND_ASSIGN(auto r3, Generate(*model, &c3, prompt, gp));
   EXPECT_LE(r3.tokens.size(), 4u);
   EXPECT_EQ(r3.tokens.back(), gp.stop_tokens[0]);
+}
+
+// Logits that mean nothing are an error naming the index, whatever the sampling (greedy would
+// otherwise pick id 0 from all-NaN logits); -inf masks a token and is not an error.
+TEST(Sampler, NonFiniteLogitsAreRefusedAndMinusInfinityMasks) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (float temperature : {0.0f, 1.0f}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    Sampler s(p);
+    for (const std::vector<float>& bad : {std::vector<float>{nan, nan, nan}, std::vector<float>{0.5f, nan, 1.0f},
+                                          std::vector<float>{0.5f, inf}, std::vector<float>{-inf, -inf},
+                                          std::vector<float>{}}) {
+      Result<int32_t> t = s.Sample(bad, {});
+      ASSERT_FALSE(t.has_value()) << "temperature " << temperature << " sampled " << *t;
+      EXPECT_EQ(t.error().code(), StatusCode::kInvalidArgument);
+    }
+    EXPECT_NE(s.Sample(std::vector<float>{0.5f, nan}, {}).error().message().find("logit 1 is nan"), std::string_view::npos);
+    // Control: a masked vocabulary samples only what is left.
+    for (int i = 0; i < 50; ++i) EXPECT_EQ(*s.Sample(std::vector<float>{-inf, 0.25f, -inf}, {}), 1);
+  }
+}
+
+// Parameters are checked as the floats the sampler uses: a double that becomes 0, a subnormal or
+// an infinity as a float is refused with the value as given.
+TEST(Sampler, ParametersAreCheckedAsTheFloatsTheSamplerUses) {
+  Result<SamplingParams> top_p = SamplingParams::FromDoubles(1.0, 0, 5e-324, 1.0, 0);
+  ASSERT_FALSE(top_p.has_value());
+  EXPECT_EQ(top_p.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(top_p.error().message().find("top_p 4.94065646e-324"), std::string_view::npos) << top_p.error().ToString();
+  EXPECT_FALSE(SamplingParams::FromDoubles(1e-50, 0, 1.0, 1.0, 0).has_value());   // temperature underflows to 0
+  EXPECT_FALSE(SamplingParams::FromDoubles(1e-40, 0, 1.0, 1.0, 0).has_value());   // a subnormal float
+  EXPECT_FALSE(SamplingParams::FromDoubles(1.0, 0, 1.0, 1e39, 0).has_value());    // overflows to inf
+  EXPECT_FALSE(SamplingParams::FromDoubles(std::nan(""), 0, 1.0, 1.0, 0).has_value());
+  SamplingParams subnormal;
+  subnormal.temperature = 1e-40f;
+  EXPECT_EQ(subnormal.Validate().code(), StatusCode::kInvalidArgument);
+  // Control: ordinary values, and 0 for greedy, pass unchanged.
+  ASSERT_OK_AND_ASSIGN(SamplingParams ok, SamplingParams::FromDoubles(0.0, 40, 0.9, 1.1, 7));
+  EXPECT_EQ(ok.temperature, 0.0f);
+  EXPECT_EQ(ok.top_p, 0.9f);
+  EXPECT_EQ(ok.top_k, 40u);
+  EXPECT_EQ(ok.seed, 7u);
 }
 
 }  // namespace

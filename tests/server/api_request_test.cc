@@ -91,6 +91,35 @@ TEST(ApiRequest, RefusalsNameTheParameter) {
     EXPECT_EQ(Refusal(ApiEndpoint::kCompletions, body).param, "") << body;
 }
 
+// Sampling values are checked as the floats the sampler uses (SamplingFloat): a double that is in
+// range but becomes 0 or a subnormal float is refused by name here, as in C, Python and the CLI.
+TEST(ApiRequest, SamplingValuesAreCheckedAsFloats) {
+  const auto chat = [](std::string fields) {
+    return R"({"model": "m", "messages": [{"role": "user", "content": "x"}], )" + fields + "}";
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      {chat(R"("top_p": 5e-324)"), "top_p"},
+      {chat(R"("top_p": 1e-40)"), "top_p"},
+      {chat(R"("temperature": 1e-50)"), "temperature"},
+      {chat(R"("temperature": 1e-39)"), "temperature"},
+  };
+  for (const auto& [body, param] : cases) {
+    const ApiRequestError error = Refusal(ApiEndpoint::kChatCompletions, body);
+    EXPECT_EQ(error.param, param) << body;
+    EXPECT_NE(error.message.find("normal float"), std::string::npos) << error.message;
+  }
+  // Control: small values that are normal floats, and 0 for greedy, are accepted as given.
+  ApiRequest r;
+  ApiRequestError error;
+  ASSERT_TRUE(ParseApiRequest(ApiEndpoint::kChatCompletions, chat(R"("top_p": 1e-30, "temperature": 1e-30)"), &r, &error))
+      << error.message;
+  EXPECT_EQ(r.sampling.top_p, 1e-30f);
+  EXPECT_EQ(r.sampling.temperature, 1e-30f);
+  EXPECT_TRUE(r.sampling.Validate().ok());
+  ASSERT_TRUE(ParseApiRequest(ApiEndpoint::kChatCompletions, chat(R"("temperature": 0)"), &r, &error)) << error.message;
+  EXPECT_EQ(r.sampling.temperature, 0.0f);
+}
+
 TEST(ApiKeys, ParsesKeysAndRefusesBadLines) {
   Result<ApiKeys> keys = ParseApiKeys("# comment\n\nkey-a alice\r\n  key-b bob\n");
   ASSERT_TRUE(keys.has_value()) << keys.error().ToString();

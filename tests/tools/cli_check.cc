@@ -148,6 +148,43 @@ nlohmann::json FirstJsonLine(const std::string& output) {
   return nlohmann::json::parse(output.substr(0, output.find('\n')), nullptr, /*allow_exceptions=*/false);
 }
 
+// The cross-surface contract (docs/reliability.md §11) through the real binary: a thread count past
+// the limit is an error naming it in every command that loads a model (before the fix: an abort),
+// a count past the context is refused before anything runs (before: cut short silently), and
+// sampling values are checked as the floats the sampler uses.
+TEST_F(CliTest, ContractInputsGetTheLibrarysAnswers) {
+  for (const std::string command : {"run embedded -p hi", "chat embedded", "bench embedded",
+                                    "serve embedded --host 127.0.0.1 --port 0"}) {
+    CliResult refused = RunFak(command + " --threads 100000 </dev/null");
+    EXPECT_EQ(refused.exit_code, 1) << command << ": " << refused.output;
+    EXPECT_NE(refused.output.find("limit of 1024 threads"), std::string::npos) << command << ": " << refused.output;
+  }
+  CliResult ok = RunFak("run embedded -p hi -n 2 --threads 2");
+  EXPECT_EQ(ok.exit_code, 0) << "control: " << ok.output;
+
+  CliResult huge = RunFak("run embedded -p hi -n 100000 --json");
+  EXPECT_EQ(huge.exit_code, 1) << huge.output;
+  EXPECT_NE(huge.output.find("ResourceExhausted"), std::string::npos) << huge.output;
+  EXPECT_NE(huge.output.find("context length 4096"), std::string::npos) << huge.output;
+  // At the boundary: BOS + 4088 bytes + 8 generated (the last not fed back) fill 4096 exactly.
+  WriteFile(dir_ / "long.txt", std::string(4088, 'x'));
+  const std::string long_prompt = "run embedded --json --prompt-file " + (dir_ / "long.txt").string();
+  CliResult fits = RunFak(long_prompt + " -n 8");
+  ASSERT_EQ(fits.exit_code, 0) << "control: " << fits.output.substr(0, 400);
+  EXPECT_EQ(FirstJsonLine(fits.output)["tokens"].size(), 8u);
+  EXPECT_EQ(RunFak(long_prompt + " -n 9").exit_code, 1);
+
+  CliResult empty_stop = RunFak("run embedded -p hi --stop ''");
+  EXPECT_EQ(empty_stop.exit_code, 2) << empty_stop.output;
+  EXPECT_NE(empty_stop.output.find("non-empty"), std::string::npos) << empty_stop.output;
+
+  for (const char* flag : {"--top-p 5e-324", "--temperature 1e-50", "--repeat-penalty 1e39"}) {
+    CliResult bad = RunFak(std::string("run embedded -p hi ") + flag);
+    EXPECT_EQ(bad.exit_code, 2) << flag << ": " << bad.output;
+    EXPECT_NE(bad.output.find("normal float"), std::string::npos) << flag << ": " << bad.output;
+  }
+}
+
 TEST_F(CliTest, RunTakesShortFlagsAPromptFileAndPrintsJson) {
   WriteFile(dir_ / "prompt.txt", "hi");
   CliResult a = RunFak("run -m embedded -p hi -n 5 --json");

@@ -177,12 +177,9 @@ Result<GenerationFlags> ParseGenerationFlags(const Args& args, size_t default_ma
   FAK_ASSIGN_OR_RETURN(double temperature, args.GetDouble("temperature", 0.0));
   FAK_ASSIGN_OR_RETURN(double top_p, args.GetDouble("top-p", 1.0));
   FAK_ASSIGN_OR_RETURN(double penalty, args.GetDouble("repeat-penalty", 1.0));
-  FAK_ASSIGN_OR_RETURN(g.sampling.top_k, args.GetUint("top-k", 0));
-  FAK_ASSIGN_OR_RETURN(g.sampling.seed, args.GetUint("seed", 0));
-  g.sampling.temperature = static_cast<float>(temperature);
-  g.sampling.top_p = static_cast<float>(top_p);
-  g.sampling.repetition_penalty = static_cast<float>(penalty);
-  FAK_RETURN_IF_ERROR(g.sampling.Validate());
+  FAK_ASSIGN_OR_RETURN(uint64_t top_k, args.GetUint("top-k", 0));
+  FAK_ASSIGN_OR_RETURN(uint64_t seed, args.GetUint("seed", 0));
+  FAK_ASSIGN_OR_RETURN(g.sampling, SamplingParams::FromDoubles(temperature, top_k, top_p, penalty, seed));
   for (std::string& stop : args.GetAll("stop")) {
     if (stop.empty()) return InvalidArgument("--stop wants a non-empty text");
     g.stop.push_back(std::move(stop));

@@ -54,21 +54,23 @@ struct RunResult {
   double prefill_ms = 0, decode_ms = 0;
 };
 
-// Prefills the prompt and generates up to `max_tokens` (fewer when the context fills); text is
-// streamed (unless `quiet`) as the generation releases it, so a --stop text is never printed.
+// Prefills the prompt and generates up to `max_tokens` (a count past the context is refused first,
+// as the engine refuses it); text is streamed (unless `quiet`) as the generation releases it, so a
+// --stop text is never printed.
 Result<RunResult> Generate(const LoadedModel& m, const std::string& prompt, const GenerationFlags& g, bool quiet) {
   RunResult r;
   FAK_ASSIGN_OR_RETURN(r.prompt, EncodePrompt(*m.tokenizer, prompt));
+  FAK_RETURN_IF_ERROR(CheckGenerationRoom(m.model->config().context_length, r.prompt.size(), g.max_tokens));
+  GenerateParams params;
+  params.max_new_tokens = g.max_tokens;
+  params.stop_tokens = EndOfGenerationTokens(*m.tokenizer, nullptr);
+  params.sampling = g.sampling;
+  FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(std::move(params), g.stop, m.tokenizer.get()));
   KVCache cache = m.model->NewCache();
   Clock::time_point start = Clock::now();
   FAK_ASSIGN_OR_RETURN(std::vector<float> logits, PrefillWithProgress(*m.model, &cache, r.prompt));
   r.prefill_ms = MsSince(start);
   start = Clock::now();
-  GenerateParams params;
-  params.max_new_tokens = std::min(g.max_tokens, GenerationRoom(m.model->config().context_length, cache.size()));
-  params.stop_tokens = EndOfGenerationTokens(*m.tokenizer, nullptr);
-  params.sampling = g.sampling;
-  FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(std::move(params), g.stop, m.tokenizer.get()));
   FAK_RETURN_IF_ERROR(generation.Run(
       std::move(logits), r.prompt, [&](int32_t token) { return m.model->Decode(&cache, token); },
       [&](const GenerationStep& step) {

@@ -55,8 +55,8 @@ typedef struct fak_request {
   size_t n_stop_tokens;
   fak_token_callback on_token;        /* may be NULL */
   void* user_data;                    /* passed to on_token */
-  const char* const* stop_strings;    /* NUL-terminated; generation ends when the text contains one, */
-  size_t n_stop_strings;              /* which is never emitted (nor what follows) */
+  const char* const* stop_strings;    /* NUL-terminated, non-empty; generation ends when the text */
+  size_t n_stop_strings;              /* contains one, which is never emitted (nor what follows) */
   /* Nonzero: background work (warming the tree, backfill), admitted only while no interactive
    * request waits and preempted first. Default: 0 (interactive). */
   int background;
@@ -65,7 +65,7 @@ typedef struct fak_request {
 /* Thread-safe (touches only *request). */
 FAK_EXPORT void fak_request_init(fak_request* request);
 /* Queues a request; everything it points to is copied before the call returns. *id is never 0.
- * INVALID_ARGUMENT (bad prompt, ids, sampling, tenant), RESOURCE_EXHAUSTED (prompt + max_tokens
+ * INVALID_ARGUMENT (bad prompt, ids, sampling, tenant, an empty stop string), RESOURCE_EXHAUSTED (prompt + max_tokens
  * past the context or budget), UNAVAILABLE (queue full), FAILED_PRECONDITION (messages without a
  * chat template). Thread-safe. */
 FAK_EXPORT fak_status fak_engine_submit(fak_engine* engine, const fak_request* request, uint64_t* id);

@@ -12,6 +12,9 @@ extern "C" {
 
 /* A model with its tokenizer and chat template. Immutable: thread-safe. */
 
+/* The most threads fak_model_options.n_threads may ask for (fak::kMaxModelThreads). */
+#define FAK_MAX_MODEL_THREADS 1024
+
 typedef struct fak_model_options {
   size_t struct_size;
   /* NUL-terminated model name, as the fak tool takes it: a path of a GGUF file or Hugging Face
@@ -19,7 +22,8 @@ typedef struct fak_model_options {
    * "fak" chat template) or "embedded:SEED" (the same with the weights of SEED). NULL = "embedded".
    * The tool's shape-only names ("shape:...") have no tokenizer and are refused. Default: NULL. */
   const char* path;
-  /* Threads of one forward pass; 0 = one per hardware thread. Default: 0. */
+  /* Threads of one forward pass, at most FAK_MAX_MODEL_THREADS (more is INVALID_ARGUMENT naming
+   * the limit); 0 = one per hardware thread. Default: 0. */
   size_t n_threads;
   /* Cap on the context length below the file's; 0 = the file's. Default: 0. */
   size_t max_context;
@@ -36,7 +40,8 @@ FAK_EXPORT void fak_model_options_init(fak_model_options* options);
  * template (the file's own, else the family its architecture names; the same model bundle the fak
  * tool, Python and fak serve load: fak/model/loaded_model.h). `options` NULL = all defaults. On success *out owns the model: free it with
  * fak_model_free. Errors: INVALID_ARGUMENT (out NULL, bad struct_size, a malformed
- * "embedded:SEED"), FAILED_PRECONDITION (a name without a tokenizer), NOT_FOUND / IO_ERROR (path,
+ * "embedded:SEED", n_threads past FAK_MAX_MODEL_THREADS), RESOURCE_EXHAUSTED (the OS refused the
+ * threads), FAILED_PRECONDITION (a name without a tokenizer), NOT_FOUND / IO_ERROR (path,
  * or no tokenizer), CORRUPTION / UNSUPPORTED (the file). A model file without a recognised chat
  * template still loads; fak_chat_render then fails with its reason. Thread-safe. */
 FAK_EXPORT fak_status fak_model_load(const fak_model_options* options, fak_model** out);

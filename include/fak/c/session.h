@@ -79,13 +79,16 @@ FAK_EXPORT void fak_sampling_params_init(fak_sampling_params* params);
 /* A seeded sampler: same seed, logits and history, same tokens on every machine. One thread at a
  * time. */
 
-/* INVALID_ARGUMENT naming a bad parameter. `params` NULL = defaults (greedy).
+/* INVALID_ARGUMENT naming a bad parameter (NaN, infinite, out of range, or a subnormal float).
+ * `params` NULL = defaults (greedy).
  * Caller frees *out with fak_sampler_free. Thread-safe. */
 FAK_EXPORT fak_status fak_sampler_new(const fak_sampling_params* params, fak_sampler** out);
 /* NULL is a no-op. */
 FAK_EXPORT void fak_sampler_free(fak_sampler* sampler);
 /* Picks the next token from n_logits >= 1 logits given the ids seen so far (history may be NULL
- * when n_history is 0). Borrows logits and history for the call. One thread at a time per sampler. */
+ * when n_history is 0). A logit of -INFINITY masks its token out; a NaN or +INFINITY logit, or every
+ * logit -INFINITY, is INVALID_ARGUMENT naming the index, and the sampler is unchanged. Borrows
+ * logits and history for the call. One thread at a time per sampler. */
 FAK_EXPORT fak_status fak_sampler_sample(fak_sampler* sampler, const float* logits, size_t n_logits, const int32_t* history,
                               size_t n_history, int32_t* token);
 

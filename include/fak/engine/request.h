@@ -68,6 +68,7 @@ struct EngineRequest {
   // Generation ends after emitting any of these (the id is in the result's tokens, with no text).
   std::vector<int32_t> stop_tokens;
   // Generation ends when the text contains one of these; it is never emitted, nor what follows.
+  // An empty one is InvalidArgument at Submit (Generation::Create).
   std::vector<std::string> stop_strings;
   // Env::NowMonotonicNanos of the engine's Env past which the request finishes with kDeadline;
   // checked before every step. 0: none.

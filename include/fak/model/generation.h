@@ -60,18 +60,19 @@ class FAK_EXPORT Generation {
   // Receives each step; returning false cancels the generation after that token.
   using StepFn = std::function<bool(const GenerationStep& step)>;
 
-  // The generation ends when its text contains one of `stop_strings` (empty ones are ignored); a
-  // stop string is never released, nor what follows it. `tokenizer` may be null (no text is
-  // released); it must outlive the generation. InvalidArgument for invalid sampling parameters, or
-  // stop strings without a tokenizer. With max_new_tokens == 0 the generation is finished
-  // (kLength) before its first step.
+  // The generation ends when its text contains one of `stop_strings`; a stop string is never
+  // released, nor what follows it. `tokenizer` may be null (no text is released); it must outlive
+  // the generation. InvalidArgument for invalid sampling parameters, an empty stop string (it would
+  // match everywhere: every surface refuses it, docs/reliability.md §11), or stop strings without a
+  // tokenizer. With max_new_tokens == 0 the generation is finished (kLength) before its first step.
   static Result<Generation> Create(GenerateParams params, std::vector<std::string> stop_strings,
                                    const Tokenizer* tokenizer);
 
   // Chooses the next token from `logits`, given `history`: every token of the sequence before it
   // (the prompt and the tokens generated so far; the repetition penalty reads it). Requires
-  // !done().
-  GenerationStep Step(std::span<const float> logits, std::span<const int32_t> history);
+  // !done(). Logits the sampler refuses (NaN, +inf, all -inf: Sampler::Sample) are
+  // InvalidArgument and change nothing.
+  Result<GenerationStep> Step(std::span<const float> logits, std::span<const int32_t> history);
 
   // The caller declined the last step (its callback returned false, or the request was cancelled
   // while the token was delivered). Returns the finish reason: the step's own when it had ended the
@@ -81,8 +82,8 @@ class FAK_EXPORT Generation {
   // The whole loop on one sequence, for callers that decode one token at a time: Step on `logits`,
   // hand the step to `on_step` (if set), and, unless that ended it, `decode` the token for the next
   // logits. The token that ends the generation is not decoded (nothing would read its logits).
-  // `history` is the sequence before the first generated token. Stops at the first decode error
-  // (returned; tokens() holds what was generated).
+  // `history` is the sequence before the first generated token. Stops at the first decode or Step
+  // error (returned; tokens() holds what was generated).
   Status Run(std::vector<float> logits, std::vector<int32_t> history, const DecodeFn& decode,
              const StepFn& on_step = nullptr);
 
@@ -109,16 +110,23 @@ class FAK_EXPORT Generation {
 // `context_length`: every generated token but the last is fed back (decoded) into the cache.
 FAK_EXPORT size_t GenerationRoom(size_t context_length, size_t n_context);
 
+// OK when `max_new_tokens` fit after `n_context` tokens (GenerationRoom); else ResourceExhausted
+// naming both counts and the context length. A count that cannot fit is refused before anything
+// runs, on every surface (fak::Generate, the engine, Python's Session.generate, `fak run`), never
+// cut short silently.
+FAK_EXPORT Status CheckGenerationRoom(size_t context_length, size_t n_context, size_t max_new_tokens);
+
 struct GenerateResult {
   std::vector<int32_t> tokens;  // generated ids (the stop token included if one was emitted)
   size_t n_prompt_tokens = 0;
-  // kStopToken, kLength (max_new_tokens, or the context is full) or kCancelled (on_token said stop).
+  // kStopToken, kLength (max_new_tokens) or kCancelled (on_token said stop).
   FinishReason finish = FinishReason::kLength;
 };
 
 // Prefills `prompt` onto `cache` (which may already hold a prefix) and decodes up to
-// max_new_tokens (fewer when the context fills: GenerationRoom), calling on_token (if set) after
-// each; on_token returning false stops early. A Generation without text (no stop strings).
+// max_new_tokens, calling on_token (if set) after each; on_token returning false stops early. A
+// Generation without text (no stop strings). ResourceExhausted, before anything runs, when the
+// cache, the prompt and max_new_tokens do not fit the context (CheckGenerationRoom).
 FAK_EXPORT Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
                                 const GenerateParams& params,
                                 const std::function<bool(int32_t)>& on_token = nullptr);

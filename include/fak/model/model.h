@@ -99,8 +99,14 @@ struct FAK_EXPORT ModelConfig {
   static ModelConfig TinyLlama_1_1B_Shape();
 };
 
+// The most threads one forward pass may use (ModelOptions::n_threads): far more than any CPU has,
+// few enough that asking for more is a mistake to report rather than a crash when the OS refuses
+// the threads (every surface — the C API, Python, the fak tool, fak serve — loads through here).
+inline constexpr size_t kMaxModelThreads = 1024;
+
 struct ModelOptions {
-  // Threads used by one forward pass. Default: 0 = one per hardware thread.
+  // Threads used by one forward pass, at most kMaxModelThreads (more is InvalidArgument naming the
+  // limit). Default: 0 = one per hardware thread (capped at kMaxModelThreads).
   size_t n_threads = 0;
   // Load only: cap the context length (RoPE tables and the cache limit) below the file's trained
   // context. Default: 0 = the file's value.

@@ -26,14 +26,31 @@ struct FAK_EXPORT SamplingParams {
   float repetition_penalty = 1.0f;  // > 1 discourages tokens in the history (CTRL rule). Default: 1.
   uint64_t seed = 0;                // Default: 0.
 
+  // InvalidArgument naming the field: NaN, infinities, values out of range, and subnormal floats
+  // (a temperature, top_p or penalty too small to be a normal float is a mistake, not a setting).
   Status Validate() const;
+
+  // The parameters from double-precision values (JSON, the command line, Python floats), checked
+  // as the floats the sampler uses: a value the conversion turns into 0, a subnormal or an
+  // infinity is InvalidArgument naming the field and the value given (top_p 5e-324 is not 0),
+  // then Validate. Every surface that reads doubles reads them through here.
+  static Result<SamplingParams> FromDoubles(double temperature, size_t top_k, double top_p,
+                                            double repetition_penalty, uint64_t seed);
 };
+
+// One sampling value given as a double, as the float the sampler will use: InvalidArgument naming
+// `field` and the value given when the float is 0, subnormal or infinite and the double was not
+// (FromDoubles checks each field so; a parser that names fields one by one calls it directly).
+FAK_EXPORT Result<float> SamplingFloat(double value, std::string_view field);
 
 class FAK_EXPORT Sampler {
  public:
+  // `params` must pass Validate.
   explicit Sampler(const SamplingParams& params);
   // Picks the next token from `logits` given the ids seen so far (for the repetition penalty).
-  int32_t Sample(std::span<const float> logits, std::span<const int32_t> history);
+  // -inf masks a token out; NaN, +inf, no logits or every logit -inf is InvalidArgument naming
+  // the first bad index, so no token is ever drawn from numbers that mean nothing.
+  Result<int32_t> Sample(std::span<const float> logits, std::span<const int32_t> history);
 
  private:
   double NextUniform();  // [0, 1)

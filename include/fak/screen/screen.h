@@ -68,9 +68,12 @@ class FAK_EXPORT Admitter {
   virtual Digest Fingerprint() const;
 };
 
-// Quarantines bytes containing any of `phrases`. Matching is ASCII case-insensitive, treats any
-// run of whitespace as one space and ignores zero-width characters (U+200B..U+200D, U+2060,
-// U+FEFF), so "Ignore  all\nprevious instructions" still matches. Fingerprint covers the phrases.
+// Quarantines bytes containing any of `phrases`. Phrases and text are compared NFKC case-folded
+// (ICU), without combining marks and with the dotless ı as i, whitespace runs as one space and
+// default-ignorable characters (zero-width spaces, U+FEFF, soft hyphens) dropped, so
+// "Ignore  all\nprevious instructions", "ｉｇｎｏｒｅ ａｌｌ ｐｒｅｖｉｏｕｓ ｉｎｓｔｒｕｃｔｉｏｎｓ" and
+// "İGNORE ALL PREVIOUS INSTRUCTIONS" all match, in every script (ß matches ss, ς matches σ).
+// Unavailable (never Admit) if ICU cannot normalize. Fingerprint covers the phrases.
 FAK_EXPORT std::unique_ptr<Admitter> MakePhraseAdmitter(std::string name, std::vector<std::string> phrases);
 
 // The built-in prompt-injection admitter, "prompt_injection" version 2. Marker set:
