@@ -192,13 +192,12 @@ bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, Api
   return true;
 }
 
-bool Parse(ApiEndpoint endpoint, std::string_view body, ApiRequest* request, ApiRequestError* error) {
-  Result<Json> doc = ParseJsonObject(body, "request body");
-  if (!doc) return Refuse(error, "", std::string(doc.error().message()));
+bool ParseDocument(ApiEndpoint endpoint, const Json& doc, ApiRequest* request, ApiRequestError* error) {
+  if (!doc.is_object()) return Refuse(error, "", "request body: not a JSON object");
   ApiRequest r;
   r.sampling.temperature = 1.0f;  // OpenAI's default; 0 asks for greedy
   bool has_model = false, has_input = false;
-  for (const auto& [key, value] : doc->items()) {
+  for (const auto& [key, value] : doc.items()) {
     if (!ParseField(endpoint, key, value, &r, &has_input, error)) return false;
     has_model = has_model || key == "model";
   }
@@ -214,12 +213,18 @@ bool Parse(ApiEndpoint endpoint, std::string_view body, ApiRequest* request, Api
 
 }  // namespace
 
-bool ParseApiRequest(ApiEndpoint endpoint, std::string_view body, ApiRequest* request, ApiRequestError* error) {
+bool ParseApiRequestJson(ApiEndpoint endpoint, const Json& doc, ApiRequest* request, ApiRequestError* error) {
   try {
-    return Parse(endpoint, body, request, error);
+    return ParseDocument(endpoint, doc, request, error);
   } catch (const std::exception& e) {  // bad_alloc on a pathological body; nothing else throws here
     return Refuse(error, "", std::string("request body: ") + e.what());
   }
+}
+
+bool ParseApiRequest(ApiEndpoint endpoint, std::string_view body, ApiRequest* request, ApiRequestError* error) {
+  Result<Json> doc = ParseJsonObject(body, "request body");
+  if (!doc) return Refuse(error, "", std::string(doc.error().message()));
+  return ParseApiRequestJson(endpoint, *doc, request, error);
 }
 
 }  // namespace fak::internal

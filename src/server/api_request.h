@@ -17,6 +17,7 @@
 #include "fak/core/status.h"
 #include "fak/model/sampler.h"
 #include "fak/tokenizer/chat_template.h"
+#include "src/core/json.h"
 
 namespace fak::internal {
 
@@ -41,6 +42,8 @@ struct ApiRequestError {
 
 // Parses `body` for `endpoint`. On failure returns false and fills `error`.
 bool ParseApiRequest(ApiEndpoint endpoint, std::string_view body, ApiRequest* request, ApiRequestError* error);
+// The same for a body already parsed (through ParseJson, so its depth is bounded).
+bool ParseApiRequestJson(ApiEndpoint endpoint, const Json& doc, ApiRequest* request, ApiRequestError* error);
 
 }  // namespace fak::internal
 

@@ -655,13 +655,18 @@ void Server::Impl::HandleErase(const HttpRequest& req, HttpResponse& res) {
 void Server::Impl::HandlePrefixProbe(const HttpRequest& req, HttpResponse& res) {
   constexpr std::string_view kEndpoint = "/fak/v1/prefix";
   const std::string* tenant = &req.principal;
-  const ApiEndpoint api =
-      req.body.find("\"messages\"") != std::string::npos ? ApiEndpoint::kChatCompletions : ApiEndpoint::kCompletions;
+  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
+  if (!body) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(body.error().message()), "", "invalid_request"});
+  // The kind is the body's: a chat request has a "messages" member (not merely the word somewhere).
+  const ApiEndpoint api = body->contains("messages") ? ApiEndpoint::kChatCompletions : ApiEndpoint::kCompletions;
   ApiRequest request;
   ApiRequestError parse_error;
-  if (!internal::ParseApiRequest(api, req.body, &request, &parse_error))
+  if (!internal::ParseApiRequestJson(api, *body, &request, &parse_error))
     return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", parse_error.message, parse_error.param, "invalid_request"});
   const std::shared_ptr<const internal::Serving> serving = Current();
+  if (request.model != serving->model_id)
+    return ReplyError(res, *tenant, kEndpoint, {404, "invalid_request_error", "the model '" + request.model + "' does not exist",
+                                                "model", "model_not_found"});
   EngineRequest er;
   if (Status s = FillPrompt(*serving, api, request, &er); !s.ok())
     return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(s.message()), "", "invalid_value"});
@@ -692,7 +697,7 @@ void Server::Impl::HandleGateProbe(const HttpRequest& req, HttpResponse& res) {
   const ApiEndpoint api = body->contains("messages") ? ApiEndpoint::kChatCompletions : ApiEndpoint::kCompletions;
   ApiRequest request;
   ApiRequestError parse_error;
-  if (!internal::ParseApiRequest(api, internal::DumpJson(*body), &request, &parse_error))
+  if (!internal::ParseApiRequestJson(api, *body, &request, &parse_error))
     return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", parse_error.message, parse_error.param, "invalid_request"});
   if (request.model != serving->model_id)
     return ReplyError(res, *tenant, kEndpoint, {404, "invalid_request_error", "the model '" + request.model + "' does not exist",

@@ -233,7 +233,10 @@ TEST(DirectoryKVTier, ATenantsShareEvictsOnlyItsOwnEntries) {
   {
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<KVTierStore> tier, OpenDirectoryKVTier(dir.Sub("t"), share));
     ASSERT_OK(tier->Put(k[0], bob, {}));  // bob's, the oldest of all
-    for (int i : {1, 2, 3}) ASSERT_OK(tier->Put(k[i], acme, {}));
+    for (int i : {1, 2, 3}) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));  // past the file system's mtime granularity
+      ASSERT_OK(tier->Put(k[i], acme, {}));
+    }
     // acme's third entry evicted acme's first, not bob's older one.
     EXPECT_EQ(Present(*tier, {k[0], k[1], k[2], k[3]}), (std::vector<bool>{true, false, true, true}));
   }

@@ -1562,3 +1562,16 @@ def test_conversation_turn_is_cancelled_when_its_client_leaves(server):
     status, reply = converse(server, path + "/messages", [{"role": "user", "content": "short"}], max_tokens=2)
     assert status == 200, reply
     assert len(server.request("GET", path)[1]["messages"]) == 4
+
+
+def test_prefix_probe_reads_the_body_not_a_substring(server):
+    """/fak/v1/prefix takes the request's kind from its members (a prompt that mentions "messages"
+    is still a completions request) and refuses a model the server does not serve, as the
+    completion endpoints do."""
+    prompt = 'count the "messages" here ' + uuid.uuid4().hex
+    status, probe = server.request("POST", "/fak/v1/prefix", {"model": MODEL, "prompt": prompt})
+    assert status == 200 and probe["prompt_tokens"] > 0, probe
+    r = server.client().completions.create(model=MODEL, prompt=prompt, max_tokens=1, temperature=0)
+    assert probe["prompt_tokens"] == r.usage.prompt_tokens
+    status, reply = server.request("POST", "/fak/v1/prefix", {"model": "gpt-4", "prompt": prompt})
+    assert status == 404 and reply["error"]["param"] == "model", reply
