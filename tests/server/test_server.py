@@ -669,6 +669,16 @@ def test_kv_tier_survives_a_restart(tmp_path, backend, request):
     assert sample_value(third_metrics, "fak_kv_tier_paged_tokens_total") == 0
     assert sample_value(third_metrics, "fak_kv_tier_page_in_refusals_total", reason="checksum") == 1
     assert third.usage.prompt_tokens_details.cached_tokens == 0
+    # A poisoned tier: every slab grown to a sparse terabyte. Refused unread (by its size), recomputed,
+    # the same answer — not a 500 — and the server still stops cleanly (serve_once checks exit 0).
+    slabs = list(tier.glob("slabs/*.kvslab"))
+    assert slabs
+    for slab in slabs:
+        os.truncate(slab, 1 << 40)
+    fourth, fourth_metrics, _ = serve_once()
+    assert fourth.choices[0].text == first.choices[0].text
+    assert sample_value(fourth_metrics, "fak_kv_tier_page_in_refusals_total", reason="oversized") >= 1
+    assert fourth.usage.prompt_tokens_details.cached_tokens == 0
 
 
 def test_chat_kv_in_the_tier_is_indexed_by_message_text(tmp_path):
