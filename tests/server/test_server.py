@@ -32,6 +32,14 @@ KEYS = {"key-alice": "alice", "key-bob": "bob"}
 MAX_BODY = 64 * 1024
 
 
+def status_and_body(status, data):
+    """(status, parsed JSON or the text) of a response body."""
+    try:
+        return status, json.loads(data)
+    except ValueError:
+        return status, data.decode("utf-8", "replace")
+
+
 class FakServer:
     """A `fak serve` subprocess; `port` is read from its 'listening on' line."""
 
@@ -72,10 +80,7 @@ class FakServer:
         resp = conn.getresponse()
         data = resp.read()
         conn.close()
-        try:
-            return resp.status, json.loads(data)
-        except ValueError:
-            return resp.status, data.decode("utf-8", "replace")
+        return status_and_body(resp.status, data)
 
     def metrics(self):
         status, text = self.request("GET", "/metrics", key=None)
@@ -363,10 +368,7 @@ def send_chunked(port, path, chunks, key="key-alice", source="127.0.0.1"):
     resp.begin()
     data = resp.read()
     sock.close()
-    try:
-        return resp.status, json.loads(data)
-    except ValueError:
-        return resp.status, data.decode("utf-8", "replace")
+    return status_and_body(resp.status, data)
 
 
 def pieces(data, size):
