@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -488,12 +490,21 @@ TEST_F(PlannerTest, ATurnIsCancelledWhenItsCallerGivesUp) {
   CompleteParams params = params_;
   params.generate.max_new_tokens = 4000;
   params.generate.stop_tokens = {-1};  // nothing stops it but the length or the cancel
+  // The third piece holds the engine until the watcher has seen the caller give up, so a fast machine
+  // cannot finish the whole turn between two polls.
   std::atomic<size_t> pieces{0};
+  std::atomic<bool> gave_up{false};
   params.on_text = [&](std::string_view) {
-    ++pieces;
+    if (++pieces == 3) {
+      for (int i = 0; i < 1000 && !gave_up.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     return true;
   };
-  params.cancelled = [&] { return pieces.load() >= 3; };
+  params.cancelled = [&] {
+    if (pieces.load() < 3) return false;
+    gave_up = true;
+    return true;
+  };
   ASSERT_OK_AND_ASSIGN(CompleteResult cut, planner->Complete(conv, params));
   EXPECT_EQ(cut.finish, FinishReason::kCancelled);
   EXPECT_LT(cut.generated.size(), 1000u);
