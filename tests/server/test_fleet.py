@@ -121,3 +121,42 @@ def test_fleet_flags_are_checked(tmp_path):
                            (["--fleet", "redis://127.0.0.1:1", "--worker-id", "bad name"], "worker id")]:
         p = subprocess.run([FAK, "serve", MODEL, "--port", "0", *extra], capture_output=True, text=True, timeout=60)
         assert p.returncode != 0 and message in p.stderr, (extra, p.stderr)
+
+
+def test_redis_down_is_unavailable_never_a_seal(tmp_path):
+    """With the fleet's Redis gone a chat is refused as unavailable (503), not served unsealed and
+    not sealed; once Redis is back the same chat is served, and nothing was sealed meanwhile."""
+    import shutil
+    import socket
+    import subprocess
+    from test_server import wait_for
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def start_redis():
+        proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path),
+                                 "--save", "", "--appendonly", "yes"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 10)
+        return proc
+
+    redis = start_redis()
+    w = worker(tmp_path, port, "a")
+    text = "ask the fleet first: " + uuid.uuid4().hex
+    try:
+        chat(w, text)
+        redis.terminate()
+        redis.wait(10)
+        status, reply = w.request("POST", "/v1/chat/completions",
+                                  {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 2})
+        assert status == 503, reply
+        redis = start_redis()  # the append-only file brings the fleet's state back
+        body = {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 2}
+        # Served again once the connection's breaker lets a probe through.
+        assert wait_for(lambda: w.request("POST", "/v1/chat/completions", body)[0] == 200, 20)
+        assert sample_value(w.metrics(), "fak_chat_sealed_messages_total", tenant="alice") == 0
+    finally:
+        w.stop()
+        redis.terminate()
+        redis.wait(10)
