@@ -331,7 +331,7 @@ Result<TenantStore> OpenTextStores(const Args& args, const StateDir& state) {
   const std::optional<std::string> dir = args.Get("store");
   std::optional<std::string> redis = args.Get("redis");
   if (dir && redis) return InvalidArgument("--store and --redis are alternatives; give one");
-  std::string_view flag = "redis";
+  [[maybe_unused]] std::string_view flag = "redis";  // names the flag in a parse error
   if (!dir && !redis && args.Get("fleet")) {  // a fleet's texts are shared too
     redis = args.Get("fleet");
     flag = "fleet";
