@@ -160,3 +160,83 @@ def test_redis_down_is_unavailable_never_a_seal(tmp_path):
         w.stop()
         redis.terminate()
         redis.wait(10)
+
+
+@pytest.fixture
+def router(tmp_path):
+    """HAProxy (Debian) with deploy/haproxy/fak-fleet.cfg in front of the workers given to start()."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    from test_server import ROOT, wait_for
+    binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    if not os.path.exists(binary):
+        pytest.skip("haproxy not installed (scripts/setup installs it)")
+    procs = []
+
+    def start(workers):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = dict(os.environ, FAK_ROUTER_BIND=f"127.0.0.1:{port}",
+                   **{f"FAK_WORKER_{i + 1}": f"127.0.0.1:{w.port}" for i, w in enumerate(workers)})
+        procs.append(subprocess.Popen([binary, "-db", "-f", str(ROOT / "deploy/haproxy/fak-fleet.cfg")], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        assert wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 10), "haproxy did not start"
+        return port
+
+    yield start
+    for p in procs:
+        p.terminate()
+        p.wait(10)
+
+
+def test_behind_haproxy_a_conversation_stays_and_survives_its_worker(tmp_path, redis_port, router):
+    """Through HAProxy (consistent hash on the first message): a conversation's turns land on one
+    worker and reuse its tree; SIGKILL that worker and the next turn is served by another, which pages
+    the prefix in from the shared tier and answers what the first would have; an erasure sent through
+    the router reaches the surviving workers."""
+    import openai
+    workers = {n: worker(tmp_path, redis_port, n) for n in ("w1", "w2", "w3")}
+    port = router(list(workers.values()))
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="key-alice", max_retries=0, timeout=60)
+
+    def turn(messages):
+        raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=messages, max_tokens=6, temperature=0)
+        return raw.headers["X-Fak-Served-By"], raw.parse()
+
+    try:
+        first = "Router, keep me with my worker: " + uuid.uuid4().hex + ". " + "Padding for a longer prefix. " * 6
+        history = [{"role": "user", "content": first}]
+        served, r1 = turn(history)
+        history += [{"role": "assistant", "content": r1.choices[0].message.content}, {"role": "user", "content": "More?"}]
+        again, r2 = turn(history)
+        assert again == served and r2.usage.prompt_tokens_details.cached_tokens > 0
+        # Control: other conversations spread over the workers (the hash is on the conversation).
+        seen = {turn([{"role": "user", "content": f"another conversation {i}"}])[0] for i in range(12)}
+        assert len(seen) >= 2, seen
+        # The reply the first worker would give to the next turn, asked of it directly.
+        history += [{"role": "assistant", "content": r2.choices[0].message.content}, {"role": "user", "content": "Last?"}]
+        expected = workers[served].client().chat.completions.create(model=MODEL, messages=history, max_tokens=6, temperature=0)
+        workers[served].proc.send_signal(signal.SIGKILL)
+        workers[served].proc.wait(10)
+        other, r3 = turn(history)
+        assert other != served
+        assert r3.choices[0].message.content == expected.choices[0].message.content
+        assert r3.usage.prompt_tokens_details.cached_tokens > 0  # paged in from the shared tier
+        # An erasure through the router reaches every live worker.
+        import http.client
+        import json
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", "/fak/v1/erase", body=json.dumps({"content": first}),
+                     headers={"Authorization": "Bearer key-alice", "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        status, reply = resp.status, json.loads(resp.read())
+        assert status == 200, reply
+        fleet = reply["removed"]["fleet"]
+        assert sorted(fleet["confirmed"]) == sorted(n for n in workers if n != served), reply
+        assert fleet["pending"] in ([], [served]), reply  # the killed one, until its heartbeat is 3 s old
+    finally:
+        for w in workers.values():
+            w.stop()
