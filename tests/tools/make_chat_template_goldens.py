@@ -2,17 +2,20 @@
 """Renders the real chat templates in tests/data/chat_templates/*.jinja with jinja2, the way
 Hugging Face `apply_chat_template` does, over a fixed set of conversations, and writes
 tests/data/chat_templates/goldens.json: the expected text of every (template, conversation,
-add_generation_prompt), or the error jinja raised. tests/tokenizer/chat_template_test.cc checks
-fak's hand-written renderers against it byte for byte.
+add_generation_prompt, tools), or the error jinja raised. tests/tokenizer/chat_template_test.cc
+checks fak's hand-written renderers and tests/tokenizer/jinja_test.cc fak's Jinja interpreter
+against it byte for byte.
 
 Usage: python3 tests/tools/make_chat_template_goldens.py   (jinja2 3.1.x; writes the file in place)
 
 Two deliberate departures from transformers, both documented in docs/chat-templates.md:
-  * no `strftime_now` global: Llama 3.2's template then prints its fixed default date
-    ("26 Jul 2024"), so renderings do not change from day to day;
+  * `strftime_now` formats a fixed instant (NOW, UTC) and only for the templates that call it
+    unguarded (Granite, gpt-oss) and the "dated" case; elsewhere it is undefined, so Llama 3.2's
+    template prints its fixed default date ("26 Jul 2024") and renderings do not change daily;
   * tool messages, for templates that have no tool role (they raise on it or drop it), are
     passed as user messages — the convention fak applies (TOOL_AS_USER below).
 """
+import datetime
 import json
 import os
 import sys
@@ -43,7 +46,28 @@ MODELS = {
     "meta-llama-Llama-2-7b-chat-hf": dict(bos="<s>", eos="</s>", tool_as_user=True),
     "microsoft-Phi-3-mini-4k-instruct": dict(bos="<s>", eos="<|endoftext|>", tool_as_user=True),
     "microsoft-Phi-3.5-mini-instruct": dict(bos="<s>", eos="<|endoftext|>", tool_as_user=True),
+    # Templates outside the hand-rendered families: rendered by fak's Jinja interpreter only.
+    "Qwen-Qwen3-0.6B": dict(bos=None, eos="<|im_end|>", tool_as_user=False),
+    "Qwen-QwQ-32B": dict(bos=None, eos="<|im_end|>", tool_as_user=False),
+    "Qwen-Qwen2.5-7B-Instruct": dict(bos=None, eos="<|im_end|>", tool_as_user=False),
+    "meta-llama-Llama-3.1-8B-Instruct": dict(bos="<|begin_of_text|>", eos="<|eot_id|>", tool_as_user=False),
+    "NousResearch-Hermes-3-Llama-3.1-8B-tool_use": dict(bos="<|begin_of_text|>", eos="<|im_end|>", tool_as_user=False),
+    "microsoft-Phi-4-mini-instruct": dict(bos="<|endoftext|>", eos="<|endoftext|>", tool_as_user=False),
+    "HuggingFaceTB-SmolLM3-3B": dict(bos=None, eos="<|im_end|>", tool_as_user=False),
+    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": dict(bos="<\uff5cbegin\u2581of\u2581sentence\uff5c>",
+                                                     eos="<\uff5cend\u2581of\u2581sentence\uff5c>", tool_as_user=False),
+    "deepseek-ai-DeepSeek-V3.1": dict(bos="<\uff5cbegin\u2581of\u2581sentence\uff5c>",
+                                      eos="<\uff5cend\u2581of\u2581sentence\uff5c>", tool_as_user=False),
+    "openai-gpt-oss-120b": dict(bos="<|startoftext|>", eos="<|return|>", tool_as_user=False, dated=True),
+    "ibm-granite-granite-3.3-2B-Instruct": dict(bos="<|end_of_text|>", eos="<|end_of_text|>", tool_as_user=False,
+                                                dated=True),
+    "mistralai-Mistral-Nemo-Instruct-2407": dict(bos="<s>", eos="</s>", tool_as_user=False),
+    "CohereForAI-c4ai-command-r7b-12-2024-tool_use": dict(bos="<BOS_TOKEN>", eos="<|END_OF_TURN_TOKEN|>",
+                                                          tool_as_user=False),
 }
+
+# The instant strftime_now formats where it is defined (2026-01-02 03:04:05 UTC).
+NOW = 1767323045
 
 
 def m(role, content):
@@ -75,6 +99,28 @@ CONVERSATIONS = {
     "assistant_first": [m("assistant", "I start."), m("user", "OK")],
 }
 
+# Conversations with what ChatMessage cannot carry (tool calls) and a tool list, for the
+# interpreter: rendered with tools=TOOLS.
+TOOLS = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city.",
+    "parameters": {"type": "object", "properties": {
+        "city": {"type": "string", "description": "The city, e.g. \"Paris\""},
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}}]
+CALL = {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {
+    "name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}}]}
+RESULT = {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": '{"temp": 21, "sky": "clear"}'}
+TOOL_CONVERSATIONS = {
+    "tools_offered": [m("user", "What's the weather in Paris?")],
+    "tools_system_offered": [m("system", SYS), m("user", "What's the weather in Paris?")],
+    "tool_call_result": [m("user", "What's the weather in Paris?"), CALL, RESULT],
+    "tool_call_answered": [m("system", SYS), m("user", "What's the weather in Paris?"), CALL, RESULT,
+                           m("assistant", "It is 21 degrees and clear in Paris."), m("user", "Thanks!")],
+}
+# Reasoning in an earlier assistant turn (Qwen3 and DeepSeek drop it from history).
+CONVERSATIONS["reasoning_history"] = [
+    m("user", "What is 2+2?"), m("assistant", "<think>\nSimple arithmetic.\n</think>\n\n2+2 = 4."),
+    m("user", "And 3+3?")]
+
 # Pairs (base, extended = base + assistant reply + next user turn) for the prefix-stability check.
 PREFIX_PAIRS = [("single_user", "single_user_next"), ("system_user", "system_user_next"),
                 ("tool_result", "tool_result_next")]
@@ -91,11 +137,31 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
     return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
+def strftime_now(fmt):
+    return datetime.datetime.fromtimestamp(NOW, datetime.timezone.utc).strftime(fmt)
+
+
 def environment():
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     return env
+
+
+def render(compiled, model, messages, add_generation_prompt, tools=None, now=None):
+    """jinja2's text, or the error it raised, as a case's fields."""
+    kwargs = dict(messages=messages, tools=tools, documents=None, add_generation_prompt=add_generation_prompt)
+    if model["bos"] is not None:
+        kwargs["bos_token"] = model["bos"]
+    kwargs["eos_token"] = model["eos"]
+    if now is not None:
+        kwargs["strftime_now"] = strftime_now
+    try:
+        return dict(expected=compiled.render(**kwargs))
+    except TemplateError as e:
+        return dict(error=str(e))
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:  # Python errors inside the template
+        return dict(error=f"{type(e).__name__}: {e}")
 
 
 def main():
@@ -105,28 +171,44 @@ def main():
     for name, model in MODELS.items():
         with open(os.path.join(DATA, name + ".jinja"), encoding="utf-8") as f:
             source = f.read()
-        templates[name] = dict(file=name + ".jinja", bos=model["bos"] or "", eos=model["eos"] or "")
+        templates[name] = dict(file=name + ".jinja", bos=model["bos"] or "", eos=model["eos"] or "",
+                               tool_as_user=model["tool_as_user"])
         compiled = env.from_string(source)
+        now = NOW if model.get("dated") else None
+
+        def as_model_sees(conv):
+            return [m("user", x["content"]) if model["tool_as_user"] and x["role"] == "tool" else dict(x) for x in conv]
+
         for conv_name, conv in CONVERSATIONS.items():
-            messages = [m("user", x["content"]) if model["tool_as_user"] and x["role"] == "tool" else dict(x)
-                        for x in conv]
             for add_generation_prompt in (True, False):
                 case = dict(template=name, conversation=conv_name, add_generation_prompt=add_generation_prompt)
-                kwargs = dict(messages=messages, tools=None, documents=None,
-                              add_generation_prompt=add_generation_prompt)
-                if model["bos"] is not None:
-                    kwargs["bos_token"] = model["bos"]
-                kwargs["eos_token"] = model["eos"]
-                try:
-                    case["expected"] = compiled.render(**kwargs)
-                except TemplateError as e:
-                    case["error"] = str(e)
+                if now is not None:
+                    case["now"] = now
+                case.update(render(compiled, model, as_model_sees(conv), add_generation_prompt, now=now))
                 cases.append(case)
+        for conv_name, conv in TOOL_CONVERSATIONS.items():
+            for add_generation_prompt in (True, False):
+                case = dict(template=name, conversation=conv_name, add_generation_prompt=add_generation_prompt,
+                            tools="TOOLS")
+                if now is not None:
+                    case["now"] = now
+                case.update(render(compiled, model, as_model_sees(conv), add_generation_prompt, TOOLS, now))
+                cases.append(case)
+    # strftime_now defined for a template that guards it: Llama 3.2 prints the day instead of its default.
+    model = MODELS["meta-llama-Llama-3.2-3B-Instruct"]
+    with open(os.path.join(DATA, "meta-llama-Llama-3.2-3B-Instruct.jinja"), encoding="utf-8") as f:
+        compiled = env.from_string(f.read())
+    case = dict(template="meta-llama-Llama-3.2-3B-Instruct", conversation="single_user", add_generation_prompt=True,
+                now=NOW)
+    case.update(render(compiled, model, CONVERSATIONS["single_user"], True, now=NOW))
+    cases.append(case)
     out = dict(
         generator="tests/tools/make_chat_template_goldens.py",
         jinja2=jinja2.__version__,
         templates=templates,
         conversations={k: v for k, v in CONVERSATIONS.items()},
+        tool_conversations=TOOL_CONVERSATIONS,
+        tools=dict(TOOLS=TOOLS),
         prefix_pairs=[list(p) for p in PREFIX_PAIRS],
         cases=cases,
     )
