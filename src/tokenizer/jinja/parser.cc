@@ -303,7 +303,7 @@ class Parser {
       case Tok::kVarEnd: return "end of print statement";
       case Tok::kEof: return "end of template";
       case Tok::kString: return "string literal";
-      default: return "'" + t.text + "'";
+      default: return "'" + (t.text.size() > 40 ? t.text.substr(0, 40) + "..." : t.text) + "'";
     }
   }
   Status Expected(std::string_view what) const {
