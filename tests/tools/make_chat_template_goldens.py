@@ -128,6 +128,46 @@ for base, ext in PREFIX_PAIRS:
     CONVERSATIONS[ext] = CONVERSATIONS[base] + [m("assistant", "Here you go."), m("user", "And now?")]
 
 
+# Single constructs (name, template, variables) for tests/tokenizer/jinja_test.cc: what jinja2 renders
+# for each, or the error it raises; written to jinja_constructs.json.
+CONSTRUCTS = [
+ ("whitespace", "  {% if true %}\n  yes\n  {% endif %}\n{{- ' x ' -}}\n  {# c #}\nend\n", {}),
+ ("lstrip_after_output", "{{ 'a' }}  {% if true %}b{% endif %}", {}),
+ ("plus_keeps", "  {%+ if true %}b{% endif %}", {}),
+ ("loop_vars", "{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.previtem }}|{{ loop.nextitem }};{% endfor %}", {"xs": ["a","b","c"]}),
+ ("loop_else_filter", "{% for x in xs if x > 1 %}{{ x }}{% else %}none{% endfor %}|{% for x in [] %}{% else %}empty{% endfor %}|{% for x in xs if x > 1 %}{{ loop.length }}{% endfor %}", {"xs": [1,2,3]}),
+ ("loop_scope", "{% set x = 1 %}{% for i in [1,2] %}{{ x }}{% set x = x + 10 %}{{ x }},{% endfor %}{{ x }}", {}),
+ ("namespace", "{% set ns = namespace(n=0, s='') %}{% for i in range(4) %}{% set ns.n = ns.n + i %}{% endfor %}{{ ns.n }}", {}),
+ ("break_continue", "{% for i in range(10) %}{% if i == 2 %}{% continue %}{% endif %}{% if i == 5 %}{% break %}{% endif %}{{ i }}{% endfor %}", {}),
+ ("macro", "{% macro greet(name, greeting='Hello', end='!') %}{{ greeting }}, {{ name }}{{ end }}{% endmacro %}{{ greet('A') }} {{ greet('B', 'Hi') }} {{ greet('C', end='?') }}", {}),
+ ("macro_recursion", "{% macro f(n) %}{% if n > 0 %}{{ n }}{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(5) }}", {}),
+ ("set_block", "{% set x %}a{{ 1 + 1 }}b{% endset %}[{{ x }}]", {}),
+ ("literals", "{{ 1 }} {{ 1.5 }} {{ 1e3 }} {{ 'a' \"b\" }} {{ true }} {{ none }} {{ [1, 'x', none, true] }} {{ {'k': [1.0, 2]} }} {{ (1,) }} {{ (1, 2) }}", {}),
+ ("arith", "{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 10 }} {{ 2 ** -1 }} {{ 1 + 2 * 3 }} {{ 'a' ~ 1 ~ none }} {{ 'ab' * 3 }} {{ [1] + [2] }} {{ 0.1 + 0.2 }} {{ 1e20 * 10 }} {{ 1 / 3 }}", {}),
+ ("concat_binds_tighter_than_plus", "{{ 1 + 2 ~ 3 }}", {}),
+ ("precedence", "{{ 1 ~ 2 + 3 }} {{ -2 ** 2 }} {{ 2 * 3 ~ 4 }} {{ not 1 == 2 }} {{ 1 if false }}|{{ 'y' if 0 else 'n' }} {{ 1 or 2 }} {{ 0 and 2 }} {{ none or 'd' }}", {}),
+ ("compare_in", "{{ 1 == 1.0 }} {{ 'a' < 'b' }} {{ [1,2] < [1,3] }} {{ 'ell' in 'hello' }} {{ 2 in [1,2] }} {{ 'k' in {'k': 1} }} {{ 'x' not in 'abc' }} {{ 'x' in undefined_thing }}", {}),
+ ("access", "{{ m.role }} {{ m['content'] }} {{ m.missing }}|{{ m.missing is defined }} {{ xs[0] }} {{ xs[-1] }} {{ xs[5] }}| {{ xs.1 }} {{ m.get('role') }} {{ m.get('nope', 'dflt') }} {{ m['items'] is defined }}", {"m": {"role": "user", "content": "hi"}, "xs": ["a","b"]}),
+ ("slices", "{{ s[1:3] }} {{ s[::-1] }} {{ s[-2:] }} {{ xs[1:] }} {{ xs[::2] }} {{ s[:100] }}|{{ 'héllo'[1:3] }}", {"s": "hello", "xs": [1,2,3,4]}),
+ ("string_methods", "{{ s.strip() }}|{{ s.lstrip() }}|{{ s.rstrip() }}|{{ 'a,b,,c'.split(',') }} {{ ' a  b '.split() }} {{ 'a b c'.split(' ', 1) }} {{ s.strip().upper() }} {{ 'HeLLo wORLD'.lower() }} {{ 'hello world'.title() }} {{ 'hello World'.capitalize() }} {{ 'abc'.startswith('ab') }} {{ 'abc'.endswith(('x','c')) }} {{ 'aXbX'.replace('X', '-') }} {{ 'xxabcxx'.strip('x') }} {{ 'abc'.find('c') }} {{ ', '.join(['a','b']) }}", {"s": "  Hi there \n"}),
+ ("filters", "{{ ' x '|trim }}|{{ [1,2,3]|length }} {{ 'héllo'|length }} {{ 'abc'|upper }} {{ 'ABC'|lower }} {{ 'hello world-foo'|title }} {{ 'hELLO'|capitalize }} {{ [1,2]|join('-') }} {{ undefined_x|default('dflt') }} {{ ''|default('e', true) }} {{ [3,1]|first }} {{ [3,1]|last }} {{ 'ab'|list }} {{ 5|string }} {{ '42'|int }} {{ 'x'|int(7) }} {{ 3.9|int }} {{ '1.5'|float }} {{ 'a-b'|replace('-', '+') }} {{ {'a':1,'b':2}|items|list }} {{ [1,2,3]|reverse|list }} {{ [3,1,2]|sort }} {{ [1,2,2]|unique|list }} {{ [1,2,3]|sum }} {{ -3|abs }} {{ 'a\nb'|indent(2) }} {{ '<&>'|e }} {{ 'x'|safe }}", {}),
+ ("attr_filters", "{{ ms|selectattr('role', 'equalto', 'user')|map(attribute='content')|join(',') }} {{ ms|rejectattr('role', 'eq', 'user')|list|length }} {{ ms|map(attribute='content')|map('upper')|list }} {{ [0,1,2]|select|list }} {{ [0,1,2]|reject('odd')|list }} {{ ms|selectattr('tool')|list }}", {"ms": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]}),
+ ("tojson", "{{ d|tojson }}|{{ d|tojson(indent=2) }}|{{ 'é\"\\n'|tojson }}|{{ [1.5, none, true]|tojson }}|{{ {}|tojson(indent=2) }}|{{ d|tojson(separators=(',', ':')) }}|{{ d|tojson(sort_keys=true) }}", {"d": {"z": 1, "a": [1, {"b": "c"}], "e": []}}),
+ ("tests", "{{ x is defined }} {{ y is undefined }} {{ none is none }} {{ 'a' is string }} {{ {} is mapping }} {{ [] is iterable }} {{ 'a' is sequence }} {{ 1 is number }} {{ 1.0 is float }} {{ 1 is integer }} {{ true is boolean }} {{ true is true }} {{ 0 is false }} {{ 3 is odd }} {{ 4 is even }} {{ 9 is divisibleby 3 }} {{ 'a' is equalto 'a' }} {{ 1 is eq 1 }} {{ 2 is gt 1 }} {{ 'abc' is lower }} {{ x is not none }}", {"x": 1}),
+ ("items_dict", "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}{{ d.keys()|list }} {{ d.values()|list }} {% for k in d %}{{ k }}{% endfor %}", {"d": {"b": 1, "a": 2}}),
+ ("raise", "{% if x %}{{ raise_exception('bad x: ' ~ x) }}{% endif %}ok", {"x": 3}),
+ ("undefined_attr_error", "{{ nothing.attr }}", {}),
+ ("undefined_ops", "[{{ nothing }}] {{ nothing|length }} {{ nothing|trim }}[{% for x in nothing %}x{% endfor %}] {{ nothing is none }} {{ not nothing }}", {}),
+ ("type_error", "{{ 'a' + 1 }}", {}),
+ ("none_iter_error", "{% for t in tools %}{% endfor %}", {"tools": None}),
+ ("trailing_newline", "a\n\n", {}),
+ ("crlf", "a\r\n{% if true %}\r\nb\r\n{% endif %}\r\n", {}),
+ ("string_escapes", "{{ 'a\\tb\\\\c\\'d\\u00e9\\x41' }}", {}),
+ ("nested_braces", "{{ {'a': {'b': 1}} }}", {}),
+ ("dict_literal_set", "{% set d = {'x': 1, 'y': [2, 3]} %}{{ d.y[1] }} {{ d['x'] }}", {}),
+]
+
+
 def raise_exception(message):
     raise TemplateError(message)
 
@@ -217,6 +257,19 @@ def main():
         json.dump(out, f, ensure_ascii=False, indent=1)
         f.write("\n")
     print(f"{path}: {len(cases)} cases, {sum('error' in c for c in cases)} errors", file=sys.stderr)
+    constructs = []
+    for name, source, variables in CONSTRUCTS:
+        case = dict(name=name, source=source, variables=variables)
+        try:
+            case["expected"] = env.from_string(source).render(**variables)
+        except Exception as e:  # noqa: BLE001 - jinja2 and Python errors alike are the expected outcome
+            case["error"] = f"{type(e).__name__}: {e}"
+        constructs.append(case)
+    path = os.path.join(DATA, "jinja_constructs.json")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(constructs, f, ensure_ascii=False, indent=1)
+        f.write("\n")
+    print(f"{path}: {len(constructs)} constructs", file=sys.stderr)
 
 
 if __name__ == "__main__":
