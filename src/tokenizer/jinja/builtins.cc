@@ -327,8 +327,8 @@ Result<std::vector<Value>> SortValues(Interpreter& in, std::vector<Value> items,
   for (Value& v : items) {
     Value key = v;
     if (attribute.is_string()) {
-FAK_ASSIGN_OR_RETURN(key, AttributePath(in, v, attribute.str()));
-}
+      FAK_ASSIGN_OR_RETURN(key, AttributePath(in, v, attribute.str()));
+    }
     if (key.is_string() && !case_sensitive) key = Value(MapCase(key.str(), CaseMap::kLower));
     keyed.emplace_back(std::move(key), std::move(v));
   }
@@ -676,8 +676,8 @@ Result<Value> ApplyFilter(Interpreter& in, const std::string& name, const Value&
     for (size_t i = 0; i < items.size(); ++i) {
       Value item = items[i];
       if (attribute.is_string()) {
-FAK_ASSIGN_OR_RETURN(item, AttributePath(in, item, attribute.str()));
-}
+        FAK_ASSIGN_OR_RETURN(item, AttributePath(in, item, attribute.str()));
+      }
       FAK_RETURN_IF_ERROR(in.CheckNesting(item));
       if (i > 0) out.Append(sep_text);
       out.Append(item.ToText());
@@ -776,8 +776,8 @@ FAK_ASSIGN_OR_RETURN(item, AttributePath(in, item, attribute.str()));
     bool is_float = false;
     for (Value x : items) {
       if (attribute.is_string()) {
-FAK_ASSIGN_OR_RETURN(x, AttributePath(in, x, attribute.str()));
-}
+        FAK_ASSIGN_OR_RETURN(x, AttributePath(in, x, attribute.str()));
+      }
       if (!x.is_number()) return in.Error("sum: unsupported operand type '" + std::string(x.TypeName()) + "'");
       if (x.is_float()) is_float = true;
       if (!is_float && __builtin_add_overflow(isum, x.integer(), &isum)) return in.Error("integer overflow in sum");
@@ -812,8 +812,8 @@ FAK_ASSIGN_OR_RETURN(x, AttributePath(in, x, attribute.str()));
       FAK_RETURN_IF_ERROR(in.CountIterations(1));
       Value probe = item;
       if (by_attr) {
-FAK_ASSIGN_OR_RETURN(probe, AttributePath(in, item, attribute));
-}
+        FAK_ASSIGN_OR_RETURN(probe, AttributePath(in, item, attribute));
+      }
       bool pass = probe.Truthy();
       if (!test.empty()) {
         CallArgs a = test_args;

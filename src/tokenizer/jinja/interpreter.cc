@@ -349,8 +349,8 @@ Result<Value> Interpreter::Eval(const Expr& e) {
       Value parts[3] = {None{}, None{}, None{}};
       for (int i = 0; i < 3; ++i) {
         if (e.args[1 + i]) {
-FAK_ASSIGN_OR_RETURN(parts[i], Eval(*e.args[1 + i]));
-}
+          FAK_ASSIGN_OR_RETURN(parts[i], Eval(*e.args[1 + i]));
+        }
       }
       line_ = e.line;
       if (target.undefined()) return Error(target.undef().name);

@@ -409,8 +409,8 @@ class Parser {
       if (!SkipName("in")) return Expected("'in'");
       FAK_ASSIGN_OR_RETURN(s->expr, TupleExpr(/*no_cond=*/true));
       if (SkipName("if")) {
-FAK_ASSIGN_OR_RETURN(s->cond, Expression());
-}
+        FAK_ASSIGN_OR_RETURN(s->cond, Expression());
+      }
       if (IsName("recursive")) return Unsupported("jinja: recursive for loops (line " + std::to_string(line) + ") are not supported");
       FAK_RETURN_IF_ERROR(ExpectBlockEnd());
       std::string end;
@@ -452,8 +452,8 @@ FAK_ASSIGN_OR_RETURN(s->cond, Expression());
         FAK_ASSIGN_OR_RETURN(std::string param, ExpectName());
         ExprPtr def;
         if (SkipOp("=")) {
-FAK_ASSIGN_OR_RETURN(def, Expression());
-}
+          FAK_ASSIGN_OR_RETURN(def, Expression());
+        }
         s->params.emplace_back(std::move(param), std::move(def));
       }
       FAK_RETURN_IF_ERROR(ExpectBlockEnd());
@@ -659,8 +659,8 @@ FAK_ASSIGN_OR_RETURN(def, Expression());
     }
     FAK_ASSIGN_OR_RETURN(e, Postfix(std::move(e)));
     if (with_filter) {
-FAK_ASSIGN_OR_RETURN(e, FilterExpr(std::move(e)));
-}
+      FAK_ASSIGN_OR_RETURN(e, FilterExpr(std::move(e)));
+    }
     --depth_;
     return e;
   }
