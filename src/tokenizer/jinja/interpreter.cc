@@ -88,6 +88,28 @@ Status Interpreter::Emit(Text& out, const Text& piece) {
   return Status::Ok();
 }
 
+namespace {
+
+// Whether `v` is or holds `target` (within `depth` levels; an exhausted budget counts as yes).
+bool Reaches(const Value& v, const Dict* target, int depth, size_t& budget) {
+  if (!v.is_list() && !v.is_dict()) return false;
+  if (budget == 0 || depth < 0) return true;
+  --budget;
+  if (v.is_dict()) {
+    if (&v.dict() == target) return true;
+    for (const auto& kv : v.dict().items) {
+      if (Reaches(kv.second, target, depth - 1, budget)) return true;
+    }
+    return false;
+  }
+  for (const Value& x : v.list().items) {
+    if (Reaches(x, target, depth - 1, budget)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 Result<Interpreter::Flow> Interpreter::Exec(const Body& body, Text& out) {
   for (const auto& s : body) {
     FAK_ASSIGN_OR_RETURN(Flow flow, ExecOne(*s, out));
@@ -125,6 +147,12 @@ Result<Interpreter::Flow> Interpreter::ExecOne(const Stmt& s, Text& out) {
       FAK_ASSIGN_OR_RETURN(Value ns, Lookup(s.targets[0]));
       if (!ns.is_dict() || !ns.dict().is_namespace) {
         return Error("cannot assign attribute '" + s.attr + "' on '" + s.targets[0] + "', which is not a namespace()");
+      }
+      // A namespace holding itself would be a reference cycle, never freed.
+      FAK_RETURN_IF_ERROR(CheckNesting(v));
+      size_t budget = size_t{1} << 20;
+      if (Reaches(v, &ns.dict(), options_.limits.max_depth, budget)) {
+        return Error("'" + s.targets[0] + "." + s.attr + "' would make the namespace hold itself");
       }
       ns.mutable_dict().Set(s.attr, std::move(v));
       return Flow::kNormal;
@@ -289,17 +317,28 @@ Result<CallArgs> Interpreter::EvalArgs(const Expr& e, size_t first) {
   return args;
 }
 
+// Builtins print, compare and sort their operands recursively: none may nest past the limit.
+Status Interpreter::CheckOperands(const Value& target, const CallArgs& args) const {
+  FAK_RETURN_IF_ERROR(CheckNesting(target));
+  for (const Value& v : args.positional) FAK_RETURN_IF_ERROR(CheckNesting(v));
+  for (const auto& [name, v] : args.named) FAK_RETURN_IF_ERROR(CheckNesting(v));
+  return Status::Ok();
+}
+
 Result<Value> Interpreter::Call(const Value& callee, CallArgs& args) {
   if (callee.undefined()) return Error(callee.undef().name + " (called)");
   if (!callee.is_callable()) return Error("'" + std::string(callee.TypeName()) + "' object is not callable");
+  FAK_RETURN_IF_ERROR(CheckOperands(Value(None{}), args));
   return callee.function().call(*this, args);
 }
 
 Result<Value> Interpreter::Filter(const std::string& name, const Value& target, CallArgs& args) {
+  FAK_RETURN_IF_ERROR(CheckOperands(target, args));
   return ApplyFilter(*this, name, target, args);
 }
 
 Result<bool> Interpreter::Test(const std::string& name, const Value& target, CallArgs& args) {
+  FAK_RETURN_IF_ERROR(CheckOperands(target, args));
   return ApplyTest(*this, name, target, args);
 }
 

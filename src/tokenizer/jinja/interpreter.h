@@ -36,6 +36,7 @@ class Interpreter {
   Status CheckSize(size_t bytes) const;
   Status CountIterations(size_t n);
   Status CheckNesting(const Value& v) const;
+  Status CheckOperands(const Value& target, const CallArgs& args) const;
 
   Result<Value> Call(const Value& callee, CallArgs& args);
   Result<Value> Filter(const std::string& name, const Value& target, CallArgs& args);
