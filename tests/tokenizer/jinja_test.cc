@@ -213,7 +213,7 @@ TEST(JinjaTest, LimitsAreErrorsNamingTheConstruct) {
 }
 
 // Damaged real templates (bytes deleted, duplicated, replaced by syntax characters) parse or are
-// refused, and render or are refused, as Status — never a crash. Deterministic, a few thousand
+// refused, and render or are refused, as Status — never a crash. Deterministic, several hundred
 // variants in well under a second.
 TEST(JinjaTest, DamagedTemplatesAreErrorsNotCrashes) {
   uint64_t state = 0x9E3779B97F4A7C15ull;
@@ -237,7 +237,7 @@ TEST(JinjaTest, DamagedTemplatesAreErrorsNotCrashes) {
     }
     ASSERT_NE(golden, nullptr);
     const Value context = Context(*golden);
-    for (int k = 0; k < 40; ++k, ++total) {
+    for (int k = 0; k < 24; ++k, ++total) {
       std::string s = source;
       for (int edits = 1 + static_cast<int>(next(3)); edits > 0; --edits) {
         const size_t at = next(s.size());
