@@ -134,6 +134,7 @@ CONSTRUCTS = [
  ("whitespace", "  {% if true %}\n  yes\n  {% endif %}\n{{- ' x ' -}}\n  {# c #}\nend\n", {}),
  ("lstrip_after_output", "{{ 'a' }}  {% if true %}b{% endif %}", {}),
  ("plus_keeps", "  {%+ if true %}b{% endif %}", {}),
+ ("plus_keeps_newline", "{% if true +%}\nx{% endif +%}\n{# c +#}\ny", {}),
  ("loop_vars", "{% for x in xs %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.first }}{{ loop.last }}{{ loop.length }}{{ loop.previtem }}|{{ loop.nextitem }};{% endfor %}", {"xs": ["a","b","c"]}),
  ("loop_else_filter", "{% for x in xs if x > 1 %}{{ x }}{% else %}none{% endfor %}|{% for x in [] %}{% else %}empty{% endfor %}|{% for x in xs if x > 1 %}{{ loop.length }}{% endfor %}", {"xs": [1,2,3]}),
  ("loop_scope", "{% set x = 1 %}{% for i in [1,2] %}{{ x }}{% set x = x + 10 %}{{ x }},{% endfor %}{{ x }}", {}),

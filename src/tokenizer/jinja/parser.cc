@@ -151,8 +151,8 @@ class Lexer {
         size_t end = src_.find("#}", p);
         if (end == std::string::npos) return SyntaxError(LineAt(at), "comment not closed");
         p = end + 2;
-        const bool rstrip = end > 0 && src_[end - 1] == '-' && end - 1 >= at + 2;
-        p = AfterTag(p, rstrip, /*block=*/true);
+        const char rmod = end - 1 >= at + 2 ? src_[end - 1] : '\0';
+        p = AfterTag(p, rmod == '-', /*block=*/rmod != '+');
       } else {
         FAK_ASSIGN_OR_RETURN(p, Tag(kind == '{', p, at));
       }
@@ -197,6 +197,10 @@ class Lexer {
         if (src_[p] == '-' && src_.compare(p + 1, 2, end) == 0) {
           tokens_.push_back({var ? Tok::kVarEnd : Tok::kBlockEnd, "", line});
           return AfterTag(p + 3, true, !var);
+        }
+        if (src_[p] == '+' && src_.compare(p + 1, 2, end) == 0) {  // `+%}` keeps the newline after it
+          tokens_.push_back({var ? Tok::kVarEnd : Tok::kBlockEnd, "", line});
+          return p + 3;
         }
         if (src_.compare(p, 2, end) == 0) {
           tokens_.push_back({var ? Tok::kVarEnd : Tok::kBlockEnd, "", line});
