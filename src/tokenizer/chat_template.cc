@@ -252,23 +252,22 @@ std::string Excerpt(std::string_view src) {
   return n < src.size() ? out + "…" : out;
 }
 
-Status NotRecognised(std::string_view src, std::string_view why) {
-  return Unsupported("chat template not recognised (" + std::string(why) + "): \"" + Excerpt(src) +
-                     "\"; fak renders these families: " + std::string(kFamilies) +
-                     " (docs/chat-templates.md); pass a family by name instead");
+// Why a template is none of the hand-rendered families; it then goes to the interpreter alone.
+Status NotRecognised(std::string_view why) {
+  return Unsupported("not a hand-rendered family: " + std::string(why));
 }
 
 bool StartsWithBos(std::string_view squashed) { return squashed.starts_with("{{bos_token}}"); }
 
-Result<ChatTemplate::Spec> RecognizeGemma(std::string_view src, std::string_view sq, std::string bos, std::string eos) {
+Result<ChatTemplate::Spec> RecognizeGemma(std::string_view sq, std::string bos, std::string eos) {
   if (!HasAll(sq, {"set role = 'model'", "'<start_of_turn>' + role + '\\n'", "message['content'] | trim",
                    "(message['role'] == 'user') != (loop.index0 % 2 == 0)", "'<start_of_turn>model\\n'"})) {
-    return NotRecognised(src, "Gemma markers, but not the Gemma turn structure");
+    return NotRecognised("Gemma markers, but not the Gemma turn structure");
   }
   const bool folds = HasAll(sq, {"set first_user_prefix = messages[0]['content'] + '\\n\\n'",
                                  "(first_user_prefix if loop.first else '')"});
   if (!folds && !HasAll(sq, {"raise_exception('System role not supported')"})) {
-    return NotRecognised(src, "Gemma markers, but no known handling of the system role");
+    return NotRecognised("Gemma markers, but no known handling of the system role");
   }
   return GemmaSpec(folds, Contains(sq, "bos_token") ? std::move(bos) : "", std::move(eos));
 }
@@ -277,11 +276,11 @@ Result<ChatTemplate::Spec> RecognizeLlama3(std::string_view src, std::string_vie
   if (!HasAll(sq, {"'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + "
                    "'<|eot_id|>'",
                    "'<|start_header_id|>assistant<|end_header_id|>\\n\\n'"})) {
-    return NotRecognised(src, "Llama 3 markers, but not the Llama 3 turn structure");
+    return NotRecognised("Llama 3 markers, but not the Llama 3 turn structure");
   }
   if (!Contains(src, "Cutting Knowledge Date:")) {
     if (!HasAll(sq, {"{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"})) {
-      return NotRecognised(src, "Llama 3 markers, but BOS is not printed before the first turn");
+      return NotRecognised("Llama 3 markers, but BOS is not printed before the first turn");
     }
     return Llama3Spec("llama3", "", false, std::move(bos), std::move(eos));
   }
@@ -295,7 +294,7 @@ Result<ChatTemplate::Spec> RecognizeLlama3(std::string_view src, std::string_vie
                    "'<|start_header_id|>system<|end_header_id|>\\n\\n'", "'Today Date: ' + date_string + '\\n\\n'",
                    "{{- system_message }}", "'<|start_header_id|>ipython<|end_header_id|>\\n\\n'",
                    "message['content'] | tojson"})) {
-    return NotRecognised(src, "Llama 3.1 markers, but not the Llama 3.1 system turn");
+    return NotRecognised("Llama 3.1 markers, but not the Llama 3.1 system turn");
   }
   const bool builtin = Contains(sq, "builtin_tools");
   return Llama3Spec(builtin ? "llama3.1" : "llama3.2", "Cutting Knowledge Date: " + knowledge + "\nToday Date: " + date + "\n\n",
@@ -307,10 +306,10 @@ Result<ChatTemplate::Spec> RecognizeChatml(std::string_view src, std::string_vie
   if (!HasAll(sq, {"'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>",
                    "'<|im_start|>assistant\\n'"}) ||
       Contains(sq, "<think>")) {
-    return NotRecognised(src, "ChatML markers, but not the plain ChatML turn structure");
+    return NotRecognised("ChatML markers, but not the plain ChatML turn structure");
   }
   if (Contains(sq, "bos_token") && !StartsWithBos(sq)) {
-    return NotRecognised(src, "ChatML markers, but BOS printed other than first");
+    return NotRecognised("ChatML markers, but BOS printed other than first");
   }
   ChatTemplate::Spec s = ChatmlSpec(std::move(eos));
   if (StartsWithBos(sq)) s.bos = std::move(bos);
@@ -318,7 +317,7 @@ Result<ChatTemplate::Spec> RecognizeChatml(std::string_view src, std::string_vie
   if (!s.default_system.empty()) s.variant = "chatml-default-system";
   if (Contains(sq, "<tool_response>")) {
     if (!HasAll(sq, {"{{- '<|im_start|>user' }}", "{{- '\\n<tool_response>\\n' }}", "{{- '\\n</tool_response>' }}"})) {
-      return NotRecognised(src, "ChatML with tool responses, but not Qwen2.5's wrapping");
+      return NotRecognised("ChatML with tool responses, but not Qwen2.5's wrapping");
     }
     s.tool_response = true;
     s.variant = "qwen2.5";
@@ -326,13 +325,13 @@ Result<ChatTemplate::Spec> RecognizeChatml(std::string_view src, std::string_vie
   return s;
 }
 
-Result<ChatTemplate::Spec> RecognizeLlama2(std::string_view src, std::string_view sq, std::string bos, std::string eos) {
+Result<ChatTemplate::Spec> RecognizeLlama2(std::string_view sq, std::string bos, std::string eos) {
   if (!HasAll(sq, {"set system_message = false",
                    "set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content']",
                    "bos_token + '[INST] ' + content.strip() + ' [/INST]'", "' '  + content.strip() + ' ' + eos_token",
                    "(message['role'] == 'user') != (loop.index0 % 2 == 0)"}) ||
       Contains(sq, "DEFAULT")) {
-    return NotRecognised(src, "Llama 2 markers, but not the Llama 2 chat structure");
+    return NotRecognised("Llama 2 markers, but not the Llama 2 chat structure");
   }
   return Llama2Spec(std::move(bos), std::move(eos));
 }
@@ -341,14 +340,14 @@ Result<ChatTemplate::Spec> RecognizeMistral(std::string_view src, std::string_vi
   // Later Mistral formats ([SYSTEM_PROMPT], tekken's "[INST]" without spaces) render differently.
   if (!HasAll(sq, {"(message['role'] == 'user') != ", "message['content'] + '[/INST]'", "eos_token", "bos_token"}) ||
       Contains(sq, "[SYSTEM_PROMPT]")) {
-    return NotRecognised(src, "[INST] markers, but not a Mistral turn structure fak knows");
+    return NotRecognised("[INST] markers, but not a Mistral turn structure fak knows");
   }
   ChatTemplate::Spec s = MistralSpec("mistral-legacy", std::move(bos), std::move(eos));
   std::string norm(src);  // one kind of quote, so literals can be looked up whole
   std::replace(norm.begin(), norm.end(), '"', '\'');
   s.inst_open = QuotedChoice(norm, {" [INST] ", "[INST] "});
   s.inst_close = QuotedChoice(norm, {" [/INST]", "[/INST]"});
-  if (s.inst_open.empty() || s.inst_close.empty()) return NotRecognised(src, "[INST] without known delimiters");
+  if (s.inst_open.empty() || s.inst_close.empty()) return NotRecognised("[INST] without known delimiters");
   if (Contains(sq, "loop.firstandsystem_messageisdefined")) {
     s.system = SystemPlacement::kFirstUser;
     s.variant = "mistral-v0.1";
@@ -356,7 +355,7 @@ Result<ChatTemplate::Spec> RecognizeMistral(std::string_view src, std::string_vi
     s.system = SystemPlacement::kLastUserIfLast;
     s.variant = "mistral-v0.2";
   } else if (Contains(sq, "system_message")) {
-    return NotRecognised(src, "Mistral with a system-message placement fak does not know");
+    return NotRecognised("Mistral with a system-message placement fak does not know");
   }
   s.reply_trim = Contains(sq, "message['content']|trim+eos_token");
   if (s.reply_trim) s.variant = "mistral-v0.3";
@@ -364,13 +363,13 @@ Result<ChatTemplate::Spec> RecognizeMistral(std::string_view src, std::string_vi
   return s;
 }
 
-Result<ChatTemplate::Spec> RecognizePhi3(std::string_view src, std::string_view sq, std::string bos, std::string eos) {
+Result<ChatTemplate::Spec> RecognizePhi3(std::string_view sq, std::string bos, std::string eos) {
   if (!HasAll(sq, {"'<|user|>\\n' + message['content'] + '<|end|>\\n'",
                    "'<|assistant|>\\n' + message['content'] + '<|end|>\\n'",
                    "'<|system|>\\n' + message['content'] + '<|end|>\\n'", "{{ '<|assistant|>\\n' }}"})) {
-    return NotRecognised(src, "Phi-3 markers, but not the Phi-3 turn structure");
+    return NotRecognised("Phi-3 markers, but not the Phi-3 turn structure");
   }
-  if (Contains(sq, "bos_token") && !StartsWithBos(sq)) return NotRecognised(src, "Phi-3 with BOS printed other than first");
+  if (Contains(sq, "bos_token") && !StartsWithBos(sq)) return NotRecognised("Phi-3 with BOS printed other than first");
   ChatTemplate::Spec s = Phi3Spec("phi3", std::move(eos));
   if (StartsWithBos(sq)) s.bos = std::move(bos);
   s.skip_empty_system = Contains(sq, "message['role']=='system'andmessage['content']");
@@ -383,13 +382,13 @@ Result<ChatTemplate::Spec> RecognizePhi3(std::string_view src, std::string_view 
 Result<ChatTemplate::Spec> RecognizeFamily(std::string_view src, std::string bos, std::string eos) {
   const std::string sq = Squash(src);
   // The most specific markers first: Llama 2 and Mistral share [INST].
-  if (Contains(src, "<<SYS>>") && Contains(src, "[INST]")) return RecognizeLlama2(src, sq, std::move(bos), std::move(eos));
+  if (Contains(src, "<<SYS>>") && Contains(src, "[INST]")) return RecognizeLlama2(sq, std::move(bos), std::move(eos));
   if (Contains(src, "[INST]")) return RecognizeMistral(src, sq, std::move(bos), std::move(eos));
-  if (Contains(src, "<start_of_turn>")) return RecognizeGemma(src, sq, std::move(bos), std::move(eos));
+  if (Contains(src, "<start_of_turn>")) return RecognizeGemma(sq, std::move(bos), std::move(eos));
   if (Contains(src, "<|start_header_id|>")) return RecognizeLlama3(src, sq, std::move(bos), std::move(eos));
   if (Contains(src, "<|im_start|>")) return RecognizeChatml(src, sq, std::move(bos), std::move(eos));
-  if (Contains(src, "<|user|>") && Contains(src, "<|end|>")) return RecognizePhi3(src, sq, std::move(bos), std::move(eos));
-  return NotRecognised(src, "no family's markers");
+  if (Contains(src, "<|user|>") && Contains(src, "<|end|>")) return RecognizePhi3(sq, std::move(bos), std::move(eos));
+  return NotRecognised("no family's markers");
 }
 
 // ---- rendering ----
