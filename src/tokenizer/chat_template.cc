@@ -699,14 +699,15 @@ Result<RenderedChat> RenderInterpreted(const ChatTemplate::Spec& s, std::span<co
     // A prefix the template refuses shows nothing: message i then begins where message i-1 does.
     r.message_offsets[i] = prefix.has_value() ? PartingPoint(r.text, prefix->bytes, r.content) : (i > 0 ? r.message_offsets[i - 1] : 0);
   }
-  size_t bound = r.generation_offset;
-  for (size_t i = messages.size(); i-- > 0;) {
-    size_t at = std::min(r.message_offsets[i], bound);
+  auto outside_content = [&](size_t at) {
     for (const TextSpan& span : r.content) {
       if (span.offset < at && at < span.offset + span.size) at = span.offset;
     }
-    r.message_offsets[i] = bound = at;
-  }
+    return at;
+  };
+  r.generation_offset = outside_content(r.generation_offset);
+  size_t bound = r.generation_offset;
+  for (size_t i = messages.size(); i-- > 0;) r.message_offsets[i] = bound = outside_content(std::min(r.message_offsets[i], bound));
   return r;
 }
 

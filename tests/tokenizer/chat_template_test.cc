@@ -153,6 +153,11 @@ TEST(ChatTemplateGoldenTest, RendersWhatJinjaRenders) {
     for (const std::string& p : r->Pieces()) joined += p;
     EXPECT_EQ(joined, r->text);
     EXPECT_EQ(r->Pieces().size(), messages.size() + 1);
+    // No content range crosses a cut (EncodePieces tokenizes each piece on its own).
+    for (const TextSpan& span : r->content) {
+      for (size_t cut : r->message_offsets) EXPECT_FALSE(span.offset < cut && cut < span.offset + span.size) << cut;
+      EXPECT_FALSE(span.offset < r->generation_offset && r->generation_offset < span.offset + span.size);
+    }
     ++rendered;
   }
   // The goldens exercise both outcomes.
