@@ -1,6 +1,7 @@
-// ChatTemplate: recognises a model's Jinja chat template as one of the families fak knows, by
-// the expressions that print its turns, and renders that family by hand — what jinja2 renders for
-// the real template, byte for byte (docs/chat-templates.md; tests/data/chat_templates/goldens.json).
+// ChatTemplate: a model's Jinja chat template, rendered by fak's Jinja interpreter
+// (src/tokenizer/jinja/) — or, when it is recognised as one of the families fak knows by the
+// expressions that print its turns, by that family's hand-written renderer, a fast path with the
+// same bytes (docs/chat-templates.md; tests/data/chat_templates/goldens.json).
 #include "fak/tokenizer/chat_template.h"
 
 #include <algorithm>
@@ -10,11 +11,13 @@
 #include "fak/core/env.h"
 #include "fak/io/gguf.h"
 #include "src/core/json.h"
+#include "src/tokenizer/jinja/template.h"
 #include "src/tokenizer/unicode.h"
 
 namespace fak {
 
-enum class ChatFamily { kGemma, kLlama3, kChatml, kMistral, kLlama2, kPhi3, kFak };
+// kJinja: no family recognised; rendered by the interpreter alone.
+enum class ChatFamily { kGemma, kLlama3, kChatml, kMistral, kLlama2, kPhi3, kFak, kJinja };
 
 // Where a Mistral [INST] template puts the leading system message.
 enum class SystemPlacement {
@@ -51,6 +54,11 @@ struct ChatTemplate::Spec {
   // Phi-3.5 skips an empty system message; Phi-3 prints EOS when no generation prompt is asked.
   bool skip_empty_system = false;
   bool eos_without_prompt = false;
+  // The parsed template (null for a family given by name): what kJinja renders with, and what a
+  // family renders with when the rendering needs more than its hand-written form (tools, a date).
+  std::shared_ptr<const jinja::Template> jinja;
+  // kJinja: prefix_stable() as measured on probe conversations.
+  bool probed_prefix_stable = false;
 };
 
 namespace {
@@ -244,23 +252,22 @@ std::string Excerpt(std::string_view src) {
   return n < src.size() ? out + "…" : out;
 }
 
-Status NotRecognised(std::string_view src, std::string_view why) {
-  return Unsupported("chat template not recognised (" + std::string(why) + "): \"" + Excerpt(src) +
-                     "\"; fak renders these families: " + std::string(kFamilies) +
-                     " (docs/chat-templates.md); pass a family by name instead");
+// Why a template is none of the hand-rendered families; it then goes to the interpreter alone.
+Status NotRecognised(std::string_view why) {
+  return Unsupported("not a hand-rendered family: " + std::string(why));
 }
 
 bool StartsWithBos(std::string_view squashed) { return squashed.starts_with("{{bos_token}}"); }
 
-Result<ChatTemplate::Spec> RecognizeGemma(std::string_view src, std::string_view sq, std::string bos, std::string eos) {
+Result<ChatTemplate::Spec> RecognizeGemma(std::string_view sq, std::string bos, std::string eos) {
   if (!HasAll(sq, {"set role = 'model'", "'<start_of_turn>' + role + '\\n'", "message['content'] | trim",
                    "(message['role'] == 'user') != (loop.index0 % 2 == 0)", "'<start_of_turn>model\\n'"})) {
-    return NotRecognised(src, "Gemma markers, but not the Gemma turn structure");
+    return NotRecognised("Gemma markers, but not the Gemma turn structure");
   }
   const bool folds = HasAll(sq, {"set first_user_prefix = messages[0]['content'] + '\\n\\n'",
                                  "(first_user_prefix if loop.first else '')"});
   if (!folds && !HasAll(sq, {"raise_exception('System role not supported')"})) {
-    return NotRecognised(src, "Gemma markers, but no known handling of the system role");
+    return NotRecognised("Gemma markers, but no known handling of the system role");
   }
   return GemmaSpec(folds, Contains(sq, "bos_token") ? std::move(bos) : "", std::move(eos));
 }
@@ -269,11 +276,11 @@ Result<ChatTemplate::Spec> RecognizeLlama3(std::string_view src, std::string_vie
   if (!HasAll(sq, {"'<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + "
                    "'<|eot_id|>'",
                    "'<|start_header_id|>assistant<|end_header_id|>\\n\\n'"})) {
-    return NotRecognised(src, "Llama 3 markers, but not the Llama 3 turn structure");
+    return NotRecognised("Llama 3 markers, but not the Llama 3 turn structure");
   }
   if (!Contains(src, "Cutting Knowledge Date:")) {
     if (!HasAll(sq, {"{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"})) {
-      return NotRecognised(src, "Llama 3 markers, but BOS is not printed before the first turn");
+      return NotRecognised("Llama 3 markers, but BOS is not printed before the first turn");
     }
     return Llama3Spec("llama3", "", false, std::move(bos), std::move(eos));
   }
@@ -287,7 +294,7 @@ Result<ChatTemplate::Spec> RecognizeLlama3(std::string_view src, std::string_vie
                    "'<|start_header_id|>system<|end_header_id|>\\n\\n'", "'Today Date: ' + date_string + '\\n\\n'",
                    "{{- system_message }}", "'<|start_header_id|>ipython<|end_header_id|>\\n\\n'",
                    "message['content'] | tojson"})) {
-    return NotRecognised(src, "Llama 3.1 markers, but not the Llama 3.1 system turn");
+    return NotRecognised("Llama 3.1 markers, but not the Llama 3.1 system turn");
   }
   const bool builtin = Contains(sq, "builtin_tools");
   return Llama3Spec(builtin ? "llama3.1" : "llama3.2", "Cutting Knowledge Date: " + knowledge + "\nToday Date: " + date + "\n\n",
@@ -299,10 +306,10 @@ Result<ChatTemplate::Spec> RecognizeChatml(std::string_view src, std::string_vie
   if (!HasAll(sq, {"'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>",
                    "'<|im_start|>assistant\\n'"}) ||
       Contains(sq, "<think>")) {
-    return NotRecognised(src, "ChatML markers, but not the plain ChatML turn structure");
+    return NotRecognised("ChatML markers, but not the plain ChatML turn structure");
   }
   if (Contains(sq, "bos_token") && !StartsWithBos(sq)) {
-    return NotRecognised(src, "ChatML markers, but BOS printed other than first");
+    return NotRecognised("ChatML markers, but BOS printed other than first");
   }
   ChatTemplate::Spec s = ChatmlSpec(std::move(eos));
   if (StartsWithBos(sq)) s.bos = std::move(bos);
@@ -310,7 +317,7 @@ Result<ChatTemplate::Spec> RecognizeChatml(std::string_view src, std::string_vie
   if (!s.default_system.empty()) s.variant = "chatml-default-system";
   if (Contains(sq, "<tool_response>")) {
     if (!HasAll(sq, {"{{- '<|im_start|>user' }}", "{{- '\\n<tool_response>\\n' }}", "{{- '\\n</tool_response>' }}"})) {
-      return NotRecognised(src, "ChatML with tool responses, but not Qwen2.5's wrapping");
+      return NotRecognised("ChatML with tool responses, but not Qwen2.5's wrapping");
     }
     s.tool_response = true;
     s.variant = "qwen2.5";
@@ -318,13 +325,13 @@ Result<ChatTemplate::Spec> RecognizeChatml(std::string_view src, std::string_vie
   return s;
 }
 
-Result<ChatTemplate::Spec> RecognizeLlama2(std::string_view src, std::string_view sq, std::string bos, std::string eos) {
+Result<ChatTemplate::Spec> RecognizeLlama2(std::string_view sq, std::string bos, std::string eos) {
   if (!HasAll(sq, {"set system_message = false",
                    "set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content']",
                    "bos_token + '[INST] ' + content.strip() + ' [/INST]'", "' '  + content.strip() + ' ' + eos_token",
                    "(message['role'] == 'user') != (loop.index0 % 2 == 0)"}) ||
       Contains(sq, "DEFAULT")) {
-    return NotRecognised(src, "Llama 2 markers, but not the Llama 2 chat structure");
+    return NotRecognised("Llama 2 markers, but not the Llama 2 chat structure");
   }
   return Llama2Spec(std::move(bos), std::move(eos));
 }
@@ -333,14 +340,14 @@ Result<ChatTemplate::Spec> RecognizeMistral(std::string_view src, std::string_vi
   // Later Mistral formats ([SYSTEM_PROMPT], tekken's "[INST]" without spaces) render differently.
   if (!HasAll(sq, {"(message['role'] == 'user') != ", "message['content'] + '[/INST]'", "eos_token", "bos_token"}) ||
       Contains(sq, "[SYSTEM_PROMPT]")) {
-    return NotRecognised(src, "[INST] markers, but not a Mistral turn structure fak knows");
+    return NotRecognised("[INST] markers, but not a Mistral turn structure fak knows");
   }
   ChatTemplate::Spec s = MistralSpec("mistral-legacy", std::move(bos), std::move(eos));
   std::string norm(src);  // one kind of quote, so literals can be looked up whole
   std::replace(norm.begin(), norm.end(), '"', '\'');
   s.inst_open = QuotedChoice(norm, {" [INST] ", "[INST] "});
   s.inst_close = QuotedChoice(norm, {" [/INST]", "[/INST]"});
-  if (s.inst_open.empty() || s.inst_close.empty()) return NotRecognised(src, "[INST] without known delimiters");
+  if (s.inst_open.empty() || s.inst_close.empty()) return NotRecognised("[INST] without known delimiters");
   if (Contains(sq, "loop.firstandsystem_messageisdefined")) {
     s.system = SystemPlacement::kFirstUser;
     s.variant = "mistral-v0.1";
@@ -348,7 +355,7 @@ Result<ChatTemplate::Spec> RecognizeMistral(std::string_view src, std::string_vi
     s.system = SystemPlacement::kLastUserIfLast;
     s.variant = "mistral-v0.2";
   } else if (Contains(sq, "system_message")) {
-    return NotRecognised(src, "Mistral with a system-message placement fak does not know");
+    return NotRecognised("Mistral with a system-message placement fak does not know");
   }
   s.reply_trim = Contains(sq, "message['content']|trim+eos_token");
   if (s.reply_trim) s.variant = "mistral-v0.3";
@@ -356,13 +363,13 @@ Result<ChatTemplate::Spec> RecognizeMistral(std::string_view src, std::string_vi
   return s;
 }
 
-Result<ChatTemplate::Spec> RecognizePhi3(std::string_view src, std::string_view sq, std::string bos, std::string eos) {
+Result<ChatTemplate::Spec> RecognizePhi3(std::string_view sq, std::string bos, std::string eos) {
   if (!HasAll(sq, {"'<|user|>\\n' + message['content'] + '<|end|>\\n'",
                    "'<|assistant|>\\n' + message['content'] + '<|end|>\\n'",
                    "'<|system|>\\n' + message['content'] + '<|end|>\\n'", "{{ '<|assistant|>\\n' }}"})) {
-    return NotRecognised(src, "Phi-3 markers, but not the Phi-3 turn structure");
+    return NotRecognised("Phi-3 markers, but not the Phi-3 turn structure");
   }
-  if (Contains(sq, "bos_token") && !StartsWithBos(sq)) return NotRecognised(src, "Phi-3 with BOS printed other than first");
+  if (Contains(sq, "bos_token") && !StartsWithBos(sq)) return NotRecognised("Phi-3 with BOS printed other than first");
   ChatTemplate::Spec s = Phi3Spec("phi3", std::move(eos));
   if (StartsWithBos(sq)) s.bos = std::move(bos);
   s.skip_empty_system = Contains(sq, "message['role']=='system'andmessage['content']");
@@ -372,16 +379,16 @@ Result<ChatTemplate::Spec> RecognizePhi3(std::string_view src, std::string_view 
 }
 
 
-Result<ChatTemplate::Spec> RecognizeSpec(std::string_view src, std::string bos, std::string eos) {
+Result<ChatTemplate::Spec> RecognizeFamily(std::string_view src, std::string bos, std::string eos) {
   const std::string sq = Squash(src);
   // The most specific markers first: Llama 2 and Mistral share [INST].
-  if (Contains(src, "<<SYS>>") && Contains(src, "[INST]")) return RecognizeLlama2(src, sq, std::move(bos), std::move(eos));
+  if (Contains(src, "<<SYS>>") && Contains(src, "[INST]")) return RecognizeLlama2(sq, std::move(bos), std::move(eos));
   if (Contains(src, "[INST]")) return RecognizeMistral(src, sq, std::move(bos), std::move(eos));
-  if (Contains(src, "<start_of_turn>")) return RecognizeGemma(src, sq, std::move(bos), std::move(eos));
+  if (Contains(src, "<start_of_turn>")) return RecognizeGemma(sq, std::move(bos), std::move(eos));
   if (Contains(src, "<|start_header_id|>")) return RecognizeLlama3(src, sq, std::move(bos), std::move(eos));
   if (Contains(src, "<|im_start|>")) return RecognizeChatml(src, sq, std::move(bos), std::move(eos));
-  if (Contains(src, "<|user|>") && Contains(src, "<|end|>")) return RecognizePhi3(src, sq, std::move(bos), std::move(eos));
-  return NotRecognised(src, "no family's markers");
+  if (Contains(src, "<|user|>") && Contains(src, "<|end|>")) return RecognizePhi3(sq, std::move(bos), std::move(eos));
+  return NotRecognised("no family's markers");
 }
 
 // ---- rendering ----
@@ -582,7 +589,8 @@ std::string_view GenerationPrompt(const ChatTemplate::Spec& s) {
     case ChatFamily::kPhi3:
     case ChatFamily::kFak: return "<|assistant|>\n";
     case ChatFamily::kMistral:
-    case ChatFamily::kLlama2: return "";
+    case ChatFamily::kLlama2:
+    case ChatFamily::kJinja: return "";
   }
   return "";
 }
@@ -596,8 +604,165 @@ std::string_view FamilyName(ChatFamily f) {
     case ChatFamily::kLlama2: return "llama2";
     case ChatFamily::kPhi3: return "phi3";
     case ChatFamily::kFak: return "fak";
+    case ChatFamily::kJinja: return "jinja";
   }
   return "";
+}
+
+// ---- through the interpreter ----
+
+// The variables transformers' apply_chat_template renders with. A message's role is markup, its
+// content the conversation's; tool definitions are the client's, so content too.
+jinja::Value TemplateContext(const ChatTemplate::Spec& s, std::span<const ChatMessage> messages, const jinja::Value& tools,
+                             bool add_generation_prompt) {
+  std::vector<jinja::Value> list;
+  for (const ChatMessage& m : messages) {
+    const ChatRole role = m.role == ChatRole::kTool && s.tool_as_user ? ChatRole::kUser : m.role;
+    list.push_back(jinja::Value::MakeDict({{"role", jinja::Value(std::string(ChatRoleName(role)))},
+                                          {"content", jinja::Value(jinja::Text::Content(m.content))}}));
+  }
+  std::vector<std::pair<std::string, jinja::Value>> vars = {
+      {"messages", jinja::Value::MakeList(std::move(list))},
+      {"tools", tools},
+      {"documents", jinja::Value(jinja::None{})},
+      {"add_generation_prompt", jinja::Value(add_generation_prompt)},
+  };
+  // A token the model does not have is not defined, as transformers leaves it.
+  if (!s.bos.empty()) vars.emplace_back("bos_token", jinja::Value(s.bos));
+  if (!s.eos.empty()) vars.emplace_back("eos_token", jinja::Value(s.eos));
+  return jinja::Value::MakeDict(std::move(vars));
+}
+
+// The instant strftime_now() formats when the caller gives none: 26 Jul 2024 00:00 UTC, the date
+// Llama 3.x's templates print when strftime_now is undefined — so templates that need it render
+// (Granite, gpt-oss), renderings do not change from day to day, and Llama 3.2's text is the same
+// whether strftime_now is defined or not.
+constexpr int64_t kDefaultNow = 1721952000;
+
+Result<jinja::Text> InterpretText(const ChatTemplate::Spec& s, std::span<const ChatMessage> messages,
+                                  const jinja::Value& tools, bool add_generation_prompt, std::optional<int64_t> now) {
+  jinja::RenderOptions options;
+  options.now = now.value_or(kDefaultNow);
+  Result<jinja::Text> r = s.jinja->Render(TemplateContext(s, messages, tools, add_generation_prompt), options);
+  if (!r.has_value()) return r.error().WithContext("chat template " + s.variant);
+  return r;
+}
+
+size_t CommonPrefix(std::string_view a, std::string_view b) {
+  return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(std::min(a.size(), b.size())), b.begin()).first -
+                             a.begin());
+}
+
+// Where two renderings part, moved back to the start of a markup tag it would cut: the shorter
+// one may go on with text that shares the tag's first bytes ("<|endoftext|>" and "<|user|>" part
+// after "<|"), and a cut inside a special token's text would split the token.
+size_t PartingPoint(std::string_view full, std::string_view other, const std::vector<TextSpan>& content) {
+  const size_t p = CommonPrefix(full, other);
+  constexpr size_t kLongestTag = 64;
+  for (size_t q = p; q-- > 0 && p - q <= kLongestTag;) {
+    const char c = full[q];
+    if (c == '>' || c == ']' || c == '\n') break;
+    if (c != '<' && c != '[') continue;
+    const bool in_content = std::any_of(content.begin(), content.end(), [&](const TextSpan& s) {
+      return s.offset < p && q < s.offset + s.size;
+    });
+    return in_content ? p : q;
+  }
+  return p;
+}
+
+// Renders through the interpreter. Where each message's part begins is found by rendering the
+// conversation's prefixes: message i's part begins where the rendering of messages [0, i) and
+// the whole one part (PartingPoint) — its first byte that depends on message i or later (a
+// template may print a message by its neighbours, or reformat earlier turns as the conversation
+// grows). Offsets are then made monotone by moving earlier ones back, and moved out of any
+// content range they would cut. n + 2 renderings for n messages.
+Result<RenderedChat> RenderInterpreted(const ChatTemplate::Spec& s, std::span<const ChatMessage> messages,
+                                       const ChatRenderOptions& options) {
+  jinja::Value tools = jinja::None{};
+  if (!options.tools_json.empty()) {
+    FAK_ASSIGN_OR_RETURN(tools, jinja::ParseJsonValue(options.tools_json, /*content=*/true, "chat template tools"));
+    if (!tools.is_list()) return InvalidArgument("chat template tools: a JSON array of tool definitions is expected");
+  }
+  FAK_ASSIGN_OR_RETURN(jinja::Text full, InterpretText(s, messages, tools, options.add_generation_prompt, options.now));
+  RenderedChat r;
+  r.text = std::move(full.bytes);
+  r.content = std::move(full.content);
+  r.generation_offset = r.text.size();
+  if (options.add_generation_prompt) {
+    Result<jinja::Text> bare = InterpretText(s, messages, tools, false, options.now);
+    if (bare.has_value()) r.generation_offset = PartingPoint(r.text, bare->bytes, r.content);
+  }
+  r.message_offsets.assign(messages.size(), 0);
+  for (size_t i = 0; i < messages.size(); ++i) {
+    Result<jinja::Text> prefix = InterpretText(s, messages.subspan(0, i), tools, false, options.now);
+    // A prefix the template refuses shows nothing: message i then begins where message i-1 does.
+    r.message_offsets[i] = prefix.has_value() ? PartingPoint(r.text, prefix->bytes, r.content) : (i > 0 ? r.message_offsets[i - 1] : 0);
+  }
+  auto outside_content = [&](size_t at) {
+    for (const TextSpan& span : r.content) {
+      if (span.offset < at && at < span.offset + span.size) at = span.offset;
+    }
+    return at;
+  };
+  r.generation_offset = outside_content(r.generation_offset);
+  size_t bound = r.generation_offset;
+  for (size_t i = messages.size(); i-- > 0;) r.message_offsets[i] = bound = outside_content(std::min(r.message_offsets[i], bound));
+  return r;
+}
+
+// Whether a longer conversation keeps the shorter one's rendering (minus its generation prompt)
+// as a prefix, on probe conversations with and without a system message; false when the template
+// refuses them.
+bool ProbePrefixStable(const ChatTemplate::Spec& s) {
+  const std::vector<std::vector<ChatMessage>> bases = {
+      {{ChatRole::kUser, "Hi"}},
+      {{ChatRole::kSystem, "Be brief."}, {ChatRole::kUser, "Hi"}},
+  };
+  for (const std::vector<ChatMessage>& base : bases) {
+    std::vector<ChatMessage> longer = base;
+    longer.push_back({ChatRole::kAssistant, "Hello! How can I help?"});
+    longer.push_back({ChatRole::kUser, "Tell me a joke."});
+    Result<jinja::Text> a = InterpretText(s, base, jinja::None{}, true, std::nullopt);
+    Result<jinja::Text> a_bare = InterpretText(s, base, jinja::None{}, false, std::nullopt);
+    Result<jinja::Text> b = InterpretText(s, longer, jinja::None{}, true, std::nullopt);
+    if (!a.has_value() || !a_bare.has_value() || !b.has_value()) return false;
+    const size_t kept = CommonPrefix(a->bytes, a_bare->bytes);
+    if (!b->bytes.starts_with(std::string_view(a->bytes).substr(0, kept))) return false;
+  }
+  return true;
+}
+
+// The turn-end markers an interpreted template prints, among those of the common formats.
+// gpt-oss ends a reply at <|return|> or a tool call at <|call|>; its <|end|> ends only a
+// message inside the turn (the analysis channel), so generation must run past it.
+std::vector<std::string> TurnEnds(std::string_view src) {
+  if (Contains(src, "<|return|>")) return {"<|return|>", "<|call|>"};
+  std::vector<std::string> out;
+  for (std::string_view m : {"<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<|END_OF_TURN_TOKEN|>",
+                             "<｜end▁of▁sentence｜>", "<|end_of_text|>",
+                             "<|endoftext|>"}) {
+    if (Contains(src, m)) out.emplace_back(m);
+  }
+  return out;
+}
+
+// A template: parsed, and recognised as a family when it is one (the family's renderer then
+// serves renderings without tools or dates); otherwise rendered by the interpreter.
+Result<ChatTemplate::Spec> RecognizeSpec(std::string_view src, std::string bos, std::string eos) {
+  Result<jinja::Template> parsed = jinja::Template::Parse(src);
+  if (!parsed.has_value()) return parsed.error().WithContext("chat template \"" + Excerpt(src) + "\"");
+  auto tmpl = std::make_shared<const jinja::Template>(std::move(*parsed));
+  Result<ChatTemplate::Spec> family = RecognizeFamily(src, bos, eos);
+  if (family.has_value()) {
+    family->jinja = std::move(tmpl);
+    return family;
+  }
+  ChatTemplate::Spec s = Base(ChatFamily::kJinja, "jinja", std::move(bos), std::move(eos));
+  s.jinja = std::move(tmpl);
+  s.end_of_turn = TurnEnds(src);
+  s.probed_prefix_stable = ProbePrefixStable(s);
+  return s;
 }
 
 Result<ChatTemplate::Spec> SpecForFamily(std::string_view name, std::string bos, std::string eos) {
@@ -803,12 +968,29 @@ std::string_view ChatTemplate::variant() const { return spec_->variant; }
 std::string_view ChatTemplate::source() const { return spec_->source; }
 std::span<const std::string> ChatTemplate::end_of_turn() const { return spec_->end_of_turn; }
 
-// Only a template that moves the system message into the last user turn rewrites earlier text.
-bool ChatTemplate::prefix_stable() const { return spec_->system != SystemPlacement::kLastUserIfLast; }
+// Of the families, only a template that moves the system message into the last user turn
+// rewrites earlier text.
+bool ChatTemplate::prefix_stable() const {
+  return spec_->family == ChatFamily::kJinja ? spec_->probed_prefix_stable : spec_->system != SystemPlacement::kLastUserIfLast;
+}
 
 Result<RenderedChat> ChatTemplate::Render(std::span<const ChatMessage> messages, bool add_generation_prompt) const {
+  ChatRenderOptions options;
+  options.add_generation_prompt = add_generation_prompt;
+  return Render(messages, options);
+}
+
+Result<RenderedChat> ChatTemplate::Render(std::span<const ChatMessage> messages, const ChatRenderOptions& options) const {
   const Spec& s = *spec_;
   if (messages.empty()) return InvalidArgument("chat template " + s.variant + ": no messages to render");
+  if (s.family == ChatFamily::kJinja || !options.tools_json.empty() || options.now.has_value()) {
+    if (s.jinja == nullptr) {
+      return Unsupported("chat template " + s.variant + " (" + s.source +
+                         ") has no template text to render tools or a date with; give the model's own template");
+    }
+    return RenderInterpreted(s, messages, options);
+  }
+  const bool add_generation_prompt = options.add_generation_prompt;
   Out o{s, messages, {}};
   o.r.message_offsets.assign(messages.size(), 0);
   Status st = Status::Ok();
@@ -820,12 +1002,21 @@ Result<RenderedChat> ChatTemplate::Render(std::span<const ChatMessage> messages,
     case ChatFamily::kLlama2: st = RenderLlama2(o); break;
     case ChatFamily::kPhi3: st = RenderPhi3(o); break;
     case ChatFamily::kFak: st = RenderFak(o); break;
+    case ChatFamily::kJinja: break;  // rendered above
   }
   FAK_RETURN_IF_ERROR(st);
   if (!add_generation_prompt && s.eos_without_prompt) o.r.text += s.eos;
   o.r.generation_offset = o.r.text.size();
   if (add_generation_prompt) o.r.text += GenerationPrompt(s);
   return std::move(o.r);
+}
+
+Result<RenderedChat> internal::RenderWithInterpreter(const ChatTemplate& chat_template, std::span<const ChatMessage> messages,
+                                                     const ChatRenderOptions& options) {
+  const ChatTemplate::Spec& s = *chat_template.spec_;
+  if (s.jinja == nullptr) return Unsupported("chat template " + s.variant + " has no template text");
+  if (messages.empty()) return InvalidArgument("chat template " + s.variant + ": no messages to render");
+  return RenderInterpreted(s, messages, options);
 }
 
 Result<std::vector<int32_t>> EncodeRendered(const Tokenizer& tokenizer, const RenderedChat& rendered) {

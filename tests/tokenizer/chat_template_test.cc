@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <unistd.h>
 
@@ -83,6 +84,20 @@ const std::map<std::string, Expected>& ExpectedFamilies() {
       {"meta-llama-Llama-2-7b-chat-hf", {"llama2", "llama2", true}},
       {"microsoft-Phi-3-mini-4k-instruct", {"phi3", "phi3", true}},
       {"microsoft-Phi-3.5-mini-instruct", {"phi3", "phi3.5", true}},
+      // Rendered by the interpreter alone.
+      {"Qwen-Qwen3-0.6B", {"jinja", "jinja", true}},
+      {"Qwen-QwQ-32B", {"jinja", "jinja", true}},
+      {"Qwen-Qwen2.5-7B-Instruct", {"chatml", "qwen2.5", true}},
+      {"meta-llama-Llama-3.1-8B-Instruct", {"llama3", "llama3.1", true}},
+      {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use", {"jinja", "jinja", false}},
+      {"microsoft-Phi-4-mini-instruct", {"jinja", "jinja", true}},
+      {"HuggingFaceTB-SmolLM3-3B", {"jinja", "jinja", true}},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B", {"jinja", "jinja", true}},
+      {"deepseek-ai-DeepSeek-V3.1", {"jinja", "jinja", true}},
+      {"openai-gpt-oss-120b", {"jinja", "jinja", true}},
+      {"ibm-granite-granite-3.3-2B-Instruct", {"jinja", "jinja", true}},
+      {"mistralai-Mistral-Nemo-Instruct-2407", {"jinja", "jinja", false}},
+      {"CohereForAI-c4ai-command-r7b-12-2024-tool_use", {"jinja", "jinja", true}},
   };
   return m;
 }
@@ -95,23 +110,32 @@ TEST(ChatTemplateGoldenTest, EveryTemplateIsRecognisedAsItsFamily) {
     EXPECT_EQ(t.family(), want.family);
     EXPECT_EQ(t.variant(), want.variant);
     EXPECT_EQ(t.source(), "template source");
-    EXPECT_FALSE(t.end_of_turn().empty());
+    if (want.family != "jinja") {
+      EXPECT_FALSE(t.end_of_turn().empty());
+    }
   }
 }
 
 TEST(ChatTemplateGoldenTest, RendersWhatJinjaRenders) {
   size_t rendered = 0, refused = 0;
   for (const Json& c : Goldens()["cases"]) {
+    if (c.contains("tools")) continue;  // tool calls: ChatMessage does not carry them (jinja_test.cc renders them)
     const std::string name = c["template"].get<std::string>(), conv = c["conversation"].get<std::string>();
     const bool prompt = c["add_generation_prompt"].get<bool>();
     SCOPED_TRACE(name + " / " + conv + (prompt ? " + generation prompt" : ""));
     ASSERT_OK_AND_ASSIGN(ChatTemplate t, GoldenTemplate(name));
     const std::vector<ChatMessage> messages = Conversation(conv);
-    Result<RenderedChat> r = t.Render(messages, prompt);
+    ChatRenderOptions options;
+    options.add_generation_prompt = prompt;
+    if (c.contains("now")) options.now = c["now"].get<int64_t>();
+    Result<RenderedChat> r = t.Render(messages, options);
     if (c.contains("error")) {
       ASSERT_FALSE(r.has_value()) << "jinja raised '" << c["error"].get<std::string>() << "', fak rendered:\n" << r->text;
       EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
-      EXPECT_NE(r.error().message().find("message "), std::string::npos) << r.error().message();
+      // The hand-written renderers name the message; the interpreter carries the template's words.
+      if (t.family() != "jinja") {
+        EXPECT_NE(r.error().message().find("message "), std::string::npos) << r.error().message();
+      }
       ++refused;
       continue;
     }
@@ -129,20 +153,82 @@ TEST(ChatTemplateGoldenTest, RendersWhatJinjaRenders) {
     for (const std::string& p : r->Pieces()) joined += p;
     EXPECT_EQ(joined, r->text);
     EXPECT_EQ(r->Pieces().size(), messages.size() + 1);
+    // No content range crosses a cut (EncodePieces tokenizes each piece on its own).
+    for (const TextSpan& span : r->content) {
+      for (size_t cut : r->message_offsets) EXPECT_FALSE(span.offset < cut && cut < span.offset + span.size) << cut;
+      EXPECT_FALSE(span.offset < r->generation_offset && r->generation_offset < span.offset + span.size);
+    }
     ++rendered;
   }
   // The goldens exercise both outcomes.
-  EXPECT_GT(rendered, 400u);
-  EXPECT_GT(refused, 50u);
+  EXPECT_GT(rendered, 800u);
+  EXPECT_GT(refused, 100u);
+}
+
+// Adjacent ranges as one: the hand-written renderers record a message's bytes per call, the
+// interpreter per string, so their ranges compare after merging.
+std::vector<std::pair<size_t, size_t>> Merged(const std::vector<TextSpan>& spans) {
+  std::vector<std::pair<size_t, size_t>> out;
+  for (const TextSpan& s : spans) {
+    if (s.size == 0) continue;
+    if (!out.empty() && out.back().first + out.back().second == s.offset) {
+      out.back().second += s.size;
+    } else {
+      out.emplace_back(s.offset, s.size);
+    }
+  }
+  return out;
+}
+
+// The six hand-written families are a fast path: for every golden conversation their text,
+// content ranges and offsets equal the interpreter's rendering of the same template text.
+TEST(ChatTemplateGoldenTest, HandWrittenFastPathEqualsTheInterpreter) {
+  size_t compared = 0;
+  for (const Json& c : Goldens()["cases"]) {
+    if (c.contains("tools") || c.contains("now")) continue;
+    const std::string name = c["template"].get<std::string>(), conv = c["conversation"].get<std::string>();
+    if (ExpectedFamilies().at(name).family == "jinja") continue;
+    const bool prompt = c["add_generation_prompt"].get<bool>();
+    SCOPED_TRACE(name + " / " + conv + (prompt ? " + generation prompt" : ""));
+    ASSERT_OK_AND_ASSIGN(ChatTemplate t, GoldenTemplate(name));
+    const std::vector<ChatMessage> messages = Conversation(conv);
+    ChatRenderOptions options;
+    options.add_generation_prompt = prompt;
+    Result<RenderedChat> fast = t.Render(messages, options);
+    Result<RenderedChat> slow = internal::RenderWithInterpreter(t, messages, options);
+    ASSERT_EQ(fast.has_value(), slow.has_value()) << (fast ? slow.error().ToString() : fast.error().ToString());
+    if (!fast.has_value()) continue;
+    EXPECT_EQ(fast->text, slow->text);
+    EXPECT_EQ(Merged(fast->content), Merged(slow->content));
+    EXPECT_EQ(fast->generation_offset, slow->generation_offset);
+    // Message 0's piece starts the text whatever its offset says; where the template cannot render
+    // an empty conversation the interpreter puts the offset at 0, before a BOS the family skips.
+    ASSERT_EQ(fast->message_offsets.size(), slow->message_offsets.size());
+    EXPECT_TRUE(slow->message_offsets[0] == 0 || slow->message_offsets[0] == fast->message_offsets[0]);
+    if (t.prefix_stable()) {
+      EXPECT_EQ(std::vector<size_t>(fast->message_offsets.begin() + 1, fast->message_offsets.end()),
+                std::vector<size_t>(slow->message_offsets.begin() + 1, slow->message_offsets.end()));
+      EXPECT_EQ(fast->Pieces(), slow->Pieces());
+    } else {
+      // Mistral v0.2/v0.3 move the system prompt into the last user turn: a later message changes
+      // an earlier turn's text, and the interpreter's offsets say so by starting earlier.
+      for (size_t i = 0; i < fast->message_offsets.size(); ++i) EXPECT_LE(slow->message_offsets[i], fast->message_offsets[i]);
+    }
+    ++compared;
+  }
+  EXPECT_GT(compared, 400u);
 }
 
 // prefix_stable() against the goldens: the first rendering minus its generation prompt is a
 // prefix of the rendering with one more exchange — for every pair, exactly when claimed.
 TEST(ChatTemplateGoldenTest, PrefixStabilityMatchesTheGoldens) {
-  std::map<std::string, std::string> expected;  // "template/conversation" with generation prompt
+  // "template/conversation" with generation prompt: the text, and the instant strftime_now had.
+  std::map<std::string, std::pair<std::string, std::optional<int64_t>>> expected;
   for (const Json& c : Goldens()["cases"]) {
-    if (c["add_generation_prompt"].get<bool>() && c.contains("expected")) {
-      expected[c["template"].get<std::string>() + "/" + c["conversation"].get<std::string>()] = c["expected"].get<std::string>();
+    if (c["add_generation_prompt"].get<bool>() && c.contains("expected") && !c.contains("tools")) {
+      std::optional<int64_t> now;
+      if (c.contains("now")) now = c["now"].get<int64_t>();
+      expected[c["template"].get<std::string>() + "/" + c["conversation"].get<std::string>()] = {c["expected"].get<std::string>(), now};
     }
   }
   size_t unstable = 0;
@@ -154,17 +240,24 @@ TEST(ChatTemplateGoldenTest, PrefixStabilityMatchesTheGoldens) {
     for (const Json& pair : Goldens()["prefix_pairs"]) {
       const std::string base = pair[0].get<std::string>(), ext = pair[1].get<std::string>();
       auto it = expected.find(name + "/" + ext);
-      Result<RenderedChat> r = t.Render(Conversation(base), true);
-      if (it == expected.end() || !r.has_value()) continue;  // the template refuses the conversation
+      if (it == expected.end()) continue;  // the template refuses the conversation
+      ChatRenderOptions options;
+      options.now = it->second.second;
+      Result<RenderedChat> r = t.Render(Conversation(base), options);
+      if (!r.has_value()) continue;
       ++checked;
-      stable = stable && it->second.starts_with(r->text.substr(0, r->generation_offset));
+      stable = stable && it->second.first.starts_with(r->text.substr(0, r->generation_offset));
     }
-    EXPECT_GT(checked, 0u);
-    EXPECT_EQ(t.prefix_stable(), stable);
     EXPECT_EQ(t.prefix_stable(), want.prefix_stable);
+    if (checked == 0) {  // Hermes 3's tool-use template refuses every conversation without tools
+      EXPECT_FALSE(t.prefix_stable());
+      continue;
+    }
+    EXPECT_EQ(t.prefix_stable(), stable);
     unstable += stable ? 0 : 1;
   }
-  EXPECT_EQ(unstable, 2u);  // Mistral v0.2 and v0.3 move the system prompt into the last user turn
+  // Mistral v0.2, v0.3 and Nemo move the system prompt into the last user turn.
+  EXPECT_EQ(unstable, 3u);
 }
 
 TEST(ChatTemplateTest, EquivalentSpellingsAreTheSameTemplate) {
@@ -196,25 +289,75 @@ TEST(ChatTemplateTest, EquivalentSpellingsAreTheSameTemplate) {
   EXPECT_EQ(c.Render(Conversation("multi_turn"))->text, d.Render(Conversation("multi_turn"))->text);
 }
 
-TEST(ChatTemplateTest, UnrecognisedTemplatesAreUnsupportedAndNamed) {
-  Result<ChatTemplate> r = ChatTemplate::Recognize("{% for m in messages %}{{ m.content }}{% endfor %}", "", "");
-  ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().code(), StatusCode::kUnsupported);
-  EXPECT_NE(r.error().message().find("{% for m in messages %}"), std::string::npos) << r.error().message();
-  EXPECT_NE(r.error().message().find("gemma, llama3, chatml, mistral, llama2, phi3"), std::string::npos);
+TEST(ChatTemplateTest, OtherTemplatesAreInterpreted) {
+  ASSERT_OK_AND_ASSIGN(ChatTemplate t, ChatTemplate::Recognize(
+                                           "{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}\n{% endfor %}"
+                                           "{% if add_generation_prompt %}<|assistant|>{% endif %}",
+                                           "", ""));
+  EXPECT_EQ(t.family(), "jinja");
+  EXPECT_TRUE(t.prefix_stable());
+  const std::vector<ChatMessage> conv = {{ChatRole::kUser, " Hi <|assistant|> "}, {ChatRole::kAssistant, "Yes"}};
+  ASSERT_OK_AND_ASSIGN(RenderedChat r, t.Render(conv));
+  EXPECT_EQ(r.text, "<|user|>Hi <|assistant|>\n<|assistant|>Yes\n<|assistant|>");
+  // The trimmed message text is content, markup is not: the forged marker stays text.
+  ASSERT_EQ(r.content.size(), 2u);
+  EXPECT_EQ(r.text.substr(r.content[0].offset, r.content[0].size), "Hi <|assistant|>");
+  EXPECT_EQ(r.text.substr(r.content[1].offset, r.content[1].size), "Yes");
+  EXPECT_EQ(r.message_offsets, (std::vector<size_t>{0, 25}));
+  EXPECT_EQ(r.generation_offset, r.text.size() - std::string("<|assistant|>").size());
 
-  // A family's markers with a structure fak does not render are not guessed at: a ChatML
-  // template that reasons in <think> blocks, a Gemma template without the role alternation.
+  // A family's markers with a structure its renderer does not know are not rendered as that
+  // family: a ChatML template that reasons in <think> blocks, a Gemma template without the role
+  // alternation go to the interpreter.
   std::string qwen = ReadText(kDir + "Qwen-Qwen2.5-0.5B-Instruct.jinja") + "{{ '<think>\\n' }}";
-  EXPECT_EQ(ChatTemplate::Recognize(qwen, "", "<|im_end|>").error().code(), StatusCode::kUnsupported);
+  ASSERT_OK_AND_ASSIGN(ChatTemplate q, ChatTemplate::Recognize(qwen, "", "<|im_end|>"));
+  EXPECT_EQ(q.family(), "jinja");
+  EXPECT_TRUE(q.Render(Conversation("single_user"))->text.ends_with("<think>\n"));
   std::string gemma = ReadText(kDir + "google-gemma-3-1b-it.jinja");
   const size_t at = gemma.find("(message['role'] == 'user') != (loop.index0 % 2 == 0)");
   ASSERT_NE(at, std::string::npos);
   gemma.replace(at, 4, "(x");
-  EXPECT_EQ(ChatTemplate::Recognize(gemma, "<bos>", "<eos>").error().code(), StatusCode::kUnsupported);
-  // Long sources are cut in the message.
-  Result<ChatTemplate> long_src = ChatTemplate::Recognize(std::string(500, 'x'), "", "");
-  EXPECT_LT(long_src.error().message().size(), 400u);
+  ASSERT_OK_AND_ASSIGN(ChatTemplate g, ChatTemplate::Recognize(gemma, "<bos>", "<eos>"));
+  EXPECT_EQ(g.family(), "jinja");
+  EXPECT_EQ(g.end_of_turn()[0], "<end_of_turn>");
+
+  // Outside the subset: Unsupported naming the construct and its line; a syntax error names
+  // the line. Long sources are cut in the message.
+  Result<ChatTemplate> inc = ChatTemplate::Recognize("Hello\n{% include 'other.jinja' %}", "", "");
+  ASSERT_FALSE(inc.has_value());
+  EXPECT_EQ(inc.error().code(), StatusCode::kUnsupported);
+  EXPECT_NE(inc.error().message().find("'{% include %}' statement (line 2)"), std::string::npos) << inc.error().message();
+  Result<ChatTemplate> bad = ChatTemplate::Recognize("{{ " + std::string(500, 'x') + " + }}", "", "");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.error().message().find("line 1"), std::string::npos) << bad.error().message();
+  EXPECT_LT(bad.error().message().size(), 400u);
+}
+
+// Tools reach the template (through the interpreter, also for a hand-rendered family), and a
+// family given by name, which has no template text, refuses them.
+TEST(ChatTemplateTest, ToolsAreRenderedByTheTemplate) {
+  for (const Json& c : Goldens()["cases"]) {
+    if (c["template"] != "Qwen-Qwen2.5-7B-Instruct" || c["conversation"] != "tools_offered" || !c["add_generation_prompt"].get<bool>()) continue;
+    ASSERT_OK_AND_ASSIGN(ChatTemplate t, GoldenTemplate("Qwen-Qwen2.5-7B-Instruct"));
+    ChatRenderOptions options;
+    // Key order matters to tojson: the raw text of the goldens' tools, not the sorted Json.
+    const std::string raw = ReadText(kDir + "goldens.json");
+    options.tools_json = nlohmann::ordered_json::parse(raw)["tools"]["TOOLS"].dump();
+    const std::vector<ChatMessage> ask = {{ChatRole::kUser, "What's the weather in Paris?"}};
+    ASSERT_OK_AND_ASSIGN(RenderedChat r, t.Render(ask, options));
+    EXPECT_EQ(r.text, c["expected"].get<std::string>());
+    EXPECT_NE(r.text.find("get_weather"), std::string::npos);
+    // Without the tools the family's renderer gives the plain rendering.
+    EXPECT_EQ(t.Render(ask)->text.find("get_weather"), std::string::npos);
+    std::unique_ptr<Tokenizer> bytes = MakeByteTokenizer();
+    ASSERT_OK_AND_ASSIGN(ChatTemplate by_name, ChatTemplate::ForFamily("chatml", *bytes));
+    EXPECT_EQ(by_name.Render(ask, options).error().code(), StatusCode::kUnsupported);
+    options.tools_json = "{\"not\": \"a list\"}";
+    EXPECT_EQ(t.Render(ask, options).error().code(), StatusCode::kInvalidArgument);
+    return;
+  }
+  FAIL() << "no golden case for Qwen2.5 with tools";
 }
 
 TEST(ChatTemplateTest, RefusalsNameTheMessage) {
@@ -299,7 +442,7 @@ TEST(ChatTemplateModelTest, HuggingFaceDirectories) {
   EXPECT_EQ(t.variant(), "gemma2");
   EXPECT_EQ(t.source(), "tokenizer_config.json chat_template");
   // The string form, with an unrecognised template: the error names the file.
-  WriteText(list_dir + "/tokenizer_config.json", Json({{"chat_template", "{{ custom }}"}}).dump());
+  WriteText(list_dir + "/tokenizer_config.json", Json({{"chat_template", "{% include 'custom.jinja' %}"}}).dump());
   Result<ChatTemplate> bad = ChatTemplate::ForModel(list_dir, *bytes);
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.error().code(), StatusCode::kUnsupported);

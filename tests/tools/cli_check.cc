@@ -303,6 +303,22 @@ TEST_F(CliTest, ChatReadsTurnsFromAPipeAndReusesEarlierTurns) {
   EXPECT_NE(bad.output.find("no-such-family"), std::string::npos) << bad.output;
 }
 
+// --template FILE (chat and serve share it) takes any Jinja template in the interpreter's
+// subset, and names the construct of one outside it.
+TEST_F(CliTest, ChatTakesAnyJinjaTemplateFile) {
+  const std::string file = (dir_ / "custom.jinja").string();
+  std::ofstream(file) << "{% for m in messages %}[{{ m.role | upper }}] {{ m.content | trim }}\n{% endfor %}"
+                         "{% if add_generation_prompt %}[ASSISTANT] {% endif %}";
+  CliResult r = RunFak("chat embedded --template " + file + " -n 2 --json", "hello\n");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[chat template jinja"), std::string::npos) << r.output;
+  const std::string outside = (dir_ / "outside.jinja").string();
+  std::ofstream(outside) << "{% include 'base.jinja' %}";
+  CliResult refused = RunFak("chat embedded --template " + outside, "hello\n");
+  EXPECT_EQ(refused.exit_code, 1) << refused.output;
+  EXPECT_NE(refused.output.find("'{% include %}' statement (line 1)"), std::string::npos) << refused.output;
+}
+
 TEST_F(CliTest, InspectAndBenchTheEmbeddedModel) {
   CliResult inspect = RunFak("inspect embedded");
   EXPECT_EQ(inspect.exit_code, 0) << inspect.output;

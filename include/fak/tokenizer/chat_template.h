@@ -1,12 +1,13 @@
 // ChatTemplate: a conversation rendered as the model was trained to see it.
 //
-// fak does not interpret Jinja. It recognises the chat template a model ships (GGUF
-// `tokenizer.chat_template`, HF `tokenizer_config.json` `chat_template`) as one of the families it
-// knows — Gemma (2/3), Llama 3.x, ChatML (Qwen2/2.5, SmolLM2), Mistral / Llama 2 `[INST]`, Phi-3 —
-// with the variant's details (default system prompt, date header, BOS), and renders that family by
-// hand, byte for byte what the template renders under jinja2 (tests/tokenizer/chat_template_test.cc
-// compares against jinja2's renderings of the real template strings). A template it does not
-// recognise is Unsupported, naming it; it never falls back silently. A file that carries no
+// A model ships its chat template as Jinja (GGUF `tokenizer.chat_template`, HF
+// `tokenizer_config.json` `chat_template`). fak renders any template in the subset Hugging Face
+// templates use with its own Jinja interpreter, as Python jinja2 renders it under transformers'
+// settings (tests/tokenizer/jinja_test.cc checks 31 real templates against jinja2). Six families
+// it also recognises — Gemma (2/3), Llama 3.x, ChatML (Qwen2/2.5, SmolLM2), Mistral / Llama 2
+// `[INST]`, Phi-3 — and renders by hand, a fast path the tests prove identical to the
+// interpreter's rendering of the same template. A template outside the subset is Unsupported,
+// naming the construct and its line; it never falls back silently. A file that carries no
 // template may be given its family from `general.architecture` — source() then says so.
 //
 // Rendered text contains special-token text (e.g. "<bos>", "<start_of_turn>"): tokenize it with
@@ -18,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -63,10 +65,31 @@ FAK_EXPORT Result<std::vector<int32_t>> EncodeRendered(const Tokenizer& tokenize
 // docs/chat-templates.md) the ids can differ from EncodeRendered's at the borders.
 FAK_EXPORT Result<std::vector<std::vector<int32_t>>> EncodePieces(const Tokenizer& tokenizer, const RenderedChat& rendered);
 
+// What a rendering may add to the messages.
+struct ChatRenderOptions {
+  bool add_generation_prompt = true;
+  // The tools offered to the model: a JSON array of tool definitions as the OpenAI API's `tools`
+  // ("" for none), the template's `tools` variable. Rendered through the template's own text
+  // (the interpreter), never by a family's hand-written renderer.
+  std::string tools_json;
+  // Seconds since the epoch that the template's strftime_now() formats (UTC); absent: it is
+  // undefined, and templates that guard it print their fixed default date (docs/chat-templates.md).
+  std::optional<int64_t> now;
+};
+
+class ChatTemplate;
+namespace internal {
+// Renders through the Jinja interpreter even where a family's hand-written renderer would: how the
+// tests prove the two identical. Not exported; Unsupported for a family given by name.
+Result<RenderedChat> RenderWithInterpreter(const ChatTemplate& chat_template, std::span<const ChatMessage> messages,
+                                           const ChatRenderOptions& options);
+}  // namespace internal
+
 class FAK_EXPORT ChatTemplate {
  public:
-  // Recognises `jinja_source`. `tokenizer` supplies the texts of BOS/EOS the template prints.
-  // Unsupported (naming the first characters and the families known) when it is none we know.
+  // Parses `jinja_source` (and recognises it when it is one of the hand-rendered families).
+  // `tokenizer` supplies the texts of BOS/EOS the template prints. Unsupported naming the
+  // construct and line when it uses Jinja outside the subset, InvalidArgument for a syntax error.
   static Result<ChatTemplate> Recognize(std::string_view jinja_source, const Tokenizer& tokenizer);
   // The same with the texts the template prints for `bos_token` / `eos_token` given directly ("" for
   // none), e.g. from a tokenizer_config.json without the tokenizer at hand.
@@ -83,8 +106,8 @@ class FAK_EXPORT ChatTemplate {
   // vocabulary, qwen2, phi3), else NotFound saying the file carries no template and how to give one.
   static Result<ChatTemplate> ForModel(const std::string& model_path, const Tokenizer& tokenizer);
 
-  std::string_view family() const;   // e.g. "gemma"
-  std::string_view variant() const;  // e.g. "gemma3", "llama3.1", "qwen2.5", "mistral-v0.3"
+  std::string_view family() const;   // e.g. "gemma"; "jinja" for a template rendered only by the interpreter
+  std::string_view variant() const;  // e.g. "gemma3", "llama3.1", "qwen2.5", "mistral-v0.3"; "jinja"
   // Where it came from: "tokenizer.chat_template" (GGUF), "tokenizer_config.json chat_template",
   // "chat_template.jinja", "general.architecture=gemma3" / "config.json model_type=qwen2" (inferred),
   // "family gemma" (ForFamily), "template source" (Recognize).
@@ -94,15 +117,19 @@ class FAK_EXPORT ChatTemplate {
   // add_generation_prompt). InvalidArgument when the template would refuse the conversation
   // (e.g. Gemma's roles must alternate), naming the message. Tool messages use the template's
   // tool role, or where it has none the family's convention (docs/chat-templates.md).
+  // ResourceExhausted when the template passes a bound on depth, output or loop iterations.
   Result<RenderedChat> Render(std::span<const ChatMessage> messages, bool add_generation_prompt = true) const;
+  Result<RenderedChat> Render(std::span<const ChatMessage> messages, const ChatRenderOptions& options) const;
 
   // Whether rendering a conversation, then the same conversation plus the assistant's reply and a
   // next user turn, keeps the first rendering (minus its generation prompt) as a prefix — so the
   // radix tree reuses earlier turns. False for templates that move the system prompt into the
-  // last user turn, for instance.
+  // last user turn, for instance. For an interpreted template it is measured when the template
+  // is made, on probe conversations (with and without a system message).
   bool prefix_stable() const;
 
-  // Text of the tokens that end an assistant turn (e.g. "<end_of_turn>", "<|eot_id|>").
+  // Text of the tokens that end an assistant turn (e.g. "<end_of_turn>", "<|eot_id|>"); for an
+  // interpreted template, the known turn-end markers its source prints (docs/chat-templates.md).
   std::span<const std::string> end_of_turn() const;
 
   ~ChatTemplate();
@@ -114,6 +141,8 @@ class FAK_EXPORT ChatTemplate {
   struct Spec;  // the family and variant details (src/tokenizer/chat_template.cc)
 
  private:
+  friend Result<RenderedChat> internal::RenderWithInterpreter(const ChatTemplate&, std::span<const ChatMessage>,
+                                                              const ChatRenderOptions&);
   explicit ChatTemplate(std::unique_ptr<Spec> spec);
   std::unique_ptr<Spec> spec_;
 };
