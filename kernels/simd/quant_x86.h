@@ -112,6 +112,68 @@ struct X86QuantOps {
     return Fma(acc, u.d * x.d, I::DotU8S8(x.neg_offset_sums, u.q, x.q));
   }
 
+  // Q4_1 / Q5_1: unsigned quants q ∈ [0, 31]; lanes Σ q·x, then fma(d·dx, lanes, acc), and the
+  // offset term m·s (s = dx·Σx, from the activation block) added to lane 0 by one more fma whose
+  // other lanes add 0.
+  struct OffsetMW {
+    __m256i q;
+    float d, m;
+  };
+  static OffsetMW Unpack(const BlockQ4_1* w) { return {Nibbles16(w->qs), F16(w->d), F16(w->m)}; }
+  static OffsetMW Unpack(const BlockQ5_1* w) {
+    uint32_t h;
+    std::memcpy(&h, w->qh, 4);
+    return {_mm256_or_si256(Nibbles16(w->qs), _mm256_and_si256(I::BitMaskBytes(h), Mask(0x10))), F16(w->d), F16(w->m)};
+  }
+  static Acc Dot(Acc acc, const OffsetMW& u, const ActQ8_1* x) {
+    acc = Fma(acc, u.d * x->d, I::DotU8S8(_mm256_setzero_si256(), u.q, Load(x->qs)));
+    return _mm256_fmadd_ps(_mm256_set1_ps(u.m), _mm256_zextps128_ps256(_mm_set_ss(x->s)), acc);
+  }
+
+  // 16 bytes of nibbles through a 16-entry table of signed levels (IQ4_NL, IQ4_XS, MXFP4), in the
+  // Q4_0 order.
+  static __m256i Levels(const int8_t (&table)[16], const uint8_t* qs) {
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+    return _mm256_shuffle_epi8(lut, Nibbles16(qs));
+  }
+  // IQ4_NL and MXFP4 levels are signed bytes (|level| ≤ 127): Q8_0's block step, sign trick included.
+  static Q8_0W Unpack(const BlockIQ4_NL* w) {
+    const __m256i q = Levels(kIQ4Levels, w->qs);
+    return {_mm256_abs_epi8(q), q, F16(w->d)};
+  }
+  static Q8_0W Unpack(const BlockMXFP4* w) {
+    const __m256i q = Levels(kMXFP4Levels, w->qs);
+    return {_mm256_abs_epi8(q), q, E8M0Half<I>(w->e)};
+  }
+
+  // IQ4_XS: lanes Σ_s (ls_s − 32)·level·x with the sign trick per sub-block (a vpmaddubsw pair is at
+  // most 2·127·127 < 2^15; |lane| ≤ 8·2·32·32258 < 2^25).
+  struct IQ4XSW {
+    __m256i abs[8], q[8];  // sub-block s's levels and their magnitudes
+    __m256i sc[8];         // ls_s − 32 in every i16 lane
+    float d;
+  };
+  static IQ4XSW Unpack(const BlockIQ4_XS* w) {
+    IQ4XSW u;
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      u.q[s] = Levels(kIQ4Levels, w->qs + 16 * s);
+      u.abs[s] = _mm256_abs_epi8(u.q[s]);
+      u.sc[s] = _mm256_set1_epi16(static_cast<int16_t>(IQ4XSScale<I>(*w, s) - 32));
+    }
+    u.d = F16(w->d);
+    return u;
+  }
+  static Acc Dot(Acc acc, const IQ4XSW& u, const ActQ8_K* x) {
+    __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int s = 0; s < 8; s += 2) {
+      even = I::DotU8S8Scaled(even, u.abs[s], _mm256_sign_epi8(Load(x->qs + 32 * s), u.q[s]), u.sc[s]);
+      odd = I::DotU8S8Scaled(odd, u.abs[s + 1], _mm256_sign_epi8(Load(x->qs + 32 * (s + 1)), u.q[s + 1]), u.sc[s + 1]);
+    }
+    return Fma(acc, u.d * x->d, _mm256_add_epi32(even, odd));
+  }
+
   // i16 lane pattern that broadcasts i16 element k of each 128-bit half (for vpshufb).
   static __m256i PickI16(int k_lo, int k_hi) {
     __m128i lo = _mm_set1_epi16(static_cast<short>(((2 * k_lo + 1) << 8) | (2 * k_lo)));
@@ -375,6 +437,68 @@ struct X86QuantOps {
       case QuantType::kQ5_0: return MatMulPackedTyped<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       default: return MatMulPackedTyped<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
+  }
+
+  // Q2_K / Q3_K: the 32 elements 128h + 32j + l (l < 32) are bits 2j..2j+1 of byte l of qs[32h..] —
+  // one register per quarter t = 4h + j, against activations 32t.. — with groups 2t (bytes 0-15)
+  // and 2t + 1 (bytes 16-31): Q6_K's arrangement, so ScaledSubBlockSums serves them too.
+  struct Q23KW {
+    __m256i q[8];   // quarter t: Q2_K q ∈ [0, 3]; Q3_K q + 4 ∈ [0, 7]
+    __m256i sc[8];  // its two groups' scales, i16 lanes
+    __m256i g16;    // per group, as i16 against the activation's bsums: Q2_K's mins, Q3_K's scales
+    float d, dmin;
+  };
+  // scales16: the 16 group scales as i16 (8 per half).
+  static void UnpackQuarters(const uint8_t* qs, const uint8_t* hmask, const __m256i& scales16, Q23KW* u) {
+    const __m256i hm = hmask != nullptr ? Load(hmask) : _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i bits = Load(qs + 32 * h);
+      const __m256i sc = h == 0 ? _mm256_permute2x128_si256(scales16, scales16, 0x00)
+                                : _mm256_permute2x128_si256(scales16, scales16, 0x11);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), Mask(3));
+        if (hmask != nullptr) {
+          const __m256i bit = Mask(1 << (4 * h + j));
+          q = _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), Mask(4)));
+        }
+        u->q[4 * h + j] = q;
+        u->sc[4 * h + j] = _mm256_shuffle_epi8(sc, PickI16(2 * j, 2 * j + 1));
+      }
+    }
+  }
+  // Q2_K: lanes Σ_g sc_g·q·x (|lane| ≤ 16·2·3·127·15 < 2^18), mins Σ_g m_g·bsum_g.
+  struct Q2KW : Q23KW {};
+  struct Q3KW : Q23KW {};
+  static Q2KW Unpack(const BlockQ2_K* w) {
+    Q2KW u;
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
+    UnpackQuarters(w->qs, nullptr, _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F))), &u);
+    u.g16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+    u.d = F16(w->d);
+    u.dmin = F16(w->dmin);
+    return u;
+  }
+  // Q3_K: lanes Σ_g sc_g·(q + 4)·x − 4·Σ_g sc_g·bsum_g (sc_g ∈ [−32, 31], |lane| < 2^22).
+  static Q3KW Unpack(const BlockQ3_K* w) {
+    Q3KW u;
+    alignas(32) int16_t sc[16];
+    for (int g = 0; g < 16; ++g) sc[g] = static_cast<int16_t>(Q3KScale<I>(w->scales, g) - 32);
+    u.g16 = Load(sc);
+    UnpackQuarters(w->qs, w->hmask, u.g16, &u);
+    u.d = F16(w->d);
+    u.dmin = 0.0f;
+    return u;
+  }
+  static Acc Dot(Acc acc, const Q2KW& u, const ActQ8_K* x) {
+    const __m256i mins = _mm256_madd_epi16(Load(x->bsums), u.g16);
+    acc = Fma(acc, x->d * u.d, ScaledSubBlockSums(u.q, u.sc, x->qs));
+    return _mm256_fnmadd_ps(_mm256_set1_ps(x->d * u.dmin), _mm256_cvtepi32_ps(mins), acc);
+  }
+  static Acc Dot(Acc acc, const Q3KW& u, const ActQ8_K* x) {
+    const __m256i corr = _mm256_madd_epi16(Load(x->bsums), u.g16);
+    return Fma(acc, u.d * x->d, _mm256_sub_epi32(ScaledSubBlockSums(u.q, u.sc, x->qs), _mm256_slli_epi32(corr, 2)));
   }
 
   // Q6_K: lanes Σ_g sc_g·q·x − 32·Σ_g sc_g·bsum_g, q ∈ [0, 63] (|lane| < 2^26).
