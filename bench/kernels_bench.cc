@@ -7,7 +7,8 @@
 // Y[M][N] = X[M][K] · W[N][K]ᵀ for (K, N) in {(576, 1536), (2048, 5632)} and M in {1, 128, 512}.
 //
 // Quantized weights (ParallelMatMulQuant: activation rows quantized to Q8, integer block dot
-// products) for Q8_0, Q4_0, Q4_K and Q6_K at the same shapes, in the SIMD tiers (scalar at M = 1
+// products) for every quant type fak computes (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q2_K..Q6_K, IQ4_NL,
+// IQ4_XS, MXFP4) at the same shapes, in the SIMD tiers (scalar at M = 1
 // only): GFLOP/s-equivalent (2·M·K·N per call) and, for M = 1, weight bytes streamed per second
 // against the read-bandwidth probe. K = 576 is not a multiple of 256, so its K-quant rows run at
 // K = 512 (as a Q4_K_M file would fall back to Q5_0/Q8_0 there; the row says which K ran).
@@ -107,7 +108,10 @@ void BM_EigenMatMul(benchmark::State& st, EigenFn fn, Shape s, int m, int thread
 // ---- Quantized weights ----
 
 using fak::kernels::QuantType;
-constexpr QuantType kQuantTypes[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_K, QuantType::kQ6_K};
+constexpr QuantType kQuantTypes[] = {QuantType::kQ8_0, QuantType::kQ4_0,  QuantType::kQ5_0,   QuantType::kQ4_1,
+                                     QuantType::kQ5_1, QuantType::kQ2_K,  QuantType::kQ3_K,   QuantType::kQ4_K,
+                                     QuantType::kQ5_K, QuantType::kQ6_K,  QuantType::kIQ4_NL, QuantType::kIQ4_XS,
+                                     QuantType::kMXFP4};
 
 // K rounded down to the type's block (576 → 512 for the K-quants).
 int QuantK(QuantType t, const Shape& s) {

@@ -481,11 +481,23 @@ struct X86QuantOps {
     return u;
   }
   // Q3_K: lanes Σ_g sc_g·(q + 4)·x − 4·Σ_g sc_g·bsum_g (sc_g ∈ [−32, 31], |lane| < 2^22).
+  // Q3KScale (quant_impl.h) for the 16 groups at once, minus 32, as i16: low nibbles of bytes 0-7
+  // (groups 0-7), their high nibbles (8-15), and 2 high bits per group from bytes 8-11.
+  static __m256i Q3KScales(const uint8_t* packed) {
+    uint64_t lo;
+    uint32_t hi;
+    std::memcpy(&lo, packed, 8);
+    std::memcpy(&hi, packed + 8, 4);
+    const __m128i l = _mm_cvtsi64_si128(static_cast<long long>(lo));
+    const __m128i low = _mm_and_si128(_mm_unpacklo_epi64(l, _mm_srli_epi16(l, 4)), _mm_set1_epi8(0x0F));
+    const __m128i high = _mm_and_si128(_mm_setr_epi32(static_cast<int>(hi), static_cast<int>(hi >> 2),
+                                                      static_cast<int>(hi >> 4), static_cast<int>(hi >> 6)),
+                                       _mm_set1_epi8(3));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32)));
+  }
   static Q3KW Unpack(const BlockQ3_K* w) {
     Q3KW u;
-    alignas(32) int16_t sc[16];
-    for (int g = 0; g < 16; ++g) sc[g] = static_cast<int16_t>(Q3KScale<I>(w->scales, g) - 32);
-    u.g16 = Load(sc);
+    u.g16 = Q3KScales(w->scales);
     UnpackQuarters(w->qs, w->hmask, u.g16, &u);
     u.d = F16(w->d);
     u.dmin = 0.0f;
