@@ -172,7 +172,32 @@ struct BlockQ5_0x8 {
   uint8_t qs[128];
 };
 
+// Q4_1 / Q5_1: Q4_0x8 / Q5_0x8 plus each row's offset m.
+struct BlockQ4_1x8 {
+  uint16_t d[8];
+  uint16_t m[8];
+  uint8_t qs[128];
+};
+struct BlockQ5_1x8 {
+  uint16_t d[8];
+  uint16_t m[8];
+  uint32_t qh[8];
+  uint8_t qs[128];
+};
+
+// IQ4_NL / MXFP4: nibbles (level indices) as BlockQ4_0x8, with each row's scale.
+struct BlockIQ4_NLx8 {
+  uint16_t d[8];
+  uint8_t qs[128];
+};
+struct BlockMXFP4x8 {
+  uint8_t e[8];
+  uint8_t qs[128];
+};
+
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ4_1x8) == 8 * 20 && sizeof(BlockQ5_1x8) == 8 * 24 && sizeof(BlockIQ4_NLx8) == 8 * 18 &&
+              sizeof(BlockMXFP4x8) == 8 * 17);
 // Q4_K: the scales and mins widened to bytes, sc[s][c] / m[s][c] for sub-block s of row c; quants
 // by 4-element group: qs[ch][j][4c + e] = row c's qs[32ch + 4j + e], whose low nibble is element
 // 4j + e of sub-block 2ch and high nibble that of sub-block 2ch + 1. 32 bytes more than 8 rows.

@@ -663,6 +663,38 @@ struct PackedSteps {
     std::memcpy(b.qh, &qh, 4);
     return b;
   }
+  static void PlainNibbles(const uint8_t* packed, size_t c, uint8_t* qs) {
+    for (size_t j = 0; j < 4; ++j) std::memcpy(qs + 4 * j, packed + 32 * j + 4 * c, 4);
+  }
+  static BlockQ4_1 Plain(const BlockQ4_1x8& p, size_t c) {
+    BlockQ4_1 b;
+    b.d = p.d[c];
+    b.m = p.m[c];
+    PlainNibbles(p.qs, c, b.qs);
+    return b;
+  }
+  static BlockQ5_1 Plain(const BlockQ5_1x8& p, size_t c) {
+    BlockQ5_1 b;
+    b.d = p.d[c];
+    b.m = p.m[c];
+    PlainNibbles(p.qs, c, b.qs);
+    uint32_t qh = 0;
+    for (size_t j = 0; j < 8; ++j) qh |= ((p.qh[j] >> (4 * c)) & 0xFu) << (4 * j);
+    std::memcpy(b.qh, &qh, 4);
+    return b;
+  }
+  static BlockIQ4_NL Plain(const BlockIQ4_NLx8& p, size_t c) {
+    BlockIQ4_NL b;
+    b.d = p.d[c];
+    PlainNibbles(p.qs, c, b.qs);
+    return b;
+  }
+  static BlockMXFP4 Plain(const BlockMXFP4x8& p, size_t c) {
+    BlockMXFP4 b;
+    b.e = p.e[c];
+    PlainNibbles(p.qs, c, b.qs);
+    return b;
+  }
   static BlockQ4_K Plain(const BlockQ4_Kx8& p, size_t c) {
     BlockQ4_K b;
     b.d = p.d[c];
@@ -701,6 +733,11 @@ struct PackedSteps {
       case QuantType::kQ4_0: return Run<BlockQ4_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ5_0: return Run<BlockQ5_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_K: return Run<BlockQ4_Kx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ4_1: return Run<BlockQ4_1x8, ActQ8_1, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ5_1: return Run<BlockQ5_1x8, ActQ8_1, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kIQ4_NL:
+        return Run<BlockIQ4_NLx8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kMXFP4: return Run<BlockMXFP4x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       default: return Run<BlockQ8_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
   }

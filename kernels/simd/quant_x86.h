@@ -257,9 +257,11 @@ struct X86QuantOps {
   // steps and three float ops for eight outputs, where the lane-over-K order above pays a convert,
   // a scale product and an fma for each output.
   struct PackedW {
-    __m256i q[8];  // group j of the eight rows: Q8_0 quants (signed), Q4_0/Q5_0 quants in [0, 31]
-    __m256i a[8];  // Q8_0 only: |q|, for the sign trick of its block step
+    __m256i q[8];  // group j of the eight rows: Q8_0 quants or IQ4_NL/MXFP4 levels (signed), the
+                   // others' quants in [0, 31]
+    __m256i a[8];  // the signed types only: |q|, for the sign trick of their block step
     __m256 d;      // the eight rows' scales
+    __m256 m;      // Q4_1/Q5_1 only: the eight rows' offsets
   };
   static __m256 Scales(const uint16_t (&d)[8]) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))); }
   static void UnpackPacked(const BlockQ8_0x8& w, PackedW* u) {
@@ -280,24 +282,65 @@ struct X86QuantOps {
     UnpackNibbleGroups(w.qs, u);
     u->d = Scales(w.d);
   }
+  static void FifthBits(const uint32_t (&qh)[8], PackedW* u) {
+    for (int j = 0; j < 8; ++j) u->q[j] = _mm256_or_si256(u->q[j], _mm256_and_si256(I::BitMaskBytes(qh[j]), Mask(0x10)));
+  }
   static void UnpackPacked(const BlockQ5_0x8& w, PackedW* u) {
     UnpackNibbleGroups(w.qs, u);
-    for (int j = 0; j < 8; ++j) u->q[j] = _mm256_or_si256(u->q[j], _mm256_and_si256(I::BitMaskBytes(w.qh[j]), Mask(0x10)));
+    FifthBits(w.qh, u);
     u->d = Scales(w.d);
   }
+  static void UnpackPacked(const BlockQ4_1x8& w, PackedW* u) {
+    UnpackNibbleGroups(w.qs, u);
+    u->d = Scales(w.d);
+    u->m = Scales(w.m);
+  }
+  static void UnpackPacked(const BlockQ5_1x8& w, PackedW* u) {
+    UnpackNibbleGroups(w.qs, u);
+    FifthBits(w.qh, u);
+    u->d = Scales(w.d);
+    u->m = Scales(w.m);
+  }
+  // Level indices to signed levels through the 16-entry table.
+  static void LevelGroups(const uint8_t* qs, const int8_t (&table)[16], PackedW* u) {
+    UnpackNibbleGroups(qs, u);
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+    for (int j = 0; j < 8; ++j) {
+      u->q[j] = _mm256_shuffle_epi8(lut, u->q[j]);
+      u->a[j] = _mm256_abs_epi8(u->q[j]);
+    }
+  }
+  static void UnpackPacked(const BlockIQ4_NLx8& w, PackedW* u) {
+    LevelGroups(w.qs, kIQ4Levels, u);
+    u->d = Scales(w.d);
+  }
+  static void UnpackPacked(const BlockMXFP4x8& w, PackedW* u) {
+    LevelGroups(w.qs, kMXFP4Levels, u);
+    u->d = _mm256_setr_ps(E8M0Half<I>(w.e[0]), E8M0Half<I>(w.e[1]), E8M0Half<I>(w.e[2]), E8M0Half<I>(w.e[3]),
+                          E8M0Half<I>(w.e[4]), E8M0Half<I>(w.e[5]), E8M0Half<I>(w.e[6]), E8M0Half<I>(w.e[7]));
+  }
+  // Per packed type: the offset subtracted from unsigned quants (Q4_0, Q5_0), whether the quants
+  // are signed (sign trick), whether rows carry an offset m (Q4_1, Q5_1: ActQ8_1 activations).
   template <class PB>
-  static constexpr int kPackedOffset = std::is_same_v<PB, BlockQ8_0x8> ? 0 : std::is_same_v<PB, BlockQ4_0x8> ? 8 : 16;
+  static constexpr int kPackedOffset = std::is_same_v<PB, BlockQ4_0x8> ? 8 : std::is_same_v<PB, BlockQ5_0x8> ? 16 : 0;
+  template <class PB>
+  static constexpr bool kPackedSigned = std::is_same_v<PB, BlockQ8_0x8> || std::is_same_v<PB, BlockIQ4_NLx8> ||
+                                        std::is_same_v<PB, BlockMXFP4x8>;
+  template <class PB>
+  static constexpr bool kPackedMin = std::is_same_v<PB, BlockQ4_1x8> || std::is_same_v<PB, BlockQ5_1x8>;
+  template <class PB>
+  using PackedAct = std::conditional_t<kPackedMin<PB>, ActQ8_1, ActQ8_0>;
   // Group j's dot product against four activation bytes in every lane.
   template <class PB>
   static __m256i PackedGroupDot(__m256i acc, const PackedW& u, int j, __m256i x4) {
-    if constexpr (kPackedOffset<PB> == 0) return I::DotU8S8(acc, u.a[j], _mm256_sign_epi8(x4, u.q[j]));  // as Q8_0's step
+    if constexpr (kPackedSigned<PB>) return I::DotU8S8(acc, u.a[j], _mm256_sign_epi8(x4, u.q[j]));  // as Q8_0's step
     return I::DotU8S8(acc, u.q[j], x4);  // q ∈ [0, 31], |x| ≤ 127: exact
   }
 
   // neg_off[i·n_blocks + b]: −offset·Σx of activation row i's block b (null for Q8_0).
   template <class PB, int MR, bool kPrefetch>
-  static void PackedTile(const ActQ8_0* x, const int32_t* neg_off, size_t n_blocks, const PB* w, float* y, size_t ldy,
-                         const PB* w_ahead) {
+  static void PackedTile(const PackedAct<PB>* x, const int32_t* neg_off, size_t n_blocks, const PB* w, float* y,
+                         size_t ldy, const PB* w_ahead) {
     __m256 acc[MR];
     for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
     for (size_t b = 0; b < n_blocks; ++b) {
@@ -308,7 +351,7 @@ struct X86QuantOps {
       UnpackPacked(w[b], &u);
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
-        const ActQ8_0& xb = x[i * n_blocks + b];
+        const PackedAct<PB>& xb = x[i * n_blocks + b];
         __m256i sums[4];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
@@ -320,6 +363,7 @@ struct X86QuantOps {
         __m256i sum = _mm256_add_epi32(_mm256_add_epi32(sums[0], sums[1]), _mm256_add_epi32(sums[2], sums[3]));
         if constexpr (kPackedOffset<PB> != 0) sum = _mm256_add_epi32(sum, _mm256_set1_epi32(neg_off[i * n_blocks + b]));
         acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(u.d, _mm256_set1_ps(xb.d)), _mm256_cvtepi32_ps(sum), acc[i]);
+        if constexpr (kPackedMin<PB>) acc[i] = _mm256_fmadd_ps(u.m, _mm256_set1_ps(xb.s), acc[i]);  // + m·s
       }
     }
     for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
@@ -351,7 +395,7 @@ struct X86QuantOps {
   static void MatMulPackedTyped(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
                                 size_t k, size_t n_begin, size_t n_end) {
     const size_t n_blocks = k / kQK0;
-    const auto* x = static_cast<const ActQ8_0*>(xq);
+    const auto* x = static_cast<const PackedAct<PB>*>(xq);
     std::vector<int32_t> neg_off;
     if constexpr (kPackedOffset<PB> != 0) {
       neg_off.resize(m * n_blocks);
@@ -435,6 +479,11 @@ struct X86QuantOps {
       case QuantType::kQ4_K: return MatMulPackedQ4K(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_0: return MatMulPackedTyped<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ5_0: return MatMulPackedTyped<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ4_1: return MatMulPackedTyped<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ5_1: return MatMulPackedTyped<BlockQ5_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kIQ4_NL:
+        return MatMulPackedTyped<BlockIQ4_NLx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kMXFP4: return MatMulPackedTyped<BlockMXFP4x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       default: return MatMulPackedTyped<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
   }

@@ -45,27 +45,10 @@ TEST_P(QuantMatMulTest, MatchesTheProductOfTheDequantizedOperands) {
       const size_t rb = QuantRowBytes(t, s.k), arb = QuantActRowBytes(t, s.k);
       const size_t n_blocks = s.k / FormatOf(t).block_elems;
       std::vector<double> ref(s.m * s.n), tol(s.m * s.n);
-      const size_t be = FormatOf(t).block_elems;
       for (size_t i = 0; i < s.m; ++i) {
-        std::vector<float> xd = ref::DequantizeActRow(t, xq.data() + i * arb, s.k);
         for (size_t j = 0; j < s.n; ++j) {
-          std::vector<float> wd = ref::DequantizeRow(t, w.data() + j * rb, s.k);
-          std::vector<double> mag = Magnitudes(t, w.data() + j * rb, s.k);
-          double acc = 0, bound = 0;
-          if (FormatOf(t).act == ActFormat::kQ8_1) {
-            // Q4_1/Q5_1: the offset m meets the block's s (d·Σq rounded to f16), as in ggml.
-            for (size_t e = 0; e < s.k; ++e) {
-              const double off = OffsetTerm(t, w.data() + j * rb, e);
-              acc += (double(wd[e]) - off) * xd[e], bound += mag[e] * std::fabs(double(xd[e]));
-            }
-            for (size_t b = 0; b < s.k / be; ++b) {
-              const auto& xb = reinterpret_cast<const ActQ8_1*>(xq.data() + i * arb)[b];
-              acc += OffsetTerm(t, w.data() + j * rb, b * be) * xb.s;
-            }
-          } else {
-            for (size_t e = 0; e < s.k; ++e) acc += double(wd[e]) * xd[e], bound += mag[e] * std::fabs(double(xd[e]));
-          }
-          ref[i * s.n + j] = acc;
+          double bound;
+          ref[i * s.n + j] = RefRowProduct(t, w.data() + j * rb, xq.data() + i * arb, s.k, &bound);
           // Per block a rounded scale product, int→float, product and sum (two sums for Q4_K/Q5_K),
           // then the lane tree; plus the dequantized weight's own rounding.
           tol[i * s.n + j] = Gamma(2 * n_blocks + 16) * bound;

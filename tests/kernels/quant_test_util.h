@@ -106,6 +106,24 @@ inline std::vector<double> Magnitudes(QuantType t, const uint8_t* row, size_t k)
   return mag;
 }
 
+// Σ_e w_e·x_e in double over one weight row and one row from quantize_act: the dequantized
+// operands (for Q4_1/Q5_1 the offset m meets each block's s, as in ggml). *bound receives
+// Σ_e magnitude_e·|x_e|, which the kernels' float error is proportional to.
+inline double RefRowProduct(QuantType t, const uint8_t* w_row, const uint8_t* xq_row, size_t k, double* bound) {
+  const std::vector<float> wd = ref::DequantizeRow(t, w_row, k), xd = ref::DequantizeActRow(t, xq_row, k);
+  const std::vector<double> mag = Magnitudes(t, w_row, k);
+  const bool q8_1 = FormatOf(t).act == ActFormat::kQ8_1;
+  double acc = 0;
+  *bound = 0;
+  for (size_t e = 0; e < k; ++e) {
+    acc += (double(wd[e]) - (q8_1 ? OffsetTerm(t, w_row, e) : 0.0)) * xd[e];
+    *bound += mag[e] * std::fabs(double(xd[e]));
+  }
+  if (q8_1)
+    for (size_t b = 0; b < k / kQK0; ++b) acc += OffsetTerm(t, w_row, b * kQK0) * reinterpret_cast<const ActQ8_1*>(xq_row)[b].s;
+  return acc;
+}
+
 // A tier-parameterized fixture with the quantized matmul run the way callers run it: activations
 // quantized per row, then matmul_q over every column.
 class QuantTierTest : public TierTest {
