@@ -108,10 +108,26 @@ def llama_logits(path: str, tokens: list, threads: int, n_batch: int = 512) -> n
 
     n_batch 1 runs llama.cpp's single-row kernels (vec_dot), whose float order does not depend on the
     batch; larger batches switch to other kernels (llamafile sgemm, repacked gemm) with other orders."""
+    import llama_cpp.llama as llama_module
     from llama_cpp import Llama
-    llm = Llama(model_path=path, logits_all=True, n_ctx=max(64, len(tokens)), n_batch=n_batch, n_ubatch=n_batch,
-                n_threads=threads, n_threads_batch=threads, type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32,
-                verbose=False)
+    # Without ggml-cpu's "extra buffer types" (runtime weight repacking, AMX): with them,
+    # llama-cpp-python 0.3.36 segfaults decoding quantized files on this Sapphire Rapids machine (the
+    # committed Q8_0 logits are the same either way). Llama() has no argument for it, so the default
+    # model params are patched for this one load.
+    default_params = llama_module.llama_cpp.llama_model_default_params
+
+    def params_without_repacking():
+        p = default_params()
+        p.use_extra_bufts = False
+        return p
+
+    llama_module.llama_cpp.llama_model_default_params = params_without_repacking
+    try:
+        llm = Llama(model_path=path, logits_all=True, n_ctx=max(64, len(tokens)), n_batch=n_batch, n_ubatch=n_batch,
+                    n_threads=threads, n_threads_batch=threads, type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32,
+                    verbose=False)
+    finally:
+        llama_module.llama_cpp.llama_model_default_params = default_params
     llm.eval(tokens)
     out = np.array(llm.scores[:len(tokens)], dtype=np.float32, copy=True)
     del llm
