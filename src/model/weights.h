@@ -38,7 +38,7 @@ struct WeightTensor {
   DType dtype = DType::kF32;
   size_t rows = 0, cols = 0;  // row-major [rows][cols]; matmul weights are [out][in]
   const void* data = nullptr;  // owned by ModelWeights::storage or inside ModelWeights::backing
-  // The same values packed for the matmul (Q8_0, Q4_0, Q5_0, Q4_K: kernels/quant_pack.h), owned by
+  // The same values packed for the matmul (kernels::IsPackable types: kernels/quant_pack.h), owned by
   // ModelWeights::packed_storage;
   // null when the matmul reads `data`. `data` stays what was loaded (the digest hashes it).
   const void* packed = nullptr;
@@ -102,8 +102,8 @@ struct ModelWeights {
   }
 };
 
-// Packs the matmul weights the kernels read faster packed: Q8_0, Q4_0, Q5_0 and Q4_K projections (and
-// an untied head of those types) whose row count is a multiple of 8. The embedding table is read
+// Packs the matmul weights the kernels read faster packed: projections of a kernels::IsPackable
+// type (and an untied head of those types) whose row count is a multiple of 8. The embedding table is read
 // row by row, so it, and a head tied to it, stay as loaded.
 void PackForMatMul(ModelWeights* weights);
 
