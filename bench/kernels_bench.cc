@@ -7,9 +7,11 @@
 // Y[M][N] = X[M][K] · W[N][K]ᵀ for (K, N) in {(576, 1536), (2048, 5632)} and M in {1, 128, 512}.
 //
 // Quantized weights (ParallelMatMulQuant: activation rows quantized to Q8, integer block dot
-// products) for Q8_0, Q4_0, Q4_K and Q6_K at the same shapes, in the SIMD tiers (scalar at M = 1
+// products) for every quant type fak computes (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q2_K..Q6_K, IQ4_NL,
+// IQ4_XS, MXFP4) at the same shapes, in the SIMD tiers (scalar at M = 1
 // only): GFLOP/s-equivalent (2·M·K·N per call) and, for M = 1, weight bytes streamed per second
-// against the read-bandwidth probe. K = 576 is not a multiple of 256, so its K-quant rows run at
+// against the read-bandwidth probe. Types with a packed layout (quant_pack.h) run packed, as the
+// model runs them (the case name says "packed"). K = 576 is not a multiple of 256, so its K-quant rows run at
 // K = 512 (as a Q4_K_M file would fall back to Q5_0/Q8_0 there; the row says which K ran).
 #include <benchmark/benchmark.h>
 #include <immintrin.h>
@@ -26,6 +28,7 @@
 #include "kernels/dispatch.h"
 #include "kernels/parallel.h"
 #include "kernels/quant_format.h"
+#include "kernels/quant_pack.h"
 #include "tests/kernels/oracle/ref_quant.h"
 #include "src/core/thread_pool.h"
 
@@ -107,7 +110,10 @@ void BM_EigenMatMul(benchmark::State& st, EigenFn fn, Shape s, int m, int thread
 // ---- Quantized weights ----
 
 using fak::kernels::QuantType;
-constexpr QuantType kQuantTypes[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ4_K, QuantType::kQ6_K};
+constexpr QuantType kQuantTypes[] = {QuantType::kQ8_0, QuantType::kQ4_0,  QuantType::kQ5_0,   QuantType::kQ4_1,
+                                     QuantType::kQ5_1, QuantType::kQ2_K,  QuantType::kQ3_K,   QuantType::kQ4_K,
+                                     QuantType::kQ5_K, QuantType::kQ6_K,  QuantType::kIQ4_NL, QuantType::kIQ4_XS,
+                                     QuantType::kMXFP4};
 
 // K rounded down to the type's block (576 → 512 for the K-quants).
 int QuantK(QuantType t, const Shape& s) {
@@ -116,10 +122,11 @@ int QuantK(QuantType t, const Shape& s) {
 }
 
 // W [N][K] of the shape's random floats quantized by the reference quantizer (once per type and
-// shape), and activation scratch for kMaxM rows.
+// shape), packed when the type has a packed layout, and activation scratch for kMaxM rows.
 struct QuantOperands {
   std::vector<uint8_t> w, xq;
   size_t row_bytes = 0;
+  bool packed = false;
 };
 QuantOperands& QuantOperandsFor(QuantType t, const Shape& s) {
   static std::map<std::pair<int, int>, std::unique_ptr<QuantOperands>> cache;
@@ -135,6 +142,13 @@ QuantOperands& QuantOperandsFor(QuantType t, const Shape& s) {
       std::copy(row.begin(), row.end(), slot->w.begin() + static_cast<size_t>(j) * slot->row_bytes);
     }
     slot->xq.resize(fak::kernels::QuantActRowBytes(t, k) * kMaxM);
+    if (fak::kernels::IsPackable(t) && s.n % 8 == 0) {
+      std::vector<uint8_t> packed(fak::kernels::PackedRowBytes(t, k) * s.n);
+      fak::kernels::PackRows(t, slot->w.data(), s.n, k, packed.data());
+      slot->w = std::move(packed);
+      slot->row_bytes = fak::kernels::PackedRowBytes(t, k);
+      slot->packed = true;
+    }
   }
   return *slot;
 }
@@ -145,9 +159,15 @@ void BM_FakMatMulQuant(benchmark::State& st, Tier tier, QuantType qt, Shape s, i
   QuantOperands& q = QuantOperandsFor(qt, s);
   const int k = QuantK(qt, s);
   float* y = const_cast<float*>(op.y.data());
+  const fak::kernels::WeightProduct p{true, qt, q.w.data(), q.row_bytes, y, static_cast<size_t>(s.n),
+                                      static_cast<size_t>(s.n), q.packed};
   for (auto _ : st) {
-    fak::kernels::ParallelMatMulQuant(t, Pool(threads), qt, op.x.data(), s.k, q.w.data(), q.row_bytes, y, s.n, m, k,
-                                      s.n, q.xq.data());
+    if (q.packed) {
+      fak::kernels::ParallelMatMuls(t, Pool(threads), op.x.data(), s.k, m, k, {&p, 1});
+    } else {
+      fak::kernels::ParallelMatMulQuant(t, Pool(threads), qt, op.x.data(), s.k, q.w.data(), q.row_bytes, y, s.n, m, k,
+                                        s.n, q.xq.data());
+    }
     benchmark::ClobberMemory();
   }
   st.counters["GFLOP/s"] =
@@ -198,7 +218,8 @@ std::string CaseName(const char* impl, Tier tier, const Shape& s, int m, int thr
 
 std::string QuantCaseName(QuantType qt, Tier tier, const Shape& s, int m, int threads) {
   char buf[128];
-  std::snprintf(buf, sizeof buf, "matmul_q/%s/%s/K%d_N%d/M%d/T%d", fak::kernels::FormatOf(qt).name,
+  std::snprintf(buf, sizeof buf, "matmul_q/%s%s/%s/K%d_N%d/M%d/T%d", fak::kernels::FormatOf(qt).name,
+                fak::kernels::IsPackable(qt) && s.n % 8 == 0 ? ".packed" : "",
                 std::string(fak::kernels::TierName(tier)).c_str(), QuantK(qt, s), s.n, m, threads);
   return buf;
 }

@@ -109,15 +109,16 @@ struct KernelTable {
   void (*dequantize[kNumQuantTypes])(const void* src, float* y, size_t k);
 
   // Quantizes m activation rows X[m][k] (row stride ldx floats) for a matmul against weights of type
-  // wtype: row i goes to xq + i * QuantActRowBytes(wtype, k) (ActQ8_0 blocks for Q8_0/Q4_0/Q5_0,
-  // ActQ8_K for the K-quants). Each row's bytes depend only on that row. k is a multiple of the
-  // type's block; xq is 4-byte aligned.
+  // wtype: row i goes to xq + i * QuantActRowBytes(wtype, k) (blocks of the layout
+  // FormatOf(wtype).act: ActQ8_0, ActQ8_1 or ActQ8_K). Each row's bytes depend only on that row. k
+  // is a multiple of the type's block; xq is 4-byte aligned.
   void (*quantize_act)(QuantType wtype, const float* x, size_t ldx, size_t m, size_t k, void* xq);
 
   // Y[i][n] = sum_k X[i][k] * W[n][k] for i in [0, m), n in [n_begin, n_end), with X given as m rows
   // from quantize_act and W row n at (const uint8_t*)w + n * w_row_bytes (k elements of wtype; w and
-  // w_row_bytes even). Per block an exact integer dot product, then float accumulation over the
-  // blocks in one fixed order per output that does not depend on m, the n range or the thread.
+  // w_row_bytes even, except for MXFP4, whose blocks are bytes). Per block an exact integer dot
+  // product, then float accumulation over the blocks in one fixed order per output that does not
+  // depend on m, the n range or the thread.
   void (*matmul_q)(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                    size_t m, size_t k, size_t n_begin, size_t n_end);
 

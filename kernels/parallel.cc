@@ -20,9 +20,9 @@ constexpr size_t kMinParallelMacs = size_t{1} << 17;
 
 constexpr size_t kColumnGrain = 48;
 
-// Activation formats: ActQ8_0 (32-element weight blocks) or ActQ8_K (256). Weight types that share
-// a format quantize their activations to the same bytes.
-size_t ActFormatIndex(QuantType t) { return FormatOf(t).block_elems == kQK0 ? 0 : 1; }
+// Activation formats (ActQ8_0, ActQ8_1, ActQ8_K). Weight types that share a format quantize their
+// activations to the same bytes.
+size_t ActFormatIndex(QuantType t) { return static_cast<size_t>(FormatOf(t).act); }
 
 void QuantizeRows(const KernelTable& t, internal::ThreadPool* pool, QuantType wtype, const float* x, size_t ldx,
                   size_t m, size_t k, uint8_t* xq) {
@@ -72,7 +72,7 @@ void ParallelMatMulQuant(const KernelTable& t, internal::ThreadPool* pool, Quant
 
 void ParallelMatMuls(const KernelTable& t, internal::ThreadPool* pool, const float* x, size_t ldx, size_t m, size_t k,
                      std::span<const WeightProduct> products) {
-  std::array<internal::AlignedArray<uint8_t>, 2> xq;  // activations, quantized once per format used
+  std::array<internal::AlignedArray<uint8_t>, kNumActFormats> xq;  // activations, quantized once per format used
   std::vector<size_t> offset(products.size() + 1, 0);
   size_t macs = 0;
   for (size_t i = 0; i < products.size(); ++i) {

@@ -1,6 +1,7 @@
-// Quantized block formats: the byte layouts of GGUF's Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K weight
-// blocks (../shared/docs/model-formats.md §3, which restates ggml-common.h), and the two layouts fak
-// quantizes activation rows into before a quantized matmul.
+// Quantized block formats: the byte layouts of GGUF's Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4 weight blocks (../shared/docs/model-formats.md §3, which
+// restates ggml-common.h), and the three layouts fak quantizes activation rows into before a
+// quantized matmul.
 //
 // Only constants, plain structs and constexpr helpers live here. The helpers are for code outside
 // the tier TUs: kernels/arch/*.cc never call them at run time, because an inline function compiled
@@ -10,7 +11,8 @@
 // All multi-byte fields are little-endian; `uint16_t d` fields hold IEEE binary16 bits. Blocks of a
 // row follow each other without padding, so a weight row of k elements is k / kBlockElems blocks.
 // Every struct has 2-byte alignment at most (weights) or 4 (activations); GGUF tensor data is
-// 32-byte aligned and every block size is even, so a block pointer is always suitably aligned.
+// 32-byte aligned and every block size but MXFP4's is even, so a block pointer is always suitably
+// aligned (MXFP4's 17-byte block has bytes only, alignment 1).
 #ifndef FAK_KERNELS_QUANT_FORMAT_H_
 #define FAK_KERNELS_QUANT_FORMAT_H_
 
@@ -20,11 +22,14 @@
 namespace fak::kernels {
 
 // Weight quant types fak computes with. The value indexes KernelTable::dequantize.
-enum class QuantType : int { kQ8_0 = 0, kQ4_0 = 1, kQ5_0 = 2, kQ4_K = 3, kQ5_K = 4, kQ6_K = 5 };
-inline constexpr int kNumQuantTypes = 6;
+enum class QuantType : int {
+  kQ8_0 = 0, kQ4_0 = 1, kQ5_0 = 2, kQ4_K = 3, kQ5_K = 4, kQ6_K = 5,
+  kQ4_1 = 6, kQ5_1 = 7, kQ2_K = 8, kQ3_K = 9, kIQ4_NL = 10, kIQ4_XS = 11, kMXFP4 = 12,
+};
+inline constexpr int kNumQuantTypes = 13;
 
-inline constexpr size_t kQK0 = 32;   // elements per "legacy" block (Q8_0, Q4_0, Q5_0)
-inline constexpr size_t kQKK = 256;  // elements per K-quant super-block (Q4_K, Q5_K, Q6_K)
+inline constexpr size_t kQK0 = 32;   // elements per 32-element block (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4)
+inline constexpr size_t kQKK = 256;  // elements per super-block (Q2_K .. Q6_K, IQ4_XS)
 inline constexpr size_t kKScaleBytes = 12;  // packed 6-bit scales and mins of Q4_K / Q5_K
 
 // ---- Weight blocks (byte-exact GGUF layouts) ----
@@ -46,6 +51,69 @@ struct BlockQ5_0 {
   uint16_t d;
   uint8_t qh[4];
   uint8_t qs[16];
+};
+
+// Q4_1 (ggml type 3): nibbles as Q4_0; value d·q + m.
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[16];
+};
+
+// Q5_1 (ggml type 7): q as Q5_0 (nibble + 16·bit); value d·q + m.
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[16];
+};
+
+// The 16 levels of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl), indexed by a 4-bit quant.
+inline constexpr int8_t kIQ4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// The 16 values of MXFP4's E2M1 element, doubled (ggml's kvalues_mxfp4); the block scale is halved to match.
+inline constexpr int8_t kMXFP4Levels[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// IQ4_NL (ggml type 20): nibbles as Q4_0; value d·kIQ4Levels[q].
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[16];
+};
+
+// MXFP4 (ggml type 39): nibbles as Q4_0; value kMXFP4Levels[q] · 2^(e − 128) (e: E8M0 exponent).
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
+
+// Q2_K (ggml type 10): 16 groups of 16, scales[g] = 4-bit scale (low) and 4-bit min (high). Half h
+// (0/1) of 128 uses qs[32h..32h+31]: element 128h + 32j + l takes bits 2j..2j+1 of qs[32h + l],
+// group 8h + 2j + l/16. Value d·sc·q − dmin·m.
+struct BlockQ2_K {
+  uint8_t scales[16];
+  uint8_t qs[64];
+  uint16_t d;
+  uint16_t dmin;
+};
+
+// Q3_K (ggml type 11): Q2_K's element order for the low two bits; the third is bit 4h + j of
+// hmask[l] (element 128h + 32j + l), and q = low + 4·bit − 4 ∈ [−4, 3]. 16 groups with 6-bit scales
+// packed in `scales` (group g: low 4 bits in byte g % 8, nibble g / 8; high 2 bits in byte 8 + g % 4,
+// bits 2·(g / 4)); value d·(sc − 32)·q.
+struct BlockQ3_K {
+  uint8_t hmask[32];
+  uint8_t qs[64];
+  uint8_t scales[12];
+  uint16_t d;
+};
+
+// IQ4_XS (ggml type 23): 8 sub-blocks of 32; sub-block s has the 6-bit scale
+// ls = (scales_l[s/2] >> 4·(s%2) & 15) | (scales_h >> 2s & 3) << 4 and quants qs[16s..16s+15] (nibbles
+// as Q4_0). Value d·(ls − 32)·kIQ4Levels[q].
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[4];
+  uint8_t qs[128];
 };
 
 // Q4_K (ggml type 12): 8 sub-blocks of 32 with 6-bit scale sc[s] and min m[s] packed in `scales`.
@@ -104,7 +172,32 @@ struct BlockQ5_0x8 {
   uint8_t qs[128];
 };
 
+// Q4_1 / Q5_1: Q4_0x8 / Q5_0x8 plus each row's offset m.
+struct BlockQ4_1x8 {
+  uint16_t d[8];
+  uint16_t m[8];
+  uint8_t qs[128];
+};
+struct BlockQ5_1x8 {
+  uint16_t d[8];
+  uint16_t m[8];
+  uint32_t qh[8];
+  uint8_t qs[128];
+};
+
+// IQ4_NL / MXFP4: nibbles (level indices) as BlockQ4_0x8, with each row's scale.
+struct BlockIQ4_NLx8 {
+  uint16_t d[8];
+  uint8_t qs[128];
+};
+struct BlockMXFP4x8 {
+  uint8_t e[8];
+  uint8_t qs[128];
+};
+
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ4_0) == 18 && sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ4_1x8) == 8 * 20 && sizeof(BlockQ5_1x8) == 8 * 24 && sizeof(BlockIQ4_NLx8) == 8 * 18 &&
+              sizeof(BlockMXFP4x8) == 8 * 17);
 // Q4_K: the scales and mins widened to bytes, sc[s][c] / m[s][c] for sub-block s of row c; quants
 // by 4-element group: qs[ch][j][4c + e] = row c's qs[32ch + 4j + e], whose low nibble is element
 // 4j + e of sub-block 2ch and high nibble that of sub-block 2ch + 1. 32 bytes more than 8 rows.
@@ -120,21 +213,33 @@ static_assert(sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K) + 32);
 static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0) && sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0) &&
               sizeof(BlockQ5_0x8) == 8 * sizeof(BlockQ5_0));
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_1) == 24 && sizeof(BlockIQ4_NL) == 18 && sizeof(BlockMXFP4) == 17);
+static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockIQ4_XS) == 136);
+static_assert(offsetof(BlockQ2_K, d) == 80 && offsetof(BlockQ3_K, d) == 108 && offsetof(BlockIQ4_XS, qs) == 8);
 static_assert(offsetof(BlockQ5_0, qs) == 6 && offsetof(BlockQ4_K, qs) == 16 && offsetof(BlockQ5_K, qh) == 16 &&
               offsetof(BlockQ5_K, qs) == 48 && offsetof(BlockQ6_K, scales) == 192 && offsetof(BlockQ6_K, d) == 208);
 
 // ---- Activation blocks (fak's own, in memory only) ----
 //
 // Before a quantized matmul every activation row is quantized on its own (so the result for a row
-// never depends on the other rows): for Q8_0/Q4_0/Q5_0 weights into blocks of 32 with one f32
-// scale, for K-quant weights into super-blocks of 256 (ggml's Q8_K, byte-identical layout).
+// never depends on the other rows), into the layout ggml pairs with the weight type: for Q8_0,
+// Q4_0, Q5_0, IQ4_NL and MXFP4 blocks of 32 with one scale (ggml's Q8_0), for Q4_1 and Q5_1 the same
+// plus d·Σq (ggml's Q8_1, for the weights' offset m), for the 256-element types super-blocks of 256
+// (ggml's Q8_K, byte-identical layout).
 // In both, q = round-half-even(x · 127 / max|x|), so q ∈ [−127, 127], and d = max|x| / 127 — for
-// ActQ8_0 rounded to the nearest f16 value, as ggml's block_q8_0 stores it (so products agree with
-// llama.cpp's), for ActQ8_K kept in f32 as ggml's block_q8_K does.
+// ActQ8_0/ActQ8_1 rounded to the nearest f16 value, as ggml's block_q8_0/q8_1 store it (so products
+// agree with llama.cpp's), for ActQ8_K kept in f32 as ggml's block_q8_K does.
 
 // Activation block for the 32-element weight types (d holds an f16 value, widened).
 struct ActQ8_0 {
   float d;
+  int8_t qs[32];
+};
+
+// For Q4_1/Q5_1 weights: s = d·Σqs with the unrounded d, rounded to f16 (ggml's block_q8_1.s).
+struct ActQ8_1 {
+  float d;
+  float s;
   int8_t qs[32];
 };
 
@@ -145,7 +250,11 @@ struct ActQ8_K {
   int16_t bsums[16];
 };
 
-static_assert(sizeof(ActQ8_0) == 36 && sizeof(ActQ8_K) == 292);
+static_assert(sizeof(ActQ8_0) == 36 && sizeof(ActQ8_1) == 40 && sizeof(ActQ8_K) == 292);
+
+// Which activation layout a weight type is multiplied with.
+enum class ActFormat : int { kQ8_0 = 0, kQ8_1 = 1, kQ8_K = 2 };
+inline constexpr int kNumActFormats = 3;
 
 // ---- Per-type facts ----
 
@@ -155,16 +264,24 @@ struct QuantFormat {
   uint32_t ggml_type;    // ggml / GGUF tensor type id
   size_t block_elems;    // elements per block
   size_t block_bytes;    // bytes per block
-  size_t act_block_bytes;  // bytes per activation block (ActQ8_0 or ActQ8_K), same block_elems
+  ActFormat act;           // the activation layout it is multiplied with
+  size_t act_block_bytes;  // bytes per activation block of that layout, same block_elems
 };
 
 inline constexpr QuantFormat kQuantFormats[kNumQuantTypes] = {
-    {QuantType::kQ8_0, "Q8_0", 8, kQK0, sizeof(BlockQ8_0), sizeof(ActQ8_0)},
-    {QuantType::kQ4_0, "Q4_0", 2, kQK0, sizeof(BlockQ4_0), sizeof(ActQ8_0)},
-    {QuantType::kQ5_0, "Q5_0", 6, kQK0, sizeof(BlockQ5_0), sizeof(ActQ8_0)},
-    {QuantType::kQ4_K, "Q4_K", 12, kQKK, sizeof(BlockQ4_K), sizeof(ActQ8_K)},
-    {QuantType::kQ5_K, "Q5_K", 13, kQKK, sizeof(BlockQ5_K), sizeof(ActQ8_K)},
-    {QuantType::kQ6_K, "Q6_K", 14, kQKK, sizeof(BlockQ6_K), sizeof(ActQ8_K)},
+    {QuantType::kQ8_0, "Q8_0", 8, kQK0, sizeof(BlockQ8_0), ActFormat::kQ8_0, sizeof(ActQ8_0)},
+    {QuantType::kQ4_0, "Q4_0", 2, kQK0, sizeof(BlockQ4_0), ActFormat::kQ8_0, sizeof(ActQ8_0)},
+    {QuantType::kQ5_0, "Q5_0", 6, kQK0, sizeof(BlockQ5_0), ActFormat::kQ8_0, sizeof(ActQ8_0)},
+    {QuantType::kQ4_K, "Q4_K", 12, kQKK, sizeof(BlockQ4_K), ActFormat::kQ8_K, sizeof(ActQ8_K)},
+    {QuantType::kQ5_K, "Q5_K", 13, kQKK, sizeof(BlockQ5_K), ActFormat::kQ8_K, sizeof(ActQ8_K)},
+    {QuantType::kQ6_K, "Q6_K", 14, kQKK, sizeof(BlockQ6_K), ActFormat::kQ8_K, sizeof(ActQ8_K)},
+    {QuantType::kQ4_1, "Q4_1", 3, kQK0, sizeof(BlockQ4_1), ActFormat::kQ8_1, sizeof(ActQ8_1)},
+    {QuantType::kQ5_1, "Q5_1", 7, kQK0, sizeof(BlockQ5_1), ActFormat::kQ8_1, sizeof(ActQ8_1)},
+    {QuantType::kQ2_K, "Q2_K", 10, kQKK, sizeof(BlockQ2_K), ActFormat::kQ8_K, sizeof(ActQ8_K)},
+    {QuantType::kQ3_K, "Q3_K", 11, kQKK, sizeof(BlockQ3_K), ActFormat::kQ8_K, sizeof(ActQ8_K)},
+    {QuantType::kIQ4_NL, "IQ4_NL", 20, kQK0, sizeof(BlockIQ4_NL), ActFormat::kQ8_0, sizeof(ActQ8_0)},
+    {QuantType::kIQ4_XS, "IQ4_XS", 23, kQKK, sizeof(BlockIQ4_XS), ActFormat::kQ8_K, sizeof(ActQ8_K)},
+    {QuantType::kMXFP4, "MXFP4", 39, kQK0, sizeof(BlockMXFP4), ActFormat::kQ8_0, sizeof(ActQ8_0)},
 };
 
 constexpr const QuantFormat& FormatOf(QuantType t) { return kQuantFormats[static_cast<int>(t)]; }

@@ -25,6 +25,32 @@ void PackBlock(const BlockQ5_0& src, size_t c, BlockQ5_0x8* o) {
   for (size_t j = 0; j < 8; ++j) o->qh[j] |= ((qh >> (4 * j)) & 0xFu) << (4 * c);
 }
 
+void PackNibbles(const uint8_t* qs, size_t c, uint8_t* out) {
+  for (size_t j = 0; j < 4; ++j) std::memcpy(out + 32 * j + 4 * c, qs + 4 * j, 4);
+}
+void PackBlock(const BlockQ4_1& src, size_t c, BlockQ4_1x8* o) {
+  o->d[c] = src.d;
+  o->m[c] = src.m;
+  PackNibbles(src.qs, c, o->qs);
+}
+void PackBlock(const BlockQ5_1& src, size_t c, BlockQ5_1x8* o) {
+  o->d[c] = src.d;
+  o->m[c] = src.m;
+  PackNibbles(src.qs, c, o->qs);
+  uint32_t qh;
+  std::memcpy(&qh, src.qh, 4);
+  if (c == 0) std::memset(o->qh, 0, sizeof(o->qh));
+  for (size_t j = 0; j < 8; ++j) o->qh[j] |= ((qh >> (4 * j)) & 0xFu) << (4 * c);
+}
+void PackBlock(const BlockIQ4_NL& src, size_t c, BlockIQ4_NLx8* o) {
+  o->d[c] = src.d;
+  PackNibbles(src.qs, c, o->qs);
+}
+void PackBlock(const BlockMXFP4& src, size_t c, BlockMXFP4x8* o) {
+  o->e[c] = src.e;
+  PackNibbles(src.qs, c, o->qs);
+}
+
 void PackBlock(const BlockQ4_K& src, size_t c, BlockQ4_Kx8* o) {
   o->d[c] = src.d;
   o->dmin[c] = src.dmin;
@@ -51,7 +77,13 @@ void Pack(const void* w, size_t rows, size_t k, void* out) {
 }  // namespace
 
 bool IsPackable(QuantType t) {
-  return t == QuantType::kQ8_0 || t == QuantType::kQ4_0 || t == QuantType::kQ5_0 || t == QuantType::kQ4_K;
+  switch (t) {
+    case QuantType::kQ8_0: case QuantType::kQ4_0: case QuantType::kQ5_0: case QuantType::kQ4_K:
+    case QuantType::kQ4_1: case QuantType::kQ5_1: case QuantType::kIQ4_NL: case QuantType::kMXFP4:
+      return true;
+    default:
+      return false;
+  }
 }
 
 size_t PackedRowBytes(QuantType t, size_t k) {
@@ -64,6 +96,10 @@ void PackRows(QuantType t, const void* w, size_t rows, size_t k, void* out) {
     case QuantType::kQ4_0: return Pack<BlockQ4_0, BlockQ4_0x8>(w, rows, k, out);
     case QuantType::kQ5_0: return Pack<BlockQ5_0, BlockQ5_0x8>(w, rows, k, out);
     case QuantType::kQ4_K: return Pack<BlockQ4_K, BlockQ4_Kx8, kQKK>(w, rows, k, out);
+    case QuantType::kQ4_1: return Pack<BlockQ4_1, BlockQ4_1x8>(w, rows, k, out);
+    case QuantType::kQ5_1: return Pack<BlockQ5_1, BlockQ5_1x8>(w, rows, k, out);
+    case QuantType::kIQ4_NL: return Pack<BlockIQ4_NL, BlockIQ4_NLx8>(w, rows, k, out);
+    case QuantType::kMXFP4: return Pack<BlockMXFP4, BlockMXFP4x8>(w, rows, k, out);
     default: return;  // not packable (IsPackable)
   }
 }

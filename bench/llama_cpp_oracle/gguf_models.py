@@ -15,6 +15,7 @@ import os
 import numpy as np
 
 import gguf
+import gguf.quants
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,8 +171,10 @@ def llama3_rope_factors(shape: Shape) -> np.ndarray:
     return llama3_freq_factors(shape.head_dim, shape.rope_base, *shape.rope_llama3)
 
 
-def write_random_gguf(path: str, shape: Shape, seed: int, vocab) -> None:
-    """Writes an F32 GGUF of `shape` with seeded random weights and the SPM vocabulary `vocab`."""
+def write_random_gguf(path: str, shape: Shape, seed: int, vocab, matrix_qtype=None) -> None:
+    """Writes an F32 GGUF of `shape` with seeded random weights and the SPM vocabulary `vocab`; with
+    `matrix_qtype` (a gguf.GGMLQuantizationType) the layers' projection matrices are quantized to it by
+    the gguf package's own quantizer (for formats llama.cpp's quantizer makes only for other models)."""
     tokens, scores, types = vocab
     assert len(tokens) == shape.vocab, (len(tokens), shape.vocab)
     w = gguf.GGUFWriter(path, shape.arch)
@@ -209,18 +212,25 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab) -> None:
     if shape.rope_llama3:
         w.add_tensor("rope_freqs.weight", llama3_rope_factors(shape))
     for name, arr in _weights(shape, seed):
-        w.add_tensor(name, arr)
+        if matrix_qtype is not None and arr.ndim == 2 and name.startswith("blk."):
+            w.add_tensor(name, gguf.quants.quantize(arr, matrix_qtype), raw_dtype=matrix_qtype)
+        else:
+            w.add_tensor(name, arr)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
 
 
-FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M"}
+FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1",
+          "q5_1": "LLAMA_FTYPE_MOSTLY_Q5_1", "q3_k_m": "LLAMA_FTYPE_MOSTLY_Q3_K_M", "q2_k": "LLAMA_FTYPE_MOSTLY_Q2_K",
+          "iq4_xs": "LLAMA_FTYPE_MOSTLY_IQ4_XS", "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL"}
+# Kinds written by the gguf package's quantizer instead: llama.cpp makes MXFP4 only for MoE experts.
+GGUF_PACKAGE_KINDS = {"mxfp4": gguf.GGMLQuantizationType.MXFP4}
 
 
 def quantize(src: str, dst: str, kind: str, threads: int = 2) -> None:
-    """llama.cpp's own quantizer (llama_model_quantize) from `src` to `dst`, kind q8_0 / q4_k_m."""
+    """llama.cpp's own quantizer (llama_model_quantize) from `src` to `dst`, kind one of FTYPES."""
     import llama_cpp
 
     params = llama_cpp.llama_model_quantize_default_params()

@@ -47,6 +47,15 @@ FIXTURES = {
     "qwen2_f32": (gm.FIXTURE_QWEN2, 4, "f32"),
     "qwen2_q8_0": (gm.FIXTURE_QWEN2, 4, "q8_0"),
     "llama_yarn": (gm.FIXTURE_LLAMA_YARN, 1, "f32"),
+    # Quant types beyond Q8_0 / Q4_K_M: the 32-element ones on the 64-wide shape, the 256-element
+    # ones (and llama.cpp's per-tensor mixes of Q2_K..Q6_K) on the 256-wide one.
+    "llama_q4_1": (gm.FIXTURE_LLAMA, 1, "q4_1"),
+    "llama_q5_1": (gm.FIXTURE_LLAMA, 1, "q5_1"),
+    "llama_iq4_nl": (gm.FIXTURE_LLAMA, 1, "iq4_nl"),
+    "llama_mxfp4": (gm.FIXTURE_LLAMA, 1, "mxfp4"),
+    "llama256_q3_k_m": (gm.FIXTURE_LLAMA_256, 2, "q3_k_m"),
+    "llama256_q2_k": (gm.FIXTURE_LLAMA_256, 2, "q2_k"),
+    "llama256_iq4_xs": (gm.FIXTURE_LLAMA_256, 2, "iq4_xs"),
 }
 FIXTURE_TOKENS = 128
 
@@ -99,10 +108,26 @@ def llama_logits(path: str, tokens: list, threads: int, n_batch: int = 512) -> n
 
     n_batch 1 runs llama.cpp's single-row kernels (vec_dot), whose float order does not depend on the
     batch; larger batches switch to other kernels (llamafile sgemm, repacked gemm) with other orders."""
+    import llama_cpp.llama as llama_module
     from llama_cpp import Llama
-    llm = Llama(model_path=path, logits_all=True, n_ctx=max(64, len(tokens)), n_batch=n_batch, n_ubatch=n_batch,
-                n_threads=threads, n_threads_batch=threads, type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32,
-                verbose=False)
+    # Without ggml-cpu's "extra buffer types" (runtime weight repacking, AMX): with them,
+    # llama-cpp-python 0.3.36 segfaults decoding quantized files on this Sapphire Rapids machine (the
+    # committed Q8_0 logits are the same either way). Llama() has no argument for it, so the default
+    # model params are patched for this one load.
+    default_params = llama_module.llama_cpp.llama_model_default_params
+
+    def params_without_repacking():
+        p = default_params()
+        p.use_extra_bufts = False
+        return p
+
+    llama_module.llama_cpp.llama_model_default_params = params_without_repacking
+    try:
+        llm = Llama(model_path=path, logits_all=True, n_ctx=max(64, len(tokens)), n_batch=n_batch, n_ubatch=n_batch,
+                    n_threads=threads, n_threads_batch=threads, type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32,
+                    verbose=False)
+    finally:
+        llama_module.llama_cpp.llama_model_default_params = default_params
     llm.eval(tokens)
     out = np.array(llm.scores[:len(tokens)], dtype=np.float32, copy=True)
     del llm
@@ -146,6 +171,10 @@ def make_model(work: str, name: str, shape: gm.Shape, seed: int, kind: str, voca
     if kind == "f32":
         return base
     out = os.path.join(work, f"{name}_seed{seed}_{kind}.gguf")
+    if not os.path.exists(out) and kind in gm.GGUF_PACKAGE_KINDS:
+        vocab = vocab or gm.small_spm_vocab(shape.vocab)
+        gm.write_random_gguf(out + ".tmp", shape, seed, vocab, matrix_qtype=gm.GGUF_PACKAGE_KINDS[kind])
+        os.replace(out + ".tmp", out)
     if not os.path.exists(out):
         gm.quantize(base, out + ".tmp", kind)
         os.replace(out + ".tmp", out)

@@ -1,13 +1,14 @@
 // Quantized-weight kernels, written once and instantiated per tier: row dequantizers, activation
-// row quantizers (Q8_0-style blocks of 32, Q8_K super-blocks of 256) and the quantized matmul
-// driver. Include only from kernels/arch/*.cc (the ODR rule of kernels_impl.h applies: everything
+// row quantizers (ggml's Q8_0 and Q8_1 blocks of 32, Q8_K super-blocks of 256) and the quantized
+// matmul driver. Include only from kernels/arch/*.cc (the ODR rule of kernels_impl.h applies: everything
 // here is a template on a tier policy defined in that TU's anonymous namespace).
 //
 // The tier supplies Q, a policy of block steps:
 //   Q::Acc                       float accumulator (a float, or a vector of float lanes)
 //   Q::Zero(), Q::Reduce(acc)    the empty accumulator; its fixed-order horizontal sum
 //   Q::Step(acc, w_block, x_block)  acc plus one weight block · one activation block, overloaded on
-//                                the block types (BlockQ4_0* with ActQ8_0*, BlockQ4_K* with ActQ8_K*…)
+//                                the block types (BlockQ4_0* with ActQ8_0*, BlockQ4_1* with ActQ8_1*,
+//                                BlockQ4_K* with ActQ8_K*…)
 //   Q::F16(bits)                 IEEE half to float (exact)
 // Inside a block the integer dot product is exact, so how a tier computes it does not matter; the
 // float operations of Step (per block, in block order) and Reduce define each output's bits. Every
@@ -43,6 +44,28 @@ float F16One(uint16_t h) {
   float f;
   F16ToF32<V>(&h, &f, 1);
   return f;
+}
+
+// MXFP4's block scale: the E8M0 exponent e as 2^(e − 128), half of 2^(e − 127) because the element
+// levels are doubled (kMXFP4Levels); e < 2 gives a subnormal, as ggml's table does.
+template <class V>
+float E8M0Half(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// Group g's 6-bit Q3_K scale (0..63; the value is g − 32) from the 12 packed bytes.
+template <class V>
+int Q3KScale(const uint8_t* packed, int g) {
+  return ((packed[g % 8] >> (4 * (g / 8))) & 0xF) | (((packed[8 + g % 4] >> (2 * (g / 4))) & 3) << 4);
+}
+
+// Sub-block s's 6-bit IQ4_XS scale (0..63; the value is ls − 32).
+template <class V>
+int IQ4XSScale(const BlockIQ4_XS& b, int s) {
+  return ((b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((b.scales_h >> (2 * s)) & 3) << 4);
 }
 
 // The 12 packed bytes of a Q4_K/Q5_K block to sc[0..7] (out[0..7]) and m[0..7] (out[8..15]),
@@ -106,6 +129,19 @@ void QuantizeRowQ8_0(const float* x, size_t k, ActQ8_0* y) {
   for (size_t b = 0; b < k / kQK0; ++b) y[b].d = RoundToHalf<V>(QuantizeBlock<V>(x + b * kQK0, kQK0, y[b].qs));
 }
 
+// ggml's block_q8_1: Q8_0's bytes plus s = d·Σq (d unrounded, s then rounded to f16), the term
+// Q4_1/Q5_1 weights' offset m multiplies.
+template <class V>
+void QuantizeRowQ8_1(const float* x, size_t k, ActQ8_1* y) {
+  for (size_t b = 0; b < k / kQK0; ++b) {
+    const float d = QuantizeBlock<V>(x + b * kQK0, kQK0, y[b].qs);
+    int sum = 0;
+    for (int e = 0; e < 32; ++e) sum += y[b].qs[e];
+    y[b].d = RoundToHalf<V>(d);
+    y[b].s = RoundToHalf<V>(d * static_cast<float>(sum));
+  }
+}
+
 template <class V>
 void QuantizeRowQ8_K(const float* x, size_t k, ActQ8_K* y) {
   for (size_t b = 0; b < k / kQKK; ++b) {
@@ -118,18 +154,31 @@ void QuantizeRowQ8_K(const float* x, size_t k, ActQ8_K* y) {
   }
 }
 
+// QuantFormat::act, as a switch (tier TUs do not read the constexpr table at run time).
 template <class V>
-bool IsKQuant(QuantType t) { return t == QuantType::kQ4_K || t == QuantType::kQ5_K || t == QuantType::kQ6_K; }
+ActFormat ActFormatOf(QuantType t) {
+  switch (t) {
+    case QuantType::kQ4_1: case QuantType::kQ5_1: return ActFormat::kQ8_1;
+    case QuantType::kQ8_0: case QuantType::kQ4_0: case QuantType::kQ5_0: case QuantType::kIQ4_NL:
+    case QuantType::kMXFP4: return ActFormat::kQ8_0;
+    default: return ActFormat::kQ8_K;
+  }
+}
+
+template <class V, class XB, void (*kRow)(const float*, size_t, XB*)>
+void QuantizeRows(const float* x, size_t ldx, size_t m, size_t k, uint8_t* out) {
+  constexpr size_t kElems = std::is_same_v<XB, ActQ8_K> ? kQKK : kQK0;
+  const size_t row_bytes = k / kElems * sizeof(XB);
+  for (size_t i = 0; i < m; ++i) kRow(x + i * ldx, k, reinterpret_cast<XB*>(out + i * row_bytes));
+}
 
 template <class V>
 void QuantizeAct(QuantType wtype, const float* x, size_t ldx, size_t m, size_t k, void* xq) {
   auto* out = static_cast<uint8_t*>(xq);
-  if (IsKQuant<V>(wtype)) {
-    const size_t row_bytes = k / kQKK * sizeof(ActQ8_K);
-    for (size_t i = 0; i < m; ++i) QuantizeRowQ8_K<V>(x + i * ldx, k, reinterpret_cast<ActQ8_K*>(out + i * row_bytes));
-  } else {
-    const size_t row_bytes = k / kQK0 * sizeof(ActQ8_0);
-    for (size_t i = 0; i < m; ++i) QuantizeRowQ8_0<V>(x + i * ldx, k, reinterpret_cast<ActQ8_0*>(out + i * row_bytes));
+  switch (ActFormatOf<V>(wtype)) {
+    case ActFormat::kQ8_0: return QuantizeRows<V, ActQ8_0, &QuantizeRowQ8_0<V>>(x, ldx, m, k, out);
+    case ActFormat::kQ8_1: return QuantizeRows<V, ActQ8_1, &QuantizeRowQ8_1<V>>(x, ldx, m, k, out);
+    case ActFormat::kQ8_K: return QuantizeRows<V, ActQ8_K, &QuantizeRowQ8_K<V>>(x, ldx, m, k, out);
   }
 }
 
@@ -161,6 +210,74 @@ void DequantBlock(const BlockQ5_0& b, float* y) {
     y[j] = d * static_cast<float>(lo - 16);
     y[j + 16] = d * static_cast<float>(hi - 16);
   }
+}
+
+// Q4_1 and Q5_1: y = d·q + m. qh is null for Q4_1.
+template <class Q>
+void DequantOffset(uint16_t d16, uint16_t m16, const uint8_t* qh, const uint8_t* qs, float* y) {
+  const float d = Q::F16(d16), m = Q::F16(m16);
+  uint32_t h = 0;
+  if (qh != nullptr) std::memcpy(&h, qh, 4);
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (qs[j] & 0xF) | static_cast<int>(((h >> j) & 1) << 4);
+    const int hi = (qs[j] >> 4) | static_cast<int>(((h >> (j + 16)) & 1) << 4);
+    y[j] = d * static_cast<float>(lo) + m;
+    y[j + 16] = d * static_cast<float>(hi) + m;
+  }
+}
+template <class Q>
+void DequantBlock(const BlockQ4_1& b, float* y) { DequantOffset<Q>(b.d, b.m, nullptr, b.qs, y); }
+template <class Q>
+void DequantBlock(const BlockQ5_1& b, float* y) { DequantOffset<Q>(b.d, b.m, b.qh, b.qs, y); }
+
+// IQ4_NL and MXFP4: a level from the table times the block scale.
+template <class Q>
+void DequantLevels(float d, const int8_t* levels, const uint8_t* qs, float* y) {
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * static_cast<float>(levels[qs[j] & 0xF]);
+    y[j + 16] = d * static_cast<float>(levels[qs[j] >> 4]);
+  }
+}
+template <class Q>
+void DequantBlock(const BlockIQ4_NL& b, float* y) { DequantLevels<Q>(Q::F16(b.d), kIQ4Levels, b.qs, y); }
+template <class Q>
+void DequantBlock(const BlockMXFP4& b, float* y) { DequantLevels<Q>(E8M0Half<Q>(b.e), kMXFP4Levels, b.qs, y); }
+
+// Q2_K: y = (d·sc)·q − (dmin·m) per group of 16.
+template <class Q>
+void DequantBlock(const BlockQ2_K& b, float* y) {
+  const float d = Q::F16(b.d), dmin = Q::F16(b.dmin);
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 4; ++j)
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t sc = b.scales[8 * h + 2 * j + half];
+        const float dl = d * static_cast<float>(sc & 0xF), ml = dmin * static_cast<float>(sc >> 4);
+        for (int l = 16 * half; l < 16 * half + 16; ++l)
+          y[128 * h + 32 * j + l] = dl * static_cast<float>((b.qs[32 * h + l] >> (2 * j)) & 3) - ml;
+      }
+}
+
+// Q3_K: y = (d·(sc − 32))·q per group of 16, q ∈ [−4, 3].
+template <class Q>
+void DequantBlock(const BlockQ3_K& b, float* y) {
+  const float d = Q::F16(b.d);
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 4; ++j)
+      for (int half = 0; half < 2; ++half) {
+        const float dl = d * static_cast<float>(Q3KScale<Q>(b.scales, 8 * h + 2 * j + half) - 32);
+        for (int l = 16 * half; l < 16 * half + 16; ++l) {
+          const int q = ((b.qs[32 * h + l] >> (2 * j)) & 3) - (((b.hmask[l] >> (4 * h + j)) & 1) ? 0 : 4);
+          y[128 * h + 32 * j + l] = dl * static_cast<float>(q);
+        }
+      }
+}
+
+// IQ4_XS: y = (d·(ls − 32))·level per sub-block of 32.
+template <class Q>
+void DequantBlock(const BlockIQ4_XS& b, float* y) {
+  const float d = Q::F16(b.d);
+  for (int s = 0; s < 8; ++s)
+    DequantLevels<Q>(d * static_cast<float>(IQ4XSScale<Q>(b, s) - 32), kIQ4Levels, b.qs + 16 * s, y + 32 * s);
 }
 
 // Q4_K and Q5_K: y = (d·sc)·q − (dmin·m), per sub-block. qh is null for Q4_K.
@@ -212,21 +329,24 @@ void DequantBlock(const BlockQ6_K& b, float* y) {
   }
 }
 
-template <class Q, class WB>
-void DequantizeRow(const void* src, float* y, size_t k) {
-  constexpr size_t kElems = std::is_same_v<WB, BlockQ8_0> || std::is_same_v<WB, BlockQ4_0> ||
-                                    std::is_same_v<WB, BlockQ5_0> ? kQK0 : kQKK;
-  const WB* b = static_cast<const WB*>(src);
-  for (size_t i = 0; i < k / kElems; ++i) DequantBlock<Q>(b[i], y + i * kElems);
-}
-
-// The activation block each weight block type is multiplied with.
+// The activation block each weight block type is multiplied with, and the elements of both.
 template <class WB>
 struct ActOf {
-  using type = std::conditional_t<std::is_same_v<WB, BlockQ8_0> || std::is_same_v<WB, BlockQ4_0> ||
-                                      std::is_same_v<WB, BlockQ5_0>,
-                                  ActQ8_0, ActQ8_K>;
+  using type = std::conditional_t<
+      std::is_same_v<WB, BlockQ4_1> || std::is_same_v<WB, BlockQ5_1>, ActQ8_1,
+      std::conditional_t<std::is_same_v<WB, BlockQ8_0> || std::is_same_v<WB, BlockQ4_0> ||
+                             std::is_same_v<WB, BlockQ5_0> || std::is_same_v<WB, BlockIQ4_NL> ||
+                             std::is_same_v<WB, BlockMXFP4>,
+                         ActQ8_0, ActQ8_K>>;
 };
+template <class WB>
+inline constexpr size_t kBlockElemsOf = std::is_same_v<typename ActOf<WB>::type, ActQ8_K> ? kQKK : kQK0;
+
+template <class Q, class WB>
+void DequantizeRow(const void* src, float* y, size_t k) {
+  const WB* b = static_cast<const WB*>(src);
+  for (size_t i = 0; i < k / kBlockElemsOf<WB>; ++i) DequantBlock<Q>(b[i], y + i * kBlockElemsOf<WB>);
+}
 
 // ---- Scalar block steps (the scalar tier's Q): full integer block sums, then plain float ops ----
 
@@ -273,6 +393,70 @@ struct ScalarQuantOps {
       s += (lo - 16) * x->qs[j] + (hi - 16) * x->qs[j + 16];
     }
     return Add(acc, F16(w->d) * x->d, s);
+  }
+
+  // Q4_1 / Q5_1: acc + (dw·dx)·Σq·x, then + m·s (s = dx·Σx from the activation block).
+  static Acc StepOffset(Acc acc, uint16_t d, uint16_t m, const uint8_t* qh, const uint8_t* qs, const ActQ8_1* x) {
+    uint32_t h = 0;
+    if (qh != nullptr) std::memcpy(&h, qh, 4);
+    int32_t s = 0;
+    for (int j = 0; j < 16; ++j) {
+      const int lo = (qs[j] & 0xF) | static_cast<int>(((h >> j) & 1) << 4);
+      const int hi = (qs[j] >> 4) | static_cast<int>(((h >> (j + 16)) & 1) << 4);
+      s += lo * x->qs[j] + hi * x->qs[j + 16];
+    }
+    return Add(acc, F16(d) * x->d, s) + F16(m) * x->s;
+  }
+  static Acc Step(Acc acc, const BlockQ4_1* w, const ActQ8_1* x) { return StepOffset(acc, w->d, w->m, nullptr, w->qs, x); }
+  static Acc Step(Acc acc, const BlockQ5_1* w, const ActQ8_1* x) { return StepOffset(acc, w->d, w->m, w->qh, w->qs, x); }
+
+  // IQ4_NL / MXFP4: levels from a table, one scale per block.
+  static int32_t LevelDot(const int8_t* levels, const uint8_t* qs, const int8_t* xq) {
+    int32_t s = 0;
+    for (int j = 0; j < 16; ++j) s += levels[qs[j] & 0xF] * xq[j] + levels[qs[j] >> 4] * xq[j + 16];
+    return s;
+  }
+  static Acc Step(Acc acc, const BlockIQ4_NL* w, const ActQ8_0* x) {
+    return Add(acc, F16(w->d) * x->d, LevelDot(kIQ4Levels, w->qs, x->qs));
+  }
+  static Acc Step(Acc acc, const BlockMXFP4* w, const ActQ8_0* x) {
+    return Add(acc, E8M0Half<V>(w->e) * x->d, LevelDot(kMXFP4Levels, w->qs, x->qs));
+  }
+
+  // Q2_K / Q3_K: the sums of the 16 groups of 16 (q ∈ [0, 3] for Q2_K, [−4, 3] for Q3_K).
+  static void GroupSums(const uint8_t* qs, const uint8_t* hmask, const int8_t* xq, int32_t* g) {
+    for (int i = 0; i < 16; ++i) g[i] = 0;
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < 4; ++j)
+        for (int l = 0; l < 32; ++l) {
+          int q = (qs[32 * h + l] >> (2 * j)) & 3;
+          if (hmask != nullptr) q -= ((hmask[l] >> (4 * h + j)) & 1) ? 0 : 4;
+          g[8 * h + 2 * j + l / 16] += q * xq[128 * h + 32 * j + l];
+        }
+  }
+  // acc + (dx·d)·Σ_g sc_g·Σ q·x, then − (dx·dmin)·Σ_g m_g·Σ x.
+  static Acc Step(Acc acc, const BlockQ2_K* w, const ActQ8_K* x) {
+    int32_t g[16], sum = 0, mins = 0;
+    GroupSums(w->qs, nullptr, x->qs, g);
+    for (int i = 0; i < 16; ++i) {
+      sum += (w->scales[i] & 0xF) * g[i];
+      mins += (w->scales[i] >> 4) * x->bsums[i];
+    }
+    acc = Add(acc, x->d * F16(w->d), sum);
+    return acc - (x->d * F16(w->dmin)) * static_cast<float>(mins);
+  }
+  static Acc Step(Acc acc, const BlockQ3_K* w, const ActQ8_K* x) {
+    int32_t g[16], sum = 0;
+    GroupSums(w->qs, w->hmask, x->qs, g);
+    for (int i = 0; i < 16; ++i) sum += (Q3KScale<V>(w->scales, i) - 32) * g[i];
+    return Add(acc, F16(w->d) * x->d, sum);
+  }
+
+  static Acc Step(Acc acc, const BlockIQ4_XS* w, const ActQ8_K* x) {
+    int32_t sum = 0;
+    for (int s = 0; s < 8; ++s)
+      sum += (IQ4XSScale<V>(*w, s) - 32) * LevelDot(kIQ4Levels, w->qs + 16 * s, x->qs + 32 * s);
+    return Add(acc, F16(w->d) * x->d, sum);
   }
 
   // Q4_K / Q5_K: acc + (dx·d)·Σ_s sc_s·Σ q·x, then − (dx·dmin)·Σ_s m_s·Σ x.
@@ -325,10 +509,6 @@ struct ScalarQuantOps {
 };
 
 // ---- The quantized matmul driver ----
-
-template <class WB>
-inline constexpr size_t kBlockElemsOf =
-    std::is_same_v<WB, BlockQ8_0> || std::is_same_v<WB, BlockQ4_0> || std::is_same_v<WB, BlockQ5_0> ? kQK0 : kQKK;
 
 // Each W block is prefetched this many rows ahead (a hint only). Rows are short (612 bytes for a
 // Q8_0 row of 576), too short for the hardware prefetcher to ramp up on each, but a strip's rows
@@ -444,6 +624,15 @@ void MatMulQ(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes,
     case QuantType::kQ4_K: return MatMulQTyped<Q, BlockQ4_K, ActQ8_K>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     case QuantType::kQ5_K: return MatMulQTyped<Q, BlockQ5_K, ActQ8_K>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     case QuantType::kQ6_K: return MatMulQTyped<Q, BlockQ6_K, ActQ8_K>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    case QuantType::kQ4_1: return MatMulQTyped<Q, BlockQ4_1, ActQ8_1>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    case QuantType::kQ5_1: return MatMulQTyped<Q, BlockQ5_1, ActQ8_1>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    case QuantType::kQ2_K: return MatMulQTyped<Q, BlockQ2_K, ActQ8_K>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    case QuantType::kQ3_K: return MatMulQTyped<Q, BlockQ3_K, ActQ8_K>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    case QuantType::kIQ4_NL:
+      return MatMulQTyped<Q, BlockIQ4_NL, ActQ8_0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    case QuantType::kIQ4_XS:
+      return MatMulQTyped<Q, BlockIQ4_XS, ActQ8_K>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    case QuantType::kMXFP4: return MatMulQTyped<Q, BlockMXFP4, ActQ8_0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
   }
 }
 
@@ -472,6 +661,38 @@ struct PackedSteps {
     uint32_t qh = 0;
     for (size_t j = 0; j < 8; ++j) qh |= ((p.qh[j] >> (4 * c)) & 0xFu) << (4 * j);
     std::memcpy(b.qh, &qh, 4);
+    return b;
+  }
+  static void PlainNibbles(const uint8_t* packed, size_t c, uint8_t* qs) {
+    for (size_t j = 0; j < 4; ++j) std::memcpy(qs + 4 * j, packed + 32 * j + 4 * c, 4);
+  }
+  static BlockQ4_1 Plain(const BlockQ4_1x8& p, size_t c) {
+    BlockQ4_1 b;
+    b.d = p.d[c];
+    b.m = p.m[c];
+    PlainNibbles(p.qs, c, b.qs);
+    return b;
+  }
+  static BlockQ5_1 Plain(const BlockQ5_1x8& p, size_t c) {
+    BlockQ5_1 b;
+    b.d = p.d[c];
+    b.m = p.m[c];
+    PlainNibbles(p.qs, c, b.qs);
+    uint32_t qh = 0;
+    for (size_t j = 0; j < 8; ++j) qh |= ((p.qh[j] >> (4 * c)) & 0xFu) << (4 * j);
+    std::memcpy(b.qh, &qh, 4);
+    return b;
+  }
+  static BlockIQ4_NL Plain(const BlockIQ4_NLx8& p, size_t c) {
+    BlockIQ4_NL b;
+    b.d = p.d[c];
+    PlainNibbles(p.qs, c, b.qs);
+    return b;
+  }
+  static BlockMXFP4 Plain(const BlockMXFP4x8& p, size_t c) {
+    BlockMXFP4 b;
+    b.e = p.e[c];
+    PlainNibbles(p.qs, c, b.qs);
     return b;
   }
   static BlockQ4_K Plain(const BlockQ4_Kx8& p, size_t c) {
@@ -512,6 +733,11 @@ struct PackedSteps {
       case QuantType::kQ4_0: return Run<BlockQ4_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ5_0: return Run<BlockQ5_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_K: return Run<BlockQ4_Kx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ4_1: return Run<BlockQ4_1x8, ActQ8_1, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ5_1: return Run<BlockQ5_1x8, ActQ8_1, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kIQ4_NL:
+        return Run<BlockIQ4_NLx8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kMXFP4: return Run<BlockMXFP4x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       default: return Run<BlockQ8_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
   }
@@ -526,6 +752,13 @@ void FillQuantTable(KernelTable* t) {
   t->dequantize[static_cast<int>(QuantType::kQ4_K)] = &DequantizeRow<Q, BlockQ4_K>;
   t->dequantize[static_cast<int>(QuantType::kQ5_K)] = &DequantizeRow<Q, BlockQ5_K>;
   t->dequantize[static_cast<int>(QuantType::kQ6_K)] = &DequantizeRow<Q, BlockQ6_K>;
+  t->dequantize[static_cast<int>(QuantType::kQ4_1)] = &DequantizeRow<Q, BlockQ4_1>;
+  t->dequantize[static_cast<int>(QuantType::kQ5_1)] = &DequantizeRow<Q, BlockQ5_1>;
+  t->dequantize[static_cast<int>(QuantType::kQ2_K)] = &DequantizeRow<Q, BlockQ2_K>;
+  t->dequantize[static_cast<int>(QuantType::kQ3_K)] = &DequantizeRow<Q, BlockQ3_K>;
+  t->dequantize[static_cast<int>(QuantType::kIQ4_NL)] = &DequantizeRow<Q, BlockIQ4_NL>;
+  t->dequantize[static_cast<int>(QuantType::kIQ4_XS)] = &DequantizeRow<Q, BlockIQ4_XS>;
+  t->dequantize[static_cast<int>(QuantType::kMXFP4)] = &DequantizeRow<Q, BlockMXFP4>;
   t->quantize_act = &QuantizeAct<V>;
   t->matmul_q = &MatMulQ<Q>;
   if constexpr (requires { &Q::MatMulPacked; }) {

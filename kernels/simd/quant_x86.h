@@ -112,6 +112,68 @@ struct X86QuantOps {
     return Fma(acc, u.d * x.d, I::DotU8S8(x.neg_offset_sums, u.q, x.q));
   }
 
+  // Q4_1 / Q5_1: unsigned quants q ∈ [0, 31]; lanes Σ q·x, then fma(d·dx, lanes, acc), and the
+  // offset term m·s (s = dx·Σx, from the activation block) added to lane 0 by one more fma whose
+  // other lanes add 0.
+  struct OffsetMW {
+    __m256i q;
+    float d, m;
+  };
+  static OffsetMW Unpack(const BlockQ4_1* w) { return {Nibbles16(w->qs), F16(w->d), F16(w->m)}; }
+  static OffsetMW Unpack(const BlockQ5_1* w) {
+    uint32_t h;
+    std::memcpy(&h, w->qh, 4);
+    return {_mm256_or_si256(Nibbles16(w->qs), _mm256_and_si256(I::BitMaskBytes(h), Mask(0x10))), F16(w->d), F16(w->m)};
+  }
+  static Acc Dot(Acc acc, const OffsetMW& u, const ActQ8_1* x) {
+    acc = Fma(acc, u.d * x->d, I::DotU8S8(_mm256_setzero_si256(), u.q, Load(x->qs)));
+    return _mm256_fmadd_ps(_mm256_set1_ps(u.m), _mm256_zextps128_ps256(_mm_set_ss(x->s)), acc);
+  }
+
+  // 16 bytes of nibbles through a 16-entry table of signed levels (IQ4_NL, IQ4_XS, MXFP4), in the
+  // Q4_0 order.
+  static __m256i Levels(const int8_t (&table)[16], const uint8_t* qs) {
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+    return _mm256_shuffle_epi8(lut, Nibbles16(qs));
+  }
+  // IQ4_NL and MXFP4 levels are signed bytes (|level| ≤ 127): Q8_0's block step, sign trick included.
+  static Q8_0W Unpack(const BlockIQ4_NL* w) {
+    const __m256i q = Levels(kIQ4Levels, w->qs);
+    return {_mm256_abs_epi8(q), q, F16(w->d)};
+  }
+  static Q8_0W Unpack(const BlockMXFP4* w) {
+    const __m256i q = Levels(kMXFP4Levels, w->qs);
+    return {_mm256_abs_epi8(q), q, E8M0Half<I>(w->e)};
+  }
+
+  // IQ4_XS: lanes Σ_s (ls_s − 32)·level·x with the sign trick per sub-block (a vpmaddubsw pair is at
+  // most 2·127·127 < 2^15; |lane| ≤ 8·2·32·32258 < 2^25).
+  struct IQ4XSW {
+    __m256i abs[8], q[8];  // sub-block s's levels and their magnitudes
+    __m256i sc[8];         // ls_s − 32 in every i16 lane
+    float d;
+  };
+  static IQ4XSW Unpack(const BlockIQ4_XS* w) {
+    IQ4XSW u;
+#pragma GCC unroll 8
+    for (int s = 0; s < 8; ++s) {
+      u.q[s] = Levels(kIQ4Levels, w->qs + 16 * s);
+      u.abs[s] = _mm256_abs_epi8(u.q[s]);
+      u.sc[s] = _mm256_set1_epi16(static_cast<int16_t>(IQ4XSScale<I>(*w, s) - 32));
+    }
+    u.d = F16(w->d);
+    return u;
+  }
+  static Acc Dot(Acc acc, const IQ4XSW& u, const ActQ8_K* x) {
+    __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int s = 0; s < 8; s += 2) {
+      even = I::DotU8S8Scaled(even, u.abs[s], _mm256_sign_epi8(Load(x->qs + 32 * s), u.q[s]), u.sc[s]);
+      odd = I::DotU8S8Scaled(odd, u.abs[s + 1], _mm256_sign_epi8(Load(x->qs + 32 * (s + 1)), u.q[s + 1]), u.sc[s + 1]);
+    }
+    return Fma(acc, u.d * x->d, _mm256_add_epi32(even, odd));
+  }
+
   // i16 lane pattern that broadcasts i16 element k of each 128-bit half (for vpshufb).
   static __m256i PickI16(int k_lo, int k_hi) {
     __m128i lo = _mm_set1_epi16(static_cast<short>(((2 * k_lo + 1) << 8) | (2 * k_lo)));
@@ -195,9 +257,11 @@ struct X86QuantOps {
   // steps and three float ops for eight outputs, where the lane-over-K order above pays a convert,
   // a scale product and an fma for each output.
   struct PackedW {
-    __m256i q[8];  // group j of the eight rows: Q8_0 quants (signed), Q4_0/Q5_0 quants in [0, 31]
-    __m256i a[8];  // Q8_0 only: |q|, for the sign trick of its block step
+    __m256i q[8];  // group j of the eight rows: Q8_0 quants or IQ4_NL/MXFP4 levels (signed), the
+                   // others' quants in [0, 31]
+    __m256i a[8];  // the signed types only: |q|, for the sign trick of their block step
     __m256 d;      // the eight rows' scales
+    __m256 m;      // Q4_1/Q5_1 only: the eight rows' offsets
   };
   static __m256 Scales(const uint16_t (&d)[8]) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))); }
   static void UnpackPacked(const BlockQ8_0x8& w, PackedW* u) {
@@ -218,24 +282,65 @@ struct X86QuantOps {
     UnpackNibbleGroups(w.qs, u);
     u->d = Scales(w.d);
   }
+  static void FifthBits(const uint32_t (&qh)[8], PackedW* u) {
+    for (int j = 0; j < 8; ++j) u->q[j] = _mm256_or_si256(u->q[j], _mm256_and_si256(I::BitMaskBytes(qh[j]), Mask(0x10)));
+  }
   static void UnpackPacked(const BlockQ5_0x8& w, PackedW* u) {
     UnpackNibbleGroups(w.qs, u);
-    for (int j = 0; j < 8; ++j) u->q[j] = _mm256_or_si256(u->q[j], _mm256_and_si256(I::BitMaskBytes(w.qh[j]), Mask(0x10)));
+    FifthBits(w.qh, u);
     u->d = Scales(w.d);
   }
+  static void UnpackPacked(const BlockQ4_1x8& w, PackedW* u) {
+    UnpackNibbleGroups(w.qs, u);
+    u->d = Scales(w.d);
+    u->m = Scales(w.m);
+  }
+  static void UnpackPacked(const BlockQ5_1x8& w, PackedW* u) {
+    UnpackNibbleGroups(w.qs, u);
+    FifthBits(w.qh, u);
+    u->d = Scales(w.d);
+    u->m = Scales(w.m);
+  }
+  // Level indices to signed levels through the 16-entry table.
+  static void LevelGroups(const uint8_t* qs, const int8_t (&table)[16], PackedW* u) {
+    UnpackNibbleGroups(qs, u);
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+    for (int j = 0; j < 8; ++j) {
+      u->q[j] = _mm256_shuffle_epi8(lut, u->q[j]);
+      u->a[j] = _mm256_abs_epi8(u->q[j]);
+    }
+  }
+  static void UnpackPacked(const BlockIQ4_NLx8& w, PackedW* u) {
+    LevelGroups(w.qs, kIQ4Levels, u);
+    u->d = Scales(w.d);
+  }
+  static void UnpackPacked(const BlockMXFP4x8& w, PackedW* u) {
+    LevelGroups(w.qs, kMXFP4Levels, u);
+    u->d = _mm256_setr_ps(E8M0Half<I>(w.e[0]), E8M0Half<I>(w.e[1]), E8M0Half<I>(w.e[2]), E8M0Half<I>(w.e[3]),
+                          E8M0Half<I>(w.e[4]), E8M0Half<I>(w.e[5]), E8M0Half<I>(w.e[6]), E8M0Half<I>(w.e[7]));
+  }
+  // Per packed type: the offset subtracted from unsigned quants (Q4_0, Q5_0), whether the quants
+  // are signed (sign trick), whether rows carry an offset m (Q4_1, Q5_1: ActQ8_1 activations).
   template <class PB>
-  static constexpr int kPackedOffset = std::is_same_v<PB, BlockQ8_0x8> ? 0 : std::is_same_v<PB, BlockQ4_0x8> ? 8 : 16;
+  static constexpr int kPackedOffset = std::is_same_v<PB, BlockQ4_0x8> ? 8 : std::is_same_v<PB, BlockQ5_0x8> ? 16 : 0;
+  template <class PB>
+  static constexpr bool kPackedSigned = std::is_same_v<PB, BlockQ8_0x8> || std::is_same_v<PB, BlockIQ4_NLx8> ||
+                                        std::is_same_v<PB, BlockMXFP4x8>;
+  template <class PB>
+  static constexpr bool kPackedMin = std::is_same_v<PB, BlockQ4_1x8> || std::is_same_v<PB, BlockQ5_1x8>;
+  template <class PB>
+  using PackedAct = std::conditional_t<kPackedMin<PB>, ActQ8_1, ActQ8_0>;
   // Group j's dot product against four activation bytes in every lane.
   template <class PB>
   static __m256i PackedGroupDot(__m256i acc, const PackedW& u, int j, __m256i x4) {
-    if constexpr (kPackedOffset<PB> == 0) return I::DotU8S8(acc, u.a[j], _mm256_sign_epi8(x4, u.q[j]));  // as Q8_0's step
+    if constexpr (kPackedSigned<PB>) return I::DotU8S8(acc, u.a[j], _mm256_sign_epi8(x4, u.q[j]));  // as Q8_0's step
     return I::DotU8S8(acc, u.q[j], x4);  // q ∈ [0, 31], |x| ≤ 127: exact
   }
 
   // neg_off[i·n_blocks + b]: −offset·Σx of activation row i's block b (null for Q8_0).
   template <class PB, int MR, bool kPrefetch>
-  static void PackedTile(const ActQ8_0* x, const int32_t* neg_off, size_t n_blocks, const PB* w, float* y, size_t ldy,
-                         const PB* w_ahead) {
+  static void PackedTile(const PackedAct<PB>* x, const int32_t* neg_off, size_t n_blocks, const PB* w, float* y,
+                         size_t ldy, const PB* w_ahead) {
     __m256 acc[MR];
     for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
     for (size_t b = 0; b < n_blocks; ++b) {
@@ -246,7 +351,7 @@ struct X86QuantOps {
       UnpackPacked(w[b], &u);
 #pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) {
-        const ActQ8_0& xb = x[i * n_blocks + b];
+        const PackedAct<PB>& xb = x[i * n_blocks + b];
         __m256i sums[4];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
@@ -258,6 +363,7 @@ struct X86QuantOps {
         __m256i sum = _mm256_add_epi32(_mm256_add_epi32(sums[0], sums[1]), _mm256_add_epi32(sums[2], sums[3]));
         if constexpr (kPackedOffset<PB> != 0) sum = _mm256_add_epi32(sum, _mm256_set1_epi32(neg_off[i * n_blocks + b]));
         acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(u.d, _mm256_set1_ps(xb.d)), _mm256_cvtepi32_ps(sum), acc[i]);
+        if constexpr (kPackedMin<PB>) acc[i] = _mm256_fmadd_ps(u.m, _mm256_set1_ps(xb.s), acc[i]);  // + m·s
       }
     }
     for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
@@ -289,7 +395,7 @@ struct X86QuantOps {
   static void MatMulPackedTyped(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
                                 size_t k, size_t n_begin, size_t n_end) {
     const size_t n_blocks = k / kQK0;
-    const auto* x = static_cast<const ActQ8_0*>(xq);
+    const auto* x = static_cast<const PackedAct<PB>*>(xq);
     std::vector<int32_t> neg_off;
     if constexpr (kPackedOffset<PB> != 0) {
       neg_off.resize(m * n_blocks);
@@ -373,8 +479,87 @@ struct X86QuantOps {
       case QuantType::kQ4_K: return MatMulPackedQ4K(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_0: return MatMulPackedTyped<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ5_0: return MatMulPackedTyped<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ4_1: return MatMulPackedTyped<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ5_1: return MatMulPackedTyped<BlockQ5_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kIQ4_NL:
+        return MatMulPackedTyped<BlockIQ4_NLx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kMXFP4: return MatMulPackedTyped<BlockMXFP4x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       default: return MatMulPackedTyped<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
+  }
+
+  // Q2_K / Q3_K: the 32 elements 128h + 32j + l (l < 32) are bits 2j..2j+1 of byte l of qs[32h..] —
+  // one register per quarter t = 4h + j, against activations 32t.. — with groups 2t (bytes 0-15)
+  // and 2t + 1 (bytes 16-31): Q6_K's arrangement, so ScaledSubBlockSums serves them too.
+  struct Q23KW {
+    __m256i q[8];   // quarter t: Q2_K q ∈ [0, 3]; Q3_K q + 4 ∈ [0, 7]
+    __m256i sc[8];  // its two groups' scales, i16 lanes
+    __m256i g16;    // per group, as i16 against the activation's bsums: Q2_K's mins, Q3_K's scales
+    float d, dmin;
+  };
+  // scales16: the 16 group scales as i16 (8 per half).
+  static void UnpackQuarters(const uint8_t* qs, const uint8_t* hmask, const __m256i& scales16, Q23KW* u) {
+    const __m256i hm = hmask != nullptr ? Load(hmask) : _mm256_setzero_si256();
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m256i bits = Load(qs + 32 * h);
+      const __m256i sc = h == 0 ? _mm256_permute2x128_si256(scales16, scales16, 0x00)
+                                : _mm256_permute2x128_si256(scales16, scales16, 0x11);
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        __m256i q = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * j), Mask(3));
+        if (hmask != nullptr) {
+          const __m256i bit = Mask(1 << (4 * h + j));
+          q = _mm256_or_si256(q, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hm, bit), bit), Mask(4)));
+        }
+        u->q[4 * h + j] = q;
+        u->sc[4 * h + j] = _mm256_shuffle_epi8(sc, PickI16(2 * j, 2 * j + 1));
+      }
+    }
+  }
+  // Q2_K: lanes Σ_g sc_g·q·x (|lane| ≤ 16·2·3·127·15 < 2^18), mins Σ_g m_g·bsum_g.
+  struct Q2KW : Q23KW {};
+  struct Q3KW : Q23KW {};
+  static Q2KW Unpack(const BlockQ2_K* w) {
+    Q2KW u;
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales));
+    UnpackQuarters(w->qs, nullptr, _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F))), &u);
+    u.g16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
+    u.d = F16(w->d);
+    u.dmin = F16(w->dmin);
+    return u;
+  }
+  // Q3_K: lanes Σ_g sc_g·(q + 4)·x − 4·Σ_g sc_g·bsum_g (sc_g ∈ [−32, 31], |lane| < 2^22).
+  // Q3KScale (quant_impl.h) for the 16 groups at once, minus 32, as i16: low nibbles of bytes 0-7
+  // (groups 0-7), their high nibbles (8-15), and 2 high bits per group from bytes 8-11.
+  static __m256i Q3KScales(const uint8_t* packed) {
+    uint64_t lo;
+    uint32_t hi;
+    std::memcpy(&lo, packed, 8);
+    std::memcpy(&hi, packed + 8, 4);
+    const __m128i l = _mm_cvtsi64_si128(static_cast<long long>(lo));
+    const __m128i low = _mm_and_si128(_mm_unpacklo_epi64(l, _mm_srli_epi16(l, 4)), _mm_set1_epi8(0x0F));
+    const __m128i high = _mm_and_si128(_mm_setr_epi32(static_cast<int>(hi), static_cast<int>(hi >> 2),
+                                                      static_cast<int>(hi >> 4), static_cast<int>(hi >> 6)),
+                                       _mm_set1_epi8(3));
+    return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32)));
+  }
+  static Q3KW Unpack(const BlockQ3_K* w) {
+    Q3KW u;
+    u.g16 = Q3KScales(w->scales);
+    UnpackQuarters(w->qs, w->hmask, u.g16, &u);
+    u.d = F16(w->d);
+    u.dmin = 0.0f;
+    return u;
+  }
+  static Acc Dot(Acc acc, const Q2KW& u, const ActQ8_K* x) {
+    const __m256i mins = _mm256_madd_epi16(Load(x->bsums), u.g16);
+    acc = Fma(acc, x->d * u.d, ScaledSubBlockSums(u.q, u.sc, x->qs));
+    return _mm256_fnmadd_ps(_mm256_set1_ps(x->d * u.dmin), _mm256_cvtepi32_ps(mins), acc);
+  }
+  static Acc Dot(Acc acc, const Q3KW& u, const ActQ8_K* x) {
+    const __m256i corr = _mm256_madd_epi16(Load(x->bsums), u.g16);
+    return Fma(acc, u.d * x->d, _mm256_sub_epi32(ScaledSubBlockSums(u.q, u.sc, x->qs), _mm256_slli_epi32(corr, 2)));
   }
 
   // Q6_K: lanes Σ_g sc_g·q·x − 32·Σ_g sc_g·bsum_g, q ∈ [0, 63] (|lane| < 2^26).

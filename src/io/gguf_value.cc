@@ -17,6 +17,7 @@ constexpr GgmlTypeInfo kGgmlTypes[] = {
     {GgmlType::kQ2_K, "Q2_K", 256, 84},     {GgmlType::kQ3_K, "Q3_K", 256, 110},
     {GgmlType::kQ4_K, "Q4_K", 256, 144},    {GgmlType::kQ5_K, "Q5_K", 256, 176},
     {GgmlType::kQ6_K, "Q6_K", 256, 210},    {GgmlType::kQ8_K, "Q8_K", 256, 292},
+    {GgmlType::kIQ4_NL, "IQ4_NL", 32, 18},  {GgmlType::kIQ4_XS, "IQ4_XS", 256, 136},
     {GgmlType::kI8, "I8", 1, 1},            {GgmlType::kI16, "I16", 1, 2},
     {GgmlType::kI32, "I32", 1, 4},          {GgmlType::kI64, "I64", 1, 8},
     {GgmlType::kF64, "F64", 1, 8},          {GgmlType::kIQ1_M, "IQ1_M", 256, 56},

@@ -1,8 +1,8 @@
 // Model weights: named tensors per layer, each tagged with its storage type.
 //
 // The forward pass reaches weights only through WeightTensor and MatMulWeights (forward.cc), which
-// dispatches on the dtype: F32 rows go to the f32 matmul, quantized rows (Q8_0, Q4_0, Q5_0, Q4_K,
-// Q5_K, Q6_K) to the quantized matmul, which first quantizes the activation rows. A loaded GGUF's
+// dispatches on the dtype: F32 rows go to the f32 matmul, quantized rows (every kernels::QuantType:
+// Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4) to the quantized matmul, which first quantizes the activation rows. A loaded GGUF's
 // F32 and quantized tensors point straight into the memory-mapped file (kept open by `backing`);
 // F16/BF16 tensors are widened to F32 once at load into `storage` (2x their file size: the f16
 // values are represented exactly, and the f32 kernels then serve them).
@@ -26,7 +26,7 @@ namespace fak::internal {
 class ThreadPool;
 
 // Storage type of a weight tensor. The quantized values mirror kernels::QuantType (in order).
-enum class DType { kF32, kQ8_0, kQ4_0, kQ5_0, kQ4_K, kQ5_K, kQ6_K };
+enum class DType { kF32, kQ8_0, kQ4_0, kQ5_0, kQ4_K, kQ5_K, kQ6_K, kQ4_1, kQ5_1, kQ2_K, kQ3_K, kIQ4_NL, kIQ4_XS, kMXFP4 };
 
 inline bool IsQuantized(DType d) { return d != DType::kF32; }
 inline kernels::QuantType QuantOf(DType d) { return static_cast<kernels::QuantType>(static_cast<int>(d) - 1); }
@@ -38,7 +38,7 @@ struct WeightTensor {
   DType dtype = DType::kF32;
   size_t rows = 0, cols = 0;  // row-major [rows][cols]; matmul weights are [out][in]
   const void* data = nullptr;  // owned by ModelWeights::storage or inside ModelWeights::backing
-  // The same values packed for the matmul (Q8_0, Q4_0, Q5_0, Q4_K: kernels/quant_pack.h), owned by
+  // The same values packed for the matmul (kernels::IsPackable types: kernels/quant_pack.h), owned by
   // ModelWeights::packed_storage;
   // null when the matmul reads `data`. `data` stays what was loaded (the digest hashes it).
   const void* packed = nullptr;
@@ -102,8 +102,8 @@ struct ModelWeights {
   }
 };
 
-// Packs the matmul weights the kernels read faster packed: Q8_0, Q4_0, Q5_0 and Q4_K projections (and
-// an untied head of those types) whose row count is a multiple of 8. The embedding table is read
+// Packs the matmul weights the kernels read faster packed: projections of a kernels::IsPackable
+// type (and an untied head of those types) whose row count is a multiple of 8. The embedding table is read
 // row by row, so it, and a head tied to it, stay as loaded.
 void PackForMatMul(ModelWeights* weights);
 

@@ -23,7 +23,8 @@ namespace fak::kernels::testing {
 namespace {
 
 constexpr QuantType kQ8 = QuantType::kQ8_0;
-constexpr QuantType kPackable[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ5_0, QuantType::kQ4_K};
+constexpr QuantType kPackable[] = {QuantType::kQ8_0, QuantType::kQ4_0,   QuantType::kQ5_0,  QuantType::kQ4_K,
+                                   QuantType::kQ4_1, QuantType::kQ5_1,   QuantType::kIQ4_NL, QuantType::kMXFP4};
 
 // A width of about `k` that the type's blocks divide.
 size_t WidthFor(QuantType t, size_t k) { return IsK(t) ? (k + 255) / 256 * 256 : k; }
@@ -77,13 +78,9 @@ TEST_P(PackedQuantTest, MatchesTheProductOfTheDequantizedOperands) {
     const size_t rb = QuantRowBytes(t, k), arb = QuantActRowBytes(t, k);
     std::vector<double> ref(m * n), tol(m * n);
     for (size_t i = 0; i < m; ++i) {
-      std::vector<float> xd = ref::DequantizeActRow(t, xq.data() + i * arb, k);
       for (size_t j = 0; j < n; ++j) {
-        std::vector<float> wd = ref::DequantizeRow(t, w.data() + j * rb, k);
-        std::vector<double> mag = Magnitudes(t, w.data() + j * rb, k);
-        double acc = 0, bound = 0;
-        for (size_t e = 0; e < k; ++e) acc += double(wd[e]) * xd[e], bound += mag[e] * std::fabs(double(xd[e]));
-        ref[i * n + j] = acc;
+        double bound;
+        ref[i * n + j] = RefRowProduct(t, w.data() + j * rb, xq.data() + i * arb, k, &bound);
         tol[i * n + j] = Gamma(2 * (k / 32) + 16) * bound;  // per block: scale products, converts, fmas
       }
     }

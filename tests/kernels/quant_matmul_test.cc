@@ -46,13 +46,9 @@ TEST_P(QuantMatMulTest, MatchesTheProductOfTheDequantizedOperands) {
       const size_t n_blocks = s.k / FormatOf(t).block_elems;
       std::vector<double> ref(s.m * s.n), tol(s.m * s.n);
       for (size_t i = 0; i < s.m; ++i) {
-        std::vector<float> xd = ref::DequantizeActRow(t, xq.data() + i * arb, s.k);
         for (size_t j = 0; j < s.n; ++j) {
-          std::vector<float> wd = ref::DequantizeRow(t, w.data() + j * rb, s.k);
-          std::vector<double> mag = Magnitudes(t, w.data() + j * rb, s.k);
-          double acc = 0, bound = 0;
-          for (size_t e = 0; e < s.k; ++e) acc += double(wd[e]) * xd[e], bound += mag[e] * std::fabs(double(xd[e]));
-          ref[i * s.n + j] = acc;
+          double bound;
+          ref[i * s.n + j] = RefRowProduct(t, w.data() + j * rb, xq.data() + i * arb, s.k, &bound);
           // Per block a rounded scale product, int→float, product and sum (two sums for Q4_K/Q5_K),
           // then the lane tree; plus the dequantized weight's own rounding.
           tol[i * s.n + j] = Gamma(2 * n_blocks + 16) * bound;
@@ -66,7 +62,8 @@ TEST_P(QuantMatMulTest, MatchesTheProductOfTheDequantizedOperands) {
 TEST_P(QuantMatMulTest, IsNearTheUnquantizedProduct) {
   // Relative RMS error over all outputs against X·Wᵀ in double from the original floats: weight
   // quantization error plus activation (8-bit) error.
-  const double kBound[] = {0.015, 0.1, 0.05, 0.1, 0.05, 0.03};  // Q8_0 Q4_0 Q5_0 Q4_K Q5_K Q6_K
+  // Q8_0 Q4_0 Q5_0 Q4_K Q5_K Q6_K Q4_1 Q5_1 Q2_K Q3_K IQ4_NL IQ4_XS MXFP4
+  const double kBound[] = {0.015, 0.1, 0.05, 0.1, 0.05, 0.03, 0.1, 0.05, 0.35, 0.2, 0.1, 0.1, 0.15};
   const size_t m = 4, k = 1024, n = 33;
   std::vector<float> x = RandomVector(m * k, 41), wf = RandomVector(n * k, 42);
   for (QuantType t : kAllTypes) {
@@ -175,8 +172,8 @@ TEST_P(QuantMatMulTest, PerturbationsChangeExactlyTheDependentOutputs) {
     std::vector<float> y2 = Run(t, x2, w, m, k, n);
     std::vector<uint8_t> w2 = w;
     const size_t pj = 10;  // the last column: a single-column tail
-    const size_t bb = FormatOf(t).block_bytes, d_at = t == QuantType::kQ6_K ? 208 : 0;
-    w2[(pj + 1) * QuantRowBytes(t, k) - bb + d_at] ^= 0x01;  // last block's scale, lowest mantissa bit
+    const size_t bb = FormatOf(t).block_bytes;
+    w2[(pj + 1) * QuantRowBytes(t, k) - bb + ScaleByteOf(t)] ^= 0x01;  // last block's scale, lowest bit
     std::vector<float> y3 = Run(t, x, w2, m, k, n);
     for (size_t i = 0; i < m; ++i)
       for (size_t j = 0; j < n; ++j) {

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,8 +31,12 @@ FAK_INSTANTIATE_OVER_TIERS(QuantTest);
 
 TEST(QuantFormatTest, SizesAndIdsMatchTheSpec) {
   struct Row { QuantType t; uint32_t id; size_t elems, bytes; };
-  const Row rows[] = {{QuantType::kQ8_0, 8, 32, 34},   {QuantType::kQ4_0, 2, 32, 18},   {QuantType::kQ5_0, 6, 32, 22},
-                      {QuantType::kQ4_K, 12, 256, 144}, {QuantType::kQ5_K, 13, 256, 176}, {QuantType::kQ6_K, 14, 256, 210}};
+  const Row rows[] = {{QuantType::kQ8_0, 8, 32, 34},     {QuantType::kQ4_0, 2, 32, 18},    {QuantType::kQ5_0, 6, 32, 22},
+                      {QuantType::kQ4_K, 12, 256, 144},  {QuantType::kQ5_K, 13, 256, 176}, {QuantType::kQ6_K, 14, 256, 210},
+                      {QuantType::kQ4_1, 3, 32, 20},     {QuantType::kQ5_1, 7, 32, 24},    {QuantType::kQ2_K, 10, 256, 84},
+                      {QuantType::kQ3_K, 11, 256, 110},  {QuantType::kIQ4_NL, 20, 32, 18}, {QuantType::kIQ4_XS, 23, 256, 136},
+                      {QuantType::kMXFP4, 39, 32, 17}};
+  ASSERT_EQ(std::size(rows), static_cast<size_t>(kNumQuantTypes));
   for (const Row& r : rows) {
     EXPECT_EQ(FormatOf(r.t).ggml_type, r.id) << Name(r.t);
     EXPECT_EQ(FormatOf(r.t).block_elems, r.elems) << Name(r.t);
@@ -39,6 +45,8 @@ TEST(QuantFormatTest, SizesAndIdsMatchTheSpec) {
   }
   EXPECT_EQ(QuantActRowBytes(QuantType::kQ4_0, 64), 72u);
   EXPECT_EQ(QuantActRowBytes(QuantType::kQ6_K, 512), 584u);
+  EXPECT_EQ(QuantActRowBytes(QuantType::kQ4_1, 64), 80u);
+  EXPECT_EQ(QuantActRowBytes(QuantType::kMXFP4, 64), 72u);
 }
 
 TEST(QuantFormatTest, ReferenceHalfConversionRoundTrips) {
@@ -60,12 +68,8 @@ TEST_P(QuantTest, DequantizeIsBitExactToTheSpecOnRandomBlocks) {
       std::vector<uint8_t> row(bytes);
       for (uint8_t& b : row) b = static_cast<uint8_t>(rng());
       const size_t bb = FormatOf(t).block_bytes;
-      for (size_t blk = 0; blk < bytes / bb; ++blk) {  // clear each f16 field's top exponent bit: finite
-        uint8_t* p = row.data() + blk * bb;
-        if (t == QuantType::kQ6_K) p[209] &= 0xBF;
-        else p[1] &= 0xBF;
-        if (t == QuantType::kQ4_K || t == QuantType::kQ5_K) p[3] &= 0xBF;
-      }
+      for (size_t blk = 0; blk < bytes / bb; ++blk)  // clear each f16 field's top exponent bit: finite
+        for (size_t at : F16FieldsOf(t)) row[blk * bb + at + 1] &= 0xBF;
       std::vector<float> want = ref::DequantizeRow(t, row.data(), k), got(k + 1, 7.0f);
       T().dequantize[static_cast<int>(t)](row.data(), got.data(), k);
       for (size_t e = 0; e < k; ++e) ASSERT_EQ(Bits(got[e]), Bits(want[e])) << Name(t) << " trial " << trial << " e " << e;
@@ -74,9 +78,44 @@ TEST_P(QuantTest, DequantizeIsBitExactToTheSpecOnRandomBlocks) {
   }
 }
 
+// tests/data/quant/gguf_dequantize.bin (tests/tools/make_quant_fixture.py): random blocks of every
+// type with the values the `gguf` Python package's dequantize gives them — a reading of the formats
+// independent of ours. The reference and every tier's kernel give those values bit for bit.
+TEST_P(QuantTest, DequantizeAgreesWithTheGgufPackage) {
+  std::ifstream in(std::string(FAK_TEST_DATA_DIR) + "/quant/gguf_dequantize.bin", std::ios::binary);
+  ASSERT_TRUE(in.good());
+  const std::vector<char> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<bool> seen(kNumQuantTypes, false);
+  for (size_t at = 0; at < file.size();) {
+    uint32_t head[4];  // ggml type, blocks, block bytes, block elements
+    ASSERT_LE(at + sizeof head, file.size());
+    std::memcpy(head, file.data() + at, sizeof head);
+    const QuantFormat* f = nullptr;
+    for (const QuantFormat& q : kQuantFormats) f = q.ggml_type == head[0] ? &q : f;
+    ASSERT_NE(f, nullptr) << "ggml type " << head[0];
+    ASSERT_EQ(head[2], f->block_bytes);
+    ASSERT_EQ(head[3], f->block_elems);
+    const size_t k = head[1] * f->block_elems, bytes = head[1] * f->block_bytes;
+    ASSERT_LE(at + sizeof head + bytes + k * sizeof(float), file.size());
+    const auto* blocks = reinterpret_cast<const uint8_t*>(file.data() + at + sizeof head);
+    std::vector<float> want(k), got(k);
+    std::memcpy(want.data(), blocks + bytes, k * sizeof(float));
+    const std::vector<float> ref = ref::DequantizeRow(f->type, blocks, k);
+    T().dequantize[static_cast<int>(f->type)](blocks, got.data(), k);
+    for (size_t e = 0; e < k; ++e) {
+      ASSERT_EQ(Bits(ref[e]), Bits(want[e])) << f->name << " reference, e " << e << ": " << ref[e] << " vs " << want[e];
+      ASSERT_EQ(Bits(got[e]), Bits(want[e])) << f->name << " kernel, e " << e;
+    }
+    seen[static_cast<int>(f->type)] = true;
+    at += sizeof head + bytes + k * sizeof(float);
+  }
+  for (QuantType t : kAllTypes) EXPECT_TRUE(seen[static_cast<int>(t)]) << Name(t) << " missing from the fixture";
+}
+
 TEST_P(QuantTest, RoundTripErrorIsTypicalOfTheFormat) {
   // Relative RMS error of quantize (reference) → dequantize (kernel) on uniform rows.
-  const double kBound[] = {0.01, 0.1, 0.05, 0.1, 0.05, 0.03};  // Q8_0 Q4_0 Q5_0 Q4_K Q5_K Q6_K
+  // Q8_0 Q4_0 Q5_0 Q4_K Q5_K Q6_K Q4_1 Q5_1 Q2_K Q3_K IQ4_NL IQ4_XS MXFP4
+  const double kBound[] = {0.01, 0.1, 0.05, 0.1, 0.05, 0.03, 0.1, 0.05, 0.35, 0.2, 0.1, 0.1, 0.15};
   for (QuantType t : kAllTypes) {
     const size_t k = 1024;
     std::vector<float> x = RandomVector(k, 9), y(k);
@@ -89,14 +128,23 @@ TEST_P(QuantTest, RoundTripErrorIsTypicalOfTheFormat) {
     EXPECT_GT(rel, 1e-4) << Name(t) << ": suspiciously exact (non-vacuity)";
     if (!IsK(t)) {  // the 32-element formats: every element within half a step (+ f16 slack) of x,
       // or a whole step for Q4_0/Q5_0, whose levels run from −off to off−1 (the end opposite the
-      // block's signed maximum is clamped)
+      // block's signed maximum is clamped); for the tables, half the widest gap between levels or
+      // the clamp at the far end (IQ4_NL: 127 − 113 of 127; MXFP4: 12 − 8, with 12·scale < 2·amax)
+      double step_of_amax = 0;
+      switch (t) {
+        case QuantType::kQ8_0: step_of_amax = 0.5 / 127; break;
+        case QuantType::kQ4_0: step_of_amax = 1.0 / 8; break;
+        case QuantType::kQ5_0: step_of_amax = 1.0 / 16; break;
+        case QuantType::kQ4_1: step_of_amax = 1.0 / 15; break;  // half of (hi − lo) / 15 ≤ 2·amax / 15
+        case QuantType::kQ5_1: step_of_amax = 1.0 / 31; break;
+        case QuantType::kIQ4_NL: step_of_amax = 14.0 / 127; break;
+        default: step_of_amax = 1.0 / 3; break;  // MXFP4
+      }
       for (size_t e = 0; e < k; ++e) {
         const size_t b = e / 32 * 32;
         double amax = 0;
         for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(double(x[i])));
-        const double levels = t == QuantType::kQ8_0 ? 127 : t == QuantType::kQ4_0 ? 8 : 16;
-        const double steps = t == QuantType::kQ8_0 ? 0.5 : 1.0;
-        ASSERT_LE(std::fabs(y[e] - x[e]), amax / levels * steps + amax * 2e-3) << Name(t) << " e " << e;
+        ASSERT_LE(std::fabs(y[e] - x[e]), amax * step_of_amax + amax * 2e-3) << Name(t) << " e " << e;
       }
     }
   }
@@ -132,7 +180,7 @@ TEST_P(QuantTest, ActivationScalesAreRoundedAsGgmlStoresThem) {
 TEST_P(QuantTest, ActivationRowsAreQuantizedPerRow) {
   const size_t m = 5, k = 512;
   std::vector<float> x = WeightLikeRows(m, k, 13);
-  for (QuantType t : {QuantType::kQ4_0, QuantType::kQ4_K}) {
+  for (QuantType t : {QuantType::kQ4_0, QuantType::kQ4_1, QuantType::kQ4_K}) {
     std::vector<uint8_t> all = QuantizeAct(t, x, m, k);
     const size_t rb = QuantActRowBytes(t, k);
     for (size_t i = 0; i < m; ++i) {
@@ -147,6 +195,16 @@ TEST_P(QuantTest, ActivationRowsAreQuantizedPerRow) {
         // Half a step, plus (ActQ8_0) the f16 rounding of the scale: up to 2^-11 of d per unit of q.
         const double slack = IsK(t) ? 0.0 : 127.0 / 2048;
         ASSERT_LE(std::fabs(back[e] - xi[e]), amax / 127 * (0.5 + slack) * (1 + 1e-5)) << Name(t) << " e " << e;
+      }
+    }
+    if (t == QuantType::kQ4_1) {  // ActQ8_1: d as ActQ8_0's, s = d·Σq with the unrounded d, rounded to f16
+      const auto* a = reinterpret_cast<const ActQ8_1*>(all.data());
+      for (size_t b = 0; b < k / kQK0; ++b) {
+        float amax = 0;
+        int sum = 0;
+        for (size_t e = 0; e < kQK0; ++e) amax = std::max(amax, std::fabs(x[b * kQK0 + e])), sum += a[b].qs[e];
+        ASSERT_EQ(a[b].d, ref::HalfToFloat(ref::FloatToHalf(amax / 127.0f))) << b;
+        ASSERT_EQ(a[b].s, ref::HalfToFloat(ref::FloatToHalf(amax / 127.0f * static_cast<float>(sum)))) << b;
       }
     }
     if (IsK(t)) {  // bsums are the sums of 16 quants

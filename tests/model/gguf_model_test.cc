@@ -45,6 +45,7 @@ std::vector<uint8_t> F32Bytes(const float* x, size_t n, float add = 0.0f) {
 
 struct WriteOptions {
   std::optional<kernels::QuantType> quant;  // matrices (and the embedding) in this type
+  kernels::QuantType (*quant_mix)(const std::string& name) = nullptr;  // or each in the type this names
   std::string skip_tensor;                  // leave this tensor out
   std::string bad_shape_tensor;             // write this tensor with its dims swapped
   std::string architecture;                 // general.architecture other than the model's
@@ -98,13 +99,14 @@ void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = 
       std::swap(ne[0], ne.back());
       if (!matrix) ne[0] += 1;
     }
-    if (matrix && o.quant) {
+    const std::optional<kernels::QuantType> quant = o.quant_mix != nullptr ? o.quant_mix(name) : o.quant;
+    if (matrix && quant) {
       std::vector<uint8_t> bytes;
       for (size_t r = 0; r < t.rows; ++r) {
-        auto row = kernels::ref::QuantizeRow(*o.quant, t.f32() + r * t.cols, t.cols);
+        auto row = kernels::ref::QuantizeRow(*quant, t.f32() + r * t.cols, t.cols);
         bytes.insert(bytes.end(), row.begin(), row.end());
       }
-      g.Tensor(name, ne, kernels::FormatOf(*o.quant).ggml_type, bytes);
+      g.Tensor(name, ne, kernels::FormatOf(*quant).ggml_type, bytes);
     } else {
       g.Tensor(name, ne, 0, F32Bytes(t.f32(), t.rows * t.cols, matrix ? 0.0f : norm_add));
     }
@@ -275,6 +277,62 @@ TEST(GgufModel, QuantizedFilesAreExactWithinTheirRegimeAndCloseToF32) {
     EXPECT_GT(delta, 0.0f) << "quantization must change something";
     EXPECT_LT(delta, k.max_delta) << kernels::FormatOf(k.type).name;
     EXPECT_NE(loaded->WeightsDigest(), synthetic->WeightsDigest());
+    std::remove(path.c_str());
+  }
+}
+
+// Files mixing quant types per tensor, as llama.cpp's *_M / *_S presets do: one with the 256-element
+// types in the roles a Q2_K / Q3_K_M file gives them (hidden 256), one with the newer 32-element
+// types. Each loads, decodes token by token with the bits of its batch prefill (max|Δ| = 0), and
+// stays near the f32 model. Non-vacuity: the quantization moves the logits, and the compared last
+// row depends on the first token.
+TEST(QuantMixWitness, MixedQuantFilesDecodeWithTheBitsOfPrefill) {
+  using kernels::QuantType;
+  ModelConfig wide = TinyConfig(4, 2, 64, RopePairing::kAdjacent, 2);
+  wide.ffn_size = 256;
+  struct Case {
+    ModelConfig config;
+    QuantType (*mix)(const std::string& name);
+    float max_delta;
+  };
+  const Case cases[] = {
+      {wide,
+       [](const std::string& n) {
+         if (n.find("attn_v") != std::string::npos) return QuantType::kQ4_K;
+         if (n.find("ffn_down") != std::string::npos) return QuantType::kQ5_K;
+         if (n.find("attn_output") != std::string::npos) return QuantType::kIQ4_XS;
+         if (n.find("ffn_up") != std::string::npos || n.find("attn_k") != std::string::npos) return QuantType::kQ2_K;
+         if (n.find("token_embd") != std::string::npos) return QuantType::kQ6_K;
+         return QuantType::kQ3_K;
+       },
+       8.0f},  // measured 3.9 (logits have std ≈ 3; Q2_K is coarse)
+      {LlamaGgufConfig(),
+       [](const std::string& n) {
+         if (n.find("attn_q") != std::string::npos || n.find("ffn_gate") != std::string::npos) return QuantType::kQ4_1;
+         if (n.find("attn_k") != std::string::npos || n.find("ffn_down") != std::string::npos) return QuantType::kQ5_1;
+         if (n.find("attn_v") != std::string::npos || n.find("token_embd") != std::string::npos) return QuantType::kIQ4_NL;
+         return QuantType::kMXFP4;
+       },
+       5.0f},  // measured 2.5
+  };
+  for (const Case& k : cases) {
+    ASSERT_OK_AND_ASSIGN(auto synthetic, Model::Synthetic(k.config, 27));
+    const std::string path = TempPath("quant_mix_" + std::to_string(k.config.hidden_size) + ".gguf");
+    WriteOptions o;
+    o.quant_mix = k.mix;
+    WriteGguf(*synthetic, path, o);
+    ASSERT_OK_AND_ASSIGN(auto loaded, Model::Load(path));
+    const auto& w = internal::ModelAccess::Get(*loaded).weights;
+    EXPECT_NE(w.layers[0].wq.dtype, w.layers[0].wk.dtype);  // a mix indeed
+    ExpectPrefillMatchesDecode(*loaded, 24, 8);
+    const auto tokens = TokenSequence(24, 9, 97);
+    const auto lq = AllLogits(*loaded, tokens), lf = AllLogits(*synthetic, tokens);
+    EXPECT_GT(MaxAbsDiff(lq, lf), 0.0f) << "quantization must change something";
+    EXPECT_LT(MaxAbsDiff(lq, lf), k.max_delta);
+    auto altered = tokens;
+    altered[0] = (altered[0] + 1) % 97;
+    const auto la = AllLogits(*loaded, altered);
+    EXPECT_GT(MaxAbsDiff(std::vector<float>(la.end() - 97, la.end()), std::vector<float>(lq.end() - 97, lq.end())), 0.0f);
     std::remove(path.c_str());
   }
 }

@@ -91,7 +91,7 @@ Status MatMulQuantChecked(const KernelTable& t, QuantType wtype, std::span<const
     std::fill(y.begin(), y.end(), 0.0f);
     return Status::Ok();
   }
-  FAK_RETURN_IF_ERROR(ExpectAligned("w", w.data(), 2));
+  FAK_RETURN_IF_ERROR(ExpectAligned("w", w.data(), FormatOf(wtype).block_bytes % 2 == 0 ? 2 : 1));  // MXFP4: bytes
   FAK_RETURN_IF_ERROR(ExpectAligned("xq_scratch", xq_scratch.data(), 4));
   t.quantize_act(wtype, x.data(), k, m, k, xq_scratch.data());
   t.matmul_q(wtype, xq_scratch.data(), w.data(), row_bytes, y.data(), n, m, k, 0, n);

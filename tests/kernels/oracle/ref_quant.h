@@ -115,6 +115,85 @@ inline void DequantBlock(const BlockQ5_0& b, float* y) {
   }
 }
 
+// Q4_1 (levels 16) / Q5_1 (levels 32): the block's range [lo, hi], m = lo, d = (hi − lo) / (levels − 1).
+inline void QuantizeOffset(const float* x, int levels, uint16_t* d16, uint16_t* m16, int* q) {
+  float lo = x[0], hi = x[0];
+  for (int e = 1; e < 32; ++e) lo = std::min(lo, x[e]), hi = std::max(hi, x[e]);
+  *d16 = FloatToHalf((hi - lo) / static_cast<float>(levels - 1));
+  *m16 = FloatToHalf(lo);
+  const double d = HalfToFloat(*d16), m = HalfToFloat(*m16);
+  for (int e = 0; e < 32; ++e) q[e] = d == 0 ? 0 : Clamp(Round((x[e] - m) / d), 0, levels - 1);
+}
+
+inline void QuantizeBlock(const float* x, BlockQ4_1* b) {
+  int q[32];
+  QuantizeOffset(x, 16, &b->d, &b->m, q);
+  for (int j = 0; j < 16; ++j) b->qs[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+}
+
+inline void QuantizeBlock(const float* x, BlockQ5_1* b) {
+  int q[32];
+  QuantizeOffset(x, 32, &b->d, &b->m, q);
+  uint32_t h = 0;
+  for (int e = 0; e < 32; ++e) h |= static_cast<uint32_t>((q[e] >> 4) & 1) << e;
+  std::memcpy(b->qh, &h, 4);
+  for (int j = 0; j < 16; ++j) b->qs[j] = static_cast<uint8_t>((q[j] & 0xF) | ((q[j + 16] & 0xF) << 4));
+}
+
+// Element e's 4-bit quant in the Q4_0 nibble order (byte e for e < 16, its high nibble above).
+inline int Nibble(const uint8_t* qs, int e) { return e < 16 ? (qs[e] & 0xF) : (qs[e - 16] >> 4); }
+
+inline void DequantBlock(const BlockQ4_1& b, float* y) {
+  for (int e = 0; e < 32; ++e) y[e] = HalfToFloat(b.d) * static_cast<float>(Nibble(b.qs, e)) + HalfToFloat(b.m);
+}
+
+inline void DequantBlock(const BlockQ5_1& b, float* y) {
+  uint32_t h = b.qh[0] | (b.qh[1] << 8) | (b.qh[2] << 16) | (static_cast<uint32_t>(b.qh[3]) << 24);
+  for (int e = 0; e < 32; ++e) {
+    const int q = Nibble(b.qs, e) + 16 * static_cast<int>((h >> e) & 1);
+    y[e] = HalfToFloat(b.d) * static_cast<float>(q) + HalfToFloat(b.m);
+  }
+}
+
+// The level index nearest to v among `levels` (the first of two equally near).
+inline int NearestLevel(const int8_t* levels, double v) {
+  int best = 0;
+  for (int i = 1; i < 16; ++i)
+    if (std::fabs(levels[i] - v) < std::fabs(levels[best] - v)) best = i;
+  return best;
+}
+
+// IQ4_NL: d = signed max / −127 so the block's largest element maps to the level −127.
+inline void QuantizeBlock(const float* x, BlockIQ4_NL* b) {
+  b->d = FloatToHalf(SignedAbsMax(x, 32) / -127.0f);
+  const double d = HalfToFloat(b->d);
+  int q[32];
+  for (int e = 0; e < 32; ++e) q[e] = NearestLevel(kIQ4Levels, d == 0 ? 0 : x[e] / d);
+  for (int j = 0; j < 16; ++j) b->qs[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+}
+
+inline void DequantBlock(const BlockIQ4_NL& b, float* y) {
+  for (int e = 0; e < 32; ++e) y[e] = HalfToFloat(b.d) * static_cast<float>(kIQ4Levels[Nibble(b.qs, e)]);
+}
+
+// MXFP4's scale 2^(e − 128), in double (e < 2 included).
+inline double MXFP4Scale(uint8_t e) { return std::ldexp(1.0, static_cast<int>(e) - 128); }
+
+// MXFP4: the smallest power-of-two scale that keeps max|x| within the largest level (12).
+inline void QuantizeBlock(const float* x, BlockMXFP4* b) {
+  const double amax = std::fabs(SignedAbsMax(x, 32));
+  int e = amax == 0 ? 0 : static_cast<int>(std::ceil(std::log2(amax / 12))) + 128;
+  b->e = static_cast<uint8_t>(std::clamp(e, 0, 254));
+  const double d = MXFP4Scale(b->e);
+  int q[32];
+  for (int i = 0; i < 32; ++i) q[i] = NearestLevel(kMXFP4Levels, x[i] / d);
+  for (int j = 0; j < 16; ++j) b->qs[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+}
+
+inline void DequantBlock(const BlockMXFP4& b, float* y) {
+  for (int e = 0; e < 32; ++e) y[e] = static_cast<float>(kMXFP4Levels[Nibble(b.qs, e)] * MXFP4Scale(b.e));
+}
+
 // ---- K-quants ----
 
 // Sub-block s's 6-bit scale and min from the 12 packed bytes, by the spec's per-s rule.
@@ -237,13 +316,128 @@ inline void DequantBlock(const BlockQ6_K& b, float* y) {
   }
 }
 
+// Q2_K and Q3_K element e: byte 32·(e / 128) + e % 32 of qs, bits 2·(e % 128 / 32); group e / 16;
+// Q3_K's high bit is bit e / 32 of hmask[e % 32].
+inline int Q2Bits(const uint8_t* qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3; }
+
+// Q2_K: per group of 16 an affine range [min(0, lo), hi] in 3 steps, step and −min to 4 bits
+// against block-wide d and dmin (QuantizeK45's rule).
+inline void QuantizeBlock(const float* x, BlockQ2_K* b) {
+  double step[16], neg_min[16], max_step = 0, max_min = 0;
+  for (int g = 0; g < 16; ++g) {
+    double lo = 0, hi = -INFINITY;
+    for (int e = 0; e < 16; ++e) lo = std::min<double>(lo, x[16 * g + e]), hi = std::max<double>(hi, x[16 * g + e]);
+    step[g] = (hi - lo) / 3;
+    neg_min[g] = -lo;
+    max_step = std::max(max_step, step[g]);
+    max_min = std::max(max_min, neg_min[g]);
+  }
+  b->d = FloatToHalf(static_cast<float>(max_step / 15));
+  b->dmin = FloatToHalf(static_cast<float>(max_min / 15));
+  const double d = HalfToFloat(b->d), dmin = HalfToFloat(b->dmin);
+  std::memset(b->qs, 0, sizeof b->qs);
+  for (int g = 0; g < 16; ++g) {
+    const int sc = d == 0 ? 0 : Clamp(Round(step[g] / d), 0, 15);
+    const int m = dmin == 0 ? 0 : Clamp(std::lround(std::ceil(neg_min[g] / dmin)), 0, 15);
+    b->scales[g] = static_cast<uint8_t>(sc | (m << 4));
+    const double ds = d * sc, ms = dmin * m;
+    for (int i = 0; i < 16; ++i) {
+      const int e = 16 * g + i, q = ds == 0 ? 0 : Clamp(Round((x[e] + ms) / ds), 0, 3);
+      b->qs[32 * (e / 128) + e % 32] |= static_cast<uint8_t>(q << (2 * (e % 128 / 32)));
+    }
+  }
+}
+
+inline void DequantBlock(const BlockQ2_K& b, float* y) {
+  for (int e = 0; e < 256; ++e) {
+    const int sc = b.scales[e / 16] & 0xF, m = b.scales[e / 16] >> 4;
+    const float dl = HalfToFloat(b.d) * static_cast<float>(sc), ml = HalfToFloat(b.dmin) * static_cast<float>(m);
+    y[e] = dl * static_cast<float>(Q2Bits(b.qs, e)) - ml;
+  }
+}
+
+// Q3_K group g's 6-bit scale, by the per-g rule of quant_format.h.
+inline int Q3Scale(const uint8_t* p, int g) {
+  const int low = g < 8 ? p[g] & 0xF : p[g - 8] >> 4;
+  return low | (((p[8 + g % 4] >> (2 * (g / 4))) & 3) << 4);
+}
+
+// Q3_K: per group of 16 a signed scale (max / −4) against d = max|scale| / 32 in 6 bits (−32..31).
+inline void QuantizeBlock(const float* x, BlockQ3_K* b) {
+  double gs[16], max_abs = 0;
+  for (int g = 0; g < 16; ++g) {
+    gs[g] = SignedAbsMax(x + 16 * g, 16) / -4.0;
+    max_abs = std::max(max_abs, std::fabs(gs[g]));
+  }
+  b->d = FloatToHalf(static_cast<float>(max_abs / 32));
+  const double d = HalfToFloat(b->d);
+  std::memset(b->hmask, 0, sizeof b->hmask);
+  std::memset(b->qs, 0, sizeof b->qs);
+  std::memset(b->scales, 0, sizeof b->scales);
+  for (int g = 0; g < 16; ++g) {
+    const int sc = d == 0 ? 0 : Clamp(Round(gs[g] / d), -32, 31), u = sc + 32;
+    b->scales[g % 8] |= static_cast<uint8_t>((u & 0xF) << (4 * (g / 8)));
+    b->scales[8 + g % 4] |= static_cast<uint8_t>((u >> 4) << (2 * (g / 4)));
+    const double ds = d * sc;
+    for (int i = 0; i < 16; ++i) {
+      const int e = 16 * g + i, q = (ds == 0 ? 0 : Clamp(Round(x[e] / ds), -4, 3)) + 4;
+      b->qs[32 * (e / 128) + e % 32] |= static_cast<uint8_t>((q & 3) << (2 * (e % 128 / 32)));
+      b->hmask[e % 32] |= static_cast<uint8_t>((q >> 2) << (e / 32));
+    }
+  }
+}
+
+inline void DequantBlock(const BlockQ3_K& b, float* y) {
+  for (int e = 0; e < 256; ++e) {
+    const int q = Q2Bits(b.qs, e) + 4 * ((b.hmask[e % 32] >> (e / 32)) & 1) - 4;
+    const float dl = HalfToFloat(b.d) * static_cast<float>(Q3Scale(b.scales, e / 16) - 32);
+    y[e] = dl * static_cast<float>(q);
+  }
+}
+
+inline int IQ4XSScale(const BlockIQ4_XS& b, int s) {
+  return ((b.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((b.scales_h >> (2 * s)) & 3) << 4);
+}
+
+// IQ4_XS: per sub-block of 32 a signed scale (max / −127) against d = max|scale| / 32 in 6 bits.
+inline void QuantizeBlock(const float* x, BlockIQ4_XS* b) {
+  double ss[8], max_abs = 0;
+  for (int s = 0; s < 8; ++s) {
+    ss[s] = SignedAbsMax(x + 32 * s, 32) / -127.0;
+    max_abs = std::max(max_abs, std::fabs(ss[s]));
+  }
+  b->d = FloatToHalf(static_cast<float>(max_abs / 32));
+  const double d = HalfToFloat(b->d);
+  b->scales_h = 0;
+  std::memset(b->scales_l, 0, sizeof b->scales_l);
+  for (int s = 0; s < 8; ++s) {
+    const int sc = d == 0 ? 0 : Clamp(Round(ss[s] / d), -32, 31), u = sc + 32;
+    b->scales_l[s / 2] |= static_cast<uint8_t>((u & 0xF) << (4 * (s % 2)));
+    b->scales_h |= static_cast<uint16_t>((u >> 4) << (2 * s));
+    const double ds = d * sc;
+    int q[32];
+    for (int e = 0; e < 32; ++e) q[e] = NearestLevel(kIQ4Levels, ds == 0 ? 0 : x[32 * s + e] / ds);
+    for (int j = 0; j < 16; ++j) b->qs[16 * s + j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+  }
+}
+
+inline void DequantBlock(const BlockIQ4_XS& b, float* y) {
+  for (int e = 0; e < 256; ++e) {
+    const float dl = HalfToFloat(b.d) * static_cast<float>(IQ4XSScale(b, e / 32) - 32);
+    y[e] = dl * static_cast<float>(kIQ4Levels[Nibble(b.qs + 16 * (e / 32), e % 32)]);
+  }
+}
+
 // ---- Rows ----
 
 // A row of k floats (k a multiple of the block) as back-to-back blocks of type B.
+// Elements per block of type B (the 256-element blocks are all larger than 80 bytes).
+template <class B>
+inline constexpr size_t kElemsOf = sizeof(B) > 80 ? kQKK : kQK0;
+
 template <class B>
 std::vector<uint8_t> QuantizeRow(const float* x, size_t k) {
-  constexpr size_t kElems = sizeof(B) == sizeof(BlockQ8_0) || sizeof(B) == sizeof(BlockQ4_0) ||
-                                    sizeof(B) == sizeof(BlockQ5_0) ? kQK0 : kQKK;
+  constexpr size_t kElems = kElemsOf<B>;
   std::vector<uint8_t> out(k / kElems * sizeof(B));
   for (size_t i = 0; i < k / kElems; ++i) {
     B b;
@@ -255,8 +449,7 @@ std::vector<uint8_t> QuantizeRow(const float* x, size_t k) {
 
 template <class B>
 std::vector<float> DequantizeRow(const uint8_t* src, size_t k) {
-  constexpr size_t kElems = sizeof(B) == sizeof(BlockQ8_0) || sizeof(B) == sizeof(BlockQ4_0) ||
-                                    sizeof(B) == sizeof(BlockQ5_0) ? kQK0 : kQKK;
+  constexpr size_t kElems = kElemsOf<B>;
   std::vector<float> y(k);
   for (size_t i = 0; i < k / kElems; ++i) {
     B b;
@@ -275,6 +468,13 @@ inline std::vector<uint8_t> QuantizeRow(QuantType t, const float* x, size_t k) {
     case QuantType::kQ4_K: return QuantizeRow<BlockQ4_K>(x, k);
     case QuantType::kQ5_K: return QuantizeRow<BlockQ5_K>(x, k);
     case QuantType::kQ6_K: return QuantizeRow<BlockQ6_K>(x, k);
+    case QuantType::kQ4_1: return QuantizeRow<BlockQ4_1>(x, k);
+    case QuantType::kQ5_1: return QuantizeRow<BlockQ5_1>(x, k);
+    case QuantType::kQ2_K: return QuantizeRow<BlockQ2_K>(x, k);
+    case QuantType::kQ3_K: return QuantizeRow<BlockQ3_K>(x, k);
+    case QuantType::kIQ4_NL: return QuantizeRow<BlockIQ4_NL>(x, k);
+    case QuantType::kIQ4_XS: return QuantizeRow<BlockIQ4_XS>(x, k);
+    case QuantType::kMXFP4: return QuantizeRow<BlockMXFP4>(x, k);
   }
   return {};
 }
@@ -287,6 +487,13 @@ inline std::vector<float> DequantizeRow(QuantType t, const uint8_t* src, size_t 
     case QuantType::kQ4_K: return DequantizeRow<BlockQ4_K>(src, k);
     case QuantType::kQ5_K: return DequantizeRow<BlockQ5_K>(src, k);
     case QuantType::kQ6_K: return DequantizeRow<BlockQ6_K>(src, k);
+    case QuantType::kQ4_1: return DequantizeRow<BlockQ4_1>(src, k);
+    case QuantType::kQ5_1: return DequantizeRow<BlockQ5_1>(src, k);
+    case QuantType::kQ2_K: return DequantizeRow<BlockQ2_K>(src, k);
+    case QuantType::kQ3_K: return DequantizeRow<BlockQ3_K>(src, k);
+    case QuantType::kIQ4_NL: return DequantizeRow<BlockIQ4_NL>(src, k);
+    case QuantType::kIQ4_XS: return DequantizeRow<BlockIQ4_XS>(src, k);
+    case QuantType::kMXFP4: return DequantizeRow<BlockMXFP4>(src, k);
   }
   return {};
 }
@@ -294,12 +501,13 @@ inline std::vector<float> DequantizeRow(QuantType t, const uint8_t* src, size_t 
 // An activation row from quantize_act back to floats: d · q per element.
 inline std::vector<float> DequantizeActRow(QuantType wtype, const uint8_t* src, size_t k) {
   std::vector<float> y(k);
-  const bool kq = wtype == QuantType::kQ4_K || wtype == QuantType::kQ5_K || wtype == QuantType::kQ6_K;
-  const size_t elems = kq ? kQKK : kQK0, bytes = kq ? sizeof(ActQ8_K) : sizeof(ActQ8_0);
+  const ActFormat act = FormatOf(wtype).act;
+  const size_t elems = act == ActFormat::kQ8_K ? kQKK : kQK0, bytes = FormatOf(wtype).act_block_bytes;
+  const size_t qs_at = act == ActFormat::kQ8_1 ? offsetof(ActQ8_1, qs) : offsetof(ActQ8_0, qs);
   for (size_t b = 0; b < k / elems; ++b) {
     float d;
     std::memcpy(&d, src + b * bytes, 4);
-    const int8_t* q = reinterpret_cast<const int8_t*>(src + b * bytes + 4);
+    const int8_t* q = reinterpret_cast<const int8_t*>(src + b * bytes + qs_at);
     for (size_t e = 0; e < elems; ++e) y[b * elems + e] = d * static_cast<float>(q[e]);
   }
   return y;
