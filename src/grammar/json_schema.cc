@@ -4,6 +4,7 @@
 #include "fak/grammar/json_schema.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -64,6 +65,24 @@ bool IsAnnotation(std::string_view key) {
   for (std::string_view k : {"title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated",
                              "readOnly", "writeOnly", "$defs", "definitions"})
     if (k == key) return true;
+  return false;
+}
+
+// Whether `value` is of JSON Schema `type` (a name or a list of names).
+bool OfType(const Json& value, const Json& type) {
+  if (type.is_array()) {
+    for (const Json& t : type)
+      if (OfType(value, t)) return true;
+    return false;
+  }
+  const std::string name = type.is_string() ? type.get<std::string>() : "";
+  if (name == "string") return value.is_string();
+  if (name == "integer") return value.is_number_integer() || (value.is_number_float() && std::trunc(value.get<double>()) == value.get<double>());
+  if (name == "number") return value.is_number();
+  if (name == "boolean") return value.is_boolean();
+  if (name == "null") return value.is_null();
+  if (name == "object") return value.is_object();
+  if (name == "array") return value.is_array();
   return false;
 }
 
@@ -192,11 +211,19 @@ Result<std::string> Converter::Convert(const Json& s, const std::string& path, i
   }
   if (s.contains("const") || s.contains("enum")) {
     const bool is_const = s.contains("const");
-    FAK_RETURN_IF_ERROR(only(is_const ? "const" : "enum"));
+    for (const auto& [key, value] : s.items()) {
+      if (key != "const" && key != "enum" && key != "type" && !IsAnnotation(key))
+        return Refuse(path, "'" + key + "' beside '" + (is_const ? "const" : "enum") + "' is not supported");
+    }
     const Json list = is_const ? Json::array({s["const"]}) : s["enum"];
     if (!list.is_array() || list.empty()) return Refuse(path, "enum must be a non-empty list");
-    std::string out = "(";
-    for (size_t i = 0; i < list.size(); ++i) out += (i ? " | " : "") + Literal(internal::DumpJson(list[i]));
+    // pydantic writes {"enum": [...], "type": "string"}: only the values of that type are allowed.
+    std::string out;
+    for (const Json& value : list) {
+      if (s.contains("type") && !OfType(value, s["type"])) continue;
+      out += (out.empty() ? "(" : " | ") + Literal(internal::DumpJson(value));
+    }
+    if (out.empty()) return Refuse(path, "no value of the enum has the schema's type");
     return out + ")";
   }
   if (!s.contains("type")) {

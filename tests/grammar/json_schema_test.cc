@@ -59,6 +59,10 @@ TEST(JsonSchemaTest, EnumConstAnyOf) {
   EXPECT_TRUE(Accepts(R"({"enum":["red","green",3,null]})", "3"));
   EXPECT_FALSE(Accepts(R"({"enum":["red","green"]})", R"("blue")"));
   EXPECT_TRUE(Accepts(R"({"const":{"a":[1,2]}})", R"({"a":[1,2]})"));
+  // pydantic's Literal: the enum beside its type; a value of another type is never generated.
+  EXPECT_TRUE(Accepts(R"({"type":"string","enum":["a",1]})", R"("a")"));
+  EXPECT_FALSE(Accepts(R"({"type":"string","enum":["a",1]})", "1"));
+  EXPECT_TRUE(Accepts(R"({"type":"string","const":"point","title":"Kind"})", R"("point")"));
   EXPECT_TRUE(Accepts(R"({"anyOf":[{"type":"integer"},{"type":"string"}]})", R"("x")"));
   EXPECT_FALSE(Accepts(R"({"anyOf":[{"type":"integer"},{"type":"string"}]})", "true"));
   EXPECT_TRUE(Accepts(R"({"allOf":[{"type":"boolean"}],"description":"d"})", "true"));
@@ -113,6 +117,7 @@ TEST(JsonSchemaTest, UnsupportedKeywordsAreRefusedByName) {
             std::string::npos);
   EXPECT_NE(Refusal(R"({"$ref":"https://example.com/s.json"})").find("does not resolve"), std::string::npos);
   EXPECT_NE(Refusal(R"({"type":"object","properties":{},"required":["x"]})").find("'x' is not among"), std::string::npos);
+  EXPECT_NE(Refusal(R"({"type":"integer","enum":["a"]})").find("no value of the enum"), std::string::npos);
   EXPECT_NE(Refusal(R"({"type":"strung"})").find("unknown type 'strung'"), std::string::npos);
   EXPECT_NE(Refusal(R"({"type":"string","items":{}})").find("'items' does not apply to type string"), std::string::npos);
   EXPECT_NE(Refusal(R"({"type":"array","maxItems":100000})").find("above the supported"), std::string::npos);
