@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <numeric>
 #include <unordered_map>
 
 #include "src/grammar/stack_set.h"

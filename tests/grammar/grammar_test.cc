@@ -130,6 +130,11 @@ TEST(GrammarTest, LimitsAreEnforcedBeforeWork) {
   small = {};
   small.max_bytes = 8;
   EXPECT_NE(ParseError("root ::= \"abcdef\"", small).find("larger than the limit"), std::string::npos);
+  // A chain of optional, possibly empty items: each "a" could be any of them, one parse each —
+  // fine at 100, refused (not a blow-up) past max_stacks.
+  EXPECT_TRUE(Matches("root ::= (\"a\"?){0,100} \"b\"", "aab"));
+  ASSERT_OK_AND_ASSIGN(Grammar ambiguous, Grammar::Parse("root ::= (\"a\"?){0,1000} \"b\""));
+  EXPECT_EQ(GrammarMatcher::Start(ambiguous).error().code(), StatusCode::kResourceExhausted);
   // Deep nesting within the limit parses (no recursion blow-up).
   std::string deep = "root ::= " + std::string(60, '(') + "\"x\"" + std::string(60, ')');
   EXPECT_TRUE(Matches(deep, "x"));
