@@ -131,6 +131,16 @@ void ServerMetrics::CountErasure(std::string_view tenant) {
   ++erasures_[std::string(tenant)];
 }
 
+void ServerMetrics::CountFleetAnnouncement(bool failed, size_t pending) {
+  std::lock_guard lock(mu_);
+  ++fleet_[{"announced", failed ? "failed" : pending > 0 ? "unconfirmed" : "confirmed"}];
+}
+
+void ServerMetrics::CountFleetApplied() {
+  std::lock_guard lock(mu_);
+  ++fleet_[{"applied", "applied"}];
+}
+
 namespace {
 
 // The gate families, one sample set per tree ("completions": the engine's; "conversations": the
@@ -309,6 +319,13 @@ std::string ServerMetrics::Render(const EngineSnapshot& s) const {
              static_cast<double>(n));
     Header(&out, "fak_erasures_total", "counter", "Texts erased on request (POST /fak/v1/erase), by tenant.");
     for (const auto& [tenant, n] : erasures_) Sample(&out, "fak_erasures_total", Label("tenant", tenant), static_cast<double>(n));
+    if (!fleet_.empty()) {
+      Header(&out, "fak_fleet_erasures_total", "counter",
+             "Erasures this worker announced to its fleet (by whether every live worker confirmed) or applied for another.");
+      for (const auto& [key, n] : fleet_)
+        Sample(&out, "fak_fleet_erasures_total", Label("direction", key.first) + "," + Label("outcome", key.second),
+               static_cast<double>(n));
+    }
   }
   return out;
 }

@@ -72,6 +72,10 @@ class ServerMetrics {
   void CountSealed(std::string_view tenant, size_t sealed, size_t quarantined);
   // One erasure (POST /fak/v1/erase).
   void CountErasure(std::string_view tenant);
+  // One erasure this worker announced to its fleet (failed: not announced; pending: live workers
+  // that had not confirmed in time), or one it applied for another worker.
+  void CountFleetAnnouncement(bool failed, size_t pending);
+  void CountFleetApplied();
 
   std::string Render(const EngineSnapshot& snapshot) const;
 
@@ -85,6 +89,7 @@ class ServerMetrics {
   std::map<std::pair<std::string, std::string>, uint64_t> probes_;  // (verdict, axis or reason) → count
   std::map<std::pair<std::string, std::string>, uint64_t> sealed_;  // (tenant, cause) → messages
   std::map<std::string, uint64_t, std::less<>> erasures_;            // tenant → erasures
+  std::map<std::pair<std::string, std::string>, uint64_t> fleet_;    // (direction, outcome) → erasures
   Histogram ttft_;
   Histogram itl_;
 };

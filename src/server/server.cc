@@ -158,6 +158,7 @@ struct Server::Impl {
 
   explicit Impl(ServerOptions o) : options(std::move(o)) {}
   ~Impl() {
+    if (options.fleet != nullptr) options.fleet->StopListening();  // it calls into this
     Stop();
     std::unique_lock lock(inflight_mu);
     inflight_cv.wait(lock, [&] { return waiters == 0; });
@@ -204,6 +205,10 @@ struct Server::Impl {
   // engines' trees (only what `tenant` can reach, for a tenant's erasure; all of it for a
   // quarantine) and the KV tiers. What was removed, for the reply.
   Json EraseCopies(const Digest& source, std::optional<std::string_view> tenant);
+  // EraseCopies, then the fleet's part: announced to the other workers (a tenant's erasure waits
+  // for their confirmations, a quarantine does not: the shared denylist already stops its reuse),
+  // with what they said under "fleet".
+  Json EraseEverywhere(const Digest& source, std::optional<std::string_view> tenant);
   // Screens a chat's messages through the Planner (Planner::ScreenChat) before the engine sees
   // them: sealed texts become their stubs, new tool results are judged. Null without a Planner.
   // On success `request.messages` holds what the engine may run and `sealed` the sealed indices.
@@ -448,11 +453,23 @@ Json Server::Impl::EraseCopies(const Digest& source, std::optional<std::string_v
   return copies;
 }
 
+Json Server::Impl::EraseEverywhere(const Digest& source, std::optional<std::string_view> tenant) {
+  Json copies = EraseCopies(source, tenant);
+  if (options.fleet == nullptr) return copies;
+  const FleetConfirmation c = options.fleet->Announce(
+      FleetErasure{source, tenant ? std::optional<std::string>(*tenant) : std::nullopt}, /*wait=*/tenant.has_value());
+  Json fleet = {{"event", c.event_id}, {"confirmed", c.confirmed}, {"pending", c.pending}};
+  if (!c.error.empty()) fleet["error"] = c.error;
+  metrics.CountFleetAnnouncement(!c.error.empty(), c.pending.size());
+  copies["fleet"] = std::move(fleet);
+  return copies;
+}
+
 Status Server::Impl::ScreenChat(const std::string& tenant, ApiRequest& request, std::vector<size_t>* sealed) {
   if (!conversations) return Status::Ok();
   FAK_ASSIGN_OR_RETURN(ScreenedChat screened,
                        conversations->planner().ScreenChat(tenant, request.messages, options.screen_user_messages));
-  for (const Digest& d : screened.newly_sealed) (void)EraseCopies(d, std::nullopt);  // quarantined: everyone's
+  for (const Digest& d : screened.newly_sealed) (void)EraseEverywhere(d, std::nullopt);  // quarantined: everyone's
   for (size_t i = 0; i < screened.outcomes.size(); ++i)
     if (screened.outcomes[i].sealed) sealed->push_back(i);
   metrics.CountSealed(tenant, sealed->size() - screened.newly_sealed.size(), screened.newly_sealed.size());
@@ -641,7 +658,7 @@ void Server::Impl::HandleErase(const HttpRequest& req, HttpResponse& res) {
     return ReplyError(res, *tenant, kEndpoint, {status, status == 500 ? "server_error" : "invalid_request_error",
                                                 std::string(s.message()), "", status == 409 ? "conflict" : ""});
   }
-  Json copies = EraseCopies(*digest, *tenant);
+  Json copies = EraseEverywhere(*digest, *tenant);
   copies["text_store"] = erased->text_erased;
   // The planner's tree is the serving engine's (the first listed): what it evicted counts there.
   Json& serving_tree = copies["trees"][0];
@@ -916,7 +933,7 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
     impl->conversations = std::make_unique<internal::Conversations>(
         *planner, model, impl->options.default_max_tokens, impl->options.max_conversations,
         impl->options.max_conversations_per_tenant,
-        [self](const Digest& source, std::optional<std::string_view> tenant) { return self->EraseCopies(source, tenant); });
+        [self](const Digest& source, std::optional<std::string_view> tenant) { return self->EraseEverywhere(source, tenant); });
     if (impl->options.load_model) {
       impl->rollouts = std::make_unique<internal::Rollouts>(
           *planner, model, tokenizer, *impl->conversations, impl->options.load_model,
@@ -928,6 +945,16 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
   }
   for (const std::string& tenant : impl->options.admin_tenants)
     if (!IsValidTenant(tenant)) return InvalidArgument("ServerOptions: invalid admin tenant name '" + tenant + "'");
+  if (FleetLink* fleet = impl->options.fleet) {
+    // Another worker's erasure: this worker's copies go as the origin's did (its trees and tiers).
+    FAK_RETURN_IF_ERROR(fleet->Listen([self](const FleetErasure& e) {
+      const Json copies = self->EraseCopies(e.source, e.tenant ? std::optional<std::string_view>(*e.tenant) : std::nullopt);
+      size_t tokens = 0;
+      for (const Json& tree : copies["trees"]) tokens += tree["tokens"].get<size_t>();
+      self->metrics.CountFleetApplied();
+      return std::to_string(tokens) + " tokens, " + std::to_string(copies["kv_tier_entries"].get<size_t>()) + " tier entries";
+    }));
+  }
   const ServerOptions& o = impl->options;
   internal::HttpFrontOptions front;
   front.limits.max_body_bytes = o.max_body_bytes;

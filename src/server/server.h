@@ -38,6 +38,7 @@
 #include "fak/planner/planner.h"
 #include "fak/tokenizer/chat_template.h"
 #include "fak/tokenizer/tokenizer.h"
+#include "src/server/fleet.h"
 
 namespace fak {
 
@@ -103,6 +104,10 @@ struct ServerOptions {
   // KV tiers the engines spill to: an erased or quarantined text's KV is removed from them too. Not
   // owned; must outlive the server. Default: none.
   std::vector<KVTierStore*> kv_tiers;
+  // The fleet this worker belongs to (src/server/fleet.h): an erasure here is announced to the other
+  // workers and its reply names those that confirmed; theirs are applied here. Seals are shared
+  // through the Planner's denylist, not this. Not owned; must outlive the server. Default: null.
+  FleetLink* fleet = nullptr;
   // Tenants allowed to start a rollout (an operator action); others get 403. Empty: any caller
   // when there are no API keys, nobody when there are. Default: empty.
   std::vector<std::string> admin_tenants;

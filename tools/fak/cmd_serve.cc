@@ -11,17 +11,22 @@
 #include <mutex>
 #include <vector>
 #include <thread>
+#include <unistd.h>
 
 #include "fak/engine/engine.h"
 #include "fak/kvtier/kv_tier_store.h"
 #include "fak/kvtier/tier_pager.h"
 #include "fak/kvtier/tier_spiller.h"
 #include "fak/planner/planner.h"
+#include "fak/screen/file_denylist.h"
 #include "fak/screen/screen.h"
 #include "fak/store/blob_store.h"
 #if FAK_WITH_REDIS
 #include "fak/kvtier/redis_kv_tier.h"
 #include "fak/store/redis_store.h"
+#endif
+#if FAK_WITH_REDIS
+#include "src/server/redis_fleet.h"
 #endif
 #include "src/server/server.h"
 #include "tools/fak/cli.h"
@@ -96,7 +101,15 @@ constexpr std::string_view kServeUsage =
     "  --kv-tier-max-bytes-per-tenant BYTES  one tenant's share of the directory tier: past it,\n"
     "                         that tenant's least recently used entries go. Default: a quarter of\n"
     "                         --kv-tier-max-bytes with --api-keys, none without; 0 = none\n"
-    "  --kv-tier-ttl SECONDS  (Redis tier) an entry unused this long expires. Default: 86400; 0 = never\n";
+    "  --kv-tier-ttl SECONDS  (Redis tier) an entry unused this long expires. Default: 86400; 0 = never\n"
+    "\n"
+    "Fleet (several workers behind one router, sharing one Redis; docs/fleet.md; builds with Redis support):\n"
+    "  --fleet URL            redis://[:PASSWORD@]HOST[:PORT][/DB]: seals live in the fleet's denylist\n"
+    "                         there (this worker's earlier ones are copied in), an erasure is\n"
+    "                         announced to every worker and its reply names those that confirmed;\n"
+    "                         texts and the KV tier default to the same Redis, and each prefix is\n"
+    "                         written to the tier as it is made, so another worker pages it in\n"
+    "  --worker-id NAME       this worker's name in the fleet. Default: HOSTNAME-PID\n";
 
 // SIGINT and SIGTERM, blocked in every thread (BlockStopSignals runs before any thread starts: the
 // model's pool and the engine's step thread inherit the mask) and taken by StopOnSignal's thread.
@@ -157,9 +170,9 @@ class StopOnSignals {
 
 #if FAK_WITH_REDIS
 // redis://[:PASSWORD@]HOST[:PORT][/DB]
-Result<RedisOptions> ParseRedisUrl(std::string_view url) {
+Result<RedisOptions> ParseRedisUrl(std::string_view url, std::string_view flag) {
   constexpr std::string_view kScheme = "redis://";
-  const std::string bad = "--redis '" + std::string(url) + "': expected redis://[:PASSWORD@]HOST[:PORT][/DB]";
+  const std::string bad = "--" + std::string(flag) + " '" + std::string(url) + "': expected redis://[:PASSWORD@]HOST[:PORT][/DB]";
   if (url.rfind(kScheme, 0) != 0) return InvalidArgument(bad);
   std::string_view rest = url.substr(kScheme.size());
   RedisOptions o;
@@ -260,11 +273,13 @@ uint64_t DefaultTierBound(const std::string& dir) {
 
 // Null when neither flag is given. `denylist`: the planner chain's, so a quarantined text's KV is
 // never paged in.
-Result<std::unique_ptr<KVTier>> OpenKVTier(const Args& args, const Denylist& denylist) {
+// `fleet`: the fleet's Redis (--fleet), the tier's when neither flag names one.
+Result<std::unique_ptr<KVTier>> OpenKVTier(const Args& args, const Denylist& denylist,
+                                           const std::optional<RedisOptions>& fleet) {
   const std::optional<std::string> dir = args.Get("kv-tier-dir");
   const std::optional<std::string> redis = args.Get("kv-tier-redis");
   if (dir && redis) return InvalidArgument("--kv-tier-dir and --kv-tier-redis are alternatives; give one");
-  if (!dir && !redis) return std::unique_ptr<KVTier>();
+  if (!dir && !redis && !fleet) return std::unique_ptr<KVTier>();
   auto tier = std::make_unique<KVTier>();
   FAK_ASSIGN_OR_RETURN(const uint64_t ttl, args.GetUint("kv-tier-ttl", kDefaultTierTtlSeconds));
   if (dir) {
@@ -281,16 +296,19 @@ Result<std::unique_ptr<KVTier>> OpenKVTier(const Args& args, const Denylist& den
     if (args.Get("kv-tier-max-bytes") || args.Get("kv-tier-max-bytes-per-tenant"))
       return InvalidArgument("--kv-tier-max-bytes: a Redis tier is bounded by the server's maxmemory (and --kv-tier-ttl)");
 #if FAK_WITH_REDIS
-    const size_t colon = redis->rfind(':');
-    int port = 0;
-    const char* end = redis->data() + redis->size();
-    if (colon == std::string::npos || colon == 0 ||
-        std::from_chars(redis->data() + colon + 1, end, port).ptr != end || port <= 0 || port > 65535) {
-      return InvalidArgument("--kv-tier-redis '" + *redis + "': expected HOST:PORT (PORT 1-65535)");
+    RedisOptions o = fleet.value_or(RedisOptions{});
+    if (redis) {
+      const size_t colon = redis->rfind(':');
+      int port = 0;
+      const char* end = redis->data() + redis->size();
+      if (colon == std::string::npos || colon == 0 ||
+          std::from_chars(redis->data() + colon + 1, end, port).ptr != end || port <= 0 || port > 65535) {
+        return InvalidArgument("--kv-tier-redis '" + *redis + "': expected HOST:PORT (PORT 1-65535)");
+      }
+      o = RedisOptions{};
+      o.host = redis->substr(0, colon);
+      o.port = port;
     }
-    RedisOptions o;
-    o.host = redis->substr(0, colon);
-    o.port = port;
     if (ttl > uint64_t{INT32_MAX}) return InvalidArgument("--kv-tier-ttl: at most " + std::to_string(INT32_MAX) + " seconds");
     o.ttl_seconds = static_cast<int64_t>(ttl);
     FAK_ASSIGN_OR_RETURN(tier->store, OpenRedisKVTier(o));
@@ -311,12 +329,17 @@ using TenantStore = std::function<Result<std::unique_ptr<BlobStore>>(std::string
 // tenant's store once.
 Result<TenantStore> OpenTextStores(const Args& args, const StateDir& state) {
   const std::optional<std::string> dir = args.Get("store");
-  const std::optional<std::string> redis = args.Get("redis");
+  std::optional<std::string> redis = args.Get("redis");
   if (dir && redis) return InvalidArgument("--store and --redis are alternatives; give one");
+  [[maybe_unused]] std::string_view flag = "redis";  // names the flag in a parse error
+  if (!dir && !redis && args.Get("fleet")) {  // a fleet's texts are shared too
+    redis = args.Get("fleet");
+    flag = "fleet";
+  }
   TenantStore open;
   if (redis) {
 #if FAK_WITH_REDIS
-    FAK_ASSIGN_OR_RETURN(RedisOptions options, ParseRedisUrl(*redis));
+    FAK_ASSIGN_OR_RETURN(RedisOptions options, ParseRedisUrl(*redis, flag));
     open = [options](std::string_view tenant) {
       RedisOptions o = options;
       o.tenant = std::string(tenant);
@@ -332,6 +355,70 @@ Result<TenantStore> OpenTextStores(const Args& args, const StateDir& state) {
   }
   FAK_RETURN_IF_ERROR(open(kDefaultTenant).status());
   return open;
+}
+
+// This worker's part in a fleet (--fleet): the fleet's Redis, and the link that carries erasures.
+struct FleetMembership {
+  std::optional<RedisOptions> redis;  // nullopt: no fleet
+#if FAK_WITH_REDIS
+  std::unique_ptr<RedisFleet> link;
+#endif
+  FleetLink* link_or_null() const {
+#if FAK_WITH_REDIS
+    return link.get();
+#else
+    return nullptr;
+#endif
+  }
+};
+
+Result<FleetMembership> JoinFleet(const Args& args) {
+  FleetMembership m;
+  const std::optional<std::string> url = args.Get("fleet");
+  if (!url) {
+    if (args.Get("worker-id")) return InvalidArgument("--worker-id names this worker in a fleet; give --fleet too");
+    return m;
+  }
+#if FAK_WITH_REDIS
+  FAK_ASSIGN_OR_RETURN(m.redis, ParseRedisUrl(*url, "fleet"));
+  RedisFleetOptions options;
+  options.redis = *m.redis;
+  if (std::optional<std::string> id = args.Get("worker-id")) {
+    options.worker_id = *id;
+  } else {
+    char host[256] = {};
+    if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "worker");
+    options.worker_id = std::string(host) + "-" + std::to_string(getpid());
+  }
+  Result<std::unique_ptr<RedisFleet>> link = RedisFleet::Open(std::move(options));
+  if (!link) return link.error().WithContext("--fleet " + *url);
+  m.link = std::move(*link);
+  return m;
+#else
+  return Unsupported("--fleet: this build has no Redis support (FAK_WITH_REDIS=OFF)");
+#endif
+}
+
+// The planner's screens: the state directory's denylist, or in a fleet the fleet's, in its Redis
+// (a seal made on any worker holds on all; one made before this worker joined is copied in first,
+// so joining forgets none). *n_sealed: the state directory's seals.
+Result<std::shared_ptr<const ScreenChain>> ServeScreenChain(const StateDir& state, const FleetMembership& fleet,
+                                                            size_t* n_sealed) {
+  if (!fleet.redis) return StateScreenChain(state, n_sealed);
+#if FAK_WITH_REDIS
+  FAK_ASSIGN_OR_RETURN(std::shared_ptr<FileDenylist> local, FileDenylist::Open((state.dir / "denylist").string()));
+  *n_sealed = local->size();
+  RedisOptions o = *fleet.redis;
+  o.tenant = "fleet";  // one list for every worker; a tenant's erasure is keyed by TenantSealKey already
+  FAK_ASSIGN_OR_RETURN(std::shared_ptr<RedisDenylist> shared, RedisDenylist::Open(o));
+  for (const auto& [digest, reason] : local->Entries())
+    FAK_RETURN_IF_ERROR(shared->Add(digest, reason).WithContext("copying this worker's seals into the fleet's denylist"));
+  auto chain = std::make_shared<ScreenChain>(ScreenChain::Default());
+  FAK_RETURN_IF_ERROR(chain->set_denylist(std::move(shared)));
+  return std::shared_ptr<const ScreenChain>(std::move(chain));
+#else
+  return Unsupported("--fleet: this build has no Redis support");
+#endif
 }
 
 // The planner behind the conversation endpoints, seals, screening and erasure: same model,
@@ -429,7 +516,7 @@ int ServeCommand(std::span<char* const> argv) {
                          "max-queued", "max-queued-per-tenant", "model-name", "template", "state", "store", "redis",
                          "max-conversations", "max-conversations-per-tenant", "admin-tenant", "kv-tier-dir", "kv-tier-redis",
                          "kv-tier-max-bytes", "kv-tier-max-bytes-per-tenant", "kv-tier-ttl", "rollout-dir", "header-timeout", "body-timeout",
-                         "idle-timeout", "max-connections", "max-connections-per-peer", "drain-timeout"},
+                         "idle-timeout", "max-connections", "max-connections-per-peer", "drain-timeout", "fleet", "worker-id"},
                         {},
                         {{"-m", "model"}}};
   const std::string usage(kServeUsage);
@@ -456,6 +543,8 @@ int ServeCommand(std::span<char* const> argv) {
 
   StateDir state;
   if (Status s = OpenStateDir(args->Get("state"), "serve", &state); !s.ok()) return Fail("serve", s);
+  Result<FleetMembership> fleet = JoinFleet(*args);
+  if (!fleet) return Fail("serve", fleet.error());
   Result<TenantStore> tenant_store = OpenTextStores(*args, state);
   if (!tenant_store) return Fail("serve", tenant_store.error());
   // Every tenant's texts are in its own store; this one stays empty.
@@ -463,11 +552,11 @@ int ServeCommand(std::span<char* const> argv) {
   // The planner's screens; made first so the KV tier's pager asks the planner's denylist (a
   // quarantined text's KV is never paged in) and the planner can page in from the tier.
   size_t n_sealed = 0;
-  Result<std::shared_ptr<const ScreenChain>> chain = StateScreenChain(state, &n_sealed);
+  Result<std::shared_ptr<const ScreenChain>> chain = ServeScreenChain(state, *fleet, &n_sealed);
   if (!chain) return Fail("serve", chain.error());
   // Before the planner and the engine, so it outlives both (and every engine a rollout makes with
   // the same options).
-  Result<std::unique_ptr<KVTier>> kv_tier = OpenKVTier(*args, (*chain)->denylist());
+  Result<std::unique_ptr<KVTier>> kv_tier = OpenKVTier(*args, (*chain)->denylist(), fleet->redis);
   if (!kv_tier) return Fail("serve", kv_tier.error());
   EngineOptions engine_options;
   engine_options.max_running = *max_running;
@@ -480,6 +569,9 @@ int ServeCommand(std::span<char* const> argv) {
     engine_options.tree_options.access = (*kv_tier)->access;
     engine_options.tree_options.spill = kv_tier->get();
     engine_options.pager = (*kv_tier)->pager.get();
+    // In a fleet each prefix goes to the shared tier as it is made, not only when it is evicted:
+    // the next turn may be routed to another worker.
+    engine_options.tree_options.write_through = fleet->redis.has_value();
   }
   Result<std::unique_ptr<Engine>> engine = Engine::Create(*m->model, *m->tokenizer, engine_options);
   if (!engine) return Fail("serve", engine.error());
@@ -488,6 +580,7 @@ int ServeCommand(std::span<char* const> argv) {
   if (!planner) return Fail("serve", planner.error());
   if (*kv_tier) options->kv_tiers.push_back((*kv_tier)->store.get());
   options->planner = planner->get();
+  options->fleet = fleet->link_or_null();
   options->load_model = RolloutLoader(*threads, RolloutDirs(*args, *model_spec));
   options->rollout_engine = engine_options;
   Result<std::unique_ptr<Server>> server = Server::Create(**engine, *m->model, *m->tokenizer, *options);
@@ -502,6 +595,8 @@ int ServeCommand(std::span<char* const> argv) {
                std::string((*chat_template)->variant()).c_str(), options->model_id.c_str());
   std::fprintf(stderr, "fak serve: state in %s%s; certificate issuer key %s; %zu sealed texts\n", state.dir.c_str(),
                state.temporary ? " (temporary)" : "", (*planner)->public_key().Hex().c_str(), n_sealed);
+  if (FleetLink* link = fleet->link_or_null())
+    std::fprintf(stderr, "fak serve: fleet worker '%s'; seals, texts and KV shared through Redis\n", link->worker_id().c_str());
   std::fprintf(stderr, "fak serve: listening on http://%s:%u\n", options->host.c_str(), unsigned{*port});
   std::fflush(stderr);
   const Status served = (*server)->Serve();

@@ -1,0 +1,242 @@
+"""A fleet of `fak serve` workers on one Redis (docs/fleet.md): an erasure on one worker reaches
+every other (their trees, the shared tier, the shared denylist) and names who confirmed; a worker
+that was down applies the seal before it serves again; a conversation continued on another worker
+pages its prefix in from the shared tier and answers the same bits; a killed worker loses no text
+it acknowledged. Real redis-server, real workers, the openai client and raw HTTP.
+"""
+
+import hashlib
+import signal
+import uuid
+
+import pytest
+
+from test_server import MODEL, FakServer, redis_keys, redis_port, sample_value  # noqa: F401 (redis_port: fixture)
+
+
+def worker(tmp_path, port, name, *extra):
+    state = tmp_path / f"state-{name}"
+    state.mkdir(exist_ok=True)
+    return FakServer(tmp_path, "--fleet", f"redis://127.0.0.1:{port}", "--worker-id", name, "--state", str(state), *extra)
+
+
+def chat(server, text, key="key-alice", max_tokens=4):
+    return server.client(key).chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": text}], max_tokens=max_tokens, temperature=0)
+
+
+def cached(server, text, key="key-alice"):
+    status, reply = server.request("POST", "/fak/v1/prefix", {"model": MODEL, "messages": [{"role": "user", "content": text}]},
+                                   key=key)
+    assert status == 200, reply
+    return reply["cached_tokens"]
+
+
+def test_an_erasure_on_one_worker_reaches_every_worker(tmp_path, redis_port):
+    text = "the fleet forgets this: " + uuid.uuid4().hex
+    a, b, c = (worker(tmp_path, redis_port, n) for n in ("a", "b", "c"))
+    try:
+        for w in (b, c):
+            chat(w, text)
+            chat(w, text, key="key-bob")  # another tenant's copy of the same text
+        held = {w: cached(w, text) for w in (b, c)}
+        assert all(n > 0 for n in held.values()), held
+        status, reply = a.request("POST", "/fak/v1/erase", {"content": text, "reason": "asked"})
+        assert status == 200, reply
+        fleet = reply["removed"]["fleet"]
+        assert fleet["confirmed"] == ["a", "b", "c"] and fleet["pending"] == [], fleet
+        for w in (b, c):
+            # The text's KV is gone from the other workers' trees (what precedes it may stay) ...
+            assert cached(w, text) < held[w]
+            # ... and the text is sealed there: a chat carrying it gets its stub.
+            chat(w, text)
+            assert sample_value(w.metrics(), "fak_chat_sealed_messages_total", tenant="alice", cause="sealed") >= 1
+            assert sample_value(w.metrics(), "fak_fleet_erasures_total", direction="applied", outcome="applied") == 1
+            # Bob's copy is Bob's: still reused, never sealed.
+            assert cached(w, text, key="key-bob") == held[w]
+        assert sample_value(a.metrics(), "fak_fleet_erasures_total", direction="announced", outcome="confirmed") == 1
+    finally:
+        for w in (a, b, c):
+            w.stop()
+
+
+def test_a_worker_down_at_the_erasure_applies_the_seal_before_it_serves(tmp_path, redis_port):
+    text = "sealed while you slept: " + uuid.uuid4().hex
+    a = worker(tmp_path, redis_port, "a")
+    c = worker(tmp_path, redis_port, "c")
+    try:
+        chat(c, text)
+        c.stop()  # leaves the fleet: nobody waits for it
+        status, reply = a.request("POST", "/fak/v1/erase", {"content": text})
+        assert status == 200 and reply["removed"]["fleet"]["confirmed"] == ["a"], reply
+        c = worker(tmp_path, redis_port, "c")  # same state directory, back in the fleet
+        chat(c, text)
+        assert sample_value(c.metrics(), "fak_chat_sealed_messages_total", tenant="alice", cause="sealed") == 1
+        assert cached(c, text) < len(text)  # nothing of the text is reused (it pages in nothing sealed)
+    finally:
+        a.stop()
+        c.stop()
+
+
+def test_a_conversation_continues_on_another_worker_from_the_shared_tier(tmp_path, redis_port):
+    first = "Remember the fleet word: " + uuid.uuid4().hex + ". " + "Padding the prefix so it spans slabs. " * 6
+    a, b = worker(tmp_path, redis_port, "a"), worker(tmp_path, redis_port, "b")
+    try:
+        r1 = chat(a, first, max_tokens=6)
+        history = [{"role": "user", "content": first}, {"role": "assistant", "content": r1.choices[0].message.content},
+                   {"role": "user", "content": "And again?"}]
+        on_a = a.client().chat.completions.create(model=MODEL, messages=history, max_tokens=6, temperature=0)
+        on_b = b.client().chat.completions.create(model=MODEL, messages=history, max_tokens=6, temperature=0)
+        assert on_b.choices[0].message.content == on_a.choices[0].message.content
+        assert on_b.usage.prompt_tokens_details.cached_tokens > 0, on_b.usage
+        assert sample_value(b.metrics(), "fak_kv_tier_paged_tokens_total") > 0
+        # Control: a third worker without the fleet's tier computes it all, and answers the same.
+        lone = FakServer(tmp_path)
+        try:
+            alone = lone.client().chat.completions.create(model=MODEL, messages=history, max_tokens=6, temperature=0)
+        finally:
+            lone.stop()
+        assert alone.choices[0].message.content == on_a.choices[0].message.content
+        assert alone.usage.prompt_tokens_details.cached_tokens == 0
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_a_killed_worker_loses_no_acknowledged_text(tmp_path, redis_port):
+    a = worker(tmp_path, redis_port, "a")
+    text = "acknowledged before the crash: " + uuid.uuid4().hex
+    status, conv = a.request("POST", "/fak/v1/conversations", {"model": MODEL, "messages": [{"role": "user", "content": text}],
+                                                               "max_tokens": 2})
+    assert status == 200, conv
+    a.proc.send_signal(signal.SIGKILL)
+    a.proc.wait(10)
+    assert redis_keys(redis_port, f"*{hashlib.sha256(text.encode()).hexdigest()}*"), "the text is not in the fleet's store"
+
+
+def test_fleet_flags_are_checked(tmp_path):
+    import subprocess
+    from test_server import FAK
+    for extra, message in [(["--fleet", "http://x"], "--fleet 'http://x'"), (["--worker-id", "w"], "give --fleet too"),
+                           (["--fleet", "redis://127.0.0.1:1", "--worker-id", "bad name"], "worker id")]:
+        p = subprocess.run([FAK, "serve", MODEL, "--port", "0", *extra], capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and message in p.stderr, (extra, p.stderr)
+
+
+def test_redis_down_is_unavailable_never_a_seal(tmp_path):
+    """With the fleet's Redis gone a chat is refused as unavailable (503), not served unsealed and
+    not sealed; once Redis is back the same chat is served, and nothing was sealed meanwhile."""
+    import shutil
+    import socket
+    import subprocess
+    from test_server import wait_for
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    def start_redis():
+        proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path),
+                                 "--save", "", "--appendonly", "yes"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 10)
+        return proc
+
+    redis = start_redis()
+    w = worker(tmp_path, port, "a")
+    text = "ask the fleet first: " + uuid.uuid4().hex
+    try:
+        chat(w, text)
+        redis.terminate()
+        redis.wait(10)
+        status, reply = w.request("POST", "/v1/chat/completions",
+                                  {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 2})
+        assert status == 503, reply
+        redis = start_redis()  # the append-only file brings the fleet's state back
+        body = {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 2}
+        # Served again once the connection's breaker lets a probe through.
+        assert wait_for(lambda: w.request("POST", "/v1/chat/completions", body)[0] == 200, 20)
+        assert sample_value(w.metrics(), "fak_chat_sealed_messages_total", tenant="alice") == 0
+    finally:
+        w.stop()
+        redis.terminate()
+        redis.wait(10)
+
+
+@pytest.fixture
+def router(tmp_path):
+    """HAProxy (Debian) with deploy/haproxy/fak-fleet.cfg in front of the workers given to start()."""
+    import os
+    import shutil
+    import socket
+    import subprocess
+    from test_server import ROOT, wait_for
+    binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
+    if not os.path.exists(binary):
+        pytest.skip("haproxy not installed (scripts/setup installs it)")
+    procs = []
+
+    def start(workers):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        env = dict(os.environ, FAK_ROUTER_BIND=f"127.0.0.1:{port}",
+                   **{f"FAK_WORKER_{i + 1}": f"127.0.0.1:{w.port}" for i, w in enumerate(workers)})
+        procs.append(subprocess.Popen([binary, "-db", "-f", str(ROOT / "deploy/haproxy/fak-fleet.cfg")], env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        assert wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 10), "haproxy did not start"
+        return port
+
+    yield start
+    for p in procs:
+        p.terminate()
+        p.wait(10)
+
+
+def test_behind_haproxy_a_conversation_stays_and_survives_its_worker(tmp_path, redis_port, router):
+    """Through HAProxy (consistent hash on the first message): a conversation's turns land on one
+    worker and reuse its tree; SIGKILL that worker and the next turn is served by another, which pages
+    the prefix in from the shared tier and answers what the first would have; an erasure sent through
+    the router reaches the surviving workers."""
+    import openai
+    workers = {n: worker(tmp_path, redis_port, n) for n in ("w1", "w2", "w3")}
+    port = router(list(workers.values()))
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="key-alice", max_retries=0, timeout=60)
+
+    def turn(messages):
+        raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=messages, max_tokens=6, temperature=0)
+        return raw.headers["X-Fak-Served-By"], raw.parse()
+
+    try:
+        first = "Router, keep me with my worker: " + uuid.uuid4().hex + ". " + "Padding for a longer prefix. " * 6
+        history = [{"role": "user", "content": first}]
+        served, r1 = turn(history)
+        history += [{"role": "assistant", "content": r1.choices[0].message.content}, {"role": "user", "content": "More?"}]
+        again, r2 = turn(history)
+        assert again == served and r2.usage.prompt_tokens_details.cached_tokens > 0
+        # Control: other conversations spread over the workers (the hash is on the conversation).
+        seen = {turn([{"role": "user", "content": f"another conversation {i}"}])[0] for i in range(12)}
+        assert len(seen) >= 2, seen
+        # The reply the first worker would give to the next turn, asked of it directly.
+        history += [{"role": "assistant", "content": r2.choices[0].message.content}, {"role": "user", "content": "Last?"}]
+        expected = workers[served].client().chat.completions.create(model=MODEL, messages=history, max_tokens=6, temperature=0)
+        workers[served].proc.send_signal(signal.SIGKILL)
+        workers[served].proc.wait(10)
+        other, r3 = turn(history)
+        assert other != served
+        assert r3.choices[0].message.content == expected.choices[0].message.content
+        assert r3.usage.prompt_tokens_details.cached_tokens > 0  # paged in from the shared tier
+        # An erasure through the router reaches every live worker.
+        import http.client
+        import json
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", "/fak/v1/erase", body=json.dumps({"content": first}),
+                     headers={"Authorization": "Bearer key-alice", "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        status, reply = resp.status, json.loads(resp.read())
+        assert status == 200, reply
+        fleet = reply["removed"]["fleet"]
+        assert sorted(fleet["confirmed"]) == sorted(n for n in workers if n != served), reply
+        assert fleet["pending"] in ([], [served]), reply  # the killed one, until its heartbeat is 3 s old
+    finally:
+        for w in workers.values():
+            w.stop()
