@@ -39,6 +39,7 @@ Result<Generation> GenerationFor(const EngineRequest& request, const Tokenizer& 
   params.max_new_tokens = request.max_tokens;
   params.stop_tokens = request.stop_tokens;
   params.sampling = request.sampling;
+  params.constraint = request.constraint;
   return Generation::Create(std::move(params), request.stop_strings, &tokenizer);
 }
 

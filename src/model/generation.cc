@@ -16,11 +16,16 @@ Result<Generation> Generation::Create(GenerateParams params, std::vector<std::st
   if (tokenizer == nullptr && !stop_strings.empty()) {
     return InvalidArgument("Generation: stop strings need a tokenizer to read the text");
   }
-  return Generation(std::move(params), std::move(stop_strings), tokenizer);
+  std::unique_ptr<TokenMatcher> matcher;
+  if (params.constraint != nullptr) {
+    FAK_ASSIGN_OR_RETURN(matcher, params.constraint->NewMatcher());
+  }
+  return Generation(std::move(params), std::move(stop_strings), tokenizer, std::move(matcher));
 }
 
-Generation::Generation(GenerateParams params, std::vector<std::string> stop_strings, const Tokenizer* tokenizer)
-    : params_(std::move(params)), sampler_(params_.sampling) {
+Generation::Generation(GenerateParams params, std::vector<std::string> stop_strings, const Tokenizer* tokenizer,
+                       std::unique_ptr<TokenMatcher> matcher)
+    : params_(std::move(params)), sampler_(params_.sampling), matcher_(std::move(matcher)) {
   std::sort(params_.stop_tokens.begin(), params_.stop_tokens.end());
   if (tokenizer != nullptr) stream_.emplace(*tokenizer, std::move(stop_strings));
   if (params_.max_new_tokens == 0) finish_ = FinishReason::kLength;
@@ -30,10 +35,11 @@ bool Generation::IsStopToken(int32_t token) const {
   return std::binary_search(params_.stop_tokens.begin(), params_.stop_tokens.end(), token);
 }
 
-Result<GenerationStep> Generation::Step(std::span<const float> logits, std::span<const int32_t> history) {
+Result<GenerationStep> Generation::Step(std::span<float> logits, std::span<const int32_t> history) {
   GenerationStep step;
-  // Constraints and drafts (generation.h) would act here, on `logits`, before the draw.
+  if (matcher_) FAK_RETURN_IF_ERROR(matcher_->Mask(logits, params_.stop_tokens));
   FAK_ASSIGN_OR_RETURN(step.token, sampler_.Sample(logits, history));
+  if (matcher_ && !IsStopToken(step.token)) FAK_RETURN_IF_ERROR(matcher_->Accept(step.token));
   tokens_.push_back(step.token);
   if (IsStopToken(step.token)) {
     step.finish = FinishReason::kStopToken;
@@ -43,6 +49,8 @@ Result<GenerationStep> Generation::Step(std::span<const float> logits, std::span
     if (piece.has_value()) step.text = std::move(*piece);
     if (stream_->stopped()) step.finish = FinishReason::kStopString;
   }
+  // A constraint that admits nothing more ends the generation as a stop token would.
+  if (!step.finish && matcher_ && matcher_->Complete()) step.finish = FinishReason::kStopToken;
   if (!step.finish && tokens_.size() >= params_.max_new_tokens) step.finish = FinishReason::kLength;
   if (step.finish) {
     if (stream_) step.text += stream_->Finish();

@@ -3,6 +3,7 @@
 #include <exception>
 #include <string>
 
+#include "fak/grammar/json_schema.h"
 #include "src/core/json.h"
 
 namespace fak::internal {
@@ -125,16 +126,58 @@ bool IsOffValue(std::string_view key, const Json& v) {
   if (key == "top_logprobs" || key == "suffix" || key == "tools" || key == "tool_choice") return v.is_null();
   if (key == "logit_bias") return v.is_null() || (v.is_object() && v.empty());
   if (key == "best_of") return v.is_null() || (v.is_number_integer() && v.get<int64_t>() == 1);
-  if (key == "response_format") return v.is_null() || (v.is_object() && v.size() == 1 && v.contains("type") && v["type"] == "text");
   if (key == "store" || key == "parallel_tool_calls") return v.is_null() || v.is_boolean();
   return false;
 }
 bool IsOffField(std::string_view key) {
   for (std::string_view k : {"frequency_penalty", "presence_penalty", "logprobs", "echo", "top_logprobs", "suffix",
-                             "tools", "tool_choice", "logit_bias", "best_of", "response_format", "store",
+                             "tools", "tool_choice", "logit_bias", "best_of", "store",
                              "parallel_tool_calls"})
     if (k == key) return true;
   return false;
+}
+
+// `gbnf` parsed into the request's grammar; a refusal names `param`.
+bool SetGrammar(std::string_view gbnf, const std::string& param, ApiRequest* r, ApiRequestError* error) {
+  if (r->grammar) return Refuse(error, param, "give one of response_format (json_object, json_schema) and grammar");
+  Result<Grammar> grammar = Grammar::Parse(gbnf);
+  if (!grammar) return Refuse(error, param, std::string(grammar.error().message()));
+  r->grammar = std::move(*grammar);
+  return true;
+}
+
+// response_format: text (no constraint), json_object (any JSON object) or json_schema.
+bool ParseResponseFormat(const Json& v, ApiRequest* r, ApiRequestError* error) {
+  const std::string param = "response_format";
+  if (v.is_null()) return true;
+  if (!v.is_object() || !v.contains("type") || !v["type"].is_string())
+    return Refuse(error, param, "response_format must be an object with a type (text, json_object or json_schema)");
+  const std::string& type = v["type"].get_ref<const std::string&>();
+  for (const auto& [key, value] : v.items()) {
+    if (key != "type" && !(type == "json_schema" && key == "json_schema"))
+      return Refuse(error, param + "." + key, "unknown field '" + key + "' in response_format of type " + type);
+  }
+  if (type == "text") return true;
+  if (type == "json_object") return SetGrammar(JsonObjectGbnf(), param, r, error);
+  if (type != "json_schema") return Refuse(error, param + ".type", "response_format.type must be text, json_object or json_schema");
+  const std::string spec_param = param + ".json_schema";
+  if (!v.contains("json_schema") || !v["json_schema"].is_object()) return Refuse(error, spec_param, "json_schema must be an object");
+  const Json& spec = v["json_schema"];
+  for (const auto& [key, value] : spec.items()) {
+    if (key == "name" || key == "description") {
+      if (!value.is_string()) return Refuse(error, spec_param + "." + key, spec_param + "." + key + " must be a string");
+    } else if (key == "strict") {
+      if (!value.is_null() && !value.is_boolean()) return Refuse(error, spec_param + ".strict", "strict must be a boolean");
+    } else if (key != "schema") {
+      return Refuse(error, spec_param + "." + key, "unknown field '" + key + "' in json_schema");
+    }
+  }
+  if (!spec.contains("name")) return Refuse(error, spec_param + ".name", "json_schema.name is required");
+  if (!spec.contains("schema")) return Refuse(error, spec_param + ".schema", "json_schema.schema is required");
+  // Strict or not, the reply is held to the schema: a grammar cannot half-enforce one.
+  Result<std::string> gbnf = JsonSchemaToGbnf(DumpJson(spec["schema"]));
+  if (!gbnf) return Refuse(error, spec_param + ".schema", std::string(gbnf.error().message()));
+  return SetGrammar(*gbnf, spec_param + ".schema", r, error);
 }
 
 bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, ApiRequest* r, bool* has_input,
@@ -182,6 +225,12 @@ bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, Api
     }
   } else if (key == "user") {
     if (!v.is_string()) return Refuse(error, key, "user must be a string");
+  } else if (key == "response_format") {
+    return ParseResponseFormat(v, r, error);
+  } else if (key == "grammar") {
+    if (v.is_null()) return true;
+    if (!v.is_string()) return Refuse(error, key, "grammar must be a string of GBNF");
+    return SetGrammar(v.get_ref<const std::string&>(), key, r, error);
   } else if (key == "metadata") {
     if (!v.is_null() && !v.is_object()) return Refuse(error, key, "metadata must be an object");
   } else if (IsOffField(key)) {

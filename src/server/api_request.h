@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fak/core/status.h"
+#include "fak/grammar/grammar.h"
 #include "fak/model/sampler.h"
 #include "fak/tokenizer/chat_template.h"
 #include "src/core/json.h"
@@ -32,6 +33,10 @@ struct ApiRequest {
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk carries usage
+  // What the reply must be a sentence of: response_format json_object or json_schema (converted by
+  // JsonSchemaToGbnf), or the `grammar` extra field (GBNF, as llama-server takes it). Parsed here,
+  // so a bad schema or grammar is a 400 naming its parameter before anything is tokenized.
+  std::optional<Grammar> grammar;
 };
 
 // A refused request: why, and the request parameter at fault ("" when the body as a whole is).

@@ -532,6 +532,12 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, Htt
   run->include_usage = request.include_usage;
   run->sealed = std::move(sealed);
 
+  if (request.grammar) {
+    Result<std::shared_ptr<const TokenVocabulary>> vocabulary = serving->Vocabulary();
+    if (!vocabulary)
+      return ReplyError(res, *tenant, endpoint, {500, "server_error", std::string(vocabulary.error().message()), "", "internal_error"});
+    er.constraint = std::make_shared<GrammarConstraint>(std::move(*request.grammar), std::move(*vocabulary));
+  }
   er.sampling = request.sampling;
   er.max_tokens = max_tokens;
   er.stop_strings = std::move(request.stop);
@@ -755,6 +761,11 @@ std::optional<ApiRequest> Server::Impl::ParseTurn(const HttpRequest& req, intern
   ApiRequestError parse_error;
   if (!internal::ParseApiRequest(ApiEndpoint::kChatCompletions, req.body, &request, &parse_error)) {
     *error = internal::HttpReply::BadRequest(parse_error.message, parse_error.param, "invalid_request");
+    return std::nullopt;
+  }
+  if (request.grammar) {  // the planner's turns take no constraint: refused, never silently ignored
+    *error = internal::HttpReply::BadRequest("response_format and grammar are served on /v1/chat/completions, not on "
+                                             "conversation turns", "response_format", "invalid_request");
     return std::nullopt;
   }
   const std::string serving_id = Current()->model_id;

@@ -9,12 +9,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "fak/core/status.h"
 #include "fak/model/sampler.h"
+#include "fak/model/token_constraint.h"
 #include "fak/regen/regen_driver.h"
 #include "fak/session/radix_tree.h"
 #include "fak/session/source_span.h"
@@ -61,6 +63,10 @@ struct EngineRequest {
   std::vector<SourceSpan> sources;
   // One Sampler per request (in its Generation), seeded from here. Default: greedy.
   SamplingParams sampling;
+  // Which tokens may come next (a grammar or JSON schema: fak/grammar/grammar_constraint.h),
+  // applied between the logits and the sampler; when it admits nothing more the request finishes
+  // as at a stop token. Shared, immutable. Default: none.
+  std::shared_ptr<const TokenConstraint> constraint;
   // Generation ends after this many tokens. 0: prefill only — the prompt's KV is computed and given
   // to the radix tree, nothing is sampled (warming the tree; finish is kLength). Default: 64.
   size_t max_tokens = 64;

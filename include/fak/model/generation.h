@@ -12,10 +12,12 @@
 // sampler is here already, and the model layer is where a loaded model's tokenizer is headed
 // (docs/architecture.md §11).
 //
-// Extension point. Step is the only place a token is chosen: a constraint (a grammar, a JSON
-// schema) would mask `logits` there before sampling and advance its state with the chosen token; a
-// draft for speculative decoding would add a method taking a run of draft tokens and the logits
-// computed for them, keeping each draft token that Step's choice agrees with. Neither exists yet.
+// Extension point. Step is the only place a token is chosen. A constraint (GenerateParams::
+// constraint: a grammar, a JSON schema) masks `logits` there before sampling — a forbidden token's
+// logit becomes -inf, every other logit keeps its bits — and advances with the chosen token; when
+// it admits nothing more the generation ends as at a stop token. A draft for speculative decoding
+// would add a method taking a run of draft tokens and the logits computed for them, keeping each
+// draft token that Step's choice agrees with; that does not exist yet.
 //
 // Not thread-safe; one per sequence. Cost per Step: a copy of the logits and, when sampling (not
 // greedy), a sort of the vocabulary.
@@ -25,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -62,7 +65,8 @@ class FAK_EXPORT Generation {
 
   // The generation ends when its text contains one of `stop_strings`; a stop string is never
   // released, nor what follows it. `tokenizer` may be null (no text is released); it must outlive
-  // the generation. InvalidArgument for invalid sampling parameters, an empty stop string (it would
+  // the generation. A constraint's matcher starts here (its errors pass through). InvalidArgument
+  // for invalid sampling parameters, an empty stop string (it would
   // match everywhere: every surface refuses it, docs/reliability.md §11), or stop strings without a
   // tokenizer. With max_new_tokens == 0 the generation is finished (kLength) before its first step.
   static Result<Generation> Create(GenerateParams params, std::vector<std::string> stop_strings,
@@ -70,9 +74,10 @@ class FAK_EXPORT Generation {
 
   // Chooses the next token from `logits`, given `history`: every token of the sequence before it
   // (the prompt and the tokens generated so far; the repetition penalty reads it). Requires
-  // !done(). Logits the sampler refuses (NaN, +inf, all -inf: Sampler::Sample) are
-  // InvalidArgument and change nothing.
-  Result<GenerationStep> Step(std::span<const float> logits, std::span<const int32_t> history);
+  // !done(). With a constraint, `logits` are masked in place first (so they hold what was sampled
+  // from), and a constraint that no token can satisfy is an error. Logits the sampler refuses
+  // (NaN, +inf, all -inf: Sampler::Sample) are InvalidArgument; an error changes nothing else.
+  Result<GenerationStep> Step(std::span<float> logits, std::span<const int32_t> history);
 
   // The caller declined the last step (its callback returned false, or the request was cancelled
   // while the token was delivered). Returns the finish reason: the step's own when it had ended the
@@ -96,11 +101,13 @@ class FAK_EXPORT Generation {
   const std::string& text() const;
 
  private:
-  Generation(GenerateParams params, std::vector<std::string> stop_strings, const Tokenizer* tokenizer);
+  Generation(GenerateParams params, std::vector<std::string> stop_strings, const Tokenizer* tokenizer,
+             std::unique_ptr<TokenMatcher> matcher);
   bool IsStopToken(int32_t token) const;
 
   GenerateParams params_;  // stop_tokens sorted
   Sampler sampler_;
+  std::unique_ptr<TokenMatcher> matcher_;  // with a constraint
   std::optional<TextStream> stream_;  // with a tokenizer
   std::vector<int32_t> tokens_;
   std::optional<FinishReason> finish_;

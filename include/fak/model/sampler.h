@@ -10,12 +10,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "fak/core/export.h"
 #include "fak/core/status.h"
+#include "fak/model/token_constraint.h"
 
 namespace fak {
 
@@ -66,6 +68,9 @@ struct GenerateParams {
   // see EndOfGenerationTokens); the id is in the result's tokens, with no text. Default: none.
   std::vector<int32_t> stop_tokens;
   SamplingParams sampling;
+  // Which tokens may come next (a grammar, a JSON schema: fak/grammar/grammar_constraint.h); the
+  // generation ends where it admits nothing more. Default: none.
+  std::shared_ptr<const TokenConstraint> constraint;
 };
 
 // Why a generation ended (the planner, the engine and the tools report it).

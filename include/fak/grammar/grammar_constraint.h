@@ -1,0 +1,67 @@
+// A grammar as a token constraint: which vocabulary tokens may come next, for the generation hook
+// (fak/model/token_constraint.h).
+//
+// TokenVocabulary is the tokenizer's vocabulary as a byte trie, built once per tokenizer and
+// shared by every request. The mask for a matcher state walks that trie once, carrying the
+// grammar's stack set down each edge, so tokens sharing a prefix share its work, and a subtree
+// is skipped as soon as its prefix is refused. Masks are cached per state for the sequence (a
+// string's characters, a number's digits return to the same state step after step). Cost and
+// numbers: docs/grammar.md.
+#ifndef FAK_GRAMMAR_GRAMMAR_CONSTRAINT_H_
+#define FAK_GRAMMAR_GRAMMAR_CONSTRAINT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fak/core/export.h"
+#include "fak/core/status.h"
+#include "fak/grammar/grammar.h"
+#include "fak/model/token_constraint.h"
+#include "fak/tokenizer/tokenizer.h"
+
+namespace fak {
+
+// The bytes of every token (Tokenizer::Decode of the id alone), as a trie in preorder. Tokens
+// with no bytes (special tokens) are not in it: a grammar never allows them. Immutable.
+class FAK_EXPORT TokenVocabulary {
+ public:
+  struct Node {
+    uint8_t byte;
+    uint16_t depth;        // 1 for a first byte
+    uint32_t subtree_end;  // the index past this node's subtree
+    uint32_t tokens_begin; // into token_ids(): the tokens whose bytes end here
+    uint32_t tokens_end;
+  };
+  // Cost: one Decode per id and a sort (about a second at a 262k vocabulary); build once per
+  // tokenizer. InvalidArgument for a token longer than 65535 bytes.
+  static Result<std::shared_ptr<const TokenVocabulary>> Build(const Tokenizer& tokenizer);
+
+  size_t size() const { return vocab_size_; }  // ids 0..size()-1
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<int32_t>& token_ids() const { return token_ids_; }
+  const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+
+ private:
+  size_t vocab_size_ = 0;
+  std::vector<Node> nodes_;
+  std::vector<int32_t> token_ids_;
+  std::vector<std::string> bytes_;
+};
+
+// A grammar over a vocabulary. Thread-safe; shared by the sequences it constrains.
+class FAK_EXPORT GrammarConstraint final : public TokenConstraint {
+ public:
+  GrammarConstraint(Grammar grammar, std::shared_ptr<const TokenVocabulary> vocabulary)
+      : grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)) {}
+  Result<std::unique_ptr<TokenMatcher>> NewMatcher() const override;
+
+ private:
+  Grammar grammar_;
+  std::shared_ptr<const TokenVocabulary> vocabulary_;
+};
+
+}  // namespace fak
+
+#endif  // FAK_GRAMMAR_GRAMMAR_CONSTRAINT_H_
