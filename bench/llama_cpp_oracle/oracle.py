@@ -47,6 +47,15 @@ FIXTURES = {
     "qwen2_f32": (gm.FIXTURE_QWEN2, 4, "f32"),
     "qwen2_q8_0": (gm.FIXTURE_QWEN2, 4, "q8_0"),
     "llama_yarn": (gm.FIXTURE_LLAMA_YARN, 1, "f32"),
+    "qwen3_f32": (gm.FIXTURE_QWEN3, 5, "f32"),
+    "qwen3_q8_0": (gm.FIXTURE_QWEN3, 5, "q8_0"),
+    "phi3_f32": (gm.FIXTURE_PHI3, 6, "f32"),
+    "phi3_q8_0": (gm.FIXTURE_PHI3, 6, "q8_0"),
+    "phi3_longrope": (gm.FIXTURE_PHI3_LONGROPE, 9, "f32"),
+    "smollm3_f32": (gm.FIXTURE_SMOLLM3, 7, "f32"),
+    "smollm3_q8_0": (gm.FIXTURE_SMOLLM3, 7, "q8_0"),
+    "gemma2_f32": (gm.FIXTURE_GEMMA2, 8, "f32"),
+    "gemma2_q8_0": (gm.FIXTURE_GEMMA2, 8, "q8_0"),
 }
 FIXTURE_TOKENS = 128
 

@@ -74,7 +74,7 @@ ModelWeights SyntheticWeights(const ModelConfig& c, uint64_t seed, ThreadPool* p
   const float in_h = 1.0f / std::sqrt(static_cast<float>(h));
   const float logit_scale = 3.0f * in_h;
   // Gemma stores norm weights as offsets from 1; Llama stores the multiplier itself.
-  const bool gemma = c.architecture == Architecture::kGemma3;
+  const bool gemma = c.IsGemma();
   const float norm_center = gemma ? 0.0f : 1.0f;
   w.norm_one_plus = gemma;
   w.token_embedding = f.Make(c.vocab_size, h, 0.0f, logit_scale);
@@ -91,9 +91,11 @@ ModelWeights SyntheticWeights(const ModelConfig& c, uint64_t seed, ThreadPool* p
     lw.w_gate = f.Make(c.ffn_size, h, 0.0f, in_h);
     lw.w_up = f.Make(c.ffn_size, h, 0.0f, in_h);
     lw.w_down = f.Make(h, c.ffn_size, 0.0f, 0.5f / std::sqrt(static_cast<float>(c.ffn_size)));
-    if (gemma) {  // QK-norm and the sandwich norms
+    if (c.HasQkNorm()) {  // Gemma 3, Qwen3
       lw.q_norm = f.Make(1, c.head_dim, norm_center, 0.05f);
       lw.k_norm = f.Make(1, c.head_dim, norm_center, 0.05f);
+    }
+    if (gemma) {  // the sandwich norms
       lw.post_attn_norm = f.Make(1, h, norm_center, 0.05f);
       lw.post_ffn_norm = f.Make(1, h, norm_center, 0.05f);
     }
