@@ -39,6 +39,7 @@ class Shape:
     rope_dim: int = 0  # rope.dimension_count when < head_dim (phi3 partial rotary); 0 = head_dim
     longrope: tuple = ()  # phi3 (original_context, attn_factor): random rope_factors_long/short
     softcap: tuple = ()  # gemma2 (attn_logit_softcapping, final_logit_softcapping)
+    experts: tuple = ()  # qwen3moe (expert_count, expert_used_count, expert_feed_forward_length)
 
 
 # Shapes of the issue's speed table, and the committed fixtures.
@@ -71,6 +72,9 @@ FIXTURE_PHI3 = Shape("phi3", 64, 2, 2, 1, 32, 128, 288, tied=False, context=512,
 FIXTURE_PHI3_LONGROPE = dataclasses.replace(FIXTURE_PHI3, longrope=(64, 1.19))
 # SmolLM3: 4 layers, so layer 3 attends without RoPE (llama.cpp: every 4th), NORM RoPE as llama.
 FIXTURE_SMOLLM3 = Shape("smollm3", 64, 4, 4, 2, 16, 128, 288, tied=True, context=512)
+# Qwen3-MoE: the Qwen3 fixture's attention, 8 experts of 32 wide, 2 per token (router logits wide
+# enough that tokens spread over all of them).
+FIXTURE_QWEN3MOE = dataclasses.replace(FIXTURE_QWEN3, arch="qwen3moe", experts=(8, 2, 32))
 # Gemma 2: 4 layers = 2 sliding (the even ones, window 16 < the prompt) + 2 global, head_dim !=
 # hidden/heads, soft-capping low enough to bite on these activations (real models: 50 and 30).
 FIXTURE_GEMMA2 = Shape("gemma2", 64, 4, 2, 1, 32, 64, 288, tied=True, sliding_window=16, context=512,
@@ -158,17 +162,24 @@ def _weights(shape: Shape, seed: int):
             yield p + "attn_v.weight", normal(kv, h, 1 / np.sqrt(h))
         yield p + "attn_output.weight", normal(h, q, 1 / np.sqrt(q))
         yield p + "ffn_norm.weight", norm(h)
-        if shape.arch == "phi3":  # fused: gate rows, then up rows
+        if shape.experts:  # router, then 3-D [expert][rows][cols] stacks
+            n, _, fe = shape.experts
+            yield p + "ffn_gate_inp.weight", normal(n, h, 2 / np.sqrt(h))
+            yield p + "ffn_gate_exps.weight", normal(n * fe, h, 1 / np.sqrt(h)).reshape(n, fe, h)
+            yield p + "ffn_up_exps.weight", normal(n * fe, h, 1 / np.sqrt(h)).reshape(n, fe, h)
+            yield p + "ffn_down_exps.weight", normal(n * h, fe, 1 / np.sqrt(fe)).reshape(n, h, fe)
+        elif shape.arch == "phi3":  # fused: gate rows, then up rows
             yield p + "ffn_up.weight", normal(2 * f, h, 1 / np.sqrt(h))
         else:
             yield p + "ffn_gate.weight", normal(f, h, 1 / np.sqrt(h))
             yield p + "ffn_up.weight", normal(f, h, 1 / np.sqrt(h))
-        yield p + "ffn_down.weight", normal(h, f, 1 / np.sqrt(f))
+        if not shape.experts:
+            yield p + "ffn_down.weight", normal(h, f, 1 / np.sqrt(f))
         if shape.arch == "qwen2":  # Qwen2 biases are large (some k entries reach tens); std 0.5 moves logits
             yield p + "attn_q.bias", normal(1, q, 0.5)[0]
             yield p + "attn_k.bias", normal(1, kv, 0.5)[0]
             yield p + "attn_v.bias", normal(1, kv, 0.5)[0]
-        if shape.arch in ("gemma3", "qwen3"):
+        if shape.arch in ("gemma3", "qwen3", "qwen3moe"):
             yield p + "attn_q_norm.weight", norm(shape.head_dim)
             yield p + "attn_k_norm.weight", norm(shape.head_dim)
         if shape.arch in ("gemma2", "gemma3"):
@@ -204,7 +215,9 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab) -> None:
     tokens, scores, types = vocab
     assert len(tokens) == shape.vocab, (len(tokens), shape.vocab)
     w = gguf.GGUFWriter(path, shape.arch)
-    w.add_name(f"fak random {shape.arch} h{shape.hidden} L{shape.layers} seed {seed}")
+    # (llama.cpp looks up Phi-3's special tokens when general.name contains "phi3", which this
+    # vocabulary has not, so that name is spelled out.)
+    w.add_name(f"fak random {shape.arch.replace('phi3', 'phi-three')} h{shape.hidden} L{shape.layers} seed {seed}")
     w.add_file_type(0)  # ALL_F32
     w.add_context_length(shape.context)
     w.add_embedding_length(shape.hidden)
@@ -230,6 +243,10 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab) -> None:
     w.add_layer_norm_rms_eps(1e-6 if gemma else 1e-5)
     if gemma and shape.sliding_window:
         w.add_sliding_window(shape.sliding_window)
+    if shape.experts:
+        w.add_expert_count(shape.experts[0])
+        w.add_expert_used_count(shape.experts[1])
+        w.add_expert_feed_forward_length(shape.experts[2])
     if shape.softcap:
         w.add_attn_logit_softcapping(shape.softcap[0])
         w.add_final_logit_softcapping(shape.softcap[1])

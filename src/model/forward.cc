@@ -9,6 +9,9 @@
 //   attention scale query_pre_attn_scalar^-0.5, and sliding-window layers whose queries see keys at
 //   positions [max(0, p + 1 - window), p] with their own RoPE table (rope_binding.h). Gemma 2 also
 //   soft-caps attention scores (in the attention kernel, per score) and the output logits.
+// - Qwen3-MoE: the FFN is a mixture of experts (MixtureOfExperts): each row's experts are a pure
+//   function of that row, each expert runs once on all the rows routed to it, and a row's expert
+//   outputs are summed in its own rank order — so batching never changes a row's experts or bits.
 //
 // Exactness: every step is row-independent (RMSNorm, RoPE, projections whose outputs are reduced
 // in a batch-independent order) except attention, where each query row calls the same kernel over
@@ -206,6 +209,57 @@ void AddBiasRows(const Pass& p, float* y, const WeightTensor& bias, size_t rows)
   for (size_t i = 0; i < rows; ++i) p.t.add(y + i * bias.cols, bias.f32(), y + i * bias.cols, bias.cols);
 }
 
+// out[r] = Σ_k weight[r][k] · expert_{e[r][k]}(xn[r]): row r's router logits, softmax over all
+// experts, its n_experts_used most probable (ties: the lower index) with their probabilities divided
+// by their sum (clamped below at 2^-14, as llama.cpp); summed most probable first. Each expert runs
+// one gated FFN on the rows routed to it, gathered: its matmuls reduce every row independently of
+// how many rows it has, so a row's result does not depend on its batch. `out` may alias `xn`.
+void MixtureOfExperts(const Pass& p, const LayerWeights& w, const float* xn, size_t rows, float* out) {
+  const size_t n_exp = p.c.n_experts, k_used = p.c.n_experts_used, h = p.c.hidden_size, f = p.c.expert_ffn_size;
+  AlignedBuffer probs(rows * n_exp);
+  MatMulWeights(p, xn, rows, {{w.router, probs.data()}});
+  std::vector<uint32_t> chosen(rows * k_used);
+  std::vector<float> weight(rows * k_used);
+  std::vector<std::vector<size_t>> routed(n_exp);  // per expert: the slots r * k_used + k routed to it
+  std::vector<uint32_t> order(n_exp);
+  for (size_t r = 0; r < rows; ++r) {
+    float* pr = probs.data() + r * n_exp;
+    p.t.softmax(pr, n_exp);
+    for (uint32_t e = 0; e < n_exp; ++e) order[e] = e;
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k_used), order.end(),
+                      [&](uint32_t a, uint32_t b) { return pr[a] > pr[b] || (pr[a] == pr[b] && a < b); });
+    float sum = 0.0f;
+    for (size_t k = 0; k < k_used; ++k) sum += pr[order[k]];
+    sum = std::max(sum, 6.103515625e-5f);
+    for (size_t k = 0; k < k_used; ++k) {
+      chosen[r * k_used + k] = order[k];
+      weight[r * k_used + k] = pr[order[k]] / sum;
+      routed[order[k]].push_back(r * k_used + k);
+    }
+  }
+  AlignedBuffer y(rows * k_used * h);  // slot r * k_used + k: expert k's output for row r
+  for (size_t e = 0; e < n_exp; ++e) {
+    const std::vector<size_t>& slots = routed[e];
+    if (slots.empty()) continue;  // experts no row chose do not run
+    const size_t n = slots.size();
+    AlignedBuffer x(n * h), gate(n * f), up(n * f), down(n * h);
+    for (size_t i = 0; i < n; ++i) std::memcpy(x.data() + i * h, xn + slots[i] / k_used * h, h * sizeof(float));
+    const ExpertWeights& ex = w.experts[e];
+    MatMulWeights(p, x.data(), n, {{ex.gate, gate.data()}, {ex.up, up.data()}});
+    p.t.silu_mul(gate.data(), up.data(), gate.data(), n * f);
+    MatMulWeights(p, gate.data(), n, {{ex.down, down.data()}});
+    for (size_t i = 0; i < n; ++i) std::memcpy(y.data() + slots[i] * h, down.data() + i * h, h * sizeof(float));
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    float* o = out + r * h;
+    const float* yr = y.data() + r * k_used * h;
+    const float* wr = weight.data() + r * k_used;
+    for (size_t i = 0; i < h; ++i) o[i] = wr[0] * yr[i];
+    for (size_t k = 1; k < k_used; ++k)
+      for (size_t i = 0; i < h; ++i) o[i] += wr[k] * yr[k * h + i];
+  }
+}
+
 // A layer in two halves. The first computes every row's query, key and value and stores the keys
 // and values; the second (attention onwards) may run on fewer rows: on the last layer only the rows
 // whose logits are wanted need it, since no later layer reads the others. Optional steps run when
@@ -233,13 +287,17 @@ void LayerRest(const Pass& p, size_t l, std::span<const Part> parts, size_t rows
   p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
 
   RmsNormRows(p, b.x.data(), w.ffn_norm, b.xn.data(), rows);
-  MatMulWeights(p, b.xn.data(), rows, {{w.w_gate, b.gate.data()}, {w.w_up, b.up.data()}});
-  if (p.c.IsGemma()) {
-    p.t.gelu_tanh_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
+  if (p.c.n_experts > 0) {
+    MixtureOfExperts(p, w, b.xn.data(), rows, b.xn.data());
   } else {
-    p.t.silu_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
+    MatMulWeights(p, b.xn.data(), rows, {{w.w_gate, b.gate.data()}, {w.w_up, b.up.data()}});
+    if (p.c.IsGemma()) {
+      p.t.gelu_tanh_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
+    } else {
+      p.t.silu_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
+    }
+    MatMulWeights(p, b.gate.data(), rows, {{w.w_down, b.xn.data()}});
   }
-  MatMulWeights(p, b.gate.data(), rows, {{w.w_down, b.xn.data()}});
   if (!w.post_ffn_norm.empty()) RmsNormRows(p, b.xn.data(), w.post_ffn_norm, b.xn.data(), rows);
   p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
 }

@@ -254,12 +254,31 @@ constexpr ArchSpec kArchSpecs[] = {
     {"llama", Architecture::kLlama, RopePairing::kAdjacent, false, 0},
     {"qwen2", Architecture::kLlama, RopePairing::kSplitHalf, true, 0},  // a Llama with q/k/v biases
     {"qwen3", Architecture::kQwen3, RopePairing::kSplitHalf, false, 0},
+    {"qwen3moe", Architecture::kQwen3Moe, RopePairing::kSplitHalf, false, 0},
     {"phi3", Architecture::kPhi3, RopePairing::kSplitHalf, false, 0},
     // llama.cpp hard-codes SmolLM3's NoPE layers as every 4th (n_no_rope_layer_step = 4): no key.
     {"smollm3", Architecture::kSmolLM3, RopePairing::kAdjacent, false, 4},
     {"gemma2", Architecture::kGemma2, RopePairing::kSplitHalf, false, 0},
     {"gemma3", Architecture::kGemma3, RopePairing::kSplitHalf, false, 0},
 };
+
+// Qwen3-MoE's experts as llama.cpp reads them: expert_count, expert_used_count,
+// expert_feed_forward_length (default: feed_forward_length / expert_used_count); the chosen
+// experts' weights are always renormalised (llama.cpp passes norm_w = true). What would change the
+// mixture beyond that — a weights scale, shared experts — is refused.
+Status ReadExperts(const GgufFile& f, const std::string& a, ModelConfig* c) {
+  FAK_ASSIGN_OR_RETURN(c->n_experts, Uint(f, a + ".expert_count", std::nullopt));
+  FAK_ASSIGN_OR_RETURN(c->n_experts_used, Uint(f, a + ".expert_used_count", std::nullopt));
+  if (c->n_experts == 0 || c->n_experts_used == 0) {
+    return Corruption(f.name() + ": " + a + ".expert_count and expert_used_count must be > 0");
+  }
+  FAK_ASSIGN_OR_RETURN(c->expert_ffn_size, Uint(f, a + ".expert_feed_forward_length", c->ffn_size / c->n_experts_used));
+  FAK_ASSIGN_OR_RETURN(double scale, Real(f, a + ".expert_weights_scale", 0.0));
+  if (scale != 0.0 && scale != 1.0) return Unsupported(f.name() + ": " + a + ".expert_weights_scale " + std::to_string(scale));
+  FAK_ASSIGN_OR_RETURN(uint64_t shared, Uint(f, a + ".expert_shared_count", 0));
+  if (shared != 0) return Unsupported(f.name() + ": " + a + ".expert_shared_count " + std::to_string(shared) + " (shared experts)");
+  return Status::Ok();
+}
 
 }  // namespace
 
@@ -318,6 +337,7 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f, const ModelOptions& option
   FAK_ASSIGN_OR_RETURN(c.bos_id, SpecialId(f, "tokenizer.ggml.bos_token_id", c.vocab_size));
   FAK_ASSIGN_OR_RETURN(c.eos_id, SpecialId(f, "tokenizer.ggml.eos_token_id", c.vocab_size));
   if (c.IsGemma()) FAK_RETURN_IF_ERROR(ReadGemmaKeys(f, a, &c));
+  if (c.architecture == Architecture::kQwen3Moe) FAK_RETURN_IF_ERROR(ReadExperts(f, a, &c));
   FAK_RETURN_IF_ERROR(c.Validate());
   return c;
 }

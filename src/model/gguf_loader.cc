@@ -27,6 +27,18 @@ class TensorReader {
 
   bool Has(const std::string& name) const { return f_.FindTensor(name) != nullptr; }
 
+  // n matrices of [rows][cols] stacked in one 3-D tensor (GGUF ne = [cols, rows, n]), as one
+  // [n · rows][cols] matrix.
+  Result<WeightTensor> Stack(const std::string& name, size_t n, size_t rows, size_t cols) {
+    FAK_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name));
+    const bool ok = t->ne.size() >= 3 && static_cast<size_t>(t->ne[0]) == cols && static_cast<size_t>(t->ne[1]) == rows &&
+                    static_cast<size_t>(t->ne[2]) == n && TrailingOnes(*t, 3);
+    if (!ok) {
+      return BadShape(*t, StrCat("[", std::to_string(cols), ", ", std::to_string(rows), ", ", std::to_string(n), "]"));
+    }
+    return View(*t, n * rows, cols, /*allow_quant=*/true);
+  }
+
   // A norm weight or bias vector of n values (F32, or F16/BF16 widened).
   Result<WeightTensor> Vector(const std::string& name, size_t n) {
     FAK_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name));
@@ -114,7 +126,14 @@ Result<LayerWeights> ReadLayer(TensorReader& r, const ModelConfig& c, size_t l) 
   }
   FAK_ASSIGN_OR_RETURN(lw.wo, r.Matrix(p + "attn_output.weight", h, q_dim));
   FAK_ASSIGN_OR_RETURN(lw.ffn_norm, r.Vector(p + "ffn_norm.weight", h));
-  if (c.architecture == Architecture::kPhi3) {  // ffn_up holds gate rows, then up rows (llama.cpp's SWIGLU split)
+  if (c.n_experts > 0) {  // router ffn_gate_inp; experts in 3-D ffn_{gate,up,down}_exps, one slice each
+    const size_t n = c.n_experts, fe = c.expert_ffn_size;
+    FAK_ASSIGN_OR_RETURN(lw.router, r.Matrix(p + "ffn_gate_inp.weight", n, h));
+    FAK_ASSIGN_OR_RETURN(WeightTensor gate, r.Stack(p + "ffn_gate_exps.weight", n, fe, h));
+    FAK_ASSIGN_OR_RETURN(WeightTensor up, r.Stack(p + "ffn_up_exps.weight", n, fe, h));
+    FAK_ASSIGN_OR_RETURN(WeightTensor down, r.Stack(p + "ffn_down_exps.weight", n, h, fe));
+    for (size_t e = 0; e < n; ++e) lw.experts.push_back({Rows(gate, e * fe, fe), Rows(up, e * fe, fe), Rows(down, e * h, h)});
+  } else if (c.architecture == Architecture::kPhi3) {  // ffn_up holds gate rows, then up rows (llama.cpp's SWIGLU split)
     FAK_ASSIGN_OR_RETURN(WeightTensor gate_up, r.Matrix(p + "ffn_up.weight", 2 * c.ffn_size, h));
     lw.w_gate = Rows(gate_up, 0, c.ffn_size);
     lw.w_up = Rows(gate_up, c.ffn_size, c.ffn_size);
@@ -122,7 +141,9 @@ Result<LayerWeights> ReadLayer(TensorReader& r, const ModelConfig& c, size_t l) 
     FAK_ASSIGN_OR_RETURN(lw.w_gate, r.Matrix(p + "ffn_gate.weight", c.ffn_size, h));
     FAK_ASSIGN_OR_RETURN(lw.w_up, r.Matrix(p + "ffn_up.weight", c.ffn_size, h));
   }
-  FAK_ASSIGN_OR_RETURN(lw.w_down, r.Matrix(p + "ffn_down.weight", h, c.ffn_size));
+  if (c.n_experts == 0) {
+    FAK_ASSIGN_OR_RETURN(lw.w_down, r.Matrix(p + "ffn_down.weight", h, c.ffn_size));
+  }
   if (c.qkv_bias) {
     FAK_ASSIGN_OR_RETURN(lw.bq, r.Vector(p + "attn_q.bias", q_dim));
     FAK_ASSIGN_OR_RETURN(lw.bk, r.Vector(p + "attn_k.bias", kv_dim));

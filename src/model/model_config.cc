@@ -99,6 +99,13 @@ Status ModelConfig::Validate() const {
   for (auto [name, cap] : {std::pair{"attn_logit_softcap", attn_logit_softcap}, {"final_logit_softcap", final_logit_softcap}}) {
     if (!std::isfinite(cap) || !(cap >= 0.0f)) return Field(name, Shortest(cap) + " must be finite and >= 0");
   }
+  if (n_experts > 0) {
+    FAK_RETURN_IF_ERROR(in_range("n_experts", n_experts, size_t{1} << 10));
+    FAK_RETURN_IF_ERROR(in_range("expert_ffn_size", expert_ffn_size, size_t{1} << 20));
+    if (n_experts_used == 0 || n_experts_used > n_experts) {
+      return Field("n_experts_used", std::to_string(n_experts_used) + " must be in [1, n_experts " + std::to_string(n_experts) + "]");
+    }
+  }
   if (IsGemma()) {
     if (sliding_window > 0 && sliding_window_pattern == 0) return Field("sliding_window_pattern", "must be > 0");
     if (!std::isfinite(rope_local_base) || !(rope_local_base > 1.0)) {
@@ -127,6 +134,7 @@ const char* ArchitectureName(Architecture a) {
     case Architecture::kGemma2: return "gemma2";
     case Architecture::kPhi3: return "phi3";
     case Architecture::kSmolLM3: return "smollm3";
+    case Architecture::kQwen3Moe: return "qwen3moe";
   }
   return "unknown";
 }
@@ -162,7 +170,10 @@ std::string ModelConfig::Describe() const {
               : "") +
          (nope_layer_interval != 0 ? " nope/" + std::to_string(nope_layer_interval) : "") +
          (attn_logit_softcap != 0.0f ? " attn-cap " + Shortest(attn_logit_softcap) : "") +
-         (final_logit_softcap != 0.0f ? " final-cap " + Shortest(final_logit_softcap) : "");
+         (final_logit_softcap != 0.0f ? " final-cap " + Shortest(final_logit_softcap) : "") +
+         (n_experts > 0 ? " experts " + std::to_string(n_experts_used) + "/" + std::to_string(n_experts) + " ffn" +
+                              std::to_string(expert_ffn_size)
+                        : "");
 }
 
 ModelConfig ModelConfig::EmbeddedDefault() {

@@ -273,7 +273,11 @@ TEST(GgufModel, F32GemmaFileGivesTheSyntheticModelsLogits) {
 TEST(GgufModel, F32FilesOfTheNewerArchitecturesGiveTheSyntheticModelsLogits) {
   std::vector<ModelConfig> configs;
   for (const ModelConfig& c : testing::ArchitectureConfigs()) {
-    if (c.architecture == Architecture::kLlama || c.architecture == Architecture::kGemma3) continue;
+    // (Qwen3-MoE's 3-D expert tensors: checked against llama.cpp, LlamaCppAgreementTest)
+    if (c.architecture == Architecture::kLlama || c.architecture == Architecture::kGemma3 ||
+        c.architecture == Architecture::kQwen3Moe) {
+      continue;
+    }
     configs.push_back(c);
   }
   for (ModelConfig& c : configs) {
@@ -296,13 +300,16 @@ TEST(GgufModel, F32FilesOfTheNewerArchitecturesGiveTheSyntheticModelsLogits) {
   }
 }
 
-// Each architecture's own feature changes the logits of the same weights (so the witnesses and
+// Each architecture's own feature (Qwen3-MoE: choosing 2 of 4 experts per token rather than all)
+// changes the logits of the same weights (so the witnesses and
 // file checks above compare something the feature moves).
 TEST(GgufModel, EachArchitecturesFeatureMovesTheLogits) {
   const auto tokens = TokenSequence(24, 8, 97);
   for (const ModelConfig& config : testing::ArchitectureConfigs()) {
     ModelConfig without = config;
-    if (config.rope_dim != 0) {
+    if (config.n_experts != 0) {
+      without.n_experts_used = config.n_experts;  // every expert, weights renormalised: routing unused
+    } else if (config.rope_dim != 0) {
       without.rope_dim = 0;
     } else if (config.nope_layer_interval != 0) {
       without.nope_layer_interval = 0;

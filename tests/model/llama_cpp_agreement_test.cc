@@ -106,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaCppAgreementTest,
                                            "gemma3_q4_k_m", "llama_rope_freqs", "gemma3_linear", "qwen2_f32",
                                            "qwen2_q8_0", "llama_yarn", "qwen3_f32", "qwen3_q8_0", "phi3_f32",
                                            "phi3_q8_0", "phi3_longrope", "smollm3_f32", "smollm3_q8_0", "gemma2_f32",
-                                           "gemma2_q8_0"),
+                                           "gemma2_q8_0", "qwen3moe_f32", "qwen3moe_q8_0"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace

@@ -29,7 +29,8 @@ inline ModelConfig TinyConfig(size_t n_heads = 4, size_t n_kv_heads = 2, size_t 
 // One tiny config of every architecture, each with its distinguishing feature switched on and strong
 // enough to move the logits (the witnesses run over all of them): Llama, Qwen2 (biases), Qwen3
 // (QK-norm, head_dim != hidden / heads), Phi-3 (partial rotary), SmolLM3 (NoPE layers), Gemma 2
-// (window, soft-capping small enough to bite on these activations) and Gemma 3 (window, QK-norm).
+// (window, soft-capping small enough to bite on these activations), Gemma 3 (window, QK-norm) and
+// Qwen3-MoE (4 experts, 2 per token).
 inline std::vector<ModelConfig> ArchitectureConfigs() {
   std::vector<ModelConfig> out;
   out.push_back(TinyConfig());
@@ -62,6 +63,12 @@ inline std::vector<ModelConfig> ArchitectureConfigs() {
   gemma3.hidden_size = 96;
   gemma3.sliding_window = 5;
   out.push_back(gemma3);
+  ModelConfig moe = qwen3;
+  moe.architecture = Architecture::kQwen3Moe;
+  moe.n_experts = 4;
+  moe.n_experts_used = 2;
+  moe.expert_ffn_size = 32;
+  out.push_back(moe);
   return out;
 }
 

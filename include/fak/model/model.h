@@ -35,9 +35,10 @@ class ModelAccess;   // how the forward pass and tests reach it
 //             (rope_dim) and LongRoPE factors             layer unrotated
 //   kGemma3   Gemma 3 text                     kGemma2   Gemma 3 without q/k norms, with attention
 //                                                        and final logit soft-capping
-enum class Architecture { kLlama, kGemma3, kQwen3, kGemma2, kPhi3, kSmolLM3 };
-// "llama", "gemma3", "qwen3", "gemma2", "phi3", "smollm3" (GGUF general.architecture; Qwen2 is "llama"
-// with qkv_bias).
+//   kQwen3Moe Qwen3 whose FFN is a mixture of experts (n_experts)
+enum class Architecture { kLlama, kGemma3, kQwen3, kGemma2, kPhi3, kSmolLM3, kQwen3Moe };
+// "llama", "gemma3", "qwen3", "gemma2", "phi3", "smollm3", "qwen3moe" (GGUF general.architecture;
+// Qwen2 is "llama" with qkv_bias).
 FAK_EXPORT const char* ArchitectureName(Architecture a);
 
 struct FAK_EXPORT ModelConfig {
@@ -94,6 +95,11 @@ struct FAK_EXPORT ModelConfig {
   // final_logit_softcap · tanh(z / final_logit_softcap).
   float attn_logit_softcap = 0.0f;
   float final_logit_softcap = 0.0f;
+  // Mixture of experts (Qwen3-MoE; n_experts == 0: the dense FFN of ffn_size). A token's router
+  // logits (softmax over n_experts) pick its n_experts_used most probable experts (ties: the lower
+  // index), each a gated FFN of expert_ffn_size; their outputs are summed, most probable first,
+  // weighted by their probabilities renormalised to sum to 1. Routing reads the token's own row only.
+  size_t n_experts = 0, n_experts_used = 0, expert_ffn_size = 0;
 
   // ---- Gemma 2 / 3 (ignored for the Llama family) ----
   // Sliding-window attention: layer l is global iff (l + 1) % sliding_window_pattern == 0, else it
@@ -113,7 +119,10 @@ struct FAK_EXPORT ModelConfig {
   // hold (1 + w) in GGUF.
   bool IsGemma() const { return architecture == Architecture::kGemma3 || architecture == Architecture::kGemma2; }
   // Gemma 3 and Qwen3: each head's query and key RMS-normalised (q_norm, k_norm) before RoPE.
-  bool HasQkNorm() const { return architecture == Architecture::kGemma3 || architecture == Architecture::kQwen3; }
+  bool HasQkNorm() const {
+    return architecture == Architecture::kGemma3 || architecture == Architecture::kQwen3 ||
+           architecture == Architecture::kQwen3Moe;
+  }
   // rope_dim, or head_dim when it is 0.
   size_t RotaryDims() const { return rope_dim == 0 ? head_dim : rope_dim; }
 
