@@ -1,5 +1,5 @@
 // ModelConfig from GGUF metadata (model-formats.md §1.6, §4.3): the {arch}.* keys of llama, qwen2,
-// qwen3, phi3, smollm3, gemma2 and gemma3 files as llama.cpp reads them, the vocabulary size from the
+// qwen3, qwen3moe, phi3, smollm3, gemma2 and gemma3 files as llama.cpp reads them, the vocabulary size from the
 // tokenizer's token list, special ids, Gemma's sliding window and soft-capping, Phi-3's LongRoPE.
 #include <algorithm>
 #include <cmath>

@@ -193,7 +193,7 @@ class FAK_EXPORT Model {
   static Result<std::unique_ptr<Model>> Synthetic(const ModelConfig& config, uint64_t seed,
                                                   const ModelOptions& options = {});
 
-  // Loads a GGUF file (v2/v3; architectures llama, qwen2, qwen3, phi3, smollm3, gemma2 and gemma3:
+  // Loads a GGUF file (v2/v3; architectures llama, qwen2, qwen3, qwen3moe, phi3, smollm3, gemma2, gemma3:
   // docs/models.md; tensors F32, F16, BF16, Q8_0,
   // Q4_0, Q5_0, Q4_K, Q5_K, Q6_K) or a Hugging Face checkpoint: a directory with config.json and
   // model.safetensors (or shards listed in model.safetensors.index.json), or a .safetensors file
