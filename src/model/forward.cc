@@ -218,7 +218,6 @@ void MixtureOfExperts(const Pass& p, const LayerWeights& w, const float* xn, siz
   const size_t n_exp = p.c.n_experts, k_used = p.c.n_experts_used, h = p.c.hidden_size, f = p.c.expert_ffn_size;
   AlignedBuffer probs(rows * n_exp);
   MatMulWeights(p, xn, rows, {{w.router, probs.data()}});
-  std::vector<uint32_t> chosen(rows * k_used);
   std::vector<float> weight(rows * k_used);
   std::vector<std::vector<size_t>> routed(n_exp);  // per expert: the slots r * k_used + k routed to it
   std::vector<uint32_t> order(n_exp);
@@ -232,7 +231,6 @@ void MixtureOfExperts(const Pass& p, const LayerWeights& w, const float* xn, siz
     for (size_t k = 0; k < k_used; ++k) sum += pr[order[k]];
     sum = std::max(sum, 6.103515625e-5f);
     for (size_t k = 0; k < k_used; ++k) {
-      chosen[r * k_used + k] = order[k];
       weight[r * k_used + k] = pr[order[k]] / sum;
       routed[order[k]].push_back(r * k_used + k);
     }
