@@ -300,6 +300,38 @@ TEST(GgufModel, F32FilesOfTheNewerArchitecturesGiveTheSyntheticModelsLogits) {
   }
 }
 
+// What an architecture does not have is refused, naming it: partial rotary outside phi3, a phi3
+// file's fused tensors read as another architecture's.
+TEST(GgufModel, NewerArchitecturesRefuseWhatTheyDoNotHave) {
+  ModelConfig partial = testing::ArchitectureConfigs()[2];  // qwen3
+  partial.rope_dim = 8;
+  ASSERT_OK_AND_ASSIGN(auto qwen3, Model::Synthetic(partial, 29));
+  const std::string path = TempPath("refusals.gguf");
+  WriteGguf(*qwen3, path);
+  auto rotary = Model::Load(path);
+  ASSERT_FALSE(rotary.has_value());
+  EXPECT_EQ(rotary.error().code(), StatusCode::kUnsupported);
+  EXPECT_NE(rotary.error().message().find("qwen3.rope.dimension_count != head dim (partial RoPE; only phi3)"),
+            std::string::npos)
+      << rotary.error().ToString();
+
+  ModelConfig full_rotary = testing::ArchitectureConfigs()[3];  // phi3
+  full_rotary.rope_dim = 0;
+  ASSERT_OK_AND_ASSIGN(auto phi3, Model::Synthetic(full_rotary, 29));
+  WriteOptions as_qwen3;
+  as_qwen3.architecture = "qwen3";
+  WriteGguf(*phi3, path, as_qwen3);  // attn_qkv serves any architecture; only phi3 splits ffn_up
+  auto fused = Model::Load(path);
+  ASSERT_FALSE(fused.has_value());
+  EXPECT_EQ(fused.error().code(), StatusCode::kCorruption);
+  EXPECT_NE(fused.error().message().find("missing tensor blk.0.ffn_gate.weight"),
+            std::string::npos)
+      << fused.error().ToString();
+  WriteGguf(*phi3, path);
+  ASSERT_OK(Model::Load(path));
+  std::remove(path.c_str());
+}
+
 // Each architecture's own feature (Qwen3-MoE: choosing 2 of 4 experts per token rather than all)
 // changes the logits of the same weights (so the witnesses and
 // file checks above compare something the feature moves).
