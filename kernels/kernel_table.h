@@ -63,6 +63,7 @@ struct AttentionArgs {
   size_t head_begin, head_end;  // query heads to compute (lets callers split heads across threads)
   size_t rows = 1;
   size_t window = 0;       // 0: no sliding window
+  float softcap = 0.0f;    // > 0: each scaled score s becomes softcap · tanh(s / softcap) (Gemma 2)
   KVDtype kv_dtype = KVDtype::kF32;  // the element type of the runs' keys and values
 };
 

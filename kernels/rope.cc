@@ -102,7 +102,9 @@ void ApplyRope(float* x, size_t n_heads, size_t head_dim, const RopeTable& table
                RopePairing pairing) {
   const float* c = table.cos_row(position);
   const float* s = table.sin_row(position);
-  const size_t half = head_dim / 2;
+  // The table's frequencies rotate the first 2·half dims of each head (all of them, or Phi-3's
+  // partial rotary; none for a table without frequencies); the rest pass unchanged.
+  const size_t half = table.half_dim();
   // (i, partner) index pairs: adjacent (2i, 2i+1) or split-half (i, i + half).
   const size_t stride = pairing == RopePairing::kAdjacent ? 2 : 1;
   const size_t offset = pairing == RopePairing::kAdjacent ? 1 : half;

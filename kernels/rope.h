@@ -81,7 +81,8 @@ class RopeTable {
   mutable std::unique_ptr<std::atomic<float*>[]> chunks_;  // [ceil(n_positions / kChunkRows)]
 };
 
-// Rotates x = [n_heads][head_dim] in place to `position` (position < table.n_positions()).
+// Rotates x = [n_heads][head_dim] in place to `position` (position < table.n_positions()): the first
+// 2 · table.half_dim() <= head_dim dims of each head (pairs within them), the others left as they are.
 void ApplyRope(float* x, size_t n_heads, size_t head_dim, const RopeTable& table, size_t position,
                RopePairing pairing);
 

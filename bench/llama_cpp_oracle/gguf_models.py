@@ -20,7 +20,9 @@ import gguf.quants
 
 @dataclasses.dataclass(frozen=True)
 class Shape:
-    arch: str  # "llama", "qwen2" (a llama with q/k/v biases, NEOX RoPE) or "gemma3"
+    # "llama", "qwen2" (a llama with q/k/v biases, NEOX RoPE), "qwen3" (q/k norms), "phi3" (fused
+    # attn_qkv and gate-up ffn_up), "smollm3" (every 4th layer without RoPE), "gemma2" or "gemma3"
+    arch: str
     hidden: int
     layers: int
     heads: int
@@ -35,6 +37,10 @@ class Shape:
     rope_linear: float = 0.0  # rope.scaling.type linear with this factor (gemma3: global layers only); 0 = none
     rope_llama3: tuple = ()  # (factor, low_freq_factor, high_freq_factor, original_context): rope_freqs.weight
     rope_yarn: tuple = ()  # (factor, original_context): rope.scaling.type yarn
+    rope_dim: int = 0  # rope.dimension_count when < head_dim (phi3 partial rotary); 0 = head_dim
+    longrope: tuple = ()  # phi3 (original_context, attn_factor): random rope_factors_long/short
+    softcap: tuple = ()  # gemma2 (attn_logit_softcapping, final_logit_softcapping)
+    experts: tuple = ()  # qwen3moe (expert_count, expert_used_count, expert_feed_forward_length)
 
 
 # Shapes of the issue's speed table, and the committed fixtures.
@@ -58,6 +64,22 @@ FIXTURE_LLAMA_YARN = dataclasses.replace(FIXTURE_LLAMA, rope_yarn=(4.0, 32))
 # Qwen2: the llama fixture's shape with Qwen's RoPE base; its q/k/v biases and split-half RoPE are
 # what the file checks.
 FIXTURE_QWEN2 = dataclasses.replace(FIXTURE_LLAMA, arch="qwen2", rope_base=1e6)
+# Qwen3: head_dim 32 with 4 heads of a 64-wide model (q is 128 wide), GQA, per-head q/k norms.
+FIXTURE_QWEN3 = Shape("qwen3", 64, 2, 4, 2, 32, 128, 288, tied=True, rope_base=1e6, context=512)
+# Phi-3 / Phi-4-mini: fused attn_qkv and gate-up ffn_up, partial rotary (Phi-4-mini rotates 3/4 of
+# each head; here 24 of 32), untied head; the LongRoPE twin adds long/short factors with an original
+# context of 64 under the 128-token fixture (so the long ones apply) and an attention factor.
+FIXTURE_PHI3 = Shape("phi3", 64, 2, 2, 1, 32, 128, 288, tied=False, context=512, rope_dim=24)
+FIXTURE_PHI3_LONGROPE = dataclasses.replace(FIXTURE_PHI3, longrope=(64, 1.19))
+# SmolLM3: 4 layers, so layer 3 attends without RoPE (llama.cpp: every 4th), NORM RoPE as llama.
+FIXTURE_SMOLLM3 = Shape("smollm3", 64, 4, 4, 2, 16, 128, 288, tied=True, context=512)
+# Qwen3-MoE: the Qwen3 fixture's attention, 8 experts of 32 wide, 2 per token (router logits wide
+# enough that tokens spread over all of them).
+FIXTURE_QWEN3MOE = dataclasses.replace(FIXTURE_QWEN3, arch="qwen3moe", experts=(8, 2, 32))
+# Gemma 2: 4 layers = 2 sliding (the even ones, window 16 < the prompt) + 2 global, head_dim !=
+# hidden/heads, soft-capping low enough to bite on these activations (real models: 50 and 30).
+FIXTURE_GEMMA2 = Shape("gemma2", 64, 4, 2, 1, 32, 64, 288, tied=True, sliding_window=16, context=512,
+                       softcap=(4.0, 6.0))
 
 SPM_PIECES = (
     "the of and to in is that for it as with was on be by at this are from or an not have which "
@@ -122,6 +144,10 @@ def _weights(shape: Shape, seed: int):
 
     h, q, kv, f = shape.hidden, shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.ffn
     head_std = 4.0 / np.sqrt(h)
+    if shape.longrope:  # per-frequency divisors around 1..4, as Phi-3's are
+        half = (shape.rope_dim or shape.head_dim) // 2
+        yield "rope_factors_long.weight", (1.0 + 3.0 * rng.random(half, dtype=np.float32)).astype(np.float32)
+        yield "rope_factors_short.weight", (1.0 + 0.5 * rng.random(half, dtype=np.float32)).astype(np.float32)
     yield "token_embd.weight", normal(shape.vocab, h, head_std)
     yield "output_norm.weight", norm(h)
     if not shape.tied:
@@ -129,21 +155,35 @@ def _weights(shape: Shape, seed: int):
     for layer in range(shape.layers):
         p = f"blk.{layer}."
         yield p + "attn_norm.weight", norm(h)
-        yield p + "attn_q.weight", normal(q, h, 1 / np.sqrt(h))
-        yield p + "attn_k.weight", normal(kv, h, 1 / np.sqrt(h))
-        yield p + "attn_v.weight", normal(kv, h, 1 / np.sqrt(h))
+        if shape.arch == "phi3":  # fused: q, k, v rows in one tensor
+            yield p + "attn_qkv.weight", normal(q + 2 * kv, h, 1 / np.sqrt(h))
+        else:
+            yield p + "attn_q.weight", normal(q, h, 1 / np.sqrt(h))
+            yield p + "attn_k.weight", normal(kv, h, 1 / np.sqrt(h))
+            yield p + "attn_v.weight", normal(kv, h, 1 / np.sqrt(h))
         yield p + "attn_output.weight", normal(h, q, 1 / np.sqrt(q))
         yield p + "ffn_norm.weight", norm(h)
-        yield p + "ffn_gate.weight", normal(f, h, 1 / np.sqrt(h))
-        yield p + "ffn_up.weight", normal(f, h, 1 / np.sqrt(h))
-        yield p + "ffn_down.weight", normal(h, f, 1 / np.sqrt(f))
+        if shape.experts:  # router, then 3-D [expert][rows][cols] stacks
+            n, _, fe = shape.experts
+            yield p + "ffn_gate_inp.weight", normal(n, h, 2 / np.sqrt(h))
+            yield p + "ffn_gate_exps.weight", normal(n * fe, h, 1 / np.sqrt(h)).reshape(n, fe, h)
+            yield p + "ffn_up_exps.weight", normal(n * fe, h, 1 / np.sqrt(h)).reshape(n, fe, h)
+            yield p + "ffn_down_exps.weight", normal(n * h, fe, 1 / np.sqrt(fe)).reshape(n, h, fe)
+        elif shape.arch == "phi3":  # fused: gate rows, then up rows
+            yield p + "ffn_up.weight", normal(2 * f, h, 1 / np.sqrt(h))
+        else:
+            yield p + "ffn_gate.weight", normal(f, h, 1 / np.sqrt(h))
+            yield p + "ffn_up.weight", normal(f, h, 1 / np.sqrt(h))
+        if not shape.experts:
+            yield p + "ffn_down.weight", normal(h, f, 1 / np.sqrt(f))
         if shape.arch == "qwen2":  # Qwen2 biases are large (some k entries reach tens); std 0.5 moves logits
             yield p + "attn_q.bias", normal(1, q, 0.5)[0]
             yield p + "attn_k.bias", normal(1, kv, 0.5)[0]
             yield p + "attn_v.bias", normal(1, kv, 0.5)[0]
-        if shape.arch == "gemma3":
+        if shape.arch in ("gemma3", "qwen3", "qwen3moe"):
             yield p + "attn_q_norm.weight", norm(shape.head_dim)
             yield p + "attn_k_norm.weight", norm(shape.head_dim)
+        if shape.arch in ("gemma2", "gemma3"):
             yield p + "post_attention_norm.weight", norm(h)
             yield p + "post_ffw_norm.weight", norm(h)
 
@@ -178,7 +218,9 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab, matrix_qtype=No
     tokens, scores, types = vocab
     assert len(tokens) == shape.vocab, (len(tokens), shape.vocab)
     w = gguf.GGUFWriter(path, shape.arch)
-    w.add_name(f"fak random {shape.arch} h{shape.hidden} L{shape.layers} seed {seed}")
+    # (llama.cpp looks up Phi-3's special tokens when general.name contains "phi3", which this
+    # vocabulary has not, so that name is spelled out.)
+    w.add_name(f"fak random {shape.arch.replace('phi3', 'phi-three')} h{shape.hidden} L{shape.layers} seed {seed}")
     w.add_file_type(0)  # ALL_F32
     w.add_context_length(shape.context)
     w.add_embedding_length(shape.hidden)
@@ -188,7 +230,7 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab, matrix_qtype=No
     w.add_head_count_kv(shape.kv_heads)
     w.add_key_length(shape.head_dim)
     w.add_value_length(shape.head_dim)
-    w.add_rope_dimension_count(shape.head_dim)
+    w.add_rope_dimension_count(shape.rope_dim or shape.head_dim)
     w.add_rope_freq_base(shape.rope_base)
     if shape.rope_linear:
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
@@ -197,9 +239,20 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab, matrix_qtype=No
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         w.add_rope_scaling_factor(shape.rope_yarn[0])
         w.add_rope_scaling_orig_ctx_len(shape.rope_yarn[1])
-    w.add_layer_norm_rms_eps(1e-6 if shape.arch == "gemma3" else 1e-5)
-    if shape.arch == "gemma3" and shape.sliding_window:
+    if shape.longrope:
+        w.add_rope_scaling_orig_ctx_len(shape.longrope[0])
+        w.add_rope_scaling_attn_factors(shape.longrope[1])
+    gemma = shape.arch in ("gemma2", "gemma3")
+    w.add_layer_norm_rms_eps(1e-6 if gemma else 1e-5)
+    if gemma and shape.sliding_window:
         w.add_sliding_window(shape.sliding_window)
+    if shape.experts:
+        w.add_expert_count(shape.experts[0])
+        w.add_expert_used_count(shape.experts[1])
+        w.add_expert_feed_forward_length(shape.experts[2])
+    if shape.softcap:
+        w.add_attn_logit_softcapping(shape.softcap[0])
+        w.add_final_logit_softcapping(shape.softcap[1])
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
     w.add_token_scores(scores)

@@ -507,6 +507,14 @@ void AttentionValues(const AttentionArgs& a, size_t kv_head, const float* s, siz
   }
 }
 
+// Gemma 2's attention soft-capping, score by score (so it adds nothing that depends on the batch):
+// s = cap · tanh(s · (1/cap)), as llama.cpp scales, takes tanh and scales back.
+inline void SoftCapScores(float* s, size_t n, float cap) {
+  if (cap <= 0.0f) return;
+  const float inv_cap = 1.0f / cap;
+  for (size_t i = 0; i < n; ++i) s[i] = cap * std::tanh(s[i] * inv_cap);
+}
+
 // Query heads [h0, h0 + HB) of one KV head: scores, softmax per head, weighted values.
 template <class V, size_t HB, class E>
 void AttentionHeads(const AttentionArgs& a, size_t h0) {
@@ -515,7 +523,10 @@ void AttentionHeads(const AttentionArgs& a, size_t h0) {
   ForEachKeyStretch<E>(a, kv_head, [&](const E* k, const E*, size_t first, size_t n) {
     AttentionScores<V, HB>(q, k, a.head_dim, n, a.scale, a.scratch + (first - a.key_begin), n_keys);
   });
-  for (size_t h = 0; h < HB; ++h) Softmax<V>(a.scratch + h * n_keys, n_keys);
+  for (size_t h = 0; h < HB; ++h) {
+    SoftCapScores(a.scratch + h * n_keys, n_keys, a.softcap);
+    Softmax<V>(a.scratch + h * n_keys, n_keys);
+  }
   AttentionValues<V, HB, E>(a, kv_head, a.scratch, n_keys, a.out + h0 * a.head_dim);
 }
 
@@ -579,6 +590,7 @@ void AttentionHeadsRows(const AttentionArgs& a, size_t h0) {
     for (size_t h = 0; h < HB; ++h) {
       float* sr = s + (h * rows + r) * n + (b - lo);
       Scale<V>(sr, a.scale, sr, e - b);
+      SoftCapScores(sr, e - b, a.softcap);
       Softmax<V>(sr, e - b);
     }
     AttentionArgs row = a;

@@ -35,7 +35,7 @@ std::string TextOf(const nb::handle& text) {
 
 nb::dict ConfigDict(const ModelConfig& c) {
   nb::dict d;
-  d["architecture"] = c.architecture == Architecture::kLlama ? "llama" : "gemma3";
+  d["architecture"] = ArchitectureName(c.architecture);
   d["vocab_size"] = c.vocab_size;
   d["hidden_size"] = c.hidden_size;
   d["n_layers"] = c.n_layers;

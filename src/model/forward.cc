@@ -1,9 +1,17 @@
 // The forward pass: embeddings → (RMSNorm, GQA attention with RoPE, gated FFN) × L → final norm →
-// output head, for the Llama family and Gemma 3 text (model-formats.md §4.2, §4.3). Gemma 3 adds:
-// embeddings × sqrtf(hidden) (an f32 constant, 25.298222 for h640, as llama.cpp does — HF rounds it
-// to the weight dtype first), QK-norm before RoPE, post-attention and post-FFN norms, GELU-tanh
-// gating, attention scale query_pre_attn_scalar^-0.5, and sliding-window layers whose queries see
-// keys at positions [max(0, p + 1 - window), p] with their own RoPE table (rope_binding.h).
+// output head, for the Llama family and Gemma 2 / 3 text (model-formats.md §4.2, §4.3; docs/models.md).
+// The architectures differ by data (ModelConfig, which tensors a layer has), not by separate passes:
+// - Qwen2: q/k/v biases. Qwen3 and Gemma 3: QK-norm (each head's query and key RMS-normalised) before RoPE.
+// - Phi-3: partial rotary and LongRoPE, SmolLM3: layers without RoPE — both only in the RoPE tables
+//   (MakeRopeBinding): a table rotates its first 2·half_dim dims, an empty one none.
+// - Gemma: embeddings × sqrtf(hidden) (an f32 constant, 25.298222 for h640, as llama.cpp does — HF
+//   rounds it to the weight dtype first), post-attention and post-FFN norms, GELU-tanh gating,
+//   attention scale query_pre_attn_scalar^-0.5, and sliding-window layers whose queries see keys at
+//   positions [max(0, p + 1 - window), p] with their own RoPE table (rope_binding.h). Gemma 2 also
+//   soft-caps attention scores (in the attention kernel, per score) and the output logits.
+// - Qwen3-MoE: the FFN is a mixture of experts (MixtureOfExperts): each row's experts are a pure
+//   function of that row, each expert runs once on all the rows routed to it, and a row's expert
+//   outputs are summed in its own rank order — so batching never changes a row's experts or bits.
 //
 // Exactness: every step is row-independent (RMSNorm, RoPE, projections whose outputs are reduced
 // in a batch-independent order) except attention, where each query row calls the same kernel over
@@ -69,7 +77,7 @@ void RmsNormRows(const Pass& p, const float* x, const WeightTensor& w, float* y,
 }
 
 // Row `token` of the embedding table as f32 (dequantized when the table is quantized), scaled by
-// sqrtf(hidden) for Gemma 3.
+// sqrtf(hidden) for Gemma.
 void EmbedRow(const Pass& p, int32_t token, float* y) {
   const WeightTensor& e = p.m.weights.token_embedding;
   const size_t h = p.c.hidden_size;
@@ -79,7 +87,7 @@ void EmbedRow(const Pass& p, int32_t token, float* y) {
   } else {
     std::memcpy(y, row, h * sizeof(float));
   }
-  if (p.c.architecture == Architecture::kGemma3) p.t.scale(y, std::sqrt(static_cast<float>(h)), y, h);
+  if (p.c.IsGemma()) p.t.scale(y, std::sqrt(static_cast<float>(h)), y, h);
 }
 
 // One sequence's share of a forward step: rows [row0, row0 + rows) of the step's buffers are its
@@ -124,7 +132,7 @@ void StoreKeysAndRotateQueries(const Pass& p, size_t layer, std::span<const Part
 void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, const float* q, float* out) {
   const size_t nh = p.c.n_heads, hd = p.c.head_dim;
   const size_t window = p.c.IsSlidingLayer(layer) ? p.c.sliding_window : 0;  // 0: all earlier keys
-  const float scalar = p.c.architecture == Architecture::kGemma3 && p.c.query_pre_attn_scalar > 0.0f
+  const float scalar = p.c.IsGemma() && p.c.query_pre_attn_scalar > 0.0f
                            ? p.c.query_pre_attn_scalar
                            : static_cast<float>(hd);
   const float scale = 1.0f / std::sqrt(scalar);
@@ -179,6 +187,7 @@ void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, con
       a.head_end = head_end;
       a.rows = item.rows;
       a.window = window;
+      a.softcap = p.c.attn_logit_softcap;
       a.kv_dtype = part.cache->shape().dtype;
       p.t.attention(a);
       u += head_end - head_begin;
@@ -200,65 +209,95 @@ void AddBiasRows(const Pass& p, float* y, const WeightTensor& bias, size_t rows)
   for (size_t i = 0; i < rows; ++i) p.t.add(y + i * bias.cols, bias.f32(), y + i * bias.cols, bias.cols);
 }
 
+// out[r] = Σ_k weight[r][k] · expert_{e[r][k]}(xn[r]): row r's router logits, softmax over all
+// experts, its n_experts_used most probable (ties: the lower index) with their probabilities divided
+// by their sum (clamped below at 2^-14, as llama.cpp); summed most probable first. Each expert runs
+// one gated FFN on the rows routed to it, gathered: its matmuls reduce every row independently of
+// how many rows it has, so a row's result does not depend on its batch. `out` may alias `xn`.
+void MixtureOfExperts(const Pass& p, const LayerWeights& w, const float* xn, size_t rows, float* out) {
+  const size_t n_exp = p.c.n_experts, k_used = p.c.n_experts_used, h = p.c.hidden_size, f = p.c.expert_ffn_size;
+  AlignedBuffer probs(rows * n_exp);
+  MatMulWeights(p, xn, rows, {{w.router, probs.data()}});
+  std::vector<float> weight(rows * k_used);
+  std::vector<std::vector<size_t>> routed(n_exp);  // per expert: the slots r * k_used + k routed to it
+  std::vector<uint32_t> order(n_exp);
+  for (size_t r = 0; r < rows; ++r) {
+    float* pr = probs.data() + r * n_exp;
+    p.t.softmax(pr, n_exp);
+    for (uint32_t e = 0; e < n_exp; ++e) order[e] = e;
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k_used), order.end(),
+                      [&](uint32_t a, uint32_t b) { return pr[a] > pr[b] || (pr[a] == pr[b] && a < b); });
+    float sum = 0.0f;
+    for (size_t k = 0; k < k_used; ++k) sum += pr[order[k]];
+    sum = std::max(sum, 6.103515625e-5f);
+    for (size_t k = 0; k < k_used; ++k) {
+      weight[r * k_used + k] = pr[order[k]] / sum;
+      routed[order[k]].push_back(r * k_used + k);
+    }
+  }
+  AlignedBuffer y(rows * k_used * h);  // slot r * k_used + k: expert k's output for row r
+  for (size_t e = 0; e < n_exp; ++e) {
+    const std::vector<size_t>& slots = routed[e];
+    if (slots.empty()) continue;  // experts no row chose do not run
+    const size_t n = slots.size();
+    AlignedBuffer x(n * h), gate(n * f), up(n * f), down(n * h);
+    for (size_t i = 0; i < n; ++i) std::memcpy(x.data() + i * h, xn + slots[i] / k_used * h, h * sizeof(float));
+    const ExpertWeights& ex = w.experts[e];
+    MatMulWeights(p, x.data(), n, {{ex.gate, gate.data()}, {ex.up, up.data()}});
+    p.t.silu_mul(gate.data(), up.data(), gate.data(), n * f);
+    MatMulWeights(p, gate.data(), n, {{ex.down, down.data()}});
+    for (size_t i = 0; i < n; ++i) std::memcpy(y.data() + slots[i] * h, down.data() + i * h, h * sizeof(float));
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    float* o = out + r * h;
+    const float* yr = y.data() + r * k_used * h;
+    const float* wr = weight.data() + r * k_used;
+    for (size_t i = 0; i < h; ++i) o[i] = wr[0] * yr[i];
+    for (size_t k = 1; k < k_used; ++k)
+      for (size_t i = 0; i < h; ++i) o[i] += wr[k] * yr[k * h + i];
+  }
+}
+
 // A layer in two halves. The first computes every row's query, key and value and stores the keys
 // and values; the second (attention onwards) may run on fewer rows: on the last layer only the rows
-// whose logits are wanted need it, since no later layer reads the others.
-void LlamaLayerKeys(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
+// whose logits are wanted need it, since no later layer reads the others. Optional steps run when
+// the layer has their tensors (biases: Qwen2; QK-norm: Qwen3, Gemma 3; post-norms: Gemma).
+void LayerKeys(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
   const LayerWeights& w = p.m.weights.layers[l];
   RmsNormRows(p, b.x.data(), w.attn_norm, b.xn.data(), rows);
   MatMulWeights(p, b.xn.data(), rows, {{w.wq, b.q.data()}, {w.wk, b.k.data()}, {w.wv, b.v.data()}});
   AddBiasRows(p, b.q.data(), w.bq, rows);
   AddBiasRows(p, b.k.data(), w.bk, rows);  // before RoPE: the stored raw keys include it
   AddBiasRows(p, b.v.data(), w.bv, rows);
+  if (!w.q_norm.empty()) {  // per head, in place, before RoPE (so Kraw holds the normalised key)
+    RmsNormRows(p, b.q.data(), w.q_norm, b.q.data(), rows * p.c.n_heads);
+    RmsNormRows(p, b.k.data(), w.k_norm, b.k.data(), rows * p.c.n_kv_heads);
+  }
   StoreKeysAndRotateQueries(p, l, parts, b.q.data(), b.k.data(), b.v.data());
-}
-
-void LlamaLayerRest(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
-  const LayerWeights& w = p.m.weights.layers[l];
-  const size_t h = p.c.hidden_size;
-  AttentionRows(p, l, parts, b.q.data(), b.attn.data());
-  MatMulWeights(p, b.attn.data(), rows, {{w.wo, b.xn.data()}});
-  p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
-
-  RmsNormRows(p, b.x.data(), w.ffn_norm, b.xn.data(), rows);
-  MatMulWeights(p, b.xn.data(), rows, {{w.w_gate, b.gate.data()}, {w.w_up, b.up.data()}});
-  p.t.silu_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
-  MatMulWeights(p, b.gate.data(), rows, {{w.w_down, b.xn.data()}});
-  p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
-}
-
-// Gemma 3: sandwich norms around attention and FFN, QK-norm before RoPE, GELU-tanh gating.
-void GemmaLayerKeys(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
-  const LayerWeights& w = p.m.weights.layers[l];
-  RmsNormRows(p, b.x.data(), w.attn_norm, b.xn.data(), rows);
-  MatMulWeights(p, b.xn.data(), rows, {{w.wq, b.q.data()}, {w.wk, b.k.data()}, {w.wv, b.v.data()}});
-  RmsNormRows(p, b.q.data(), w.q_norm, b.q.data(), rows * p.c.n_heads);  // per head, in place
-  RmsNormRows(p, b.k.data(), w.k_norm, b.k.data(), rows * p.c.n_kv_heads);
-  StoreKeysAndRotateQueries(p, l, parts, b.q.data(), b.k.data(), b.v.data());
-}
-
-void GemmaLayerRest(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
-  const LayerWeights& w = p.m.weights.layers[l];
-  const size_t h = p.c.hidden_size;
-  AttentionRows(p, l, parts, b.q.data(), b.attn.data());
-  MatMulWeights(p, b.attn.data(), rows, {{w.wo, b.xn.data()}});
-  RmsNormRows(p, b.xn.data(), w.post_attn_norm, b.xn.data(), rows);
-  p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
-
-  RmsNormRows(p, b.x.data(), w.ffn_norm, b.xn.data(), rows);
-  MatMulWeights(p, b.xn.data(), rows, {{w.w_gate, b.gate.data()}, {w.w_up, b.up.data()}});
-  p.t.gelu_tanh_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
-  MatMulWeights(p, b.gate.data(), rows, {{w.w_down, b.xn.data()}});
-  RmsNormRows(p, b.xn.data(), w.post_ffn_norm, b.xn.data(), rows);
-  p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
-}
-
-void LayerKeys(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
-  p.c.architecture == Architecture::kGemma3 ? GemmaLayerKeys(p, l, parts, rows, b) : LlamaLayerKeys(p, l, parts, rows, b);
 }
 
 void LayerRest(const Pass& p, size_t l, std::span<const Part> parts, size_t rows, Buffers& b) {
-  p.c.architecture == Architecture::kGemma3 ? GemmaLayerRest(p, l, parts, rows, b) : LlamaLayerRest(p, l, parts, rows, b);
+  const LayerWeights& w = p.m.weights.layers[l];
+  const size_t h = p.c.hidden_size;
+  AttentionRows(p, l, parts, b.q.data(), b.attn.data());
+  MatMulWeights(p, b.attn.data(), rows, {{w.wo, b.xn.data()}});
+  if (!w.post_attn_norm.empty()) RmsNormRows(p, b.xn.data(), w.post_attn_norm, b.xn.data(), rows);
+  p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
+
+  RmsNormRows(p, b.x.data(), w.ffn_norm, b.xn.data(), rows);
+  if (p.c.n_experts > 0) {
+    MixtureOfExperts(p, w, b.xn.data(), rows, b.xn.data());
+  } else {
+    MatMulWeights(p, b.xn.data(), rows, {{w.w_gate, b.gate.data()}, {w.w_up, b.up.data()}});
+    if (p.c.IsGemma()) {
+      p.t.gelu_tanh_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
+    } else {
+      p.t.silu_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
+    }
+    MatMulWeights(p, b.gate.data(), rows, {{w.w_down, b.xn.data()}});
+  }
+  if (!w.post_ffn_norm.empty()) RmsNormRows(p, b.xn.data(), w.post_ffn_norm, b.xn.data(), rows);
+  p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
 }
 
 // The last layer for the rows in `keep` only (after LayerKeys ran on all of the step's rows): those
@@ -278,7 +317,8 @@ void LastLayerRestOf(const Pass& p, std::span<const Part> parts, const Buffers& 
   LayerRest(p, p.c.n_layers - 1, one_row, keep.size(), kept);
 }
 
-// Logits of the given rows of x: [n_rows][vocab] appended to *logits.
+// Logits of the given rows of x: [n_rows][vocab] appended to *logits; Gemma 2 soft-caps each one
+// (cap · tanh(z / cap), as llama.cpp: z scaled by 1/cap, tanh, scaled by cap), per element.
 void OutputHead(const Pass& p, const float* x, size_t n_rows, std::vector<float>* logits) {
   const size_t h = p.c.hidden_size;
   AlignedBuffer xn(n_rows * h);
@@ -286,6 +326,10 @@ void OutputHead(const Pass& p, const float* x, size_t n_rows, std::vector<float>
   const size_t old = logits->size();
   logits->resize(old + n_rows * p.c.vocab_size);
   MatMulWeights(p, xn.data(), n_rows, {{p.m.weights.output, logits->data() + old}});
+  if (const float cap = p.c.final_logit_softcap; cap > 0.0f) {
+    const float inv_cap = 1.0f / cap;
+    for (auto z = logits->begin() + static_cast<std::ptrdiff_t>(old); z != logits->end(); ++z) *z = cap * std::tanh(*z * inv_cap);
+  }
 }
 
 }  // namespace
@@ -362,22 +406,30 @@ void Forward(const ModelImpl& m, std::span<const BatchItem> items, std::span<std
 std::shared_ptr<const RopeBinding> MakeRopeBinding(const ModelConfig& c) {
   auto binding = std::make_shared<RopeBinding>();
   binding->pairing = c.rope_pairing;
-  // Frequency scaling (linear, llama3 factors) applies to every Llama layer and to Gemma 3's global
-  // layers; Gemma 3's sliding layers rotate unscaled with their own base (llama.cpp's
-  // rope_freq_scale_train_swa = 1, HF's rotary_emb_local).
+  // A table of RotaryDims()/2 frequencies rotates the first RotaryDims() dims of each head (Phi-3's
+  // partial rotary, with its exponents over the rotary dims as llama.cpp's n_rot); the rest pass.
+  // Frequency scaling (linear, llama3 and LongRoPE factors, the attention factor) applies to every
+  // Llama-family layer and to Gemma 3's global layers; Gemma 3's sliding layers rotate unscaled with
+  // their own base (llama.cpp's rope_freq_scale_train_swa = 1, HF's rotary_emb_local).
   const ModelConfig::RopeYarn& yarn = c.rope_yarn;
+  const size_t dims = c.RotaryDims();
   auto global = std::make_shared<const kernels::RopeTable>(
       yarn.factor != 0.0
-          ? kernels::RopeYarnInverseFrequencies(c.head_dim, c.rope_base, yarn.factor,
-                                                static_cast<double>(yarn.original_context), yarn.beta_fast, yarn.beta_slow)
-          : kernels::RopeInverseFrequencies(c.head_dim, c.rope_base, c.rope_scale_factor, c.rope_freq_factors),
-      c.context_length, yarn.factor != 0.0 ? yarn.magnitude : 1.0);
+          ? kernels::RopeYarnInverseFrequencies(dims, c.rope_base, yarn.factor, static_cast<double>(yarn.original_context),
+                                                yarn.beta_fast, yarn.beta_slow)
+          : kernels::RopeInverseFrequencies(dims, c.rope_base, c.rope_scale_factor, c.rope_freq_factors),
+      c.context_length, yarn.factor != 0.0 ? yarn.magnitude : c.rope_attn_factor);
   binding->layer_tables.assign(c.n_layers, global);
-  std::shared_ptr<const kernels::RopeTable> local;  // Gemma 3 sliding layers: their own base
+  std::shared_ptr<const kernels::RopeTable> local, none;  // Gemma sliding layers; SmolLM3's NoPE layers
   for (size_t l = 0; l < c.n_layers; ++l) {
+    if (!c.IsRopeLayer(l)) {
+      if (!none) none = std::make_shared<const kernels::RopeTable>(std::vector<double>{}, c.context_length);
+      binding->layer_tables[l] = none;  // no frequencies: ApplyRope leaves the head as it is
+      continue;
+    }
     if (!c.IsSlidingLayer(l) || (c.rope_local_base == c.rope_base && !c.HasRopeScaling())) continue;
     if (!local) {
-      local = std::make_shared<const kernels::RopeTable>(kernels::RopeInverseFrequencies(c.head_dim, c.rope_local_base),
+      local = std::make_shared<const kernels::RopeTable>(kernels::RopeInverseFrequencies(dims, c.rope_local_base),
                                                          c.context_length);
     }
     binding->layer_tables[l] = local;

@@ -1,5 +1,6 @@
-// ModelConfig from GGUF metadata (model-formats.md §1.6, §4.3): the llama.* / gemma3.* keys, the
-// vocabulary size from the tokenizer's token list, special ids, and Gemma 3's sliding window.
+// ModelConfig from GGUF metadata (model-formats.md §1.6, §4.3): the {arch}.* keys of llama, qwen2,
+// qwen3, qwen3moe, phi3, smollm3, gemma2 and gemma3 files as llama.cpp reads them, the vocabulary size from the
+// tokenizer's token list, special ids, Gemma's sliding window and soft-capping, Phi-3's LongRoPE.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -102,22 +103,17 @@ Status ReadLinearScaling(const GgufFile& f, const std::string& arch, ModelConfig
   return Status::Ok();
 }
 
-// Llama 3.x "llama3" scaling: rope_freqs.weight, F32 [head_dim/2], divides theta_i by factor_i
-// (llama.cpp's llama graph). llama.cpp's gemma3 graph never reads it, so a Gemma 3 file with it is
-// refused rather than run one way or the other.
-Status ReadRopeFreqs(const GgufFile& f, ModelConfig* c) {
-  const GgufTensorInfo* t = f.FindTensor("rope_freqs.weight");
-  if (t == nullptr) return Status::Ok();
-  const std::string what = f.name() + ": tensor rope_freqs.weight";
-  if (c->architecture != Architecture::kLlama) return Unsupported(what + " (llama3 RoPE scaling) on a gemma3 model");
+// Per-frequency RoPE divisors from tensor `t`: F32 [rotary dims/2], each finite and > 0.
+Status ReadFactorTensor(const GgufFile& f, const GgufTensorInfo* t, ModelConfig* c) {
+  const std::string what = f.name() + ": tensor " + std::string(t->name);
   if (t->type != GgmlType::kF32) return Unsupported(what + " must be F32");
-  const size_t half = c->head_dim / 2;
+  const size_t half = c->RotaryDims() / 2;
   bool shape_ok = !t->ne.empty() && static_cast<size_t>(t->ne[0]) == half;
   for (size_t i = 1; i < t->ne.size(); ++i) shape_ok = shape_ok && t->ne[i] == 1;
   if (!shape_ok || t->size_bytes != half * sizeof(float)) {
     std::string shape;
     for (int64_t n : t->ne) shape += (shape.empty() ? "" : ", ") + std::to_string(n);
-    return Corruption(what + " has shape [" + shape + "], expected [" + std::to_string(half) + "] (head_dim/2)");
+    return Corruption(what + " has shape [" + shape + "], expected [" + std::to_string(half) + "] (rotary dims/2)");
   }
   c->rope_freq_factors.resize(half);
   std::memcpy(c->rope_freq_factors.data(), t->data, half * sizeof(float));
@@ -130,10 +126,46 @@ Status ReadRopeFreqs(const GgufFile& f, ModelConfig* c) {
   return Status::Ok();
 }
 
-// Features fak does not implement are refused rather than silently ignored.
+// Llama 3.x "llama3" scaling: rope_freqs.weight divides theta_i by factor_i (llama.cpp's llama
+// graph). llama.cpp's other graphs never read it, so another architecture's file with it is refused
+// rather than run one way or the other.
+Status ReadRopeFreqs(const GgufFile& f, ModelConfig* c) {
+  const GgufTensorInfo* t = f.FindTensor("rope_freqs.weight");
+  if (t == nullptr) return Status::Ok();
+  if (c->architecture != Architecture::kLlama) {
+    return Unsupported(f.name() + ": tensor rope_freqs.weight (llama3 RoPE scaling) on a " +
+                       ArchitectureName(c->architecture) + " model");
+  }
+  return ReadFactorTensor(f, t, c);
+}
+
+// Phi-3 LongRoPE (Phi-3-128k, Phi-4-mini): rope_factors_long.weight when the context used exceeds
+// rope.scaling.original_context_length (default: the trained context), else rope_factors_short.weight
+// — llama.cpp's get_rope_factors, decided once here from the (possibly capped) context length.
+Status ReadLongRope(const GgufFile& f, const std::string& arch, ModelConfig* c) {
+  const GgufTensorInfo* long_t = f.FindTensor("rope_factors_long.weight");
+  const GgufTensorInfo* short_t = f.FindTensor("rope_factors_short.weight");
+  if (long_t == nullptr && short_t == nullptr) return Status::Ok();
+  if (c->architecture != Architecture::kPhi3) {
+    return Unsupported(f.name() + ": LongRoPE factor tensors on a " + std::string(ArchitectureName(c->architecture)) +
+                       " model (only phi3 applies them)");
+  }
+  if (long_t == nullptr || short_t == nullptr) {
+    return Corruption(f.name() + ": tensor " + (long_t == nullptr ? "rope_factors_long" : "rope_factors_short") +
+                      ".weight is missing (LongRoPE needs both)");
+  }
+  FAK_ASSIGN_OR_RETURN(uint64_t trained, Uint(f, arch + ".context_length", 2048));
+  FAK_ASSIGN_OR_RETURN(uint64_t original, Uint(f, arch + ".rope.scaling.original_context_length", trained));
+  return ReadFactorTensor(f, c->context_length > original ? long_t : short_t, c);
+}
+
+// Features fak does not implement are refused rather than silently ignored (Gemma 2 reads its
+// soft-capping keys in ReadGemmaKeys).
 Status CheckUnsupported(const GgufFile& f, const std::string& arch) {
   auto cap = Real(f, arch + ".final_logit_softcapping", 0.0);
-  if (cap.has_value() && *cap != 0.0) return Unsupported(f.name() + ": " + arch + ".final_logit_softcapping is not supported");
+  if (arch != "gemma2" && cap.has_value() && *cap != 0.0) {
+    return Unsupported(f.name() + ": " + arch + ".final_logit_softcapping is not supported");
+  }
   return Status::Ok();
 }
 
@@ -146,15 +178,15 @@ Result<size_t> VocabSize(const GgufFile& f) {
   return static_cast<size_t>(e->ne[1]);
 }
 
-// Gemma 3's sliding-window layout, as llama.cpp reads it: `sliding_window_pattern` is either a
+// Gemma's sliding-window layout, as llama.cpp reads it: `sliding_window_pattern` is either a
 // period n (layer l slides iff l % n < n - 1; 0 means every layer slides) or a per-layer array of
-// flags (nonzero: sliding). fak expresses it as a period where layer l is global iff
-// (l + 1) % period == 0, so every layer sliding is the period n_layers + 1; an array no period
-// reproduces is Unsupported.
-Result<size_t> SlidingPattern(const GgufFile& f, size_t n_layers) {
-  const std::string key = "gemma3.attention.sliding_window_pattern";
+// flags (nonzero: sliding); absent, Gemma 3's period is 6 and Gemma 2's 2 (its even layers slide).
+// fak expresses it as a period where layer l is global iff (l + 1) % period == 0, so every layer
+// sliding is the period n_layers + 1; an array no period reproduces is Unsupported.
+Result<size_t> SlidingPattern(const GgufFile& f, const std::string& arch, size_t n_layers, size_t fallback) {
+  const std::string key = arch + ".attention.sliding_window_pattern";
   const GgufValue* v = f.Find(key);
-  if (v == nullptr) return size_t{6};
+  if (v == nullptr) return fallback;
   if (!v->is_array()) {
     FAK_ASSIGN_OR_RETURN(uint64_t n, v->ToUint64());
     return n == 0 ? n_layers + 1 : static_cast<size_t>(n);
@@ -180,18 +212,71 @@ Result<size_t> SlidingPattern(const GgufFile& f, size_t n_layers) {
   return Unsupported(f.name() + ": " + key + " is a per-layer layout with no fixed period (not supported)");
 }
 
-// Gemma 3 specifics: window, pattern, local RoPE base, attention scale.
-Status ReadGemmaKeys(const GgufFile& f, ModelConfig* c) {
-  FAK_ASSIGN_OR_RETURN(uint64_t window, Uint(f, "gemma3.attention.sliding_window", 0));
+// Gemma 2 / 3 specifics: window, pattern, local RoPE base, attention scale; Gemma 2's soft-capping.
+// Defaults are llama.cpp's: Gemma 2 slides over 4096 positions on its even layers, caps attention
+// scores at 50 and logits at 30 (gemma2.attn_logit_softcapping, gemma2.final_logit_softcapping).
+Status ReadGemmaKeys(const GgufFile& f, const std::string& a, ModelConfig* c) {
+  const bool gemma2 = c->architecture == Architecture::kGemma2;
+  FAK_ASSIGN_OR_RETURN(uint64_t window, Uint(f, a + ".attention.sliding_window", gemma2 ? 4096 : 0));
   c->sliding_window = window;
   if (window > 0) {
-    FAK_ASSIGN_OR_RETURN(c->sliding_window_pattern, SlidingPattern(f, c->n_layers));
+    FAK_ASSIGN_OR_RETURN(c->sliding_window_pattern, SlidingPattern(f, a, c->n_layers, gemma2 ? 2 : 6));
   }
-  // Sliding layers rotate with gemma3.rope.freq_base_swa; llama.cpp and HF (rope_local_base_freq)
-  // default it to 10000, and converted files usually leave it out.
-  FAK_ASSIGN_OR_RETURN(c->rope_local_base, Real(f, "gemma3.rope.freq_base_swa", 10000.0));
-  // llama.cpp: 1/sqrt(n_embd/n_head) for the 62-layer 27B, 1/sqrt(head_dim) otherwise.
-  c->query_pre_attn_scalar = c->n_layers == 62 ? static_cast<float>(c->hidden_size / c->n_heads) : 0.0f;
+  // Sliding layers rotate with {arch}.rope.freq_base_swa. Gemma 3: llama.cpp and HF
+  // (rope_local_base_freq) default it to 10000, and converted files usually leave it out; Gemma 2
+  // rotates every layer alike.
+  FAK_ASSIGN_OR_RETURN(c->rope_local_base, Real(f, a + ".rope.freq_base_swa", gemma2 ? c->rope_base : 10000.0));
+  // llama.cpp: 1/sqrt(n_embd/n_head) for the 27B (Gemma 3: 62 layers, Gemma 2: 46), 1/sqrt(head_dim)
+  // otherwise.
+  c->query_pre_attn_scalar = c->n_layers == (gemma2 ? 46u : 62u) ? static_cast<float>(c->hidden_size / c->n_heads) : 0.0f;
+  if (gemma2) {
+    // llama.cpp scales Gemma 2's sliding layers with the global ones, fak's Gemma tables do not.
+    if (c->HasRopeScaling()) return Unsupported(f.name() + ": RoPE scaling on a gemma2 model");
+    FAK_ASSIGN_OR_RETURN(double attn_cap, Real(f, a + ".attn_logit_softcapping", 50.0));
+    FAK_ASSIGN_OR_RETURN(double final_cap, Real(f, a + ".final_logit_softcapping", 30.0));
+    c->attn_logit_softcap = static_cast<float>(attn_cap);
+    c->final_logit_softcap = static_cast<float>(final_cap);
+  }
+  return Status::Ok();
+}
+
+// How each general.architecture maps onto ModelConfig. RoPE pairing follows llama.cpp's rope type:
+// NORM (adjacent pairs; the converter permuted Q/K rows) for llama and smollm3, NEOX (split halves)
+// for the others.
+struct ArchSpec {
+  const char* name;
+  Architecture architecture;
+  RopePairing pairing;
+  bool qkv_bias;
+  size_t nope_layer_interval;
+};
+constexpr ArchSpec kArchSpecs[] = {
+    {"llama", Architecture::kLlama, RopePairing::kAdjacent, false, 0},
+    {"qwen2", Architecture::kLlama, RopePairing::kSplitHalf, true, 0},  // a Llama with q/k/v biases
+    {"qwen3", Architecture::kQwen3, RopePairing::kSplitHalf, false, 0},
+    {"qwen3moe", Architecture::kQwen3Moe, RopePairing::kSplitHalf, false, 0},
+    {"phi3", Architecture::kPhi3, RopePairing::kSplitHalf, false, 0},
+    // llama.cpp hard-codes SmolLM3's NoPE layers as every 4th (n_no_rope_layer_step = 4): no key.
+    {"smollm3", Architecture::kSmolLM3, RopePairing::kAdjacent, false, 4},
+    {"gemma2", Architecture::kGemma2, RopePairing::kSplitHalf, false, 0},
+    {"gemma3", Architecture::kGemma3, RopePairing::kSplitHalf, false, 0},
+};
+
+// Qwen3-MoE's experts as llama.cpp reads them: expert_count, expert_used_count,
+// expert_feed_forward_length (default: feed_forward_length / expert_used_count); the chosen
+// experts' weights are always renormalised (llama.cpp passes norm_w = true). What would change the
+// mixture beyond that — a weights scale, shared experts — is refused.
+Status ReadExperts(const GgufFile& f, const std::string& a, ModelConfig* c) {
+  FAK_ASSIGN_OR_RETURN(c->n_experts, Uint(f, a + ".expert_count", std::nullopt));
+  FAK_ASSIGN_OR_RETURN(c->n_experts_used, Uint(f, a + ".expert_used_count", std::nullopt));
+  if (c->n_experts == 0 || c->n_experts_used == 0) {
+    return Corruption(f.name() + ": " + a + ".expert_count and expert_used_count must be > 0");
+  }
+  FAK_ASSIGN_OR_RETURN(c->expert_ffn_size, Uint(f, a + ".expert_feed_forward_length", c->ffn_size / c->n_experts_used));
+  FAK_ASSIGN_OR_RETURN(double scale, Real(f, a + ".expert_weights_scale", 0.0));
+  if (scale != 0.0 && scale != 1.0) return Unsupported(f.name() + ": " + a + ".expert_weights_scale " + std::to_string(scale));
+  FAK_ASSIGN_OR_RETURN(uint64_t shared, Uint(f, a + ".expert_shared_count", 0));
+  if (shared != 0) return Unsupported(f.name() + ": " + a + ".expert_shared_count " + std::to_string(shared) + " (shared experts)");
   return Status::Ok();
 }
 
@@ -199,21 +284,20 @@ Status ReadGemmaKeys(const GgufFile& f, ModelConfig* c) {
 
 Result<ModelConfig> ConfigFromGguf(const GgufFile& f, const ModelOptions& options) {
   FAK_ASSIGN_OR_RETURN(std::string_view arch_name, f.GetString("general.architecture"));
-  ModelConfig c;
-  if (arch_name == "llama") {
-    c.architecture = Architecture::kLlama;
-    c.rope_pairing = RopePairing::kAdjacent;  // the converter permuted Q/K rows (NORM rope)
-  } else if (arch_name == "qwen2") {  // a Llama with q/k/v biases and NEOX RoPE (llama.cpp's qwen2 graph)
-    c.architecture = Architecture::kLlama;
-    c.rope_pairing = RopePairing::kSplitHalf;
-    c.qkv_bias = true;
-  } else if (arch_name == "gemma3") {
-    c.architecture = Architecture::kGemma3;
-    c.rope_pairing = RopePairing::kSplitHalf;  // NEOX
-  } else {
-    return Unsupported(f.name() + ": general.architecture \"" + std::string(arch_name) +
-                       "\" (supported: llama, qwen2, gemma3)");
+  const ArchSpec* spec = nullptr;
+  std::string supported;
+  for (const ArchSpec& s : kArchSpecs) {
+    if (arch_name == s.name) spec = &s;
+    supported += (supported.empty() ? "" : ", ") + std::string(s.name);
   }
+  if (spec == nullptr) {
+    return Unsupported(f.name() + ": general.architecture \"" + std::string(arch_name) + "\" (supported: " + supported + ")");
+  }
+  ModelConfig c;
+  c.architecture = spec->architecture;
+  c.rope_pairing = spec->pairing;
+  c.qkv_bias = spec->qkv_bias;
+  c.nope_layer_interval = spec->nope_layer_interval;
   const std::string a(arch_name);
   FAK_RETURN_IF_ERROR(CheckUnsupported(f, a));
   FAK_ASSIGN_OR_RETURN(c.hidden_size, Uint(f, a + ".embedding_length", std::nullopt));
@@ -226,20 +310,34 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f, const ModelOptions& option
   FAK_ASSIGN_OR_RETURN(uint64_t value_dim, Uint(f, a + ".attention.value_length", c.head_dim));
   if (value_dim != c.head_dim) return Unsupported(f.name() + ": " + a + ".attention.value_length differs from key_length");
   FAK_ASSIGN_OR_RETURN(uint64_t n_rot, Uint(f, a + ".rope.dimension_count", c.head_dim));
-  if (n_rot != c.head_dim) return Unsupported(f.name() + ": " + a + ".rope.dimension_count != head dim (partial RoPE)");
+  if (n_rot != c.head_dim) {  // partial rotary: Phi-3's graph rotates the first n_rot dims, the others assert
+    if (c.architecture != Architecture::kPhi3) {
+      return Unsupported(f.name() + ": " + a + ".rope.dimension_count != head dim (partial RoPE; only phi3)");
+    }
+    if (n_rot == 0 || n_rot > c.head_dim) {
+      return Corruption(f.name() + ": " + a + ".rope.dimension_count " + std::to_string(n_rot) + " is not in [1, head dim " +
+                        std::to_string(c.head_dim) + "]");
+    }
+    c.rope_dim = n_rot;
+  }
   FAK_ASSIGN_OR_RETURN(c.rope_base, Real(f, a + ".rope.freq_base", 10000.0));
   FAK_RETURN_IF_ERROR(ReadLinearScaling(f, a, &c));
   FAK_RETURN_IF_ERROR(ReadRopeFreqs(f, &c));
+  if (c.rope_yarn.factor == 0.0) {  // llama.cpp multiplies cos/sin by it (YaRN refuses it: ReadYarn)
+    FAK_ASSIGN_OR_RETURN(c.rope_attn_factor, Real(f, a + ".rope.scaling.attn_factor", 1.0));
+  }
   FAK_ASSIGN_OR_RETURN(double eps, Real(f, a + ".attention.layer_norm_rms_epsilon", std::nullopt));
   c.rms_eps = static_cast<float>(eps);
   FAK_ASSIGN_OR_RETURN(c.context_length, Uint(f, a + ".context_length", 2048));
   if (options.max_context > 0) c.context_length = std::min(c.context_length, options.max_context);
   c.context_length = std::min<size_t>(c.context_length, size_t{1} << 24);
+  FAK_RETURN_IF_ERROR(ReadLongRope(f, a, &c));
   FAK_ASSIGN_OR_RETURN(c.vocab_size, VocabSize(f));
   c.tied_embeddings = f.FindTensor("output.weight") == nullptr;
   FAK_ASSIGN_OR_RETURN(c.bos_id, SpecialId(f, "tokenizer.ggml.bos_token_id", c.vocab_size));
   FAK_ASSIGN_OR_RETURN(c.eos_id, SpecialId(f, "tokenizer.ggml.eos_token_id", c.vocab_size));
-  if (c.architecture == Architecture::kGemma3) FAK_RETURN_IF_ERROR(ReadGemmaKeys(f, &c));
+  if (c.IsGemma()) FAK_RETURN_IF_ERROR(ReadGemmaKeys(f, a, &c));
+  if (c.architecture == Architecture::kQwen3Moe) FAK_RETURN_IF_ERROR(ReadExperts(f, a, &c));
   FAK_RETURN_IF_ERROR(c.Validate());
   return c;
 }

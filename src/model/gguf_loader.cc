@@ -1,6 +1,7 @@
 // Model weights from a GGUF file (model-formats.md §2): tensor names per architecture, shape checks
 // (ne[0] is the row length), and the storage each type gets — F32 and quantized rows stay in the
-// mapped file; F16/BF16 are widened to f32 once here.
+// mapped file; F16/BF16 are widened to f32 once here. Fused tensors (attn_qkv; Phi-3's ffn_up
+// holding gate then up) become row ranges of one tensor: every row is whole, so each part is a view.
 #include <string>
 
 #include "kernels/dispatch.h"
@@ -22,6 +23,20 @@ class TensorReader {
                     TrailingOnes(*t, 2);
     if (!ok) return BadShape(*t, StrCat("[", std::to_string(cols), ", ", std::to_string(rows), "]"));
     return View(*t, rows, cols, /*allow_quant=*/true);
+  }
+
+  bool Has(const std::string& name) const { return f_.FindTensor(name) != nullptr; }
+
+  // n matrices of [rows][cols] stacked in one 3-D tensor (GGUF ne = [cols, rows, n]), as one
+  // [n · rows][cols] matrix.
+  Result<WeightTensor> Stack(const std::string& name, size_t n, size_t rows, size_t cols) {
+    FAK_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name));
+    const bool ok = t->ne.size() >= 3 && static_cast<size_t>(t->ne[0]) == cols && static_cast<size_t>(t->ne[1]) == rows &&
+                    static_cast<size_t>(t->ne[2]) == n && TrailingOnes(*t, 3);
+    if (!ok) {
+      return BadShape(*t, StrCat("[", std::to_string(cols), ", ", std::to_string(rows), ", ", std::to_string(n), "]"));
+    }
+    return View(*t, n * rows, cols, /*allow_quant=*/true);
   }
 
   // A norm weight or bias vector of n values (F32, or F16/BF16 widened).
@@ -86,27 +101,59 @@ class TensorReader {
   ModelWeights* w_;
 };
 
+// Rows [row0, row0 + rows) of `t`: a view, since each stored row (f32 or quant blocks) stands alone.
+WeightTensor Rows(const WeightTensor& t, size_t row0, size_t rows) {
+  WeightTensor part = t;
+  part.rows = rows;
+  part.data = static_cast<const uint8_t*>(t.data) + row0 * t.row_bytes();
+  return part;
+}
+
 Result<LayerWeights> ReadLayer(TensorReader& r, const ModelConfig& c, size_t l) {
   const std::string p = "blk." + std::to_string(l) + ".";
   const size_t h = c.hidden_size, q_dim = c.n_heads * c.head_dim, kv_dim = c.n_kv_heads * c.head_dim;
   LayerWeights lw;
   FAK_ASSIGN_OR_RETURN(lw.attn_norm, r.Vector(p + "attn_norm.weight", h));
-  FAK_ASSIGN_OR_RETURN(lw.wq, r.Matrix(p + "attn_q.weight", q_dim, h));
-  FAK_ASSIGN_OR_RETURN(lw.wk, r.Matrix(p + "attn_k.weight", kv_dim, h));
-  FAK_ASSIGN_OR_RETURN(lw.wv, r.Matrix(p + "attn_v.weight", kv_dim, h));
+  if (r.Has(p + "attn_qkv.weight")) {  // fused: q rows, then k, then v (llama.cpp's create_tensor_qkv)
+    FAK_ASSIGN_OR_RETURN(WeightTensor qkv, r.Matrix(p + "attn_qkv.weight", q_dim + 2 * kv_dim, h));
+    lw.wq = Rows(qkv, 0, q_dim);
+    lw.wk = Rows(qkv, q_dim, kv_dim);
+    lw.wv = Rows(qkv, q_dim + kv_dim, kv_dim);
+  } else {
+    FAK_ASSIGN_OR_RETURN(lw.wq, r.Matrix(p + "attn_q.weight", q_dim, h));
+    FAK_ASSIGN_OR_RETURN(lw.wk, r.Matrix(p + "attn_k.weight", kv_dim, h));
+    FAK_ASSIGN_OR_RETURN(lw.wv, r.Matrix(p + "attn_v.weight", kv_dim, h));
+  }
   FAK_ASSIGN_OR_RETURN(lw.wo, r.Matrix(p + "attn_output.weight", h, q_dim));
   FAK_ASSIGN_OR_RETURN(lw.ffn_norm, r.Vector(p + "ffn_norm.weight", h));
-  FAK_ASSIGN_OR_RETURN(lw.w_gate, r.Matrix(p + "ffn_gate.weight", c.ffn_size, h));
-  FAK_ASSIGN_OR_RETURN(lw.w_up, r.Matrix(p + "ffn_up.weight", c.ffn_size, h));
-  FAK_ASSIGN_OR_RETURN(lw.w_down, r.Matrix(p + "ffn_down.weight", h, c.ffn_size));
+  if (c.n_experts > 0) {  // router ffn_gate_inp; experts in 3-D ffn_{gate,up,down}_exps, one slice each
+    const size_t n = c.n_experts, fe = c.expert_ffn_size;
+    FAK_ASSIGN_OR_RETURN(lw.router, r.Matrix(p + "ffn_gate_inp.weight", n, h));
+    FAK_ASSIGN_OR_RETURN(WeightTensor gate, r.Stack(p + "ffn_gate_exps.weight", n, fe, h));
+    FAK_ASSIGN_OR_RETURN(WeightTensor up, r.Stack(p + "ffn_up_exps.weight", n, fe, h));
+    FAK_ASSIGN_OR_RETURN(WeightTensor down, r.Stack(p + "ffn_down_exps.weight", n, h, fe));
+    for (size_t e = 0; e < n; ++e) lw.experts.push_back({Rows(gate, e * fe, fe), Rows(up, e * fe, fe), Rows(down, e * h, h)});
+  } else if (c.architecture == Architecture::kPhi3) {  // ffn_up holds gate rows, then up rows (llama.cpp's SWIGLU split)
+    FAK_ASSIGN_OR_RETURN(WeightTensor gate_up, r.Matrix(p + "ffn_up.weight", 2 * c.ffn_size, h));
+    lw.w_gate = Rows(gate_up, 0, c.ffn_size);
+    lw.w_up = Rows(gate_up, c.ffn_size, c.ffn_size);
+  } else {
+    FAK_ASSIGN_OR_RETURN(lw.w_gate, r.Matrix(p + "ffn_gate.weight", c.ffn_size, h));
+    FAK_ASSIGN_OR_RETURN(lw.w_up, r.Matrix(p + "ffn_up.weight", c.ffn_size, h));
+  }
+  if (c.n_experts == 0) {
+    FAK_ASSIGN_OR_RETURN(lw.w_down, r.Matrix(p + "ffn_down.weight", h, c.ffn_size));
+  }
   if (c.qkv_bias) {
     FAK_ASSIGN_OR_RETURN(lw.bq, r.Vector(p + "attn_q.bias", q_dim));
     FAK_ASSIGN_OR_RETURN(lw.bk, r.Vector(p + "attn_k.bias", kv_dim));
     FAK_ASSIGN_OR_RETURN(lw.bv, r.Vector(p + "attn_v.bias", kv_dim));
   }
-  if (c.architecture == Architecture::kGemma3) {
+  if (c.HasQkNorm()) {
     FAK_ASSIGN_OR_RETURN(lw.q_norm, r.Vector(p + "attn_q_norm.weight", c.head_dim));
     FAK_ASSIGN_OR_RETURN(lw.k_norm, r.Vector(p + "attn_k_norm.weight", c.head_dim));
+  }
+  if (c.IsGemma()) {
     FAK_ASSIGN_OR_RETURN(lw.post_attn_norm, r.Vector(p + "post_attention_norm.weight", h));
     FAK_ASSIGN_OR_RETURN(lw.post_ffn_norm, r.Vector(p + "post_ffw_norm.weight", h));
   }
@@ -129,7 +176,7 @@ Status CheckNoBiases(const GgufFile& f, const ModelConfig& c) {
 Result<ModelWeights> WeightsFromGguf(const GgufFile& f, const ModelConfig& c) {
   FAK_RETURN_IF_ERROR(CheckNoBiases(f, c));
   ModelWeights w;
-  w.norm_one_plus = false;  // Gemma 3 GGUF norms already include the +1 (model-formats.md §2.3)
+  w.norm_one_plus = false;  // Gemma GGUF norms already include the +1 (model-formats.md §2.3)
   TensorReader r(f, &w);
   // The table may have more rows than the tokenizer (padding ids); only the first vocab_size count.
   FAK_ASSIGN_OR_RETURN(w.token_embedding, r.Matrix("token_embd.weight", c.vocab_size, c.hidden_size, /*at_least=*/true));

@@ -168,7 +168,7 @@ const Digest& Model::WeightsDigest() const {
     d.Update("fak.model.v1");
     d.Update(c.Describe());
     d.UpdatePod(c.rope_base).UpdatePod(c.rms_eps).UpdatePod(static_cast<int>(c.rope_pairing));
-    if (c.architecture == Architecture::kGemma3) {  // (Llama digests stay as they were)
+    if (c.IsGemma()) {  // (Llama digests stay as they were)
       d.UpdatePod(c.rope_local_base).UpdatePod(c.query_pre_attn_scalar).UpdatePod(impl_->weights.norm_one_plus);
     }
     if (c.HasRopeScaling()) d.Update(c.RopeScalingLabel());  // (unscaled digests stay as they were)

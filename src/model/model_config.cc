@@ -2,6 +2,7 @@
 #include <charconv>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "fak/model/model.h"
 
@@ -35,11 +36,17 @@ Status ValidateRopeScaling(const ModelConfig& c) {
   if (!std::isfinite(c.rope_scale_factor) || !(c.rope_scale_factor > 0.0)) {
     return Field("rope_scale_factor", Shortest(c.rope_scale_factor) + " must be finite and > 0");
   }
-  if (c.rope_yarn.factor != 0.0) return ValidateYarn(c);
+  if (!std::isfinite(c.rope_attn_factor) || !(c.rope_attn_factor > 0.0)) {
+    return Field("rope_attn_factor", Shortest(c.rope_attn_factor) + " must be finite and > 0");
+  }
+  if (c.rope_yarn.factor != 0.0) {
+    if (c.rope_attn_factor != 1.0) return Field("rope_attn_factor", "cannot be combined with YaRN (its magnitude)");
+    return ValidateYarn(c);
+  }
   if (c.rope_freq_factors.empty()) return Status::Ok();
-  if (c.rope_freq_factors.size() != c.head_dim / 2) {
+  if (c.rope_freq_factors.size() != c.RotaryDims() / 2) {
     return Field("rope_freq_factors", "has " + std::to_string(c.rope_freq_factors.size()) +
-                                          " entries, expected head_dim/2 = " + std::to_string(c.head_dim / 2));
+                                          " entries, expected rotary dims/2 = " + std::to_string(c.RotaryDims() / 2));
   }
   for (size_t i = 0; i < c.rope_freq_factors.size(); ++i) {
     const float f = c.rope_freq_factors[i];
@@ -47,8 +54,8 @@ Status ValidateRopeScaling(const ModelConfig& c) {
       return Field("rope_freq_factors", "entry " + std::to_string(i) + " = " + Shortest(f) + " must be finite and > 0");
     }
   }
-  // llama.cpp's gemma3 graph passes no frequency factors; a Gemma 3 file with them has no reference.
-  if (c.architecture == Architecture::kGemma3) return Field("rope_freq_factors", "not applied by Gemma 3");
+  // llama.cpp's gemma graphs pass no frequency factors; a Gemma file with them has no reference.
+  if (c.IsGemma()) return Field("rope_freq_factors", std::string("not applied by ") + ArchitectureName(c.architecture));
   return Status::Ok();
 }
 
@@ -75,6 +82,9 @@ Status ModelConfig::Validate() const {
     return Field("n_kv_heads", std::to_string(n_kv_heads) + " does not divide n_heads " + std::to_string(n_heads));
   }
   if (head_dim % 2 != 0) return Field("head_dim", std::to_string(head_dim) + " must be even");
+  if (rope_dim % 2 != 0 || rope_dim > head_dim) {
+    return Field("rope_dim", std::to_string(rope_dim) + " must be even and at most head_dim " + std::to_string(head_dim));
+  }
   if (architecture == Architecture::kLlama && n_heads * head_dim != hidden_size) {
     return Field("head_dim", "n_heads " + std::to_string(n_heads) + " x head_dim " + std::to_string(head_dim) +
                                  " != hidden_size " + std::to_string(hidden_size));
@@ -86,7 +96,17 @@ Status ModelConfig::Validate() const {
   if (!valid_id(bos_id)) return Field("bos_id", std::to_string(bos_id) + " outside the vocabulary");
   if (!valid_id(eos_id)) return Field("eos_id", std::to_string(eos_id) + " outside the vocabulary");
   if (qkv_bias && architecture != Architecture::kLlama) return Field("qkv_bias", "only Llama-family models (Qwen2) have one");
-  if (architecture == Architecture::kGemma3) {
+  for (auto [name, cap] : {std::pair{"attn_logit_softcap", attn_logit_softcap}, {"final_logit_softcap", final_logit_softcap}}) {
+    if (!std::isfinite(cap) || !(cap >= 0.0f)) return Field(name, Shortest(cap) + " must be finite and >= 0");
+  }
+  if (n_experts > 0) {
+    FAK_RETURN_IF_ERROR(in_range("n_experts", n_experts, size_t{1} << 10));
+    FAK_RETURN_IF_ERROR(in_range("expert_ffn_size", expert_ffn_size, size_t{1} << 20));
+    if (n_experts_used == 0 || n_experts_used > n_experts) {
+      return Field("n_experts_used", std::to_string(n_experts_used) + " must be in [1, n_experts " + std::to_string(n_experts) + "]");
+    }
+  }
+  if (IsGemma()) {
     if (sliding_window > 0 && sliding_window_pattern == 0) return Field("sliding_window_pattern", "must be > 0");
     if (!std::isfinite(rope_local_base) || !(rope_local_base > 1.0)) {
       return Field("rope_local_base", Shortest(rope_local_base) + " must be finite and > 1");
@@ -99,8 +119,24 @@ Status ModelConfig::Validate() const {
 }
 
 bool ModelConfig::IsSlidingLayer(size_t layer) const {
-  return architecture == Architecture::kGemma3 && sliding_window > 0 && sliding_window_pattern > 0 &&
-         (layer + 1) % sliding_window_pattern != 0;
+  return IsGemma() && sliding_window > 0 && sliding_window_pattern > 0 && (layer + 1) % sliding_window_pattern != 0;
+}
+
+bool ModelConfig::IsRopeLayer(size_t layer) const {
+  return nope_layer_interval == 0 || (layer + 1) % nope_layer_interval != 0;
+}
+
+const char* ArchitectureName(Architecture a) {
+  switch (a) {
+    case Architecture::kLlama: return "llama";
+    case Architecture::kGemma3: return "gemma3";
+    case Architecture::kQwen3: return "qwen3";
+    case Architecture::kGemma2: return "gemma2";
+    case Architecture::kPhi3: return "phi3";
+    case Architecture::kSmolLM3: return "smollm3";
+    case Architecture::kQwen3Moe: return "qwen3moe";
+  }
+  return "unknown";
 }
 
 std::string ModelConfig::RopeScalingLabel() const {
@@ -114,19 +150,30 @@ std::string ModelConfig::RopeScalingLabel() const {
     // The factors themselves, hashed: two files with other factors never share a label.
     Digester d;
     d.Update(rope_freq_factors.data(), rope_freq_factors.size() * sizeof(float));
-    label += (label.empty() ? "" : " + ") + std::string("llama3 ") + d.Finish().Hex();
+    label += (label.empty() ? "" : " + ") + std::string(architecture == Architecture::kPhi3 ? "longrope " : "llama3 ") +
+             d.Finish().Hex();
   }
+  if (rope_attn_factor != 1.0) label += (label.empty() ? "" : " + ") + std::string("attn ") + Shortest(rope_attn_factor);
   return label.empty() ? "none" : label;
 }
 
 std::string ModelConfig::Describe() const {
-  return std::string(architecture == Architecture::kLlama ? "llama" : "gemma3") + " h" + std::to_string(hidden_size) +
-         " L" + std::to_string(n_layers) + " heads " + std::to_string(n_heads) + "/" + std::to_string(n_kv_heads) +
-         " hd" + std::to_string(head_dim) + " ffn" + std::to_string(ffn_size) + " vocab" + std::to_string(vocab_size) +
-         (tied_embeddings ? " tied" : "") + (qkv_bias ? " qkv-bias" : "") + " ctx" + std::to_string(context_length) +
-         (architecture == Architecture::kGemma3 && sliding_window > 0
+  // The features a Llama or Gemma 3 config lacks add nothing, so their descriptions (and digests)
+  // stay as they were.
+  return std::string(ArchitectureName(architecture)) + " h" + std::to_string(hidden_size) + " L" +
+         std::to_string(n_layers) + " heads " + std::to_string(n_heads) + "/" + std::to_string(n_kv_heads) + " hd" +
+         std::to_string(head_dim) + (rope_dim != 0 ? " rot" + std::to_string(rope_dim) : "") + " ffn" +
+         std::to_string(ffn_size) + " vocab" + std::to_string(vocab_size) + (tied_embeddings ? " tied" : "") +
+         (qkv_bias ? " qkv-bias" : "") + " ctx" + std::to_string(context_length) +
+         (IsGemma() && sliding_window > 0
               ? " swa" + std::to_string(sliding_window) + "/" + std::to_string(sliding_window_pattern)
-              : "");
+              : "") +
+         (nope_layer_interval != 0 ? " nope/" + std::to_string(nope_layer_interval) : "") +
+         (attn_logit_softcap != 0.0f ? " attn-cap " + Shortest(attn_logit_softcap) : "") +
+         (final_logit_softcap != 0.0f ? " final-cap " + Shortest(final_logit_softcap) : "") +
+         (n_experts > 0 ? " experts " + std::to_string(n_experts_used) + "/" + std::to_string(n_experts) + " ffn" +
+                              std::to_string(expert_ffn_size)
+                        : "");
 }
 
 ModelConfig ModelConfig::EmbeddedDefault() {

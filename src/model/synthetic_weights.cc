@@ -81,7 +81,7 @@ ModelWeights SyntheticWeights(const ModelConfig& c, uint64_t seed, ThreadPool* p
   const float in_h = 1.0f / std::sqrt(static_cast<float>(h));
   const float logit_scale = 3.0f * in_h;
   // Gemma stores norm weights as offsets from 1; Llama stores the multiplier itself.
-  const bool gemma = c.architecture == Architecture::kGemma3;
+  const bool gemma = c.IsGemma();
   const float norm_center = gemma ? 0.0f : 1.0f;
   w.norm_one_plus = gemma;
   w.token_embedding = f.Make(c.vocab_size, h, 0.0f, logit_scale);
@@ -95,12 +95,23 @@ ModelWeights SyntheticWeights(const ModelConfig& c, uint64_t seed, ThreadPool* p
     lw.wv = f.Make(kv_dim, h, 0.0f, in_h);
     lw.wo = f.Make(h, q_dim, 0.0f, 0.5f / std::sqrt(static_cast<float>(q_dim)));
     lw.ffn_norm = f.Make(1, h, norm_center, 0.05f);
-    lw.w_gate = f.Make(c.ffn_size, h, 0.0f, in_h);
-    lw.w_up = f.Make(c.ffn_size, h, 0.0f, in_h);
-    lw.w_down = f.Make(h, c.ffn_size, 0.0f, 0.5f / std::sqrt(static_cast<float>(c.ffn_size)));
-    if (gemma) {  // QK-norm and the sandwich norms
+    if (c.n_experts == 0) {
+      lw.w_gate = f.Make(c.ffn_size, h, 0.0f, in_h);
+      lw.w_up = f.Make(c.ffn_size, h, 0.0f, in_h);
+      lw.w_down = f.Make(h, c.ffn_size, 0.0f, 0.5f / std::sqrt(static_cast<float>(c.ffn_size)));
+    } else {  // router logits of std ~2, so tokens spread over the experts
+      lw.router = f.Make(c.n_experts, h, 0.0f, 2.0f * in_h);
+      const size_t fe = c.expert_ffn_size;
+      for (size_t e = 0; e < c.n_experts; ++e) {
+        lw.experts.push_back({f.Make(fe, h, 0.0f, in_h), f.Make(fe, h, 0.0f, in_h),
+                              f.Make(h, fe, 0.0f, 0.5f / std::sqrt(static_cast<float>(fe)))});
+      }
+    }
+    if (c.HasQkNorm()) {  // Gemma 3, Qwen3
       lw.q_norm = f.Make(1, c.head_dim, norm_center, 0.05f);
       lw.k_norm = f.Make(1, c.head_dim, norm_center, 0.05f);
+    }
+    if (gemma) {  // the sandwich norms
       lw.post_attn_norm = f.Make(1, h, norm_center, 0.05f);
       lw.post_ffn_norm = f.Make(1, h, norm_center, 0.05f);
     }

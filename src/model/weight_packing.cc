@@ -22,6 +22,8 @@ void Pack(WeightTensor* t, std::vector<AlignedArray<uint8_t>>* storage) {
 void PackForMatMul(ModelWeights* weights) {
   for (LayerWeights& l : weights->layers) {
     for (WeightTensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) Pack(t, &weights->packed_storage);
+    for (ExpertWeights& e : l.experts)
+      for (WeightTensor* t : {&e.gate, &e.up, &e.down}) Pack(t, &weights->packed_storage);
   }
   if (weights->output.data != weights->token_embedding.data) Pack(&weights->output, &weights->packed_storage);
 }

@@ -53,6 +53,13 @@ struct WeightTensor {
   size_t size_bytes() const { return rows * row_bytes(); }
 };
 
+// One expert of a mixture-of-experts FFN: views of its slice of the 3-D ffn_{gate,up,down}_exps.
+struct ExpertWeights {
+  WeightTensor gate;  // [expert_ffn][hidden]
+  WeightTensor up;    // [expert_ffn][hidden]
+  WeightTensor down;  // [hidden][expert_ffn]
+};
+
 struct LayerWeights {
   WeightTensor attn_norm;  // [1][hidden]
   WeightTensor wq;         // [n_heads * head_dim][hidden]
@@ -60,9 +67,12 @@ struct LayerWeights {
   WeightTensor wv;         // [n_kv_heads * head_dim][hidden]
   WeightTensor wo;         // [hidden][n_heads * head_dim]
   WeightTensor ffn_norm;   // [1][hidden]
-  WeightTensor w_gate;     // [ffn][hidden]
-  WeightTensor w_up;       // [ffn][hidden]
-  WeightTensor w_down;     // [hidden][ffn]
+  WeightTensor w_gate;     // [ffn][hidden] (empty in a mixture-of-experts layer)
+  WeightTensor w_up;       // [ffn][hidden] (ditto)
+  WeightTensor w_down;     // [hidden][ffn] (ditto)
+  // Mixture of experts (ModelConfig::n_experts > 0): the router and the experts.
+  WeightTensor router;  // [n_experts][hidden] (ffn_gate_inp)
+  std::vector<ExpertWeights> experts;
   // Gemma 3 only (empty for Llama): per-head QK-norm and the post-attention / post-FFN norms.
   WeightTensor q_norm;          // [1][head_dim]
   WeightTensor k_norm;          // [1][head_dim]
@@ -95,9 +105,11 @@ struct ModelWeights {
     if (output.data != token_embedding.data) fn("output", output);
     for (const LayerWeights& l : layers) {
       for (const WeightTensor* t : {&l.attn_norm, &l.wq, &l.wk, &l.wv, &l.wo, &l.ffn_norm, &l.w_gate, &l.w_up, &l.w_down})
-        fn("layer", *t);
-      for (const WeightTensor* t : {&l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm, &l.bq, &l.bk, &l.bv})
         if (!t->empty()) fn("layer", *t);
+      for (const WeightTensor* t : {&l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm, &l.bq, &l.bk, &l.bv, &l.router})
+        if (!t->empty()) fn("layer", *t);
+      for (const ExpertWeights& e : l.experts)
+        for (const WeightTensor* t : {&e.gate, &e.up, &e.down}) fn("layer", *t);
     }
   }
 };

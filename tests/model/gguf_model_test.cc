@@ -1,4 +1,4 @@
-// Model::Load on GGUF files written at test time from Synthetic models (Llama and Gemma 3 shapes,
+// Model::Load on GGUF files written at test time from Synthetic models (every architecture's shapes,
 // F32 and quantized weights): identical logits to the synthetic model for F32, prefill ≡ decode
 // witnesses in every case, agreement within a stated tolerance for quantized weights, and clear
 // errors for bad files. Gemma 3 sliding-window witnesses run on Synthetic models. When the real
@@ -74,8 +74,8 @@ WriteOptions BadShape(const std::string& name) {
 void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = {}) {
   const ModelConfig& c = m.config();
   const internal::ModelWeights& w = internal::ModelAccess::Get(m).weights;
-  const bool gemma = c.architecture == Architecture::kGemma3;
-  const std::string a = !o.architecture.empty() ? o.architecture : gemma ? "gemma3" : c.qkv_bias ? "qwen2" : "llama";
+  const bool gemma = c.IsGemma(), phi3 = c.architecture == Architecture::kPhi3;
+  const std::string a = !o.architecture.empty() ? o.architecture : c.qkv_bias ? "qwen2" : ArchitectureName(c.architecture);
   GgufWriter g;
   g.KvString("general.architecture", a);
   g.Kv<uint64_t>(a + ".context_length", GgufType::kUint64, o.context_length.value_or(c.context_length));
@@ -89,7 +89,12 @@ void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = 
   g.Kv<float>(a + ".rope.freq_base", GgufType::kFloat32, o.freq_base.value_or(static_cast<float>(c.rope_base)));
   if (o.bos_id) g.Kv<uint32_t>("tokenizer.ggml.bos_token_id", GgufType::kUint32, static_cast<uint32_t>(*o.bos_id));
   g.Kv<float>(a + ".attention.layer_norm_rms_epsilon", GgufType::kFloat32, c.rms_eps);
-  if (gemma) g.Kv<uint32_t>("gemma3.attention.sliding_window", GgufType::kUint32, static_cast<uint32_t>(c.sliding_window));
+  if (c.rope_dim != 0) g.Kv<uint32_t>(a + ".rope.dimension_count", GgufType::kUint32, static_cast<uint32_t>(c.rope_dim));
+  if (gemma) g.Kv<uint32_t>(a + ".attention.sliding_window", GgufType::kUint32, static_cast<uint32_t>(c.sliding_window));
+  if (c.architecture == Architecture::kGemma2) {
+    g.Kv<float>(a + ".attn_logit_softcapping", GgufType::kFloat32, c.attn_logit_softcap);
+    g.Kv<float>(a + ".final_logit_softcapping", GgufType::kFloat32, c.final_logit_softcap);
+  }
   // Gemma GGUF norms carry the +1 the synthetic model applies at run time (the converter's rule).
   const float norm_add = w.norm_one_plus ? 1.0f : 0.0f;
   auto put = [&](const std::string& name, const internal::WeightTensor& t, bool matrix) {
@@ -111,6 +116,16 @@ void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = 
       g.Tensor(name, ne, 0, F32Bytes(t.f32(), t.rows * t.cols, matrix ? 0.0f : norm_add));
     }
   };
+  // Phi-3's fused tensors: the parts' rows one after another.
+  std::vector<std::vector<float>> fused_storage;
+  auto fused = [&](std::initializer_list<const internal::WeightTensor*> parts) {
+    std::vector<float>& v = fused_storage.emplace_back();
+    for (const internal::WeightTensor* t : parts) v.insert(v.end(), t->f32(), t->f32() + t->rows * t->cols);
+    internal::WeightTensor t = **parts.begin();
+    t.rows = v.size() / t.cols;
+    t.data = v.data();
+    return t;
+  };
   put("token_embd.weight", w.token_embedding, true);
   put("output_norm.weight", w.output_norm, false);
   if (!c.tied_embeddings) put("output.weight", w.output, true);
@@ -118,9 +133,13 @@ void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = 
     const internal::LayerWeights& lw = w.layers[l];
     const std::string p = "blk." + std::to_string(l) + ".";
     put(p + "attn_norm.weight", lw.attn_norm, false);
-    put(p + "attn_q.weight", lw.wq, true);
-    put(p + "attn_k.weight", lw.wk, true);
-    put(p + "attn_v.weight", lw.wv, true);
+    if (phi3) {
+      put(p + "attn_qkv.weight", fused({&lw.wq, &lw.wk, &lw.wv}), true);
+    } else {
+      put(p + "attn_q.weight", lw.wq, true);
+      put(p + "attn_k.weight", lw.wk, true);
+      put(p + "attn_v.weight", lw.wv, true);
+    }
     if (c.qkv_bias) {
       put(p + "attn_q.bias", lw.bq, false);
       put(p + "attn_k.bias", lw.bk, false);
@@ -128,12 +147,18 @@ void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = 
     }
     put(p + "attn_output.weight", lw.wo, true);
     put(p + "ffn_norm.weight", lw.ffn_norm, false);
-    put(p + "ffn_gate.weight", lw.w_gate, true);
-    put(p + "ffn_up.weight", lw.w_up, true);
+    if (phi3) {
+      put(p + "ffn_up.weight", fused({&lw.w_gate, &lw.w_up}), true);
+    } else {
+      put(p + "ffn_gate.weight", lw.w_gate, true);
+      put(p + "ffn_up.weight", lw.w_up, true);
+    }
     put(p + "ffn_down.weight", lw.w_down, true);
-    if (gemma) {
+    if (c.HasQkNorm()) {
       put(p + "attn_q_norm.weight", lw.q_norm, false);
       put(p + "attn_k_norm.weight", lw.k_norm, false);
+    }
+    if (gemma) {
       put(p + "post_attention_norm.weight", lw.post_attn_norm, false);
       put(p + "post_ffw_norm.weight", lw.post_ffn_norm, false);
     }
@@ -242,6 +267,101 @@ TEST(GgufModel, F32GemmaFileGivesTheSyntheticModelsLogits) {
   EXPECT_EQ(MaxAbsDiff(AllLogits(*loaded, tokens), AllLogits(*synthetic, tokens)), 0.0f);
   ExpectPrefillMatchesDecode(*loaded, 20, 7);
   std::remove(path.c_str());
+}
+
+// Qwen3 (QK-norm), Phi-3 (fused attn_qkv and gate-up ffn_up, partial rotary), SmolLM3 (every 4th
+// layer unrotated, as llama.cpp hard-codes it) and Gemma 2 (soft-capping, even layers sliding): the
+// file's config and logits are the synthetic model's, bit for bit.
+TEST(GgufModel, F32FilesOfTheNewerArchitecturesGiveTheSyntheticModelsLogits) {
+  std::vector<ModelConfig> configs;
+  for (const ModelConfig& c : testing::ArchitectureConfigs()) {
+    // (Qwen3-MoE's 3-D expert tensors: checked against llama.cpp, LlamaCppAgreementTest)
+    if (c.architecture == Architecture::kLlama || c.architecture == Architecture::kGemma3 ||
+        c.architecture == Architecture::kQwen3Moe) {
+      continue;
+    }
+    configs.push_back(c);
+  }
+  for (ModelConfig& c : configs) {
+    if (c.architecture == Architecture::kSmolLM3) c.nope_layer_interval = 4;
+    if (c.architecture == Architecture::kGemma2) c.rms_eps = 1e-6f;
+  }
+  for (const ModelConfig& config : configs) {
+    SCOPED_TRACE(config.Describe());
+    ASSERT_OK_AND_ASSIGN(auto synthetic, Model::Synthetic(config, 27));
+    const std::string path = TempPath(std::string(ArchitectureName(config.architecture)) + "_f32.gguf");
+    WriteGguf(*synthetic, path);
+    ASSERT_OK_AND_ASSIGN(auto loaded, Model::Load(path));
+    EXPECT_EQ(loaded->config().Describe(), synthetic->config().Describe());
+    EXPECT_EQ(loaded->config().rope_pairing, config.rope_pairing);
+    EXPECT_EQ(loaded->weights_bytes(), synthetic->weights_bytes());
+    const auto tokens = TokenSequence(30, 4, 97);
+    EXPECT_EQ(MaxAbsDiff(AllLogits(*loaded, tokens), AllLogits(*synthetic, tokens)), 0.0f);
+    ExpectPrefillMatchesDecode(*loaded, 20, 5);
+    std::remove(path.c_str());
+  }
+}
+
+// What an architecture does not have is refused, naming it: partial rotary outside phi3, a phi3
+// file's fused tensors read as another architecture's.
+TEST(GgufModel, NewerArchitecturesRefuseWhatTheyDoNotHave) {
+  ModelConfig partial = testing::ArchitectureConfigs()[2];  // qwen3
+  partial.rope_dim = 8;
+  ASSERT_OK_AND_ASSIGN(auto qwen3, Model::Synthetic(partial, 29));
+  const std::string path = TempPath("refusals.gguf");
+  WriteGguf(*qwen3, path);
+  auto rotary = Model::Load(path);
+  ASSERT_FALSE(rotary.has_value());
+  EXPECT_EQ(rotary.error().code(), StatusCode::kUnsupported);
+  EXPECT_NE(rotary.error().message().find("qwen3.rope.dimension_count != head dim (partial RoPE; only phi3)"),
+            std::string::npos)
+      << rotary.error().ToString();
+
+  ModelConfig full_rotary = testing::ArchitectureConfigs()[3];  // phi3
+  full_rotary.rope_dim = 0;
+  ASSERT_OK_AND_ASSIGN(auto phi3, Model::Synthetic(full_rotary, 29));
+  WriteOptions as_qwen3;
+  as_qwen3.architecture = "qwen3";
+  WriteGguf(*phi3, path, as_qwen3);  // attn_qkv serves any architecture; only phi3 splits ffn_up
+  auto fused = Model::Load(path);
+  ASSERT_FALSE(fused.has_value());
+  EXPECT_EQ(fused.error().code(), StatusCode::kCorruption);
+  EXPECT_NE(fused.error().message().find("missing tensor blk.0.ffn_gate.weight"),
+            std::string::npos)
+      << fused.error().ToString();
+  WriteGguf(*phi3, path);
+  ASSERT_OK(Model::Load(path));
+  std::remove(path.c_str());
+}
+
+// Each architecture's own feature (Qwen3-MoE: choosing 2 of 4 experts per token rather than all)
+// changes the logits of the same weights (so the witnesses and
+// file checks above compare something the feature moves).
+TEST(GgufModel, EachArchitecturesFeatureMovesTheLogits) {
+  const auto tokens = TokenSequence(24, 8, 97);
+  for (const ModelConfig& config : testing::ArchitectureConfigs()) {
+    ModelConfig without = config;
+    if (config.n_experts != 0) {
+      without.n_experts_used = config.n_experts;  // every expert, weights renormalised: routing unused
+    } else if (config.rope_dim != 0) {
+      without.rope_dim = 0;
+    } else if (config.nope_layer_interval != 0) {
+      without.nope_layer_interval = 0;
+    } else if (config.attn_logit_softcap != 0.0f) {
+      ModelConfig no_final = config;
+      no_final.final_logit_softcap = 0.0f;
+      without.attn_logit_softcap = 0.0f;
+      ASSERT_OK_AND_ASSIGN(auto a, Model::Synthetic(config, 3));
+      ASSERT_OK_AND_ASSIGN(auto b, Model::Synthetic(no_final, 3));
+      EXPECT_GT(MaxAbsDiff(AllLogits(*a, tokens), AllLogits(*b, tokens)), 1e-3f) << "final soft-cap";
+    } else {
+      continue;  // biases, QK-norm, sandwich norms: tensors of their own (their files are checked above)
+    }
+    SCOPED_TRACE(config.Describe());
+    ASSERT_OK_AND_ASSIGN(auto with_feature, Model::Synthetic(config, 3));
+    ASSERT_OK_AND_ASSIGN(auto plain, Model::Synthetic(without, 3));
+    EXPECT_GT(MaxAbsDiff(AllLogits(*with_feature, tokens), AllLogits(*plain, tokens)), 1e-3f);
+  }
 }
 
 // Quantized weights: exact prefill ≡ decode; close to the f32 model. Tolerances: about twice the

@@ -291,7 +291,7 @@ TEST(RopeScalingTest, ConfigValidationNamesTheField) {
          c.architecture = Architecture::kGemma3;
          c.rope_freq_factors.assign(8, 2.0f);
        },
-       "ModelConfig.rope_freq_factors: not applied by Gemma 3"},
+       "ModelConfig.rope_freq_factors: not applied by gemma3"},
       {[](ModelConfig& c) { c.rope_yarn = {.factor = 0.5, .original_context = 32}; }, "ModelConfig.rope_yarn.factor"},
       {[](ModelConfig& c) { c.rope_yarn = {.factor = 4.0, .original_context = 0}; }, "ModelConfig.rope_yarn.original_context"},
       {[](ModelConfig& c) { c.rope_yarn = {.factor = 4.0, .original_context = 32, .beta_fast = 1.0}; },
@@ -370,7 +370,7 @@ TEST(RopeScalingTest, GgufScalingKeysAndRefusals) {
     return [=](testing::GgufWriter& g) { g.Tensor("rope_freqs.weight", ne, type, bytes); };
   };
   ExpectError(load(llama, freqs({3}, 0, F32Bytes({1, 2, 8}))), StatusCode::kCorruption,
-              "tensor rope_freqs.weight has shape [3], expected [4] (head_dim/2)");
+              "tensor rope_freqs.weight has shape [3], expected [4] (rotary dims/2)");
   ExpectError(load(llama, freqs({4}, 1, std::vector<uint8_t>(8, 0x3c))), StatusCode::kUnsupported,
               "tensor rope_freqs.weight must be F32");
   ExpectError(load(llama, freqs({4}, 0, F32Bytes({1, 2, 0, 8}))), StatusCode::kCorruption,

@@ -26,6 +26,52 @@ inline ModelConfig TinyConfig(size_t n_heads = 4, size_t n_kv_heads = 2, size_t 
   return c;
 }
 
+// One tiny config of every architecture, each with its distinguishing feature switched on and strong
+// enough to move the logits (the witnesses run over all of them): Llama, Qwen2 (biases), Qwen3
+// (QK-norm, head_dim != hidden / heads), Phi-3 (partial rotary), SmolLM3 (NoPE layers), Gemma 2
+// (window, soft-capping small enough to bite on these activations), Gemma 3 (window, QK-norm) and
+// Qwen3-MoE (4 experts, 2 per token).
+inline std::vector<ModelConfig> ArchitectureConfigs() {
+  std::vector<ModelConfig> out;
+  out.push_back(TinyConfig());
+  ModelConfig qwen2 = TinyConfig();
+  qwen2.qkv_bias = true;
+  out.push_back(qwen2);
+  ModelConfig qwen3 = TinyConfig(4, 2, 16);
+  qwen3.architecture = Architecture::kQwen3;
+  qwen3.hidden_size = 48;
+  out.push_back(qwen3);
+  ModelConfig phi3 = TinyConfig();
+  phi3.architecture = Architecture::kPhi3;
+  phi3.rope_dim = 8;
+  out.push_back(phi3);
+  ModelConfig smollm3 = TinyConfig(4, 2, 16, RopePairing::kAdjacent, 4);
+  smollm3.architecture = Architecture::kSmolLM3;
+  smollm3.nope_layer_interval = 2;
+  out.push_back(smollm3);
+  ModelConfig gemma2 = TinyConfig(4, 2, 16, RopePairing::kSplitHalf, 4);
+  gemma2.architecture = Architecture::kGemma2;
+  gemma2.hidden_size = 96;
+  gemma2.sliding_window = 5;
+  gemma2.sliding_window_pattern = 2;
+  gemma2.rope_local_base = gemma2.rope_base;
+  gemma2.attn_logit_softcap = 1.5f;
+  gemma2.final_logit_softcap = 4.0f;
+  out.push_back(gemma2);
+  ModelConfig gemma3 = TinyConfig(4, 1, 16, RopePairing::kSplitHalf, 7);
+  gemma3.architecture = Architecture::kGemma3;
+  gemma3.hidden_size = 96;
+  gemma3.sliding_window = 5;
+  out.push_back(gemma3);
+  ModelConfig moe = qwen3;
+  moe.architecture = Architecture::kQwen3Moe;
+  moe.n_experts = 4;
+  moe.n_experts_used = 2;
+  moe.expert_ffn_size = 32;
+  out.push_back(moe);
+  return out;
+}
+
 inline std::vector<int32_t> TokenSequence(size_t n, uint32_t seed, size_t vocab) {
   std::vector<int32_t> t(n);
   uint64_t s = seed * 0x9e3779b97f4a7c15ull + 1;

@@ -68,15 +68,10 @@ TEST(Witness, BatchedSequencesEqualSeparatePrefills) {
   EXPECT_GT(MaxAbsDiff(step[0], step[1]), 1e-4f);
 }
 
-// A decode step for many sessions at once, over Gemma 3's sliding-window layers and Qwen2's biases.
+// A decode step for many sessions at once, in every architecture (Gemma's sliding-window layers,
+// Qwen2's biases, Qwen3's QK-norm, Phi-3's partial rotary, SmolLM3's NoPE layers, Gemma 2's caps).
 TEST(Witness, BatchedDecodeStepEqualsSeparateDecodes) {
-  ModelConfig gemma = TinyConfig(4, 1, 16, RopePairing::kSplitHalf, 7);
-  gemma.architecture = Architecture::kGemma3;
-  gemma.hidden_size = 96;
-  gemma.sliding_window = 5;
-  ModelConfig qwen2 = TinyConfig();
-  qwen2.qkv_bias = true;
-  for (const ModelConfig& config : {gemma, qwen2}) {
+  for (const ModelConfig& config : testing::ArchitectureConfigs()) {
     SCOPED_TRACE(config.Describe());
     ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(config, 43));
     std::vector<Seq> seqs;

@@ -80,6 +80,19 @@ TEST(Witness, RandomCacheOpsMatchRecomputeTwoLayers) {
   RunRandomOps(*model, /*middle_evictions=*/false, 4321, 200);
 }
 
+// Every architecture (test_models.h): tail evictions in a deep model, any eviction in one layer.
+TEST(Witness, RandomCacheOpsMatchRecomputeInEveryArchitecture) {
+  for (ModelConfig config : testing::ArchitectureConfigs()) {
+    SCOPED_TRACE(config.Describe());
+    ASSERT_OK_AND_ASSIGN(auto deep, Model::Synthetic(config, 41));
+    RunRandomOps(*deep, /*middle_evictions=*/false, 99, 40);
+    config.n_layers = 1;
+    if (config.nope_layer_interval != 0) config.nope_layer_interval = 1;  // SmolLM3: its one layer unrotated
+    ASSERT_OK_AND_ASSIGN(auto shallow, Model::Synthetic(config, 43));
+    RunRandomOps(*shallow, /*middle_evictions=*/true, 98, 40);
+  }
+}
+
 // Control for the property: in a two-layer model a middle eviction without repair is not exact,
 // so the property above is not vacuous about which evictions it allows.
 TEST(Witness, MiddleEvictInDeepModelIsNotExact) {

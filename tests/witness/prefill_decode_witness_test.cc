@@ -19,8 +19,12 @@ using testing::MaxAbsDiff;
 using testing::TinyConfig;
 using testing::TokenSequence;
 
-TEST(Witness, CachedDecodeMatchesPrefill) {
-  ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(TinyConfig(), 7));
+// In every architecture (test_models.h): Qwen2's biases, Qwen3's QK-norm, Phi-3's partial rotary,
+// SmolLM3's NoPE layers, Gemma 2's soft-capping and Gemma's sliding windows.
+class CachedDecodeWitness : public ::testing::TestWithParam<ModelConfig> {};
+
+TEST_P(CachedDecodeWitness, CachedDecodeMatchesPrefill) {
+  ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(GetParam(), 7));
   const auto tokens = TokenSequence(40, 1, model->config().vocab_size);
   KVCache decode_cache = model->NewCache();
   for (size_t step = 0; step < tokens.size(); ++step) {
@@ -40,6 +44,12 @@ TEST(Witness, CachedDecodeMatchesPrefill) {
   ASSERT_OK_AND_ASSIGN(auto lb, model->Prefill(&b, altered));
   EXPECT_GT(MaxAbsDiff(la, lb), 1e-4f);
 }
+
+INSTANTIATE_TEST_SUITE_P(Witness, CachedDecodeWitness, ::testing::ValuesIn(testing::ArchitectureConfigs()),
+                         [](const ::testing::TestParamInfo<ModelConfig>& info) {
+                           return std::string(ArchitectureName(info.param.architecture)) +
+                                  (info.param.qkv_bias ? "_qkv_bias" : "");
+                         });
 
 // The same on loaded Q8_0 files, whose projections run packed eight rows at a time (kernels
 // revision 3): a 40-token prefill against token-by-token decode, Llama and Gemma 3 (sliding layers).

@@ -30,7 +30,7 @@ void Row(const char* key, const std::string& value) { std::printf("  %-22s %s\n"
 int InspectNamed(const LoadedModel& m, bool digest) {
   const ModelConfig& c = m.model->config();
   std::printf("model %s\n", m.label.c_str());
-  Row("architecture", c.architecture == Architecture::kLlama ? "llama" : "gemma3");
+  Row("architecture", ArchitectureName(c.architecture));
   Row("shape", c.Describe());
   Row("context length", std::to_string(c.context_length));
   char base[32];

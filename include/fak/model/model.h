@@ -1,4 +1,5 @@
-// Model: an immutable transformer (Llama family and Gemma 3 text) and its forward pass on the CPU.
+// Model: an immutable decoder-only transformer (Llama, Qwen2/3, Phi-3, SmolLM3, Gemma 2/3 text) and
+// its forward pass on the CPU.
 //
 // All per-request state lives in a KVCache; a Model is safe to share between threads. Prefill runs
 // a whole prompt as one batch; Decode runs one token. Within one kernel tier both produce the same
@@ -28,7 +29,17 @@ struct ModelImpl;    // config, weights, RoPE binding, thread pool (src/model/mo
 class ModelAccess;   // how the forward pass and tests reach it
 }  // namespace internal
 
-enum class Architecture { kLlama, kGemma3 };
+// The architectures fak runs (docs/models.md): one forward pass, their differences as data here.
+//   kLlama    Llama (and Qwen2: qkv_bias)      kQwen3    Llama + per-head q/k RMSNorm
+//   kPhi3     Llama shapes, partial rotary     kSmolLM3  Llama with every nope_layer_interval-th
+//             (rope_dim) and LongRoPE factors             layer unrotated
+//   kGemma3   Gemma 3 text                     kGemma2   Gemma 3 without q/k norms, with attention
+//                                                        and final logit soft-capping
+//   kQwen3Moe Qwen3 whose FFN is a mixture of experts (n_experts)
+enum class Architecture { kLlama, kGemma3, kQwen3, kGemma2, kPhi3, kSmolLM3, kQwen3Moe };
+// "llama", "gemma3", "qwen3", "gemma2", "phi3", "smollm3", "qwen3moe" (GGUF general.architecture;
+// Qwen2 is "llama" with qkv_bias).
+FAK_EXPORT const char* ArchitectureName(Architecture a);
 
 struct FAK_EXPORT ModelConfig {
   Architecture architecture = Architecture::kLlama;
@@ -38,6 +49,9 @@ struct FAK_EXPORT ModelConfig {
   size_t n_heads = 0;
   size_t n_kv_heads = 0;      // grouped-query attention: n_heads % n_kv_heads == 0
   size_t head_dim = 0;        // Llama: hidden_size / n_heads
+  // Rotated dimensions of each head (the first rope_dim of its head_dim; Phi-4-mini rotates 3/4 of
+  // them); 0 means all of head_dim.
+  size_t rope_dim = 0;
   size_t ffn_size = 0;
   double rope_base = 10000.0;
   RopePairing rope_pairing = RopePairing::kSplitHalf;
@@ -51,7 +65,10 @@ struct FAK_EXPORT ModelConfig {
   //   trained context): rope_yarn.factor > 0, see RopeYarn. Exclusive with the other two.
   // Gemma 3 scales its global layers only; sliding layers keep rope_local_base unscaled.
   double rope_scale_factor = 1.0;
-  std::vector<float> rope_freq_factors;
+  std::vector<float> rope_freq_factors;  // [RotaryDims()/2]; Phi-3's LongRoPE short or long factors too
+  // cos/sin multiplied by it (GGUF rope.scaling.attn_factor: Phi-3 LongRoPE's attention factor;
+  // YaRN has its own magnitude below).
+  double rope_attn_factor = 1.0;
   // YaRN as llama.cpp's rope_yarn and transformers' _compute_yarn_parameters compute it: inverse
   // frequency i blends base^(-2i/d) / factor and base^(-2i/d) by a ramp over the dimensions between
   // the correction dims of beta_fast and beta_slow rotations in original_context positions, and
@@ -70,24 +87,53 @@ struct FAK_EXPORT ModelConfig {
   // Llama family only: the q/k/v projections add a bias before RoPE (Qwen2: GGUF "qwen2", HF
   // model_type "qwen2"; otherwise a Llama with split-half RoPE).
   bool qkv_bias = false;
+  // SmolLM3: layer l attends without RoPE (its keys and queries unrotated) iff
+  // (l + 1) % nope_layer_interval == 0; 0: every layer rotates.
+  size_t nope_layer_interval = 0;
+  // Gemma 2 soft-capping, 0 = none: each attention score s (after scaling) becomes
+  // attn_logit_softcap · tanh(s / attn_logit_softcap) before the softmax, each output logit z
+  // final_logit_softcap · tanh(z / final_logit_softcap).
+  float attn_logit_softcap = 0.0f;
+  float final_logit_softcap = 0.0f;
+  // Mixture of experts (Qwen3-MoE; n_experts == 0: the dense FFN of ffn_size). A token's router
+  // logits (softmax over n_experts) pick its n_experts_used most probable experts (ties: the lower
+  // index), each a gated FFN of expert_ffn_size; their outputs are summed, most probable first,
+  // weighted by their probabilities renormalised to sum to 1. Routing reads the token's own row only.
+  size_t n_experts = 0, n_experts_used = 0, expert_ffn_size = 0;
 
-  // ---- Gemma 3 (ignored for Llama) ----
+  // ---- Gemma 2 / 3 (ignored for the Llama family) ----
   // Sliding-window attention: layer l is global iff (l + 1) % sliding_window_pattern == 0, else it
   // attends to keys at positions [max(0, p + 1 - sliding_window), p] and rotates with
-  // rope_local_base. sliding_window == 0: every layer is global.
+  // rope_local_base. sliding_window == 0: every layer is global. (Gemma 2: pattern 2, so the even
+  // layers slide, as llama.cpp's set_swa_pattern(2) has it.)
   size_t sliding_window = 0;
   size_t sliding_window_pattern = 6;
   double rope_local_base = 10000.0;
   // Attention scale = query_pre_attn_scalar^-0.5; 0 means head_dim.
   float query_pre_attn_scalar = 0.0f;
-  // Whether layer l uses the sliding window (Gemma 3 with sliding_window > 0 and l not global).
+  // Whether layer l uses the sliding window (Gemma with sliding_window > 0 and l not global).
   bool IsSlidingLayer(size_t layer) const;
+  // Whether layer l rotates its keys and queries (all but SmolLM3's NoPE layers).
+  bool IsRopeLayer(size_t layer) const;
+  // Gemma 2 and 3: embeddings × sqrt(hidden), sandwich norms, GELU-tanh gating, norm weights that
+  // hold (1 + w) in GGUF.
+  bool IsGemma() const { return architecture == Architecture::kGemma3 || architecture == Architecture::kGemma2; }
+  // Gemma 3 and Qwen3: each head's query and key RMS-normalised (q_norm, k_norm) before RoPE.
+  bool HasQkNorm() const {
+    return architecture == Architecture::kGemma3 || architecture == Architecture::kQwen3 ||
+           architecture == Architecture::kQwen3Moe;
+  }
+  // rope_dim, or head_dim when it is 0.
+  size_t RotaryDims() const { return rope_dim == 0 ? head_dim : rope_dim; }
 
   // InvalidArgument naming the first inconsistent field.
   Status Validate() const;
-  bool HasRopeScaling() const { return rope_scale_factor != 1.0 || !rope_freq_factors.empty() || rope_yarn.factor != 0.0; }
+  bool HasRopeScaling() const {
+    return rope_scale_factor != 1.0 || !rope_freq_factors.empty() || rope_yarn.factor != 0.0 || rope_attn_factor != 1.0;
+  }
   // The scaling as the cache binding's position_convention.scaling names it: "none", "linear 8",
-  // "llama3 <sha256 of the f32 factors>", both joined by " + ", or "yarn 4 orig 32768 beta 32/1 mag 1.1386".
+  // "llama3 <sha256 of the f32 factors>" ("longrope …" for Phi-3), "attn 1.19", joined by " + ", or
+  // "yarn 4 orig 32768 beta 32/1 mag 1.1386".
   std::string RopeScalingLabel() const;
   // A compact description, e.g. "llama h576 L30 heads 9/3 hd64 ffn1536 vocab49152".
   std::string Describe() const;
@@ -147,7 +193,8 @@ class FAK_EXPORT Model {
   static Result<std::unique_ptr<Model>> Synthetic(const ModelConfig& config, uint64_t seed,
                                                   const ModelOptions& options = {});
 
-  // Loads a GGUF file (v2/v3; architectures llama, qwen2 and gemma3; tensors F32, F16, BF16, Q8_0,
+  // Loads a GGUF file (v2/v3; architectures llama, qwen2, qwen3, qwen3moe, phi3, smollm3, gemma2, gemma3:
+  // docs/models.md; tensors F32, F16, BF16, Q8_0,
   // Q4_0, Q5_0, Q4_K, Q5_K, Q6_K) or a Hugging Face checkpoint: a directory with config.json and
   // model.safetensors (or shards listed in model.safetensors.index.json), or a .safetensors file
   // with config.json beside it (LlamaForCausalLM, Qwen2ForCausalLM, Gemma3ForCausalLM; F32, F16, BF16). F32 and
