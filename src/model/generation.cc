@@ -33,7 +33,7 @@ bool Generation::IsStopToken(int32_t token) const {
 Result<GenerationStep> Generation::Step(std::span<const float> logits, std::span<const int32_t> history) {
   GenerationStep step;
   // Constraints and drafts (generation.h) would act here, on `logits`, before the draw.
-  FAK_ASSIGN_OR_RETURN(step.token, sampler_.Sample(logits, history));
+  FAK_ASSIGN_OR_RETURN(step.token, sampler_.Sample(logits, history, tokens_.size()));
   tokens_.push_back(step.token);
   if (IsStopToken(step.token)) {
     step.finish = FinishReason::kStopToken;

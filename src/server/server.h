@@ -79,6 +79,8 @@ struct ServerOptions {
   // Default: 256.
   size_t default_max_tokens = 256;
   ApiKeys api_keys;
+  // Browser origins allowed to call the API (CORS; "*" = any). Empty: CORS off. Default: empty.
+  std::vector<std::string> cors_origins;
   // The KV budget the engine was given, reported as fak_kv_budget_bytes (0: unbounded).
   size_t kv_budget_bytes = 0;
   // fak's conversation endpoints (/fak/v1/conversations..., /fak/v1/certificates/verify) run through
