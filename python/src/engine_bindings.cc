@@ -306,7 +306,7 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
   req.tenant = tenant;
   req.max_tokens = max_tokens;
   req.sampling = ValueOrThrow(SamplingParams::FromDoubles(temperature, top_k, top_p, repeat_penalty, seed));
-  if (min_p != 0.0) req.sampling.min_p = ValueOrThrow(SamplingFloat(min_p, "min_p"));
+  req.sampling.min_p = ValueOrThrow(SamplingFloat(min_p, "min_p"));
   req.sampling.presence_penalty = static_cast<float>(presence_penalty);
   req.sampling.frequency_penalty = static_cast<float>(frequency_penalty);
   req.sampling.repetition_window = repeat_last_n;

@@ -195,7 +195,7 @@ Result<GenerationFlags> ParseGenerationFlags(const Args& args, size_t default_ma
   FAK_ASSIGN_OR_RETURN(double presence, args.GetDouble("presence-penalty", 0.0));
   FAK_ASSIGN_OR_RETURN(double frequency, args.GetDouble("frequency-penalty", 0.0));
   FAK_ASSIGN_OR_RETURN(g.sampling.repetition_window, args.GetUint("repeat-last-n", 0));
-  if (min_p != 0.0) FAK_ASSIGN_OR_RETURN(g.sampling.min_p, SamplingFloat(min_p, "--min-p"));
+  FAK_ASSIGN_OR_RETURN(g.sampling.min_p, SamplingFloat(min_p, "--min-p"));
   g.sampling.presence_penalty = static_cast<float>(presence);
   g.sampling.frequency_penalty = static_cast<float>(frequency);
   FAK_RETURN_IF_ERROR(g.sampling.Validate());

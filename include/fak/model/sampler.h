@@ -30,8 +30,9 @@ struct FAK_EXPORT SamplingParams {
   // (CTRL / HF / llama.cpp rule: a positive logit is divided by it, a negative one multiplied).
   // Default: 1.
   float repetition_penalty = 1.0f;
-  size_t repetition_window = 0;     // tokens of history the repetition penalty reads; 0 = all. Default: 0.
   uint64_t seed = 0;                // Default: 0.
+  // The fields below came later; positional initialisers of the five above stay valid.
+  size_t repetition_window = 0;     // tokens of history the repetition penalty reads; 0 = all. Default: 0.
   // Keep only tokens whose probability (after temperature) is at least min_p times the most likely
   // one's; in [0, 1], 0 = off. Default: 0.
   float min_p = 0.0f;
@@ -41,7 +42,7 @@ struct FAK_EXPORT SamplingParams {
   float frequency_penalty = 0.0f;
   // Token id → value added to its logit, in [-100, 100]; -100 bans the token (its logit becomes
   // -inf). Ids must be distinct; each must be below the vocabulary (the engine checks at Submit).
-  std::vector<std::pair<int32_t, float>> logit_bias;
+  std::vector<std::pair<int32_t, float>> logit_bias = {};
 
   // InvalidArgument naming the field: NaN, infinities, values out of range, and subnormal floats
   // (a temperature, top_p or penalty too small to be a normal float is a mistake, not a setting).
