@@ -193,16 +193,18 @@ def create_completion(
             "choices": choices, "usage": _usage(results)}
 
 
-def model_chat_completion(model: Any, messages: Sequence[Dict[str, Any]], **kwargs: Any) -> Any:
-    """create_chat_completion on the model's own engine (Model.create_chat_completion)."""
-    if model.chat_template is None:
+def model_chat_completion(fak_model: Any, messages: Sequence[Dict[str, Any]], /, **kwargs: Any) -> Any:
+    """create_chat_completion on the model's own engine (Model.create_chat_completion); `model` in
+    kwargs is the name the reply carries."""
+    if fak_model.chat_template is None:
         from .errors import FailedPreconditionError
 
         raise FailedPreconditionError(
-            "FailedPrecondition", f"model {model.label} has no chat template fak can render: {model.chat_template_error}"
+            "FailedPrecondition",
+            f"model {fak_model.label} has no chat template fak can render: {fak_model.chat_template_error}",
         )
-    kwargs.setdefault("model", model.label)
-    return create_chat_completion(model.engine, messages, **kwargs)
+    kwargs.setdefault("model", fak_model.label)
+    return create_chat_completion(fak_model.engine, messages, **kwargs)
 
 
 def _chunk(completion_id: str, created: int, model: str, seed: int, delta: Dict[str, Any], finish: Optional[str],
