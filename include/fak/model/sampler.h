@@ -67,10 +67,11 @@ class FAK_EXPORT Sampler {
   explicit Sampler(const SamplingParams& params);
   // Picks the next token from `logits` given the ids of the sequence so far, of which the last
   // `generated` are this generation's own (the presence and frequency penalties count those; the
-  // repetition penalty reads the whole history). -inf masks a token out; NaN, +inf, no logits or
-  // every logit -inf (after the bias) is InvalidArgument naming the first bad index, so no token
-  // is ever drawn from numbers that mean nothing. A pure function of (logits, params, the
-  // generator's state, history): a failed call leaves the generator as it was.
+  // repetition penalty reads its window of the whole history). -inf masks a token out; NaN, +inf,
+  // no logits or every logit -inf is InvalidArgument naming the first bad index, and so is a
+  // logit_bias that bans every token left, so no token is ever drawn from numbers that mean
+  // nothing. A pure function of (logits, params, the generator's state, history): a failed call
+  // leaves the generator as it was.
   Result<int32_t> Sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated = 0);
 
  private:
