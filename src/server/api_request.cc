@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "src/core/json.h"
@@ -67,13 +68,12 @@ bool ParseLogitBias(const Json& v, std::vector<std::pair<int32_t, float>>* out, 
     return Refuse(error, "logit_bias", "logit_bias has more than " + std::to_string(kMaxLogitBiasEntries) + " entries");
   for (const auto& [key, bias] : v.items()) {
     const std::string param = "logit_bias." + key;
-    int64_t id = -1;
-    const bool digits = !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
-    if (digits) id = std::stoll(key);
-    if (!digits) return Refuse(error, param, "logit_bias keys must be token ids (decimal), not '" + key + "'");
+    // At most 9 digits: every such id fits an int32 (the engine checks it against the vocabulary).
+    if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
+      return Refuse(error, param, "logit_bias keys must be token ids (decimal), not '" + key + "'");
     double x = 0;
     if (!ParseNumber(bias, param, -100, 100, &x, error)) return false;
-    out->emplace_back(static_cast<int32_t>(id), static_cast<float>(x));
+    out->emplace_back(static_cast<int32_t>(std::stol(key)), static_cast<float>(x));
   }
   return true;
 }
@@ -165,13 +165,13 @@ bool IsOffField(std::string_view key) {
   return false;
 }
 
-// Fields that cannot change the reply (bookkeeping, or a hint fak has no use for): accepted when
-// well-typed, then ignored.
-bool IsIgnoredField(std::string_view key, const Json& v) {
+// Fields that cannot change the reply (bookkeeping, or a hint fak has no use for), accepted when
+// well-typed and then ignored: nullopt for any other field, else whether `v` has the field's type.
+std::optional<bool> IgnoredFieldWellTyped(std::string_view key, const Json& v) {
   if (key == "user" || key == "service_tier") return v.is_null() || v.is_string();
   if (key == "metadata") return v.is_null() || v.is_object();
   if (key == "store" || key == "parallel_tool_calls") return v.is_null() || v.is_boolean();
-  return false;
+  return std::nullopt;
 }
 
 bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, ApiRequest* r, bool* has_input,
@@ -247,10 +247,8 @@ bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, Api
       if (k != "include_usage") return Refuse(error, key + "." + k, "unknown field '" + k + "' in stream_options");
       if (!ParseBool(value, key + ".include_usage", &r->include_usage, error)) return false;
     }
-  } else if (IsIgnoredField(key, v)) {
-    return true;
-  } else if (key == "user" || key == "service_tier" || key == "metadata" || key == "store" || key == "parallel_tool_calls") {
-    return Refuse(error, key, key + " has the wrong type");
+  } else if (std::optional<bool> well_typed = IgnoredFieldWellTyped(key, v)) {
+    if (!*well_typed) return Refuse(error, key, key + " has the wrong type (it is accepted and ignored)");
   } else if (IsOffField(key)) {
     if (!IsOffValue(key, v)) return Refuse(error, key, key + " is not supported (only its default value is accepted)");
   } else {
