@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <condition_variable>
 #include <ctime>
@@ -14,8 +16,11 @@
 #include <thread>
 #include <utility>
 
+#include <openssl/evp.h>
+
 #include "fak/core/digest.h"
 #include "fak/gate/kv_manifest.h"
+#include "fak/model/embedding.h"
 #include "src/core/json.h"
 #include "src/server/api_request.h"
 #include "src/server/conversations.h"
@@ -76,7 +81,7 @@ std::string_view OpenAiFinishReason(FinishReason finish) {
 // The metrics label of a path: the route it names, "other" for anything else (bounded cardinality).
 std::string_view EndpointLabel(std::string_view path) {
   for (std::string_view route : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
-                                 "/tokenize", "/detokenize",
+                                 "/v1/embeddings", "/tokenize", "/detokenize",
                                  "/fak/v1/prefix", "/fak/v1/gate", "/fak/v1/erase", "/fak/v1/conversations",
                                  "/fak/v1/certificates/verify", "/fak/v1/rollout"})
     if (path == route) return route;
@@ -213,6 +218,8 @@ struct Server::Impl {
   // llama-server's shapes: {"content": TEXT, "add_special": BOOL} → {"tokens": [...]}, and
   // {"tokens": [...]} → {"content": TEXT}, with the serving model's tokenizer.
   void HandleTokenize(const HttpRequest& req, HttpResponse& res);
+  // OpenAI's embeddings: each input's MeanPooledEmbedding on the served model, as floats or base64.
+  void HandleEmbeddings(const HttpRequest& req, HttpResponse& res);
   void HandleDetokenize(const HttpRequest& req, HttpResponse& res);
   void HandleErase(const HttpRequest& req, HttpResponse& res);
   // Removes `source`'s KV from every copy the server holds beyond the Planner's tree: the serving
@@ -829,6 +836,100 @@ void Server::Impl::HandleTokenize(const HttpRequest& req, HttpResponse& res) {
   Reply(res, tenant, kEndpoint, 200, Json{{"tokens", *tokens}});
 }
 
+namespace {
+
+constexpr size_t kMaxEmbeddingInputs = 256;
+
+// A float vector as OpenAI's encoding_format "base64": its little-endian float32 bytes.
+std::string Base64Floats(const std::vector<float>& v) {
+  static_assert(std::endian::native == std::endian::little, "float32 bytes are sent little-endian");
+  std::string out(4 * ((v.size() * sizeof(float) + 2) / 3), '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(v.data()),
+                                static_cast<int>(v.size() * sizeof(float)));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+// One input of an embeddings request as token ids: a string (tokenized as a completion's prompt) or
+// a list of ids. `param` names it in errors.
+Result<std::vector<int32_t>> EmbeddingInput(const Json& v, const Tokenizer& tokenizer, const std::string& param) {
+  if (v.is_string()) {
+    if (v.get_ref<const std::string&>().empty()) return InvalidArgument(param + " is empty");
+    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(v.get_ref<const std::string&>()));
+    if (tokenizer.add_bos() && tokenizer.bos_id() >= 0) ids.insert(ids.begin(), tokenizer.bos_id());
+    return ids;
+  }
+  if (!v.is_array()) return InvalidArgument(param + " must be a string or a list of token ids");
+  std::vector<int32_t> ids;
+  for (const Json& id : v) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+      return InvalidArgument(param + " must be a string or a list of token ids (non-negative integers)");
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return ids;
+}
+
+}  // namespace
+
+void Server::Impl::HandleEmbeddings(const HttpRequest& req, HttpResponse& res) {
+  constexpr std::string_view kEndpoint = "/v1/embeddings";
+  const std::string& tenant = req.principal;
+  const auto bad = [&](const std::string& message, const std::string& param) {
+    ReplyError(res, tenant, kEndpoint, {400, "invalid_request_error", message, param, "invalid_request"});
+  };
+  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
+  if (!body) return bad(std::string(body.error().message()), "");
+  const std::shared_ptr<const internal::Serving> serving = Current();
+  std::optional<Json> input;
+  bool base64 = false, has_model = false;
+  for (const auto& [key, v] : body->items()) {
+    if (key == "model" && v.is_string()) {
+      if (v.get_ref<const std::string&>() != serving->model_id)
+        return ReplyError(res, tenant, kEndpoint, {404, "invalid_request_error", "the model '" + v.get<std::string>() +
+                                                   "' does not exist; this server serves '" + serving->model_id + "'",
+                                                   "model", "model_not_found"});
+      has_model = true;
+    } else if (key == "input") {
+      input = v;
+    } else if (key == "encoding_format" && v.is_string() && (v == "float" || v == "base64")) {
+      base64 = v == "base64";
+    } else if (key == "user" && (v.is_string() || v.is_null())) {
+      // ignored: bookkeeping
+    } else {
+      return bad("unknown or malformed field '" + key + "' (model, input, encoding_format: float or base64, user; "
+                 "dimensions is not supported)", key);
+    }
+  }
+  if (!has_model) return bad("model is required", "model");
+  if (!input) return bad("input is required", "input");
+  // One input (a string or a list of ids) or a list of them.
+  const bool many = input->is_array() && !input->empty() && ((*input)[0].is_string() || (*input)[0].is_array());
+  const Json inputs = many ? *input : Json::array({*input});
+  if (inputs.empty() || inputs.size() > kMaxEmbeddingInputs)
+    return bad("input must hold 1 to " + std::to_string(kMaxEmbeddingInputs) + " texts", "input");
+  Json data = Json::array();
+  size_t prompt_tokens = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string param = many ? "input[" + std::to_string(i) + "]" : "input";
+    Result<std::vector<int32_t>> ids = EmbeddingInput(inputs[i], *serving->tokenizer, param);
+    if (!ids) return bad(std::string(ids.error().message()), "input");
+    Result<std::vector<float>> embedding = MeanPooledEmbedding(*serving->model, *ids);
+    if (!embedding) {
+      const Status& s = embedding.error();
+      if (s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kResourceExhausted)
+        return bad(param + ": " + std::string(s.message()), "input");
+      return ReplyError(res, tenant, kEndpoint, {500, "server_error", std::string(s.message()), "", ""});
+    }
+    prompt_tokens += ids->size();
+    data.push_back({{"object", "embedding"}, {"index", i},
+                    {"embedding", base64 ? Json(Base64Floats(*embedding)) : Json(*embedding)}});
+  }
+  Reply(res, tenant, kEndpoint, 200,
+        Json{{"object", "list"}, {"data", std::move(data)}, {"model", serving->model_id},
+             {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}},
+             {"fak", {{"pooling", "mean"}, {"layer", "final hidden state after the output norm"}}}});
+}
+
 void Server::Impl::HandleDetokenize(const HttpRequest& req, HttpResponse& res) {
   constexpr std::string_view kEndpoint = "/detokenize";
   const std::string& tenant = req.principal;
@@ -1049,6 +1150,7 @@ std::vector<internal::HttpRoute> Server::Impl::Routes() {
       [this](const HttpRequest& req, HttpResponse& res) { HandleGeneration(ApiEndpoint::kChatCompletions, req, res); });
   add("POST", "/v1/completions",
       [this](const HttpRequest& req, HttpResponse& res) { HandleGeneration(ApiEndpoint::kCompletions, req, res); });
+  add("POST", "/v1/embeddings", [this](const HttpRequest& req, HttpResponse& res) { HandleEmbeddings(req, res); });
   add("POST", "/tokenize", [this](const HttpRequest& req, HttpResponse& res) { HandleTokenize(req, res); });
   add("POST", "/detokenize", [this](const HttpRequest& req, HttpResponse& res) { HandleDetokenize(req, res); });
   add("POST", "/fak/v1/prefix", [this](const HttpRequest& req, HttpResponse& res) { HandlePrefixProbe(req, res); });

@@ -2,7 +2,7 @@
 //
 // Endpoints (docs/server.md has parameters, errors and limits): POST /v1/chat/completions (messages
 // rendered with the model's ChatTemplate), POST /v1/completions (a prompt string), GET /v1/models,
-// POST /tokenize and /detokenize, GET /health, GET /metrics (Prometheus text format 0.0.4). Both
+// POST /v1/embeddings, POST /tokenize and /detokenize, GET /health, GET /metrics (Prometheus text format 0.0.4). Both
 // completion endpoints stream as server-sent events when asked, report logprobs, and run n choices
 // as n engine requests over one prefill. Browsers on ServerOptions::cors_origins may call them. fak's own, under /fak/v1: the reuse probe (prefix), the gate's
 // verdict for a prefix (gate), and with a Planner conversations kept by the server, a message

@@ -298,6 +298,35 @@ def test_logit_bias_bans_a_token(server):
     assert promoted == favourite * 16
 
 
+def test_embeddings_shape_determinism_and_base64(server):
+    import base64
+    import struct
+
+    client = server.client()
+    texts = ["the cat sat on the mat", "a completely different sentence " + uuid.uuid4().hex]
+    batch = client.embeddings.create(model=MODEL, input=texts)
+    assert [d.index for d in batch.data] == [0, 1]
+    dim = len(batch.data[0].embedding)
+    assert dim == len(batch.data[1].embedding) > 0
+    assert batch.model_extra["fak"]["pooling"] == "mean"
+    assert batch.usage.prompt_tokens == sum(len(t.encode()) + 1 for t in texts)  # byte tokenizer + BOS
+    # The same text alone gives the same vector, bit for bit; another text another vector.
+    alone = client.embeddings.create(model=MODEL, input=texts[0]).data[0].embedding
+    assert alone == batch.data[0].embedding
+    assert batch.data[0].embedding != batch.data[1].embedding
+    # Token ids in give the text's vector; base64 carries the same floats.
+    ids = server.request("POST", "/tokenize", {"content": texts[0], "add_special": True})[1]["tokens"]
+    assert client.embeddings.create(model=MODEL, input=[ids]).data[0].embedding == alone
+    status, raw = server.request("POST", "/v1/embeddings", {"model": MODEL, "input": texts[0], "encoding_format": "base64"})
+    assert status == 200
+    floats = struct.unpack(f"<{dim}f", base64.b64decode(raw["data"][0]["embedding"]))
+    assert list(floats) == alone
+    for bad in [{"input": ""}, {"input": []}, {"input": [[10**9]]}, {"input": "x", "dimensions": 8},
+                {"input": "x", "encoding_format": "int8"}, {"input": "x" * 5000}]:
+        assert server.request("POST", "/v1/embeddings", {"model": MODEL, **bad})[0] == 400, bad
+    assert server.request("POST", "/v1/embeddings", {"model": "other", "input": "x"})[0] == 404
+
+
 def test_tokenize_round_trip(server):
     text = "Hello, wörld! " + uuid.uuid4().hex
     status, body = server.request("POST", "/tokenize", {"content": text})
