@@ -74,3 +74,14 @@ def test_logprobs_and_n_choices(model):
         assert alone["choices"][0]["text"] == choice["text"]
     with pytest.raises(fak.InvalidArgumentError, match="top_logprobs needs logprobs"):
         model.create_chat_completion(MESSAGES, top_logprobs=2)
+
+
+def test_embeddings_are_the_servers(model):
+    llm = fak.Llama(model_path="embedded", n_threads=2)
+    out = llm.create_embedding(["the cat sat", "something else"])
+    a, b = (d["embedding"] for d in out["data"])
+    assert len(a) == model.config["hidden_size"] and a != b and out["fak"]["pooling"] == "mean"
+    assert llm.embed("the cat sat") == a  # deterministic
+    assert llm.embed(model.tokenize("the cat sat", add_bos=True)) == a
+    with pytest.raises(fak.InvalidArgumentError, match="no tokens"):
+        model.embed([])
