@@ -25,6 +25,7 @@
 #include "fak/kvtier/source_sweeper.h"
 #include "fak/kvtier/tier_pager.h"
 #include "fak/kvtier/tier_spiller.h"
+#include "fak/model/embedding.h"
 #include "fak/model/generation.h"
 #include "fak/model/loaded_model.h"
 #include "fak/model/model.h"

@@ -5,13 +5,16 @@
     reply = model.create_chat_completion([{"role": "user", "content": "Hello"}], max_tokens=16)
     print(reply["choices"][0]["message"]["content"])
 
+    llm = fak.Llama(model_path="model.gguf")         # llama-cpp-python's entry point
+    print(llm.create_completion("Once upon a time", max_tokens=16)["choices"][0]["text"])
+
 docs/python.md describes the package; every failing call raises a fak.Error subclass.
 """
 
 from __future__ import annotations
 
 from . import errors
-from ._chat import create_chat_completion
+from ._chat import Llama, create_chat_completion, create_completion
 from ._fak import (
     Auditor,
     BlobStore,
@@ -52,7 +55,7 @@ __version__ = version()
 __all__ = [
     "Auditor", "BlobStore", "Certificate", "ChatTemplate", "Engine", "Model", "Planner", "RadixTree", "RecallStore", "Request",
     "ScreenChain", "Session", "TextCorpus",
-    "create_chat_completion", "errors", "kernel_tier", "set_kernel_tier", "sha256", "supported_kernel_tiers",
+    "Llama", "create_chat_completion", "create_completion", "errors", "kernel_tier", "set_kernel_tier", "sha256", "supported_kernel_tiers",
     "version", "Error", "InvalidArgumentError", "NotFoundError", "CorruptionError", "IOFailureError",
     "UnsupportedError", "ResourceExhaustedError", "FailedPreconditionError", "VerificationFailedError",
     "UnavailableError",

@@ -1,7 +1,9 @@
-"""create_chat_completion: fak's Engine behind the OpenAI-shaped dicts llama-cpp-python returns."""
+"""OpenAI-shaped completions on fak's Engine, as llama-cpp-python returns them, with `fak serve`'s
+defaults: create_chat_completion, create_completion and the Llama-like entry point fak.Llama."""
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
@@ -9,9 +11,86 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 # fak's finish reasons as OpenAI names them.
 _FINISH = {"stop_token": "stop", "stop_string": "stop", "length": "length", "cancelled": "stop", "deadline": "length"}
 
+# `fak serve`'s defaults (docs/server.md): OpenAI's temperature 1, 256 tokens, a random seed.
+DEFAULT_MAX_TOKENS = 256
+MAX_CHOICES = 16
+
 
 def _finish_name(reason: str) -> str:
     return _FINISH.get(reason, reason)
+
+
+def _draw_seed() -> int:
+    """A random seed below 2**53, as the server draws one (a JavaScript client reads it exactly)."""
+    return random.SystemRandom().getrandbits(53)
+
+
+def _logprob_entry(model: Any, token: int, logprob: float) -> Dict[str, Any]:
+    raw = model.detokenize_bytes([token])
+    return {"token": raw.decode("utf-8", "replace"), "logprob": logprob, "bytes": list(raw)}
+
+
+def _chat_logprobs(model: Any, entries: List[Dict[str, Any]]) -> Dict[str, Any]:
+    content = []
+    for e in entries:
+        item = _logprob_entry(model, e["token"], e["logprob"])
+        item["top_logprobs"] = [_logprob_entry(model, t, lp) for t, lp in e["top_logprobs"]]
+        content.append(item)
+    return {"content": content, "refusal": None}
+
+
+def _completion_logprobs(model: Any, entries: List[Dict[str, Any]]) -> Dict[str, Any]:
+    tokens, token_logprobs, top, offsets, offset = [], [], [], [], 0
+    for e in entries:
+        raw = model.detokenize_bytes([e["token"]])
+        tokens.append(raw.decode("utf-8", "replace"))
+        token_logprobs.append(e["logprob"])
+        alternatives: Dict[str, float] = {}
+        for t, lp in e["top_logprobs"]:
+            alternatives.setdefault(model.detokenize([t]), lp)
+        top.append(alternatives)
+        offsets.append(offset)
+        offset += len(raw)
+    return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top, "text_offset": offsets}
+
+
+def _usage(results: List[Dict[str, Any]]) -> Dict[str, Any]:
+    # As the server counts n choices: the prompt once, the most any choice reused, every reply.
+    prompt = results[0]["usage"]["prompt_tokens"]
+    completion = sum(r["usage"]["generated_tokens"] for r in results)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": max(r["usage"]["cached_tokens"] for r in results)},
+    }
+
+
+def _submit_all(engine: Any, n: int, seed: Optional[int], stream: bool, logprobs: bool, top_logprobs: int,
+                max_tokens: Optional[int], stop: Optional[Union[str, List[str]]], **request: Any) -> Any:
+    from .errors import InvalidArgumentError
+
+    if not 1 <= n <= MAX_CHOICES:
+        raise InvalidArgumentError("InvalidArgument", f"n must be in [1, {MAX_CHOICES}], not {n}")
+    if stream and n != 1:
+        raise InvalidArgumentError("InvalidArgument", "stream=True takes n=1 (use fak serve for streamed choices)")
+    if stream and logprobs:
+        raise InvalidArgumentError("InvalidArgument", "stream=True does not report logprobs here (fak serve streams them)")
+    if top_logprobs and not logprobs:
+        raise InvalidArgumentError("InvalidArgument", "top_logprobs needs logprobs=True")
+    seed = _draw_seed() if seed is None else seed
+    stops = [stop] if isinstance(stop, str) else list(stop or [])
+    requests = []
+    try:
+        for i in range(n):  # the later choices wait for the first one's prompt in the tree
+            requests.append(engine.submit(max_tokens=DEFAULT_MAX_TOKENS if max_tokens is None else max_tokens,
+                                          seed=(seed + i) % 2**64, stop=stops, stream=stream, logprobs=logprobs,
+                                          top_logprobs=top_logprobs, **request))
+    except BaseException:
+        for r in requests:
+            r.cancel()
+        raise
+    return seed, requests
 
 
 def create_chat_completion(
@@ -20,12 +99,19 @@ def create_chat_completion(
     *,
     stream: bool = False,
     max_tokens: Optional[int] = None,
-    temperature: float = 0.0,
+    temperature: float = 1.0,
     top_p: float = 1.0,
     top_k: int = 0,
+    min_p: float = 0.0,
     seed: Optional[int] = None,
     stop: Optional[Union[str, List[str]]] = None,
     repeat_penalty: float = 1.0,
+    presence_penalty: float = 0.0,
+    frequency_penalty: float = 0.0,
+    logit_bias: Optional[Dict[int, float]] = None,
+    logprobs: bool = False,
+    top_logprobs: int = 0,
+    n: int = 1,
     model: Optional[str] = None,
     tenant: str = "default",
 ) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
@@ -33,87 +119,176 @@ def create_chat_completion(
 
     Returns a ``chat.completion`` dict, or with ``stream=True`` an iterator of ``chat.completion.chunk``
     dicts (a role delta, content deltas, then one with ``finish_reason``). Breaking out of the
-    iteration cancels the request. ``max_tokens`` None means 256.
+    iteration cancels the request. Defaults are `fak serve`'s: temperature 1, ``max_tokens`` None
+    means 256, no seed means a random one (reported as the reply's ``seed``; choice i of n uses
+    seed + i).
     """
-    stops = [stop] if isinstance(stop, str) else list(stop or [])
-    request = engine.submit(
-        messages=list(messages),
-        max_tokens=256 if max_tokens is None else max_tokens,
-        temperature=temperature,
-        top_p=top_p,
-        top_k=top_k,
-        seed=0 if seed is None else seed,
-        stop=stops,
-        repeat_penalty=repeat_penalty,
-        tenant=tenant,
-        stream=stream,
-    )
+    seed, requests = _submit_all(engine, n, seed, stream, logprobs, top_logprobs, max_tokens, stop,
+                                 messages=list(messages), temperature=temperature, top_p=top_p, top_k=top_k,
+                                 min_p=min_p, repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
+                                 frequency_penalty=frequency_penalty, logit_bias=logit_bias, tenant=tenant)
     completion_id = "chatcmpl-" + uuid.uuid4().hex
     created = int(time.time())
     model_name = model or "fak"
     if stream:
-        return _stream(request, completion_id, created, model_name)
-    result = request.wait()
-    prompt_tokens = result["usage"]["prompt_tokens"]
-    completion_tokens = result["usage"]["generated_tokens"]
-    return {
-        "id": completion_id,
-        "object": "chat.completion",
-        "created": created,
-        "model": model_name,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": result["text"]},
-                "logprobs": None,
-                "finish_reason": _finish_name(result["finish_reason"]),
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": result["usage"]["cached_tokens"]},
-        },
-    }
+        return _stream(requests[0], completion_id, created, model_name, seed)
+    results = [r.wait() for r in requests]
+    choices = []
+    for i, result in enumerate(results):
+        choices.append({
+            "index": i,
+            "message": {"role": "assistant", "content": result["text"]},
+            "logprobs": _chat_logprobs(engine.model, result.get("logprobs", [])) if logprobs else None,
+            "finish_reason": _finish_name(result["finish_reason"]),
+        })
+    return {"id": completion_id, "object": "chat.completion", "created": created, "model": model_name, "seed": seed,
+            "choices": choices, "usage": _usage(results)}
 
 
-def model_chat_completion(model: Any, messages: Sequence[Dict[str, Any]], **kwargs: Any) -> Any:
-    """create_chat_completion on the model's own engine (Model.create_chat_completion)."""
-    if model.chat_template is None:
+def create_completion(
+    engine: Any,
+    prompt: str,
+    *,
+    stream: bool = False,
+    max_tokens: Optional[int] = None,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    min_p: float = 0.0,
+    seed: Optional[int] = None,
+    stop: Optional[Union[str, List[str]]] = None,
+    repeat_penalty: float = 1.0,
+    presence_penalty: float = 0.0,
+    frequency_penalty: float = 0.0,
+    logit_bias: Optional[Dict[int, float]] = None,
+    logprobs: Optional[int] = None,
+    n: int = 1,
+    model: Optional[str] = None,
+    tenant: str = "default",
+) -> Union[Dict[str, Any], Iterator[Dict[str, Any]]]:
+    """A text completion of `prompt` (BOS first where the model wants one), shaped like
+    llama-cpp-python's ``Llama.create_completion``: a ``text_completion`` dict, or with ``stream=True``
+    an iterator of them. ``logprobs=k`` reports each token's log-probability and the k most likely
+    alternatives, as OpenAI's completions do. Defaults as create_chat_completion's."""
+    m = engine.model
+    ids = m.tokenize(prompt, add_bos=True)
+    seed, requests = _submit_all(engine, n, seed, stream, logprobs is not None, logprobs or 0, max_tokens, stop,
+                                 prompt=ids, stop_tokens=[m.eos_id] if m.eos_id >= 0 else [], temperature=temperature,
+                                 top_p=top_p, top_k=top_k, min_p=min_p, repeat_penalty=repeat_penalty,
+                                 presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                                 logit_bias=logit_bias, tenant=tenant)
+    completion_id = "cmpl-" + uuid.uuid4().hex
+    created = int(time.time())
+    model_name = model or "fak"
+    if stream:
+        return _stream(requests[0], completion_id, created, model_name, seed, chat=False)
+    results = [r.wait() for r in requests]
+    choices = [{
+        "index": i,
+        "text": result["text"],
+        "logprobs": _completion_logprobs(m, result.get("logprobs", [])) if logprobs is not None else None,
+        "finish_reason": _finish_name(result["finish_reason"]),
+    } for i, result in enumerate(results)]
+    return {"id": completion_id, "object": "text_completion", "created": created, "model": model_name, "seed": seed,
+            "choices": choices, "usage": _usage(results)}
+
+
+def model_chat_completion(fak_model: Any, messages: Sequence[Dict[str, Any]], /, **kwargs: Any) -> Any:
+    """create_chat_completion on the model's own engine (Model.create_chat_completion); `model` in
+    kwargs is the name the reply carries."""
+    if fak_model.chat_template is None:
         from .errors import FailedPreconditionError
 
         raise FailedPreconditionError(
-            "FailedPrecondition", f"model {model.label} has no chat template fak can render: {model.chat_template_error}"
+            "FailedPrecondition",
+            f"model {fak_model.label} has no chat template fak can render: {fak_model.chat_template_error}",
         )
-    kwargs.setdefault("model", model.label)
-    return create_chat_completion(model.engine, messages, **kwargs)
+    kwargs.setdefault("model", fak_model.label)
+    return create_chat_completion(fak_model.engine, messages, **kwargs)
 
 
-def _chunk(completion_id: str, created: int, model: str, delta: Dict[str, Any], finish: Optional[str]) -> Dict[str, Any]:
-    return {
-        "id": completion_id,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": model,
-        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
-    }
+def _chunk(completion_id: str, created: int, model: str, seed: int, delta: Dict[str, Any], finish: Optional[str],
+           chat: bool) -> Dict[str, Any]:
+    choice: Dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": finish}
+    if chat:
+        choice["delta"] = delta
+    else:
+        choice["text"] = delta.get("content", "")
+    return {"id": completion_id, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
+            "model": model, "seed": seed, "choices": [choice]}
 
 
-def _stream(request: Any, completion_id: str, created: int, model: str) -> Iterator[Dict[str, Any]]:
+def _stream(request: Any, completion_id: str, created: int, model: str, seed: int,
+            chat: bool = True) -> Iterator[Dict[str, Any]]:
     finished = False
     try:
-        yield _chunk(completion_id, created, model, {"role": "assistant"}, None)
+        if chat:
+            yield _chunk(completion_id, created, model, seed, {"role": "assistant"}, None, chat)
         while True:
             event = request.next_event()
             if event is None:
                 break
             _token, text = event
             if text:
-                yield _chunk(completion_id, created, model, {"content": text}, None)
+                yield _chunk(completion_id, created, model, seed, {"content": text}, None, chat)
         result = request.wait()
         finished = True
-        yield _chunk(completion_id, created, model, {}, _finish_name(result["finish_reason"]))
+        yield _chunk(completion_id, created, model, seed, {}, _finish_name(result["finish_reason"]), chat)
     finally:
         if not finished:
             request.cancel()  # the caller stopped iterating: free the engine's slot
+
+
+class Llama:
+    """llama-cpp-python's entry point over fak: ``fak.Llama(model_path=...)`` loads the model (a GGUF
+    file, a Hugging Face checkpoint or "embedded") and answers ``create_completion`` and
+    ``create_chat_completion`` with the OpenAI-shaped dicts llama-cpp-python returns, with `fak
+    serve`'s defaults. ``n_ctx`` caps the context (0: the model's), ``n_threads`` the threads per
+    forward pass (None: one per hardware thread), ``seed`` is the default seed of every call (None:
+    a random one per call, reported in the reply)."""
+
+    def __init__(self, model_path: str, *, n_ctx: int = 0, n_threads: Optional[int] = None,
+                 seed: Optional[int] = None, verbose: bool = False) -> None:
+        from ._fak import Model
+
+        del verbose  # accepted for llama-cpp-python's callers; fak logs nothing here
+        self.model_path = model_path
+        self.model = Model.load(model_path, threads=n_threads or 0, max_context=n_ctx)
+        self.seed = seed
+
+    def n_ctx(self) -> int:
+        return self.model.context_length
+
+    def tokenize(self, text: Union[str, bytes], add_bos: bool = True) -> List[int]:
+        return self.model.tokenize(text, add_bos=add_bos)
+
+    def detokenize(self, tokens: Sequence[int]) -> bytes:
+        return self.model.detokenize_bytes(list(tokens))
+
+    def embed(self, text: Union[str, Sequence[int]]) -> List[float]:
+        """The text's (or token ids') mean-pooled embedding, as `fak serve`'s /v1/embeddings gives it."""
+        ids = self.model.tokenize(text, add_bos=True) if isinstance(text, str) else list(text)
+        return self.model.embed(ids).tolist()
+
+    def create_embedding(self, input: Union[str, List[str]], model: Optional[str] = None) -> Dict[str, Any]:
+        """OpenAI's embeddings object for one text or a list, with the pooling named."""
+        texts = [input] if isinstance(input, str) else list(input)
+        data, tokens = [], 0
+        for i, text in enumerate(texts):
+            ids = self.model.tokenize(text, add_bos=True)
+            tokens += len(ids)
+            data.append({"object": "embedding", "index": i, "embedding": self.model.embed(ids).tolist()})
+        return {"object": "list", "data": data, "model": model or self.model_path,
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}, "fak": {"pooling": "mean"}}
+
+    def create_completion(self, prompt: str, **kwargs: Any) -> Any:
+        kwargs.setdefault("seed", self.seed)
+        kwargs.setdefault("model", self.model_path)
+        return create_completion(self.model.engine, prompt, **kwargs)
+
+    __call__ = create_completion
+
+    def create_chat_completion(self, messages: Sequence[Dict[str, Any]], **kwargs: Any) -> Any:
+        kwargs.setdefault("seed", self.seed)
+        kwargs.setdefault("model", self.model_path)
+        return model_chat_completion(self.model, messages, **kwargs)

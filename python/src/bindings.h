@@ -127,8 +127,10 @@ EvictionPolicy ParsePolicy(const std::string& name);
 // The signature create_chat_completion (python/fak/_chat.py) shows in the stubs.
 inline constexpr const char* kChatCompletionSignature =
     "def create_chat_completion(self, messages: collections.abc.Sequence[dict[str, typing.Any]], *, "
-    "stream: bool = False, max_tokens: int | None = None, temperature: float = 0.0, top_p: float = 1.0, "
-    "top_k: int = 0, seed: int | None = None, stop: str | list[str] | None = None, repeat_penalty: float = 1.0, "
+    "stream: bool = False, max_tokens: int | None = None, temperature: float = 1.0, top_p: float = 1.0, "
+    "top_k: int = 0, min_p: float = 0.0, seed: int | None = None, stop: str | list[str] | None = None, "
+    "repeat_penalty: float = 1.0, presence_penalty: float = 0.0, frequency_penalty: float = 0.0, "
+    "logit_bias: dict[int, float] | None = None, logprobs: bool = False, top_logprobs: int = 0, n: int = 1, "
     "model: str | None = None, tenant: str = 'default') -> "
     "dict[str, typing.Any] | collections.abc.Iterator[dict[str, typing.Any]]";
 

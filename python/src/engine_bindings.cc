@@ -226,6 +226,19 @@ nb::dict ResultDict(EngineResult&& r) {
   d["time_to_first_token_ms"] =
       r.timings.first_token_ns ? (r.timings.first_token_ns - r.timings.submitted_ns) * ms : 0.0;
   d["total_ms"] = (r.timings.finished_ns - r.timings.submitted_ns) * ms;
+  if (!r.logprobs.empty()) {
+    nb::list logprobs;
+    for (const TokenLogprobs& lp : r.logprobs) {
+      nb::list top;
+      for (const TokenLogprob& t : lp.top) top.append(nb::make_tuple(t.token, t.logprob));
+      nb::dict entry;
+      entry["token"] = lp.chosen.token;
+      entry["logprob"] = lp.chosen.logprob;
+      entry["top_logprobs"] = top;
+      logprobs.append(entry);
+    }
+    d["logprobs"] = logprobs;
+  }
   if (!r.logits.empty()) {
     const size_t rows = r.logits.size();
     std::vector<float> flat;
@@ -267,7 +280,9 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
                                          size_t max_tokens, double temperature, size_t top_k, double top_p,
                                          double repeat_penalty, uint64_t seed, const std::vector<Text>& stop,
                                          const std::vector<int32_t>& stop_tokens, const Text& tenant,
-                                         bool stream, bool record_logits, const Text& priority_text) {
+                                         bool stream, bool record_logits, const Text& priority_text, double min_p,
+                                         double presence_penalty, double frequency_penalty, size_t repeat_last_n,
+                                         const nb::handle& logit_bias, bool logprobs, size_t top_logprobs) {
   const std::string& priority = priority_text;
   EngineRequest req;
   if (priority == "background") {
@@ -291,6 +306,23 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
   req.tenant = tenant;
   req.max_tokens = max_tokens;
   req.sampling = ValueOrThrow(SamplingParams::FromDoubles(temperature, top_k, top_p, repeat_penalty, seed));
+  req.sampling.min_p = ValueOrThrow(SamplingFloat(min_p, "min_p"));
+  req.sampling.presence_penalty = static_cast<float>(presence_penalty);
+  req.sampling.frequency_penalty = static_cast<float>(frequency_penalty);
+  req.sampling.repetition_window = repeat_last_n;
+  if (!logit_bias.is_none()) {
+    if (!nb::isinstance<nb::dict>(logit_bias)) throw StatusError(InvalidArgument("logit_bias: expected a dict of token id -> bias"));
+    for (auto [key, value] : nb::borrow<nb::dict>(logit_bias)) {
+      int64_t id = 0;
+      double bias = 0;
+      if (!nb::try_cast(key, id) || !nb::try_cast(value, bias) || id < 0 || id > INT32_MAX)
+        throw StatusError(InvalidArgument("logit_bias: expected non-negative int token ids mapped to float biases"));
+      req.sampling.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(bias));
+    }
+  }
+  ThrowIfError(req.sampling.Validate());
+  req.logprobs = logprobs;
+  req.top_logprobs = top_logprobs;
   req.stop_strings = Strings(stop);
   req.stop_tokens = stop_tokens;
   req.record_logits = record_logits;
@@ -372,10 +404,15 @@ void BindEngine(nb::module_& m) {
            nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0,
            nb::arg("repeat_penalty") = 1.0, nb::arg("seed") = 0, nb::arg("stop") = std::vector<std::string>{},
            nb::arg("stop_tokens") = std::vector<int32_t>{}, nb::arg("tenant") = "default", nb::arg("stream") = false,
-           nb::arg("record_logits") = false, nb::arg("priority") = "interactive",
+           nb::arg("record_logits") = false, nb::arg("priority") = "interactive", nb::arg("min_p") = 0.0,
+           nb::arg("presence_penalty") = 0.0, nb::arg("frequency_penalty") = 0.0, nb::arg("repeat_last_n") = 0,
+           nb::arg("logit_bias") = nb::none(), nb::arg("logprobs") = false, nb::arg("top_logprobs") = 0,
            "Queues a request: prompt (str or token ids) or messages ([{'role', 'content'}], rendered with the "
            "model's chat template; then empty stop_tokens mean EOS and end-of-turn). max_tokens=0: prefill only "
-           "(warms the radix tree). priority='background' runs in what interactive requests leave. Returns a Request "
+           "(warms the radix tree). priority='background' runs in what interactive requests leave. Sampling: "
+           "temperature, top_k, top_p, min_p, repeat_penalty over the last repeat_last_n tokens (0 = all), OpenAI's "
+           "presence/frequency penalties, logit_bias {id: bias} (-100 bans), seed; logprobs/top_logprobs put each "
+           "token's log-probabilities in the result. Returns a Request "
            "at once; "
            "its wait() and next_event() block without the GIL, so many Python threads can submit at once.")
       .def(
@@ -385,6 +422,8 @@ void BindEngine(nb::module_& m) {
           },
           nb::sig(kChatCompletionSignature),
           "A chat completion on this engine, shaped like llama-cpp-python's (see fak.create_chat_completion).")
+      .def_prop_ro(
+          "model", [](PyEngine& e) { return e.model().shared_from_this(); }, "The Model this engine runs.")
       .def("stats", [](PyEngine& e) { return EngineStatsDict(e.engine().Stats()); })
       .def(
           "tree_stats", [](PyEngine& e) { return TreeStatsDict(e.engine().tree().Stats()); },

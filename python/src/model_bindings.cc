@@ -196,6 +196,18 @@ void BindModel(nb::module_& m) {
           },
           nb::arg("ids"), "The exact bytes of ids.")
       .def(
+          "embed",
+          [](const ModelHandle& h, const std::vector<int32_t>& ids) {
+            Result<std::vector<float>> embedding = [&] {
+              nb::gil_scoped_release release;
+              return MeanPooledEmbedding(*h.model, ids);
+            }();
+            return LogitsArray(ValueOrThrow(std::move(embedding)));
+          },
+          nb::arg("ids"),
+          "The mean over ids of the model's final hidden states after its output norm (fak::MeanPooledEmbedding, "
+          "what `fak serve` answers on /v1/embeddings): a float32 array of the hidden size.")
+      .def(
           "encode_chat",
           [](const ModelHandle& h, const nb::handle& messages, bool add_generation_prompt) {
             std::vector<ChatMessage> msgs = ParseMessages(messages);

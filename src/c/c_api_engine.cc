@@ -25,6 +25,8 @@ Result<EngineRequest> ReadRequest(const fak_request& r) {
     return InvalidArgument("a request carries either prompt token ids or messages (exactly one of them)");
   FAK_ASSIGN_OR_RETURN(q.sampling, ReadSampling(r.sampling));
   q.max_tokens = r.max_tokens;
+  q.logprobs = r.logprobs != 0;
+  q.top_logprobs = r.top_logprobs;
   q.priority = r.background != 0 ? RequestPriority::kBackground : RequestPriority::kInteractive;
   if (r.stop_tokens == nullptr && r.n_stop_tokens > 0) return NullArgument("request.stop_tokens");
   if (r.n_stop_tokens > 0) q.stop_tokens.assign(r.stop_tokens, r.stop_tokens + r.n_stop_tokens);
@@ -165,6 +167,22 @@ fak_status fak_result_info_get(const fak_result* result, fak_result_info* info) 
     full.error = static_cast<fak_status>(static_cast<int>(r.error.code()));
     full.error_message = result->error_message.c_str();
     return fak::capi::WriteVersioned(full, info, "info");
+  });
+}
+
+fak_status fak_result_logprobs(const fak_result* result, size_t index, fak_token_logprob* out, size_t capacity,
+                               size_t* n_out) {
+  return Guard("fak_result_logprobs", [&]() -> Status {
+    FAK_C_REQUIRE(result);
+    FAK_C_REQUIRE(out);
+    FAK_C_REQUIRE(n_out);
+    const fak::EngineResult& r = result->result;
+    if (r.logprobs.empty() && !r.tokens.empty())
+      return fak::FailedPrecondition("the request did not ask for logprobs (fak_request.logprobs)");
+    if (index >= r.logprobs.size())
+      return fak::InvalidArgument("index " + std::to_string(index) + " is past the " + std::to_string(r.logprobs.size()) +
+                                  " generated tokens");
+    return fak::capi::WriteLogprobs(r.logprobs[index], out, capacity, n_out);
   });
 }
 

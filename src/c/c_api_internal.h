@@ -135,6 +135,9 @@ Result<std::string> ReadTenant(const char* tenant);
 
 // The caller's sampling parameters (NULL = greedy), validated (c_api_session.cc).
 Result<SamplingParams> ReadSampling(const fak_sampling_params* in);
+// Writes `lp` as fak_logprobs does (out[0] the chosen token's, then the top); INVALID_ARGUMENT when
+// `capacity` cannot hold it.
+Status WriteLogprobs(const TokenLogprobs& lp, fak_token_logprob* out, size_t capacity, size_t* n_out);
 
 }  // namespace fak::capi
 

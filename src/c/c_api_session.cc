@@ -171,6 +171,10 @@ void fak_sampling_params_init(fak_sampling_params* params) {
   params->top_p = d.top_p;
   params->repetition_penalty = d.repetition_penalty;
   params->seed = d.seed;
+  params->min_p = d.min_p;
+  params->presence_penalty = d.presence_penalty;
+  params->frequency_penalty = d.frequency_penalty;
+  params->repetition_window = d.repetition_window;
 }
 
 }  // extern "C"
@@ -188,8 +192,25 @@ Result<SamplingParams> ReadSampling(const fak_sampling_params* in) {
   s.top_p = p.top_p;
   s.repetition_penalty = p.repetition_penalty;
   s.seed = p.seed;
+  s.min_p = p.min_p;
+  s.presence_penalty = p.presence_penalty;
+  s.frequency_penalty = p.frequency_penalty;
+  s.repetition_window = p.repetition_window;
+  if (p.n_logit_bias > 0 && (p.logit_bias_tokens == nullptr || p.logit_bias_values == nullptr))
+    return NullArgument("sampling.logit_bias_tokens or logit_bias_values");
+  if (p.n_logit_bias > (size_t{1} << 24)) return fak::InvalidArgument("sampling.n_logit_bias is over 2^24");
+  for (size_t i = 0; i < p.n_logit_bias; ++i) s.logit_bias.emplace_back(p.logit_bias_tokens[i], p.logit_bias_values[i]);
   FAK_RETURN_IF_ERROR(s.Validate());
   return s;
+}
+
+Status WriteLogprobs(const TokenLogprobs& lp, fak_token_logprob* out, size_t capacity, size_t* n_out) {
+  const size_t need = 1 + lp.top.size();
+  if (capacity < need) return fak::InvalidArgument("capacity " + std::to_string(capacity) + " < " + std::to_string(need));
+  out[0] = {lp.chosen.token, lp.chosen.logprob};
+  for (size_t i = 0; i < lp.top.size(); ++i) out[1 + i] = {lp.top[i].token, lp.top[i].logprob};
+  *n_out = need;
+  return Status();
 }
 
 }  // namespace fak::capi
@@ -207,17 +228,40 @@ fak_status fak_sampler_new(const fak_sampling_params* params, fak_sampler** out)
 
 void fak_sampler_free(fak_sampler* sampler) { delete sampler; }
 
-fak_status fak_sampler_sample(fak_sampler* sampler, const float* logits, size_t n_logits, const int32_t* history,
-                              size_t n_history, int32_t* token) {
+fak_status fak_sampler_sample_generated(fak_sampler* sampler, const float* logits, size_t n_logits,
+                                        const int32_t* history, size_t n_history, size_t n_generated, int32_t* token) {
   return Guard("fak_sampler_sample", [&]() -> Status {
     FAK_C_REQUIRE(sampler);
     FAK_C_REQUIRE(token);
     if (n_logits == 0) return fak::InvalidArgument("n_logits is 0");
     FAK_C_REQUIRE(logits);
     if (history == nullptr && n_history > 0) return fak::capi::NullArgument("history");
+    if (n_generated > n_history)
+      return fak::InvalidArgument("n_generated " + std::to_string(n_generated) + " is more than n_history " +
+                                  std::to_string(n_history));
     FAK_ASSIGN_OR_RETURN(*token, sampler->sampler.Sample(std::span<const float>(logits, n_logits),
-                                                         std::span<const int32_t>(history, n_history)));
+                                                         std::span<const int32_t>(history, n_history), n_generated));
     return Status();
+  });
+}
+
+fak_status fak_sampler_sample(fak_sampler* sampler, const float* logits, size_t n_logits, const int32_t* history,
+                              size_t n_history, int32_t* token) {
+  return fak_sampler_sample_generated(sampler, logits, n_logits, history, n_history, 0, token);
+}
+
+fak_status fak_logprobs(const float* logits, size_t n_logits, int32_t token, size_t top_n, fak_token_logprob* out,
+                        size_t capacity, size_t* n_out) {
+  return Guard("fak_logprobs", [&]() -> Status {
+    FAK_C_REQUIRE(logits);
+    FAK_C_REQUIRE(out);
+    FAK_C_REQUIRE(n_out);
+    if (n_logits == 0) return fak::InvalidArgument("n_logits is 0");
+    if (token < 0 || static_cast<size_t>(token) >= n_logits)
+      return fak::InvalidArgument("token " + std::to_string(token) + " is outside the " + std::to_string(n_logits) + " logits");
+    const size_t need = 1 + std::min(top_n, n_logits);
+    if (capacity < need) return fak::InvalidArgument("capacity " + std::to_string(capacity) + " < " + std::to_string(need));
+    return fak::capi::WriteLogprobs(fak::LogprobsOf(std::span<const float>(logits, n_logits), token, top_n), out, capacity, n_out);
   });
 }
 

@@ -168,7 +168,7 @@ struct Engine::Impl {
   void Emit(Job* job, std::vector<float> logits);
   // Where a callback's answer leaves its request.
   enum class Delivered { kContinue, kCancelled, kThrew };
-  Delivered Deliver(Job* job, int32_t token, std::string_view text);
+  Delivered Deliver(Job* job, int32_t token, std::string_view text, const TokenLogprobs* logprobs);
   // Ends a running job: gives what it computed to the tree (when `to_tree`), publishes the result.
   void FinishRunning(Job* job, FinishReason reason, Status error = Status::Ok(), bool to_tree = true);
   void FinishLocked(Job* job, FinishReason reason, Status error);  // mu_ held; job not running
@@ -252,6 +252,14 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   }
   std::vector<SourceSpan> sources = std::move(request.sources);
   FAK_RETURN_IF_ERROR(request.sampling.Validate().WithContext("Engine::Submit: "));
+  for (const auto& [id, bias] : request.sampling.logit_bias) {
+    if (static_cast<size_t>(id) >= vocab)
+      return InvalidArgument("Engine::Submit: logit_bias token " + std::to_string(id) + " is outside the vocabulary of " +
+                             std::to_string(vocab));
+  }
+  if (request.top_logprobs > kMaxTopLogprobs)
+    return InvalidArgument("Engine::Submit: top_logprobs " + std::to_string(request.top_logprobs) + " is over " +
+                           std::to_string(kMaxTopLogprobs));
   // The cache never holds the last generated token: it is not fed back.
   const size_t limit = model_.config().context_length;
   const size_t context = request.prompt.size() + std::min(request.max_tokens, limit + 1);
@@ -591,12 +599,18 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
 
 void Engine::Impl::Emit(Job* job, std::vector<float> logits) {
   EngineResult& r = job->result;
+  // Log-probabilities are the model's own distribution (docs/engine.md, Sampling): a constraint
+  // masks `logits` in Step, so they are then taken from a copy made before.
+  std::vector<float> unmasked;
+  if (job->request.logprobs && job->request.constraint) unmasked = logits;
   Result<GenerationStep> stepped = job->generation.Step(logits, job->context);
   if (!stepped) {  // logits the sampler refuses (the model checks its own: not expected)
     FinishRunning(job, FinishReason::kError, stepped.error());
     return;
   }
   const GenerationStep& step = *stepped;
+  if (job->request.logprobs)
+    r.logprobs.push_back(LogprobsOf(unmasked.empty() ? logits : unmasked, step.token, job->request.top_logprobs));
   if (job->request.record_logits) r.logits.push_back(std::move(logits));
   job->context.push_back(step.token);
   r.tokens.push_back(step.token);
@@ -605,7 +619,7 @@ void Engine::Impl::Emit(Job* job, std::vector<float> logits) {
   if (r.timings.token_ns.empty()) r.timings.first_token_ns = now;
   r.timings.token_ns.push_back(now);
 
-  switch (Deliver(job, step.token, step.text)) {
+  switch (Deliver(job, step.token, step.text, job->request.logprobs ? &r.logprobs.back() : nullptr)) {
     case Delivered::kContinue:
       if (step.finish) FinishRunning(job, *step.finish);
       return;
@@ -618,14 +632,15 @@ void Engine::Impl::Emit(Job* job, std::vector<float> logits) {
   }
 }
 
-Engine::Impl::Delivered Engine::Impl::Deliver(Job* job, int32_t token, std::string_view text) {
+Engine::Impl::Delivered Engine::Impl::Deliver(Job* job, int32_t token, std::string_view text,
+                                              const TokenLogprobs* logprobs) {
   std::lock_guard<std::mutex> lock(deliver_mu_);
   if (job->cancel_requested) return Delivered::kCancelled;
   if (!job->request.on_token) return Delivered::kContinue;
   t_delivering_for = this;
   Delivered out = Delivered::kContinue;
   try {
-    if (!job->request.on_token(TokenEvent{job->id, token, text})) out = Delivered::kCancelled;
+    if (!job->request.on_token(TokenEvent{job->id, token, text, logprobs})) out = Delivered::kCancelled;
   } catch (...) {
     out = Delivered::kThrew;  // nothing throws across the API: the request ends in error instead
   }

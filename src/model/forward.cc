@@ -403,6 +403,28 @@ void Forward(const ModelImpl& m, std::span<const BatchItem> items, std::span<std
   }
 }
 
+void ForwardHiddenSum(const ModelImpl& m, KVCache* cache, std::span<const int32_t> tokens, std::vector<double>* sum) {
+  const Pass p{m, m.config, kernels::Active(), m.pool.get()};
+  const size_t h = p.c.hidden_size;
+  sum->assign(h, 0.0);
+  for (size_t done = 0; done < tokens.size();) {
+    const size_t rows = std::min(tokens.size() - done, kForwardStepRows);
+    KVCacheAccess::MakeRoom(*cache, rows);
+    const Part part{cache, cache->size(), rows, 0};
+    Buffers b(p.c, rows);
+    for (size_t r = 0; r < rows; ++r) EmbedRow(p, tokens[done + r], b.x.data() + r * h);
+    for (size_t l = 0; l < p.c.n_layers; ++l) {
+      LayerKeys(p, l, std::span(&part, 1), rows, b);
+      LayerRest(p, l, std::span(&part, 1), rows, b);
+    }
+    KVCacheAccess::CommitAppended(*cache, tokens.subspan(done, rows));
+    RmsNormRows(p, b.x.data(), p.m.weights.output_norm, b.xn.data(), rows);
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t i = 0; i < h; ++i) (*sum)[i] += b.xn.data()[r * h + i];
+    done += rows;
+  }
+}
+
 std::shared_ptr<const RopeBinding> MakeRopeBinding(const ModelConfig& c) {
   auto binding = std::make_shared<RopeBinding>();
   binding->pairing = c.rope_pairing;

@@ -38,7 +38,7 @@ bool Generation::IsStopToken(int32_t token) const {
 Result<GenerationStep> Generation::Step(std::span<float> logits, std::span<const int32_t> history) {
   GenerationStep step;
   if (matcher_) FAK_RETURN_IF_ERROR(matcher_->Mask(logits, params_.stop_tokens));
-  FAK_ASSIGN_OR_RETURN(step.token, sampler_.Sample(logits, history));
+  FAK_ASSIGN_OR_RETURN(step.token, sampler_.Sample(logits, history, tokens_.size()));
   if (matcher_ && !IsStopToken(step.token)) FAK_RETURN_IF_ERROR(matcher_->Accept(step.token));
   tokens_.push_back(step.token);
   if (IsStopToken(step.token)) {

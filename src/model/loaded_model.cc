@@ -1,6 +1,7 @@
 // LoadModel: a model name to the model, tokenizer and chat template that go together.
 #include "fak/model/loaded_model.h"
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <system_error>
@@ -34,6 +35,12 @@ void SetTemplate(LoadedModel* loaded, Result<ChatTemplate> chat_template) {
   }
 }
 
+// A built-in model's configuration with the context capped as a file's would be (max_context).
+ModelConfig Capped(ModelConfig config, const ModelOptions& options) {
+  if (options.max_context > 0) config.context_length = std::min(config.context_length, options.max_context);
+  return config;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const ChatTemplate>> LoadedModel::RequireChatTemplate() const {
@@ -54,7 +61,7 @@ Result<LoadedModel> LoadModel(std::string_view spec, const LoadOptions& options)
   LoadedModel loaded;
   if (IsEmbeddedSpec(spec)) {
     FAK_ASSIGN_OR_RETURN(const uint64_t seed, EmbeddedSeed(spec, options.seed));
-    FAK_ASSIGN_OR_RETURN(loaded.model, Model::Synthetic(ModelConfig::EmbeddedDefault(), seed, options.model));
+    FAK_ASSIGN_OR_RETURN(loaded.model, Model::Synthetic(Capped(ModelConfig::EmbeddedDefault(), options.model), seed, options.model));
     loaded.tokenizer = MakeByteTokenizer();
     // The byte tokenizer has no file to carry a template; the embedded model speaks fak's own markers.
     SetTemplate(&loaded, ChatTemplate::ForFamily("fak", *loaded.tokenizer));
@@ -62,7 +69,7 @@ Result<LoadedModel> LoadModel(std::string_view spec, const LoadOptions& options)
     return loaded;
   }
   if (std::optional<ModelConfig> shape = ShapeModelConfig(spec)) {
-    FAK_ASSIGN_OR_RETURN(loaded.model, Model::Synthetic(*shape, options.seed, options.model));
+    FAK_ASSIGN_OR_RETURN(loaded.model, Model::Synthetic(Capped(*shape, options.model), options.seed, options.model));
     loaded.label = std::string(spec) + " (random weights, no tokenizer)";
     loaded.template_status = FailedPrecondition("model '" + std::string(spec) + "' has no tokenizer, so no chat template");
     return loaded;

@@ -1,4 +1,5 @@
-// Sampler: repetition penalty → temperature → top-k → top-p → draw, with xoshiro256**.
+// Sampler: logit bias → repetition penalty → presence/frequency penalties → temperature → top-k →
+// top-p → min-p → draw, with xoshiro256**; and the log-probabilities OpenAI reports.
 #include "fak/model/sampler.h"
 
 #include <algorithm>
@@ -71,6 +72,22 @@ Status SamplingParams::Validate() const {
   if (!(repetition_penalty > 0.0f) || !std::isfinite(repetition_penalty) || subnormal(repetition_penalty))
     return InvalidArgument("SamplingParams.repetition_penalty " + Shown(repetition_penalty) +
                            " must be a finite normal float > 0");
+  if (!(min_p >= 0.0f && min_p <= 1.0f) || subnormal(min_p))
+    return InvalidArgument("SamplingParams.min_p " + Shown(min_p) + " not in [0, 1] (0 or a normal float)");
+  if (!(presence_penalty >= -2.0f && presence_penalty <= 2.0f))
+    return InvalidArgument("SamplingParams.presence_penalty " + Shown(presence_penalty) + " not in [-2, 2]");
+  if (!(frequency_penalty >= -2.0f && frequency_penalty <= 2.0f))
+    return InvalidArgument("SamplingParams.frequency_penalty " + Shown(frequency_penalty) + " not in [-2, 2]");
+  std::vector<int32_t> ids;
+  for (const auto& [id, bias] : logit_bias) {
+    if (id < 0) return InvalidArgument("SamplingParams.logit_bias: token id " + std::to_string(id) + " is negative");
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      return InvalidArgument("SamplingParams.logit_bias[" + std::to_string(id) + "] " + Shown(bias) + " not in [-100, 100]");
+    ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  if (auto dup = std::adjacent_find(ids.begin(), ids.end()); dup != ids.end())
+    return InvalidArgument("SamplingParams.logit_bias: token id " + std::to_string(*dup) + " is given twice");
   return Status::Ok();
 }
 
@@ -103,16 +120,43 @@ double Sampler::NextUniform() {
   return static_cast<double>(result >> 11) * 0x1.0p-53;
 }
 
-Result<int32_t> Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
-  FAK_RETURN_IF_ERROR(CheckLogits(logits));
+// The logits as the draw sees them: bias, then repetition penalty, then presence/frequency.
+std::vector<float> Sampler::Adjusted(std::span<const float> logits, std::span<const int32_t> history,
+                                     size_t generated) const {
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   std::vector<float> l(logits.begin(), logits.end());
+  for (const auto& [id, bias] : params_.logit_bias) {
+    if (static_cast<size_t>(id) >= l.size()) continue;
+    l[id] = bias <= -100.0f ? kMinusInf : l[id] + bias;  // OpenAI: -100 is a ban, not a large nudge
+  }
   if (params_.repetition_penalty != 1.0f) {
+    const size_t window = params_.repetition_window == 0 ? history.size() : std::min(params_.repetition_window, history.size());
     std::vector<bool> seen(l.size(), false);
-    for (int32_t id : history)
+    for (int32_t id : history.last(window))
       if (id >= 0 && static_cast<size_t>(id) < l.size()) seen[id] = true;
     for (size_t i = 0; i < l.size(); ++i)
       if (seen[i]) l[i] = l[i] > 0 ? l[i] / params_.repetition_penalty : l[i] * params_.repetition_penalty;
   }
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
+    std::vector<int32_t> own(history.end() - static_cast<ptrdiff_t>(std::min(generated, history.size())), history.end());
+    std::sort(own.begin(), own.end());
+    for (size_t i = 0; i < own.size();) {
+      size_t j = i;
+      while (j < own.size() && own[j] == own[i]) ++j;
+      const int32_t id = own[i];
+      if (id >= 0 && static_cast<size_t>(id) < l.size())
+        l[id] -= params_.frequency_penalty * static_cast<float>(j - i) + params_.presence_penalty;
+      i = j;
+    }
+  }
+  return l;
+}
+
+Result<int32_t> Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated) {
+  FAK_RETURN_IF_ERROR(CheckLogits(logits));
+  const std::vector<float> l = Adjusted(logits, history, generated);
+  if (std::all_of(l.begin(), l.end(), [](float x) { return x == -std::numeric_limits<float>::infinity(); }))
+    return InvalidArgument("Sampler: logit_bias bans every token that is not already masked");
   if (params_.temperature == 0.0f) return Argmax(l);
 
   std::vector<int32_t> order(l.size());
@@ -135,12 +179,36 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits, std::span<const i
       break;
     }
   }
+  // p[0] is the most likely token's weight, exp(0) = 1: min_p compares each weight with it directly.
+  if (params_.min_p > 0.0f) {
+    size_t above = 1;
+    while (above < nucleus && p[above] >= params_.min_p) ++above;
+    nucleus = above;
+  }
   double total = std::accumulate(p.begin(), p.begin() + nucleus, 0.0);
   double r = NextUniform() * total;
   for (size_t i = 0; i < nucleus; ++i) {
     if ((r -= p[i]) < 0) return order[i];
   }
   return order[nucleus - 1];
+}
+
+TokenLogprobs LogprobsOf(std::span<const float> logits, int32_t token, size_t top_n) {
+  double max = -std::numeric_limits<double>::infinity();
+  for (float x : logits) max = std::max(max, static_cast<double>(x));
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - max);
+  const double log_z = max + std::log(sum);
+  const auto logprob = [&](int32_t id) { return static_cast<double>(logits[id]) - log_z; };
+  TokenLogprobs out;
+  out.chosen = {token, logprob(token)};
+  top_n = std::min(top_n, logits.size());
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(top_n), order.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+  for (size_t i = 0; i < top_n; ++i) out.top.push_back({order[i], logprob(order[i])});
+  return out;
 }
 
 std::string_view FinishReasonName(FinishReason reason) {

@@ -1,6 +1,8 @@
 #include "src/server/api_request.h"
 
+#include <climits>
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "fak/grammar/json_schema.h"
@@ -44,6 +46,36 @@ bool ParseCount(const Json& v, std::string_view name, size_t* out, ApiRequestErr
   if (v.is_number_unsigned() ? v.get<uint64_t>() == 0 : v.get<int64_t>() < 1)
     return Refuse(error, std::string(name), std::string(name) + " must be at least 1");
   *out = static_cast<size_t>(v.get<uint64_t>());
+  return true;
+}
+
+// An integer in [lo, hi].
+bool ParseInteger(const Json& v, std::string_view name, int64_t lo, int64_t hi, int64_t* out, ApiRequestError* error) {
+  if (!v.is_number_integer())
+    return Refuse(error, std::string(name), std::string(name) + " must be an integer, not " + std::string(JsonTypeName(v)));
+  const bool big = v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX);
+  const int64_t x = big ? INT64_MAX : v.get<int64_t>();
+  if (big || x < lo || x > hi)
+    return Refuse(error, std::string(name), std::string(name) + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  *out = x;
+  return true;
+}
+
+// {"token id": bias, ...}: ids as decimal strings (OpenAI's shape), biases in [-100, 100].
+bool ParseLogitBias(const Json& v, std::vector<std::pair<int32_t, float>>* out, ApiRequestError* error) {
+  if (v.is_null()) return true;
+  if (!v.is_object()) return Refuse(error, "logit_bias", "logit_bias must be an object of token id → bias");
+  if (v.size() > kMaxLogitBiasEntries)
+    return Refuse(error, "logit_bias", "logit_bias has more than " + std::to_string(kMaxLogitBiasEntries) + " entries");
+  for (const auto& [key, bias] : v.items()) {
+    const std::string param = "logit_bias." + key;
+    // At most 9 digits: every such id fits an int32 (the engine checks it against the vocabulary).
+    if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
+      return Refuse(error, param, "logit_bias keys must be token ids (decimal), not '" + key + "'");
+    double x = 0;
+    if (!ParseNumber(bias, param, -100, 100, &x, error)) return false;
+    out->emplace_back(static_cast<int32_t>(std::stol(key)), static_cast<float>(x));
+  }
   return true;
 }
 
@@ -121,18 +153,19 @@ bool ParseMessages(const Json& v, std::vector<ChatMessage>* out, ApiRequestError
 
 // Fields OpenAI defines that fak does not implement, accepted only at their "off" value.
 bool IsOffValue(std::string_view key, const Json& v) {
-  if (key == "frequency_penalty" || key == "presence_penalty") return v.is_number() && v.get<double>() == 0.0;
-  if (key == "logprobs" || key == "echo") return v.is_null() || (v.is_boolean() && !v.get<bool>());
-  if (key == "top_logprobs" || key == "suffix" || key == "tools" || key == "tool_choice") return v.is_null();
-  if (key == "logit_bias") return v.is_null() || (v.is_object() && v.empty());
+  if (key == "echo") return v.is_null() || (v.is_boolean() && !v.get<bool>());
+  if (key == "suffix" || key == "tools" || key == "tool_choice") return v.is_null();
   if (key == "best_of") return v.is_null() || (v.is_number_integer() && v.get<int64_t>() == 1);
-  if (key == "store" || key == "parallel_tool_calls") return v.is_null() || v.is_boolean();
+  if (key == "modalities") return v.is_null() || v == Json::array({"text"});
+  // SGLang's extensions, which its router sends at these values on every request.
+  if (key == "no_stop_trim" || key == "ignore_eos" || key == "continue_final_message" || key == "return_hidden_states")
+    return v.is_null() || (v.is_boolean() && !v.get<bool>());
+  if (key == "skip_special_tokens") return v.is_null() || (v.is_boolean() && v.get<bool>());
   return false;
 }
 bool IsOffField(std::string_view key) {
-  for (std::string_view k : {"frequency_penalty", "presence_penalty", "logprobs", "echo", "top_logprobs", "suffix",
-                             "tools", "tool_choice", "logit_bias", "best_of", "store",
-                             "parallel_tool_calls"})
+  for (std::string_view k : {"echo", "suffix", "tools", "tool_choice", "best_of", "modalities", "no_stop_trim", "ignore_eos",
+                             "continue_final_message", "return_hidden_states", "skip_special_tokens"})
     if (k == key) return true;
   return false;
 }
@@ -180,6 +213,17 @@ bool ParseResponseFormat(const Json& v, ApiRequest* r, ApiRequestError* error) {
   return SetGrammar(*gbnf, spec_param + ".schema", r, error);
 }
 
+// Fields that cannot change the reply (bookkeeping, or a hint fak has no use for), accepted when
+// well-typed and then ignored: nullopt for any other field, else whether `v` has the field's type.
+std::optional<bool> IgnoredFieldWellTyped(std::string_view key, const Json& v) {
+  if (key == "user" || key == "service_tier") return v.is_null() || v.is_string();
+  if (key == "metadata") return v.is_null() || v.is_object();
+  if (key == "store" || key == "parallel_tool_calls") return v.is_null() || v.is_boolean();
+  // SGLang's reasoning switches (its router sends both true): fak returns the text as generated.
+  if (key == "separate_reasoning" || key == "stream_reasoning") return v.is_null() || v.is_boolean();
+  return std::nullopt;
+}
+
 bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, ApiRequest* r, bool* has_input,
                 ApiRequestError* error) {
   const bool chat = endpoint == ApiEndpoint::kChatCompletions;
@@ -205,15 +249,45 @@ bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, Api
     r->sampling.top_p = 1;
     if (!v.is_null() && !ParseSamplingFloat(v, key, 0, 1, &r->sampling.top_p, error)) return false;
     if (r->sampling.top_p == 0) return Refuse(error, key, "top_p must be in (0, 1]");
+  } else if (key == "top_k") {
+    int64_t k = 0;
+    if (!v.is_null() && !ParseInteger(v, key, 0, INT32_MAX, &k, error)) return false;
+    r->sampling.top_k = static_cast<size_t>(k);
+  } else if (key == "min_p") {
+    r->sampling.min_p = 0;
+    if (!v.is_null() && !ParseSamplingFloat(v, key, 0, 1, &r->sampling.min_p, error)) return false;
+  } else if (key == "presence_penalty" || key == "frequency_penalty") {
+    double x = 0;
+    if (!v.is_null() && !ParseNumber(v, key, -2, 2, &x, error)) return false;
+    (key == "presence_penalty" ? r->sampling.presence_penalty : r->sampling.frequency_penalty) = static_cast<float>(x);
+  } else if (key == "repetition_penalty" || key == "repeat_penalty") {
+    r->sampling.repetition_penalty = 1;
+    if (!v.is_null() && !ParseSamplingFloat(v, key, 0, 10, &r->sampling.repetition_penalty, error)) return false;
+    if (r->sampling.repetition_penalty == 0) return Refuse(error, key, key + " must be in (0, 10]");
+  } else if (key == "logit_bias") {
+    return ParseLogitBias(v, &r->sampling.logit_bias, error);
   } else if (key == "seed") {
     if (v.is_null()) return true;
     if (!v.is_number_integer()) return Refuse(error, key, "seed must be an integer");
-    r->sampling.seed = v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
+    r->seed = v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
   } else if (key == "stop") {
     return ParseStop(v, &r->stop, error);
   } else if (key == "n") {
-    if (!v.is_null() && !(v.is_number_integer() && v.get<int64_t>() == 1))
-      return Refuse(error, key, "only n = 1 is supported");
+    int64_t n = 1;
+    if (!v.is_null() && !ParseInteger(v, key, 1, kMaxChoices, &n, error)) return false;
+    r->n = static_cast<size_t>(n);
+  } else if (chat && key == "logprobs") {
+    return v.is_null() || ParseBool(v, key, &r->logprobs, error);
+  } else if (chat && key == "top_logprobs") {
+    int64_t k = 0;
+    if (!v.is_null() && !ParseInteger(v, key, 0, kMaxTopLogprobs, &k, error)) return false;
+    r->top_logprobs = static_cast<size_t>(k);
+  } else if (!chat && key == "logprobs") {
+    if (v.is_null() || (v.is_boolean() && !v.get<bool>())) return true;
+    int64_t k = 0;
+    if (!ParseInteger(v, key, 0, kMaxTopLogprobs, &k, error)) return false;
+    r->logprobs = true;
+    r->top_logprobs = static_cast<size_t>(k);
   } else if (key == "stream") {
     return v.is_null() || ParseBool(v, key, &r->stream, error);
   } else if (key == "stream_options") {
@@ -233,6 +307,10 @@ bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, Api
     return SetGrammar(v.get_ref<const std::string&>(), key, r, error);
   } else if (key == "metadata") {
     if (!v.is_null() && !v.is_object()) return Refuse(error, key, "metadata must be an object");
+}
+
+  } else if (std::optional<bool> well_typed = IgnoredFieldWellTyped(key, v)) {
+    if (!*well_typed) return Refuse(error, key, key + " has the wrong type (it is accepted and ignored)");
   } else if (IsOffField(key)) {
     if (!IsOffValue(key, v)) return Refuse(error, key, key + " is not supported (only its default value is accepted)");
   } else {
@@ -256,6 +334,9 @@ bool ParseDocument(ApiEndpoint endpoint, const Json& doc, ApiRequest* request, A
     return Refuse(error, param, std::string(param) + " is required");
   }
   if (r.include_usage && !r.stream) return Refuse(error, "stream_options", "stream_options needs stream: true");
+  if (endpoint == ApiEndpoint::kChatCompletions && r.top_logprobs > 0 && !r.logprobs)
+    return Refuse(error, "top_logprobs", "top_logprobs needs logprobs: true");
+  if (Status s = r.sampling.Validate(); !s.ok()) return Refuse(error, "", std::string(s.message()));
   *request = std::move(r);
   return true;
 }

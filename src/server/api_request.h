@@ -1,9 +1,10 @@
 // The body of an OpenAI-style completion request, parsed and checked before anything is tokenized.
 //
-// Policy (docs/server.md, "Parameters"): every field OpenAI defines either is implemented, or is
-// accepted only at the value that means "off" (e.g. frequency_penalty 0, logprobs false), or is
-// refused by name; a field OpenAI does not define is refused — a misspelt `max_token` would
-// otherwise silently generate the default length. The parser is total: any byte string gives a
+// Policy (docs/server.md, "Parameters"): every field OpenAI defines is implemented, accepted and
+// ignored (it cannot change the reply: `user`, `metadata`, `store`, `service_tier`), accepted only
+// at the value that means "off" (e.g. echo false), or refused by name; the common extensions of
+// OpenAI-compatible servers (top_k, min_p, repetition_penalty) are implemented; any other field is
+// refused — a misspelt `max_token` would otherwise silently generate the default length. The parser is total: any byte string gives a
 // request or an error naming the parameter, never an exception (fuzz/server_request_fuzz.cc).
 #ifndef FAK_SRC_SERVER_API_REQUEST_H_
 #define FAK_SRC_SERVER_API_REQUEST_H_
@@ -29,7 +30,11 @@ struct ApiRequest {
   std::vector<ChatMessage> messages;  // chat completions
   std::string prompt;                 // completions
   std::optional<size_t> max_tokens;   // absent: the server's default, capped by the context
-  SamplingParams sampling;
+  SamplingParams sampling;             // its seed is `seed`'s, or the server's draw
+  std::optional<uint64_t> seed;        // absent: the server draws one (and reports it)
+  size_t n = 1;                        // choices, each its own engine request over the same prompt
+  bool logprobs = false;               // chat: logprobs; completions: logprobs given (an integer)
+  size_t top_logprobs = 0;             // chat: top_logprobs; completions: logprobs' value
   std::vector<std::string> stop;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage: a last chunk carries usage
@@ -40,6 +45,9 @@ struct ApiRequest {
 };
 
 // A refused request: why, and the request parameter at fault ("" when the body as a whole is).
+constexpr size_t kMaxChoices = 16;        // n
+constexpr size_t kMaxLogitBiasEntries = 1024;
+
 struct ApiRequestError {
   std::string message;
   std::string param;

@@ -136,6 +136,8 @@ std::shared_ptr<Conversations::Entry> Conversations::Find(const std::string& ten
 
 HttpReply Conversations::Turn(const std::string& id, Entry& entry, const ApiRequest& request, ClientGone client_gone) {
   if (request.stream) return HttpReply::BadRequest("conversation turns are not streamed", "stream");
+  if (request.n != 1) return HttpReply::BadRequest("a conversation turn has one reply (n = 1)", "n");
+  if (request.logprobs) return HttpReply::BadRequest("conversation turns do not report logprobs", "logprobs");
   const size_t context = model_.config().context_length;
   if (request.max_tokens && *request.max_tokens >= context) {
     return HttpReply::BadRequest("max_tokens must be below the model's context of " + std::to_string(context), "max_tokens",
@@ -146,6 +148,7 @@ HttpReply Conversations::Turn(const std::string& id, Entry& entry, const ApiRequ
   CompleteParams params;
   params.generate.max_new_tokens = request.max_tokens.value_or(default_max_tokens_);
   params.generate.sampling = request.sampling;
+  params.generate.sampling.seed = request.seed.value_or(0);  // a turn is reproducible: no seed is seed 0
   params.stop = request.stop;
   params.session = id;
   params.cancelled = std::move(client_gone);

@@ -156,6 +156,16 @@ struct HttpFront::Exchange {
   ~Exchange() { End(false); }
 };
 
+std::string HttpFront::AllowedOrigin(const HttpRequest& req) const {
+  const std::string_view origin = req.header("origin");
+  if (origin.empty()) return {};
+  for (const std::string& allowed : options_.cors_origins) {
+    if (allowed == "*") return "*";
+    if (allowed == origin) return allowed;
+  }
+  return {};
+}
+
 struct HttpFrontCallbacks {
   static MHD_Result OnRequest(void* cls, MHD_Connection* c, const char* url, const char* method, const char*,
                               const char* upload, size_t* upload_size, void** context) {
@@ -195,19 +205,29 @@ struct HttpFrontCallbacks {
       req.peer = PeerAddress(info->client_addr);
     if (const MHD_ConnectionInfo* info = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD))
       req.fd = info->connect_fd;
+    HttpResponse refusal;
+    if (req.method == "OPTIONS" && !req.header("access-control-request-method").empty() && !front.AllowedOrigin(req).empty()) {
+      refusal.status = 204;
+      refusal.content_type = "text/plain";
+      refusal.headers = {{"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"},
+                         {"Access-Control-Allow-Headers", std::string(req.header("access-control-request-headers").empty()
+                                                                          ? "Authorization, Content-Type"
+                                                                          : req.header("access-control-request-headers"))},
+                         {"Access-Control-Max-Age", "600"}};
+      return Respond(front, c, *ex, std::move(refusal));
+    }
     for (const HttpRoute& route : front.options_.routes) {
       if (route.method == req.method && Match(route.pattern, req.path, &req.params)) {
         ex->route = &route;
         break;
       }
     }
-    HttpResponse refusal;
     if (ex->route == nullptr) {
       front.Error(req, 404, "no route " + req.method + " " + req.path, refusal);
-      return Respond(c, *ex, std::move(refusal));
+      return Respond(front, c, *ex, std::move(refusal));
     }
     if (!ex->route->open && front.options_.admit && !front.options_.admit(req, refusal))
-      return Respond(c, *ex, std::move(refusal));
+      return Respond(front, c, *ex, std::move(refusal));
     const size_t limit = front.options_.limits.max_body_bytes;
     const std::string_view length = req.header("content-length");
     uint64_t declared = 0;
@@ -218,7 +238,7 @@ struct HttpFrontCallbacks {
         std::lock_guard lock(front.mu_);
         ++front.stats_.bodies_too_large;
       }
-      return Respond(c, *ex, std::move(refusal));
+      return Respond(front, c, *ex, std::move(refusal));
     }
     ex->expects_body = declared > 0 || !req.header("transfer-encoding").empty();
     front.SetDeadline(c, ex->expects_body ? front.options_.limits.body_timeout : kNoDeadline, ex->expects_body);
@@ -253,10 +273,14 @@ struct HttpFrontCallbacks {
       res = HttpResponse{};
       front.Error(ex.request, 500, "internal error: unknown exception", res);
     }
-    return Respond(c, ex, std::move(res));
+    return Respond(front, c, ex, std::move(res));
   }
 
-  static MHD_Result Respond(MHD_Connection* c, HttpFront::Exchange& ex, HttpResponse res) {
+  static MHD_Result Respond(const HttpFront& front, MHD_Connection* c, HttpFront::Exchange& ex, HttpResponse res) {
+    if (std::string origin = front.AllowedOrigin(ex.request); !origin.empty()) {
+      res.headers.emplace_back("Access-Control-Allow-Origin", std::move(origin));
+      res.headers.emplace_back("Vary", "Origin");
+    }
     ex.on_end = std::move(res.on_end);
     ex.hold = std::move(res.hold);
     MHD_Response* response = nullptr;

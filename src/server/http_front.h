@@ -104,6 +104,11 @@ struct HttpFrontOptions {
   // The response for an error the front answers itself: 404 (no route), 413 (body too large), 500
   // (a handler threw; `message` says what). Default: a plain-text body.
   std::function<void(const HttpRequest&, int status, const std::string& message, HttpResponse&)> error;
+  // Origins browsers may call from (CORS): each response to a request whose Origin is listed (or
+  // any, with "*") says so, and a preflight (OPTIONS with Access-Control-Request-Method) from one is
+  // answered 204 before routing or authentication (it carries no credentials). Empty: CORS off,
+  // OPTIONS is 404 like any method without a route.
+  std::vector<std::string> cors_origins;
 };
 
 struct HttpFrontStats {
@@ -142,6 +147,8 @@ class HttpFront {
   };
   friend struct HttpFrontCallbacks;  // libmicrohttpd's callbacks (http_front.cc)
   void Error(const HttpRequest& req, int status, const std::string& message, HttpResponse& res) const;
+  // The Access-Control-Allow-Origin value for `req` ("" when CORS is off or its origin is not listed).
+  std::string AllowedOrigin(const HttpRequest& req) const;
   // Sets the connection's deadline `after` from now (max(): none).
   void SetDeadline(MHD_Connection* c, std::chrono::milliseconds after, bool body);
   void Watch();  // the watchdog thread

@@ -2,18 +2,25 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <condition_variable>
 #include <ctime>
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <utility>
 
+#include <openssl/evp.h>
+
 #include "fak/core/digest.h"
 #include "fak/gate/kv_manifest.h"
+#include "fak/model/embedding.h"
 #include "src/core/json.h"
 #include "src/server/api_request.h"
 #include "src/server/conversations.h"
@@ -59,6 +66,14 @@ HttpError SubmitError(const Status& s) {
   }
 }
 
+// A seed for a request that gave none: random, below 2^53 so a JavaScript client reads it exactly
+// and can send it back.
+uint64_t DrawSeed() {
+  std::random_device device;
+  const uint64_t high = device(), low = device();
+  return ((high << 32) | low) & ((uint64_t{1} << 53) - 1);
+}
+
 std::string_view OpenAiFinishReason(FinishReason finish) {
   return finish == FinishReason::kLength ? "length" : "stop";
 }
@@ -66,6 +81,7 @@ std::string_view OpenAiFinishReason(FinishReason finish) {
 // The metrics label of a path: the route it names, "other" for anything else (bounded cardinality).
 std::string_view EndpointLabel(std::string_view path) {
   for (std::string_view route : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
+                                 "/v1/embeddings", "/tokenize", "/detokenize",
                                  "/fak/v1/prefix", "/fak/v1/gate", "/fak/v1/erase", "/fak/v1/conversations",
                                  "/fak/v1/certificates/verify", "/fak/v1/rollout"})
     if (path == route) return route;
@@ -200,6 +216,12 @@ struct Server::Impl {
   bool Authenticate(HttpRequest& head, HttpResponse& refusal);
   void HandleGeneration(ApiEndpoint api, const HttpRequest& req, HttpResponse& res);
   void HandlePrefixProbe(const HttpRequest& req, HttpResponse& res);
+  // llama-server's shapes: {"content": TEXT, "add_special": BOOL} → {"tokens": [...]}, and
+  // {"tokens": [...]} → {"content": TEXT}, with the serving model's tokenizer.
+  void HandleTokenize(const HttpRequest& req, HttpResponse& res);
+  // OpenAI's embeddings: each input's MeanPooledEmbedding on the served model, as floats or base64.
+  void HandleEmbeddings(const HttpRequest& req, HttpResponse& res);
+  void HandleDetokenize(const HttpRequest& req, HttpResponse& res);
   void HandleErase(const HttpRequest& req, HttpResponse& res);
   // Removes `source`'s KV from every copy the server holds beyond the Planner's tree: the serving
   // engines' trees (only what `tenant` can reach, for a tenant's erasure; all of it for a
@@ -307,30 +329,48 @@ Result<std::shared_ptr<internal::Serving>> Server::Impl::MakeServing(std::shared
 
 namespace {
 
-// One accepted generation request, shared by the engine's token callback (step thread), the
-// thread that waits for its result, and the connection's content provider.
+// One choice of a run: an engine request and what of it is still to be written.
+struct Choice {
+  RequestId id = 0;
+  std::string pending;                     // streamed text not yet written
+  Json pending_logprobs = Json::array();   // log-probability entries not yet written (LogprobEntry)
+  size_t token_bytes = 0;                  // bytes of the tokens' text so far (completions' text_offset)
+  bool done = false, finish_sent = false;
+  EngineResult result;
+};
+
+// One accepted generation request, shared by the engine's token callbacks (step thread), the
+// thread that waits for its results, and the connection's content provider.
 struct Run {
   ApiEndpoint api = ApiEndpoint::kChatCompletions;
-  RequestId id = 0;
   std::string tenant, endpoint, response_id, model;
   int64_t created = 0;
-  bool stream = false, include_usage = false;
+  uint64_t seed = 0;  // the request's (choice i ran with seed + i)
+  bool stream = false, include_usage = false, logprobs = false;
   std::vector<size_t> sealed;  // chat messages run as their sealed stub
 
   std::mutex mu;
   std::condition_variable cv;
-  std::string pending;  // streamed text not yet written
-  bool done = false;
+  std::vector<Choice> choices;
+  size_t unfinished = 0;
   bool client_gone = false;
   bool role_sent = false;
-  EngineResult result;
+  bool done() const { return unfinished == 0; }
 };
 
-Json UsageJson(const RequestUsage& u) {
-  return Json{{"prompt_tokens", u.prompt_tokens},
-              {"completion_tokens", u.generated_tokens},
-              {"total_tokens", u.prompt_tokens + u.generated_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+Json UsageJson(const std::vector<Choice>& choices) {
+  // The prompt is counted once, as OpenAI bills n choices; cached_tokens is the most any choice
+  // was served from the tree (with n > 1 the later choices reuse the first one's prefill).
+  size_t prompt = 0, cached = 0, generated = 0;
+  for (const Choice& c : choices) {
+    prompt = c.result.usage.prompt_tokens;
+    cached = std::max(cached, c.result.usage.cached_tokens);
+    generated += c.result.usage.generated_tokens;
+  }
+  return Json{{"prompt_tokens", prompt},
+              {"completion_tokens", generated},
+              {"total_tokens", prompt + generated},
+              {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 Json ChunkJson(const Run& run, const Json& choices) {
@@ -339,17 +379,77 @@ Json ChunkJson(const Run& run, const Json& choices) {
               {"object", chat ? "chat.completion.chunk" : "text_completion"},
               {"created", run.created},
               {"model", run.model},
+              {"seed", run.seed},
               {"choices", choices}};
 }
 
-// A streamed piece of text (finish: null) or the last choice (finish: its reason).
-Json StreamChoice(const Run& run, std::string_view text, const Json& finish) {
+// OpenAI reports -9999 for a probability that underflows (JSON has no -inf).
+double ShownLogprob(double x) { return std::isfinite(x) ? x : -9999.0; }
+
+std::string TokenString(const Tokenizer& tokenizer, int32_t token) {
+  Result<std::string> text = tokenizer.Decode(std::span<const int32_t>(&token, 1));
+  return text ? *text : std::string();
+}
+
+Json TokenBytes(const std::string& s) {
+  Json bytes = Json::array();
+  for (unsigned char c : s) bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+// A token's entry as chat's logprobs.content has it (token, logprob, bytes, top_logprobs), plus its
+// text offset, which completions report.
+Json LogprobEntry(const Tokenizer& tokenizer, const TokenLogprobs& lp, size_t text_offset) {
+  const auto entry = [&](const TokenLogprob& t) {
+    const std::string s = TokenString(tokenizer, t.token);
+    return Json{{"token", s}, {"logprob", ShownLogprob(t.logprob)}, {"bytes", TokenBytes(s)}};
+  };
+  Json e = entry(lp.chosen);
+  e["top_logprobs"] = Json::array();
+  for (const TokenLogprob& t : lp.top) e["top_logprobs"].push_back(entry(t));
+  e["text_offset"] = text_offset;
+  return e;
+}
+
+// Chat's logprobs.content: the entries without the offset.
+Json ChatLogprobs(const Json& entries) {
+  Json content = entries;
+  for (Json& e : content) e.erase("text_offset");
+  return Json{{"content", std::move(content)}, {"refusal", nullptr}};
+}
+
+// Completions' logprobs object: parallel lists, the alternatives as token text → logprob.
+Json CompletionLogprobs(const Json& entries) {
+  Json tokens = Json::array(), token_logprobs = Json::array(), top = Json::array(), text_offset = Json::array();
+  for (const Json& e : entries) {
+    tokens.push_back(e["token"]);
+    token_logprobs.push_back(e["logprob"]);
+    Json alternatives = Json::object();
+    for (const Json& t : e["top_logprobs"]) {
+      const std::string& text = t["token"].get_ref<const std::string&>();
+      if (!alternatives.contains(text)) alternatives[text] = t["logprob"];  // two ids may spell the same text
+    }
+    top.push_back(std::move(alternatives));
+    text_offset.push_back(e["text_offset"]);
+  }
+  return Json{{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", text_offset}};
+}
+
+// The logprobs member of choice `c` for what it has not yet written (a stream) or for all of it.
+Json ChoiceLogprobs(const Run& run, const Choice& c) {
+  if (!run.logprobs) return nullptr;
+  return run.api == ApiEndpoint::kChatCompletions ? ChatLogprobs(c.pending_logprobs) : CompletionLogprobs(c.pending_logprobs);
+}
+
+// A streamed piece of choice i (finish: null) or its last (finish: its reason).
+Json StreamChoice(const Run& run, size_t i, const Json& finish) {
+  const Choice& c = run.choices[i];
   if (run.api == ApiEndpoint::kChatCompletions) {
     Json delta = Json::object();
-    if (!text.empty()) delta["content"] = std::string(text);
-    return Json::array({Json{{"index", 0}, {"delta", delta}, {"finish_reason", finish}, {"logprobs", nullptr}}});
+    if (!c.pending.empty()) delta["content"] = c.pending;
+    return Json{{"index", i}, {"delta", delta}, {"finish_reason", finish}, {"logprobs", ChoiceLogprobs(run, c)}};
   }
-  return Json::array({Json{{"index", 0}, {"text", std::string(text)}, {"finish_reason", finish}, {"logprobs", nullptr}}});
+  return Json{{"index", i}, {"text", c.pending}, {"finish_reason", finish}, {"logprobs", ChoiceLogprobs(run, c)}};
 }
 
 std::string SseEvent(const Json& data) { return "data: " + internal::DumpJson(data) + "\n\n"; }
@@ -363,26 +463,36 @@ std::optional<HttpError> FinishError(const EngineResult& r) {
                      "", "cancelled"};
   return std::nullopt;
 }
+std::optional<HttpError> RunError(const Run& run) {
+  for (const Choice& c : run.choices)
+    if (std::optional<HttpError> e = FinishError(c.result)) return e;
+  return std::nullopt;
+}
 
-// What is written once the request is done: the whole response, or the stream's last events.
+// What is written once every choice is done: the whole response, or the stream's last events.
 std::string FinalBody(Run& run) {
-  const EngineResult& r = run.result;
-  const std::optional<HttpError> error = FinishError(r);
+  const std::optional<HttpError> error = RunError(run);
   if (!run.stream) {
     if (error) return internal::DumpJson(ErrorJson(*error));
     const bool chat = run.api == ApiEndpoint::kChatCompletions;
-    Json choice = {{"index", 0}, {"finish_reason", OpenAiFinishReason(r.finish)}, {"logprobs", nullptr}};
-    if (chat) {
-      choice["message"] = {{"role", "assistant"}, {"content", r.text}};
-    } else {
-      choice["text"] = r.text;
+    Json choices = Json::array();
+    for (size_t i = 0; i < run.choices.size(); ++i) {
+      const Choice& c = run.choices[i];
+      Json choice = {{"index", i}, {"finish_reason", OpenAiFinishReason(c.result.finish)}, {"logprobs", ChoiceLogprobs(run, c)}};
+      if (chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", c.result.text}};
+      } else {
+        choice["text"] = c.result.text;
+      }
+      choices.push_back(std::move(choice));
     }
     Json body = {{"id", run.response_id},
                  {"object", chat ? "chat.completion" : "text_completion"},
                  {"created", run.created},
                  {"model", run.model},
-                 {"choices", Json::array({choice})},
-                 {"usage", UsageJson(r.usage)}};
+                 {"seed", run.seed},
+                 {"choices", std::move(choices)},
+                 {"usage", UsageJson(run.choices)}};
     if (!run.sealed.empty()) body["fak"] = {{"sealed_messages", run.sealed}};
     return internal::DumpJson(body);
   }
@@ -390,18 +500,29 @@ std::string FinalBody(Run& run) {
   if (error) {
     out = SseEvent(ErrorJson(*error));
   } else {
-    out = SseEvent(ChunkJson(run, StreamChoice(run, run.pending, OpenAiFinishReason(r.finish))));
+    for (size_t i = 0; i < run.choices.size(); ++i) {
+      Choice& c = run.choices[i];
+      if (c.finish_sent) continue;
+      out += SseEvent(ChunkJson(run, Json::array({StreamChoice(run, i, OpenAiFinishReason(c.result.finish))})));
+      c.pending.clear();
+      c.finish_sent = true;
+    }
     if (run.include_usage) {
       Json chunk = ChunkJson(run, Json::array());
-      chunk["usage"] = UsageJson(r.usage);
+      chunk["usage"] = UsageJson(run.choices);
       out += SseEvent(chunk);
     }
   }
-  run.pending.clear();
   return out + "data: [DONE]\n\n";
 }
 
-// The next bytes to write for `run`: streamed text, the final body, or a heartbeat (whitespace
+bool HasStreamWork(const Run& run) {
+  for (const Choice& c : run.choices)
+    if (!c.pending.empty() || !c.pending_logprobs.empty() || (c.done && !c.finish_sent && !FinishError(c.result))) return true;
+  return false;
+}
+
+// The next bytes to write for `run`: streamed pieces, the final body, or a heartbeat (whitespace
 // before a JSON body, an SSE comment in a stream) when nothing arrived for kHeartbeat. Sets *done
 // when this is the last write.
 std::string NextWrite(Run& run, bool* done) {
@@ -410,18 +531,29 @@ std::string NextWrite(Run& run, bool* done) {
   if (run.stream && !run.role_sent) {
     run.role_sent = true;
     if (run.api == ApiEndpoint::kChatCompletions) {
-      Json choice = Json::array(
-          {Json{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"finish_reason", nullptr}, {"logprobs", nullptr}}});
-      return SseEvent(ChunkJson(run, choice));
+      for (size_t i = 0; i < run.choices.size(); ++i) {
+        Json choice = Json::array({Json{{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                        {"finish_reason", nullptr}, {"logprobs", nullptr}}});
+        out += SseEvent(ChunkJson(run, choice));
+      }
+      return out;
     }
   }
-  run.cv.wait_for(lock, kHeartbeat, [&] { return run.done || (run.stream && !run.pending.empty()); });
-  *done = run.done;
-  if (run.done) return FinalBody(run);
-  if (run.stream && !run.pending.empty()) {
-    out = SseEvent(ChunkJson(run, StreamChoice(run, run.pending, nullptr)));
-    run.pending.clear();
-    return out;
+  run.cv.wait_for(lock, kHeartbeat, [&] { return run.done() || (run.stream && HasStreamWork(run)); });
+  *done = run.done();
+  if (run.done()) return FinalBody(run);
+  if (run.stream) {
+    for (size_t i = 0; i < run.choices.size(); ++i) {
+      Choice& c = run.choices[i];
+      const bool finishing = c.done && !c.finish_sent && !FinishError(c.result);
+      if (c.pending.empty() && c.pending_logprobs.empty() && !finishing) continue;
+      out += SseEvent(ChunkJson(run, Json::array({StreamChoice(run, i, finishing ? Json(OpenAiFinishReason(c.result.finish))
+                                                                                  : Json(nullptr))})));
+      c.pending.clear();
+      c.pending_logprobs = Json::array();
+      c.finish_sent = c.finish_sent || finishing;
+    }
+    if (!out.empty()) return out;
   }
   return run.stream ? ": waiting\n\n" : " ";
 }
@@ -530,7 +662,11 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, Htt
   run->created = static_cast<int64_t>(std::time(nullptr));
   run->stream = request.stream;
   run->include_usage = request.include_usage;
+  run->logprobs = request.logprobs;
   run->sealed = std::move(sealed);
+  run->seed = request.seed.value_or(DrawSeed());
+  run->choices.resize(request.n);
+  run->unfinished = request.n;
 
   if (request.grammar) {
     Result<std::shared_ptr<const TokenVocabulary>> vocabulary = serving->Vocabulary();
@@ -541,68 +677,91 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, Htt
   er.sampling = request.sampling;
   er.max_tokens = max_tokens;
   er.stop_strings = std::move(request.stop);
-  if (run->stream) {
-    er.on_token = [run](const TokenEvent& event) {
-      if (event.text.empty()) return true;
-      std::lock_guard lock(run->mu);
-      run->pending += event.text;
-      run->cv.notify_all();
-      return true;
-    };
-  }
+  er.logprobs = request.logprobs;
+  er.top_logprobs = request.top_logprobs;
   // Counts until the response is written or abandoned (held by its stream).
   std::shared_ptr<InFlight> work = AcceptWork();
   if (!work)
     return ReplyError(res, *tenant, endpoint, {503, "server_shutting_down", "the server is shutting down", "", "shutting_down"});
-  Result<RequestId> id = serving->engine->Submit(std::move(er));
-  if (!id) {
-    HttpError e = SubmitError(id.error());
-    if (e.status == 503) res.headers.emplace_back("Retry-After", "1");
-    return ReplyError(res, *tenant, endpoint, e);
+  // n choices are n requests over one prompt: the engine prefills it once (the later ones wait for
+  // the first's prompt to reach the tree) and each samples with its own seed.
+  const Tokenizer* tokenizer = serving->tokenizer;
+  for (size_t i = 0; i < request.n; ++i) {
+    EngineRequest choice_request = er;
+    choice_request.sampling.seed = run->seed + i;
+    if (run->stream || run->logprobs) {
+      choice_request.on_token = [run, i, tokenizer](const TokenEvent& event) {
+        if (event.text.empty() && event.logprobs == nullptr) return true;
+        std::lock_guard lock(run->mu);
+        Choice& c = run->choices[i];
+        if (run->stream) c.pending += event.text;
+        if (event.logprobs != nullptr) {
+          c.pending_logprobs.push_back(LogprobEntry(*tokenizer, *event.logprobs, c.token_bytes));
+          c.token_bytes += c.pending_logprobs.back()["bytes"].size();
+        }
+        run->cv.notify_all();
+        return true;
+      };
+    }
+    Result<RequestId> id = serving->engine->Submit(std::move(choice_request));
+    if (!id) {
+      for (size_t k = 0; k < i; ++k) {  // all or none
+        (void)serving->engine->Cancel(run->choices[k].id);
+        (void)serving->engine->Wait(run->choices[k].id);
+      }
+      HttpError e = SubmitError(id.error());
+      if (e.status == 503) res.headers.emplace_back("Retry-After", "1");
+      return ReplyError(res, *tenant, endpoint, e);
+    }
+    run->choices[i].id = *id;
   }
-  run->id = *id;
 
-  // Waits for the result on a thread of its own, so that the connection's thread can write
+  // Waits for the results on a thread of its own, so that the connection's thread can write
   // heartbeats meanwhile.
   std::shared_ptr<InFlight> waiter = Waiter();
   try {
     std::thread([this, run, serving, waiter]() mutable {
-      Result<EngineResult> result = serving->engine->Wait(run->id);
-      // Released before the count that lets the server go: a replaced engine is freed here or sooner.
-      serving.reset();
       bool client_gone = false;
-      {
+      for (size_t i = 0; i < run->choices.size(); ++i) {
+        Result<EngineResult> result = serving->engine->Wait(run->choices[i].id);
         std::lock_guard lock(run->mu);
+        Choice& c = run->choices[i];
         if (result) {
-          run->result = std::move(*result);
+          c.result = std::move(*result);
         } else {
-          run->result.finish = FinishReason::kError;
-          run->result.error = result.error();
+          c.result.finish = FinishReason::kError;
+          c.result.error = result.error();
         }
-        run->done = true;
-        client_gone = run->client_gone;
+        c.done = true;
+        if (--run->unfinished == 0) client_gone = run->client_gone;
+        metrics.CountGeneration(run->tenant, c.result.usage, c.result.timings);
+        if (rollouts) rollouts->ObserveInteractive(c.result.timings);  // TTFT during a backfill, or without
         run->cv.notify_all();
       }
-      metrics.CountGeneration(run->tenant, run->result.usage, run->result.timings);
-      if (rollouts) rollouts->ObserveInteractive(run->result.timings);  // TTFT during a backfill, or without
+      // Released before the count that lets the server go: a replaced engine is freed here or sooner.
+      serving.reset();
       metrics.CountRequest(run->tenant, run->endpoint, client_gone ? 499 : 200);
     }).detach();
-  } catch (...) {  // no thread to wait: the request must not run unobserved
-    (void)serving->engine->Cancel(run->id);
-    (void)serving->engine->Wait(run->id);
+  } catch (...) {  // no thread to wait: the requests must not run unobserved
+    for (const Choice& c : run->choices) {
+      (void)serving->engine->Cancel(c.id);
+      (void)serving->engine->Wait(c.id);
+    }
     throw;
   }
 
   // The connection's thread writes as the request progresses; a failed write means the client is
-  // gone, and its request is cancelled (prefill included).
+  // gone, and its requests are cancelled (prefill included).
   // Holds the serving too: the waiting thread may release its reference while this cancels.
   const auto abandon = [run, serving] {
+    std::vector<RequestId> ids;
     {
       std::lock_guard lock(run->mu);
-      if (run->done) return;
+      if (run->done()) return;
       run->client_gone = true;
+      for (const Choice& c : run->choices) ids.push_back(c.id);
     }
-    (void)serving->engine->Cancel(run->id);
+    for (RequestId id : ids) (void)serving->engine->Cancel(id);
   };
   res.content_type = run->stream ? "text/event-stream" : kJsonType;
   res.stream = [run, work](std::string* out) {
@@ -670,6 +829,158 @@ void Server::Impl::HandleErase(const HttpRequest& req, HttpResponse& res) {
                                            {"newly_sealed", erased->newly_sealed},
                                            {"journal_seq", erased->journal_seq},
                                            {"removed", std::move(copies)}});
+}
+
+void Server::Impl::HandleTokenize(const HttpRequest& req, HttpResponse& res) {
+  constexpr std::string_view kEndpoint = "/tokenize";
+  const std::string& tenant = req.principal;
+  const auto bad = [&](const std::string& message, const std::string& param) {
+    ReplyError(res, tenant, kEndpoint, {400, "invalid_request_error", message, param, "invalid_request"});
+  };
+  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
+  if (!body) return bad(std::string(body.error().message()), "");
+  std::optional<std::string> content;
+  bool add_special = false;
+  for (const auto& [key, v] : body->items()) {
+    if (key == "content" && v.is_string()) {
+      content = v.get<std::string>();
+    } else if (key == "add_special" && v.is_boolean()) {
+      add_special = v.get<bool>();
+    } else if (key != "model" || !v.is_string()) {
+      return bad("unknown or malformed field '" + key + "' (content: string; add_special: boolean; model: string)", key);
+    }
+  }
+  if (!content) return bad("content (a string) is required", "content");
+  const std::shared_ptr<const internal::Serving> serving = Current();
+  const Tokenizer& tokenizer = *serving->tokenizer;
+  Result<std::vector<int32_t>> tokens = tokenizer.Encode(*content);
+  if (!tokens) return bad(std::string(tokens.error().message()), "content");
+  if (add_special && tokenizer.add_bos() && tokenizer.bos_id() >= 0) tokens->insert(tokens->begin(), tokenizer.bos_id());
+  Reply(res, tenant, kEndpoint, 200, Json{{"tokens", *tokens}});
+}
+
+namespace {
+
+constexpr size_t kMaxEmbeddingInputs = 256;
+
+// A float vector as OpenAI's encoding_format "base64": its little-endian float32 bytes.
+std::string Base64Floats(const std::vector<float>& v) {
+  static_assert(std::endian::native == std::endian::little, "float32 bytes are sent little-endian");
+  std::string out(4 * ((v.size() * sizeof(float) + 2) / 3), '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(v.data()),
+                                static_cast<int>(v.size() * sizeof(float)));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+// One input of an embeddings request as token ids: a string (tokenized as a completion's prompt) or
+// a list of ids. `param` names it in errors.
+Result<std::vector<int32_t>> EmbeddingInput(const Json& v, const Tokenizer& tokenizer, const std::string& param) {
+  if (v.is_string()) {
+    if (v.get_ref<const std::string&>().empty()) return InvalidArgument(param + " is empty");
+    FAK_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tokenizer.Encode(v.get_ref<const std::string&>()));
+    if (tokenizer.add_bos() && tokenizer.bos_id() >= 0) ids.insert(ids.begin(), tokenizer.bos_id());
+    return ids;
+  }
+  if (!v.is_array()) return InvalidArgument(param + " must be a string or a list of token ids");
+  std::vector<int32_t> ids;
+  for (const Json& id : v) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+      return InvalidArgument(param + " must be a string or a list of token ids (non-negative integers)");
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return ids;
+}
+
+}  // namespace
+
+void Server::Impl::HandleEmbeddings(const HttpRequest& req, HttpResponse& res) {
+  constexpr std::string_view kEndpoint = "/v1/embeddings";
+  const std::string& tenant = req.principal;
+  const auto bad = [&](const std::string& message, const std::string& param) {
+    ReplyError(res, tenant, kEndpoint, {400, "invalid_request_error", message, param, "invalid_request"});
+  };
+  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
+  if (!body) return bad(std::string(body.error().message()), "");
+  const std::shared_ptr<const internal::Serving> serving = Current();
+  std::optional<Json> input;
+  bool base64 = false, has_model = false;
+  for (const auto& [key, v] : body->items()) {
+    if (key == "model" && v.is_string()) {
+      if (v.get_ref<const std::string&>() != serving->model_id)
+        return ReplyError(res, tenant, kEndpoint, {404, "invalid_request_error", "the model '" + v.get<std::string>() +
+                                                   "' does not exist; this server serves '" + serving->model_id + "'",
+                                                   "model", "model_not_found"});
+      has_model = true;
+    } else if (key == "input") {
+      input = v;
+    } else if (key == "encoding_format" && v.is_string() && (v == "float" || v == "base64")) {
+      base64 = v == "base64";
+    } else if (key == "user" && (v.is_string() || v.is_null())) {
+      // ignored: bookkeeping
+    } else {
+      return bad("unknown or malformed field '" + key + "' (model, input, encoding_format: float or base64, user; "
+                 "dimensions is not supported)", key);
+    }
+  }
+  if (!has_model) return bad("model is required", "model");
+  if (!input) return bad("input is required", "input");
+  // One input (a string or a list of ids) or a list of them.
+  const bool many = input->is_array() && !input->empty() && ((*input)[0].is_string() || (*input)[0].is_array());
+  const Json inputs = many ? *input : Json::array({*input});
+  if (inputs.empty() || inputs.size() > kMaxEmbeddingInputs)
+    return bad("input must hold 1 to " + std::to_string(kMaxEmbeddingInputs) + " texts", "input");
+  Json data = Json::array();
+  size_t prompt_tokens = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string param = many ? "input[" + std::to_string(i) + "]" : "input";
+    Result<std::vector<int32_t>> ids = EmbeddingInput(inputs[i], *serving->tokenizer, param);
+    if (!ids) return bad(std::string(ids.error().message()), "input");
+    Result<std::vector<float>> embedding = MeanPooledEmbedding(*serving->model, *ids);
+    if (!embedding) {
+      const Status& s = embedding.error();
+      if (s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kResourceExhausted)
+        return bad(param + ": " + std::string(s.message()), "input");
+      return ReplyError(res, tenant, kEndpoint, {500, "server_error", std::string(s.message()), "", ""});
+    }
+    prompt_tokens += ids->size();
+    data.push_back({{"object", "embedding"}, {"index", i},
+                    {"embedding", base64 ? Json(Base64Floats(*embedding)) : Json(*embedding)}});
+  }
+  Reply(res, tenant, kEndpoint, 200,
+        Json{{"object", "list"}, {"data", std::move(data)}, {"model", serving->model_id},
+             {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}},
+             {"fak", {{"pooling", "mean"}, {"layer", "final hidden state after the output norm"}}}});
+}
+
+void Server::Impl::HandleDetokenize(const HttpRequest& req, HttpResponse& res) {
+  constexpr std::string_view kEndpoint = "/detokenize";
+  const std::string& tenant = req.principal;
+  const auto bad = [&](const std::string& message, const std::string& param) {
+    ReplyError(res, tenant, kEndpoint, {400, "invalid_request_error", message, param, "invalid_request"});
+  };
+  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
+  if (!body) return bad(std::string(body.error().message()), "");
+  const std::shared_ptr<const internal::Serving> serving = Current();
+  const size_t vocab = serving->tokenizer->vocab_size();
+  std::optional<std::vector<int32_t>> tokens;
+  for (const auto& [key, v] : body->items()) {
+    if (key == "tokens" && v.is_array()) {
+      tokens.emplace();
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (!v[i].is_number_integer() || v[i].get<int64_t>() < 0 || static_cast<uint64_t>(v[i].get<int64_t>()) >= vocab)
+          return bad("tokens[" + std::to_string(i) + "] must be a token id below the vocabulary of " + std::to_string(vocab),
+                     "tokens");
+        tokens->push_back(static_cast<int32_t>(v[i].get<int64_t>()));
+      }
+    } else if (key != "model" || !v.is_string()) {
+      return bad("unknown or malformed field '" + key + "' (tokens: list of ids; model: string)", key);
+    }
+  }
+  if (!tokens) return bad("tokens (a list of ids) is required", "tokens");
+  Result<std::string> content = serving->tokenizer->Decode(*tokens);
+  if (!content) return bad(std::string(content.error().message()), "tokens");
+  Reply(res, tenant, kEndpoint, 200, Json{{"content", *content}});
 }
 
 // How much of a request's prompt the tree would serve now, for its tenant: the body is the chat
@@ -867,6 +1178,9 @@ std::vector<internal::HttpRoute> Server::Impl::Routes() {
       [this](const HttpRequest& req, HttpResponse& res) { HandleGeneration(ApiEndpoint::kChatCompletions, req, res); });
   add("POST", "/v1/completions",
       [this](const HttpRequest& req, HttpResponse& res) { HandleGeneration(ApiEndpoint::kCompletions, req, res); });
+  add("POST", "/v1/embeddings", [this](const HttpRequest& req, HttpResponse& res) { HandleEmbeddings(req, res); });
+  add("POST", "/tokenize", [this](const HttpRequest& req, HttpResponse& res) { HandleTokenize(req, res); });
+  add("POST", "/detokenize", [this](const HttpRequest& req, HttpResponse& res) { HandleDetokenize(req, res); });
   add("POST", "/fak/v1/prefix", [this](const HttpRequest& req, HttpResponse& res) { HandlePrefixProbe(req, res); });
   add("POST", "/fak/v1/gate", [this](const HttpRequest& req, HttpResponse& res) { HandleGateProbe(req, res); });
   add("POST", "/fak/v1/erase", [this](const HttpRequest& req, HttpResponse& res) { HandleErase(req, res); });
@@ -964,6 +1278,7 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
   front.limits.max_connections = o.max_connections;
   front.limits.max_connections_per_peer = o.max_connections_per_peer;
   front.routes = impl->Routes();
+  front.cors_origins = o.cors_origins;
   front.admit = [self](HttpRequest& head, HttpResponse& refusal) { return self->Authenticate(head, refusal); };
   // What the front answers itself (no route 404, body too large 413, a handler's exception 500)
   // gets OpenAI's error shape.

@@ -2,8 +2,9 @@
 //
 // Endpoints (docs/server.md has parameters, errors and limits): POST /v1/chat/completions (messages
 // rendered with the model's ChatTemplate), POST /v1/completions (a prompt string), GET /v1/models,
-// GET /health, GET /metrics (Prometheus text format 0.0.4). Both completion endpoints stream as
-// server-sent events when asked. fak's own, under /fak/v1: the reuse probe (prefix), the gate's
+// POST /v1/embeddings, POST /tokenize and /detokenize, GET /health, GET /metrics (Prometheus text format 0.0.4). Both
+// completion endpoints stream as server-sent events when asked, report logprobs, and run n choices
+// as n engine requests over one prefill. Browsers on ServerOptions::cors_origins may call them. fak's own, under /fak/v1: the reuse probe (prefix), the gate's
 // verdict for a prefix (gate), and with a Planner conversations kept by the server, a message
 // evicted from one with a signed deletion certificate, certificate verification, and a rollout of
 // new weights whose backfill progress can be watched; at its cutover the completion endpoints move
@@ -80,6 +81,8 @@ struct ServerOptions {
   // Default: 256.
   size_t default_max_tokens = 256;
   ApiKeys api_keys;
+  // Browser origins allowed to call the API (CORS; "*" = any). Empty: CORS off. Default: empty.
+  std::vector<std::string> cors_origins;
   // The KV budget the engine was given, reported as fak_kv_budget_bytes (0: unbounded).
   size_t kv_budget_bytes = 0;
   // fak's conversation endpoints (/fak/v1/conversations..., /fak/v1/certificates/verify) run through

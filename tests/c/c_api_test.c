@@ -336,6 +336,44 @@ static void TestSampler(void) {
   fak_sampler_free(greedy);
   fak_sampler_free(s1);
   fak_sampler_free(s2);
+
+  /* logit_bias -100 bans the argmax; the presence penalty counts only the generated history. */
+  fak_sampling_params biased;
+  fak_sampling_params_init(&biased);
+  const int32_t bias_tokens[1] = {1};
+  const float bias_values[1] = {-100.0f};
+  biased.logit_bias_tokens = bias_tokens;
+  biased.logit_bias_values = bias_values;
+  biased.n_logit_bias = 1;
+  fak_sampler* ban = NULL;
+  CHECK_OK(fak_sampler_new(&biased, &ban));
+  CHECK_OK(fak_sampler_sample(ban, logits, 5, NULL, 0, &token));
+  CHECK(token == 3);
+  fak_sampler_free(ban);
+  fak_sampling_params presence;
+  fak_sampling_params_init(&presence);
+  presence.presence_penalty = 2.0f;
+  fak_sampler* pres = NULL;
+  CHECK_OK(fak_sampler_new(&presence, &pres));
+  const int32_t history[2] = {1, 3};
+  CHECK_OK(fak_sampler_sample_generated(pres, logits, 5, history, 2, 0, &token));
+  CHECK(token == 1); /* the prompt is not penalised */
+  CHECK_OK(fak_sampler_sample_generated(pres, logits, 5, history, 2, 2, &token));
+  CHECK(token == 4); /* both 2.0s lose 2.0: 0.5 wins */
+  CHECK_STATUS(fak_sampler_sample_generated(pres, logits, 5, history, 2, 3, &token), FAK_INVALID_ARGUMENT);
+  fak_sampler_free(pres);
+  biased.n_logit_bias = 1;
+  biased.logit_bias_values = NULL;
+  CHECK_STATUS(fak_sampler_new(&biased, &ban), FAK_INVALID_ARGUMENT);
+
+  fak_token_logprob lp[4];
+  size_t n_lp = 0;
+  CHECK_OK(fak_logprobs(logits, 5, 0, 3, lp, 4, &n_lp));
+  CHECK(n_lp == 4 && lp[0].token == 0 && lp[1].token == 1 && lp[2].token == 3 && lp[3].token == 4);
+  double total = 0;
+  for (int i = 0; i < 5; ++i) total += exp((double)logits[i]);
+  CHECK(fabs(lp[0].logprob - (0.1 - log(total))) < 1e-6);
+  CHECK_STATUS(fak_logprobs(logits, 5, 0, 3, lp, 3, &n_lp), FAK_INVALID_ARGUMENT);
 }
 
 typedef struct {
@@ -393,6 +431,75 @@ static void TestEngineConcurrent(fak_engine* engine, const int32_t* prompt, size
     CHECK(pthread_join(threads[i], NULL) == 0);
     CHECK(jobs[i].ok);
   }
+}
+
+/* A seeded, penalised, biased request with logprobs gives the tokens and log-probabilities of a
+ * hand-run loop (a session, one sampler, fak_logprobs), bit for bit. */
+static void TestEnginePenalisedLogprobs(void) {
+  int32_t prompt[64];
+  const size_t n = Tokenize("Once upon a time", prompt, 64);
+  fak_engine* engine = NULL;
+  CHECK_OK(fak_engine_new(g_model, NULL, &engine));
+  fak_sampling_params params;
+  fak_sampling_params_init(&params);
+  params.temperature = 0.9f;
+  params.seed = 77;
+  params.presence_penalty = 0.5f;
+  params.frequency_penalty = 0.8f;
+  params.repetition_penalty = 1.2f;
+  params.min_p = 0.02f;
+  const int32_t bias_tokens[2] = {'e', 'a'};
+  const float bias_values[2] = {-100.0f, 1.5f};
+  params.logit_bias_tokens = bias_tokens;
+  params.logit_bias_values = bias_values;
+  params.n_logit_bias = 2;
+  fak_request request;
+  fak_request_init(&request);
+  request.prompt = prompt;
+  request.n_prompt = n;
+  request.max_tokens = 8;
+  request.sampling = &params;
+  request.logprobs = 1;
+  request.top_logprobs = 3;
+  uint64_t id = 0;
+  CHECK_OK(fak_engine_submit(engine, &request, &id));
+  fak_result* result = NULL;
+  CHECK_OK(fak_engine_wait(engine, id, &result));
+  fak_result_info info;
+  info.struct_size = sizeof info;
+  CHECK_OK(fak_result_info_get(result, &info));
+  CHECK(info.n_tokens == 8);
+
+  fak_session* s = NULL;
+  fak_sampler* sampler = NULL;
+  float* logits = malloc(g_vocab * sizeof(float));
+  int32_t history[72];
+  memcpy(history, prompt, n * sizeof(int32_t));
+  CHECK_OK(fak_session_new(g_model, &s));
+  CHECK_OK(fak_prefill(s, prompt, n, logits, g_vocab));
+  CHECK_OK(fak_sampler_new(&params, &sampler));
+  for (size_t i = 0; i < 8; ++i) {
+    int32_t token = -1;
+    CHECK_OK(fak_sampler_sample_generated(sampler, logits, g_vocab, history, n + i, i, &token));
+    CHECK(token == info.tokens[i] && token != 'e');
+    fak_token_logprob want[4], got[4];
+    size_t n_want = 0, n_got = 0;
+    CHECK_OK(fak_logprobs(logits, g_vocab, token, 3, want, 4, &n_want));
+    CHECK_OK(fak_result_logprobs(result, i, got, 4, &n_got));
+    CHECK(n_got == 4 && n_want == 4);
+    for (int k = 0; k < 4; ++k) CHECK(got[k].token == want[k].token && got[k].logprob == want[k].logprob);
+    history[n + i] = token;
+    if (i < 7) CHECK_OK(fak_decode(s, token, logits, g_vocab));
+  }
+  fak_token_logprob lp[4];
+  size_t n_lp = 0;
+  CHECK_STATUS(fak_result_logprobs(result, 8, lp, 4, &n_lp), FAK_INVALID_ARGUMENT);
+  CHECK_STATUS(fak_result_logprobs(result, 0, lp, 2, &n_lp), FAK_INVALID_ARGUMENT);
+  fak_sampler_free(sampler);
+  fak_session_free(s);
+  free(logits);
+  fak_result_free(result);
+  fak_engine_free(engine);
 }
 
 /* The engine's greedy tokens equal a hand-run greedy loop over a session, token for token. */
@@ -1033,6 +1140,7 @@ int main(void) {
   TestSessionsExactness();
   TestSampler();
   TestEngine();
+  TestEnginePenalisedLogprobs();
   TestRadix();
   TestEvictionCertificate();
   TestTextStore();

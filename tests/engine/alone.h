@@ -26,7 +26,7 @@ inline AloneRun RunAlone(const Model& model, std::span<const int32_t> prompt, co
   Sampler sampler(params);
   std::vector<int32_t> history(prompt.begin(), prompt.end());
   while (logits.has_value() && run.tokens.size() < max_tokens) {
-    const int32_t token = *sampler.Sample(*logits, history);
+    const int32_t token = *sampler.Sample(*logits, history, run.tokens.size());
     run.logits.push_back(*logits);
     run.tokens.push_back(token);
     history.push_back(token);

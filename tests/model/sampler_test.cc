@@ -135,5 +135,105 @@ TEST(Sampler, ParametersAreCheckedAsTheFloatsTheSamplerUses) {
   EXPECT_EQ(ok.seed, 7u);
 }
 
+// logit_bias -100 bans a token (even the argmax), a positive bias promotes one; the control without
+// a bias picks the model's argmax.
+TEST(Sampler, LogitBiasBansAndPromotes) {
+  const std::vector<float> logits = {1.0f, 3.0f, 0.5f};
+  EXPECT_EQ(*Sampler(SamplingParams{}).Sample(logits, {}), 1);
+  SamplingParams ban;
+  ban.logit_bias = {{1, -100.0f}};
+  EXPECT_EQ(*Sampler(ban).Sample(logits, {}), 0);
+  ban.temperature = 1.0f;
+  Sampler drawn(ban);
+  for (int i = 0; i < 200; ++i) EXPECT_NE(*drawn.Sample(logits, {}), 1);
+  SamplingParams promote;
+  promote.logit_bias = {{2, 2.6f}};
+  EXPECT_EQ(*Sampler(promote).Sample(logits, {}), 2);
+  SamplingParams all;
+  all.logit_bias = {{0, -100.0f}, {1, -100.0f}, {2, -100.0f}};
+  EXPECT_EQ(Sampler(all).Sample(logits, {}).error().code(), StatusCode::kInvalidArgument);
+}
+
+// OpenAI's penalties count only the generated tokens (the last `generated` of the history), as
+// often as they occur (frequency) or once (presence).
+TEST(Sampler, PresenceAndFrequencyPenaliseGeneratedTokensOnly) {
+  const std::vector<float> logits = {2.0f, 1.5f, 0.0f};
+  SamplingParams freq;
+  freq.frequency_penalty = 0.3f;
+  const std::vector<int32_t> history = {0, 0};
+  EXPECT_EQ(*Sampler(freq).Sample(logits, history, /*generated=*/0), 0);  // the prompt is not counted
+  EXPECT_EQ(*Sampler(freq).Sample(logits, history, /*generated=*/1), 0);  // 2.0 - 0.3 > 1.5
+  EXPECT_EQ(*Sampler(freq).Sample(logits, history, /*generated=*/2), 1);  // 2.0 - 0.6 < 1.5
+  SamplingParams presence;
+  presence.presence_penalty = 0.4f;
+  EXPECT_EQ(*Sampler(presence).Sample(logits, history, 2), 0);  // 2.0 - 0.4 > 1.5: once, not twice
+  presence.presence_penalty = 0.6f;
+  EXPECT_EQ(*Sampler(presence).Sample(logits, history, 1), 1);
+  SamplingParams negative;  // a negative penalty encourages repeats
+  negative.frequency_penalty = -2.0f;
+  EXPECT_EQ(*Sampler(negative).Sample(logits, std::vector<int32_t>{2, 2}, 2), 2);
+}
+
+TEST(Sampler, RepetitionPenaltyReadsItsWindowOfTheHistory) {
+  const std::vector<float> logits = {2.0f, 1.9f, 1.8f};
+  SamplingParams p;
+  p.repetition_penalty = 1.5f;
+  const std::vector<int32_t> history = {0, 1};
+  EXPECT_EQ(*Sampler(p).Sample(logits, history), 2);  // both seen: 1.8 wins
+  p.repetition_window = 1;                             // only token 1 is in the window
+  EXPECT_EQ(*Sampler(p).Sample(logits, history), 0);
+}
+
+TEST(Sampler, MinPKeepsTokensNearTheMostLikely) {
+  const std::vector<float> logits = {5.0f, 4.0f, 3.0f, 0.0f};
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.min_p = 0.5f;  // token 1 has e^-1 = 0.37 of token 0's probability
+  Sampler strict(p);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(*strict.Sample(logits, {}), 0);
+  p.min_p = 0.3f;  // control: token 1 is kept and drawn, token 2 (0.14) is not
+  Sampler loose(p);
+  std::set<int32_t> seen;
+  for (int i = 0; i < 400; ++i) seen.insert(*loose.Sample(logits, {}));
+  EXPECT_EQ(seen, (std::set<int32_t>{0, 1}));
+}
+
+TEST(Sampler, LogprobsAreTheModelsLogSoftmax) {
+  const std::vector<float> logits = {1.0f, 3.0f, 3.0f, -2.0f};
+  const TokenLogprobs lp = LogprobsOf(logits, 0, 3);
+  double z = 0;
+  for (float x : logits) z += std::exp(static_cast<double>(x));
+  EXPECT_EQ(lp.chosen.token, 0);
+  EXPECT_NEAR(lp.chosen.logprob, 1.0 - std::log(z), 1e-12);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].token, 1);  // ties go to the lowest id
+  EXPECT_EQ(lp.top[1].token, 2);
+  EXPECT_EQ(lp.top[2].token, 0);
+  EXPECT_EQ(lp.top[0].logprob, lp.top[1].logprob);
+  EXPECT_EQ(LogprobsOf(logits, 3, 100).top.size(), logits.size());
+  EXPECT_TRUE(LogprobsOf(logits, 1, 0).top.empty());
+}
+
+TEST(Sampler, NewParametersAreValidated) {
+  const auto invalid = [](auto change) {
+    SamplingParams p;
+    change(p);
+    return p.Validate().code() == StatusCode::kInvalidArgument;
+  };
+  EXPECT_TRUE(invalid([](SamplingParams& p) { p.min_p = 1.5f; }));
+  EXPECT_TRUE(invalid([](SamplingParams& p) { p.min_p = 1e-40f; }));
+  EXPECT_TRUE(invalid([](SamplingParams& p) { p.presence_penalty = 2.5f; }));
+  EXPECT_TRUE(invalid([](SamplingParams& p) { p.frequency_penalty = std::nanf(""); }));
+  EXPECT_TRUE(invalid([](SamplingParams& p) { p.logit_bias = {{3, 1.0f}, {3, 2.0f}}; }));
+  EXPECT_TRUE(invalid([](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }));
+  EXPECT_TRUE(invalid([](SamplingParams& p) { p.logit_bias = {{1, 101.0f}}; }));
+  EXPECT_FALSE(invalid([](SamplingParams& p) {  // control: the edges are allowed
+    p.min_p = 1.0f;
+    p.presence_penalty = -2.0f;
+    p.frequency_penalty = 2.0f;
+    p.logit_bias = {{1, -100.0f}, {2, 100.0f}};
+  }));
+}
+
 }  // namespace
 }  // namespace fak

@@ -29,8 +29,8 @@ def test_chat_completion_has_the_openai_shape(model):
 
 def test_streamed_chunks_concatenate_to_the_whole_reply(model):
     engine = fak.Engine(model)
-    whole = engine.create_chat_completion(MESSAGES, max_tokens=10)
-    chunks = list(engine.create_chat_completion(MESSAGES, max_tokens=10, stream=True))
+    whole = engine.create_chat_completion(MESSAGES, max_tokens=10, seed=5)
+    chunks = list(engine.create_chat_completion(MESSAGES, max_tokens=10, seed=5, stream=True))
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant"}
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)

@@ -29,7 +29,10 @@ TEST(ApiRequest, ParsesEveryImplementedChatField) {
                                   {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
                                   "max_completion_tokens": 9, "temperature": 0, "top_p": 0.5, "seed": -1,
                                   "stop": ["x", "y"], "n": 1, "stream": true, "stream_options": {"include_usage": true},
-                                  "user": "u", "presence_penalty": 0, "logprobs": false})",
+                                  "user": "u", "presence_penalty": 0.5, "frequency_penalty": -1, "logprobs": true,
+                                  "top_logprobs": 3, "top_k": 40, "min_p": 0.1, "repetition_penalty": 1.2,
+                                  "logit_bias": {"7": -100, "12": 2.5}, "metadata": {"k": "v"}, "store": false,
+                                  "service_tier": "auto", "parallel_tool_calls": true})",
                               &r, &error))
       << error.message;
   EXPECT_EQ(r.model, "m");
@@ -39,9 +42,28 @@ TEST(ApiRequest, ParsesEveryImplementedChatField) {
   EXPECT_EQ(r.max_tokens, 9u);
   EXPECT_EQ(r.sampling.temperature, 0.0f);
   EXPECT_EQ(r.sampling.top_p, 0.5f);
-  EXPECT_EQ(r.sampling.seed, ~uint64_t{0});
+  EXPECT_EQ(r.seed, ~uint64_t{0});
   EXPECT_EQ(r.stop, (std::vector<std::string>{"x", "y"}));
   EXPECT_TRUE(r.stream && r.include_usage);
+  EXPECT_EQ(r.sampling.presence_penalty, 0.5f);
+  EXPECT_EQ(r.sampling.frequency_penalty, -1.0f);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 3u);
+  EXPECT_EQ(r.sampling.top_k, 40u);
+  EXPECT_EQ(r.sampling.min_p, 0.1f);
+  EXPECT_EQ(r.sampling.repetition_penalty, 1.2f);
+  EXPECT_EQ(r.sampling.logit_bias, (std::vector<std::pair<int32_t, float>>{{12, 2.5f}, {7, -100.0f}}));
+}
+
+TEST(ApiRequest, CompletionLogprobsIsACountAndNChoosesChoices) {
+  ApiRequest r;
+  ApiRequestError error;
+  ASSERT_TRUE(ParseApiRequest(ApiEndpoint::kCompletions, R"({"model": "m", "prompt": "p", "logprobs": 5, "n": 3})", &r, &error))
+      << error.message;
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.top_logprobs, 5u);
+  EXPECT_EQ(r.n, 3u);
+  EXPECT_FALSE(r.seed.has_value());  // the server draws one
 }
 
 TEST(ApiRequest, CompletionDefaults) {
@@ -67,13 +89,26 @@ TEST(ApiRequest, RefusalsNameTheParameter) {
       {chat(R"("temperature": 2.5)"), "temperature"},
       {chat(R"("top_p": 0)"), "top_p"},
       {chat(R"("seed": 1.5)"), "seed"},
-      {chat(R"("n": 2)"), "n"},
+      {chat(R"("n": 0)"), "n"},
+      {chat(R"("n": 17)"), "n"},
+      {chat(R"("top_logprobs": 2)"), "top_logprobs"},
+      {chat(R"("logprobs": true, "top_logprobs": 21)"), "top_logprobs"},
+      {chat(R"("logprobs": 3)"), "logprobs"},
+      {chat(R"("top_k": -1)"), "top_k"},
+      {chat(R"("min_p": 1.5)"), "min_p"},
+      {chat(R"("repetition_penalty": 0)"), "repetition_penalty"},
+      {chat(R"("presence_penalty": 2.5)"), "presence_penalty"},
+      {chat(R"("logit_bias": {"x": 1})"), "logit_bias.x"},
+      {chat(R"("logit_bias": {"-3": 1})"), "logit_bias.-3"},
+      {chat(R"("logit_bias": {"3": 101})"), "logit_bias.3"},
+      {chat(R"("user": 3)"), "user"},
+      {chat(R"("echo": true)"), "echo"},
+      {chat(R"("audio": {})"), "audio"},
       {chat(R"("stop": ["a", "b", "c", "d", "e"])"), "stop"},
       {chat(R"("stop": "")"), "stop"},
       {chat(R"("stream": 1)"), "stream"},
       {chat(R"("stream_options": {"include_usage": true})"), "stream_options"},
       {chat(R"("max_token": 8)"), "max_token"},
-      {chat(R"("frequency_penalty": 0.5)"), "frequency_penalty"},
       {chat(R"("tools": [])"), "tools"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x", "tool_calls": []}]})", "messages[0].tool_calls"},
       {R"({"model": "m", "messages": [{"role": "robot", "content": "x"}]})", "messages[0].role"},

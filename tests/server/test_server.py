@@ -182,6 +182,211 @@ def test_concurrent_clients_match_alone(server):
     assert together == alone
 
 
+# ---- Sampling fields, logprobs, n, and the small endpoints ------------------------------------------
+
+def test_chat_logprobs_parse_in_the_sdk(server):
+    messages = [{"role": "user", "content": "logprobs " + uuid.uuid4().hex}]
+    r = chat(server.client(), messages, max_tokens=6, logprobs=True, top_logprobs=3)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    for entry in content:
+        assert entry.logprob <= 0 and len(entry.top_logprobs) == 3
+        assert all(0 <= b < 256 for b in entry.bytes) and entry.bytes
+        # Greedy: the chosen token is the most likely one, so it heads the top list.
+        assert entry.top_logprobs[0].logprob == entry.logprob
+        assert entry.top_logprobs[0].logprob >= entry.top_logprobs[1].logprob >= entry.top_logprobs[2].logprob
+    # Streamed: the same entries, spread over the chunks.
+    streamed = []
+    for chunk in chat(server.client(), messages, max_tokens=6, logprobs=True, top_logprobs=3, stream=True):
+        for c in chunk.choices:
+            if c.logprobs and c.logprobs.content:
+                streamed += c.logprobs.content
+    assert [(e.token, e.logprob) for e in streamed] == [(e.token, e.logprob) for e in content]
+    # Control: without logprobs there are none.
+    assert chat(server.client(), messages, max_tokens=2).choices[0].logprobs is None
+
+
+def test_completion_logprobs_parse_in_the_sdk(server):
+    r = server.client().completions.create(model=MODEL, prompt="logprobs " + uuid.uuid4().hex, max_tokens=5,
+                                           temperature=0, logprobs=2)
+    lp = r.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == len(lp.text_offset) == 5
+    assert lp.text_offset[0] == 0 and lp.text_offset == sorted(lp.text_offset)
+    assert all(len(alternatives) >= 1 and max(alternatives.values()) == chosen
+               for alternatives, chosen in zip(lp.top_logprobs, lp.token_logprobs))
+
+
+def test_n_choices_share_one_prefill(server):
+    # A fixed prompt and seed, so that the three draws are known to differ (a random prompt can make
+    # the embedded model sure enough of its reply that three seeds agree); no other test sends it.
+    prompt = "n choices share this prefix: " + "0123456789abcdef" * 6
+    before = server.metrics()
+    r = server.client().completions.create(model=MODEL, prompt=prompt, max_tokens=6, temperature=1.5, n=3, seed=11)
+    after = server.metrics()
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    assert r.usage.prompt_tokens == len(prompt) + 1
+    # The later choices were served the first one's prefill from the tree...
+    assert r.usage.prompt_tokens_details.cached_tokens >= len(prompt)
+    prompted = sample_value(after, "fak_prompt_tokens_total", tenant="alice") - \
+        sample_value(before, "fak_prompt_tokens_total", tenant="alice")
+    cached = sample_value(after, "fak_cached_tokens_total", tenant="alice") - \
+        sample_value(before, "fak_cached_tokens_total", tenant="alice")
+    assert prompted == 3 * r.usage.prompt_tokens
+    assert prompted - cached <= r.usage.prompt_tokens + 2 * 2  # ...so the prompt was prefilled once
+    # Each choice has its own seed (seed + index): they differ, and each equals the n = 1 run with its seed.
+    texts = [c.text for c in r.choices]
+    assert len(set(texts)) > 1, texts
+    for i, text in enumerate(texts):
+        alone = server.client().completions.create(model=MODEL, prompt=prompt, max_tokens=6, temperature=1.5,
+                                                   seed=11 + i)
+        assert alone.choices[0].text == text
+    # Streamed, the choices arrive indexed and end as the non-streamed ones.
+    streamed = ["", "", ""]
+    for chunk in server.client().completions.create(model=MODEL, prompt=prompt, max_tokens=6, temperature=1.5, n=3,
+                                                    seed=11, stream=True):
+        for c in chunk.choices:
+            streamed[c.index] += c.text
+    assert streamed == texts
+
+
+def test_seed_reproduces_and_no_seed_is_random(server):
+    client = server.client()
+    # Fixed text the embedded model is unsure about, so two random seeds give two replies.
+    kw = dict(model=MODEL, messages=[{"role": "user", "content": "seed " + "0123456789abcdef" * 4}], max_tokens=16,
+              temperature=1.5)
+    a = client.chat.completions.create(seed=1234, **kw)
+    b = client.chat.completions.create(seed=1234, **kw)
+    assert a.choices[0].message.content == b.choices[0].message.content
+    assert a.model_extra["seed"] == 1234
+    unseeded = [client.chat.completions.create(**kw) for _ in range(2)]
+    seeds = [u.model_extra["seed"] for u in unseeded]
+    assert seeds[0] != seeds[1]
+    assert unseeded[0].choices[0].message.content != unseeded[1].choices[0].message.content
+    # The reported seed reproduces its reply.
+    again = client.chat.completions.create(seed=seeds[0], **kw)
+    assert again.choices[0].message.content == unseeded[0].choices[0].message.content
+
+
+def test_penalties_and_min_p_change_the_reply(server):
+    client = server.client()
+    kw = dict(model=MODEL, prompt="penalties " + "0123456789abcdef" * 2, max_tokens=24, temperature=0)
+    control = client.completions.create(**kw).choices[0].text
+    assert client.completions.create(**kw).choices[0].text == control  # greedy is stable
+    for extra in [dict(frequency_penalty=2.0), dict(extra_body={"repetition_penalty": 3.0})]:
+        assert client.completions.create(**kw, **extra).choices[0].text != control, extra
+    # A presence penalty is a fixed step; sampled with one seed, it changes the draws.
+    drawn = dict(kw, temperature=1.5, seed=8)
+    assert client.completions.create(**drawn).choices[0].text == client.completions.create(**drawn).choices[0].text
+    assert client.completions.create(**drawn, presence_penalty=2.0).choices[0].text != \
+        client.completions.create(**drawn).choices[0].text
+    sampled = dict(kw, temperature=1.5, seed=5)
+    wide = client.completions.create(**sampled, extra_body={"top_k": 0}).choices[0].text
+    assert client.completions.create(**sampled, extra_body={"top_k": 1}).choices[0].text == control
+    assert client.completions.create(**sampled, extra_body={"min_p": 1.0}).choices[0].text == control
+    assert wide != control
+
+
+def test_logit_bias_bans_a_token(server):
+    client = server.client()
+    kw = dict(model=MODEL, prompt="bias", max_tokens=16, temperature=0)
+    control = client.completions.create(**kw).choices[0].text
+    favourite = max((c for c in control if c.isascii()), key=control.count)  # the embedded model's, e.g. "1"
+    [token] = server.request("POST", "/tokenize", {"content": favourite})[1]["tokens"]
+    banned = client.completions.create(**kw, logit_bias={str(token): -100}).choices[0].text
+    assert favourite in control and favourite not in banned, (control, banned)
+    promoted = client.completions.create(**kw, logit_bias={str(token): 100}).choices[0].text
+    assert promoted == favourite * 16
+
+
+def test_embeddings_shape_determinism_and_base64(server):
+    import base64
+    import struct
+
+    client = server.client()
+    texts = ["the cat sat on the mat", "a completely different sentence " + uuid.uuid4().hex]
+    batch = client.embeddings.create(model=MODEL, input=texts)
+    assert [d.index for d in batch.data] == [0, 1]
+    dim = len(batch.data[0].embedding)
+    assert dim == len(batch.data[1].embedding) > 0
+    assert batch.model_extra["fak"]["pooling"] == "mean"
+    assert batch.usage.prompt_tokens == sum(len(t.encode()) + 1 for t in texts)  # byte tokenizer + BOS
+    # The same text alone gives the same vector, bit for bit; another text another vector.
+    alone = client.embeddings.create(model=MODEL, input=texts[0]).data[0].embedding
+    assert alone == batch.data[0].embedding
+    assert batch.data[0].embedding != batch.data[1].embedding
+    # Token ids in give the text's vector; base64 carries the same floats.
+    ids = server.request("POST", "/tokenize", {"content": texts[0], "add_special": True})[1]["tokens"]
+    assert client.embeddings.create(model=MODEL, input=[ids]).data[0].embedding == alone
+    status, raw = server.request("POST", "/v1/embeddings", {"model": MODEL, "input": texts[0], "encoding_format": "base64"})
+    assert status == 200
+    floats = struct.unpack(f"<{dim}f", base64.b64decode(raw["data"][0]["embedding"]))
+    assert list(floats) == alone
+    for bad in [{"input": ""}, {"input": []}, {"input": [[10**9]]}, {"input": "x", "dimensions": 8},
+                {"input": "x", "encoding_format": "int8"}, {"input": "x" * 5000}]:
+        assert server.request("POST", "/v1/embeddings", {"model": MODEL, **bad})[0] == 400, bad
+    assert server.request("POST", "/v1/embeddings", {"model": "other", "input": "x"})[0] == 404
+
+
+def test_tokenize_round_trip(server):
+    text = "Hello, wörld! " + uuid.uuid4().hex
+    status, body = server.request("POST", "/tokenize", {"content": text})
+    assert status == 200 and len(body["tokens"]) == len(text.encode())  # the byte tokenizer
+    with_bos = server.request("POST", "/tokenize", {"content": text, "add_special": True})[1]["tokens"]
+    assert len(with_bos) == len(body["tokens"]) + 1
+    status, back = server.request("POST", "/detokenize", {"tokens": body["tokens"]})
+    assert status == 200 and back == {"content": text}
+    assert server.request("POST", "/detokenize", {"tokens": [10**9]})[0] == 400
+    assert server.request("POST", "/tokenize", {"text": text})[0] == 400
+    assert server.request("POST", "/tokenize", {"content": text}, key=None)[0] == 401
+
+
+def test_unknown_fields_ignored_or_refused(server):
+    ok = with_(user="u", metadata={"a": "b"}, store=False, service_tier="auto", parallel_tool_calls=False)
+    assert server.request("POST", "/v1/chat/completions", ok)[0] == 200
+    for refused in [dict(audio={}), dict(prediction={}), dict(echo=True), dict(best_of=2)]:
+        status, reply = server.request("POST", "/v1/completions", {"model": MODEL, "prompt": "x", **refused})
+        assert status == 400 and reply["error"]["param"] == next(iter(refused)), reply
+
+
+def test_cors_and_api_key_from_flag_and_environment(tmp_path):
+    env_key = "key-from-env-" + uuid.uuid4().hex
+    old = os.environ.get("FAK_API_KEY")
+    os.environ["FAK_API_KEY"] = env_key
+    try:
+        s = FakServer(tmp_path, "--api-key", "key-from-flag", "--cors-origin", "http://app.example")
+    finally:
+        if old is None:
+            del os.environ["FAK_API_KEY"]
+        else:
+            os.environ["FAK_API_KEY"] = old
+    try:
+        for key in ("key-from-flag", env_key, "key-alice"):
+            assert s.request("GET", "/v1/models", key=key)[0] == 200, key
+        assert s.request("GET", "/v1/models", key="key-nobody")[0] == 401
+        conn = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+        conn.request("OPTIONS", "/v1/chat/completions", headers={
+            "Origin": "http://app.example", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type"})
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 204
+        assert resp.getheader("Access-Control-Allow-Origin") == "http://app.example"
+        assert "POST" in resp.getheader("Access-Control-Allow-Methods")
+        assert "authorization" in resp.getheader("Access-Control-Allow-Headers").lower()
+        conn.request("GET", "/v1/models", headers={"Origin": "http://app.example", "Authorization": "Bearer key-alice"})
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status == 200 and resp.getheader("Access-Control-Allow-Origin") == "http://app.example"
+        # Control: another origin is not allowed, and its preflight finds no route.
+        conn.request("OPTIONS", "/v1/models", headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "GET"})
+        resp = conn.getresponse()
+        resp.read()
+        assert resp.status != 204 and resp.getheader("Access-Control-Allow-Origin") is None
+        conn.close()
+    finally:
+        s.stop()
+
+
 # ---- Tenancy -----------------------------------------------------------------------------------
 
 def test_tenant_never_reuses_another_tenants_prefix(server):
@@ -228,9 +433,14 @@ ERROR_CASES = [
     ("past the context", "POST", "/v1/chat/completions", with_(max_tokens=10**12), "key-alice", 400, "max_tokens"),
     ("negative", "POST", "/v1/chat/completions", with_(max_tokens=-1), "key-alice", 400, "max_tokens"),
     ("temperature range", "POST", "/v1/chat/completions", with_(temperature=7), "key-alice", 400, "temperature"),
-    ("n = 2", "POST", "/v1/chat/completions", with_(n=2), "key-alice", 400, "n"),
+    ("n past the limit", "POST", "/v1/chat/completions", with_(n=17), "key-alice", 400, "n"),
+    ("top_logprobs without logprobs", "POST", "/v1/chat/completions", with_(top_logprobs=2), "key-alice", 400,
+     "top_logprobs"),
+    ("logit_bias outside the vocabulary", "POST", "/v1/chat/completions", with_(logit_bias={"99999999": 1}),
+     "key-alice", 400, None),
+    ("echo", "POST", "/v1/completions", {"model": MODEL, "prompt": "x", "echo": True}, "key-alice", 400, "echo"),
     ("unknown field", "POST", "/v1/chat/completions", with_(max_token=4), "key-alice", 400, "max_token"),
-    ("unsupported value", "POST", "/v1/chat/completions", with_(presence_penalty=1.5), "key-alice", 400,
+    ("penalty range", "POST", "/v1/chat/completions", with_(presence_penalty=2.5), "key-alice", 400,
      "presence_penalty"),
     ("bad role", "POST", "/v1/chat/completions", with_(messages=[{"role": "wizard", "content": "x"}]), "key-alice",
      400, "messages[0].role"),

@@ -335,6 +335,43 @@ TEST_F(CliTest, InspectAndBenchTheEmbeddedModel) {
   EXPECT_NE(no_sessions.output.find("--sessions must be at least 1"), std::string::npos) << no_sessions.output;
   CliResult not_gguf = RunFak("inspect " + (dir_ / "nothing.gguf").string());
   EXPECT_EQ(not_gguf.exit_code, 1);
+
+  // --json: one object a program can read, with the same facts.
+  const nlohmann::json model = FirstJsonLine(RunFak("inspect embedded --json").output);
+  ASSERT_TRUE(model.is_object());
+  EXPECT_EQ(model["shape"], ModelConfig::EmbeddedDefault().Describe());
+  EXPECT_EQ(model["tokenizer"]["vocab_size"], ModelConfig::EmbeddedDefault().vocab_size);
+  EXPECT_GT(model["kv_bytes_per_token"].get<size_t>(), 0u);
+  const nlohmann::json timed = FirstJsonLine(RunFak("bench embedded --tokens 16 --decode 4 --sessions 3 --json").output);
+  ASSERT_TRUE(timed.is_object());
+  EXPECT_EQ(timed["prefill"]["tokens"], 16);
+  EXPECT_EQ(timed["decode"]["tokens"], 12);
+  EXPECT_GT(timed["decode"]["tokens_per_s"].get<double>(), 0.0);
+}
+
+// llama.cpp's short flags and the sampling flags OpenAI clients know: -c caps the context, -t the
+// threads, -s seeds; --min-p, the penalties and --repeat-last-n change what is sampled.
+TEST_F(CliTest, RunTakesLlamaCppFlagsAndTheNewSamplingFlags) {
+  const auto tokens = [&](const std::string& flags) {
+    CliResult r = RunFak("run embedded -p hello -n 16 --json " + flags);
+    EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.output;
+    return FirstJsonLine(r.output)["tokens"];
+  };
+  const nlohmann::json seeded = tokens("--temp 1.2 -s 9 -t 1");
+  EXPECT_EQ(seeded, tokens("--temp 1.2 --seed 9 --threads 1"));
+  EXPECT_NE(seeded, tokens("--temp 1.2 -s 10"));  // control: the seed matters
+  const nlohmann::json greedy = tokens("");
+  EXPECT_NE(greedy, tokens("--frequency-penalty 2"));
+  EXPECT_NE(tokens("--temp 1 -s 4"), tokens("--temp 1 -s 4 --presence-penalty 2"));
+  EXPECT_EQ(tokens("--temp 1.5 -s 3 --min-p 1"), greedy);  // only the most likely token is left
+  EXPECT_EQ(tokens("-c 64"), greedy);
+  CliResult small = RunFak("run embedded -p hello -n 100 -c 32");
+  EXPECT_EQ(small.exit_code, 1) << small.output;  // 100 tokens do not fit a 32-token context
+  EXPECT_NE(small.output.find("context"), std::string::npos) << small.output;
+  for (const char* flag : {"--min-p 2", "--presence-penalty 3", "--frequency-penalty -2.5"}) {
+    CliResult bad = RunFak(std::string("run embedded -p hi ") + flag);
+    EXPECT_EQ(bad.exit_code, 2) << flag << ": " << bad.output;
+  }
 }
 
 TEST_F(CliTest, InspectReadsModelFiles) {

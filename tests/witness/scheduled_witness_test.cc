@@ -44,6 +44,14 @@ std::vector<Case> MakeCases(size_t vocab) {
     c.prompt.insert(c.prompt.end(), own.begin(), own.end());
     if (i % 3 != 0) c.sampling = {.temperature = 0.9f, .top_k = i % 2 ? 0u : 40u, .top_p = 0.95f,
                                   .repetition_penalty = i % 4 == 1 ? 1.3f : 1.0f, .seed = 7 + i};
+    // The penalties that read the history and the bias: the same tokens batched as alone.
+    if (i % 3 == 1) {
+      c.sampling.presence_penalty = 0.5f;
+      c.sampling.frequency_penalty = 0.7f;
+      c.sampling.repetition_window = 16;
+      c.sampling.logit_bias = {{5, -100.0f}, {9, 3.0f}};
+    }
+    if (i % 3 == 2) c.sampling.min_p = 0.05f;
     c.max_tokens = 4 + i % 6;
     cases.push_back(std::move(c));
   }
@@ -118,6 +126,8 @@ TEST(Witness, ScheduledEqualsAlone) {
         r.sampling = c.sampling;
         r.max_tokens = c.max_tokens;
         r.record_logits = true;
+        r.logprobs = i % 2 == 0;
+        r.top_logprobs = i % 4;
         if (background(i)) r.priority = RequestPriority::kBackground;
         ASSERT_OK_AND_ASSIGN(ids[i], engine->Submit(std::move(r)));
         if (background(i) && !background(submit_order[k + 1])) engine->Step();  // the background ones start
@@ -129,6 +139,17 @@ TEST(Witness, ScheduledEqualsAlone) {
         ASSERT_EQ(got.logits.size(), alone[i].logits.size()) << "request " << i;
         for (size_t t = 0; t < got.logits.size(); ++t) {
           ASSERT_EQ(MaxAbsDiff(got.logits[t], alone[i].logits[t]), 0.0f) << "request " << i << " token " << t;
+        }
+        if (i % 2 == 0) {  // log-probabilities are the alone logits' own, bit for bit
+          ASSERT_EQ(got.logprobs.size(), got.tokens.size());
+          for (size_t t = 0; t < got.logprobs.size(); ++t) {
+            const TokenLogprobs want = LogprobsOf(alone[i].logits[t], alone[i].tokens[t], i % 4);
+            ASSERT_EQ(got.logprobs[t].chosen.logprob, want.chosen.logprob) << "request " << i << " token " << t;
+            ASSERT_EQ(got.logprobs[t].top.size(), want.top.size());
+            for (size_t k = 0; k < want.top.size(); ++k) ASSERT_EQ(got.logprobs[t].top[k].token, want.top[k].token);
+          }
+        } else {
+          ASSERT_TRUE(got.logprobs.empty());
         }
         cached += got.usage.cached_tokens;
         preempted += got.usage.preemptions;
@@ -167,6 +188,14 @@ TEST(Witness, ScheduledEqualsAlone) {
   perturbed[perturbed.size() / 2] = (perturbed[perturbed.size() / 2] + 1) % static_cast<int32_t>(model->config().vocab_size);
   const testing::AloneRun control = testing::RunAlone(*model, perturbed, first_wave[1].sampling, 1);
   EXPECT_GT(MaxAbsDiff(control.logits[0], alone_first[1].logits[0]), 1e-4f);
+  // Control: the penalties and the bias of the cases that carry them really change their tokens.
+  for (size_t i : {1u, 4u, 7u}) {
+    SamplingParams plain = first_wave[i].sampling;
+    plain.presence_penalty = plain.frequency_penalty = 0.0f;
+    plain.logit_bias.clear();
+    EXPECT_NE(testing::RunAlone(*model, first_wave[i].prompt, plain, first_wave[i].max_tokens).tokens, alone_first[i].tokens)
+        << "request " << i;
+  }
 }
 
 }  // namespace

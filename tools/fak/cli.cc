@@ -163,12 +163,23 @@ LoadOptions ThreadsOption(size_t n_threads) {
   return options;
 }
 
+Result<LoadOptions> GenerationLoadOptions(const Args& args) {
+  FAK_ASSIGN_OR_RETURN(uint64_t threads, args.GetUint("threads", 0));
+  LoadOptions options = ThreadsOption(threads);
+  FAK_ASSIGN_OR_RETURN(options.model.max_context, args.GetUint("ctx-size", 0));
+  return options;
+}
+
 void AddGenerationOptions(Args::Spec* spec) {
-  for (std::string_view name : {"max-tokens", "temperature", "top-k", "top-p", "seed", "repeat-penalty", "stop", "threads"})
+  for (std::string_view name : {"max-tokens", "temperature", "top-k", "top-p", "min-p", "seed", "repeat-penalty",
+                                "repeat-last-n", "presence-penalty", "frequency-penalty", "stop", "threads", "ctx-size"})
     spec->value_options.push_back(name);
   spec->flags.push_back("json");
   spec->aliases.push_back({"-n", "max-tokens"});
   spec->aliases.push_back({"--temp", "temperature"});
+  spec->aliases.push_back({"-c", "ctx-size"});
+  spec->aliases.push_back({"-t", "threads"});
+  spec->aliases.push_back({"-s", "seed"});
 }
 
 Result<GenerationFlags> ParseGenerationFlags(const Args& args, size_t default_max_tokens) {
@@ -180,6 +191,14 @@ Result<GenerationFlags> ParseGenerationFlags(const Args& args, size_t default_ma
   FAK_ASSIGN_OR_RETURN(uint64_t top_k, args.GetUint("top-k", 0));
   FAK_ASSIGN_OR_RETURN(uint64_t seed, args.GetUint("seed", 0));
   FAK_ASSIGN_OR_RETURN(g.sampling, SamplingParams::FromDoubles(temperature, top_k, top_p, penalty, seed));
+  FAK_ASSIGN_OR_RETURN(double min_p, args.GetDouble("min-p", 0.0));
+  FAK_ASSIGN_OR_RETURN(double presence, args.GetDouble("presence-penalty", 0.0));
+  FAK_ASSIGN_OR_RETURN(double frequency, args.GetDouble("frequency-penalty", 0.0));
+  FAK_ASSIGN_OR_RETURN(g.sampling.repetition_window, args.GetUint("repeat-last-n", 0));
+  FAK_ASSIGN_OR_RETURN(g.sampling.min_p, SamplingFloat(min_p, "--min-p"));
+  g.sampling.presence_penalty = static_cast<float>(presence);
+  g.sampling.frequency_penalty = static_cast<float>(frequency);
+  FAK_RETURN_IF_ERROR(g.sampling.Validate());
   for (std::string& stop : args.GetAll("stop")) {
     if (stop.empty()) return InvalidArgument("--stop wants a non-empty text");
     g.stop.push_back(std::move(stop));

@@ -86,6 +86,8 @@ inline constexpr char kModelHelp[] =
     "       reads safetensors).\n";
 // LoadModel's options for the --threads a command was given.
 LoadOptions ThreadsOption(size_t n_threads);
+// LoadModel's options for `run` and `chat`: -t/--threads and -c/--ctx-size (ModelOptions::max_context).
+Result<LoadOptions> GenerationLoadOptions(const Args& args);
 // Token ids of `prompt`, with BOS first when the tokenizer asks for it.
 Result<std::vector<int32_t>> EncodePrompt(const Tokenizer& tokenizer, std::string_view prompt);
 // Prefills `ids` onto `cache` and returns the last token's logits. On a terminal a long prompt is
@@ -109,11 +111,15 @@ inline constexpr char kGenerationHelp[] =
     "  --temp, --temperature T  0 = greedy. Default: 0\n"
     "  --top-k K              keep the K most likely tokens; 0 = all. Default: 0\n"
     "  --top-p P              nucleus mass in (0, 1]. Default: 1\n"
-    "  --seed S               sampler seed (same seed, same tokens). Default: 0\n"
-    "  --repeat-penalty R     > 1 discourages repeating tokens. Default: 1\n"
+    "  --min-p P              keep tokens at least P times as likely as the best; 0 = off. Default: 0\n"
+    "  -s, --seed S           sampler seed (same seed, same tokens). Default: 0\n"
+    "  --repeat-penalty R     > 1 discourages tokens of the prompt and reply (HF / llama.cpp rule). Default: 1\n"
+    "  --repeat-last-n N      the penalty reads the last N tokens; 0 = all. Default: 0\n"
+    "  --presence-penalty P, --frequency-penalty F  OpenAI's, in [-2, 2], over the reply. Default: 0\n"
     "  --stop TEXT            end the reply before TEXT (never printed); repeatable\n"
     "  --json                 print one JSON object per reply (text, tokens, finish_reason, usage, timings)\n"
-    "  --threads N            threads per forward pass; 0 = one per hardware thread. Default: 0\n";
+    "  -t, --threads N        threads per forward pass; 0 = one per hardware thread. Default: 0\n"
+    "  -c, --ctx-size N       cap the context (prompt + reply) at N tokens; 0 = the model's. Default: 0\n";
 // The generation help with the command's default length filled in.
 std::string GenerationHelp(size_t default_max_tokens);
 // MODEL: `-m/--model` or the one positional (not both).

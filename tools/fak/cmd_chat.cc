@@ -161,11 +161,11 @@ int ChatCommand(std::span<char* const> argv) {
   Result<std::string> model_spec = ModelArgument(*args);
   if (!model_spec) return UsageError("chat", model_spec.error().message(), usage + kModelHelp);
   Result<ChatSettings> settings = ParseSettings(*args);
-  Result<uint64_t> threads = args->GetUint("threads", 0);
-  for (const Status& s : {settings.error(), threads.error()})
+  Result<LoadOptions> load = GenerationLoadOptions(*args);
+  for (const Status& s : {settings.error(), load.error()})
     if (!s.ok()) return UsageError("chat", s.message(), usage);
 
-  Result<LoadedModel> m = LoadModel(*model_spec, ThreadsOption(*threads));
+  Result<LoadedModel> m = LoadModel(*model_spec, *load);
   if (!m) return Fail("chat", m.error());
   if (!m->tokenizer) return Fail("chat", Unsupported(m->label + " has no tokenizer; it serves `fak bench` and `fak inspect`"));
   Result<std::shared_ptr<const ChatTemplate>> chat_template = ChatTemplateFor(*args, *m);

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "fak/io/gguf.h"
 #include "fak/kernels/kernel_tier.h"
 #include "fak/io/safetensors.h"
@@ -13,7 +15,7 @@ namespace fak::cli {
 namespace {
 
 constexpr std::string_view kInspectUsage =
-    "usage: fak inspect MODEL [--no-tensors] [--digest]\n"
+    "usage: fak inspect MODEL [--no-tensors] [--digest] [--json]\n"
     "\n"
     "For a named model: its configuration, weight bytes, tokenizer and KV cache cost per token.\n"
     "For a GGUF file: version, every metadata key (long arrays summarised), every tensor (type,\n"
@@ -23,9 +25,46 @@ constexpr std::string_view kInspectUsage =
     "options:\n"
     "  --no-tensors           skip the tensor table (model files)\n"
     "  --digest               also compute the weights digest, the cache binding's ModelID (one pass\n"
-    "                         over the weights)\n";
+    "                         over the weights)\n"
+    "  --json                 print one JSON object with the same facts (metadata values as the text\n"
+    "                         shows them: long arrays summarised)\n";
+
+using Json = nlohmann::ordered_json;
+
+void PrintJson(const Json& j) { WriteJsonLine(j.dump(-1, ' ', false, Json::error_handler_t::replace)); }
 
 void Row(const char* key, const std::string& value) { std::printf("  %-22s %s\n", key, value.c_str()); }
+
+// K, Kraw and V in the model's KV dtype (FAK_KV_DTYPE), plus the position and token id of each slot.
+size_t KVBytesPerToken(const Model& model) {
+  const ModelConfig& c = model.config();
+  return c.n_layers * c.n_kv_heads * c.head_dim * 3 * KVDtypeBytes(model.kv_dtype()) + 2 * sizeof(int32_t);
+}
+
+int InspectNamedJson(const LoadedModel& m, bool digest) {
+  const ModelConfig& c = m.model->config();
+  Json j = {{"kind", "model"},
+            {"name", m.label},
+            {"architecture", c.architecture == Architecture::kLlama ? "llama" : "gemma3"},
+            {"shape", c.Describe()},
+            {"context_length", c.context_length},
+            {"rope_base", c.rope_base},
+            {"rope_pairing", c.rope_pairing == RopePairing::kAdjacent ? "adjacent" : "split_halves"},
+            {"tied_embeddings", c.tied_embeddings},
+            {"weights_bytes", m.model->weights_bytes()}};
+  if (digest) j["weights_sha256"] = m.model->WeightsDigest().Hex();
+  j["kv_bytes_per_token"] = KVBytesPerToken(*m.model);
+  j["kv_dtype"] = std::string(KVDtypeName(m.model->kv_dtype()));
+  if (m.tokenizer) {
+    j["tokenizer"] = {{"kind", std::string(m.tokenizer->kind())}, {"vocab_size", m.tokenizer->vocab_size()},
+                      {"bos_id", m.tokenizer->bos_id()}, {"eos_id", m.tokenizer->eos_id()}, {"id", m.tokenizer->id().Hex()}};
+  } else {
+    j["tokenizer"] = nullptr;
+  }
+  j["kernel_tier"] = std::string(ActiveKernelTier());
+  PrintJson(j);
+  return kExitOk;
+}
 
 int InspectNamed(const LoadedModel& m, bool digest) {
   const ModelConfig& c = m.model->config();
@@ -39,10 +78,8 @@ int InspectNamed(const LoadedModel& m, bool digest) {
   Row("tied embeddings", c.tied_embeddings ? "yes" : "no");
   Row("weights", std::to_string(m.model->weights_bytes()) + " bytes");
   if (digest) Row("weights sha256", m.model->WeightsDigest().Hex());
-  // K, Kraw and V in the model's KV dtype (FAK_KV_DTYPE), plus the position and token id of each slot.
-  const KVDtype kv = m.model->kv_dtype();
-  const size_t kv_bytes_per_token = c.n_layers * c.n_kv_heads * c.head_dim * 3 * KVDtypeBytes(kv) + 2 * sizeof(int32_t);
-  Row("kv cache", std::to_string(kv_bytes_per_token) + " bytes/token (K + Kraw + V, " + std::string(KVDtypeName(kv)) + ")");
+  Row("kv cache", std::to_string(KVBytesPerToken(*m.model)) + " bytes/token (K + Kraw + V, " +
+                      std::string(KVDtypeName(m.model->kv_dtype())) + ")");
   if (m.tokenizer) {
     Row("tokenizer", std::string(m.tokenizer->kind()) + ", " + std::to_string(m.tokenizer->vocab_size()) + " ids, bos " +
                          std::to_string(m.tokenizer->bos_id()) + ", eos " + std::to_string(m.tokenizer->eos_id()));
@@ -103,6 +140,31 @@ std::string ShapeText(const std::vector<int64_t>& ne) {
   return text + "]";
 }
 
+int InspectGgufJson(const std::string& path, bool tensors) {
+  Result<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
+  if (!file) return Fail("inspect", file.error());
+  const GgufFile& f = **file;
+  Json j = {{"kind", "gguf"}, {"path", path}, {"version", f.version()}, {"file_size", f.file_size()},
+            {"alignment", f.alignment()}, {"data_offset", f.data_offset()}};
+  Result<std::unique_ptr<Tokenizer>> tok = LoadTokenizerFromGguf(f);
+  j["tokenizer"] = tok ? Json{{"kind", std::string((*tok)->kind())}, {"vocab_size", (*tok)->vocab_size()}, {"id", (*tok)->id().Hex()}}
+                       : Json{{"error", tok.error().ToString()}};
+  Json metadata = Json::object();
+  for (const GgufKeyValue& kv : f.metadata()) metadata[std::string(kv.key)] = ValueText(kv.value);
+  j["metadata"] = std::move(metadata);
+  if (tensors) {
+    Json list = Json::array();
+    for (const GgufTensorInfo& t : f.tensors()) {
+      Result<GgmlTypeInfo> type = LookupGgmlType(static_cast<uint32_t>(t.type));
+      list.push_back({{"name", std::string(t.name)}, {"type", type ? std::string(type->name) : "?"}, {"shape", t.ne},
+                      {"bytes", t.size_bytes}});
+    }
+    j["tensors"] = std::move(list);
+  }
+  PrintJson(j);
+  return kExitOk;
+}
+
 int InspectGguf(const std::string& path, bool tensors) {
   Result<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
   if (!file) return Fail("inspect", file.error());
@@ -132,6 +194,25 @@ int InspectGguf(const std::string& path, bool tensors) {
   return kExitOk;
 }
 
+int InspectSafetensorsJson(const std::string& path, bool tensors) {
+  Result<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
+  if (!file) return Fail("inspect", file.error());
+  const SafetensorsFile& f = **file;
+  Json j = {{"kind", "safetensors"}, {"path", path}};
+  Json metadata = Json::object();
+  for (const auto& [key, value] : f.metadata()) metadata[key] = value;
+  j["metadata"] = std::move(metadata);
+  if (tensors) {
+    Json list = Json::array();
+    for (const SafetensorsTensor& t : f.tensors())
+      list.push_back({{"name", t.name}, {"dtype", std::string(SafetensorsDtypeName(t.dtype))}, {"shape", t.shape},
+                      {"bytes", t.size_bytes}});
+    j["tensors"] = std::move(list);
+  }
+  PrintJson(j);
+  return kExitOk;
+}
+
 int InspectSafetensors(const std::string& path, bool tensors) {
   Result<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
   if (!file) return Fail("inspect", file.error());
@@ -153,20 +234,23 @@ int InspectSafetensors(const std::string& path, bool tensors) {
 }  // namespace
 
 int InspectCommand(std::span<char* const> argv) {
-  Result<Args> args = Args::Parse(argv, {{}, {"no-tensors", "digest"}});
+  Result<Args> args = Args::Parse(argv, {{}, {"no-tensors", "digest", "json"}});
   if (!args) return UsageError("inspect", args.error().message(), kInspectUsage);
   if (args->help()) return ShowHelp(std::string(kInspectUsage) + "\n" + kModelHelp);
   if (args->positional().size() != 1) return UsageError("inspect", "expected one MODEL", std::string(kInspectUsage) + kModelHelp);
   const std::string& spec = args->positional()[0];
+  const bool json = args->Has("json");
   if (IsBuiltinModelSpec(spec)) {
     Result<LoadedModel> m = LoadModel(spec);
     if (!m) return Fail("inspect", m.error());
-    return InspectNamed(*m, args->Has("digest"));
+    return json ? InspectNamedJson(*m, args->Has("digest")) : InspectNamed(*m, args->Has("digest"));
   }
   std::error_code ec;
   if (!std::filesystem::is_regular_file(spec, ec)) return Fail("inspect", NotFound("no model named '" + spec + "' and no such file"));
-  if (std::filesystem::path(spec).extension() == ".safetensors") return InspectSafetensors(spec, !args->Has("no-tensors"));
-  return InspectGguf(spec, !args->Has("no-tensors"));
+  const bool tensors = !args->Has("no-tensors");
+  if (std::filesystem::path(spec).extension() == ".safetensors")
+    return json ? InspectSafetensorsJson(spec, tensors) : InspectSafetensors(spec, tensors);
+  return json ? InspectGgufJson(spec, tensors) : InspectGguf(spec, tensors);
 }
 
 }  // namespace fak::cli

@@ -28,7 +28,7 @@ constexpr std::string_view kRunUsage =
 constexpr size_t kRunDefaultMaxTokens = 64;
 
 constexpr std::string_view kBenchUsage =
-    "usage: fak bench MODEL [--tokens N] [--decode N] [--sessions S] [--threads N]\n"
+    "usage: fak bench MODEL [--tokens N] [--decode N] [--sessions S] [--threads N] [--json]\n"
     "\n"
     "Prefills N pseudo-random token ids as one batch, then decodes greedily, and prints tokens/s for\n"
     "each in the active kernel tier (pin one with FAK_KERNEL_TIER). With S sessions, S prompts are\n"
@@ -39,7 +39,8 @@ constexpr std::string_view kBenchUsage =
     "  --tokens N             prompt tokens to prefill. Default: 128\n"
     "  --decode N             tokens to decode after the prompt. Default: 32\n"
     "  --sessions S           sessions decoded together, one batch per step. Default: 1\n"
-    "  --threads N            threads per forward pass; 0 = one per hardware thread. Default: 0\n";
+    "  --threads N            threads per forward pass; 0 = one per hardware thread. Default: 0\n"
+    "  --json                 print one JSON object (model, tier, threads, prefill and decode tokens, ms, tok/s)\n";
 
 using Clock = std::chrono::steady_clock;
 double MsSince(Clock::time_point start) {
@@ -112,8 +113,8 @@ int RunCommand(std::span<char* const> argv) {
   std::optional<std::string> prompt_file = args->Get("prompt-file");
   if (prompt.has_value() == prompt_file.has_value()) return UsageError("run", "give the prompt by -p TEXT or --prompt-file FILE", usage);
   Result<GenerationFlags> g = ParseGenerationFlags(*args, kRunDefaultMaxTokens);
-  Result<uint64_t> threads = args->GetUint("threads", 0);
-  for (const Status& s : {g.error(), threads.error()})
+  Result<LoadOptions> load = GenerationLoadOptions(*args);
+  for (const Status& s : {g.error(), load.error()})
     if (!s.ok()) return UsageError("run", s.message(), usage);
   if (prompt_file) {
     Result<std::string> text = ReadFileOrStdin(*prompt_file);
@@ -121,7 +122,7 @@ int RunCommand(std::span<char* const> argv) {
     prompt = *text;
   }
 
-  Result<LoadedModel> m = LoadModel(*model_spec, ThreadsOption(*threads));
+  Result<LoadedModel> m = LoadModel(*model_spec, *load);
   if (!m) return Fail("run", m.error());
   if (!m->tokenizer) return Fail("run", Unsupported(m->label + " has no tokenizer; it serves `fak bench` and `fak inspect`"));
   Result<RunResult> r = Generate(*m, *prompt, *g, /*quiet=*/g->json);
@@ -186,7 +187,7 @@ Result<BenchNumbers> Bench(const Model& model, size_t n_prompt, size_t n_decode,
 }  // namespace
 
 int BenchCommand(std::span<char* const> argv) {
-  Result<Args> args = Args::Parse(argv, {{"tokens", "decode", "sessions", "threads"}, {}});
+  Result<Args> args = Args::Parse(argv, {{"tokens", "decode", "sessions", "threads"}, {"json"}});
   if (!args) return UsageError("bench", args.error().message(), kBenchUsage);
   if (args->help()) return ShowHelp(std::string(kBenchUsage) + "\n" + kModelHelp);
   if (args->positional().size() != 1) return UsageError("bench", "expected one MODEL", std::string(kBenchUsage) + kModelHelp);
@@ -200,6 +201,22 @@ int BenchCommand(std::span<char* const> argv) {
 
   Result<LoadedModel> m = LoadModel(args->positional()[0], ThreadsOption(*threads));
   if (!m) return Fail("bench", m.error());
+  if (args->Has("json")) {
+    Result<BenchNumbers> b = Bench(*m->model, *n_prompt, *n_decode, *sessions);
+    if (!b) return Fail("bench", b.error());
+    const size_t decoded = *n_decode * *sessions;
+    const nlohmann::json j = {
+        {"model", m->label},
+        {"config", m->model->config().Describe()},
+        {"weights_bytes", m->model->weights_bytes()},
+        {"kernel_tier", std::string(ActiveKernelTier())},
+        {"threads", *threads},
+        {"sessions", *sessions},
+        {"prefill", {{"tokens", *n_prompt}, {"ms", b->prefill_ms}, {"tokens_per_s", PerSecond(*n_prompt, b->prefill_ms)}}},
+        {"decode", {{"tokens", decoded}, {"ms", b->decode_ms}, {"tokens_per_s", PerSecond(decoded, b->decode_ms)}}}};
+    WriteJsonLine(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    return kExitOk;
+  }
   std::printf("model     %s\n          %s, %.1f MB of weights\n", m->label.c_str(), m->model->config().Describe().c_str(),
               m->model->weights_bytes() / 1e6);
   std::printf("kernels   tier %s, threads %s\n", std::string(ActiveKernelTier()).c_str(),

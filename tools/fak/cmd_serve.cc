@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <vector>
@@ -53,6 +54,10 @@ constexpr std::string_view kServeUsage =
     "  --kv-budget BYTES      KV bytes for running requests and the prefix tree; 0 = unbounded. Default: 0\n"
     "  --api-keys FILE        one 'KEY TENANT' per line; requests need 'Authorization: Bearer KEY'\n"
     "                         and reuse prefixes only within their tenant. Default: no keys, tenant \"default\"\n"
+    "  --api-key KEY          one more key, for tenant \"default\" (also read from the environment\n"
+    "                         variable FAK_API_KEY). Default: none\n"
+    "  --cors-origin ORIGIN   browsers on ORIGIN (e.g. http://localhost:3000, or * for any) may call\n"
+    "                         the API; OPTIONS preflights are answered. Repeatable. Default: CORS off\n"
     "  --max-body BYTES       larger request bodies (chunked ones too) are refused with 413.\n"
     "                         Default: 1048576\n"
     "  --max-running N        requests batched at once. Default: 16\n"
@@ -506,13 +511,27 @@ Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& mo
     FAK_ASSIGN_OR_RETURN(o.api_keys, ParseApiKeys(text));
     if (o.api_keys.empty()) return InvalidArgument(*path + " lists no API keys");
   }
+  std::vector<std::pair<std::string, std::string>> single_keys;
+  if (std::optional<std::string> key = args.Get("api-key")) single_keys.emplace_back("--api-key", *key);
+  if (const char* key = std::getenv("FAK_API_KEY"); key != nullptr && *key != '\0') single_keys.emplace_back("FAK_API_KEY", key);
+  for (const auto& [where, key] : single_keys) {
+    if (key.empty() || key.find_first_of(" \t\r\n") != std::string::npos)
+      return InvalidArgument(where + ": an API key is one word, not empty");
+    const auto [it, added] = o.api_keys.emplace(key, std::string(kDefaultTenant));
+    if (!added && it->second != kDefaultTenant)
+      return InvalidArgument(where + ": the key is already listed for tenant '" + it->second + "'");
+  }
+  o.cors_origins = args.GetAll("cors-origin");
+  for (const std::string& origin : o.cors_origins)
+    if (origin.empty() || origin.find_first_of(" \t\r\n,") != std::string::npos)
+      return InvalidArgument("--cors-origin '" + origin + "': one origin (scheme://host[:port]) or *");
   return o;
 }
 
 }  // namespace
 
 int ServeCommand(std::span<char* const> argv) {
-  const Args::Spec spec{{"model", "host", "port", "threads", "kv-budget", "api-keys", "max-body", "max-running",
+  const Args::Spec spec{{"model", "host", "port", "threads", "kv-budget", "api-keys", "api-key", "cors-origin", "max-body", "max-running",
                          "max-queued", "max-queued-per-tenant", "model-name", "template", "state", "store", "redis",
                          "max-conversations", "max-conversations-per-tenant", "admin-tenant", "kv-tier-dir", "kv-tier-redis",
                          "kv-tier-max-bytes", "kv-tier-max-bytes-per-tenant", "kv-tier-ttl", "rollout-dir", "header-timeout", "body-timeout",

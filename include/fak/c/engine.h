@@ -60,6 +60,11 @@ typedef struct fak_request {
   /* Nonzero: background work (warming the tree, backfill), admitted only while no interactive
    * request waits and preempted first. Default: 0 (interactive). */
   int background;
+  /* Nonzero: keep each generated token's log-probability (the model's distribution before any
+   * sampling change) and those of the top_logprobs (at most 20) most likely tokens; read them with
+   * fak_result_logprobs. Default: 0. */
+  int logprobs;
+  size_t top_logprobs;
 } fak_request;
 
 /* Thread-safe (touches only *request). */
@@ -106,6 +111,11 @@ typedef struct fak_result_info {
 /* Fills `info` (set struct_size first). Pointers stay valid until fak_result_free.
  * Thread-safe (a result is immutable). */
 FAK_EXPORT fak_status fak_result_info_get(const fak_result* result, fak_result_info* info);
+/* Generated token `index`'s log-probabilities, as fak_logprobs writes them (out[0] the token's, then
+ * its request's top_logprobs). FAILED_PRECONDITION when the request did not ask for logprobs,
+ * INVALID_ARGUMENT for an index past the tokens or a capacity too small. Thread-safe. */
+FAK_EXPORT fak_status fak_result_logprobs(const fak_result* result, size_t index, fak_token_logprob* out,
+                                          size_t capacity, size_t* n_out);
 
 /* ---- Radix tree: prefix reuse across sessions ------------------------------------------------ */
 

@@ -71,6 +71,14 @@ typedef struct fak_sampling_params {
   float top_p;               /* in (0, 1]. Default: 1. */
   float repetition_penalty;  /* > 1 discourages tokens in the history. Default: 1. */
   uint64_t seed;             /* Default: 0. */
+  /* Appended fields (struct_size tells which a caller knows; docs/engine.md "Sampling" has the order). */
+  float min_p;               /* in [0, 1]; 0 = off. Default: 0. */
+  float presence_penalty;    /* OpenAI's, in [-2, 2], over the generated tokens. Default: 0. */
+  float frequency_penalty;   /* OpenAI's, in [-2, 2], over the generated tokens. Default: 0. */
+  size_t repetition_window;  /* last tokens of the history the repetition penalty reads; 0 = all. Default: 0. */
+  const int32_t* logit_bias_tokens;  /* n_logit_bias distinct ids, each given logit_bias_values[i] */
+  const float* logit_bias_values;    /* in [-100, 100]; -100 bans the token. Copied by the call reading them. */
+  size_t n_logit_bias;               /* Default: 0. */
 } fak_sampling_params;
 
 /* Thread-safe (touches only *params). */
@@ -91,6 +99,23 @@ FAK_EXPORT void fak_sampler_free(fak_sampler* sampler);
  * logits and history for the call. One thread at a time per sampler. */
 FAK_EXPORT fak_status fak_sampler_sample(fak_sampler* sampler, const float* logits, size_t n_logits, const int32_t* history,
                               size_t n_history, int32_t* token);
+/* As fak_sampler_sample, where the last n_generated ids of the history are this generation's own
+ * (presence and frequency penalties count those; fak_sampler_sample counts none).
+ * INVALID_ARGUMENT when n_generated > n_history. */
+FAK_EXPORT fak_status fak_sampler_sample_generated(fak_sampler* sampler, const float* logits, size_t n_logits,
+                                                   const int32_t* history, size_t n_history, size_t n_generated,
+                                                   int32_t* token);
+
+/* A token's log-probability. */
+typedef struct fak_token_logprob {
+  int32_t token;
+  double logprob;  /* -INFINITY for a masked logit */
+} fak_token_logprob;
+/* The log-softmax of n_logits logits (in double, before any sampling change): out[0] is `token`'s,
+ * then the top_n most likely (ties to the lowest id); *n_out = 1 + min(top_n, n_logits), which
+ * `capacity` must hold (else INVALID_ARGUMENT). Thread-safe. */
+FAK_EXPORT fak_status fak_logprobs(const float* logits, size_t n_logits, int32_t token, size_t top_n,
+                                   fak_token_logprob* out, size_t capacity, size_t* n_out);
 
 
 #ifdef __cplusplus

@@ -40,6 +40,8 @@ struct TokenEvent {
   // string or half a UTF-8 character, or a stop token, which has no text); on the request's last
   // token it also carries what was held back.
   std::string_view text;
+  // The token's log-probabilities when the request asked for them (EngineRequest::logprobs); else null.
+  const TokenLogprobs* logprobs = nullptr;
 };
 
 // Runs on the engine's step thread (or whichever thread calls Step): keep it short, it delays every
@@ -61,8 +63,14 @@ struct EngineRequest {
   // page-in's denylist check reach it. Each run non-empty and within the prompt. With `messages`
   // the engine computes them itself: leave empty. Default: none (the KV is indexed by no text).
   std::vector<SourceSpan> sources;
-  // One Sampler per request (in its Generation), seeded from here. Default: greedy.
+  // Sampling and what is reported of it. One Sampler per request (in its Generation), seeded from
+  // `sampling`; logit_bias ids must be below the model's vocabulary. Default: greedy.
   SamplingParams sampling;
+  // Report each generated token's log-probability (LogprobsOf: the model's distribution before any
+  // sampling change) and those of the top_logprobs (at most kMaxTopLogprobs) most likely tokens,
+  // in EngineResult::logprobs and each TokenEvent. Default: off.
+  bool logprobs = false;
+  size_t top_logprobs = 0;
   // Which tokens may come next (a grammar or JSON schema: fak/grammar/grammar_constraint.h),
   // applied between the logits and the sampler; when it admits nothing more the request finishes
   // as at a stop token. Shared, immutable. Default: none.
@@ -113,6 +121,7 @@ struct EngineResult {
   RequestUsage usage;
   RequestTimings timings;
   std::vector<std::vector<float>> logits;  // when record_logits: logits[i] produced tokens[i]
+  std::vector<TokenLogprobs> logprobs;     // when EngineRequest::logprobs: logprobs[i] of tokens[i]
 };
 
 }  // namespace fak

@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fak/core/export.h"
@@ -21,12 +22,29 @@
 
 namespace fak {
 
+// Applied in this fixed order (docs/engine.md, "Sampling"): logit_bias, repetition_penalty,
+// presence and frequency penalties, then (unless greedy) temperature, top_k, top_p, min_p, draw.
 struct FAK_EXPORT SamplingParams {
   float temperature = 0.0f;         // 0 = greedy (argmax; ties go to the lowest id). Default: 0.
   size_t top_k = 0;                 // keep the k most likely; 0 = all. Default: 0.
   float top_p = 1.0f;               // nucleus mass in (0, 1]; 1 = all. Default: 1.
-  float repetition_penalty = 1.0f;  // > 1 discourages tokens in the history (CTRL rule). Default: 1.
+  // > 1 discourages tokens in the last repetition_window tokens of the history, prompt included
+  // (CTRL / HF / llama.cpp rule: a positive logit is divided by it, a negative one multiplied).
+  // Default: 1.
+  float repetition_penalty = 1.0f;
   uint64_t seed = 0;                // Default: 0.
+  // The fields below came later; positional initialisers of the five above stay valid.
+  size_t repetition_window = 0;     // tokens of history the repetition penalty reads; 0 = all. Default: 0.
+  // Keep only tokens whose probability (after temperature) is at least min_p times the most likely
+  // one's; in [0, 1], 0 = off. Default: 0.
+  float min_p = 0.0f;
+  // OpenAI's penalties, in [-2, 2], over the tokens this generation produced (not the prompt):
+  // logit -= frequency_penalty * count + presence_penalty * (count > 0). Default: 0.
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Token id → value added to its logit, in [-100, 100]; -100 bans the token (its logit becomes
+  // -inf). Ids must be distinct; each must be below the vocabulary (the engine checks at Submit).
+  std::vector<std::pair<int32_t, float>> logit_bias = {};
 
   // InvalidArgument naming the field: NaN, infinities, values out of range, and subnormal floats
   // (a temperature, top_p or penalty too small to be a normal float is a mistake, not a setting).
@@ -49,16 +67,38 @@ class FAK_EXPORT Sampler {
  public:
   // `params` must pass Validate.
   explicit Sampler(const SamplingParams& params);
-  // Picks the next token from `logits` given the ids seen so far (for the repetition penalty).
-  // -inf masks a token out; NaN, +inf, no logits or every logit -inf is InvalidArgument naming
-  // the first bad index, so no token is ever drawn from numbers that mean nothing.
-  Result<int32_t> Sample(std::span<const float> logits, std::span<const int32_t> history);
+  // Picks the next token from `logits` given the ids of the sequence so far, of which the last
+  // `generated` are this generation's own (the presence and frequency penalties count those; the
+  // repetition penalty reads its window of the whole history). -inf masks a token out; NaN, +inf,
+  // no logits or every logit -inf is InvalidArgument naming the first bad index, and so is a
+  // logit_bias that bans every token left, so no token is ever drawn from numbers that mean
+  // nothing. A pure function of (logits, params, the generator's state, history): a failed call
+  // leaves the generator as it was.
+  Result<int32_t> Sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated = 0);
 
  private:
+  std::vector<float> Adjusted(std::span<const float> logits, std::span<const int32_t> history, size_t generated) const;
   double NextUniform();  // [0, 1)
   SamplingParams params_;
   uint64_t state_[4];
 };
+
+// A token's log-probability under a distribution.
+struct TokenLogprob {
+  int32_t token = -1;
+  double logprob = 0;  // -inf for a masked (-inf) logit
+};
+// The chosen token's log-probability and the most likely tokens', as OpenAI's logprobs report them.
+struct TokenLogprobs {
+  TokenLogprob chosen;
+  std::vector<TokenLogprob> top;  // most likely first, ties to the lowest id
+};
+constexpr size_t kMaxTopLogprobs = 20;  // OpenAI's limit
+
+// log-softmax of the model's `logits` (before any sampling change: bias, penalties, temperature,
+// filters), in double, summed in index order: the log-probability of `token` and the `top_n`
+// most likely tokens. `logits` must be non-empty and `token` within it.
+FAK_EXPORT TokenLogprobs LogprobsOf(std::span<const float> logits, int32_t token, size_t top_n);
 
 // What a generation is asked for (fak::Generate, Generation::Create; stop strings come beside it,
 // with a tokenizer to read the text).
