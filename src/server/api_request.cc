@@ -297,18 +297,12 @@ bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, Api
       if (k != "include_usage") return Refuse(error, key + "." + k, "unknown field '" + k + "' in stream_options");
       if (!ParseBool(value, key + ".include_usage", &r->include_usage, error)) return false;
     }
-  } else if (key == "user") {
-    if (!v.is_string()) return Refuse(error, key, "user must be a string");
   } else if (key == "response_format") {
     return ParseResponseFormat(v, r, error);
   } else if (key == "grammar") {
     if (v.is_null()) return true;
     if (!v.is_string()) return Refuse(error, key, "grammar must be a string of GBNF");
     return SetGrammar(v.get_ref<const std::string&>(), key, r, error);
-  } else if (key == "metadata") {
-    if (!v.is_null() && !v.is_object()) return Refuse(error, key, "metadata must be an object");
-}
-
   } else if (std::optional<bool> well_typed = IgnoredFieldWellTyped(key, v)) {
     if (!*well_typed) return Refuse(error, key, key + " has the wrong type (it is accepted and ignored)");
   } else if (IsOffField(key)) {
