@@ -240,3 +240,53 @@ def test_behind_haproxy_a_conversation_stays_and_survives_its_worker(tmp_path, r
     finally:
         for w in workers.values():
             w.stop()
+
+
+def test_behind_the_sglang_router_cache_aware(tmp_path, redis_port):
+    """Through SGLang's router (PyPI sglang-router, policy cache_aware): a conversation's second turn
+    goes where its prefix is cached; SIGKILL that worker and the next turn is answered by another,
+    paging the prefix in from the fleet's shared tier, with the reply the first would have given."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import openai
+    from test_server import wait_for
+    try:
+        import sglang_router  # noqa: F401
+    except ImportError:
+        pytest.skip("sglang-router not installed (tests/server/requirements.txt)")
+    workers = [worker(tmp_path, redis_port, n) for n in ("w1", "w2", "w3")]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    router = subprocess.Popen([sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
+                               "--policy", "cache_aware", "--log-level", "warn", "--worker-urls",
+                               *[f"http://127.0.0.1:{w.port}" for w in workers]],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, NO_PROXY="*"))
+    try:
+        assert wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 60), "the router did not start"
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="key-alice", max_retries=3, timeout=60)
+
+        def turn(messages):
+            return client.chat.completions.create(model=MODEL, messages=messages, max_tokens=6, temperature=0)
+
+        history = [{"role": "user", "content": "SGLang, route me by my prefix: " + uuid.uuid4().hex + " " + "pad " * 40}]
+        r1 = turn(history)
+        history += [{"role": "assistant", "content": r1.choices[0].message.content}, {"role": "user", "content": "More?"}]
+        r2 = turn(history)
+        assert r2.usage.prompt_tokens_details.cached_tokens > 0  # routed to the worker that holds it
+        holder = [w for w in workers if sample_value(w.metrics(), "fak_cached_tokens_total", tenant="alice") > 0]
+        assert len(holder) == 1, [sample_value(w.metrics(), "fak_cached_tokens_total", tenant="alice") for w in workers]
+        history += [{"role": "assistant", "content": r2.choices[0].message.content}, {"role": "user", "content": "Last?"}]
+        expected = holder[0].client().chat.completions.create(model=MODEL, messages=history, max_tokens=6, temperature=0)
+        holder[0].proc.send_signal(signal.SIGKILL)
+        holder[0].proc.wait(10)
+        r3 = turn(history)
+        assert r3.choices[0].message.content == expected.choices[0].message.content
+        assert r3.usage.prompt_tokens_details.cached_tokens > 0  # paged in by a survivor
+    finally:
+        router.terminate()
+        router.wait(10)
+        for w in workers:
+            w.stop()
