@@ -1,10 +1,19 @@
 // The C API's engine: submit with a token callback, cancel, wait, and the result's accessors.
+#include <mutex>
+
+#include "fak/grammar/grammar.h"
+#include "fak/grammar/grammar_constraint.h"
+#include "fak/grammar/json_schema.h"
 #include "src/c/c_api_internal.h"
 
 struct fak_engine {
   std::shared_ptr<const fak::capi::LoadedModel> model;  // these two first: they outlive the engine
   std::shared_ptr<fak::capi::RadixHolder> tree;         // a shared tree, or null
   std::unique_ptr<fak::Engine> engine;
+  // The tokenizer's vocabulary as a trie for grammar masks: built by the first constrained
+  // request (about a second at a 262k vocabulary), then shared by every one.
+  std::mutex vocabulary_mu;
+  std::shared_ptr<const fak::TokenVocabulary> vocabulary;  // GUARDED_BY(vocabulary_mu)
 };
 
 struct fak_result {
@@ -43,6 +52,29 @@ Result<EngineRequest> ReadRequest(const fak_request& r) {
     };
   }
   return q;
+}
+
+// The request's grammar or JSON schema as a constraint over the engine's vocabulary; null for none.
+Result<std::shared_ptr<const TokenConstraint>> ReadConstraint(const fak_request& r, fak_engine* engine) {
+  if (r.grammar == nullptr && r.grammar_len > 0) return NullArgument("request.grammar");
+  if (r.json_schema == nullptr && r.json_schema_len > 0) return NullArgument("request.json_schema");
+  if (r.grammar == nullptr && r.json_schema == nullptr) return std::shared_ptr<const TokenConstraint>();
+  if (r.grammar != nullptr && r.json_schema != nullptr)
+    return InvalidArgument("request.grammar and request.json_schema are both set: give at most one constraint");
+  const char* field = r.json_schema != nullptr ? "request.json_schema" : "request.grammar";
+  std::string gbnf(r.grammar != nullptr ? std::string_view(r.grammar, r.grammar_len) : std::string_view());
+  if (r.json_schema != nullptr) {
+    Result<std::string> converted = JsonSchemaToGbnf(std::string_view(r.json_schema, r.json_schema_len));
+    if (!converted) return converted.error().WithContext(field);
+    gbnf = std::move(*converted);
+  }
+  Result<Grammar> grammar = Grammar::Parse(gbnf);
+  if (!grammar) return grammar.error().WithContext(field);
+  std::lock_guard lock(engine->vocabulary_mu);
+  if (engine->vocabulary == nullptr) {
+    FAK_ASSIGN_OR_RETURN(engine->vocabulary, TokenVocabulary::Build(*engine->model->tokenizer));
+  }
+  return std::shared_ptr<const TokenConstraint>(std::make_shared<GrammarConstraint>(std::move(*grammar), engine->vocabulary));
 }
 
 fak_finish_reason FinishOf(FinishReason reason) {
@@ -99,7 +131,7 @@ fak_status fak_engine_new(const fak_model* model, const fak_engine_options* opti
       e.tree = tree->tree.get();
     }
     FAK_ASSIGN_OR_RETURN(std::unique_ptr<fak::Engine> engine, fak::Engine::Create(*m.model, *m.tokenizer, std::move(e)));
-    *out = new fak_engine{model->loaded, std::move(tree), std::move(engine)};
+    *out = new fak_engine{model->loaded, std::move(tree), std::move(engine), {}, {}};
     return Status();
   });
 }
@@ -122,6 +154,7 @@ fak_status fak_engine_submit(fak_engine* engine, const fak_request* request, uin
     fak_request_init(&r);
     FAK_RETURN_IF_ERROR(fak::capi::ReadVersioned(request, &r, "request"));
     FAK_ASSIGN_OR_RETURN(fak::EngineRequest q, fak::capi::ReadRequest(r));
+    FAK_ASSIGN_OR_RETURN(q.constraint, fak::capi::ReadConstraint(r, engine));
     if (!q.messages.empty() && engine->model->chat_template == nullptr)
       return fak::FailedPrecondition("messages need a chat template and the model has none: " +
                                      std::string(engine->model->template_status.message()));

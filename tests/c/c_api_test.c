@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -681,6 +682,203 @@ static void TestEngine(void) {
   fak_model_free(model2);
 }
 
+/* ---- A tiny JSON reader: enough to say whether a reply is one JSON value, and which keys its
+ * top-level object has. Each function returns the position past what it read, or NULL. ---- */
+
+static const char* JsonSpace(const char* p, const char* end) {
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) ++p;
+  return p;
+}
+
+static const char* JsonString(const char* p, const char* end) {
+  if (p >= end || *p != '"') return NULL;
+  for (++p; p < end; ++p) {
+    if (*p == '"') return p + 1;
+    if ((unsigned char)*p < 0x20) return NULL;
+    if (*p == '\\' && ++p == end) return NULL;
+  }
+  return NULL;
+}
+
+static const char* JsonValue(const char* p, const char* end, int depth);
+
+/* Reads an object; when keys is non-NULL, records up to 8 of its keys (pointer to the opening quote). */
+static const char* JsonObject(const char* p, const char* end, int depth, const char** keys, size_t* n_keys) {
+  p = JsonSpace(p + 1, end);
+  if (p < end && *p == '}') return p + 1;
+  for (;;) {
+    if (keys != NULL && *n_keys < 8) keys[(*n_keys)++] = p;
+    if ((p = JsonString(p, end)) == NULL) return NULL;
+    p = JsonSpace(p, end);
+    if (p >= end || *p != ':') return NULL;
+    if ((p = JsonValue(p + 1, end, depth + 1)) == NULL) return NULL;
+    p = JsonSpace(p, end);
+    if (p < end && *p == ',') {
+      p = JsonSpace(p + 1, end);
+      continue;
+    }
+    return p < end && *p == '}' ? p + 1 : NULL;
+  }
+}
+
+static const char* JsonValue(const char* p, const char* end, int depth) {
+  if (depth > 32) return NULL;
+  p = JsonSpace(p, end);
+  if (p >= end) return NULL;
+  if (*p == '{') return JsonObject(p, end, depth, NULL, NULL);
+  if (*p == '"') return JsonString(p, end);
+  if (*p == '[') {
+    p = JsonSpace(p + 1, end);
+    if (p < end && *p == ']') return p + 1;
+    for (;;) {
+      if ((p = JsonValue(p, end, depth + 1)) == NULL) return NULL;
+      p = JsonSpace(p, end);
+      if (p < end && *p == ',') {
+        ++p;
+        continue;
+      }
+      return p < end && *p == ']' ? p + 1 : NULL;
+    }
+  }
+  static const char* const words[3] = {"true", "false", "null"};
+  for (int i = 0; i < 3; ++i)
+    if ((size_t)(end - p) >= strlen(words[i]) && memcmp(p, words[i], strlen(words[i])) == 0) return p + strlen(words[i]);
+  const char* start = p;
+  if (p < end && *p == '-') ++p;
+  while (p < end && ((*p >= '0' && *p <= '9') || *p == '.' || *p == 'e' || *p == 'E' || *p == '+' || *p == '-')) ++p;
+  return p > start && p[-1] >= '0' && p[-1] <= '9' ? p : NULL;
+}
+
+/* Whether `text` is exactly one JSON object (whitespace around it allowed) holding every key of
+ * `required` at its top level. */
+static int IsJsonObjectWithKeys(const char* text, size_t len, const char* const* required, size_t n_required) {
+  const char* end = text + len;
+  const char* p = JsonSpace(text, end);
+  const char* keys[8];
+  size_t n_keys = 0;
+  if (p >= end || *p != '{' || (p = JsonObject(p, end, 0, keys, &n_keys)) == NULL || JsonSpace(p, end) != end) return 0;
+  for (size_t r = 0; r < n_required; ++r) {
+    int found = 0;
+    for (size_t k = 0; k < n_keys; ++k)
+      found |= strncmp(keys[k] + 1, required[r], strlen(required[r])) == 0 && keys[k][1 + strlen(required[r])] == '"';
+    if (!found) return 0;
+  }
+  return 1;
+}
+
+/* Submits `request`, waits, and copies its text (NUL-terminated) into text[capacity]; returns the finish. */
+static fak_finish_reason RunRequest(fak_engine* engine, const fak_request* request, char* text, size_t capacity) {
+  uint64_t id = 0;
+  fak_result* result = NULL;
+  fak_result_info info;
+  info.struct_size = sizeof info;
+  text[0] = '\0';
+  CHECK_OK(fak_engine_submit(engine, request, &id));
+  CHECK_OK(fak_engine_wait(engine, id, &result));
+  CHECK_OK(fak_result_info_get(result, &info));
+  const size_t n = info.text_len < capacity - 1 ? info.text_len : capacity - 1;
+  memcpy(text, info.text, n);
+  text[n] = '\0';
+  const fak_finish_reason finish = info.finish;
+  fak_result_free(result);
+  return finish;
+}
+
+/* A JSON schema makes the embedded model's reply a JSON object with the required keys; a GBNF
+ * grammar makes it a sentence of the grammar; without either (the control) the reply is not JSON.
+ * Bad grammars and schemas are refused naming the rule or keyword. */
+static void TestEngineConstraint(void) {
+  static const char schema[] =
+      "{\"type\": \"object\", \"properties\": {"
+      "\"name\": {\"type\": \"string\", \"maxLength\": 12},"
+      "\"count\": {\"type\": \"integer\"},"
+      "\"tags\": {\"type\": \"array\", \"items\": {\"enum\": [\"a\", \"b\"]}, \"maxItems\": 3}},"
+      "\"required\": [\"name\", \"count\"], \"additionalProperties\": false}";
+  static const char* const required[2] = {"name", "count"};
+  fak_chat_message chat[1] = {{"user", "Describe a cat as JSON."}};
+  fak_engine* engine = NULL;
+  CHECK_OK(fak_engine_new(g_model, NULL, &engine));
+  fak_request request;
+  fak_request_init(&request);
+  CHECK(request.grammar == NULL && request.json_schema == NULL);
+  request.messages = chat;
+  request.n_messages = 1;
+  request.max_tokens = 400; /* the schema bounds the reply well below this */
+  char text[2048];
+
+  /* The control: unconstrained, the synthetic model's reply is not JSON. */
+  CHECK(RunRequest(engine, &request, text, sizeof text) == FAK_FINISH_LENGTH);
+  CHECK(!IsJsonObjectWithKeys(text, strlen(text), required, 2));
+
+  /* Greedy and sampled replies under the schema parse and carry the required keys. */
+  request.json_schema = schema;
+  request.json_schema_len = sizeof schema - 1;
+  fak_sampling_params sampling;
+  fak_sampling_params_init(&sampling);
+  for (uint64_t seed = 0; seed < 3; ++seed) {
+    sampling.temperature = seed == 0 ? 0.0f : 1.0f;
+    sampling.seed = seed;
+    request.sampling = &sampling;
+    CHECK(RunRequest(engine, &request, text, sizeof text) == FAK_FINISH_STOP_TOKEN);
+    if (!IsJsonObjectWithKeys(text, strlen(text), required, 2)) {
+      fprintf(stderr, "reply under the schema (seed %llu) is not a JSON object with name and count: '%s'\n",
+              (unsigned long long)seed, text);
+      CHECK(!"the constrained reply validates");
+    }
+  }
+  request.sampling = NULL;
+
+  /* A GBNF grammar: the reply is one of its sentences. */
+  static const char yes_no[] = "# a one-word answer\nroot ::= answer \"!\"\nanswer ::= \"yes\" | \"no\"\n";
+  request.json_schema = NULL;
+  request.json_schema_len = 0;
+  request.grammar = yes_no;
+  request.grammar_len = sizeof yes_no - 1;
+  CHECK(RunRequest(engine, &request, text, sizeof text) == FAK_FINISH_STOP_TOKEN);
+  CHECK(strcmp(text, "yes!") == 0 || strcmp(text, "no!") == 0);
+
+  /* Refusals, each naming what is wrong. */
+  uint64_t id = 0;
+  static const char undefined_rule[] = "root ::= greeting\n";
+  request.grammar = undefined_rule;
+  request.grammar_len = sizeof undefined_rule - 1;
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT);
+  CHECK(strstr(fak_last_error(), "request.grammar") != NULL && strstr(fak_last_error(), "greeting") != NULL);
+  static const char unterminated[] = "root ::= \"yes";
+  request.grammar = unterminated;
+  request.grammar_len = sizeof unterminated - 1;
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT);
+  CHECK(strstr(fak_last_error(), "request.grammar") != NULL);
+  static const char with_pattern[] = "{\"type\": \"string\", \"pattern\": \"^a+$\"}";
+  request.grammar = NULL;
+  request.grammar_len = 0;
+  request.json_schema = with_pattern;
+  request.json_schema_len = sizeof with_pattern - 1;
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT);
+  CHECK(strstr(fak_last_error(), "request.json_schema") != NULL && strstr(fak_last_error(), "pattern") != NULL);
+  request.json_schema = "{\"type\": "; /* malformed JSON */
+  request.json_schema_len = strlen(request.json_schema);
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT);
+  request.json_schema = schema;
+  request.json_schema_len = sizeof schema - 1;
+  request.grammar = yes_no;
+  request.grammar_len = sizeof yes_no - 1;
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT); /* both */
+  CHECK(strstr(fak_last_error(), "at most one") != NULL);
+  request.json_schema = NULL;
+  request.grammar = NULL;
+  request.grammar_len = 4;
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT); /* NULL with a length */
+
+  /* A caller built against ABI 1.1 (a struct_size without the constraint fields) is unconstrained. */
+  request.grammar = yes_no;
+  request.grammar_len = sizeof yes_no - 1;
+  request.struct_size = offsetof(fak_request, grammar);
+  CHECK(RunRequest(engine, &request, text, sizeof text) == FAK_FINISH_LENGTH);
+  CHECK(strcmp(text, "yes!") != 0 && strcmp(text, "no!") != 0);
+  fak_engine_free(engine);
+}
+
 /* A tree lookup hands out the cached prefix; prefilling the rest equals a fresh prefill. */
 static void TestRadix(void) {
   int32_t tokens[64];
@@ -1141,6 +1339,7 @@ int main(void) {
   TestSampler();
   TestEngine();
   TestEnginePenalisedLogprobs();
+  TestEngineConstraint();
   TestRadix();
   TestEvictionCertificate();
   TestTextStore();

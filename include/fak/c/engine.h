@@ -65,12 +65,23 @@ typedef struct fak_request {
    * fak_result_logprobs. Default: 0. */
   int logprobs;
   size_t top_logprobs;
+  /* Appended in 1.2. A constraint on the reply (docs/grammar.md): every token it samples keeps the
+   * text a prefix of a sentence of the grammar, and a stop token comes only where the sentence may
+   * end. Either GBNF text (start rule `root`) or the text of a JSON schema (the subset OpenAI's
+   * structured outputs use) whose instances the reply must be; at most one of the two. (pointer,
+   * length) UTF-8, copied and parsed at submit: INVALID_ARGUMENT naming the rule and line:column,
+   * or the unsupported keyword and where it is. NULL = unconstrained. Default: NULL. */
+  const char* grammar;
+  size_t grammar_len;
+  const char* json_schema;
+  size_t json_schema_len;
 } fak_request;
 
 /* Thread-safe (touches only *request). */
 FAK_EXPORT void fak_request_init(fak_request* request);
 /* Queues a request; everything it points to is copied before the call returns. *id is never 0.
- * INVALID_ARGUMENT (bad prompt, ids, sampling, tenant, an empty stop string), RESOURCE_EXHAUSTED (prompt + max_tokens
+ * INVALID_ARGUMENT (bad prompt, ids, sampling, tenant, an empty stop string, a grammar or schema
+ * that does not parse, both of them), RESOURCE_EXHAUSTED (prompt + max_tokens
  * past the context or budget), UNAVAILABLE (queue full), FAILED_PRECONDITION (messages without a
  * chat template). Thread-safe. */
 FAK_EXPORT fak_status fak_engine_submit(fak_engine* engine, const fak_request* request, uint64_t* id);
