@@ -446,6 +446,7 @@ Status Planner::Run(const Backend& b, const Conversation& conversation, const Pr
     }
   }
   request.sampling = params.generate.sampling;
+  request.constraint = params.generate.constraint;
   // Generation stops at the end of the context rather than being refused.
   request.max_tokens = std::min(params.generate.max_new_tokens, limit + 1 - p.context.size());
   request.stop_tokens = params.generate.stop_tokens;

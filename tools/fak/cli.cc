@@ -1,6 +1,9 @@
 // Shared pieces of the `fak` tool: argv parsing, error reporting, terminal output.
 #include "tools/fak/cli.h"
 
+#include "fak/grammar/grammar.h"
+#include "fak/grammar/grammar_constraint.h"
+#include "fak/grammar/json_schema.h"
 #include "fak/screen/file_denylist.h"
 
 #include <unistd.h>
@@ -172,7 +175,8 @@ Result<LoadOptions> GenerationLoadOptions(const Args& args) {
 
 void AddGenerationOptions(Args::Spec* spec) {
   for (std::string_view name : {"max-tokens", "temperature", "top-k", "top-p", "min-p", "seed", "repeat-penalty",
-                                "repeat-last-n", "presence-penalty", "frequency-penalty", "stop", "threads", "ctx-size"})
+                                "repeat-last-n", "presence-penalty", "frequency-penalty", "stop", "threads", "ctx-size",
+                                "grammar", "json-schema"})
     spec->value_options.push_back(name);
   spec->flags.push_back("json");
   spec->aliases.push_back({"-n", "max-tokens"});
@@ -204,7 +208,25 @@ Result<GenerationFlags> ParseGenerationFlags(const Args& args, size_t default_ma
     g.stop.push_back(std::move(stop));
   }
   g.json = args.Has("json");
+  g.grammar_file = args.Get("grammar");
+  g.json_schema_file = args.Get("json-schema");
+  if (g.grammar_file && g.json_schema_file) return InvalidArgument("give --grammar or --json-schema, not both");
   return g;
+}
+
+Result<std::shared_ptr<const TokenConstraint>> GenerationConstraint(const GenerationFlags& g, const Tokenizer& tokenizer) {
+  if (!g.grammar_file && !g.json_schema_file) return std::shared_ptr<const TokenConstraint>();
+  const std::string_view flag = g.grammar_file ? "--grammar" : "--json-schema";
+  FAK_ASSIGN_OR_RETURN(std::string text, ReadFileOrStdin(g.grammar_file ? *g.grammar_file : *g.json_schema_file));
+  if (g.json_schema_file) {
+    Result<std::string> gbnf = JsonSchemaToGbnf(text);
+    if (!gbnf) return gbnf.error().WithContext(flag);
+    text = std::move(*gbnf);
+  }
+  Result<Grammar> grammar = Grammar::Parse(text);
+  if (!grammar) return grammar.error().WithContext(flag);
+  FAK_ASSIGN_OR_RETURN(std::shared_ptr<const TokenVocabulary> vocabulary, TokenVocabulary::Build(tokenizer));
+  return std::shared_ptr<const TokenConstraint>(std::make_shared<GrammarConstraint>(std::move(*grammar), std::move(vocabulary)));
 }
 
 std::string GenerationHelp(size_t default_max_tokens) {

@@ -22,6 +22,7 @@
 #include "fak/model/loaded_model.h"
 #include "fak/model/model.h"
 #include "fak/model/sampler.h"
+#include "fak/model/token_constraint.h"
 #include "fak/screen/screen.h"
 #include "fak/tokenizer/chat_template.h"
 #include "fak/tokenizer/tokenizer.h"
@@ -101,10 +102,15 @@ struct GenerationFlags {
   size_t max_tokens = 0;
   std::vector<std::string> stop;  // --stop, repeatable
   bool json = false;              // machine-readable output
+  // --grammar FILE / --json-schema FILE ('-': stdin), at most one; read by GenerationConstraint.
+  std::optional<std::string> grammar_file, json_schema_file;
 };
 // The option names and spellings ParseGenerationFlags reads, to add to a command's Spec.
 void AddGenerationOptions(Args::Spec* spec);
 Result<GenerationFlags> ParseGenerationFlags(const Args& args, size_t default_max_tokens);
+// The constraint --grammar or --json-schema names, over `tokenizer`'s vocabulary; null for none.
+// NotFound / IOError for the file, InvalidArgument naming the rule or schema keyword (docs/grammar.md).
+Result<std::shared_ptr<const TokenConstraint>> GenerationConstraint(const GenerationFlags& g, const Tokenizer& tokenizer);
 inline constexpr char kGenerationHelp[] =
     "generation options (run and chat):\n"
     "  -n, --max-tokens N     tokens to generate at most. Default: %zu\n"
@@ -117,6 +123,8 @@ inline constexpr char kGenerationHelp[] =
     "  --repeat-last-n N      the penalty reads the last N tokens; 0 = all. Default: 0\n"
     "  --presence-penalty P, --frequency-penalty F  OpenAI's, in [-2, 2], over the reply. Default: 0\n"
     "  --stop TEXT            end the reply before TEXT (never printed); repeatable\n"
+    "  --grammar FILE         the reply is a sentence of the GBNF grammar in FILE (start rule root; '-': stdin)\n"
+    "  --json-schema FILE     the reply is JSON valid against the schema in FILE ('-': stdin); not with --grammar\n"
     "  --json                 print one JSON object per reply (text, tokens, finish_reason, usage, timings)\n"
     "  -t, --threads N        threads per forward pass; 0 = one per hardware thread. Default: 0\n"
     "  -c, --ctx-size N       cap the context (prompt + reply) at N tokens; 0 = the model's. Default: 0\n";

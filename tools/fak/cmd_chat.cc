@@ -26,7 +26,8 @@ constexpr std::string_view kChatUsage =
     "the planner, rendered with the model's chat template: the conversation's earlier turns are\n"
     "reused from the radix tree, tool results are screened and a quarantined one is evicted at once\n"
     "with a signed deletion certificate. A reply ends at the model's end-of-turn token, EOS, a --stop\n"
-    "text or the length limit. Per-turn numbers go to stderr.\n"
+    "text or the length limit. With --grammar or --json-schema every reply is held to it (a FILE, not\n"
+    "stdin). Per-turn numbers go to stderr.\n"
     "\n"
     "lines:\n"
     "  TEXT                   a user message; the model replies\n"
@@ -95,6 +96,7 @@ struct ChatSettings {
   CompleteParams params;
   Conversation conversation;
   bool json = false;
+  GenerationFlags flags;  // for the constraint, built once the tokenizer is loaded
 };
 
 // The REPL: one line in, one reply out, until /quit or end of input.
@@ -144,6 +146,9 @@ Result<ChatSettings> ParseSettings(const Args& args) {
   s.params.generate.sampling = g.sampling;
   s.params.stop = std::move(g.stop);
   s.json = g.json;
+  if (g.grammar_file == "-" || g.json_schema_file == "-")
+    return InvalidArgument("stdin holds the conversation: give --grammar or --json-schema a file");
+  s.flags = std::move(g);
   if (std::optional<std::string> tenant = args.Get("tenant")) s.conversation.tenant = *tenant;
   if (std::optional<std::string> system = args.Get("system")) s.conversation.messages.push_back({SegmentKind::kSystem, *system});
   return s;
@@ -168,6 +173,9 @@ int ChatCommand(std::span<char* const> argv) {
   Result<LoadedModel> m = LoadModel(*model_spec, *load);
   if (!m) return Fail("chat", m.error());
   if (!m->tokenizer) return Fail("chat", Unsupported(m->label + " has no tokenizer; it serves `fak bench` and `fak inspect`"));
+  Result<std::shared_ptr<const TokenConstraint>> constraint = GenerationConstraint(settings->flags, *m->tokenizer);
+  if (!constraint) return Fail("chat", constraint.error());
+  settings->params.generate.constraint = std::move(*constraint);
   Result<std::shared_ptr<const ChatTemplate>> chat_template = ChatTemplateFor(*args, *m);
   if (!chat_template) return Fail("chat", chat_template.error());
   std::fprintf(stderr, "[chat template %s, from %s]\n", std::string((*chat_template)->variant()).c_str(),

@@ -24,7 +24,10 @@ constexpr std::string_view kRunUsage =
     "options:\n"
     "  -m, --model MODEL      the model (or give it as the positional argument)\n"
     "  -p, --prompt TEXT      the prompt\n"
-    "  --prompt-file FILE     the prompt from FILE ('-': stdin)\n";
+    "  --prompt-file FILE     the prompt from FILE ('-': stdin)\n"
+    "\n"
+    "With --grammar or --json-schema the continuation is held to the grammar or schema (docs/grammar.md)\n"
+    "and ends where it is complete.\n";
 constexpr size_t kRunDefaultMaxTokens = 64;
 
 constexpr std::string_view kBenchUsage =
@@ -66,6 +69,7 @@ Result<RunResult> Generate(const LoadedModel& m, const std::string& prompt, cons
   params.max_new_tokens = g.max_tokens;
   params.stop_tokens = EndOfGenerationTokens(*m.tokenizer, nullptr);
   params.sampling = g.sampling;
+  FAK_ASSIGN_OR_RETURN(params.constraint, GenerationConstraint(g, *m.tokenizer));
   FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(std::move(params), g.stop, m.tokenizer.get()));
   KVCache cache = m.model->NewCache();
   Clock::time_point start = Clock::now();
@@ -116,6 +120,8 @@ int RunCommand(std::span<char* const> argv) {
   Result<LoadOptions> load = GenerationLoadOptions(*args);
   for (const Status& s : {g.error(), load.error()})
     if (!s.ok()) return UsageError("run", s.message(), usage);
+  if (prompt_file == "-" && (g->grammar_file == "-" || g->json_schema_file == "-"))
+    return UsageError("run", "stdin can hold the prompt or the grammar/schema, not both", usage);
   if (prompt_file) {
     Result<std::string> text = ReadFileOrStdin(*prompt_file);
     if (!text) return Fail("run", text.error());
