@@ -374,6 +374,64 @@ TEST_F(CliTest, RunTakesLlamaCppFlagsAndTheNewSamplingFlags) {
   }
 }
 
+// --grammar and --json-schema hold `run` and `chat` replies to a GBNF grammar or a JSON schema;
+// the control (no constraint) is not JSON; bad grammars and schemas are refused naming the fault.
+TEST_F(CliTest, RunAndChatHoldTheReplyToAGrammarOrSchema) {
+  const std::string schema = (dir_ / "schema.json").string();
+  WriteFile(schema, R"({"type": "object", "properties": {"city": {"type": "string", "maxLength": 10},
+                        "n": {"type": "integer"}}, "required": ["city", "n"]})");
+  const auto reply = [&](const std::string& flags, const std::string& stdin_text = "") {
+    CliResult r = RunFak("run embedded -p hi -n 300 --json " + flags, stdin_text);
+    EXPECT_EQ(r.exit_code, 0) << flags << ": " << r.output;
+    return FirstJsonLine(r.output);
+  };
+  for (const std::string sampling : {"", "--temp 1 -s 5"}) {
+    const nlohmann::json j = reply("--json-schema " + schema + " " + sampling);
+    EXPECT_EQ(j["finish_reason"], "stop_token") << j.dump();
+    const nlohmann::json value = nlohmann::json::parse(j["text"].get<std::string>(), nullptr, false);
+    ASSERT_TRUE(value.is_object()) << j.dump();
+    EXPECT_TRUE(value["city"].is_string() && value["city"].get<std::string>().size() <= 10) << value.dump();
+    EXPECT_TRUE(value["n"].is_number_integer()) << value.dump();
+  }
+  const nlohmann::json free = reply("");  // control: unconstrained, the synthetic model writes no JSON
+  EXPECT_TRUE(nlohmann::json::parse(free["text"].get<std::string>(), nullptr, false).is_discarded()) << free.dump();
+
+  const std::string yes_no = "root ::= \"yes\" | \"no\"\\n";
+  const std::string answer = reply("--grammar -", yes_no)["text"];
+  EXPECT_TRUE(answer == "yes" || answer == "no") << answer;
+  WriteFile(dir_ / "yes_no.gbnf", "root ::= \"yes\" | \"no\"\n");
+  CliResult chat = RunFak("chat embedded -n 50 --json --grammar " + (dir_ / "yes_no.gbnf").string(), "first\nsecond\n");
+  ASSERT_EQ(chat.exit_code, 0) << chat.output;
+  size_t turns = 0;
+  for (size_t at = 0; at < chat.output.size();) {
+    const size_t end = chat.output.find('\n', at);
+    const nlohmann::json j = nlohmann::json::parse(chat.output.substr(at, end - at), nullptr, false);
+    if (j.is_object()) {
+      EXPECT_TRUE(j["text"] == "yes" || j["text"] == "no") << j.dump();
+      ++turns;
+    }
+    at = end == std::string::npos ? chat.output.size() : end + 1;
+  }
+  EXPECT_EQ(turns, 2u) << chat.output;
+
+  CliResult both = RunFak("run embedded -p hi --grammar " + schema + " --json-schema " + schema);
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  EXPECT_NE(both.output.find("not both"), std::string::npos) << both.output;
+  WriteFile(dir_ / "undefined.gbnf", "root ::= greeting\n");
+  CliResult undefined = RunFak("run embedded -p hi --grammar " + (dir_ / "undefined.gbnf").string());
+  EXPECT_EQ(undefined.exit_code, 1) << undefined.output;
+  EXPECT_NE(undefined.output.find("--grammar: grammar at 1:10: rule 'greeting'"), std::string::npos) << undefined.output;
+  WriteFile(dir_ / "pattern.json", R"({"type": "string", "pattern": "^a+$"})");
+  CliResult pattern = RunFak("chat embedded --json-schema " + (dir_ / "pattern.json").string() + " </dev/null");
+  EXPECT_EQ(pattern.exit_code, 1) << pattern.output;
+  EXPECT_NE(pattern.output.find("keyword 'pattern' is not supported"), std::string::npos) << pattern.output;
+  CliResult missing = RunFak("run embedded -p hi --json-schema " + (dir_ / "absent.json").string());
+  EXPECT_EQ(missing.exit_code, 1) << missing.output;
+  EXPECT_NE(missing.output.find("absent.json"), std::string::npos) << missing.output;
+  EXPECT_EQ(RunFak("chat embedded --grammar -", "hi\n").exit_code, 2);  // stdin holds the conversation
+  EXPECT_EQ(RunFak("run embedded --prompt-file - --grammar -", "hi").exit_code, 2);
+}
+
 TEST_F(CliTest, InspectReadsModelFiles) {
   std::vector<uint8_t> bytes = testing::MakeRichGguf();
   testing::GgufWriter::WriteFile((dir_ / "rich.gguf").string(), bytes);
