@@ -123,9 +123,10 @@ def test_tampered_or_foreign_state_is_refused_and_the_context_kept(llm):
 def test_state_pages_its_slabs_in_from_the_kv_tier(tmp_path):
     tier = str(tmp_path / "kv-tier")
     first = fak.Llama(model_path="embedded", n_threads=2, kv_tier_dir=tier)
-    first.create_chat_completion([{"role": "user", "content": "Remember this. " * 8}], max_tokens=6, seed=3)
+    reply = first.create_chat_completion([{"role": "user", "content": "Remember this. " * 8}], max_tokens=6, seed=3)
     before = first.next_token_logits()
     state = first.save_state()
+    assert state.n_tokens == reply["usage"]["total_tokens"]  # the prompt as the engine rendered it, and the reply
     assert state.kv_tier_dir == tier
     first.engine.shutdown()
 
