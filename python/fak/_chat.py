@@ -77,7 +77,8 @@ def _constraint(response_format: Optional[Dict[str, Any]], grammar: Optional[str
         return InvalidArgumentError("InvalidArgument", f"{param}: {message}")
 
     if grammar is not None:
-        if response_format is not None and not (isinstance(response_format, dict) and response_format.get("type") == "text"):
+        plain_text = isinstance(response_format, dict) and response_format.get("type") == "text"
+        if response_format is not None and not plain_text:
             raise refuse("grammar", "give one of response_format (json_object, json_schema) and grammar")
         if not isinstance(grammar, str):
             raise refuse("grammar", f"expected GBNF text (str), not {type(grammar).__name__}")
@@ -186,9 +187,10 @@ def create_chat_completion(
     (docs/grammar.md).
     """
     seed, requests = _submit_all(engine, n, seed, stream, logprobs, top_logprobs, max_tokens, stop,
-                                 response_format, grammar, messages=list(messages), temperature=temperature, top_p=top_p, top_k=top_k,
-                                 min_p=min_p, repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
-                                 frequency_penalty=frequency_penalty, logit_bias=logit_bias, tenant=tenant)
+                                 response_format, grammar, messages=list(messages), temperature=temperature,
+                                 top_p=top_p, top_k=top_k, min_p=min_p, repeat_penalty=repeat_penalty,
+                                 presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                                 logit_bias=logit_bias, tenant=tenant)
     completion_id = "chatcmpl-" + uuid.uuid4().hex
     created = int(time.time())
     model_name = model or "fak"
@@ -241,10 +243,10 @@ def create_completion(
     m = engine.model
     ids = m.tokenize(prompt, add_bos=True)
     seed, requests = _submit_all(engine, n, seed, stream, logprobs is not None, logprobs or 0, max_tokens, stop,
-                                 response_format, grammar, prompt=ids, stop_tokens=[m.eos_id] if m.eos_id >= 0 else [], temperature=temperature,
-                                 top_p=top_p, top_k=top_k, min_p=min_p, repeat_penalty=repeat_penalty,
-                                 presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
-                                 logit_bias=logit_bias, tenant=tenant)
+                                 response_format, grammar, prompt=ids, stop_tokens=[m.eos_id] if m.eos_id >= 0 else [],
+                                 temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+                                 repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
+                                 frequency_penalty=frequency_penalty, logit_bias=logit_bias, tenant=tenant)
     completion_id = "cmpl-" + uuid.uuid4().hex
     created = int(time.time())
     model_name = model or "fak"

@@ -136,7 +136,8 @@ inline constexpr const char* kChatCompletionSignature =
     "top_k: int = 0, min_p: float = 0.0, seed: int | None = None, stop: str | list[str] | None = None, "
     "repeat_penalty: float = 1.0, presence_penalty: float = 0.0, frequency_penalty: float = 0.0, "
     "logit_bias: dict[int, float] | None = None, logprobs: bool = False, top_logprobs: int = 0, n: int = 1, "
-    "response_format: dict[str, typing.Any] | None = None, grammar: str | None = None, model: str | None = None, tenant: str = 'default') -> "
+    "response_format: dict[str, typing.Any] | None = None, grammar: str | None = None, "
+    "model: str | None = None, tenant: str = 'default') -> "
     "dict[str, typing.Any] | collections.abc.Iterator[dict[str, typing.Any]]";
 
 void BindModel(nb::module_& m);

@@ -340,11 +340,13 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
     // Parsed before anything is queued, so a bad grammar is refused naming the keyword.
     Result<Grammar> parsed = Grammar::Parse(grammar->str());
     if (!parsed) {
-      const std::string message(parsed.error().message());
-      throw StatusError(Status(parsed.error().code(), message.starts_with("grammar") ? message : "grammar: " + message));
+      std::string message(parsed.error().message());
+      if (!message.starts_with("grammar")) message = "grammar: " + message;
+      throw StatusError(Status(parsed.error().code(), std::move(message)));
     }
     nb::gil_scoped_release release;  // the first constrained request builds the vocabulary trie
-    req.constraint = std::make_shared<GrammarConstraint>(std::move(*parsed), ValueOrThrow(engine.model().Vocabulary()));
+    req.constraint =
+        std::make_shared<GrammarConstraint>(std::move(*parsed), ValueOrThrow(engine.model().Vocabulary()));
   }
   auto queue = std::make_shared<TokenQueue>();
   queue->stream = stream;

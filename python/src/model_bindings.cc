@@ -91,9 +91,9 @@ std::vector<ChatMessage> ParseMessages(const nb::handle& messages) {
 
 void BindModel(nb::module_& m) {
   nb::class_<ChatTemplate>(m, "ChatTemplate",
-                           "A model's chat template, rendered by fak's Jinja interpreter byte for byte as jinja2 renders "
-                           "its source (six recognised families take a proven-identical fast path; "
-                           "docs/chat-templates.md).")
+                           "A model's chat template, rendered by fak's Jinja interpreter byte for byte as "
+                           "jinja2 renders its source (six recognised families take a proven-identical fast "
+                           "path; docs/chat-templates.md).")
       .def_prop_ro("family", [](const ChatTemplate& t) { return std::string(t.family()); })
       .def_prop_ro("variant", [](const ChatTemplate& t) { return std::string(t.variant()); })
       .def_prop_ro(

@@ -62,7 +62,8 @@ def test_json_object_and_gbnf_on_completions(llm):
 def test_constraint_refusals_name_the_keyword(llm):
     cases = {
         "response_format.json_schema.schema": dict(response_format=schema_format({"type": "string", "pattern": "a+"})),
-        "response_format.json_schema.name": dict(response_format={"type": "json_schema", "json_schema": {"schema": {}}}),
+        "response_format.json_schema.name": dict(response_format={"type": "json_schema",
+                                                                   "json_schema": {"schema": {}}}),
         "response_format.type": dict(response_format={"type": "yaml"}),
         "response_format.extra": dict(response_format={"type": "json_object", "extra": 1}),
         "grammar": dict(response_format={"type": "json_object"}, grammar='root ::= "a"'),
