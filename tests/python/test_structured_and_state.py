@@ -103,6 +103,8 @@ def test_tampered_or_foreign_state_is_refused_and_the_context_kept(llm):
     good = llm.save_state()
     d = json.loads(good.to_bytes())
     other = fak.Llama(model_path="embedded", n_threads=2)
+    with pytest.raises(fak.FailedPreconditionError, match="no context"):
+        other.save_state()
     other.create_completion("Something else", max_tokens=4, seed=1)
     kept = other.next_token_logits()
 
