@@ -14,13 +14,15 @@ docs/python.md describes the package; every failing call raises a fak.Error subc
 from __future__ import annotations
 
 from . import errors
-from ._chat import Llama, create_chat_completion, create_completion
+from ._chat import Llama, LlamaState, create_chat_completion, create_completion
 from ._fak import (
     Auditor,
     BlobStore,
     Certificate,
     ChatTemplate,
     decode_loop_seconds,
+    json_object_gbnf,
+    json_schema_to_gbnf,
     Engine,
     Model,
     Planner,
@@ -55,7 +57,7 @@ __version__ = version()
 __all__ = [
     "Auditor", "BlobStore", "Certificate", "ChatTemplate", "Engine", "Model", "Planner", "RadixTree", "RecallStore", "Request",
     "ScreenChain", "Session", "TextCorpus",
-    "Llama", "create_chat_completion", "create_completion", "errors", "kernel_tier", "set_kernel_tier", "sha256", "supported_kernel_tiers",
+    "Llama", "LlamaState", "create_chat_completion", "create_completion", "errors", "json_object_gbnf", "json_schema_to_gbnf", "kernel_tier", "set_kernel_tier", "sha256", "supported_kernel_tiers",
     "version", "Error", "InvalidArgumentError", "NotFoundError", "CorruptionError", "IOFailureError",
     "UnsupportedError", "ResourceExhaustedError", "FailedPreconditionError", "VerificationFailedError",
     "UnavailableError",

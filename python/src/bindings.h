@@ -96,9 +96,14 @@ struct ModelHandle : LoadedModel, std::enable_shared_from_this<ModelHandle> {
 
   // The engine create_chat_completion uses when called on the model itself, made on first use.
   PyEngine& DefaultEngine();
+  // The tokenizer's vocabulary as a trie for grammar masks: built by the first constrained request
+  // (about a second at a 262k vocabulary), then shared by every engine on this model.
+  Result<std::shared_ptr<const TokenVocabulary>> Vocabulary() const;
   ~ModelHandle();
 
  private:
+  mutable std::mutex vocabulary_mu_;
+  mutable std::shared_ptr<const TokenVocabulary> vocabulary_;  // GUARDED_BY(vocabulary_mu_)
   std::mutex engine_mu_;
   std::unique_ptr<PyEngine> default_engine_;  // GUARDED_BY(engine_mu_); destroyed before the model
 };
@@ -131,6 +136,7 @@ inline constexpr const char* kChatCompletionSignature =
     "top_k: int = 0, min_p: float = 0.0, seed: int | None = None, stop: str | list[str] | None = None, "
     "repeat_penalty: float = 1.0, presence_penalty: float = 0.0, frequency_penalty: float = 0.0, "
     "logit_bias: dict[int, float] | None = None, logprobs: bool = False, top_logprobs: int = 0, n: int = 1, "
+    "response_format: dict[str, typing.Any] | None = None, grammar: str | None = None, "
     "model: str | None = None, tenant: str = 'default') -> "
     "dict[str, typing.Any] | collections.abc.Iterator[dict[str, typing.Any]]";
 

@@ -84,7 +84,7 @@ void PyEngine::Shutdown(bool drain) {
   for (auto& [queue, thread] : waiters_) thread.join();
   waiters_.clear();
   // What the tree offered is on disk when shutdown returns (a lost write is only a recompute later).
-  if (tier_) tier_->spiller->Flush();
+  FlushTier();
 }
 
 PyEngine& ModelHandle::DefaultEngine() {
@@ -94,6 +94,15 @@ PyEngine& ModelHandle::DefaultEngine() {
 }
 
 ModelHandle::ModelHandle(LoadedModel loaded) : LoadedModel(std::move(loaded)) {}
+
+Result<std::shared_ptr<const TokenVocabulary>> ModelHandle::Vocabulary() const {
+  std::lock_guard lock(vocabulary_mu_);
+  if (vocabulary_ == nullptr) {
+    if (tokenizer == nullptr) return FailedPrecondition("grammar: model " + label + " has no tokenizer");
+    FAK_ASSIGN_OR_RETURN(vocabulary_, TokenVocabulary::Build(*tokenizer));
+  }
+  return vocabulary_;
+}
 
 ModelHandle::~ModelHandle() { default_engine_.reset(); }
 
@@ -282,7 +291,8 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
                                          const std::vector<int32_t>& stop_tokens, const Text& tenant,
                                          bool stream, bool record_logits, const Text& priority_text, double min_p,
                                          double presence_penalty, double frequency_penalty, size_t repeat_last_n,
-                                         const nb::handle& logit_bias, bool logprobs, size_t top_logprobs) {
+                                         const nb::handle& logit_bias, bool logprobs, size_t top_logprobs,
+                                         const std::optional<Text>& grammar) {
   const std::string& priority = priority_text;
   EngineRequest req;
   if (priority == "background") {
@@ -326,6 +336,18 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
   req.stop_strings = Strings(stop);
   req.stop_tokens = stop_tokens;
   req.record_logits = record_logits;
+  if (grammar) {
+    // Parsed before anything is queued, so a bad grammar is refused naming the keyword.
+    Result<Grammar> parsed = Grammar::Parse(grammar->str());
+    if (!parsed) {
+      std::string message(parsed.error().message());
+      if (!message.starts_with("grammar")) message = "grammar: " + message;
+      throw StatusError(Status(parsed.error().code(), std::move(message)));
+    }
+    nb::gil_scoped_release release;  // the first constrained request builds the vocabulary trie
+    req.constraint =
+        std::make_shared<GrammarConstraint>(std::move(*parsed), ValueOrThrow(engine.model().Vocabulary()));
+  }
   auto queue = std::make_shared<TokenQueue>();
   queue->stream = stream;
   Result<RequestId> id = [&] {
@@ -341,6 +363,13 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
 }  // namespace
 
 void BindEngine(nb::module_& m) {
+  m.def(
+      "json_schema_to_gbnf", [](const Text& schema_json) { return ValueOrThrow(JsonSchemaToGbnf(schema_json.str())); },
+      nb::arg("schema_json"),
+      "GBNF whose sentences are the JSON documents valid against the schema (JSON text; the subset OpenAI "
+      "structured outputs use, docs/grammar.md); InvalidArgumentError naming an unsupported keyword.");
+  m.def(
+      "json_object_gbnf", [] { return JsonObjectGbnf(); }, "GBNF for any JSON object (response_format json_object).");
   nb::class_<PyRequest>(m, "Request", "A request queued on an Engine.")
       .def_prop_ro("id", &PyRequest::id)
       .def_prop_ro("streaming", &PyRequest::streaming)
@@ -407,13 +436,14 @@ void BindEngine(nb::module_& m) {
            nb::arg("record_logits") = false, nb::arg("priority") = "interactive", nb::arg("min_p") = 0.0,
            nb::arg("presence_penalty") = 0.0, nb::arg("frequency_penalty") = 0.0, nb::arg("repeat_last_n") = 0,
            nb::arg("logit_bias") = nb::none(), nb::arg("logprobs") = false, nb::arg("top_logprobs") = 0,
+           nb::arg("grammar") = nb::none(),
            "Queues a request: prompt (str or token ids) or messages ([{'role', 'content'}], rendered with the "
            "model's chat template; then empty stop_tokens mean EOS and end-of-turn). max_tokens=0: prefill only "
            "(warms the radix tree). priority='background' runs in what interactive requests leave. Sampling: "
            "temperature, top_k, top_p, min_p, repeat_penalty over the last repeat_last_n tokens (0 = all), OpenAI's "
            "presence/frequency penalties, logit_bias {id: bias} (-100 bans), seed; logprobs/top_logprobs put each "
-           "token's log-probabilities in the result. Returns a Request "
-           "at once; "
+           "token's log-probabilities in the result; grammar (GBNF text, docs/grammar.md) constrains the reply to its "
+           "sentences. Returns a Request at once; "
            "its wait() and next_event() block without the GIL, so many Python threads can submit at once.")
       .def(
           "create_chat_completion",
@@ -431,6 +461,14 @@ void BindEngine(nb::module_& m) {
       .def(
           "gate_stats", [](PyEngine& e) { return GateStatsDict(e.engine().tree().GateStatistics()); },
           "The manifest gate's verdicts: hits, misses by binding axis, refusals by reason.")
+      .def(
+          "flush",
+          [](PyEngine& e) {
+            nb::gil_scoped_release release;
+            e.FlushTier();
+          },
+          "Waits until every node the tree has written through to kv_tier_dir so far is on disk (no-op "
+          "without a tier).")
       .def(
           "shutdown",
           [](PyEngine& e, bool drain) {

@@ -91,8 +91,9 @@ std::vector<ChatMessage> ParseMessages(const nb::handle& messages) {
 
 void BindModel(nb::module_& m) {
   nb::class_<ChatTemplate>(m, "ChatTemplate",
-                           "A chat template fak recognised (Gemma, Llama 3, ChatML, Mistral, Phi-3, fak's own) and "
-                           "renders by hand, byte for byte what its Jinja source renders.")
+                           "A model's chat template, rendered by fak's Jinja interpreter byte for byte as "
+                           "jinja2 renders its source (six recognised families take a proven-identical fast "
+                           "path; docs/chat-templates.md).")
       .def_prop_ro("family", [](const ChatTemplate& t) { return std::string(t.family()); })
       .def_prop_ro("variant", [](const ChatTemplate& t) { return std::string(t.variant()); })
       .def_prop_ro(
@@ -169,7 +170,7 @@ void BindModel(nb::module_& m) {
       .def_prop_ro("tokenizer_id", [](const ModelHandle& h) { return h.RequireTokenizer().id().Hex(); })
       .def_prop_ro(
           "chat_template", [](const ModelHandle& h) { return h.chat_template; },
-          "The model's ChatTemplate, or None when its file carries none fak recognises.")
+          "The model's ChatTemplate, or None when it has none fak can render (chat_template_error says why).")
       .def(
           "tokenize",
           [](const ModelHandle& h, const nb::handle& text, bool add_bos) {

@@ -77,6 +77,10 @@ class PyEngine : public std::enable_shared_from_this<PyEngine> {
   Result<EngineResult> Wait(RequestId id) { return engine_->Wait(id); }
   Status Cancel(RequestId id) { return engine_->Cancel(id); }
   void Shutdown(bool drain);
+  // Waits until what the tree offered the KV tier so far is on disk (no-op without a tier).
+  void FlushTier() {
+    if (tier_) tier_->spiller->Flush();
+  }
   Engine& engine() { return *engine_; }
   ModelHandle& model() { return *model_; }
 
