@@ -247,9 +247,13 @@ Result<Interpreter::Flow> Interpreter::ExecFor(const Stmt& s, Text& out) {
 Value Interpreter::MakeMacro(const Stmt& s) {
   auto f = std::make_shared<Function>();
   f->name = s.name;
-  const std::shared_ptr<Scope> closure = scope_;
+  // Weak: the macro is stored in the scope it closes over, and a strong reference would make that a
+  // cycle that outlives the render (a leak per render).
+  const std::weak_ptr<Scope> closure = scope_;
   const Stmt* def = &s;
   f->call = [closure, def](Interpreter& in, CallArgs& args) -> Result<Value> {
+    std::shared_ptr<Scope> defining = closure.lock();
+    if (!defining) return in.Error("macro '" + def->name + "' called after the block that defined it ended");
     if (in.call_depth_ >= in.options_.limits.max_depth) {
       return in.Exhausted("macro '" + def->name + "' called more than " + std::to_string(in.options_.limits.max_depth) +
                           " levels deep");
@@ -261,7 +265,7 @@ Value Interpreter::MakeMacro(const Stmt& s) {
     const std::shared_ptr<Scope> caller_scope = in.scope_;
     const int caller_line = in.line_;
     auto frame = std::make_shared<Scope>();
-    frame->parent = closure;
+    frame->parent = std::move(defining);
     in.scope_ = frame;
     ++in.call_depth_;
     auto finish = [&](auto result) {
