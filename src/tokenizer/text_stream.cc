@@ -44,7 +44,9 @@ size_t TextStream::HeldBack() const {
 
 Result<std::string> TextStream::Push(int32_t token) {
   if (stopped_) return std::string();
-  FAK_ASSIGN_OR_RETURN(std::string piece, tokenizer_->Decode(std::span<const int32_t>(&token, 1)));
+  // A generated token continues the prompt: its space prefix is text (each token decoded alone
+  // as a start would run every SentencePiece word into the last).
+  FAK_ASSIGN_OR_RETURN(std::string piece, tokenizer_->DecodeContinuation(std::span<const int32_t>(&token, 1)));
   pending_ += piece;
   size_t cut = std::string::npos;
   for (const std::string& stop : stops_) {

@@ -205,9 +205,13 @@ std::vector<int32_t> VocabTokenizer::EncodeFragments(const std::vector<Fragment>
   return out;
 }
 
-Result<std::string> VocabTokenizer::Decode(std::span<const int32_t> ids) const {
+Result<std::string> VocabTokenizer::Decode(std::span<const int32_t> ids) const { return DecodeFrom(ids, true); }
+
+Result<std::string> VocabTokenizer::DecodeContinuation(std::span<const int32_t> ids) const { return DecodeFrom(ids, false); }
+
+Result<std::string> VocabTokenizer::DecodeFrom(std::span<const int32_t> ids, bool at_start) const {
   std::string out;
-  bool after_special = true;  // mirrors Encode: the space prefix follows the start and specials
+  bool after_special = at_start;  // mirrors Encode: the space prefix follows the start and specials
   for (size_t i = 0; i < ids.size(); ++i) {
     int32_t id = ids[i];
     if (id < 0 || static_cast<size_t>(id) >= vocab_.size()) {

@@ -78,6 +78,7 @@ class VocabTokenizer : public Tokenizer {
   Result<std::vector<int32_t>> Encode(std::string_view text) const override;
   Result<std::vector<int32_t>> EncodeWithPlain(std::string_view text, std::span<const TextSpan> plain) const override;
   Result<std::string> Decode(std::span<const int32_t> ids) const override;
+  Result<std::string> DecodeContinuation(std::span<const int32_t> ids) const override;
   size_t vocab_size() const override { return vocab_.size(); }
   int32_t bos_id() const override { return vocab_.bos; }
   int32_t eos_id() const override { return vocab_.eos; }
@@ -99,6 +100,8 @@ class VocabTokenizer : public Tokenizer {
   const Vocab vocab_;
 
  private:
+  // Decode's body; `at_start`: the ids begin a text (a leading space prefix is dropped).
+  Result<std::string> DecodeFrom(std::span<const int32_t> ids, bool at_start) const;
   std::vector<int32_t> EncodeFragments(const std::vector<Fragment>& fragments) const;
   std::string kind_;
   std::vector<std::string> pieces_;  // [n_vocab] decoded bytes

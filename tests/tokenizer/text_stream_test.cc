@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fak/tokenizer/tokenizer.h"
 #include "tests/test_util.h"
 
 namespace fak {
@@ -104,6 +105,35 @@ TEST(TextStream, BadTokenIsAnErrorAndChangesNothing) {
   EXPECT_EQ(a, "");
   EXPECT_FALSE(stream.Push(1 << 20).has_value());
   EXPECT_EQ(stream.Finish(), "z");
+}
+
+}  // namespace
+}  // namespace fak
+
+namespace fak {
+namespace {
+
+// A generated token continues its prompt: a SentencePiece word's space prefix is text, so streamed
+// words do not run together. Control: each token decoded alone (as a text's start) loses it.
+TEST(TextStream, SentencePieceWordsKeepTheirSpaces) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Tokenizer> tok,
+                       LoadTokenizerFromGguf(std::string(FAK_TEST_DATA_DIR) + "/vocab/ggml-vocab-llama-spm.gguf"));
+  ASSERT_OK_AND_ASSIGN(std::vector<int32_t> ids, tok->Encode("hello big world"));
+  ASSERT_GE(ids.size(), 3u);
+  TextStream stream(*tok, {});
+  std::string alone;
+  for (int32_t id : ids) {
+    ASSERT_OK(stream.Push(id).status());
+    ASSERT_OK_AND_ASSIGN(std::string piece, tok->Decode(std::span<const int32_t>(&id, 1)));
+    alone += piece;
+  }
+  (void)stream.Finish();
+  EXPECT_EQ(stream.text(), " hello big world");
+  EXPECT_EQ(alone, "hellobigworld");  // the control: what the stream printed before
+  ASSERT_OK_AND_ASSIGN(std::string whole, tok->Decode(ids));
+  EXPECT_EQ(whole, "hello big world");  // a whole text still drops its start's prefix
+  ASSERT_OK_AND_ASSIGN(std::string continued, tok->DecodeContinuation(ids));
+  EXPECT_EQ(continued, " hello big world");
 }
 
 }  // namespace

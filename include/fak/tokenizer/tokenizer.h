@@ -40,6 +40,10 @@ class FAK_EXPORT Tokenizer {
   // The bytes the ids stand for (special tokens decode to nothing). InvalidArgument for an id
   // outside the vocabulary.
   virtual Result<std::string> Decode(std::span<const int32_t> ids) const = 0;
+  // The same for ids that continue a text (a reply after its prompt, a stream's next token): a
+  // SentencePiece space prefix is dropped only at the start of a text, so here it is kept. The
+  // default suits tokenizers that drop nothing.
+  virtual Result<std::string> DecodeContinuation(std::span<const int32_t> ids) const { return Decode(ids); }
   virtual size_t vocab_size() const = 0;
   virtual int32_t bos_id() const = 0;  // -1 when none
   virtual int32_t eos_id() const = 0;  // -1 when none
