@@ -12,16 +12,20 @@
 # multiply-add explicitly where they want it.
 #
 # Sets FAK_KERNEL_TIERS (the names, in order; tests/CMakeLists.txt runs the suite once per tier) and
+# FAK_KERNEL_TIER_VARIANTS (those with SOURCE: ctest runs only the exactness suites in them), and
 # writes kernels/kernel_tier_list.inc under the build tree for kernels/tier_registry.cc.
 
 set(FAK_KERNEL_TIERS "")
+set(FAK_KERNEL_TIER_VARIANTS "")  # the tiers built from another tier's SOURCE
 
 function(fak_kernel_tier name)
   cmake_parse_arguments(ARG "" "SOURCE" "" ${ARGN})
   if(NOT name MATCHES "^[a-z][a-z0-9_]*$")
     message(FATAL_ERROR "fak_kernel_tier(${name}): a tier name is a lowercase identifier (it names a symbol)")
   endif()
-  if(NOT ARG_SOURCE)
+  if(ARG_SOURCE)
+    set(FAK_KERNEL_TIER_VARIANTS ${FAK_KERNEL_TIER_VARIANTS} ${name} PARENT_SCOPE)
+  else()
     set(ARG_SOURCE kernels/arch/${name}.cc)
   endif()
   add_library(fak_kernels_${name} OBJECT ${ARG_SOURCE})
