@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "kernels/tier_registry.h"
 #include "src/core/thread_pool.h"
 
 namespace fak::bench {
@@ -77,9 +78,14 @@ __attribute__((target("avx2,fma"))) inline float FmaChainsAvx2(float seed) {
 // Flops one FmaChains call performs.
 inline double FmaFlopsPerCall(bool avx512) { return kFmaIters * kFmaChains * (avx512 ? 16.0 : 8.0) * 2; }
 
+// Whether `tier` runs 16-lane (zmm) code: the probes then use zmm too.
+inline bool TierUsesZmm(kernels::Tier tier) {
+  return kernels::RegisteredTiers()[static_cast<size_t>(tier)]->requires_features.Has(kernels::CpuFeature::kAvx512f);
+}
+
 // One pass of the read probe over a[0, n): on the calling thread alone, or split over `pool`.
 inline void ReadPass(const float* a, size_t n, internal::ThreadPool* pool, float* sink) {
-  const bool avx512 = kernels::TierSupported(kernels::Tier::kAvx512);
+  const bool avx512 = TierUsesZmm(kernels::SupportedTiers().back());
   auto body = [&](size_t b, size_t e) {
     float s = avx512 ? SumAvx512(a + b, e - b) : SumAvx2(a + b, e - b);
     sink[b == 0 ? 0 : 1] = s;

@@ -1,13 +1,19 @@
-// CpuFeatures: cpuid leaf 1 / leaf 7 bits, checked against XCR0 as ggml does, because a CPU may
-// report AVX-512 while the OS does not save its registers.
+// CpuFeatures detection, per architecture. x86: cpuid leaf 1 / leaf 7 bits, checked against XCR0
+// as ggml does, because a CPU may report AVX-512 while the OS does not save its registers.
 #include "kernels/cpu_features.h"
 
+#if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#endif
 
 #include <cstdint>
 
 namespace fak::kernels {
 namespace {
+
+static_assert(static_cast<int>(CpuFeature::kCount) <= 64, "CpuFeatures holds 64 bits");
+
+#if defined(__x86_64__) || defined(__i386__)
 
 uint64_t ReadXcr0() {
   uint32_t eax, edx;
@@ -17,69 +23,73 @@ uint64_t ReadXcr0() {
 
 CpuFeatures Detect() {
   CpuFeatures f;
+  auto set = [&f](CpuFeature feature, bool on) {
+    if (on) f.Add(feature);
+  };
   unsigned a, b, c, d;
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = (c >> 27) & 1;
-  f.fma = (c >> 12) & 1;
-  f.f16c = (c >> 29) & 1;
+  set(CpuFeature::kFma, (c >> 12) & 1);
+  set(CpuFeature::kF16c, (c >> 29) & 1);
   if (osxsave) {
-    uint64_t xcr0 = ReadXcr0();
-    f.os_avx = (xcr0 & 0x6) == 0x6;            // SSE + AVX state
-    f.os_avx512 = (xcr0 & 0xe6) == 0xe6;       // + opmask, ZMM_Hi256, Hi16_ZMM
+    const uint64_t xcr0 = ReadXcr0();
+    set(CpuFeature::kOsYmm, (xcr0 & 0x6) == 0x6);     // SSE + AVX state
+    set(CpuFeature::kOsZmm, (xcr0 & 0xe6) == 0xe6);   // + opmask, ZMM_Hi256, Hi16_ZMM
   }
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-    f.avx2 = (b >> 5) & 1;
-    f.avx512f = (b >> 16) & 1;
-    f.avx512dq = (b >> 17) & 1;
-    f.avx512bw = (b >> 30) & 1;
-    f.avx512vl = (b >> 31) & 1;
-    f.avx512_vnni = (c >> 11) & 1;
+    set(CpuFeature::kAvx2, (b >> 5) & 1);
+    set(CpuFeature::kAvx512f, (b >> 16) & 1);
+    set(CpuFeature::kAvx512dq, (b >> 17) & 1);
+    set(CpuFeature::kAvx512bw, (b >> 30) & 1);
+    set(CpuFeature::kAvx512vl, (b >> 31) & 1);
+    set(CpuFeature::kAvx512Vnni, (c >> 11) & 1);
   }
-  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = (a >> 5) & 1;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) set(CpuFeature::kAvx512Bf16, (a >> 5) & 1);
   return f;
 }
 
+#else
+
+// No detection on this architecture yet (aarch64's HWCAPs go here, read with getauxval): only
+// tiers that need no feature (scalar) run.
+CpuFeatures Detect() { return {}; }
+
+#endif
+
 }  // namespace
+
+std::string_view CpuFeatureName(CpuFeature feature) {
+  switch (feature) {
+    case CpuFeature::kAvx2: return "avx2";
+    case CpuFeature::kFma: return "fma";
+    case CpuFeature::kF16c: return "f16c";
+    case CpuFeature::kAvx512f: return "avx512f";
+    case CpuFeature::kAvx512bw: return "avx512bw";
+    case CpuFeature::kAvx512dq: return "avx512dq";
+    case CpuFeature::kAvx512vl: return "avx512vl";
+    case CpuFeature::kAvx512Vnni: return "avx512_vnni";
+    case CpuFeature::kAvx512Bf16: return "avx512_bf16";
+    case CpuFeature::kOsYmm: return "os:ymm";
+    case CpuFeature::kOsZmm: return "os:zmm";
+    case CpuFeature::kCount: break;
+  }
+  return "unknown";
+}
 
 std::string CpuFeatures::Summary() const {
   std::string s;
-  auto add = [&s](bool on, const char* name) {
-    if (!on) return;
+  for (int i = 0; i < static_cast<int>(CpuFeature::kCount); ++i) {
+    const auto feature = static_cast<CpuFeature>(i);
+    if (!Has(feature)) continue;
     if (!s.empty()) s += ' ';
-    s += name;
-  };
-  add(avx2, "avx2");
-  add(fma, "fma");
-  add(f16c, "f16c");
-  add(avx512f, "avx512f");
-  add(avx512bw, "avx512bw");
-  add(avx512dq, "avx512dq");
-  add(avx512vl, "avx512vl");
-  add(avx512_vnni, "avx512_vnni");
-  add(avx512_bf16, "avx512_bf16");
-  add(os_avx, "os:ymm");
-  add(os_avx512, "os:zmm");
+    s += CpuFeatureName(feature);
+  }
   return s.empty() ? "none" : s;
 }
 
 const CpuFeatures& DetectCpuFeatures() {
   static const CpuFeatures features = Detect();
   return features;
-}
-
-bool TierSupportedOn(Tier tier, const CpuFeatures& features) {
-  switch (tier) {
-    case Tier::kScalar: return true;
-    case Tier::kAvx2: return features.SupportsAvx2Tier();
-    case Tier::kAvx512: return features.SupportsAvx512Tier();
-  }
-  return false;
-}
-
-Tier BestTierOn(const CpuFeatures& features) {
-  if (TierSupportedOn(Tier::kAvx512, features)) return Tier::kAvx512;
-  if (TierSupportedOn(Tier::kAvx2, features)) return Tier::kAvx2;
-  return Tier::kScalar;
 }
 
 }  // namespace fak::kernels

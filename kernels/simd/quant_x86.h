@@ -8,7 +8,8 @@
 //   I::DotU8S8Scaled(acc, u, s, c)   acc + Σ_{pairs of lane} c16 · (u·s + u·s) (c: i16 lanes)
 //   I::BitMaskBytes(bits)            byte e = 0xFF where bit e of bits is set, else 0
 // AVX-512 does these with VNNI (vpdpbusd / vpdpwssd on ymm via AVX512VL) and mask registers; AVX2
-// with vpmaddubsw + vpmaddwd. Both produce the same integer lanes (lane l covers bytes 4l..4l+3).
+// and avx512_skx (no VNNI) with vpmaddubsw + vpmaddwd. All produce the same integer lanes (lane l
+// covers bytes 4l..4l+3).
 //
 // Float order per output: Acc is 8 float lanes. Each block adds fma(scale, float(lanes), acc) —
 // one fma per block (K-quants with mins: a second, fnmadd, for the mins term) — and Reduce sums the

@@ -152,9 +152,11 @@ TEST_P(PackedQuantTest, ScalarTierKeepsThePlainKernelsBits) {
   }
 }
 
-// AVX2 and AVX-512 compute the same integers and the same float ops, so the same bits.
+// AVX2 and both AVX-512 tiers compute the same integers and the same float ops, so the same bits.
 TEST_P(PackedQuantTest, X86TiersAgreeBitForBit) {
-  if (T().tier == Tier::kScalar || !TierSupported(Tier::kAvx2)) GTEST_SKIP() << "needs an x86 SIMD tier and AVX2";
+  const Result<Tier> avx2_tier = ParseTier("avx2");
+  if (T().tier == Tier::kScalar || !avx2_tier.has_value() || !TierSupported(*avx2_tier))
+    GTEST_SKIP() << "needs an x86 SIMD tier and AVX2";
   const size_t m = 7, n = 32;
   for (QuantType t : kPackable) {
     SCOPED_TRACE(Name(t));
@@ -162,9 +164,44 @@ TEST_P(PackedQuantTest, X86TiersAgreeBitForBit) {
     const std::vector<uint8_t> packed = Pack(t, w, n, k);
     std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
     std::vector<float> here = RunPacked(t, x, packed, m, k, n), avx2(m * n, std::nanf(""));
-    (*TableFor(Tier::kAvx2))->matmul_q_packed(t, xq.data(), packed.data(), PackedRowBytes(t, k), avx2.data(), n, m, k, 0, n);
+    (*TableFor(*avx2_tier))->matmul_q_packed(t, xq.data(), packed.data(), PackedRowBytes(t, k), avx2.data(), n, m, k, 0, n);
     EXPECT_EQ(0, std::memcmp(here.data(), avx2.data(), avx2.size() * sizeof(float)));
   }
+}
+
+// avx512_skx is avx512.cc built without VNNI: vpmaddubsw + vpmaddwd give vpdpbusd's integers, so
+// every quantized product, plain or packed, has the avx512 tier's bits. Control: the scalar tier,
+// which accumulates in another order, differs on the same operands.
+TEST_P(PackedQuantTest, Avx512TiersWithAndWithoutVnniAgreeBitForBit) {
+  const Result<Tier> vnni = ParseTier("avx512");
+  const Result<Tier> skx = ParseTier("avx512_skx");
+  if (!vnni.has_value() || !skx.has_value() || T().tier != *skx || !TierSupported(*vnni))
+    GTEST_SKIP() << "runs in the avx512_skx tier on a CPU with VNNI";
+  const size_t m = 5, n = 16;
+  bool scalar_differs = false;
+  for (QuantType t : kAllTypes) {
+    SCOPED_TRACE(Name(t));
+    const auto [k, x, w] = MakeOperands(t, m, n, 512, 71);
+    auto run = [&](const KernelTable& table, const std::vector<uint8_t>& weights, bool packed) {
+      std::vector<uint8_t> xq(m * QuantActRowBytes(t, k));
+      table.quantize_act(t, x.data(), k, m, k, xq.data());
+      std::vector<float> y(m * n, std::nanf(""));
+      const size_t row_bytes = packed ? PackedRowBytes(t, k) : QuantRowBytes(t, k);
+      (packed ? table.matmul_q_packed : table.matmul_q)(t, xq.data(), weights.data(), row_bytes, y.data(), n, m, k, 0, n);
+      return y;
+    };
+    const KernelTable& with_vnni = **TableFor(*vnni);
+    const std::vector<float> here = run(T(), w, false);
+    EXPECT_EQ(0, std::memcmp(here.data(), run(with_vnni, w, false).data(), here.size() * sizeof(float)));
+    const std::vector<float> scalar = run(**TableFor(Tier::kScalar), w, false);
+    scalar_differs |= std::memcmp(here.data(), scalar.data(), here.size() * sizeof(float)) != 0;
+    if (IsPackable(t)) {
+      const std::vector<uint8_t> packed = Pack(t, w, n, k);
+      const std::vector<float> here_packed = run(T(), packed, true);
+      EXPECT_EQ(0, std::memcmp(here_packed.data(), run(with_vnni, packed, true).data(), here.size() * sizeof(float)));
+    }
+  }
+  EXPECT_TRUE(scalar_differs) << "the comparison cannot tell tiers apart";
 }
 
 }  // namespace

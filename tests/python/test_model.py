@@ -18,6 +18,19 @@ def test_embedded_model_configuration(model):
     assert fak.kernel_tier() in fak.supported_kernel_tiers()
 
 
+def test_every_supported_kernel_tier_can_be_pinned_and_an_unknown_one_is_named():
+    original = fak.kernel_tier()
+    try:
+        for name in fak.supported_kernel_tiers():
+            fak.set_kernel_tier(name)
+            assert fak.kernel_tier() == name
+    finally:
+        fak.set_kernel_tier(original)
+    with pytest.raises(fak.InvalidArgumentError, match="unknown kernel tier 'avx3' \\(this build has scalar"):
+        fak.set_kernel_tier("avx3")
+    assert fak.kernel_tier() == original
+
+
 def test_tokenize_detokenize_round_trip(model):
     text = "héllo, wörld"
     ids = model.tokenize(text)
