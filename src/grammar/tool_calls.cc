@@ -264,9 +264,10 @@ Result<ToolCallFormat> ToolCallFormatFor(const ChatTemplate& chat_template) {
   if (Contains(src, "[TOOL_CALLS]")) return ToolCallFormat::kMistral;
   if (Contains(src, "<|python_tag|>") || Contains(src, "ipython")) return ToolCallFormat::kLlama3;
   if (Contains(src, "<|tool_call|>") || Contains(src, "<|tool|>")) return ToolCallFormat::kPhi4;
-  if (!Contains(src, "tools")) return ToolCallFormat::kJson;
+  // A template that prints neither tools nor calls leaves them to fak's JSON convention.
+  if (!Contains(src, "tools") && !Contains(src, "tool_calls")) return ToolCallFormat::kJson;
   return Unsupported("chat template " + std::string(chat_template.variant()) + " (" + std::string(chat_template.source()) +
-                     ") renders tools, but its tool-call format is none fak reads (Hermes <tool_call>, Llama 3.x JSON, "
+                     ") renders tools or calls, but its tool-call format is none fak reads (Hermes <tool_call>, Llama 3.x JSON, "
                      "Mistral [TOOL_CALLS], Phi-4 <|tool_call|>)");
 }
 

@@ -177,7 +177,7 @@ bool ParseMessageToolCalls(const Json& v, const std::string& param, std::vector<
 bool ParseTools(const Json& v, ToolUse* tools, ApiRequestError* error) {
   if (v.is_null()) return true;
   if (!v.is_array()) return Refuse(error, "tools", "tools must be a list of {\"type\": \"function\", \"function\": {...}}");
-  if (v.size() > kMaxTools) return Refuse(error, "tools", "at most " + std::to_string(kMaxTools) + " tools");
+  if (v.empty() || v.size() > kMaxTools) return Refuse(error, "tools", "tools must hold 1 to " + std::to_string(kMaxTools) + " tools");
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string p = "tools[" + std::to_string(i) + "]";
     const Json& t = v[i];
@@ -244,7 +244,7 @@ bool ParseMessages(const Json& v, std::vector<ChatMessage>* out, ApiRequestError
     const Json& m = v[i];
     if (!m.is_object()) return Refuse(error, param, param + " must be an object");
     ChatMessage message;
-    bool has_role = false, has_content = false;
+    bool has_role = false, has_content = false, has_tool_calls = false;
     for (const auto& [key, value] : m.items()) {
       if (key == "role") {
         if (!value.is_string()) return Refuse(error, param + ".role", param + ".role must be a string");
@@ -254,13 +254,14 @@ bool ParseMessages(const Json& v, std::vector<ChatMessage>* out, ApiRequestError
         has_role = true;
       } else if (key == "content") {
         if (!ParseContent(value, param + ".content", &message.content, error)) return false;
-        has_content = true;
+        has_content = !value.is_null();
       } else if (key == "name" || key == "tool_call_id") {
         if (value.is_null()) continue;
         if (!value.is_string()) return Refuse(error, param + "." + key, param + "." + key + " must be a string");
         (key == "name" ? message.name : message.tool_call_id) = value.get<std::string>();
       } else if (key == "tool_calls") {
         if (!ParseMessageToolCalls(value, param + ".tool_calls", &message.tool_calls, error)) return false;
+        has_tool_calls = !value.is_null();
       } else if (key == "refusal" || key == "audio") {  // what a client echoes back from a reply
         if (!value.is_null() && !(key == "refusal" && value.is_string()))
           return Refuse(error, param + "." + key, param + "." + key + " is not supported");
@@ -273,7 +274,7 @@ bool ParseMessages(const Json& v, std::vector<ChatMessage>* out, ApiRequestError
     if (!has_role) return Refuse(error, param + ".role", param + " has no role");
     // An assistant turn that only calls tools has no content (null or absent).
     if (!has_content && message.tool_calls.empty()) return Refuse(error, param + ".content", param + " has no content");
-    if (!message.tool_calls.empty() && message.role != ChatRole::kAssistant)
+    if (has_tool_calls && message.role != ChatRole::kAssistant)
       return Refuse(error, param + ".tool_calls", "only assistant messages have tool_calls");
     out->push_back(std::move(message));
   }
