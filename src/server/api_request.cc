@@ -187,7 +187,8 @@ bool ParseTools(const Json& v, ToolUse* tools, ApiRequestError* error) {
       if (key != "type" && key != "function") return Refuse(error, p + "." + key, "unknown field '" + key + "' in " + p);
     const Json& f = t["function"];
     ToolFunction function;
-    function.parameters = Json{{"type", "object"}, {"properties", Json::object()}};  // absent: no arguments
+    // Absent: no arguments, so the call's arguments are {}.
+    function.parameters = Json{{"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
     for (const auto& [key, value] : f.items()) {
       const std::string fp = p + ".function." + key;
       if (key == "name") {
