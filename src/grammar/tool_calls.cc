@@ -271,6 +271,26 @@ Result<ToolCallFormat> ToolCallFormatFor(const ChatTemplate& chat_template) {
                      "Mistral [TOOL_CALLS], Phi-4 <|tool_call|>)");
 }
 
+Result<std::vector<ToolFunction>> ToolFunctionsFromJson(std::string_view tools_json) {
+  FAK_ASSIGN_OR_RETURN(Json tools, ParseJson(tools_json, "tools"));
+  if (!tools.is_array()) return InvalidArgument("tools: expected a list of {\"type\": \"function\", \"function\": {...}}");
+  std::vector<ToolFunction> out;
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const std::string where = "tools[" + std::to_string(i) + "]";
+    const Json& t = tools[i];
+    if (!t.is_object() || t.value("type", Json()) != "function" || !t.contains("function") || !t["function"].is_object() ||
+        !t["function"].contains("name") || !t["function"]["name"].is_string())
+      return InvalidArgument(where + ": expected {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    ToolFunction f;
+    f.name = t["function"]["name"].get<std::string>();
+    f.parameters = t["function"].value("parameters", Json{{"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}});
+    if (f.name.empty() || std::any_of(out.begin(), out.end(), [&](const ToolFunction& o) { return o.name == f.name; }))
+      return InvalidArgument(where + ".function.name: empty or given twice");
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 Result<std::string> ToolCallGbnf(ToolCallFormat format, std::span<const ToolFunction> functions, bool parallel) {
   if (functions.empty()) return InvalidArgument("tool call grammar: no functions");
   // One schema for "a call of any of them": an anyOf of {name: const, arguments: $ref to the

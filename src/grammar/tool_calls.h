@@ -54,6 +54,11 @@ struct ToolUse {
   bool forced() const { return active() && (choice == ToolChoice::kRequired || choice == ToolChoice::kNamed); }
 };
 
+// The functions of a `tools` array as the OpenAI API gives it ([{"type": "function", "function":
+// {"name", "parameters"?, ...}}]; absent parameters: no arguments). InvalidArgument naming the
+// entry at fault. (The server parses its request itself, to name each parameter as the API does.)
+Result<std::vector<ToolFunction>> ToolFunctionsFromJson(std::string_view tools_json);
+
 // GBNF whose sentences are `format`'s calls of `functions` (one, or with `parallel` one to eight
 // where the format allows several), each call's arguments a JSON document of its parameters'
 // schema (JsonSchemaToGbnf). InvalidArgument naming the function for a schema it refuses.
