@@ -362,8 +362,6 @@ struct Run {
   uint64_t seed = 0;  // the request's (choice i ran with seed + i)
   bool stream = false, include_usage = false, logprobs = false;
   std::vector<size_t> sealed;  // chat messages run as their sealed stub
-  std::optional<ToolCallFormat> tool_format;  // the replies are read for calls in this format
-  std::vector<ToolFunction> tool_functions;
 
   std::mutex mu;
   std::condition_variable cv;
@@ -733,9 +731,7 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, Htt
   run->seed = request.seed.value_or(DrawSeed());
   run->choices.resize(request.n);
   if (tool_format) {
-    run->tool_format = tool_format;
-    run->tool_functions = request.tools.functions;
-    for (Choice& c : run->choices) c.tools.emplace(*tool_format, request.tools.functions);
+    for (Choice& c : run->choices) c.tools.emplace(*tool_format, request.tools.functions);  // replies read for calls
   }
   run->unfinished = request.n;
 
