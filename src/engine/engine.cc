@@ -6,6 +6,7 @@
 #include "fak/engine/engine.h"
 
 #include <algorithm>
+#include <utility>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -154,10 +155,10 @@ struct Engine::Impl {
   void ExpireQueued(int64_t now);
   void ExpireRunning(int64_t now);
   void Admit();
-  // A running request of `job`'s tenant, still reading its prompt, that shares at least
-  // shared_prefix_wait_tokens more tokens with `job` than the tree holds: admitting `job` now would
-  // compute them twice. Null when none.
-  Job* PrefixLeader(const Job& job) const;
+  // A running request of `job`'s tenant whose context shares at least shared_prefix_wait_tokens
+  // more tokens with `job` than the tree holds: admitting `job` now would compute them twice. Null
+  // when none; else the leader and how many tokens they share.
+  std::pair<Job*, size_t> PrefixLeader(const Job& job) const;
   std::vector<Planned> PlanBatch();
   void FitBudget(std::vector<Planned>& plan);
   // The running request memory pressure takes first: the latest admitted background one, else the
@@ -405,10 +406,14 @@ void Engine::Impl::Admit() {
       }
       job = PopNextLocked();
     }
-    if (Job* leader = PrefixLeader(*job)) {
-      leader->followers_waiting = true;
-      held.push_back(job);
-      continue;
+    if (auto [leader, shared] = PrefixLeader(*job); leader) {
+      if (leader->cache->size() < shared) {  // still reading them: wait for its prompt in the tree
+        leader->followers_waiting = true;
+        held.push_back(job);
+        continue;
+      }
+      // It read them already (`job` came during that step, or while it decodes): into the tree now.
+      (void)tree_->Insert(leader->request.tenant, leader->cache->tokens(), *leader->cache, leader->sources);
     }
     LookupResult found = tree_->Lookup(tree_->ClaimFor(job->request.tenant), job->context);
     // The tree gave back (budget eviction) a prefix Submit paged in: page it in again, on this thread.
@@ -481,17 +486,17 @@ bool Engine::Impl::YieldBackgroundSlot() {
   return true;
 }
 
-Job* Engine::Impl::PrefixLeader(const Job& job) const {
-  if (options_.shared_prefix_wait_tokens == 0) return nullptr;
+std::pair<Job*, size_t> Engine::Impl::PrefixLeader(const Job& job) const {
+  if (options_.shared_prefix_wait_tokens == 0) return {nullptr, 0};
   const size_t in_tree = tree_->MatchLength(job.context, job.request.tenant);
   for (Job* other : running_) {
-    if (other->request.tenant != job.request.tenant || other->Pending() <= 1) continue;  // not reading a prompt
+    if (other->request.tenant != job.request.tenant) continue;
     const size_t shared = static_cast<size_t>(
         std::mismatch(job.context.begin(), job.context.end(), other->context.begin(), other->context.end()).first -
         job.context.begin());
-    if (shared >= in_tree + options_.shared_prefix_wait_tokens) return other;
+    if (shared >= in_tree + options_.shared_prefix_wait_tokens) return {other, shared};
   }
-  return nullptr;
+  return {nullptr, 0};
 }
 
 std::vector<Planned> Engine::Impl::PlanBatch() {

@@ -153,44 +153,77 @@ std::vector<float> Sampler::Adjusted(std::span<const float> logits, std::span<co
 }
 
 Result<int32_t> Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated) {
+  constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
   FAK_RETURN_IF_ERROR(CheckLogits(logits));
   const std::vector<float> l = Adjusted(logits, history, generated);
-  if (std::all_of(l.begin(), l.end(), [](float x) { return x == -std::numeric_limits<float>::infinity(); }))
-    return InvalidArgument("Sampler: logit_bias bans every token that is not already masked");
-  if (params_.temperature == 0.0f) return Argmax(l);
+  const size_t unmasked = static_cast<size_t>(std::count_if(l.begin(), l.end(), [](float x) { return x != kMinusInf; }));
+  if (unmasked == 0) return InvalidArgument("Sampler: logit_bias bans every token that is not already masked");
+  const int32_t argmax = Argmax(l);
+  if (params_.temperature == 0.0f) return argmax;
 
-  std::vector<int32_t> order(l.size());
-  std::iota(order.begin(), order.end(), 0);
-  // Stable order (probability desc, id asc) keeps draws reproducible when logits tie.
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
-  // Masked (-inf) tokens sort last; they are never kept, not even as the draw's last resort.
-  const size_t unmasked = static_cast<size_t>(
-      std::count_if(l.begin(), l.end(), [](float x) { return x != -std::numeric_limits<float>::infinity(); }));
-  size_t keep = params_.top_k > 0 ? std::min(params_.top_k, unmasked) : unmasked;
-  std::vector<double> p(keep);
-  double sum = 0;
-  for (size_t i = 0; i < keep; ++i) sum += (p[i] = std::exp((static_cast<double>(l[order[i]]) - l[order[0]]) / params_.temperature));
-  double mass = 0;
-  size_t nucleus = keep;
-  for (size_t i = 0; i < keep; ++i) {
-    mass += p[i] / sum;
-    if (mass >= params_.top_p) {
-      nucleus = i + 1;
-      break;
+  // The draw walks the tokens most likely first (probability desc, id asc: reproducible when logits
+  // tie), and rarely far. The tokens within `reach` of the best logit are a prefix of that order, so
+  // only they are gathered (the reach growing when the walk needs more), and of those only as many
+  // are put in order as the walk reaches, in blocks that double: sorting a 262k vocabulary whole
+  // cost about as much as the decode step it follows.
+  const double best = l[argmax];
+  const auto weight = [&](int32_t id) { return std::exp((static_cast<double>(l[id]) - best) / params_.temperature); };
+  const auto before = [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
+  std::vector<int32_t> head;  // the tokens within reach; the first p.size() in the order
+  std::vector<double> p;      // weights of head[0..p.size())
+  double reach = 0;
+  const auto extend = [&](size_t wanted) {
+    wanted = std::min(wanted, unmasked);
+    while (head.size() < wanted) {
+      reach = reach == 0 ? 8 * static_cast<double>(params_.temperature) : reach * 4;  // past exp's range: every token
+      head.clear();
+      p.clear();
+      for (size_t id = 0; id < l.size(); ++id)
+        if (l[id] != kMinusInf && static_cast<double>(l[id]) >= best - reach) head.push_back(static_cast<int32_t>(id));
     }
+    if (p.size() >= wanted) return;
+    const auto first = head.begin() + static_cast<ptrdiff_t>(p.size());
+    const auto last = head.begin() + static_cast<ptrdiff_t>(std::min(head.size(), std::max(wanted, 2 * p.size())));
+    std::nth_element(first, last - 1, head.end(), before);
+    std::sort(first, last, before);
+    while (p.size() < static_cast<size_t>(last - head.begin())) p.push_back(weight(head[p.size()]));
+  };
+  // Masked (-inf) tokens weigh 0 and are never kept, not even as the last resort.
+  const size_t keep = params_.top_k > 0 ? std::min(params_.top_k, unmasked) : unmasked;
+  double sum = 0;
+  if (keep < unmasked) {
+    extend(keep);
+    for (size_t i = 0; i < keep; ++i) sum += p[i];
+  } else {
+    for (size_t id = 0; id < l.size(); ++id) sum += l[id] == kMinusInf ? 0.0 : weight(static_cast<int32_t>(id));
   }
-  // p[0] is the most likely token's weight, exp(0) = 1: min_p compares each weight with it directly.
-  if (params_.min_p > 0.0f) {
-    size_t above = 1;
-    while (above < nucleus && p[above] >= params_.min_p) ++above;
-    nucleus = above;
+  // The kept tokens: the top-p nucleus of the first `keep`, then those at least min_p times as
+  // likely as the best (whose weight is exp(0) = 1).
+  size_t nucleus = keep;
+  if (params_.top_p < 1.0f || params_.min_p > 0.0f) {
+    double mass = 0;
+    for (size_t i = 0; i < keep; ++i) {
+      if (i == p.size()) extend(2 * i + 1);
+      if (params_.min_p > 0.0f && i > 0 && p[i] < params_.min_p) {
+        nucleus = i;
+        break;
+      }
+      mass += p[i] / sum;
+      if (mass >= params_.top_p) {
+        nucleus = i + 1;
+        break;
+      }
+    }
+    sum = std::accumulate(p.begin(), p.begin() + static_cast<ptrdiff_t>(nucleus), 0.0);
   }
-  double total = std::accumulate(p.begin(), p.begin() + nucleus, 0.0);
-  double r = NextUniform() * total;
+  double r = NextUniform() * sum;
   for (size_t i = 0; i < nucleus; ++i) {
-    if ((r -= p[i]) < 0) return order[i];
+    if (i == p.size()) extend(2 * i + 1);
+    if ((r -= p[i]) < 0) return head[i];
   }
-  return order[nucleus - 1];
+  // Rounding left a sliver of r: the least likely kept token takes it.
+  extend(nucleus);
+  return head[nucleus - 1];
 }
 
 TokenLogprobs LogprobsOf(std::span<const float> logits, int32_t token, size_t top_n) {

@@ -220,6 +220,11 @@ struct Server::Impl {
   std::vector<internal::HttpRoute> Routes();
   void Reply(HttpResponse& res, std::string_view tenant, std::string_view endpoint, int status, const Json& body);
   void ReplyError(HttpResponse& res, std::string_view tenant, std::string_view endpoint, const HttpError& e);
+  // A 400 invalid_request reply naming the offending field (`param`, empty for the whole body).
+  void ReplyBadRequest(HttpResponse& res, std::string_view tenant, std::string_view endpoint, std::string message,
+                       std::string param);
+  // The request's body as a JSON object (depth and size limited), or nullopt after a 400 saying why.
+  std::optional<Json> ReadJsonBody(const HttpRequest& req, HttpResponse& res, std::string_view endpoint);
   // The front's admit hook: the tenant of the request's key in head.principal, or a 401 in `refusal`
   // when the key is missing or unknown (before the body is read).
   bool Authenticate(HttpRequest& head, HttpResponse& refusal);
@@ -274,6 +279,20 @@ void Server::Impl::Reply(HttpResponse& res, std::string_view tenant, std::string
 
 void Server::Impl::ReplyError(HttpResponse& res, std::string_view tenant, std::string_view endpoint, const HttpError& e) {
   Reply(res, tenant, endpoint, e.status, ErrorJson(e));
+}
+
+void Server::Impl::ReplyBadRequest(HttpResponse& res, std::string_view tenant, std::string_view endpoint,
+                                   std::string message, std::string param) {
+  ReplyError(res, tenant, endpoint, {400, "invalid_request_error", std::move(message), std::move(param), "invalid_request"});
+}
+
+std::optional<Json> Server::Impl::ReadJsonBody(const HttpRequest& req, HttpResponse& res, std::string_view endpoint) {
+  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
+  if (!body) {
+    ReplyBadRequest(res, req.principal, endpoint, std::string(body.error().message()), "");
+    return std::nullopt;
+  }
+  return std::move(*body);
 }
 
 bool Server::Impl::Authenticate(HttpRequest& head, HttpResponse& refusal) {
@@ -860,8 +879,8 @@ void Server::Impl::HandleErase(const HttpRequest& req, HttpResponse& res) {
   if (!conversations)
     return ReplyError(res, *tenant, kEndpoint, {404, "invalid_request_error", "this server keeps no seals (it was started "
                                                 "without a planner)", "", "not_enabled"});
-  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
-  if (!body) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(body.error().message()), "", "invalid_request"});
+  std::optional<Json> body = ReadJsonBody(req, res, kEndpoint);
+  if (!body) return;
   std::optional<Digest> digest;
   std::string reason;
   for (const auto& [key, v] : body->items()) {
@@ -905,11 +924,11 @@ void Server::Impl::HandleErase(const HttpRequest& req, HttpResponse& res) {
 void Server::Impl::HandleTokenize(const HttpRequest& req, HttpResponse& res) {
   constexpr std::string_view kEndpoint = "/tokenize";
   const std::string& tenant = req.principal;
-  const auto bad = [&](const std::string& message, const std::string& param) {
-    ReplyError(res, tenant, kEndpoint, {400, "invalid_request_error", message, param, "invalid_request"});
+  const auto bad = [&](std::string message, std::string param) {
+    ReplyBadRequest(res, tenant, kEndpoint, std::move(message), std::move(param));
   };
-  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
-  if (!body) return bad(std::string(body.error().message()), "");
+  std::optional<Json> body = ReadJsonBody(req, res, kEndpoint);
+  if (!body) return;
   std::optional<std::string> content;
   bool add_special = false;
   for (const auto& [key, v] : body->items()) {
@@ -968,11 +987,11 @@ Result<std::vector<int32_t>> EmbeddingInput(const Json& v, const Tokenizer& toke
 void Server::Impl::HandleEmbeddings(const HttpRequest& req, HttpResponse& res) {
   constexpr std::string_view kEndpoint = "/v1/embeddings";
   const std::string& tenant = req.principal;
-  const auto bad = [&](const std::string& message, const std::string& param) {
-    ReplyError(res, tenant, kEndpoint, {400, "invalid_request_error", message, param, "invalid_request"});
+  const auto bad = [&](std::string message, std::string param) {
+    ReplyBadRequest(res, tenant, kEndpoint, std::move(message), std::move(param));
   };
-  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
-  if (!body) return bad(std::string(body.error().message()), "");
+  std::optional<Json> body = ReadJsonBody(req, res, kEndpoint);
+  if (!body) return;
   const std::shared_ptr<const internal::Serving> serving = Current();
   std::optional<Json> input;
   bool base64 = false, has_model = false;
@@ -1027,11 +1046,11 @@ void Server::Impl::HandleEmbeddings(const HttpRequest& req, HttpResponse& res) {
 void Server::Impl::HandleDetokenize(const HttpRequest& req, HttpResponse& res) {
   constexpr std::string_view kEndpoint = "/detokenize";
   const std::string& tenant = req.principal;
-  const auto bad = [&](const std::string& message, const std::string& param) {
-    ReplyError(res, tenant, kEndpoint, {400, "invalid_request_error", message, param, "invalid_request"});
+  const auto bad = [&](std::string message, std::string param) {
+    ReplyBadRequest(res, tenant, kEndpoint, std::move(message), std::move(param));
   };
-  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
-  if (!body) return bad(std::string(body.error().message()), "");
+  std::optional<Json> body = ReadJsonBody(req, res, kEndpoint);
+  if (!body) return;
   const std::shared_ptr<const internal::Serving> serving = Current();
   const size_t vocab = serving->tokenizer->vocab_size();
   std::optional<std::vector<int32_t>> tokens;
@@ -1060,8 +1079,8 @@ void Server::Impl::HandleDetokenize(const HttpRequest& req, HttpResponse& res) {
 void Server::Impl::HandlePrefixProbe(const HttpRequest& req, HttpResponse& res) {
   constexpr std::string_view kEndpoint = "/fak/v1/prefix";
   const std::string* tenant = &req.principal;
-  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
-  if (!body) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(body.error().message()), "", "invalid_request"});
+  std::optional<Json> body = ReadJsonBody(req, res, kEndpoint);
+  if (!body) return;
   // The kind is the body's: a chat request has a "messages" member (not merely the word somewhere).
   const ApiEndpoint api = body->contains("messages") ? ApiEndpoint::kChatCompletions : ApiEndpoint::kCompletions;
   ApiRequest request;
@@ -1090,8 +1109,8 @@ void Server::Impl::HandlePrefixProbe(const HttpRequest& req, HttpResponse& res) 
 void Server::Impl::HandleGateProbe(const HttpRequest& req, HttpResponse& res) {
   constexpr std::string_view kEndpoint = "/fak/v1/gate";
   const std::string* tenant = &req.principal;
-  Result<Json> body = internal::ParseJsonObject(req.body, "the request body");
-  if (!body) return ReplyError(res, *tenant, kEndpoint, {400, "invalid_request_error", std::string(body.error().message()), "", "invalid_request"});
+  std::optional<Json> body = ReadJsonBody(req, res, kEndpoint);
+  if (!body) return;
   const std::shared_ptr<const internal::Serving> serving = Current();
   ResidentClaim claim = serving->engine->tree().ClaimFor(*tenant);
   if (auto it = body->find("claim"); it != body->end()) {

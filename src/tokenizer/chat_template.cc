@@ -5,13 +5,13 @@
 #include "fak/tokenizer/chat_template.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <utility>
 
 #include "fak/core/env.h"
 #include "fak/io/gguf.h"
 #include "src/core/json.h"
 #include "src/tokenizer/jinja/template.h"
+#include "src/tokenizer/jinja/value.h"
 #include "src/tokenizer/unicode.h"
 
 namespace fak {
@@ -86,27 +86,9 @@ std::string Trim(std::string_view s) {
 
 // Python's json.dumps(s, ensure_ascii=False) of a string, as transformers' `tojson` filter prints it.
 std::string JsonString(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(ch));
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
+  std::string out;
+  jinja::AppendJsonString(s, out);
+  return out;
 }
 
 bool Contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }

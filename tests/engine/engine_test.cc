@@ -461,6 +461,31 @@ TEST_F(EngineTest, RequestsSharingAPromptPrefixComputeItOnce) {
   }
 }
 
+// The race `n` choices ran into: the second request arrives after the first has read the shared
+// prompt (within the step it arrived during, or while the first decodes), so there is no prompt
+// being read to wait for. The first's KV goes to the tree at admission, not at its end.
+TEST_F(EngineTest, ARequestArrivingAfterTheSharedPromptWasReadStartsFromIt) {
+  const std::vector<int32_t> system = TokenSequence(50, 420, model_->config().vocab_size);
+  EngineRequest first = Request(4, 421, 8), second = Request(4, 422, 3);
+  first.prompt.insert(first.prompt.begin(), system.begin(), system.end());
+  second.prompt.insert(second.prompt.begin(), system.begin(), system.end());
+  for (size_t wait_tokens : {size_t{32}, size_t{0}}) {
+    EngineOptions o = Stepped();
+    o.shared_prefix_wait_tokens = wait_tokens;
+    auto engine = Make(o);
+    ASSERT_OK_AND_ASSIGN(RequestId a, engine->Submit(first));
+    ASSERT_TRUE(engine->Step());  // the whole prompt (54 tokens, one chunk) and the first token
+    ASSERT_TRUE(engine->Step());  // decoding
+    ASSERT_OK_AND_ASSIGN(RequestId b, engine->Submit(second));
+    ASSERT_OK_AND_ASSIGN(EngineResult got_b, engine->Wait(b));
+    ASSERT_OK_AND_ASSIGN(EngineResult got_a, engine->Wait(a));
+    EXPECT_EQ(got_a.tokens, Alone(first).tokens);
+    EXPECT_EQ(got_b.tokens, Alone(second).tokens);
+    // Control (0: never share a running request's KV): the second computes the prefix again.
+    EXPECT_EQ(got_b.usage.cached_tokens, wait_tokens != 0 ? system.size() : 0u) << wait_tokens;
+  }
+}
+
 // Indices of `requests` in the order they produced their first token.
 std::vector<size_t> FirstTokenOrder(Engine& engine, std::vector<EngineRequest> requests) {
   std::vector<size_t> order;

@@ -234,9 +234,9 @@ def test_n_choices_share_one_prefill(server):
     cached = sample_value(after, "fak_cached_tokens_total", tenant="alice") - \
         sample_value(before, "fak_cached_tokens_total", tenant="alice")
     assert prompted == 3 * r.usage.prompt_tokens
-    # ...so the prompt was prefilled once, or twice: under ASan a later choice can still race the
-    # first one's prefill into the tree (a known gap of the engine's wait; docs/server.md, n).
-    assert prompted - cached <= 2 * r.usage.prompt_tokens + 2 * 2
+    # ...so the prompt was prefilled once: a later choice either waits for the first one's prompt or,
+    # arriving after it was read, starts from the first one's KV (plus the one token a hit leaves).
+    assert prompted - cached <= r.usage.prompt_tokens + 2 * 2
     # Each choice has its own seed (seed + index): they differ, and each equals the n = 1 run with its seed.
     texts = [c.text for c in r.choices]
     assert len(set(texts)) > 1, texts

@@ -75,7 +75,8 @@ struct EngineOptions {
   // A waiting request whose prompt shares at least this many more tokens with the prompt a running
   // request of its tenant is still reading than the tree holds waits until that prompt is read and
   // in the tree, instead of computing the shared tokens a second time (agents that share a system
-  // prompt, submitted together). 0 = never wait. Default: 32.
+  // prompt, submitted together); one arriving after that prompt was read starts from the running
+  // request's KV, put into the tree at its admission. 0 = never wait nor share. Default: 32.
   size_t shared_prefix_wait_tokens = 32;
   // Cache-aware order within a tenant (SGLang's longest-prefix-match, per tenant): admission takes,
   // among the first `cache_aware_window` requests waiting in a tenant's line, the one with the

@@ -78,29 +78,6 @@ std::string StringRepr(std::string_view s) {
   return out + q;
 }
 
-void JsonString(std::string_view s, std::string& out) {
-  out += '"';
-  for (char ch : s) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(ch));
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
-}
 
 Status JsonValue(const Value& v, const JsonFormat& f, int depth, int max_depth, std::string& out) {
   if (depth > max_depth) return InvalidArgument("tojson: value nested deeper than " + std::to_string(max_depth) + " levels");
@@ -121,7 +98,7 @@ Status JsonValue(const Value& v, const JsonFormat& f, int depth, int max_depth, 
     const double d = v.number();
     out += std::isnan(d) ? "NaN" : std::isinf(d) ? (d > 0 ? "Infinity" : "-Infinity") : FloatRepr(d);
   } else if (v.is_string()) {
-    JsonString(v.str(), out);
+    AppendJsonString(v.str(), out);
   } else if (v.is_list()) {
     const auto& items = v.list().items;
     if (items.empty()) {
@@ -148,7 +125,7 @@ Status JsonValue(const Value& v, const JsonFormat& f, int depth, int max_depth, 
     for (size_t i = 0; i < items.size(); ++i) {
       if (i > 0) out += item_sep;
       newline(depth + 1);
-      JsonString(items[i]->first, out);
+      AppendJsonString(items[i]->first, out);
       out += key_sep;
       FAK_RETURN_IF_ERROR(JsonValue(items[i]->second, f, depth + 1, max_depth, out));
     }
@@ -451,6 +428,30 @@ Result<std::string> ToJson(const Value& value, const JsonFormat& format, int max
   std::string out;
   FAK_RETURN_IF_ERROR(JsonValue(value, format, 0, max_depth, out));
   return out;
+}
+
+void AppendJsonString(std::string_view s, std::string& out) {
+  out += '"';
+  for (char ch : s) {
+    switch (ch) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      case '\b': out += "\\b"; break;
+      case '\f': out += "\\f"; break;
+      default:
+        if (static_cast<unsigned char>(ch) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(ch));
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  out += '"';
 }
 
 }  // namespace fak::jinja

@@ -155,6 +155,9 @@ struct JsonFormat {
   bool sort_keys = false;
 };
 Result<std::string> ToJson(const Value& value, const JsonFormat& format, int max_depth);
+// Appends json.dumps(s, ensure_ascii=False) of one string: `tojson` of a string, and the hand-written
+// families that print message text as JSON.
+void AppendJsonString(std::string_view s, std::string& out);
 
 }  // namespace fak::jinja
 
