@@ -23,6 +23,7 @@ from ._fak import (
     decode_loop_seconds,
     json_object_gbnf,
     json_schema_to_gbnf,
+    parse_tool_calls,
     Engine,
     Model,
     Planner,
@@ -57,7 +58,7 @@ __version__ = version()
 __all__ = [
     "Auditor", "BlobStore", "Certificate", "ChatTemplate", "Engine", "Model", "Planner", "RadixTree", "RecallStore", "Request",
     "ScreenChain", "Session", "TextCorpus",
-    "Llama", "LlamaState", "create_chat_completion", "create_completion", "errors", "json_object_gbnf", "json_schema_to_gbnf", "kernel_tier", "set_kernel_tier", "sha256", "supported_kernel_tiers",
+    "Llama", "LlamaState", "create_chat_completion", "create_completion", "errors", "json_object_gbnf", "json_schema_to_gbnf", "kernel_tier", "parse_tool_calls", "set_kernel_tier", "sha256", "supported_kernel_tiers",
     "version", "Error", "InvalidArgumentError", "NotFoundError", "CorruptionError", "IOFailureError",
     "UnsupportedError", "ResourceExhaustedError", "FailedPreconditionError", "VerificationFailedError",
     "UnavailableError",

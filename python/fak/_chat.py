@@ -120,6 +120,30 @@ def _constraint(response_format: Optional[Dict[str, Any]], grammar: Optional[str
         raise refuse("response_format.json_schema.schema", e.message) from None
 
 
+def _tool_fields(tools: Optional[List[Dict[str, Any]]], tool_choice: Optional[Union[str, Dict[str, Any]]],
+                 parallel_tool_calls: bool, stream: bool) -> Dict[str, Any]:
+    """Engine.submit's tools, tool_choice and parallel_tool_calls for the OpenAI fields; {} for no tools."""
+    from .errors import InvalidArgumentError
+
+    if tools is None:
+        if tool_choice not in (None, "none", "auto"):
+            raise InvalidArgumentError("InvalidArgument", "tool_choice: needs tools")
+        return {}
+    if not isinstance(tools, list) or not tools:
+        raise InvalidArgumentError("InvalidArgument", "tools: expected a non-empty list of function tools")
+    if tool_choice is None or tool_choice in ("auto", "none", "required"):
+        choice = tool_choice or "auto"
+    elif (isinstance(tool_choice, dict) and tool_choice.get("type") == "function"
+          and isinstance(tool_choice.get("function"), dict) and isinstance(tool_choice["function"].get("name"), str)):
+        choice = tool_choice["function"]["name"]
+    else:
+        raise InvalidArgumentError("InvalidArgument",
+                                   "tool_choice: expected auto, none, required or {'type': 'function', 'function': {'name': ...}}")
+    if stream and choice != "none":
+        raise InvalidArgumentError("InvalidArgument", "stream=True does not take tools here (fak serve streams tool calls)")
+    return {"tools": json.dumps(tools), "tool_choice": choice, "parallel_tool_calls": bool(parallel_tool_calls)}
+
+
 def _submit_all(engine: Any, n: int, seed: Optional[int], stream: bool, logprobs: bool, top_logprobs: int,
                 max_tokens: Optional[int], stop: Optional[Union[str, List[str]]],
                 response_format: Optional[Dict[str, Any]], grammar: Optional[str], **request: Any) -> Any:
@@ -172,6 +196,9 @@ def create_chat_completion(
     n: int = 1,
     response_format: Optional[Dict[str, Any]] = None,
     grammar: Optional[str] = None,
+    tools: Optional[List[Dict[str, Any]]] = None,
+    tool_choice: Optional[Union[str, Dict[str, Any]]] = None,
+    parallel_tool_calls: bool = True,
     model: Optional[str] = None,
     tenant: str = "default",
     _results: Optional[List[Dict[str, Any]]] = None,
@@ -184,10 +211,15 @@ def create_chat_completion(
     means 256, no seed means a random one (reported as the reply's ``seed``; choice i of n uses
     seed + i). ``response_format`` ({"type": "json_object"} or {"type": "json_schema", "json_schema":
     {"name", "schema"}}) or ``grammar`` (GBNF text) holds the reply to a grammar, as the server does
-    (docs/grammar.md).
+    (docs/grammar.md). ``tools`` (OpenAI's list of function tools), ``tool_choice`` ("auto" by default,
+    "none", "required" or {"type": "function", "function": {"name": ...}}) and ``parallel_tool_calls``
+    work as on the server (docs/server.md "Tool calls"): the tools are rendered by the model's template,
+    required/named force calls by a grammar, and each reply's calls become ``message.tool_calls`` with
+    ``finish_reason`` "tool_calls". Not with ``stream=True`` (fak serve streams tool calls).
     """
+    tool_fields = _tool_fields(tools, tool_choice, parallel_tool_calls, stream)
     seed, requests = _submit_all(engine, n, seed, stream, logprobs, top_logprobs, max_tokens, stop,
-                                 response_format, grammar, messages=list(messages), temperature=temperature,
+                                 response_format, grammar, messages=list(messages), **tool_fields, temperature=temperature,
                                  top_p=top_p, top_k=top_k, min_p=min_p, repeat_penalty=repeat_penalty,
                                  presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
                                  logit_bias=logit_bias, tenant=tenant)
@@ -201,11 +233,20 @@ def create_chat_completion(
         _results.extend(results)
     choices = []
     for i, result in enumerate(results):
+        message: Dict[str, Any] = {"role": "assistant", "content": result["text"]}
+        finish = _finish_name(result["finish_reason"])
+        if tool_fields.get("tool_choice", "none") != "none":
+            from ._fak import parse_tool_calls
+
+            read = parse_tool_calls(engine.model.chat_template, tool_fields["tools"], result["text"], _draw_seed())
+            if read["tool_calls"]:
+                message = {"role": "assistant", "content": read["content"].strip() or None, "tool_calls": read["tool_calls"]}
+                finish = "tool_calls" if finish == "stop" else finish
         choices.append({
             "index": i,
-            "message": {"role": "assistant", "content": result["text"]},
+            "message": message,
             "logprobs": _chat_logprobs(engine.model, result.get("logprobs", [])) if logprobs else None,
-            "finish_reason": _finish_name(result["finish_reason"]),
+            "finish_reason": finish,
         })
     return {"id": completion_id, "object": "chat.completion", "created": created, "model": model_name, "seed": seed,
             "choices": choices, "usage": _usage(results)}

@@ -1,5 +1,7 @@
 // fak.Engine (continuous batching over concurrent requests, radix-tree prefix reuse, gate
 // statistics) and fak.Request (wait, cancel, stream tokens), all waiting without the GIL.
+#include <algorithm>
+
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -10,6 +12,7 @@
 
 #include "bindings.h"
 #include "py_engine.h"
+#include "src/grammar/tool_calls.h"
 
 namespace fak::python {
 
@@ -292,7 +295,8 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
                                          bool stream, bool record_logits, const Text& priority_text, double min_p,
                                          double presence_penalty, double frequency_penalty, size_t repeat_last_n,
                                          const nb::handle& logit_bias, bool logprobs, size_t top_logprobs,
-                                         const std::optional<Text>& grammar) {
+                                         const std::optional<Text>& grammar, const std::optional<Text>& tools,
+                                         const Text& tool_choice_text, bool parallel_tool_calls) {
   const std::string& priority = priority_text;
   EngineRequest req;
   if (priority == "background") {
@@ -336,9 +340,43 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
   req.stop_strings = Strings(stop);
   req.stop_tokens = stop_tokens;
   req.record_logits = record_logits;
-  if (grammar) {
+  std::optional<std::string> gbnf;
+  if (grammar) gbnf = grammar->str();
+  if (tools) {
+    // The conversation in the template's call convention, and (required / a named tool) the grammar
+    // that forces calls — as fak serve does (docs/server.md "Tool calls").
+    if (req.messages.empty()) throw StatusError(InvalidArgument("tools: only with messages"));
+    const ChatTemplate* chat = engine.engine().chat_template();
+    if (chat == nullptr) throw StatusError(FailedPrecondition("tools: the engine has no chat template"));
+    internal::ToolUse use;
+    use.tools_json = tools->str();
+    use.functions = ValueOrThrow(internal::ToolFunctionsFromJson(use.tools_json));
+    use.parallel = parallel_tool_calls;
+    const std::string& choice = tool_choice_text;
+    use.choice = choice == "auto" ? internal::ToolChoice::kAuto
+                 : choice == "none" ? internal::ToolChoice::kNone
+                 : choice == "required" ? internal::ToolChoice::kRequired
+                                        : internal::ToolChoice::kNamed;
+    if (use.choice == internal::ToolChoice::kNamed) {
+      use.named = choice;
+      if (std::none_of(use.functions.begin(), use.functions.end(), [&](const auto& f) { return f.name == choice; }))
+        throw StatusError(InvalidArgument("tool_choice: '" + choice + "' is not among the tools"));
+    }
+    const internal::ToolCallFormat format = ValueOrThrow(internal::ToolCallFormatFor(*chat));
+    internal::ToolPrompt prompt = internal::ToolCallPrompt(format, std::move(req.messages), use);
+    req.messages = std::move(prompt.messages);
+    req.tools_json = std::move(prompt.tools_json);
+    if (use.forced()) {
+      if (gbnf) throw StatusError(InvalidArgument("tool_choice: give one of tool_choice required/named and a grammar"));
+      std::vector<internal::ToolFunction> forced;
+      for (const auto& f : use.functions)
+        if (use.choice == internal::ToolChoice::kRequired || f.name == use.named) forced.push_back(f);
+      gbnf = ValueOrThrow(internal::ToolCallGbnf(format, forced, use.choice == internal::ToolChoice::kRequired && use.parallel));
+    }
+  }
+  if (gbnf) {
     // Parsed before anything is queued, so a bad grammar is refused naming the keyword.
-    Result<Grammar> parsed = Grammar::Parse(grammar->str());
+    Result<Grammar> parsed = Grammar::Parse(*gbnf);
     if (!parsed) {
       std::string message(parsed.error().message());
       if (!message.starts_with("grammar")) message = "grammar: " + message;
@@ -368,6 +406,32 @@ void BindEngine(nb::module_& m) {
       nb::arg("schema_json"),
       "GBNF whose sentences are the JSON documents valid against the schema (JSON text; the subset OpenAI "
       "structured outputs use, docs/grammar.md); InvalidArgumentError naming an unsupported keyword.");
+  m.def(
+      "parse_tool_calls",
+      [](const ChatTemplate& chat, const Text& tools, const Text& text, uint64_t seed) {
+        const internal::ToolCallFormat format = ValueOrThrow(internal::ToolCallFormatFor(chat));
+        const std::vector<internal::ToolFunction> functions = ValueOrThrow(internal::ToolFunctionsFromJson(tools.str()));
+        const internal::ParsedReply reply = internal::ParseToolCalls(format, text.str(), functions);
+        nb::list calls;
+        for (size_t i = 0; i < reply.calls.size(); ++i) {
+          nb::dict function;
+          function["name"] = reply.calls[i].name;
+          function["arguments"] = reply.calls[i].arguments;
+          nb::dict call;
+          call["id"] = internal::ToolCallId(format, seed + i);
+          call["type"] = "function";
+          call["function"] = function;
+          calls.append(call);
+        }
+        nb::dict out;
+        out["content"] = reply.content;
+        out["tool_calls"] = calls;
+        return out;
+      },
+      nb::arg("chat_template"), nb::arg("tools"), nb::arg("text"), nb::arg("seed") = 0,
+      "The tool calls in a reply, in the call format of chat_template (docs/server.md 'Tool calls'): "
+      "{'content': the text outside the calls, 'tool_calls': [{'id', 'type', 'function': {'name', 'arguments'}}]}; "
+      "a call that does not parse or names a function not in tools (JSON text) stays content.");
   m.def(
       "json_object_gbnf", [] { return JsonObjectGbnf(); }, "GBNF for any JSON object (response_format json_object).");
   nb::class_<PyRequest>(m, "Request", "A request queued on an Engine.")
@@ -436,14 +500,17 @@ void BindEngine(nb::module_& m) {
            nb::arg("record_logits") = false, nb::arg("priority") = "interactive", nb::arg("min_p") = 0.0,
            nb::arg("presence_penalty") = 0.0, nb::arg("frequency_penalty") = 0.0, nb::arg("repeat_last_n") = 0,
            nb::arg("logit_bias") = nb::none(), nb::arg("logprobs") = false, nb::arg("top_logprobs") = 0,
-           nb::arg("grammar") = nb::none(),
+           nb::arg("grammar") = nb::none(), nb::arg("tools") = nb::none(), nb::arg("tool_choice") = "auto",
+           nb::arg("parallel_tool_calls") = true,
            "Queues a request: prompt (str or token ids) or messages ([{'role', 'content'}], rendered with the "
            "model's chat template; then empty stop_tokens mean EOS and end-of-turn). max_tokens=0: prefill only "
            "(warms the radix tree). priority='background' runs in what interactive requests leave. Sampling: "
            "temperature, top_k, top_p, min_p, repeat_penalty over the last repeat_last_n tokens (0 = all), OpenAI's "
            "presence/frequency penalties, logit_bias {id: bias} (-100 bans), seed; logprobs/top_logprobs put each "
            "token's log-probabilities in the result; grammar (GBNF text, docs/grammar.md) constrains the reply to its "
-           "sentences. Returns a Request at once; "
+           "sentences; tools (the OpenAI tools list as JSON text), tool_choice ('auto', 'none', 'required' or a "
+           "function's name) and parallel_tool_calls render and force tool calls as fak serve does (read them back "
+           "with parse_tool_calls). Returns a Request at once; "
            "its wait() and next_event() block without the GIL, so many Python threads can submit at once.")
       .def(
           "create_chat_completion",

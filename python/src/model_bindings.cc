@@ -84,6 +84,35 @@ std::vector<ChatMessage> ParseMessages(const nb::handle& messages) {
       if (!nb::isinstance<nb::str>(d["content"])) throw StatusError(InvalidArgument(where + ".content: expected str"));
       msg.content = Utf8Of(d["content"], where + ".content");
     }
+    for (const char* key : {"tool_call_id", "name"}) {
+      if (!d.contains(key) || d[key].is_none()) continue;
+      if (!nb::isinstance<nb::str>(d[key])) throw StatusError(InvalidArgument(where + "." + key + ": expected str"));
+      (std::string_view(key) == "name" ? msg.name : msg.tool_call_id) = Utf8Of(d[key], where + "." + key);
+    }
+    // OpenAI's tool_calls: [{"id", "type": "function", "function": {"name", "arguments": JSON text}}].
+    if (d.contains("tool_calls") && !d["tool_calls"].is_none()) {
+      const std::string calls_where = where + ".tool_calls";
+      if (!nb::isinstance<nb::sequence>(d["tool_calls"])) throw StatusError(InvalidArgument(calls_where + ": expected a list"));
+      for (nb::handle c : d["tool_calls"]) {
+        if (!nb::isinstance<nb::dict>(c)) throw StatusError(InvalidArgument(calls_where + ": expected dicts"));
+        nb::dict call = nb::borrow<nb::dict>(c);
+        if (!call.contains("function") || !nb::isinstance<nb::dict>(call["function"]))
+          throw StatusError(InvalidArgument(calls_where + ": each call needs a 'function' dict"));
+        nb::dict f = nb::borrow<nb::dict>(call["function"]);
+        ChatToolCall tc;
+        if (call.contains("id") && nb::isinstance<nb::str>(call["id"])) tc.id = Utf8Of(call["id"], calls_where + ".id");
+        if (!f.contains("name") || !nb::isinstance<nb::str>(f["name"]))
+          throw StatusError(InvalidArgument(calls_where + ".function.name: expected str"));
+        tc.name = Utf8Of(f["name"], calls_where + ".function.name");
+        tc.arguments = "{}";
+        if (f.contains("arguments") && !f["arguments"].is_none()) {
+          if (!nb::isinstance<nb::str>(f["arguments"]))
+            throw StatusError(InvalidArgument(calls_where + ".function.arguments: expected JSON text (str)"));
+          tc.arguments = Utf8Of(f["arguments"], calls_where + ".function.arguments");
+        }
+        msg.tool_calls.push_back(std::move(tc));
+      }
+    }
     out.push_back(std::move(msg));
   }
   return out;

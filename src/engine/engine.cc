@@ -220,7 +220,9 @@ Status Engine::Impl::Prepare(EngineRequest& request) const {
   if (!request.sources.empty()) return InvalidArgument("Engine::Submit: sources with messages; the engine computes them");
   const ChatTemplate* chat = options_.chat_template.get();
   if (chat == nullptr) return FailedPrecondition("Engine::Submit: messages need EngineOptions::chat_template");
-  FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat->Render(request.messages));
+  ChatRenderOptions render;
+  render.tools_json = request.tools_json;
+  FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat->Render(request.messages, render));
   // Message text is never markup: EncodeRendered turns only the template's own special-token texts
   // into their ids.
   FAK_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, EncodeRendered(tokenizer_, rendered));
@@ -229,6 +231,7 @@ Status Engine::Impl::Prepare(EngineRequest& request) const {
   request.sources = std::move(sources);
   if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(tokenizer_, chat);
   request.messages.clear();
+  request.tools_json.clear();
   return Status::Ok();
 }
 

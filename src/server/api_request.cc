@@ -1,8 +1,10 @@
 #include "src/server/api_request.h"
 
+#include <algorithm>
 #include <climits>
 #include <exception>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "fak/grammar/json_schema.h"
@@ -102,8 +104,10 @@ bool ParseStop(const Json& v, std::vector<std::string>* out, ApiRequestError* er
   return true;
 }
 
-// A message's content: a string, or a list of {"type": "text", "text": ...} parts joined.
+// A message's content: a string, or a list of {"type": "text", "text": ...} parts joined; null
+// (an assistant turn that only calls tools) is empty.
 bool ParseContent(const Json& v, std::string_view param, std::string* out, ApiRequestError* error) {
+  if (v.is_null()) return true;
   if (v.is_string()) {
     *out = v.get<std::string>();
     return true;
@@ -118,6 +122,122 @@ bool ParseContent(const Json& v, std::string_view param, std::string* out, ApiRe
   return true;
 }
 
+// OpenAI's rule for function names, which also keeps them plain in the call grammar.
+bool IsFunctionName(std::string_view name) {
+  return !name.empty() && name.size() <= 64 && name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") ==
+                                                   std::string_view::npos;
+}
+
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments": JSON text}}].
+bool ParseMessageToolCalls(const Json& v, const std::string& param, std::vector<ChatToolCall>* out, ApiRequestError* error) {
+  if (v.is_null()) return true;
+  if (!v.is_array()) return Refuse(error, param, param + " must be a list");
+  if (v.size() > kMaxToolCallsPerMessage)
+    return Refuse(error, param, param + " has more than " + std::to_string(kMaxToolCallsPerMessage) + " calls");
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string p = param + "[" + std::to_string(i) + "]";
+    const Json& c = v[i];
+    if (!c.is_object()) return Refuse(error, p, p + " must be an object");
+    ChatToolCall call;
+    for (const auto& [key, value] : c.items()) {
+      if (key == "id") {
+        if (!value.is_string()) return Refuse(error, p + ".id", p + ".id must be a string");
+        call.id = value.get<std::string>();
+      } else if (key == "type") {
+        if (value != "function") return Refuse(error, p + ".type", p + ".type must be \"function\"");
+      } else if (key == "function") {
+        if (!value.is_object() || !value.contains("name") || !value["name"].is_string())
+          return Refuse(error, p + ".function", p + ".function must be an object with a name");
+        for (const auto& [k, field] : value.items()) {
+          if (k == "name") {
+            call.name = field.get<std::string>();
+          } else if (k == "arguments") {
+            // JSON text, as OpenAI sends it; an object is taken as given.
+            if (!field.is_string() && !field.is_object())
+              return Refuse(error, p + ".function.arguments", p + ".function.arguments must be a string of JSON");
+            call.arguments = field.is_string() ? field.get<std::string>() : DumpJson(field);
+          } else {
+            return Refuse(error, p + ".function." + k, "unknown field '" + k + "' in " + p + ".function");
+          }
+        }
+      } else {
+        return Refuse(error, p + "." + key, "unknown field '" + key + "' in " + p);
+      }
+    }
+    if (call.name.empty()) return Refuse(error, p + ".function", p + " has no function");
+    if (call.arguments.empty()) call.arguments = "{}";
+    out->push_back(std::move(call));
+  }
+  return true;
+}
+
+// tools: [{"type": "function", "function": {"name", "description", "parameters", "strict"}}]. Each
+// schema must convert to a grammar (the one tool_choice required/named forces), so a schema fak
+// cannot hold a reply to is refused here, naming the tool.
+bool ParseTools(const Json& v, ToolUse* tools, ApiRequestError* error) {
+  if (v.is_null()) return true;
+  if (!v.is_array()) return Refuse(error, "tools", "tools must be a list of {\"type\": \"function\", \"function\": {...}}");
+  if (v.empty() || v.size() > kMaxTools) return Refuse(error, "tools", "tools must hold 1 to " + std::to_string(kMaxTools) + " tools");
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string p = "tools[" + std::to_string(i) + "]";
+    const Json& t = v[i];
+    if (!t.is_object() || t.value("type", Json()) != "function" || !t.contains("function") || !t["function"].is_object())
+      return Refuse(error, p, p + " must be {\"type\": \"function\", \"function\": {...}} (only function tools are supported)");
+    for (const auto& [key, value] : t.items())
+      if (key != "type" && key != "function") return Refuse(error, p + "." + key, "unknown field '" + key + "' in " + p);
+    const Json& f = t["function"];
+    ToolFunction function;
+    // Absent: no arguments, so the call's arguments are {}.
+    function.parameters = Json{{"type", "object"}, {"properties", Json::object()}, {"additionalProperties", false}};
+    for (const auto& [key, value] : f.items()) {
+      const std::string fp = p + ".function." + key;
+      if (key == "name") {
+        if (!value.is_string() || !IsFunctionName(value.get_ref<const std::string&>()))
+          return Refuse(error, fp, fp + " must be 1 to 64 letters, digits, '_' or '-'");
+        function.name = value.get<std::string>();
+      } else if (key == "description") {
+        if (!value.is_string()) return Refuse(error, fp, fp + " must be a string");
+      } else if (key == "strict") {
+        if (!value.is_null() && !value.is_boolean()) return Refuse(error, fp, fp + " must be a boolean");
+      } else if (key == "parameters") {
+        if (!value.is_object()) return Refuse(error, fp, fp + " must be a JSON schema object");
+        function.parameters = value;
+      } else {
+        return Refuse(error, fp, "unknown field '" + key + "' in " + p + ".function");
+      }
+    }
+    if (function.name.empty()) return Refuse(error, p + ".function.name", p + ".function.name is required");
+    for (const ToolFunction& other : tools->functions)
+      if (other.name == function.name) return Refuse(error, p + ".function.name", "two tools are named '" + function.name + "'");
+    // Any call format will do for the check: the arguments' grammar is the same in each.
+    Result<std::string> gbnf = ToolCallGbnf(ToolCallFormat::kHermes, std::span<const ToolFunction>(&function, 1), false);
+    if (!gbnf) return Refuse(error, p + ".function.parameters", std::string(gbnf.error().message()));
+    tools->functions.push_back(std::move(function));
+  }
+  tools->tools_json = DumpJson(v);
+  return true;
+}
+
+// tool_choice: "auto", "none", "required" or {"type": "function", "function": {"name": ...}}.
+bool ParseToolChoice(const Json& v, ToolUse* tools, bool* given, ApiRequestError* error) {
+  if (v.is_null()) return true;
+  *given = true;
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    if (s == "auto") tools->choice = ToolChoice::kAuto;
+    else if (s == "none") tools->choice = ToolChoice::kNone;
+    else if (s == "required") tools->choice = ToolChoice::kRequired;
+    else return Refuse(error, "tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    return true;
+  }
+  if (!v.is_object() || v.value("type", Json()) != "function" || !v.contains("function") || !v["function"].is_object() ||
+      !v["function"].contains("name") || !v["function"]["name"].is_string())
+    return Refuse(error, "tool_choice", "tool_choice must be auto, none, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+  tools->choice = ToolChoice::kNamed;
+  tools->named = v["function"]["name"].get<std::string>();
+  return true;
+}
+
 bool ParseMessages(const Json& v, std::vector<ChatMessage>* out, ApiRequestError* error) {
   if (!v.is_array() || v.empty()) return Refuse(error, "messages", "messages must be a non-empty list");
   for (size_t i = 0; i < v.size(); ++i) {
@@ -125,7 +245,7 @@ bool ParseMessages(const Json& v, std::vector<ChatMessage>* out, ApiRequestError
     const Json& m = v[i];
     if (!m.is_object()) return Refuse(error, param, param + " must be an object");
     ChatMessage message;
-    bool has_role = false, has_content = false;
+    bool has_role = false, has_content = false, has_tool_calls = false;
     for (const auto& [key, value] : m.items()) {
       if (key == "role") {
         if (!value.is_string()) return Refuse(error, param + ".role", param + ".role must be a string");
@@ -135,17 +255,28 @@ bool ParseMessages(const Json& v, std::vector<ChatMessage>* out, ApiRequestError
         has_role = true;
       } else if (key == "content") {
         if (!ParseContent(value, param + ".content", &message.content, error)) return false;
-        has_content = true;
+        has_content = !value.is_null();
       } else if (key == "name" || key == "tool_call_id") {
+        if (value.is_null()) continue;
         if (!value.is_string()) return Refuse(error, param + "." + key, param + "." + key + " must be a string");
-      } else if (key == "tool_calls" || key == "function_call") {
-        return Refuse(error, param + "." + key, "tool calls are not supported");
+        (key == "name" ? message.name : message.tool_call_id) = value.get<std::string>();
+      } else if (key == "tool_calls") {
+        if (!ParseMessageToolCalls(value, param + ".tool_calls", &message.tool_calls, error)) return false;
+        has_tool_calls = !value.is_null();
+      } else if (key == "refusal" || key == "audio") {  // what a client echoes back from a reply
+        if (!value.is_null() && !(key == "refusal" && value.is_string()))
+          return Refuse(error, param + "." + key, param + "." + key + " is not supported");
+      } else if (key == "function_call") {
+        if (!value.is_null()) return Refuse(error, param + "." + key, "function_call (deprecated) is not supported; use tool_calls");
       } else {
         return Refuse(error, param + "." + key, "unknown field '" + key + "' in " + param);
       }
     }
     if (!has_role) return Refuse(error, param + ".role", param + " has no role");
-    if (!has_content) return Refuse(error, param + ".content", param + " has no content");
+    // An assistant turn that only calls tools has no content (null or absent).
+    if (!has_content && message.tool_calls.empty()) return Refuse(error, param + ".content", param + " has no content");
+    if (has_tool_calls && message.role != ChatRole::kAssistant)
+      return Refuse(error, param + ".tool_calls", "only assistant messages have tool_calls");
     out->push_back(std::move(message));
   }
   return true;
@@ -154,7 +285,7 @@ bool ParseMessages(const Json& v, std::vector<ChatMessage>* out, ApiRequestError
 // Fields OpenAI defines that fak does not implement, accepted only at their "off" value.
 bool IsOffValue(std::string_view key, const Json& v) {
   if (key == "echo") return v.is_null() || (v.is_boolean() && !v.get<bool>());
-  if (key == "suffix" || key == "tools" || key == "tool_choice") return v.is_null();
+  if (key == "suffix") return v.is_null();
   if (key == "best_of") return v.is_null() || (v.is_number_integer() && v.get<int64_t>() == 1);
   if (key == "modalities") return v.is_null() || v == Json::array({"text"});
   // SGLang's extensions, which its router sends at these values on every request.
@@ -164,7 +295,7 @@ bool IsOffValue(std::string_view key, const Json& v) {
   return false;
 }
 bool IsOffField(std::string_view key) {
-  for (std::string_view k : {"echo", "suffix", "tools", "tool_choice", "best_of", "modalities", "no_stop_trim", "ignore_eos",
+  for (std::string_view k : {"echo", "suffix", "best_of", "modalities", "no_stop_trim", "ignore_eos",
                              "continue_final_message", "return_hidden_states", "skip_special_tokens"})
     if (k == key) return true;
   return false;
@@ -218,14 +349,14 @@ bool ParseResponseFormat(const Json& v, ApiRequest* r, ApiRequestError* error) {
 std::optional<bool> IgnoredFieldWellTyped(std::string_view key, const Json& v) {
   if (key == "user" || key == "service_tier") return v.is_null() || v.is_string();
   if (key == "metadata") return v.is_null() || v.is_object();
-  if (key == "store" || key == "parallel_tool_calls") return v.is_null() || v.is_boolean();
+  if (key == "store") return v.is_null() || v.is_boolean();
   // SGLang's reasoning switches (its router sends both true): fak returns the text as generated.
   if (key == "separate_reasoning" || key == "stream_reasoning") return v.is_null() || v.is_boolean();
   return std::nullopt;
 }
 
 bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, ApiRequest* r, bool* has_input,
-                ApiRequestError* error) {
+                bool* tool_choice_given, ApiRequestError* error) {
   const bool chat = endpoint == ApiEndpoint::kChatCompletions;
   if (key == "model") {
     if (!v.is_string()) return Refuse(error, key, "model must be a string");
@@ -299,6 +430,12 @@ bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, Api
     }
   } else if (key == "response_format") {
     return ParseResponseFormat(v, r, error);
+  } else if (chat && key == "tools") {
+    return ParseTools(v, &r->tools, error);
+  } else if (chat && key == "tool_choice") {
+    return ParseToolChoice(v, &r->tools, tool_choice_given, error);
+  } else if (chat && key == "parallel_tool_calls") {
+    return v.is_null() || ParseBool(v, key, &r->tools.parallel, error);
   } else if (key == "grammar") {
     if (v.is_null()) return true;
     if (!v.is_string()) return Refuse(error, key, "grammar must be a string of GBNF");
@@ -313,13 +450,25 @@ bool ParseField(ApiEndpoint endpoint, const std::string& key, const Json& v, Api
   return true;
 }
 
+// What tool_choice asks of the tools given.
+bool CheckToolUse(const ApiRequest& r, bool tool_choice_given, ApiRequestError* error) {
+  const ToolUse& t = r.tools;
+  if (tool_choice_given && t.functions.empty() && t.choice != ToolChoice::kNone && t.choice != ToolChoice::kAuto)
+    return Refuse(error, "tool_choice", "tool_choice needs tools");
+  if (t.choice == ToolChoice::kNamed &&
+      std::none_of(t.functions.begin(), t.functions.end(), [&](const ToolFunction& f) { return f.name == t.named; }))
+    return Refuse(error, "tool_choice", "tool_choice names '" + t.named + "', which is not among the tools");
+  if (t.forced() && r.grammar) return Refuse(error, "tool_choice", "give one of tool_choice required/named and response_format or grammar");
+  return true;
+}
+
 bool ParseDocument(ApiEndpoint endpoint, const Json& doc, ApiRequest* request, ApiRequestError* error) {
   if (!doc.is_object()) return Refuse(error, "", "request body: not a JSON object");
   ApiRequest r;
   r.sampling.temperature = 1.0f;  // OpenAI's default; 0 asks for greedy
-  bool has_model = false, has_input = false;
+  bool has_model = false, has_input = false, tool_choice_given = false;
   for (const auto& [key, value] : doc.items()) {
-    if (!ParseField(endpoint, key, value, &r, &has_input, error)) return false;
+    if (!ParseField(endpoint, key, value, &r, &has_input, &tool_choice_given, error)) return false;
     has_model = has_model || key == "model";
   }
   if (!has_model) return Refuse(error, "model", "model is required");
@@ -331,6 +480,7 @@ bool ParseDocument(ApiEndpoint endpoint, const Json& doc, ApiRequest* request, A
   if (endpoint == ApiEndpoint::kChatCompletions && r.top_logprobs > 0 && !r.logprobs)
     return Refuse(error, "top_logprobs", "top_logprobs needs logprobs: true");
   if (Status s = r.sampling.Validate(); !s.ok()) return Refuse(error, "", std::string(s.message()));
+  if (!CheckToolUse(r, tool_choice_given, error)) return false;
   *request = std::move(r);
   return true;
 }

@@ -20,6 +20,7 @@
 #include "fak/model/sampler.h"
 #include "fak/tokenizer/chat_template.h"
 #include "src/core/json.h"
+#include "src/grammar/tool_calls.h"
 
 namespace fak::internal {
 
@@ -42,11 +43,17 @@ struct ApiRequest {
   // JsonSchemaToGbnf), or the `grammar` extra field (GBNF, as llama-server takes it). Parsed here,
   // so a bad schema or grammar is a 400 naming its parameter before anything is tokenized.
   std::optional<Grammar> grammar;
+  // tools, tool_choice, parallel_tool_calls; each tool's parameter schema is checked here (it
+  // converts to a grammar), the forcing grammar itself is made by the server, which knows the
+  // template's call format (docs/server.md "Tool calls").
+  ToolUse tools;
 };
 
 // A refused request: why, and the request parameter at fault ("" when the body as a whole is).
 constexpr size_t kMaxChoices = 16;        // n
 constexpr size_t kMaxLogitBiasEntries = 1024;
+constexpr size_t kMaxTools = 128;         // OpenAI's limit
+constexpr size_t kMaxToolCallsPerMessage = 128;
 
 struct ApiRequestError {
   std::string message;

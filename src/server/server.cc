@@ -30,6 +30,7 @@
 #include "src/server/metrics.h"
 #include "src/server/rollouts.h"
 #include "src/server/serving.h"
+#include "src/server/tool_reply.h"
 #include "src/server/verdict_json.h"
 
 namespace fak {
@@ -43,6 +44,14 @@ using internal::HttpError;
 using internal::HttpRequest;
 using internal::HttpResponse;
 using internal::Json;
+using internal::ToolCallFormat;
+using internal::ToolCallFormatFor;
+using internal::ToolCallGbnf;
+using internal::ToolCallPrompt;
+using internal::ToolChoice;
+using internal::ToolFunction;
+using internal::ToolPrompt;
+using internal::ToolReply;
 
 // A waiting connection writes a heartbeat this often, so a client that went away is noticed (the
 // write fails) and its request cancelled even while it is still prefilling.
@@ -253,6 +262,10 @@ struct Server::Impl {
   // message's run is indexed by its text in the tree and the KV tier); a completion's prompt is
   // text the client wrote, tokenized as it is.
   Status FillPrompt(const internal::Serving& s, ApiEndpoint api, const ApiRequest& request, EngineRequest* er) const;
+  // Tools (chat): the conversation in the template's call convention, the tools to render, and the
+  // grammar tool_choice required/named forces; `format` set when replies are read for calls.
+  std::optional<HttpError> PrepareTools(const internal::Serving& s, ApiRequest& request, EngineRequest* er,
+                                        std::optional<ToolCallFormat>* format) const;
   std::string RenderMetrics() const;
 };
 
@@ -356,6 +369,7 @@ struct Choice {
   size_t token_bytes = 0;                  // bytes of the tokens' text so far (completions' text_offset)
   bool done = false, finish_sent = false;
   EngineResult result;
+  std::optional<ToolReply> tools;          // set when the reply is read for tool calls
 };
 
 // One accepted generation request, shared by the engine's token callbacks (step thread), the
@@ -473,6 +487,26 @@ Json StreamChoice(const Run& run, size_t i, const Json& finish) {
 
 std::string SseEvent(const Json& data) { return "data: " + internal::DumpJson(data) + "\n\n"; }
 
+// A choice's finish_reason: "tool_calls" when a reply that ended by itself holds calls.
+Json ChoiceFinish(const Choice& c) {
+  const std::string_view finish = OpenAiFinishReason(c.result.finish);
+  return Json(c.tools && c.tools->has_calls() && finish == "stop" ? "tool_calls" : finish);
+}
+
+// The last events of choice i's stream: its tool calls as deltas, then the chunk with its finish.
+std::string FinishEvents(const Run& run, size_t i) {
+  std::string out;
+  const Choice& c = run.choices[i];
+  if (c.tools) {
+    for (Json& delta : c.tools->ToolCallDeltas()) {
+      Json choice = {{"index", i}, {"delta", {{"tool_calls", Json::array({std::move(delta)})}}}, {"finish_reason", nullptr},
+                     {"logprobs", nullptr}};
+      out += SseEvent(ChunkJson(run, Json::array({std::move(choice)})));
+    }
+  }
+  return out + SseEvent(ChunkJson(run, Json::array({StreamChoice(run, i, ChoiceFinish(c))})));
+}
+
 // The error a finished request carries when it did not end normally; nullopt when it did.
 std::optional<HttpError> FinishError(const EngineResult& r) {
   if (r.finish == FinishReason::kError)
@@ -497,9 +531,10 @@ std::string FinalBody(Run& run) {
     Json choices = Json::array();
     for (size_t i = 0; i < run.choices.size(); ++i) {
       const Choice& c = run.choices[i];
-      Json choice = {{"index", i}, {"finish_reason", OpenAiFinishReason(c.result.finish)}, {"logprobs", ChoiceLogprobs(run, c)}};
+      Json choice = {{"index", i}, {"finish_reason", ChoiceFinish(c)}, {"logprobs", ChoiceLogprobs(run, c)}};
       if (chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", c.result.text}};
+        choice["message"] = {{"role", "assistant"}, {"content", c.tools ? c.tools->Content() : Json(c.result.text)}};
+        if (c.tools && c.tools->has_calls()) choice["message"]["tool_calls"] = c.tools->ToolCalls();
       } else {
         choice["text"] = c.result.text;
       }
@@ -522,7 +557,7 @@ std::string FinalBody(Run& run) {
     for (size_t i = 0; i < run.choices.size(); ++i) {
       Choice& c = run.choices[i];
       if (c.finish_sent) continue;
-      out += SseEvent(ChunkJson(run, Json::array({StreamChoice(run, i, OpenAiFinishReason(c.result.finish))})));
+      out += FinishEvents(run, i);
       c.pending.clear();
       c.finish_sent = true;
     }
@@ -566,8 +601,7 @@ std::string NextWrite(Run& run, bool* done) {
       Choice& c = run.choices[i];
       const bool finishing = c.done && !c.finish_sent && !FinishError(c.result);
       if (c.pending.empty() && c.pending_logprobs.empty() && !finishing) continue;
-      out += SseEvent(ChunkJson(run, Json::array({StreamChoice(run, i, finishing ? Json(OpenAiFinishReason(c.result.finish))
-                                                                                  : Json(nullptr))})));
+      out += finishing ? FinishEvents(run, i) : SseEvent(ChunkJson(run, Json::array({StreamChoice(run, i, nullptr)})));
       c.pending.clear();
       c.pending_logprobs = Json::array();
       c.finish_sent = c.finish_sent || finishing;
@@ -616,6 +650,32 @@ Json Server::Impl::EraseEverywhere(const Digest& source, std::optional<std::stri
   return copies;
 }
 
+std::optional<HttpError> Server::Impl::PrepareTools(const internal::Serving& serving, ApiRequest& request, EngineRequest* er,
+                                                  std::optional<ToolCallFormat>* format) const {
+  const auto refuse = [](const Status& s) {
+    return HttpError{400, "invalid_request_error", std::string(s.message()), "tools", "invalid_value"};
+  };
+  // A template whose call format fak does not read still renders a history with calls itself.
+  Result<ToolCallFormat> read = ToolCallFormatFor(*serving.engine->chat_template());
+  if (!read) return request.tools.active() ? std::optional<HttpError>(refuse(read.error())) : std::nullopt;
+  ToolPrompt prompt = ToolCallPrompt(*read, std::move(request.messages), request.tools);
+  request.messages = std::move(prompt.messages);
+  er->tools_json = std::move(prompt.tools_json);
+  if (!request.tools.active()) return std::nullopt;
+  *format = *read;
+  if (!request.tools.forced()) return std::nullopt;
+  // required: any of the tools, parallel if allowed; named: that one, once.
+  std::vector<ToolFunction> forced;
+  for (const ToolFunction& f : request.tools.functions)
+    if (request.tools.choice == ToolChoice::kRequired || f.name == request.tools.named) forced.push_back(f);
+  Result<std::string> gbnf = ToolCallGbnf(*read, forced, request.tools.choice == ToolChoice::kRequired && request.tools.parallel);
+  if (!gbnf) return refuse(gbnf.error());
+  Result<Grammar> grammar = Grammar::Parse(*gbnf);
+  if (!grammar) return refuse(grammar.error());
+  request.grammar = std::move(*grammar);
+  return std::nullopt;
+}
+
 Status Server::Impl::ScreenChat(const std::string& tenant, ApiRequest& request, std::vector<size_t>* sealed) {
   if (!conversations) return Status::Ok();
   FAK_ASSIGN_OR_RETURN(ScreenedChat screened,
@@ -654,6 +714,10 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, Htt
   }
   EngineRequest er;
   er.tenant = *tenant;
+  std::optional<ToolCallFormat> tool_format;
+  if (api == ApiEndpoint::kChatCompletions) {
+    if (std::optional<HttpError> e = PrepareTools(*serving, request, &er, &tool_format)) return ReplyError(res, *tenant, endpoint, *e);
+  }
   const char* input_param = api == ApiEndpoint::kChatCompletions ? "messages" : "prompt";
   if (Status s = FillPrompt(*serving, api, request, &er); !s.ok())
     return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", std::string(s.message()), input_param, "invalid_value"});
@@ -685,6 +749,9 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, Htt
   run->sealed = std::move(sealed);
   run->seed = request.seed.value_or(DrawSeed());
   run->choices.resize(request.n);
+  if (tool_format) {
+    for (Choice& c : run->choices) c.tools.emplace(*tool_format, request.tools.functions);  // replies read for calls
+  }
   run->unfinished = request.n;
 
   if (request.grammar) {
@@ -713,7 +780,7 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, Htt
         if (event.text.empty() && event.logprobs == nullptr) return true;
         std::lock_guard lock(run->mu);
         Choice& c = run->choices[i];
-        if (run->stream) c.pending += event.text;
+        if (run->stream) c.pending += c.tools ? c.tools->Feed(event.text) : event.text;
         if (event.logprobs != nullptr) {
           c.pending_logprobs.push_back(LogprobEntry(*tokenizer, *event.logprobs, c.token_bytes));
           c.token_bytes += c.pending_logprobs.back()["bytes"].size();
@@ -750,6 +817,10 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, Htt
         } else {
           c.result.finish = FinishReason::kError;
           c.result.error = result.error();
+        }
+        if (c.tools) {
+          c.tools->Finish(c.result.text, DrawSeed());
+          if (run->stream) c.pending += c.tools->UnshownContent();
         }
         c.done = true;
         if (--run->unfinished == 0) client_gone = run->client_gone;

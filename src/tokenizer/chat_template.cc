@@ -57,6 +57,7 @@ struct ChatTemplate::Spec {
   // The parsed template (null for a family given by name): what kJinja renders with, and what a
   // family renders with when the rendering needs more than its hand-written form (tools, a date).
   std::shared_ptr<const jinja::Template> jinja;
+  std::string jinja_text;  // its source text
   // kJinja: prefix_stable() as measured on probe conversations.
   bool probed_prefix_stable = false;
 };
@@ -380,6 +381,7 @@ struct Out {
   const ChatTemplate::Spec& spec;
   std::span<const ChatMessage> messages;
   RenderedChat r;
+  std::string_view tools_json;  // the tools offered ("" for none): only fak's own family renders them by hand
 
   void Begin(size_t i) { r.message_offsets[i] = r.text.size(); }
   // Appends a message's own bytes (or a value made of them), recorded as content.
@@ -551,12 +553,25 @@ Status RenderPhi3(Out& o) {
   return Status::Ok();
 }
 
+// fak's own markers. Tools, offered, are a `<|tools|>` turn before the first message, and an
+// assistant's calls follow its text as Hermes-style `<tool_call>{"name": ..., "arguments": ...}</tool_call>`
+// (the format src/grammar/tool_calls.h reads back).
 Status RenderFak(Out& o) {
+  if (!o.tools_json.empty()) {
+    o.r.text += "<|tools|>\n";
+    o.Content(o.tools_json);
+    o.r.text += "\n";
+  }
   for (size_t i = 0; i < o.messages.size(); ++i) {
     o.Begin(i);
-    const ChatRole role = o.messages[i].role;
-    o.r.text += "<|" + std::string(role == ChatRole::kTool ? "tool_result" : ChatRoleName(role)) + "|>\n";
-    o.Content(o.messages[i].content);
+    const ChatMessage& m = o.messages[i];
+    o.r.text += "<|" + std::string(m.role == ChatRole::kTool ? "tool_result" : ChatRoleName(m.role)) + "|>\n";
+    o.Content(m.content);
+    for (const ChatToolCall& call : m.tool_calls) {
+      o.r.text += "<tool_call>";
+      o.Content("{\"name\": " + internal::DumpJson(internal::Json(call.name)) + ", \"arguments\": " + call.arguments + "}");
+      o.r.text += "</tool_call>";
+    }
     o.r.text += "\n";
   }
   return Status::Ok();
@@ -593,15 +608,49 @@ std::string_view FamilyName(ChatFamily f) {
 
 // ---- through the interpreter ----
 
+// An assistant message's calls as transformers passes them: {id, type, function: {name,
+// arguments}}, the arguments a mapping where their JSON text is one (templates `tojson` them),
+// else the text. All of it the client's, so content.
+jinja::Value ToolCallsValue(const std::vector<ChatToolCall>& calls) {
+  std::vector<jinja::Value> list;
+  for (const ChatToolCall& c : calls) {
+    Result<jinja::Value> parsed = jinja::ParseJsonValue(c.arguments, /*content=*/true, "tool call arguments");
+    jinja::Value arguments = parsed.has_value() && parsed->is_dict() ? std::move(*parsed) : jinja::Value(jinja::Text::Content(c.arguments));
+    jinja::Value function = jinja::Value::MakeDict({{"name", jinja::Value(jinja::Text::Content(c.name))}, {"arguments", std::move(arguments)}});
+    list.push_back(jinja::Value::MakeDict({{"id", jinja::Value(jinja::Text::Content(c.id))},
+                                           {"type", jinja::Value("function")},
+                                           {"function", std::move(function)}}));
+  }
+  return jinja::Value::MakeList(std::move(list));
+}
+
 // The variables transformers' apply_chat_template renders with. A message's role is markup, its
 // content the conversation's; tool definitions are the client's, so content too.
 jinja::Value TemplateContext(const ChatTemplate::Spec& s, std::span<const ChatMessage> messages, const jinja::Value& tools,
-                             bool add_generation_prompt) {
+                             std::string_view tools_json, bool add_generation_prompt) {
   std::vector<jinja::Value> list;
+  // Phi-4-mini's template takes the tools as the system message's `tools` (JSON text), not as
+  // `tools`: given to the first system message, or to an empty one put first.
+  const bool tools_in_system = !tools_json.empty() && Contains(s.jinja_text, "message['tools']");
+  bool tools_given = false;
+  if (tools_in_system && (messages.empty() || messages[0].role != ChatRole::kSystem)) {
+    list.push_back(jinja::Value::MakeDict({{"role", jinja::Value("system")},
+                                           {"content", jinja::Value("")},
+                                           {"tools", jinja::Value(jinja::Text::Content(std::string(tools_json)))}}));
+    tools_given = true;
+  }
   for (const ChatMessage& m : messages) {
     const ChatRole role = m.role == ChatRole::kTool && s.tool_as_user ? ChatRole::kUser : m.role;
-    list.push_back(jinja::Value::MakeDict({{"role", jinja::Value(std::string(ChatRoleName(role)))},
-                                          {"content", jinja::Value(jinja::Text::Content(m.content))}}));
+    std::vector<std::pair<std::string, jinja::Value>> fields = {{"role", jinja::Value(std::string(ChatRoleName(role)))},
+                                                                 {"content", jinja::Value(jinja::Text::Content(m.content))}};
+    if (!m.tool_calls.empty()) fields.emplace_back("tool_calls", ToolCallsValue(m.tool_calls));
+    if (!m.tool_call_id.empty()) fields.emplace_back("tool_call_id", jinja::Value(jinja::Text::Content(m.tool_call_id)));
+    if (!m.name.empty()) fields.emplace_back("name", jinja::Value(jinja::Text::Content(m.name)));
+    if (tools_in_system && !tools_given && role == ChatRole::kSystem) {
+      fields.emplace_back("tools", jinja::Value(jinja::Text::Content(std::string(tools_json))));
+      tools_given = true;
+    }
+    list.push_back(jinja::Value::MakeDict(std::move(fields)));
   }
   std::vector<std::pair<std::string, jinja::Value>> vars = {
       {"messages", jinja::Value::MakeList(std::move(list))},
@@ -622,10 +671,11 @@ jinja::Value TemplateContext(const ChatTemplate::Spec& s, std::span<const ChatMe
 constexpr int64_t kDefaultNow = 1721952000;
 
 Result<jinja::Text> InterpretText(const ChatTemplate::Spec& s, std::span<const ChatMessage> messages,
-                                  const jinja::Value& tools, bool add_generation_prompt, std::optional<int64_t> now) {
+                                  const jinja::Value& tools, std::string_view tools_json, bool add_generation_prompt,
+                                  std::optional<int64_t> now) {
   jinja::RenderOptions options;
   options.now = now.value_or(kDefaultNow);
-  Result<jinja::Text> r = s.jinja->Render(TemplateContext(s, messages, tools, add_generation_prompt), options);
+  Result<jinja::Text> r = s.jinja->Render(TemplateContext(s, messages, tools, tools_json, add_generation_prompt), options);
   if (!r.has_value()) return r.error().WithContext("chat template " + s.variant);
   return r;
 }
@@ -666,18 +716,18 @@ Result<RenderedChat> RenderInterpreted(const ChatTemplate::Spec& s, std::span<co
     FAK_ASSIGN_OR_RETURN(tools, jinja::ParseJsonValue(options.tools_json, /*content=*/true, "chat template tools"));
     if (!tools.is_list()) return InvalidArgument("chat template tools: a JSON array of tool definitions is expected");
   }
-  FAK_ASSIGN_OR_RETURN(jinja::Text full, InterpretText(s, messages, tools, options.add_generation_prompt, options.now));
+  FAK_ASSIGN_OR_RETURN(jinja::Text full, InterpretText(s, messages, tools, options.tools_json, options.add_generation_prompt, options.now));
   RenderedChat r;
   r.text = std::move(full.bytes);
   r.content = std::move(full.content);
   r.generation_offset = r.text.size();
   if (options.add_generation_prompt) {
-    Result<jinja::Text> bare = InterpretText(s, messages, tools, false, options.now);
+    Result<jinja::Text> bare = InterpretText(s, messages, tools, options.tools_json, false, options.now);
     if (bare.has_value()) r.generation_offset = PartingPoint(r.text, bare->bytes, r.content);
   }
   r.message_offsets.assign(messages.size(), 0);
   for (size_t i = 0; i < messages.size(); ++i) {
-    Result<jinja::Text> prefix = InterpretText(s, messages.subspan(0, i), tools, false, options.now);
+    Result<jinja::Text> prefix = InterpretText(s, messages.subspan(0, i), tools, options.tools_json, false, options.now);
     // A prefix the template refuses shows nothing: message i then begins where message i-1 does.
     r.message_offsets[i] = prefix.has_value() ? PartingPoint(r.text, prefix->bytes, r.content) : (i > 0 ? r.message_offsets[i - 1] : 0);
   }
@@ -705,9 +755,9 @@ bool ProbePrefixStable(const ChatTemplate::Spec& s) {
     std::vector<ChatMessage> longer = base;
     longer.push_back({ChatRole::kAssistant, "Hello! How can I help?"});
     longer.push_back({ChatRole::kUser, "Tell me a joke."});
-    Result<jinja::Text> a = InterpretText(s, base, jinja::None{}, true, std::nullopt);
-    Result<jinja::Text> a_bare = InterpretText(s, base, jinja::None{}, false, std::nullopt);
-    Result<jinja::Text> b = InterpretText(s, longer, jinja::None{}, true, std::nullopt);
+    Result<jinja::Text> a = InterpretText(s, base, jinja::None{}, "", true, std::nullopt);
+    Result<jinja::Text> a_bare = InterpretText(s, base, jinja::None{}, "", false, std::nullopt);
+    Result<jinja::Text> b = InterpretText(s, longer, jinja::None{}, "", true, std::nullopt);
     if (!a.has_value() || !a_bare.has_value() || !b.has_value()) return false;
     const size_t kept = CommonPrefix(a->bytes, a_bare->bytes);
     if (!b->bytes.starts_with(std::string_view(a->bytes).substr(0, kept))) return false;
@@ -738,10 +788,12 @@ Result<ChatTemplate::Spec> RecognizeSpec(std::string_view src, std::string bos, 
   Result<ChatTemplate::Spec> family = RecognizeFamily(src, bos, eos);
   if (family.has_value()) {
     family->jinja = std::move(tmpl);
+    family->jinja_text = std::string(src);
     return family;
   }
   ChatTemplate::Spec s = Base(ChatFamily::kJinja, "jinja", std::move(bos), std::move(eos));
   s.jinja = std::move(tmpl);
+  s.jinja_text = std::string(src);
   s.end_of_turn = TurnEnds(src);
   s.probed_prefix_stable = ProbePrefixStable(s);
   return s;
@@ -948,6 +1000,7 @@ Result<ChatTemplate> ChatTemplate::ForModel(const std::string& model_path, const
 std::string_view ChatTemplate::family() const { return FamilyName(spec_->family); }
 std::string_view ChatTemplate::variant() const { return spec_->variant; }
 std::string_view ChatTemplate::source() const { return spec_->source; }
+std::string_view ChatTemplate::jinja_source() const { return spec_->jinja_text; }
 std::span<const std::string> ChatTemplate::end_of_turn() const { return spec_->end_of_turn; }
 
 // Of the families, only a template that moves the system message into the last user turn
@@ -965,7 +1018,12 @@ Result<RenderedChat> ChatTemplate::Render(std::span<const ChatMessage> messages,
 Result<RenderedChat> ChatTemplate::Render(std::span<const ChatMessage> messages, const ChatRenderOptions& options) const {
   const Spec& s = *spec_;
   if (messages.empty()) return InvalidArgument("chat template " + s.variant + ": no messages to render");
-  if (s.family == ChatFamily::kJinja || !options.tools_json.empty() || options.now.has_value()) {
+  const bool tool_fields = std::any_of(messages.begin(), messages.end(), [](const ChatMessage& m) {
+    return !m.tool_calls.empty() || !m.tool_call_id.empty() || !m.name.empty();
+  });
+  // fak's own family renders tools and calls by hand (RenderFak); the others need their template's text.
+  const bool needs_template = !options.tools_json.empty() || tool_fields;
+  if (s.family == ChatFamily::kJinja || options.now.has_value() || (needs_template && s.family != ChatFamily::kFak)) {
     if (s.jinja == nullptr) {
       return Unsupported("chat template " + s.variant + " (" + s.source +
                          ") has no template text to render tools or a date with; give the model's own template");
@@ -973,7 +1031,7 @@ Result<RenderedChat> ChatTemplate::Render(std::span<const ChatMessage> messages,
     return RenderInterpreted(s, messages, options);
   }
   const bool add_generation_prompt = options.add_generation_prompt;
-  Out o{s, messages, {}};
+  Out o{s, messages, {}, options.tools_json};
   o.r.message_offsets.assign(messages.size(), 0);
   Status st = Status::Ok();
   switch (s.family) {

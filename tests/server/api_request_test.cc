@@ -21,6 +21,44 @@ ApiRequestError Refusal(ApiEndpoint endpoint, std::string_view body) {
   return error;
 }
 
+TEST(ApiRequest, ParsesToolsAndToolCallHistory) {
+  ApiRequest r;
+  ApiRequestError error;
+  ASSERT_TRUE(ParseApiRequest(ApiEndpoint::kChatCompletions,
+                              R"({"model": "m", "messages": [{"role": "user", "content": "weather?"},
+                                  {"role": "assistant", "content": null, "refusal": null, "tool_calls": [{"id": "call_1", "type": "function",
+                                   "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+                                  {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "21C"}],
+                                  "tools": [{"type": "function", "function": {"name": "get_weather", "description": "d", "strict": true,
+                                   "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+                                  "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": false})",
+                              &r, &error))
+      << error.message;
+  ASSERT_EQ(r.messages.size(), 3u);
+  ASSERT_EQ(r.messages[1].tool_calls.size(), 1u);
+  EXPECT_EQ(r.messages[1].content, "");
+  EXPECT_EQ(r.messages[1].tool_calls[0].id, "call_1");
+  EXPECT_EQ(r.messages[1].tool_calls[0].name, "get_weather");
+  EXPECT_EQ(r.messages[1].tool_calls[0].arguments, R"({"city": "Paris"})");
+  EXPECT_EQ(r.messages[2].tool_call_id, "call_1");
+  EXPECT_EQ(r.messages[2].name, "get_weather");
+  ASSERT_EQ(r.tools.functions.size(), 1u);
+  EXPECT_EQ(r.tools.choice, ToolChoice::kNamed);
+  EXPECT_EQ(r.tools.named, "get_weather");
+  EXPECT_FALSE(r.tools.parallel);
+  EXPECT_TRUE(r.tools.forced());
+  EXPECT_NE(r.tools.tools_json.find("\"description\":\"d\""), std::string::npos);
+  // none: tools given but not offered.
+  ASSERT_TRUE(ParseApiRequest(ApiEndpoint::kChatCompletions,
+                              R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": "none",
+                                  "tools": [{"type": "function", "function": {"name": "f"}}]})",
+                              &r, &error));
+  EXPECT_FALSE(r.tools.active());
+  // Completions take no tools.
+  EXPECT_EQ(Refusal(ApiEndpoint::kCompletions, R"({"model": "m", "prompt": "p", "tools": [{"type": "function", "function": {"name": "f"}}]})").param,
+            "tools");
+}
+
 TEST(ApiRequest, ParsesEveryImplementedChatField) {
   ApiRequest r;
   ApiRequestError error;
@@ -110,6 +148,25 @@ TEST(ApiRequest, RefusalsNameTheParameter) {
       {chat(R"("stream_options": {"include_usage": true})"), "stream_options"},
       {chat(R"("max_token": 8)"), "max_token"},
       {chat(R"("tools": [])"), "tools"},
+      {chat(R"("tools": [{"type": "function", "function": {"name": "a b"}}])"), "tools[0].function.name"},
+      {chat(R"("tools": [{"type": "code_interpreter"}])"), "tools[0]"},
+      {chat(R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "string", "pattern": "x"}}}])"),
+       "tools[0].function.parameters"},
+      {chat(R"("tools": [{"type": "function", "function": {"name": "f"}}, {"type": "function", "function": {"name": "f"}}])"),
+       "tools[1].function.name"},
+      {chat(R"("tool_choice": "required")"), "tool_choice"},
+      {chat(R"("tool_choice": "sometimes", "tools": [{"type": "function", "function": {"name": "f"}}])"), "tool_choice"},
+      {chat(R"("tool_choice": {"type": "function", "function": {"name": "g"}}, "tools": [{"type": "function", "function": {"name": "f"}}])"),
+       "tool_choice"},
+      {chat(R"("tool_choice": "required", "tools": [{"type": "function", "function": {"name": "f"}}], "response_format": {"type": "json_object"})"),
+       "tool_choice"},
+      {chat(R"("parallel_tool_calls": 1)"), "parallel_tool_calls"},
+      {R"({"model": "m", "messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"arguments": "{}"}}]}]})",
+       "messages[0].tool_calls[0].function"},
+      {R"({"model": "m", "messages": [{"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "web", "function": {"name": "f"}}]}]})",
+       "messages[0].tool_calls[0].type"},
+      {R"({"model": "m", "messages": [{"role": "assistant", "content": null, "function_call": {"name": "f"}}]})", "messages[0].function_call"},
+      {R"({"model": "m", "messages": [{"role": "assistant", "content": null}]})", "messages[0].content"},
       {R"({"model": "m", "messages": [{"role": "user", "content": "x", "tool_calls": []}]})", "messages[0].tool_calls"},
       {R"({"model": "m", "messages": [{"role": "robot", "content": "x"}]})", "messages[0].role"},
       {R"({"model": "m", "messages": [{"role": "user"}]})", "messages[0].content"},

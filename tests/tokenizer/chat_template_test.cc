@@ -360,6 +360,84 @@ TEST(ChatTemplateTest, ToolsAreRenderedByTheTemplate) {
   FAIL() << "no golden case for Qwen2.5 with tools";
 }
 
+// A history with an assistant's tool call and the tool's answer (ChatMessage::tool_calls,
+// tool_call_id, name), rendered with the tools through every template, equals jinja2's rendering
+// of the same messages — or is refused where jinja2 raised.
+TEST(ChatTemplateGoldenTest, ToolCallHistoriesMatchJinja2) {
+  const nlohmann::ordered_json raw = nlohmann::ordered_json::parse(ReadText(kDir + "goldens.json"));
+  const std::string tools = raw["tools"]["TOOLS"].dump();
+  size_t compared = 0;
+  for (const nlohmann::ordered_json& c : raw["cases"]) {
+    const std::string conversation = c["conversation"].get<std::string>();
+    if (conversation != "tool_call_result" && conversation != "tool_call_answered") continue;
+    const std::string name = c["template"].get<std::string>();
+    // Phi-4-mini takes tools in the system message, where fak puts them (FakFamilyRendersToolCalls's
+    // neighbour below checks it); the goldens pass them only as `tools`, which it ignores.
+    if (name == "microsoft-Phi-4-mini-instruct") continue;
+    SCOPED_TRACE(name + "/" + conversation);
+    std::vector<ChatMessage> messages;
+    for (const nlohmann::ordered_json& m : raw["tool_conversations"][conversation]) {
+      ChatMessage message(*ParseChatRole(m["role"].get<std::string>()), m["content"].get<std::string>());
+      if (m.contains("tool_calls")) {
+        for (const nlohmann::ordered_json& call : m["tool_calls"])
+          message.tool_calls.push_back({call["id"].get<std::string>(), call["function"]["name"].get<std::string>(),
+                                        call["function"]["arguments"].dump()});
+      }
+      message.tool_call_id = m.value("tool_call_id", "");
+      message.name = m.value("name", "");
+      messages.push_back(std::move(message));
+    }
+    ASSERT_OK_AND_ASSIGN(ChatTemplate t, GoldenTemplate(name));
+    ChatRenderOptions options;
+    options.tools_json = tools;
+    options.add_generation_prompt = c["add_generation_prompt"].get<bool>();
+    if (c.contains("now")) options.now = c["now"].get<int64_t>();
+    Result<RenderedChat> r = t.Render(messages, options);
+    if (c.contains("error")) {
+      EXPECT_FALSE(r.has_value()) << "jinja raised '" << c["error"].get<std::string>() << "', fak rendered:\n" << r->text;
+      continue;
+    }
+    ASSERT_TRUE(r.has_value()) << r.error().ToString();
+    EXPECT_EQ(r->text, c["expected"].get<std::string>());
+    ++compared;
+  }
+  EXPECT_GE(compared, 80u);
+  // Phi-4-mini: the tools in the system turn, as its template prints a system message's `tools`
+  // (an empty system message first when the conversation has none).
+  ASSERT_OK_AND_ASSIGN(ChatTemplate phi4, GoldenTemplate("microsoft-Phi-4-mini-instruct"));
+  ChatRenderOptions options;
+  options.tools_json = tools;
+  const std::vector<ChatMessage> ask = {{ChatRole::kUser, "Hi"}};
+  ASSERT_OK_AND_ASSIGN(RenderedChat r, phi4.Render(ask, options));
+  EXPECT_EQ(r.text, "<|system|><|tool|>" + tools + "<|/tool|><|end|><|user|>Hi<|end|><|assistant|>");
+  const std::vector<ChatMessage> with_system = {{ChatRole::kSystem, "Be brief."}, {ChatRole::kUser, "Hi"}};
+  ASSERT_OK_AND_ASSIGN(RenderedChat s, phi4.Render(with_system, options));
+  EXPECT_EQ(s.text, "<|system|>Be brief.<|tool|>" + tools + "<|/tool|><|end|><|user|>Hi<|end|><|assistant|>");
+}
+
+// fak's own family renders tools and calls by hand (the embedded model's template); another
+// family given by name has no template text for them.
+TEST(ChatTemplateTest, FakFamilyRendersToolCalls) {
+  std::unique_ptr<Tokenizer> bytes = MakeByteTokenizer();
+  ASSERT_OK_AND_ASSIGN(ChatTemplate fak, ChatTemplate::ForFamily("fak", *bytes));
+  std::vector<ChatMessage> messages = {{ChatRole::kUser, "Weather?"}, {ChatRole::kAssistant, ""}, {ChatRole::kTool, "21C"}};
+  messages[1].tool_calls.push_back({"call_1", "get_weather", R"({"city":"Paris"})"});
+  messages[2].tool_call_id = "call_1";
+  ChatRenderOptions options;
+  options.tools_json = R"([{"type":"function","function":{"name":"get_weather"}}])";
+  ASSERT_OK_AND_ASSIGN(RenderedChat r, fak.Render(messages, options));
+  EXPECT_EQ(r.text, "<|tools|>\n" + options.tools_json + "\n<|user|>\nWeather?\n<|assistant|>\n"
+                    "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}</tool_call>\n"
+                    "<|tool_result|>\n21C\n<|assistant|>\n");
+  // The call's JSON is content (never markup), the markers are the template's.
+  const size_t call = r.text.find("{\"name\"");
+  EXPECT_TRUE(std::any_of(r.content.begin(), r.content.end(), [&](const TextSpan& s) {
+    return s.offset <= call && call < s.offset + s.size;
+  })) << r.text;
+  ASSERT_OK_AND_ASSIGN(ChatTemplate gemma, ChatTemplate::ForFamily("gemma", *bytes));
+  EXPECT_EQ(gemma.Render(messages).error().code(), StatusCode::kUnsupported);
+}
+
 TEST(ChatTemplateTest, RefusalsNameTheMessage) {
   ASSERT_OK_AND_ASSIGN(ChatTemplate t, GoldenTemplate("google-gemma-3-1b-it"));
   Result<RenderedChat> r = t.Render(Conversation("two_users"));

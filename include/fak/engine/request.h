@@ -58,6 +58,9 @@ struct EngineRequest {
   // tokenized with the messages' text as plain text (EncodeRendered). With messages, empty
   // stop_tokens mean EndOfGenerationTokens (EOS and the template's end-of-turn tokens).
   std::vector<ChatMessage> messages;
+  // With messages: the tools offered, a JSON array as the OpenAI API's `tools`, rendered as the
+  // template's `tools` (ChatRenderOptions::tools_json). Default: none.
+  std::string tools_json;
   // Which source texts runs of a token-id `prompt` came from (e.g. ChatSourceRuns of a chat the host
   // rendered itself), recorded with its KV in the tree and every tier so SourceSweeper and
   // page-in's denylist check reach it. Each run non-empty and within the prompt. With `messages`

@@ -23,6 +23,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fak/core/export.h"
@@ -35,9 +36,25 @@ enum class ChatRole { kSystem, kUser, kAssistant, kTool };
 FAK_EXPORT std::string_view ChatRoleName(ChatRole role);              // "system", "user", "assistant", "tool"
 FAK_EXPORT Result<ChatRole> ParseChatRole(std::string_view name);     // InvalidArgument naming an unknown role
 
+// A function call an assistant message made (an OpenAI `tool_calls` entry).
+struct ChatToolCall {
+  std::string id;         // the call's id, which the tool message answering it names
+  std::string name;       // the function's name
+  std::string arguments;  // the arguments: JSON text (an object), as the API carries them
+};
+
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(ChatRole role, std::string content) : role(role), content(std::move(content)) {}
+
   ChatRole role = ChatRole::kUser;
   std::string content;
+  // An assistant message's calls; a tool message's answer names its call (and the function).
+  // Either is rendered through the template's own text (the interpreter), as `tool_calls`,
+  // `tool_call_id` and `name`; a family given by name renders them only for `fak`.
+  std::vector<ChatToolCall> tool_calls;
+  std::string tool_call_id;
+  std::string name;
 };
 
 // A rendered conversation: the text, and where each message's part of it begins.
@@ -108,6 +125,8 @@ class FAK_EXPORT ChatTemplate {
 
   std::string_view family() const;   // e.g. "gemma"; "jinja" for a template rendered only by the interpreter
   std::string_view variant() const;  // e.g. "gemma3", "llama3.1", "qwen2.5", "mistral-v0.3"; "jinja"
+  // The template's Jinja text ("" for a family given by name): what tool-call formats are read from.
+  std::string_view jinja_source() const;
   // Where it came from: "tokenizer.chat_template" (GGUF), "tokenizer_config.json chat_template",
   // "chat_template.jinja", "general.architecture=gemma3" / "config.json model_type=qwen2" (inferred),
   // "family gemma" (ForFamily), "template source" (Recognize).
