@@ -95,7 +95,8 @@ class RawRedis {
     if (line.size() > 1 && line[0] == '$' && line != "$-1") {
       const size_t n = std::stoul(line.substr(1));
       std::string body = ReadN(n + 2);
-      return "$" + body.substr(0, n);
+      body.resize(std::min(body.size(), n));
+      return body.insert(0, 1, '$');  // (not "$" + body: GCC 12 warns falsely on that, -Wrestrict)
     }
     if (line.size() > 1 && line[0] == '*') {  // arrays: element count only, elements discarded
       const long n = std::stol(line.substr(1));
