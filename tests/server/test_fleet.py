@@ -60,6 +60,32 @@ def test_an_erasure_on_one_worker_reaches_every_worker(tmp_path, redis_port):
             w.stop()
 
 
+def test_an_evicted_messages_certificate_names_the_workers_that_confirmed(tmp_path, redis_port):
+    secret = "evicted fleet-wide: " + uuid.uuid4().hex
+    a, b, c = (worker(tmp_path, redis_port, n) for n in ("a", "b", "c"))
+    try:
+        for w in (b, c):
+            chat(w, secret)
+        status, conv = a.request("POST", "/fak/v1/conversations", {"model": MODEL, "messages": [{"role": "user", "content": secret}],
+                                                                   "max_tokens": 2})
+        assert status == 200, conv
+        status, evicted = a.request("POST", f"/fak/v1/conversations/{conv['id']}/evict", {"message": 0, "reason": "asked"})
+        assert status == 200, evicted
+        cert = evicted["certificate"]
+        assert cert["version"] == 2 and cert["fleet"]["confirmed"] == ["a", "b", "c"], cert
+        assert cert["fleet"]["event"] == evicted["removed"]["fleet"]["event"]
+        status, verdict = a.request("POST", "/fak/v1/certificates/verify", cert)
+        assert status == 200 and verdict["valid"] is True, verdict
+        # The list is signed: a worker dropped from it (or added) breaks the certificate.
+        for confirmed in (["a", "b"], ["a", "b", "c", "d"]):
+            forged = {**cert, "fleet": {**cert["fleet"], "confirmed": confirmed}}
+            status, verdict = a.request("POST", "/fak/v1/certificates/verify", forged)
+            assert status == 200 and verdict["valid"] is False and verdict["fault"] == "bad_signature", verdict
+    finally:
+        for w in (a, b, c):
+            w.stop()
+
+
 def test_a_worker_down_at_the_erasure_applies_the_seal_before_it_serves(tmp_path, redis_port):
     text = "sealed while you slept: " + uuid.uuid4().hex
     a = worker(tmp_path, redis_port, "a")
