@@ -5,6 +5,7 @@ an erasure on one worker leaves no reuse of the text on the others and a seal on
 including one restarted afterwards. One cluster for the module (starting one takes seconds).
 """
 
+import os
 import shutil
 import socket
 import subprocess
@@ -31,7 +32,7 @@ def cluster_ok(cli, port):
 def cluster_ports(tmp_path_factory):
     binary = shutil.which("redis-server") or "/usr/bin/redis-server"
     cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
-    if not shutil.os.path.exists(binary) or not shutil.os.path.exists(cli):
+    if not os.path.exists(binary) or not os.path.exists(cli):
         pytest.skip("redis-server / redis-cli not installed (scripts/setup installs them)")
     procs, ports = [], []
     for i in range(3):
@@ -77,8 +78,7 @@ def test_on_a_cluster_a_conversation_continues_on_another_worker(tmp_path, clust
         # The shared state really is spread: the tier's chunks and the texts sit on several masters.
         holding = [p for p in cluster_ports if redis_keys(p, "fak:*")]
         assert len(holding) >= 2, holding
-        # Control: c never saw the conversation and pages nothing when the tier is not asked for it
-        # (a different text): no reuse.
+        # Control: a text no worker has seen is reused by none (the counters above are not free).
         other = [{"role": "user", "content": "An unrelated opening " + uuid.uuid4().hex}]
         fresh = c.client().chat.completions.create(model=MODEL, messages=other, max_tokens=2, temperature=0)
         assert fresh.usage.prompt_tokens_details.cached_tokens == 0
