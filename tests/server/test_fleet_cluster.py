@@ -23,6 +23,17 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_cluster_port():
+    """A free port whose cluster bus port (port + 10000) exists and is free too."""
+    while True:
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port + 10000)) != 0:
+                return port
+
+
 def cluster_ok(cli, port):
     p = subprocess.run([cli, "-p", str(port), "cluster", "info"], capture_output=True, text=True, timeout=10)
     return "cluster_state:ok" in p.stdout
@@ -37,7 +48,7 @@ def cluster_ports(tmp_path_factory):
     procs, ports = [], []
     for i in range(3):
         d = tmp_path_factory.mktemp(f"cluster-node-{i}")
-        port = free_port()
+        port = free_cluster_port()
         procs.append(subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d), "--save", "",
                                        "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                                        "--cluster-node-timeout", "2000"],

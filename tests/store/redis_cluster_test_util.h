@@ -28,7 +28,8 @@ class RedisClusterForTest {
       servers_.push_back(std::make_unique<RedisServer>(dirs_.back()->path()));
       ::testing::AssertionResult up = servers_.back()->Start({"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                                                               "--cluster-node-timeout", "2000",
-                                                              "--cluster-require-full-coverage", "no"});
+                                                              "--cluster-require-full-coverage", "no"},
+                                                             /*max_port=*/55535);
       if (!up) return up;
       create += " 127.0.0.1:" + std::to_string(servers_.back()->port());
     }

@@ -140,11 +140,12 @@ class RedisServer {
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
-  // Starts on a fresh free port (tries a few in case of a race). `extra` are more --flags.
-  ::testing::AssertionResult Start(std::vector<std::string> extra = {}) {
+  // Starts on a fresh free port at most `max_port` (tries a few in case of a race). `extra` are
+  // more --flags. A cluster node needs max_port 55535: its bus listens on port + 10000.
+  ::testing::AssertionResult Start(std::vector<std::string> extra = {}, int max_port = 65535) {
     extra_ = std::move(extra);
     for (int attempt = 0; attempt < 5; ++attempt) {
-      port_ = FreeLoopbackPort();
+      for (int pick = 0; pick < 100 && (pick == 0 || port_ > max_port); ++pick) port_ = FreeLoopbackPort();
       if (Launch()) return ::testing::AssertionSuccess();
     }
     return ::testing::AssertionFailure() << "redis-server did not come up; see " << dir_ << "/redis.log";
