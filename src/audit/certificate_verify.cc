@@ -19,7 +19,13 @@ std::string Mismatch(std::string_view field, const std::string& cert, const std:
 }
 
 CertificateCheck CheckSelf(const DeletionCertificate& c, std::span<const PublicKey> trusted) {
-  if (c.version != fmt::kCertificateVersion) return Fail(CertificateFault::kMalformed, "version " + std::to_string(c.version) + " is not supported");
+  if (c.version != fmt::kCertificateVersion && c.version != fmt::kCertificateFleetVersion)
+    return Fail(CertificateFault::kMalformed, "version " + std::to_string(c.version) + " is not supported");
+  const bool fleet = !c.fleet_event.empty() || !c.fleet_confirmed.empty();
+  if (c.version == fmt::kCertificateVersion && fleet)
+    return Fail(CertificateFault::kMalformed, "a version 1 certificate carries fleet confirmations");
+  if (c.version == fmt::kCertificateFleetVersion && (c.fleet_event.empty() || c.fleet_confirmed.empty()))
+    return Fail(CertificateFault::kMalformed, "a version 2 certificate names no fleet event or no confirming worker");
   if (c.scope != fmt::kCertificateScope) return Fail(CertificateFault::kMalformed, "scope is not the version 1 statement of bounds");
   if (c.signature.size() != 64) return Fail(CertificateFault::kMalformed, "signature has " + std::to_string(c.signature.size()) + " bytes, want 64");
   if (std::find(trusted.begin(), trusted.end(), c.issuer_public_key) == trusted.end()) {

@@ -11,6 +11,8 @@ using internal::Json;
 
 namespace {
 
+constexpr size_t kMaxFleetWorkers = 4096;  // names a certificate may carry (it is untrusted input)
+
 Json CertToJson(const DeletionCertificate& c, bool with_signature, bool with_anchor) {
   Json j = Json::object();
   j["version"] = c.version;
@@ -28,6 +30,9 @@ Json CertToJson(const DeletionCertificate& c, bool with_signature, bool with_anc
   j["journal_row_hash"] = c.journal_row_hash.Hex();
   j["issued_at"] = c.issued_at_unix_us;
   j["issuer_public_key"] = c.issuer_public_key.Hex();
+  // Present whenever set, whatever the version says, so it is always signed (verification
+  // refuses it in a version 1 certificate).
+  if (!c.fleet_event.empty() || !c.fleet_confirmed.empty()) j["fleet"] = Json{{"event", c.fleet_event}, {"confirmed", c.fleet_confirmed}};
   if (with_signature) j["signature"] = internal::HexEncode(c.signature);
   if (with_anchor && !c.time_anchor.empty()) j["time_anchor"] = internal::Base64Encode(c.time_anchor);
   return j;
@@ -68,6 +73,18 @@ Status ReadScalars(const Json& j, DeletionCertificate* c) {
   Result<std::string> sig = internal::HexDecode(sig_hex, "deletion certificate: field 'signature'");
   if (!sig.has_value()) return Corruption(std::string(sig.error().message()));
   c->signature = std::move(*sig);
+  if (auto fleet = j.find("fleet"); fleet != j.end()) {
+    if (!fleet->is_object()) return Corruption("deletion certificate: field 'fleet' is not an object");
+    FAK_ASSIGN_OR_RETURN(c->fleet_event, internal::GetString(*fleet, "event", "deletion certificate fleet"));
+    auto confirmed = fleet->find("confirmed");
+    if (confirmed == fleet->end() || !confirmed->is_array() || confirmed->size() > kMaxFleetWorkers)
+      return Corruption("deletion certificate: field 'fleet.confirmed' is not an array of at most " +
+                        std::to_string(kMaxFleetWorkers) + " worker names");
+    for (const Json& w : *confirmed) {
+      if (!w.is_string()) return Corruption("deletion certificate: field 'fleet.confirmed' holds a non-string");
+      c->fleet_confirmed.push_back(w.get<std::string>());
+    }
+  }
   if (j.contains("time_anchor")) {
     FAK_ASSIGN_OR_RETURN(std::string b64, internal::GetString(j, "time_anchor", kWhat));
     Result<std::string> der = internal::Base64Decode(b64, "deletion certificate: field 'time_anchor'");
@@ -108,6 +125,23 @@ Status SignCertificate(DeletionCertificate* cert, const SigningKey& key) {
   FAK_ASSIGN_OR_RETURN(std::string bytes, CertificateSigningBytes(*cert));
   FAK_ASSIGN_OR_RETURN(cert->signature, key.Sign(bytes));
   cert->time_anchor.clear();  // an anchor covers the old signature; re-anchor after signing
+  return Status::Ok();
+}
+
+Status AddFleetConfirmations(DeletionCertificate* cert, std::string event, std::vector<std::string> confirmed,
+                             const SigningKey& key) {
+  if (confirmed.empty()) return InvalidArgument("AddFleetConfirmations: no worker confirmed (the issuer at least must)");
+  if (confirmed.size() > kMaxFleetWorkers)
+    return InvalidArgument("AddFleetConfirmations: " + std::to_string(confirmed.size()) + " workers, more than " +
+                           std::to_string(kMaxFleetWorkers));
+  if (!(cert->issuer_public_key == key.public_key()))
+    return FailedPrecondition("AddFleetConfirmations: the key is not the certificate's issuer's");
+  DeletionCertificate updated = *cert;
+  updated.version = fmt::kCertificateFleetVersion;
+  updated.fleet_event = std::move(event);
+  updated.fleet_confirmed = std::move(confirmed);
+  FAK_RETURN_IF_ERROR(SignCertificate(&updated, key));
+  *cert = std::move(updated);  // a failed signing leaves the certificate as it was
   return Status::Ok();
 }
 

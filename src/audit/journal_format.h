@@ -47,6 +47,8 @@ inline constexpr std::string_view kPRefusal = "refusal";  // "deletion.refused":
 
 // ---- deletion certificate ----
 inline constexpr int kCertificateVersion = 1;
+// Version 2 adds the signed "fleet" object (event, confirmed workers); otherwise identical.
+inline constexpr int kCertificateFleetVersion = 2;
 // Prefixed to the canonical JSON before signing, so a signature over a certificate can never be
 // replayed as a signature over any other fak message.
 inline constexpr std::string_view kCertificateSigningDomain = "fak.deletion-certificate.v1\n";

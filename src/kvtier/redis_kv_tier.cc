@@ -1,9 +1,13 @@
 // The Redis KV tier: slab files shared by a fleet, chunked (docs/kv-tier.md §3).
 //
-// Keys under <prefix>:kvt: —  m:<id> "<end> <chunks> <bytes>" (written last, so a reader that finds
-// it finds whole chunks unless the store was damaged); c:<id>:<i> the chunks; ends: the set of entry
-// ends, e:<end> a marker that some entry ends there; s:<source hex>: the set of "<end>:<id>" derived
-// from that text; sources: the set of sources.
+// Keys (two hash tags, so a Redis Cluster spreads the bulk and keeps each script on one slot):
+//   <prefix>:kvt:c:{<id>}:<i>  the chunks of entry <id>, all in its slot (one DEL removes them);
+//   <prefix>:{kvt}:...          the index, all in one slot: m:<id> "<end> <chunks> <bytes>" (written
+//   last, so a reader that finds it finds whole chunks unless the store was damaged); ends: the set
+//   of entry ends, e:<end> a marker that some entry ends there; s:<source hex>: the set of
+//   "<end>:<id>" derived from that text; sources: the set of sources. The check-and-remove scripts
+//   below touch a meta or marker and a set together, so they must share a slot: the index is
+//   small (tens of bytes per entry) while the chunks carry the megabytes.
 //
 // TTL (options.ttl_seconds > 0): m:, c: and e: keys expire; a Get refreshes them. Chunks and
 // markers live a second longer than the meta record, so an entry expires meta first and a reader
@@ -43,7 +47,7 @@ bool ParseU64(std::string_view s, uint64_t* v) {
 class RedisKVTier final : public KVTierStore {
  public:
   RedisKVTier(std::unique_ptr<internal::RedisConnection> conn, const RedisOptions& o, size_t chunk_bytes)
-      : conn_(std::move(conn)), head_(o.prefix + ":kvt:"), chunk_bytes_(chunk_bytes), ttl_(o.ttl_seconds) {}
+      : conn_(std::move(conn)), index_(o.prefix + ":{kvt}:"), chunks_(o.prefix + ":kvt:c:"), chunk_bytes_(chunk_bytes), ttl_(o.ttl_seconds) {}
 
   std::string_view name() const override { return "redis"; }
 
@@ -63,10 +67,10 @@ class RedisKVTier final : public KVTierStore {
       for (size_t c = 0; c < n_chunks; ++c) tail.push_back({"EXPIRE", Chunk(key, c), std::to_string(ttl_ + 1)});
     tail.push_back(WithTtl({"SET", Meta(key), std::to_string(key.end) + " " + std::to_string(n_chunks) + " " + std::to_string(bytes.size())}, ttl_));
     tail.push_back(WithTtl({"SET", EndMarker(key.end), ""}, ttl_ + 1));
-    tail.push_back({"SADD", head_ + "ends", std::to_string(key.end)});
+    tail.push_back({"SADD", index_ + "ends", std::to_string(key.end)});
     for (const Digest& s : sources) {
-      tail.push_back({"SADD", head_ + "s:" + s.Hex(), Member(key)});
-      tail.push_back({"SADD", head_ + "sources", s.Hex()});
+      tail.push_back({"SADD", index_ + "s:" + s.Hex(), Member(key)});
+      tail.push_back({"SADD", index_ + "sources", s.Hex()});
     }
     return Expect(tail, "SET meta");
   }
@@ -127,7 +131,7 @@ class RedisKVTier final : public KVTierStore {
   }
 
   Result<std::vector<uint64_t>> Ends() override {
-    FAK_ASSIGN_OR_RETURN(RedisReply r, conn_->RunOne({"SMEMBERS", head_ + "ends"}, true));
+    FAK_ASSIGN_OR_RETURN(RedisReply r, conn_->RunOne({"SMEMBERS", index_ + "ends"}, true));
     std::set<uint64_t> ends;
     for (const RedisReply& e : r.elements) {
       uint64_t v = 0;
@@ -143,7 +147,7 @@ class RedisKVTier final : public KVTierStore {
     std::vector<RedisCommand> drop;
     for (size_t i = 0; i < listed.size(); ++i) {
       if (live[i].type == RedisReply::Type::kInteger && live[i].integer == 0) {
-        drop.push_back({"EVAL", kSremIfAbsent, "2", EndMarker(listed[i]), head_ + "ends", std::to_string(listed[i])});
+        drop.push_back({"EVAL", kSremIfAbsent, "2", EndMarker(listed[i]), index_ + "ends", std::to_string(listed[i])});
       } else {
         out.push_back(listed[i]);
       }
@@ -160,13 +164,18 @@ class RedisKVTier final : public KVTierStore {
     if (meta.type == RedisReply::Type::kNil) return NotFound("redis kv tier: no entry " + key.id.substr(0, 16));
     uint64_t n_chunks = 0, n_bytes = 0;
     Status parsed = ParseMeta(meta, key, &n_chunks, &n_bytes);
-    RedisCommand del{"DEL", Meta(key)};  // the meta first in argv: a damaged entry still goes
-    for (uint64_t c = 0; parsed.ok() && c < n_chunks; ++c) del.push_back(Chunk(key, c));
-    return Expect({del}, "DEL");
+    // The meta first (readers stop finding the entry), then the chunks in their own slot; a
+    // damaged meta still goes.
+    std::vector<RedisCommand> del{{"DEL", Meta(key)}};
+    if (parsed.ok() && n_chunks > 0) {
+      del.push_back({"DEL"});
+      for (uint64_t c = 0; c < n_chunks; ++c) del.back().push_back(Chunk(key, c));
+    }
+    return Expect(del, "DEL");
   }
 
   Result<std::vector<TierKey>> KeysFromSource(const Digest& source) override {
-    const std::string set = head_ + "s:" + source.Hex();
+    const std::string set = index_ + "s:" + source.Hex();
     FAK_ASSIGN_OR_RETURN(RedisReply r, conn_->RunOne({"SMEMBERS", set}, true));
     std::vector<TierKey> listed;
     std::vector<std::string> members;
@@ -196,7 +205,7 @@ class RedisKVTier final : public KVTierStore {
   }
 
   Result<std::vector<Digest>> Sources() override {
-    FAK_ASSIGN_OR_RETURN(RedisReply r, conn_->RunOne({"SMEMBERS", head_ + "sources"}, true));
+    FAK_ASSIGN_OR_RETURN(RedisReply r, conn_->RunOne({"SMEMBERS", index_ + "sources"}, true));
     std::vector<Digest> out;
     for (const RedisReply& e : r.elements) {
       Result<Digest> d = Digest::FromHex(e.str);
@@ -206,8 +215,8 @@ class RedisKVTier final : public KVTierStore {
         out.push_back(*d);
         continue;
       }
-      const std::string set = head_ + "s:" + e.str;  // no live entry left: forget the source
-      (void)Expect({{"EVAL", kSremIfEmpty, "2", set, head_ + "sources", e.str}}, "EVAL drop stale source");  // best effort
+      const std::string set = index_ + "s:" + e.str;  // no live entry left: forget the source
+      (void)Expect({{"EVAL", kSremIfEmpty, "2", set, index_ + "sources", e.str}}, "EVAL drop stale source");  // best effort
     }
     return out;
   }
@@ -220,14 +229,14 @@ class RedisKVTier final : public KVTierStore {
       if (s.ok()) ++removed;
       else if (s.code() != StatusCode::kNotFound) return s;
     }
-    FAK_RETURN_IF_ERROR(Expect({{"DEL", head_ + "s:" + source.Hex()}, {"SREM", head_ + "sources", source.Hex()}}, "DEL source"));
+    FAK_RETURN_IF_ERROR(Expect({{"DEL", index_ + "s:" + source.Hex()}, {"SREM", index_ + "sources", source.Hex()}}, "DEL source"));
     return removed;
   }
 
  private:
-  std::string Meta(const TierKey& k) const { return head_ + "m:" + k.id; }
-  std::string Chunk(const TierKey& k, uint64_t i) const { return head_ + "c:" + k.id + ":" + std::to_string(i); }
-  std::string EndMarker(uint64_t end) const { return head_ + "e:" + std::to_string(end); }
+  std::string Meta(const TierKey& k) const { return index_ + "m:" + k.id; }
+  std::string Chunk(const TierKey& k, uint64_t i) const { return chunks_ + "{" + k.id + "}:" + std::to_string(i); }
+  std::string EndMarker(uint64_t end) const { return index_ + "e:" + std::to_string(end); }
   static std::string Member(const TierKey& k) { return std::to_string(k.end) + ":" + k.id; }
   // `set` with an expiry of `seconds` when the tier has a TTL.
   RedisCommand WithTtl(RedisCommand set, int64_t seconds) const {
@@ -260,7 +269,8 @@ class RedisKVTier final : public KVTierStore {
   }
 
   std::unique_ptr<internal::RedisConnection> conn_;
-  const std::string head_;
+  const std::string index_;   // "<prefix>:{kvt}:", the index's keys (one slot)
+  const std::string chunks_;  // "<prefix>:kvt:c:", then "{<id>}:<i>" (the entry's slot)
   const size_t chunk_bytes_;
   const int64_t ttl_;  // seconds; 0 = entries never expire
 };

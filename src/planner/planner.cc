@@ -281,6 +281,10 @@ Result<ErasureReport> Planner::EraseText(std::string_view tenant, const Digest& 
   return report;
 }
 
+Status Planner::RecordFleetConfirmations(DeletionCertificate* cert, std::string event, std::vector<std::string> confirmed) const {
+  return AddFleetConfirmations(cert, std::move(event), std::move(confirmed), key_);
+}
+
 CertificateCheck Planner::VerifyCertificate(const DeletionCertificate& cert, const CertificateVerifyOptions& options) const {
   const PublicKey trusted[] = {key_.public_key()};
   std::lock_guard<std::mutex> lock(audit_mu_);

@@ -256,6 +256,12 @@ HttpReply Conversations::Evict(const std::string& tenant, const std::string& id,
   certificates_request_.fetch_add(1, std::memory_order_relaxed);
   // The planner removed the text's KV from its tree (the engine's, in fak serve); the rest go now.
   Json copies = erase_copies_(cert->subject, tenant);
+  // In a fleet the certificate also names (signed) the workers that confirmed their copies gone.
+  if (auto fleet = copies.find("fleet"); fleet != copies.end() && !(*fleet)["event"].get<std::string>().empty()) {
+    Status named = planner_.RecordFleetConfirmations(&*cert, (*fleet)["event"].get<std::string>(),
+                                                     (*fleet)["confirmed"].get<std::vector<std::string>>());
+    if (!named.ok()) return StatusReply(named);
+  }
   Result<Json> j = CertificateJson(*cert);
   if (!j) return StatusReply(j.error());
   return HttpReply::Ok({{"id", id},

@@ -16,6 +16,7 @@
 
 #include "fak/core/digest.h"
 #include "fak/core/status.h"
+#include "src/server/tree_publication.h"
 
 namespace fak {
 
@@ -54,6 +55,11 @@ class FleetLink {
   virtual FleetConfirmation Announce(const FleetErasure& erasure, bool wait) = 0;
   // The workers seen alive recently (this one included), sorted.
   virtual Result<std::vector<std::string>> LiveWorkers() = 0;
+  // What this worker's trees hold now (sorted as PublishedPrefixes returns it).
+  using TreeSnapshot = std::function<std::vector<PublishedPrefix>()>;
+  // Publishes the changes of `snapshot` for cache-aware routers, from the link's thread (asked once
+  // a heartbeat). Before Listen. Default: nothing is published.
+  virtual void PublishTree(TreeSnapshot snapshot) { (void)snapshot; }
 };
 
 }  // namespace fak

@@ -122,11 +122,36 @@ void RedisFleet::Run(ApplyErasure apply) {
   while (!stop_) {
     if (Clock::now() >= next_beat) {
       (void)Heartbeat();  // an outage shows as this worker's silence; nothing to do here about it
+      if (tree_snapshot_) (void)PublishTreeChanges();  // retried at the next beat
       next_beat = Clock::now() + std::chrono::milliseconds(options_.heartbeat_ms);
     }
     // A failed read keeps its place in the stream and tries again: nothing announced is skipped.
     if (!ApplyNext(apply).ok()) std::this_thread::sleep_for(std::chrono::milliseconds(kReadBlockMs));
   }
+}
+
+Status RedisFleet::PublishTreeChanges() {
+  std::vector<PublishedPrefix> now = tree_snapshot_();
+  const TreeChanges changes = DiffPrefixes(tree_published_, now);
+  std::vector<RedisCommand> batch;
+  const auto event = [&](const char* op, const PublishedPrefix* p) {
+    RedisCommand add = {"XADD", Key("tree"), "MAXLEN", "~", kStreamCap, "*", "worker", options_.worker_id, "op", op};
+    if (p != nullptr)
+      add.insert(add.end(), {"tenant", p->tenant, "prefix", p->digest.Hex(), "messages", std::to_string(p->messages), "tokens",
+                             std::to_string(p->tokens)});
+    batch.push_back(std::move(add));
+  };
+  if (!tree_reset_sent_) event("reset", nullptr);  // a (re)started worker holds nothing it said before
+  for (const PublishedPrefix& p : changes.evicted) event("evict", &p);
+  for (const PublishedPrefix& p : changes.inserted) event("insert", &p);
+  if (batch.empty()) return Status::Ok();
+  // Re-sent whole after a broken connection: a consumer applies the same changes twice, harmlessly.
+  FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> replies, conn_->Run(batch, /*idempotent=*/true));
+  for (const RedisReply& r : replies)
+    if (r.type != RedisReply::Type::kString) return Unexpected(*conn_, "XADD " + Key("tree"), r);
+  tree_reset_sent_ = true;
+  tree_published_ = std::move(now);
+  return Status::Ok();
 }
 
 Status RedisFleet::ApplyNext(const ApplyErasure& apply) {

@@ -4,6 +4,8 @@
 //   <prefix>:{fleet}:workers      hash  worker → last heartbeat (Unix ms)
 //   <prefix>:{fleet}:erasures     stream of announced erasures (origin, digest, tenant), capped
 //   <prefix>:{fleet}:acks:<id>    hash  worker → what it removed, for an hour
+//   <prefix>:{fleet}:tree         stream of tree changes (worker, op reset|insert|evict, tenant,
+//                                 prefix, messages, tokens) for cache-aware routers, capped
 // One thread per link heartbeats and reads the stream from where it left off, so erasures
 // announced while Redis was unreachable are applied once it answers again.
 #ifndef FAK_SRC_SERVER_REDIS_FLEET_H_
@@ -49,6 +51,7 @@ class RedisFleet final : public FleetLink {
   void StopListening() override;
   FleetConfirmation Announce(const FleetErasure& erasure, bool wait) override;
   Result<std::vector<std::string>> LiveWorkers() override;
+  void PublishTree(TreeSnapshot snapshot) override { tree_snapshot_ = std::move(snapshot); }
 
  private:
   RedisFleet(RedisFleetOptions options, std::unique_ptr<internal::RedisConnection> conn, std::string last_id);
@@ -57,10 +60,16 @@ class RedisFleet final : public FleetLink {
   // Reads (blocking briefly) and applies the next announcements; advances last_id_.
   Status ApplyNext(const ApplyErasure& apply);
   void Run(ApplyErasure apply);
+  // Streams what changed in the tree since the last publication (a reset first, once); on failure
+  // the same changes are tried again next time.
+  Status PublishTreeChanges();
 
   const RedisFleetOptions options_;
   std::unique_ptr<internal::RedisConnection> conn_;
   std::string last_id_;  // the stream position read up to; only the link's thread touches it after Listen
+  TreeSnapshot tree_snapshot_;                 // set before Listen; then the thread's
+  std::vector<PublishedPrefix> tree_published_;  // what the stream says this worker holds
+  bool tree_reset_sent_ = false;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -31,6 +31,7 @@
 #include "src/server/rollouts.h"
 #include "src/server/serving.h"
 #include "src/server/tool_reply.h"
+#include "src/server/tree_publication.h"
 #include "src/server/verdict_json.h"
 
 namespace fak {
@@ -91,7 +92,7 @@ std::string_view OpenAiFinishReason(FinishReason finish) {
 std::string_view EndpointLabel(std::string_view path) {
   for (std::string_view route : {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
                                  "/v1/embeddings", "/tokenize", "/detokenize",
-                                 "/fak/v1/prefix", "/fak/v1/gate", "/fak/v1/erase", "/fak/v1/conversations",
+                                 "/fak/v1/prefix", "/fak/v1/gate", "/fak/v1/erase", "/fak/v1/tree", "/fak/v1/conversations",
                                  "/fak/v1/certificates/verify", "/fak/v1/rollout"})
     if (path == route) return route;
   if (path.rfind("/v1/models/", 0) == 0) return "/v1/models";
@@ -250,6 +251,15 @@ struct Server::Impl {
   // On success `request.messages` holds what the engine may run and `sealed` the sealed indices.
   Status ScreenChat(const std::string& tenant, ApiRequest& request, std::vector<size_t>* sealed);
   void HandleGateProbe(const HttpRequest& req, HttpResponse& res);
+  // What the serving trees hold, as prefixes a router can compute (tree_publication.h); with
+  // `tenant`, only its own and the shared public ones.
+  std::vector<PublishedPrefix> TreePrefixes(std::optional<std::string_view> tenant);
+  void HandleTree(const HttpRequest& req, HttpResponse& res);
+  // An operator: listed in admin_tenants, or anyone when the server has neither list nor keys.
+  bool IsAdmin(const std::string& tenant) const {
+    const std::vector<std::string>& admins = options.admin_tenants;
+    return admins.empty() ? options.api_keys.empty() : std::find(admins.begin(), admins.end(), tenant) != admins.end();
+  }
   void ConversationRoutes(std::vector<internal::HttpRoute>& routes);
   // Answers with `handle(tenant)`; 404 when the server has no Planner, 503 while draining.
   void WithConversations(const HttpRequest& req, HttpResponse& res,
@@ -636,6 +646,30 @@ Json Server::Impl::EraseCopies(const Digest& source, std::optional<std::string_v
   Json copies = {{"trees", std::move(trees)}, {"kv_tier_entries", tier_entries}};
   if (!tier_errors.empty()) copies["kv_tier_errors"] = std::move(tier_errors);
   return copies;
+}
+
+std::vector<PublishedPrefix> Server::Impl::TreePrefixes(std::optional<std::string_view> tenant) {
+  const std::shared_ptr<const internal::Serving> serving = Current();
+  std::vector<HeldPath> paths = serving->engine->tree().HeldPaths();
+  if (host_tree != nullptr && host_tree != &serving->engine->tree()) {
+    std::vector<HeldPath> more = host_tree->HeldPaths();
+    paths.insert(paths.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
+  std::vector<PublishedPrefix> all = PublishedPrefixes(paths);
+  if (tenant) std::erase_if(all, [&](const PublishedPrefix& p) { return !p.tenant.empty() && p.tenant != *tenant; });
+  return all;
+}
+
+// GET /fak/v1/tree: what this worker's trees hold, for a cache-aware router (docs/fleet.md). An
+// operator sees every tenant's prefixes; a tenant its own and the shared public ones.
+void Server::Impl::HandleTree(const HttpRequest& req, HttpResponse& res) {
+  const std::string& tenant = req.principal;
+  Json prefixes = Json::array();
+  for (const PublishedPrefix& p : TreePrefixes(IsAdmin(tenant) ? std::nullopt : std::optional<std::string_view>(tenant)))
+    prefixes.push_back({{"tenant", p.tenant}, {"prefix", p.digest.Hex()}, {"messages", p.messages}, {"tokens", p.tokens}});
+  Reply(res, tenant, "/fak/v1/tree", 200,
+        Json{{"object", "fak.tree"}, {"worker", options.fleet ? Json(options.fleet->worker_id()) : Json(nullptr)},
+             {"prefixes", std::move(prefixes)}});
 }
 
 Json Server::Impl::EraseEverywhere(const Digest& source, std::optional<std::string_view> tenant) {
@@ -1220,10 +1254,7 @@ void Server::Impl::RolloutRoutes(std::vector<internal::HttpRoute>& routes) {
     if (!rollouts)
       return ReplyError(res, tenant, kEndpoint, {404, "invalid_request_error", "this server does not roll out models (it "
                                                  "was started without a planner or a model loader)", "", "not_enabled"});
-    const std::vector<std::string>& admins = options.admin_tenants;
-    const bool admin = admins.empty() ? options.api_keys.empty()
-                                      : std::find(admins.begin(), admins.end(), tenant) != admins.end();
-    if (!admin)
+    if (!IsAdmin(tenant))
       return ReplyError(res, tenant, kEndpoint, {403, "invalid_request_error", "tenant '" + tenant + "' may not roll out "
                                                  "models (see --admin-tenant)", "", "forbidden"});
     res.hold = AcceptWork();
@@ -1274,6 +1305,7 @@ std::vector<internal::HttpRoute> Server::Impl::Routes() {
   add("POST", "/fak/v1/prefix", [this](const HttpRequest& req, HttpResponse& res) { HandlePrefixProbe(req, res); });
   add("POST", "/fak/v1/gate", [this](const HttpRequest& req, HttpResponse& res) { HandleGateProbe(req, res); });
   add("POST", "/fak/v1/erase", [this](const HttpRequest& req, HttpResponse& res) { HandleErase(req, res); });
+  add("GET", "/fak/v1/tree", [this](const HttpRequest& req, HttpResponse& res) { HandleTree(req, res); });
   ConversationRoutes(routes);
   RolloutRoutes(routes);
   const auto model_json = [](const std::string& id) {
@@ -1350,6 +1382,7 @@ Result<std::unique_ptr<Server>> Server::Create(Engine& engine, const Model& mode
   for (const std::string& tenant : impl->options.admin_tenants)
     if (!IsValidTenant(tenant)) return InvalidArgument("ServerOptions: invalid admin tenant name '" + tenant + "'");
   if (FleetLink* fleet = impl->options.fleet) {
+    fleet->PublishTree([self] { return self->TreePrefixes(std::nullopt); });
     // Another worker's erasure: this worker's copies go as the origin's did (its trees and tiers).
     FAK_RETURN_IF_ERROR(fleet->Listen([self](const FleetErasure& e) {
       const Json copies = self->EraseCopies(e.source, e.tenant ? std::optional<std::string_view>(*e.tenant) : std::nullopt);

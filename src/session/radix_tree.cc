@@ -546,6 +546,32 @@ std::vector<Digest> RadixTree::Sources() const {
   return out;
 }
 
+std::vector<HeldPath> RadixTree::HeldPaths() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  std::vector<HeldPath> out;
+  for (const auto& [id, leaf] : impl_->by_id) {
+    if (!leaf->children.empty() || leaf->parent == nullptr) continue;
+    std::vector<const Impl::Node*> path;
+    for (const Impl::Node* n = leaf; n->parent != nullptr; n = n->parent) path.push_back(n);
+    HeldPath held{leaf->ns, {}, {}};
+    for (auto it = path.rbegin(); it != path.rend(); ++it) {
+      std::vector<SourceSpan> runs = (*it)->sources;
+      std::sort(runs.begin(), runs.end(), [](const SourceSpan& a, const SourceSpan& b) { return a.from < b.from; });
+      for (const SourceSpan& r : runs) {
+        // A text split over edges continues its entry; a new one starts a new entry.
+        if (!held.sources.empty() && held.sources.back() == r.source && held.ends.back() == r.from) {
+          held.ends.back() = r.from + r.n_tokens;
+        } else {
+          held.sources.push_back(r.source);
+          held.ends.push_back(r.from + r.n_tokens);
+        }
+      }
+    }
+    if (!held.sources.empty()) out.push_back(std::move(held));
+  }
+  return out;
+}
+
 size_t RadixTree::OfferPath(std::span<const int32_t> tokens, std::string_view tenant, SpillSink& sink) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   const Impl::WalkEnd end = const_cast<Impl*>(impl_.get())->Walk(tokens, tokens.size(), tenant, /*split=*/false);

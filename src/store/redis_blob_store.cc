@@ -216,25 +216,17 @@ std::vector<Result<std::string>> RedisBlobStore::GetMany(std::span<const Digest>
   return out;
 }
 
-// SCAN with a pattern of the tenant's value keys. The tenant and prefix hold no glob characters
-// (validated), and the hash tag's braces are literal in a glob.
+// SCAN (every master of a cluster) with a pattern of the tenant's value keys. The tenant and
+// prefix hold no glob characters (validated), and the hash tag's braces are literal in a glob.
 Result<std::vector<Digest>> RedisBlobStore::List() {
   const std::string head = TenantPrefix(o_) + "{";
-  const std::string pattern = head + "*}:v";
+  FAK_ASSIGN_OR_RETURN(std::vector<std::string> keys, conn_->ScanKeys(head + "*}:v"));
   std::vector<Digest> out;
-  std::string cursor = "0";
-  do {
-    FAK_ASSIGN_OR_RETURN(RedisReply r, conn_->RunOne({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}, true));
-    if (r.type != RedisReply::Type::kArray || r.elements.size() != 2 || r.elements[1].type != RedisReply::Type::kArray)
-      return Unexpected("List (SCAN)", r);
-    cursor = r.elements[0].str;
-    for (const RedisReply& key : r.elements[1].elements) {
-      const std::string& k = key.str;
-      if (k.size() != head.size() + 64 + 3 || k.compare(0, head.size(), head) != 0) continue;
-      Result<Digest> d = Digest::FromHex(std::string_view(k).substr(head.size(), 64));
-      if (d.has_value()) out.push_back(*d);  // keys that are not ours are skipped, never guessed at
-    }
-  } while (cursor != "0");
+  for (const std::string& k : keys) {
+    if (k.size() != head.size() + 64 + 3 || k.compare(0, head.size(), head) != 0) continue;
+    Result<Digest> d = Digest::FromHex(std::string_view(k).substr(head.size(), 64));
+    if (d.has_value()) out.push_back(*d);  // keys that are not ours are skipped, never guessed at
+  }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());  // SCAN may repeat a key
   return out;

@@ -148,9 +148,41 @@ RedisConnection::~RedisConnection() {
 Result<std::unique_ptr<RedisConnection>> RedisConnection::Open(const RedisOptions& options) {
   FAK_RETURN_IF_ERROR(ValidateRedisOptions(options));
   std::unique_ptr<RedisConnection> conn(new RedisConnection(options));
-  FAK_ASSIGN_OR_RETURN(RedisReply pong, conn->RunOne({"PING"}, /*idempotent=*/true));
-  if (pong.type != RedisReply::Type::kStatus) return IOError("redis " + conn->endpoint_ + ": PING answered " + DescribeReply(pong));
+  const RedisCommand hello[] = {{"PING"}, {"CLUSTER", "SLOTS"}};
+  FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> replies, conn->Run(hello, /*idempotent=*/true));
+  if (replies[0].type != RedisReply::Type::kStatus)
+    return IOError("redis " + conn->endpoint_ + ": PING answered " + DescribeReply(replies[0]));
+  // An error ("cluster support disabled") is one server; an array is a cluster's slot map.
+  if (replies[1].type == RedisReply::Type::kArray) {
+    FAK_ASSIGN_OR_RETURN(conn->cluster_, RedisClusterRouter::Open(options, replies[1]));
+  }
   return conn;
+}
+
+std::unique_ptr<RedisConnection> RedisConnection::ForNode(const RedisOptions& options) {
+  return std::unique_ptr<RedisConnection>(new RedisConnection(options));
+}
+
+Result<std::vector<std::string>> RedisConnection::ScanKeys(const std::string& pattern) {
+  if (cluster_) return cluster_->ScanKeys(pattern);
+  std::vector<std::string> keys;
+  std::string cursor = "0";
+  do {
+    FAK_ASSIGN_OR_RETURN(RedisReply r, RunOne({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}, true));
+    if (r.type != RedisReply::Type::kArray || r.elements.size() != 2 || r.elements[0].type != RedisReply::Type::kString ||
+        r.elements[1].type != RedisReply::Type::kArray) {
+      if (r.type == RedisReply::Type::kError) return ErrorReplyStatus("redis " + endpoint_ + ": SCAN", r);
+      return Corruption("redis " + endpoint_ + ": SCAN: unexpected reply " + DescribeReply(r));
+    }
+    cursor = r.elements[0].str;
+    for (RedisReply& key : r.elements[1].elements) keys.push_back(std::move(key.str));
+  } while (cursor != "0");
+  return keys;
+}
+
+std::optional<ClusterStats> RedisConnection::cluster_stats() const {
+  if (!cluster_) return std::nullopt;
+  return cluster_->Stats();
 }
 
 Status RedisConnection::Connect(redisContext*& ctx) {
@@ -375,6 +407,7 @@ Status RedisConnection::Call(bool idempotent, const Once& once) {
 }
 
 Result<std::vector<RedisReply>> RedisConnection::Run(std::span<const RedisCommand> commands, bool idempotent) {
+  if (cluster_) return cluster_->Run(commands, idempotent);
   std::vector<RedisReply> out;
   FAK_RETURN_IF_ERROR(Call(idempotent, [&](redisContext*& ctx, bool* reached, bool* timed_out) -> Status {
     Result<std::vector<RedisReply>> r = RunOnce(ctx, commands, reached, timed_out);
@@ -387,6 +420,7 @@ Result<std::vector<RedisReply>> RedisConnection::Run(std::span<const RedisComman
 
 Result<std::vector<RedisReply>> RedisConnection::RunInto(std::span<const RedisCommand> commands, bool idempotent,
                                                          std::span<char> dest, size_t* written) {
+  if (cluster_) return cluster_->RunInto(commands, idempotent, dest, written);
   std::vector<RedisReply> out;
   *written = 0;
   FAK_RETURN_IF_ERROR(Call(idempotent, [&](redisContext*& ctx, bool* reached, bool* timed_out) -> Status {

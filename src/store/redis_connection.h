@@ -3,7 +3,9 @@
 // with connect and command timeouts and a circuit breaker, pipelines a batch of commands per round
 // trip, reconnects with bounded, backed-off retries, and turns every failure into a Status naming
 // the endpoint and command (Unavailable for outages, so callers never mistake one for an answer).
-// Also the option validation and key layout shared by the Redis blob store and denylist.
+// When the server is a Redis Cluster node (detected at Open), every call is routed by slot through
+// a RedisClusterRouter (src/store/redis_cluster.h) instead. Also the option validation shared by
+// the Redis blob store, denylist, KV tier and fleet link.
 #ifndef FAK_SRC_STORE_REDIS_CONNECTION_H_
 #define FAK_SRC_STORE_REDIS_CONNECTION_H_
 
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -20,14 +23,13 @@
 
 #include "fak/store/redis_store.h"
 #include "fak/core/status.h"
+#include "src/store/redis_cluster.h"
 #include "src/store/resp_reader.h"
 
 struct redisContext;
 
 namespace fak::internal {
 
-
-using RedisCommand = std::vector<std::string>;  // argv; binary-safe
 
 // Thread-safety: Run may be called concurrently. Each call leases one connection from a pool of at
 // most options.pool_size (idle ones are reused; a new one is made when none is idle), so a stalled
@@ -37,8 +39,12 @@ using RedisCommand = std::vector<std::string>;  // argv; binary-safe
 // Ownership: owns its hiredis contexts. Cost: up to pool_size sockets.
 class RedisConnection {
  public:
-  // Connects, authenticates, selects the database and PINGs.
+  // Connects, authenticates, selects the database and PINGs; asks CLUSTER SLOTS in the same round
+  // trip, and when the server is a cluster node routes every later call by the slot map it gave
+  // (a server without cluster support answers with an error: one server).
   static Result<std::unique_ptr<RedisConnection>> Open(const RedisOptions& options);
+  // A connection to one server that never routes and connects on first use (a cluster's node).
+  static std::unique_ptr<RedisConnection> ForNode(const RedisOptions& options);
   ~RedisConnection();
   RedisConnection(const RedisConnection&) = delete;
   RedisConnection& operator=(const RedisConnection&) = delete;
@@ -59,6 +65,11 @@ class RedisConnection {
   // another type, is Corruption (the connection is dropped: its stream is mid-reply). Retried as Run.
   Result<std::vector<RedisReply>> RunInto(std::span<const RedisCommand> commands, bool idempotent, std::span<char> dest,
                                           size_t* written);
+
+  // Every key matching `pattern` (a SCAN glob), on every master of a cluster; a key may repeat.
+  Result<std::vector<std::string>> ScanKeys(const std::string& pattern);
+  // The cluster's routing counters; nullopt for one server.
+  std::optional<ClusterStats> cluster_stats() const;
 
   // "host:port" or the socket path, for messages.
   const std::string& endpoint() const { return endpoint_; }
@@ -96,6 +107,7 @@ class RedisConnection {
 
   const RedisOptions options_;
   const std::string endpoint_;
+  std::unique_ptr<RedisClusterRouter> cluster_;  // set when the server is a cluster node
   std::mutex mu_;  // guards the fields below; never held across I/O
   std::condition_variable slot_freed_;
   std::vector<redisContext*> idle_;

@@ -149,17 +149,13 @@ Result<std::optional<DenylistRecord>> RedisDenylist::Lookup(const Digest& digest
 Result<std::vector<DenylistRecord>> RedisDenylist::Entries(DenylistScope scope) {
   const std::string head = KeyHead(impl_->o(), scope) + "{";
   std::vector<Digest> digests;
-  std::string cursor = "0";
-  do {  // the pattern ends in '}', so the ":log" lists do not match
-    FAK_ASSIGN_OR_RETURN(RedisReply r, impl_->conn->RunOne({"SCAN", cursor, "MATCH", head + "*}", "COUNT", "1000"}, true));
-    if (r.type != RedisReply::Type::kArray || r.elements.size() != 2) return impl_->Unexpected("denylist Entries (SCAN)", r);
-    cursor = r.elements[0].str;
-    for (const RedisReply& key : r.elements[1].elements) {
-      if (key.str.size() != head.size() + 65) continue;
-      Result<Digest> d = Digest::FromHex(std::string_view(key.str).substr(head.size(), 64));
-      if (d.has_value()) digests.push_back(*d);
-    }
-  } while (cursor != "0");
+  // The pattern ends in '}', so the ":log" lists do not match.
+  FAK_ASSIGN_OR_RETURN(std::vector<std::string> keys, impl_->conn->ScanKeys(head + "*}"));
+  for (const std::string& key : keys) {
+    if (key.size() != head.size() + 65) continue;
+    Result<Digest> d = Digest::FromHex(std::string_view(key).substr(head.size(), 64));
+    if (d.has_value()) digests.push_back(*d);
+  }
   std::sort(digests.begin(), digests.end());
   digests.erase(std::unique(digests.begin(), digests.end()), digests.end());
   std::vector<RedisCommand> batch;

@@ -108,6 +108,48 @@ TEST_F(DeletionCertificateTest, JsonRoundTripAndTextTamper) {
   EXPECT_EQ(DeletionCertificate::FromJson("nope").status().code(), StatusCode::kCorruption);
 }
 
+// Version 2 names the fleet workers that confirmed, signed: it verifies and round-trips; editing
+// the list (dropping or adding a worker) breaks the signature; the fleet fields in a version 1
+// certificate, or a version 2 one without them, are malformed even when re-signed; version 1
+// certificates keep their exact encoding.
+TEST_F(DeletionCertificateTest, FleetConfirmationsAreSignedInVersion2) {
+  ASSERT_OK_AND_ASSIGN(const std::string v1_json, cert_.ToJson());
+  EXPECT_EQ(v1_json.find("fleet"), std::string::npos);
+  DeletionCertificate c = cert_;
+  ASSERT_OK(AddFleetConfirmations(&c, "1700000000000-0", {"a", "b", "c"}, *key_));
+  EXPECT_EQ(c.version, 2);
+  EXPECT_TRUE(Check(c).ok()) << Check(c).detail;
+  ASSERT_OK_AND_ASSIGN(std::string json, c.ToJson());
+  EXPECT_NE(json.find(R"("fleet":{"confirmed":["a","b","c"],"event":"1700000000000-0"})"), std::string::npos) << json;
+  ASSERT_OK_AND_ASSIGN(DeletionCertificate parsed, DeletionCertificate::FromJson(json));
+  EXPECT_EQ(parsed.fleet_confirmed, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(Check(parsed).ok());
+  std::string edited = json;
+  edited.replace(edited.find(R"(,"c"])"), 5, "]");  // a worker that did not confirm is dropped
+  ASSERT_OK_AND_ASSIGN(DeletionCertificate forged, DeletionCertificate::FromJson(edited));
+  EXPECT_EQ(Check(forged).fault, CertificateFault::kBadSignature);
+  DeletionCertificate added = c;
+  added.fleet_confirmed.push_back("d");
+  EXPECT_EQ(Check(added).fault, CertificateFault::kBadSignature);
+  DeletionCertificate v1_with_fleet = Resigned([&] {
+    DeletionCertificate x = c;
+    x.version = 1;
+    return x;
+  }());
+  EXPECT_EQ(Check(v1_with_fleet).fault, CertificateFault::kMalformed);
+  DeletionCertificate v2_without = Resigned([&] {
+    DeletionCertificate x = cert_;
+    x.version = 2;
+    return x;
+  }());
+  EXPECT_EQ(Check(v2_without).fault, CertificateFault::kMalformed);
+  // Only the issuer's key adds confirmations, and never none; a refusal leaves it as it was.
+  DeletionCertificate kept = cert_;
+  EXPECT_EQ(AddFleetConfirmations(&kept, "e", {"a"}, *SigningKey::Generate()).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(AddFleetConfirmations(&kept, "e", {}, *key_).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*kept.ToJson(), v1_json);
+}
+
 TEST_F(DeletionCertificateTest, EveryTamperHasItsOwnReason) {
   std::set<CertificateFault> seen;
   auto expect = [&](CertificateFault want, const CertificateCheck& got, const char* what) {

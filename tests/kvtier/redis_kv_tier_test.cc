@@ -67,7 +67,7 @@ TEST_F(RedisKVTierTest, LostChunkIsRefusedAsTruncated) {
   ASSERT_OK_AND_ASSIGN(std::vector<TierKey> keys, tier->KeysFromSource(t_.segments[0]));
   ASSERT_EQ(keys.size(), 1u);
   testing::RawRedis raw(server_.port());
-  EXPECT_EQ(raw.Command({"DEL", "faktest:kvt:c:" + keys[0].id + ":2"}), ":1");
+  EXPECT_EQ(raw.Command({"DEL", "faktest:kvt:c:{" + keys[0].id + "}:2"}), ":1");
   Worker b = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier.get()});
   ASSERT_OK_AND_ASSIGN(Materialized m, b.driver->Materialize("default", t_));
   EXPECT_EQ(m.verdict, MaterializeVerdict::kRecompute);
@@ -100,7 +100,7 @@ TEST_F(RedisKVTierTest, ErasingATextErasesItsEntries) {
   // Control: nothing else was listed, so a second sweep erases nothing.
   EXPECT_EQ(sweeper.SweepOnce()->sources_erased, 0u);
   testing::RawRedis raw(server_.port());
-  EXPECT_EQ(raw.Command({"EXISTS", "faktest:kvt:s:" + t_.segments[3].Hex()}), ":0");
+  EXPECT_EQ(raw.Command({"EXISTS", "faktest:{kvt}:s:" + t_.segments[3].Hex()}), ":0");
 }
 
 TEST_F(RedisKVTierTest, AnExpiredEntryIsAbsentAndTheContextIsRecomputedExactly) {
@@ -112,9 +112,9 @@ TEST_F(RedisKVTierTest, AnExpiredEntryIsAbsentAndTheContextIsRecomputedExactly) 
   ASSERT_EQ(keys.size(), 1u);
   testing::RawRedis raw(server_.port());
   // Every key of the entry expires; the chunks and the end marker a second after the meta record.
-  EXPECT_EQ(raw.Command({"TTL", "faktest:kvt:m:" + keys[0].id}), ":1");
-  EXPECT_EQ(raw.Command({"TTL", "faktest:kvt:c:" + keys[0].id + ":0"}), ":2");
-  EXPECT_EQ(raw.Command({"TTL", "faktest:kvt:e:" + std::to_string(keys[0].end)}), ":2");
+  EXPECT_EQ(raw.Command({"TTL", "faktest:{kvt}:m:" + keys[0].id}), ":1");
+  EXPECT_EQ(raw.Command({"TTL", "faktest:kvt:c:{" + keys[0].id + "}:0"}), ":2");
+  EXPECT_EQ(raw.Command({"TTL", "faktest:{kvt}:e:" + std::to_string(keys[0].end)}), ":2");
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
   Worker b = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier.get()});
   ASSERT_OK_AND_ASSIGN(Materialized m, b.driver->Materialize("default", t_));
@@ -132,9 +132,9 @@ TEST_F(RedisKVTierTest, AnExpiredEntryIsAbsentAndTheContextIsRecomputedExactly) 
   EXPECT_TRUE(tier->Ends()->empty());
   EXPECT_TRUE(tier->KeysFromSource(t_.segments[0])->empty());
   EXPECT_TRUE(tier->Sources()->empty());
-  EXPECT_EQ(raw.Command({"EXISTS", "faktest:kvt:ends"}), ":0");
-  EXPECT_EQ(raw.Command({"EXISTS", "faktest:kvt:sources"}), ":0");
-  EXPECT_EQ(raw.Command({"EXISTS", "faktest:kvt:s:" + t_.segments[1].Hex()}), ":0");
+  EXPECT_EQ(raw.Command({"EXISTS", "faktest:{kvt}:ends"}), ":0");
+  EXPECT_EQ(raw.Command({"EXISTS", "faktest:{kvt}:sources"}), ":0");
+  EXPECT_EQ(raw.Command({"EXISTS", "faktest:{kvt}:s:" + t_.segments[1].Hex()}), ":0");
 }
 
 TEST_F(RedisKVTierTest, AGetKeepsAnEntryAlive) {
@@ -161,14 +161,14 @@ TEST_F(RedisKVTierTest, AMetaRecordThatUndersizesTheEntryIsRefusedNotOverrun) {
   const std::string bytes(10000, 'k');
   ASSERT_OK(tier->Put(key, bytes, {}));
   testing::RawRedis raw(server_.port());
-  EXPECT_EQ(raw.Command({"SET", "faktest:kvt:m:" + key.id, "7 3 9000"}), "+OK");
+  EXPECT_EQ(raw.Command({"SET", "faktest:{kvt}:m:" + key.id, "7 3 9000"}), "+OK");
   EXPECT_EQ(tier->Get(key).error().code(), StatusCode::kCorruption);
   // The connection that stopped mid-reply was dropped; the next call works on a fresh one.
-  EXPECT_EQ(raw.Command({"SET", "faktest:kvt:m:" + key.id, "7 3 10000"}), "+OK");
+  EXPECT_EQ(raw.Command({"SET", "faktest:{kvt}:m:" + key.id, "7 3 10000"}), "+OK");
   ASSERT_OK_AND_ASSIGN(std::string got, tier->Get(key));
   EXPECT_EQ(got, bytes);
   // A meta record that oversizes it: the bytes that exist come back (the slab file says truncated).
-  EXPECT_EQ(raw.Command({"SET", "faktest:kvt:m:" + key.id, "7 3 20000"}), "+OK");
+  EXPECT_EQ(raw.Command({"SET", "faktest:{kvt}:m:" + key.id, "7 3 20000"}), "+OK");
   EXPECT_EQ(*tier->Get(key), bytes);
 }
 
@@ -183,7 +183,7 @@ TEST_F(RedisKVTierTest, ASizeRecordOf2To62IsRefusedUnreadAndTheContextRecomputes
   ASSERT_FALSE(keys.empty());
   testing::RawRedis raw(server_.port());
   for (const TierKey& key : keys) {
-    EXPECT_EQ(raw.Command({"SET", "faktest:kvt:m:" + key.id, std::to_string(key.end) + " 1 4611686018427387904"}), "+OK");
+    EXPECT_EQ(raw.Command({"SET", "faktest:{kvt}:m:" + key.id, std::to_string(key.end) + " 1 4611686018427387904"}), "+OK");
   }
   Worker b = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier.get()});
   ASSERT_OK_AND_ASSIGN(Materialized m, b.driver->Materialize("default", t_));

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from test_server import MODEL, FakServer, redis_keys, redis_port, sample_value  # noqa: F401 (redis_port: fixture)
+from test_server import MODEL, FakServer, redis_keys, redis_port, sample_value, wait_for  # noqa: F401 (redis_port: fixture)
 
 
 def worker(tmp_path, port, name, *extra):
@@ -55,6 +55,32 @@ def test_an_erasure_on_one_worker_reaches_every_worker(tmp_path, redis_port):
             # Bob's copy is Bob's: still reused, never sealed.
             assert cached(w, text, key="key-bob") == held[w]
         assert sample_value(a.metrics(), "fak_fleet_erasures_total", direction="announced", outcome="confirmed") == 1
+    finally:
+        for w in (a, b, c):
+            w.stop()
+
+
+def test_an_evicted_messages_certificate_names_the_workers_that_confirmed(tmp_path, redis_port):
+    secret = "evicted fleet-wide: " + uuid.uuid4().hex
+    a, b, c = (worker(tmp_path, redis_port, n) for n in ("a", "b", "c"))
+    try:
+        for w in (b, c):
+            chat(w, secret)
+        status, conv = a.request("POST", "/fak/v1/conversations", {"model": MODEL, "messages": [{"role": "user", "content": secret}],
+                                                                   "max_tokens": 2})
+        assert status == 200, conv
+        status, evicted = a.request("POST", f"/fak/v1/conversations/{conv['id']}/evict", {"message": 0, "reason": "asked"})
+        assert status == 200, evicted
+        cert = evicted["certificate"]
+        assert cert["version"] == 2 and cert["fleet"]["confirmed"] == ["a", "b", "c"], cert
+        assert cert["fleet"]["event"] == evicted["removed"]["fleet"]["event"]
+        status, verdict = a.request("POST", "/fak/v1/certificates/verify", cert)
+        assert status == 200 and verdict["valid"] is True, verdict
+        # The list is signed: a worker dropped from it (or added) breaks the certificate.
+        for confirmed in (["a", "b"], ["a", "b", "c", "d"]):
+            forged = {**cert, "fleet": {**cert["fleet"], "confirmed": confirmed}}
+            status, verdict = a.request("POST", "/fak/v1/certificates/verify", forged)
+            assert status == 200 and verdict["valid"] is False and verdict["fault"] == "bad_signature", verdict
     finally:
         for w in (a, b, c):
             w.stop()
@@ -112,6 +138,61 @@ def test_a_killed_worker_loses_no_acknowledged_text(tmp_path, redis_port):
     a.proc.send_signal(signal.SIGKILL)
     a.proc.wait(10)
     assert redis_keys(redis_port, f"*{hashlib.sha256(text.encode()).hexdigest()}*"), "the text is not in the fleet's store"
+
+
+def prefix_digest(*texts):
+    """What a router computes from a chat's messages alone (docs/fleet.md, tree publication)."""
+    return hashlib.sha256(b"fak.prefix.v1\n" + b"".join(hashlib.sha256(t.encode()).digest() for t in texts)).hexdigest()
+
+
+def tree_events(port):
+    """The fleet's tree stream as dicts, oldest first (redis-cli prints each entry's id, then its fields)."""
+    import re
+    import shutil
+    import subprocess
+    cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+    out = subprocess.run([cli, "-p", str(port), "XRANGE", "fak:{fleet}:tree", "-", "+"], capture_output=True, text=True,
+                         timeout=10).stdout.splitlines()
+    events, fields = [], []
+    for line in out + ["0-0"]:
+        if re.fullmatch(r"\d+-\d+", line):
+            if fields:
+                events.append(dict(zip(fields[::2], fields[1::2])))
+            fields = []
+        else:
+            fields.append(line)
+    return events
+
+
+def test_a_worker_publishes_what_its_tree_holds_and_evicts(tmp_path, redis_port):
+    """GET /fak/v1/tree lists the prefixes a worker's tree holds as digests a router computes from
+    the messages alone, with their tenant; the fleet's stream carries a reset, then the inserts and
+    the evictions."""
+    first, second = "publish me: " + uuid.uuid4().hex, "and then this"
+    a = worker(tmp_path, redis_port, "a")
+    try:
+        messages = [{"role": "user", "content": first}, {"role": "assistant", "content": "ok"}, {"role": "user", "content": second}]
+        a.client().chat.completions.create(model=MODEL, messages=messages, max_tokens=2, temperature=0)
+        whole, opening = prefix_digest(first, "ok", second), prefix_digest(first)
+        status, tree = a.request("GET", "/fak/v1/tree")
+        assert status == 200 and tree["worker"] == "a", tree
+        held = {(p["tenant"], p["prefix"]): p for p in tree["prefixes"]}
+        assert ("alice", whole) in held and ("alice", opening) in held, tree
+        assert held[("alice", whole)]["messages"] == 3 and held[("alice", whole)]["tokens"] > held[("alice", opening)]["tokens"]
+        # Control: another tenant is shown none of alice's prefixes.
+        status, bobs = a.request("GET", "/fak/v1/tree", key="key-bob")
+        assert status == 200 and all(p["tenant"] in ("", "bob") for p in bobs["prefixes"]), bobs
+        assert wait_for(lambda: any(e.get("op") == "insert" and e.get("prefix") == whole and e.get("tenant") == "alice"
+                                    for e in tree_events(redis_port)), 10), tree_events(redis_port)
+        events = tree_events(redis_port)
+        assert events[0] == {"worker": "a", "op": "reset"}, events[0]
+        status, reply = a.request("POST", "/fak/v1/erase", {"content": first})
+        assert status == 200, reply
+        status, tree = a.request("GET", "/fak/v1/tree")
+        assert not any(p["prefix"] in (whole, opening) for p in tree["prefixes"]), tree
+        assert wait_for(lambda: any(e.get("op") == "evict" and e.get("prefix") == whole for e in tree_events(redis_port)), 10)
+    finally:
+        a.stop()
 
 
 def test_fleet_flags_are_checked(tmp_path):

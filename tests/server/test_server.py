@@ -869,7 +869,7 @@ def test_kv_tier_survives_a_restart(tmp_path, backend, request):
     first, first_metrics, first_log = serve_once()
     assert sample_value(first_metrics, "fak_kv_tier_paged_tokens_total") == 0  # an empty tier
     assert "nodes checkpointed" in first_log, first_log
-    assert any(tier.glob("slabs/*.kvslab")) if backend == "dir" else redis_keys(port, "fak:kvt:m:*"), first_log
+    assert any(tier.glob("slabs/*.kvslab")) if backend == "dir" else redis_keys(port, "fak:{kvt}:m:*"), first_log
     second, second_metrics, _ = serve_once()
     assert second.choices[0].text == first.choices[0].text
     paged = sample_value(second_metrics, "fak_kv_tier_paged_tokens_total")
@@ -1017,7 +1017,7 @@ def test_conversation_kv_tier_survives_a_restart(tmp_path, backend, request):
     assert sample_value(first_metrics, "fak_conversation_kv_tier_paged_tokens_total") == 0
     assert first["usage"]["paged_tokens"] == 0
     assert "KV tier: " in first_log and "(conversations)" not in first_log, first_log  # one tree
-    assert any(tier.glob("slabs/*.kvslab")) if backend == "dir" else redis_keys(port, "fak:kvt:m:*"), first_log
+    assert any(tier.glob("slabs/*.kvslab")) if backend == "dir" else redis_keys(port, "fak:{kvt}:m:*"), first_log
     second, second_metrics, _ = serve_once(*flags)
     assert second["reply"]["content"] == first["reply"]["content"]
     paged = sample_value(second_metrics, "fak_conversation_kv_tier_paged_tokens_total")

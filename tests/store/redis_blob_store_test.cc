@@ -191,7 +191,7 @@ TEST(RedisClusterTest, EveryOperationStaysInOneHashSlot) {
   FAK_REQUIRE_REDIS();
   testing::ScopedTempDir tmp;
   RedisServer server(tmp.path());
-  ASSERT_TRUE(server.Start({"--cluster-enabled", "yes", "--cluster-config-file", tmp.Sub("nodes.conf")}));
+  ASSERT_TRUE(server.Start({"--cluster-enabled", "yes", "--cluster-config-file", tmp.Sub("nodes.conf")}, /*max_port=*/55535));
   RawRedis raw(server.port());
   ASSERT_EQ(raw.Command({"CLUSTER", "ADDSLOTSRANGE", "0", "16383"}), "+OK");
   for (int i = 0; i < 100 && raw.Command({"EXISTS", "probe"}) != ":0"; ++i)

@@ -19,10 +19,12 @@
 namespace fak::internal {
 namespace {
 
-// A loopback listener that answers PING with +PONG and every other command with `reply`, then
-// keeps the connection open (so a reader waiting for more would hang until its timeout).
+// A loopback listener that answers PING with +PONG, CLUSTER SLOTS as a server without cluster
+// support does, and every other command with `reply`, then keeps the connection open (so a reader
+// waiting for more would hang until its timeout).
 class HostilePeer {
  public:
+  static constexpr const char* kNotACluster = "-ERR This instance has cluster support disabled\r\n";
   explicit HostilePeer(std::string reply) : reply_(std::move(reply)) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
@@ -72,7 +74,10 @@ class HostilePeer {
         for (ssize_t n; (n = ::recv(c, buf, sizeof(buf), 0)) > 0;) {
           in.append(buf, static_cast<size_t>(n));
           for (size_t end; (end = CommandEnd(in)) != std::string::npos;) {
-            const std::string out = in.compare(0, end, "*1\r\n$4\r\nPING\r\n") == 0 ? "+PONG\r\n" : reply_;
+            const std::string cmd = in.substr(0, end);
+            const std::string out = cmd == "*1\r\n$4\r\nPING\r\n"                             ? "+PONG\r\n"
+                                    : cmd == "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n" ? kNotACluster
+                                                                                          : reply_;
             if (::send(c, out.data(), out.size(), MSG_NOSIGNAL) < 0) return;
             in.erase(0, end);
           }

@@ -95,7 +95,8 @@ class RawRedis {
     if (line.size() > 1 && line[0] == '$' && line != "$-1") {
       const size_t n = std::stoul(line.substr(1));
       std::string body = ReadN(n + 2);
-      return "$" + body.substr(0, n);
+      body.resize(std::min(body.size(), n));
+      return body.insert(0, 1, '$');  // (not "$" + body: GCC 12 warns falsely on that, -Wrestrict)
     }
     if (line.size() > 1 && line[0] == '*') {  // arrays: element count only, elements discarded
       const long n = std::stol(line.substr(1));
@@ -139,11 +140,12 @@ class RedisServer {
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
-  // Starts on a fresh free port (tries a few in case of a race). `extra` are more --flags.
-  ::testing::AssertionResult Start(std::vector<std::string> extra = {}) {
+  // Starts on a fresh free port at most `max_port` (tries a few in case of a race). `extra` are
+  // more --flags. A cluster node needs max_port 55535: its bus listens on port + 10000.
+  ::testing::AssertionResult Start(std::vector<std::string> extra = {}, int max_port = 65535) {
     extra_ = std::move(extra);
     for (int attempt = 0; attempt < 5; ++attempt) {
-      port_ = FreeLoopbackPort();
+      for (int pick = 0; pick < 100 && (pick == 0 || port_ > max_port); ++pick) port_ = FreeLoopbackPort();
       if (Launch()) return ::testing::AssertionSuccess();
     }
     return ::testing::AssertionFailure() << "redis-server did not come up; see " << dir_ << "/redis.log";

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fak/audit/journal.h"
 #include "fak/audit/signing_key.h"
@@ -39,6 +40,11 @@ struct FAK_EXPORT DeletionCertificate {
   PublicKey issuer_public_key;
   std::string signature;       // 64 raw bytes over CertificateSigningBytes()
   std::string time_anchor;     // optional DER RFC 3161 TimeStampToken over CertificateDigest()
+  // Version 2 only (version 1 has neither): the issuer's fleet announcement of the erasure and
+  // the workers that confirmed they removed their copies of the subject within the wait, the
+  // issuer first (docs/fleet.md). A worker not named had not confirmed when it was signed.
+  std::string fleet_event;
+  std::vector<std::string> fleet_confirmed;
 
   // Canonical JSON (sorted keys; digests and keys hex, signature hex, anchor base64).
   Result<std::string> ToJson() const;
@@ -55,11 +61,16 @@ FAK_EXPORT Result<Digest> CertificateDigest(const DeletionCertificate& cert);
 // Signs whatever the certificate says: issuing honestly is IssueDeletionCertificate's job
 // (fak/session/certify_eviction.h); verification never trusts the content because it is signed.
 FAK_EXPORT Status SignCertificate(DeletionCertificate* cert, const SigningKey& key);
+// Makes `cert` a version 2 certificate naming the fleet's confirmations and signs it again with
+// `key` (which must be its issuer's: FailedPrecondition otherwise). InvalidArgument when
+// `confirmed` is empty.
+FAK_EXPORT Status AddFleetConfirmations(DeletionCertificate* cert, std::string event, std::vector<std::string> confirmed,
+                                        const SigningKey& key);
 
 // Why a certificate failed verification; each tamper case has its own value.
 enum class CertificateFault {
   kNone,
-  kMalformed,            // unsupported version, wrong scope text, wrong field sizes
+  kMalformed,            // unsupported version, wrong scope text, wrong field sizes, fleet fields in v1 / missing in v2
   kUnknownKey,           // issuer key not among the trusted keys
   kBadSignature,         // signature does not verify over the canonical encoding
   kNonZeroDelta,         // max_abs_delta != 0

@@ -134,6 +134,10 @@ class FAK_EXPORT Planner {
   Result<DeletionCertificate> EvictMessage(const Conversation& conversation, size_t index, std::string_view reason,
                                            std::string_view session = {});
 
+  // Makes `cert` (one this planner issued) name the fleet workers that confirmed the erasure of its
+  // subject, re-signed (AddFleetConfirmations): for a host whose fleet confirms after the issue.
+  Status RecordFleetConfirmations(DeletionCertificate* cert, std::string event, std::vector<std::string> confirmed) const;
+
   // Verifies `cert` against this planner's journal and public key (VerifyDeletionCertificate), while
   // no certificate is being issued: a host that keeps only the certificate can check it here.
   CertificateCheck VerifyCertificate(const DeletionCertificate& cert, const CertificateVerifyOptions& options = {}) const;

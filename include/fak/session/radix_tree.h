@@ -124,6 +124,13 @@ struct EvictedSubtree {
   std::vector<Digest> span_digests;  // one per removed node: sha256 of its edge's token ids
 };
 
+// One leaf's path as the texts it holds (RadixTree::HeldPaths), for cache-aware routing.
+struct HeldPath {
+  std::string tenant;           // the leaf's namespace ("" = the shared public prefixes)
+  std::vector<Digest> sources;  // the texts along the path, in order
+  std::vector<size_t> ends;     // tokens from the root through each text's last held token
+};
+
 class FAK_EXPORT RadixTree {
  public:
   // `model` and `tokenizer` must outlive the tree; every slab belongs to the model's KV shape, and
@@ -184,6 +191,9 @@ class FAK_EXPORT RadixTree {
   EvictedSubtree EvictSource(const Digest& source, std::optional<std::string_view> tenant = std::nullopt);
   // The distinct source digests the resident nodes came from (for a sweep against a denylist).
   std::vector<Digest> Sources() const;
+  // Every leaf's path as the texts it holds from the root, in order. A hint for routing (the gate
+  // still decides every reuse): the last text of a leaf trimmed by eviction may be held in part.
+  std::vector<HeldPath> HeldPaths() const;
   // Offers every whole node on the path of `tokens` in `tenant`'s view to `sink` (root first), as
   // eviction would: a checkpoint of a conversation's KV to a lower tier, e.g. before a shutdown.
   // The number of nodes offered. Nothing is split or touched.

@@ -29,7 +29,9 @@
 namespace fak {
 
 struct RedisOptions {
-  // Server address. Default: 127.0.0.1:6379. When unix_socket is set it is used instead.
+  // Server address. Default: 127.0.0.1:6379. When unix_socket is set it is used instead. Any one
+  // node of a Redis Cluster will do: a cluster is detected when the handle opens and every command
+  // is then routed to its slot's master (docs/store.md §5.5).
   std::string host = "127.0.0.1";
   int port = 6379;
   std::string unix_socket;

@@ -1,0 +1,125 @@
+"""A fleet of `fak serve` workers on a 3-master Redis Cluster (docs/fleet.md): the workers are given
+one node's address and discover the rest. A conversation continued on another worker pages its
+prefix in from the shared tier (whose keys are spread over the masters) and answers the same bits;
+an erasure on one worker leaves no reuse of the text on the others and a seal on all three,
+including one restarted afterwards. One cluster for the module (starting one takes seconds).
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import uuid
+
+import pytest
+
+from test_fleet import cached, chat
+from test_server import MODEL, FakServer, redis_keys, sample_value, wait_for
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_cluster_port():
+    """A free port whose cluster bus port (port + 10000) exists and is free too."""
+    while True:
+        port = free_port()
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port + 10000)) != 0:
+                return port
+
+
+def cluster_ok(cli, port):
+    p = subprocess.run([cli, "-p", str(port), "cluster", "info"], capture_output=True, text=True, timeout=10)
+    return "cluster_state:ok" in p.stdout
+
+
+@pytest.fixture(scope="module")
+def cluster_ports(tmp_path_factory):
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    cli = shutil.which("redis-cli") or "/usr/bin/redis-cli"
+    if not os.path.exists(binary) or not os.path.exists(cli):
+        pytest.skip("redis-server / redis-cli not installed (scripts/setup installs them)")
+    procs, ports = [], []
+    for i in range(3):
+        d = tmp_path_factory.mktemp(f"cluster-node-{i}")
+        port = free_cluster_port()
+        procs.append(subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(d), "--save", "",
+                                       "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                       "--cluster-node-timeout", "2000"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        ports.append(port)
+    try:
+        for port in ports:
+            assert wait_for(lambda: socket.socket().connect_ex(("127.0.0.1", port)) == 0, 10), "redis-server did not start"
+        subprocess.run([cli, "--cluster", "create", *[f"127.0.0.1:{p}" for p in ports], "--cluster-replicas", "0",
+                        "--cluster-yes"], check=True, capture_output=True, timeout=60)
+        assert wait_for(lambda: all(cluster_ok(cli, p) for p in ports), 20), "the cluster did not form"
+        yield ports
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(10)
+
+
+def worker(tmp_path, seed_port, name):
+    state = tmp_path / f"state-{name}"
+    state.mkdir(exist_ok=True)
+    return FakServer(tmp_path, "--fleet", f"redis://127.0.0.1:{seed_port}", "--worker-id", name, "--state", str(state))
+
+
+def test_on_a_cluster_a_conversation_continues_on_another_worker(tmp_path, cluster_ports):
+    first = "Remember the cluster word: " + uuid.uuid4().hex + ". " + "Padding the prefix so it spans slabs. " * 6
+    # Each worker is given a different node: any node leads to the whole cluster.
+    a, b, c = (worker(tmp_path, cluster_ports[i], n) for i, n in enumerate(("a", "b", "c")))
+    try:
+        r1 = chat(a, first, max_tokens=6)
+        history = [{"role": "user", "content": first}, {"role": "assistant", "content": r1.choices[0].message.content},
+                   {"role": "user", "content": "And again?"}]
+        on_a = a.client().chat.completions.create(model=MODEL, messages=history, max_tokens=6, temperature=0)
+        on_b = b.client().chat.completions.create(model=MODEL, messages=history, max_tokens=6, temperature=0)
+        assert on_b.choices[0].message.content == on_a.choices[0].message.content
+        assert on_b.usage.prompt_tokens_details.cached_tokens > 0, on_b.usage
+        assert sample_value(b.metrics(), "fak_kv_tier_paged_tokens_total") > 0
+        # The shared state really is spread: the tier's chunks and the texts sit on several masters.
+        holding = [p for p in cluster_ports if redis_keys(p, "fak:*")]
+        assert len(holding) >= 2, holding
+        # Control: a text no worker has seen is reused by none (the counters above are not free).
+        other = [{"role": "user", "content": "An unrelated opening " + uuid.uuid4().hex}]
+        fresh = c.client().chat.completions.create(model=MODEL, messages=other, max_tokens=2, temperature=0)
+        assert fresh.usage.prompt_tokens_details.cached_tokens == 0
+    finally:
+        for w in (a, b, c):
+            w.stop()
+
+
+def test_on_a_cluster_an_erasure_reaches_every_worker_and_a_restarted_one(tmp_path, cluster_ports):
+    text = "the cluster forgets this: " + uuid.uuid4().hex
+    a, b, c = (worker(tmp_path, cluster_ports[i], n) for i, n in enumerate(("a", "b", "c")))
+    try:
+        for w in (b, c):
+            chat(w, text)
+        held = {w: cached(w, text) for w in (b, c)}
+        assert all(n > 0 for n in held.values()), held
+        status, reply = a.request("POST", "/fak/v1/erase", {"content": text, "reason": "asked"})
+        assert status == 200, reply
+        fleet = reply["removed"]["fleet"]
+        assert fleet["confirmed"] == ["a", "b", "c"] and fleet["pending"] == [], fleet
+        for w in (b, c):
+            assert cached(w, text) < held[w]  # no reuse of the text's KV on the others
+        for w in (a, b, c):
+            chat(w, text)
+            assert sample_value(w.metrics(), "fak_chat_sealed_messages_total", tenant="alice", cause="sealed") >= 1
+        c.stop()
+        c = worker(tmp_path, cluster_ports[2], "c")  # restarted: asks the cluster's denylist before serving
+        chat(c, text)
+        assert sample_value(c.metrics(), "fak_chat_sealed_messages_total", tenant="alice", cause="sealed") == 1
+        assert cached(c, text) < held[b]
+    finally:
+        for w in (a, b, c):
+            w.stop()
