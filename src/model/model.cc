@@ -173,8 +173,8 @@ const Digest& Model::WeightsDigest() const {
     }
     if (c.HasRopeScaling()) d.Update(c.RopeScalingLabel());  // (unscaled digests stay as they were)
     impl_->weights.ForEach([&](const char*, const internal::WeightTensor& t) {
-      if (internal::IsQuantized(t.dtype)) d.UpdatePod(static_cast<int>(t.dtype));
-      // The stored bytes: f32 values, or quant blocks as mapped from the file.
+      if (t.dtype != internal::DType::kF32) d.UpdatePod(static_cast<int>(t.dtype));
+      // The stored bytes: f32 or 16-bit values, or quant blocks as mapped from the file.
       d.UpdatePod(static_cast<uint64_t>(t.rows)).UpdatePod(static_cast<uint64_t>(t.cols)).Update(t.data, t.size_bytes());
     });
     impl_->digest = d.Finish();
