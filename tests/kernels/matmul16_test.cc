@@ -1,6 +1,6 @@
 // Matmul over f16 and bf16 weights (KernelTable::matmul_f16 / matmul_bf16) in every tier: each
-// 16-bit element is widened exactly as it is loaded, so every output has the bits of the f32 matmul
-// over the widened weights — whatever M, the column range, the strides or the thread count.
+// 16-bit element is widened exactly, so every output has the bits of the f32 matmul over the
+// widened weights — whatever M, the column range, the strides or the thread count.
 #include <gtest/gtest.h>
 
 #include <cmath>
