@@ -209,7 +209,17 @@ struct BlockQ4_Kx8 {
   uint8_t qs[4][8][32];
 };
 
+// IQ4_XS: each row's scale, its 8 sub-block scales ls − 32 as signed bytes (sc[s][c] for row c), and
+// the level indices by 4-byte group: qs[s][g][4c + e] = row c's qs[16s + 4g + e], whose low nibble
+// indexes element 4g + e of sub-block s and high nibble element 16 + 4g + e. 16 bytes more than 8 rows.
+struct BlockIQ4_XSx8 {
+  uint16_t d[8];
+  int8_t sc[8][8];
+  uint8_t qs[8][4][32];
+};
+
 static_assert(sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K) + 32);
+static_assert(sizeof(BlockIQ4_XSx8) == 8 * sizeof(BlockIQ4_XS) + 16);
 static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0) && sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0) &&
               sizeof(BlockQ5_0x8) == 8 * sizeof(BlockQ5_0));
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
