@@ -73,6 +73,14 @@ void PackBlock(const BlockIQ4_XS& src, size_t c, BlockIQ4_XSx8* o) {
   }
 }
 
+void PackBlock(const BlockQ2_K& src, size_t c, BlockQ2_Kx8* o) {
+  o->d[c] = src.d;
+  o->dmin[c] = src.dmin;
+  for (size_t g = 0; g < 16; ++g) o->scales[g][c] = src.scales[g];
+  for (size_t h = 0; h < 2; ++h)
+    for (size_t b = 0; b < 8; ++b) std::memcpy(o->qs[h][b] + 4 * c, src.qs + 32 * h + 4 * b, 4);
+}
+
 template <class Plain, class Packed, size_t kElems = kQK0>
 void Pack(const void* w, size_t rows, size_t k, void* out) {
   const size_t n_blocks = k / kElems;
@@ -89,7 +97,7 @@ bool IsPackable(QuantType t) {
   switch (t) {
     case QuantType::kQ8_0: case QuantType::kQ4_0: case QuantType::kQ5_0: case QuantType::kQ4_K:
     case QuantType::kQ4_1: case QuantType::kQ5_1: case QuantType::kIQ4_NL: case QuantType::kMXFP4:
-    case QuantType::kIQ4_XS:
+    case QuantType::kIQ4_XS: case QuantType::kQ2_K:
       return true;
     default:
       return false;
@@ -113,6 +121,7 @@ void PackRows(QuantType t, const void* w, size_t rows, size_t k, void* out) {
     case QuantType::kIQ4_NL: return Pack<BlockIQ4_NL, BlockIQ4_NLx8>(w, rows, k, out);
     case QuantType::kMXFP4: return Pack<BlockMXFP4, BlockMXFP4x8>(w, rows, k, out);
     case QuantType::kIQ4_XS: return Pack<BlockIQ4_XS, BlockIQ4_XSx8, kQKK>(w, rows, k, out);
+    case QuantType::kQ2_K: return Pack<BlockQ2_K, BlockQ2_Kx8, kQKK>(w, rows, k, out);
     default: return;  // not packable (IsPackable)
   }
 }

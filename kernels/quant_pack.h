@@ -10,7 +10,7 @@
 namespace fak::kernels {
 
 // Types with a packed layout (KernelTable::matmul_q_packed): Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL,
-// MXFP4, Q4_K and IQ4_XS.
+// MXFP4, Q4_K, IQ4_XS and Q2_K.
 bool IsPackable(QuantType t);
 
 // Bytes per row of k elements once packed: eight rows take 8 times this, from row 8r at

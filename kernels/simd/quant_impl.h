@@ -708,6 +708,15 @@ struct PackedSteps {
       for (size_t j = 0; j < 8; ++j) std::memcpy(b.qs + 32 * ch + 4 * j, p.qs[ch][j] + 4 * c, 4);
     return b;
   }
+  static BlockQ2_K Plain(const BlockQ2_Kx8& p, size_t c) {
+    BlockQ2_K b;
+    b.d = p.d[c];
+    b.dmin = p.dmin[c];
+    for (size_t g = 0; g < 16; ++g) b.scales[g] = p.scales[g][c];
+    for (size_t h = 0; h < 2; ++h)
+      for (size_t j = 0; j < 8; ++j) std::memcpy(b.qs + 32 * h + 4 * j, p.qs[h][j] + 4 * c, 4);
+    return b;
+  }
   static BlockIQ4_XS Plain(const BlockIQ4_XSx8& p, size_t c) {
     BlockIQ4_XS b{};
     b.d = p.d[c];
@@ -751,6 +760,7 @@ struct PackedSteps {
       case QuantType::kMXFP4: return Run<BlockMXFP4x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kIQ4_XS:
         return Run<BlockIQ4_XSx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ2_K: return Run<BlockQ2_Kx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       default: return Run<BlockQ8_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
   }
