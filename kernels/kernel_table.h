@@ -79,6 +79,13 @@ struct KernelTable {
   // Each output is reduced over K in one order that does not depend on M, the n range or blocking.
   void (*matmul)(const float* x, size_t ldx, const float* w, size_t ldw, float* y, size_t ldy, size_t m,
                  size_t k, size_t n_begin, size_t n_end);
+  // matmul with W stored as IEEE half (matmul_f16) or bfloat16 (matmul_bf16) bit patterns, ldw in
+  // elements. W is widened exactly (a batch of rows at a time) before the f32 arithmetic, so Y has the
+  // bits matmul gives on the widened W: the regime of f32 weights, at half the bytes read.
+  void (*matmul_f16)(const float* x, size_t ldx, const uint16_t* w, size_t ldw, float* y, size_t ldy, size_t m,
+                     size_t k, size_t n_begin, size_t n_end);
+  void (*matmul_bf16)(const float* x, size_t ldx, const uint16_t* w, size_t ldw, float* y, size_t ldy, size_t m,
+                      size_t k, size_t n_begin, size_t n_end);
 
   // y = x / rms(x) * w (or * (1 + w) when one_plus_weight), n elements.
   void (*rmsnorm)(const float* x, const float* w, float* y, size_t n, float eps, bool one_plus_weight);

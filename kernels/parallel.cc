@@ -43,8 +43,12 @@ void RunProduct(const KernelTable& t, const WeightProduct& p, const float* x, si
     t.matmul_q_packed(p.wtype, xq, p.w, p.w_row_bytes, p.y, p.ldy, m, k, begin, end);  // begin: a multiple of 48
   } else if (p.quantized) {
     t.matmul_q(p.wtype, xq, p.w, p.w_row_bytes, p.y, p.ldy, m, k, begin, end);
-  } else {
+  } else if (p.floats == FloatWeights::kF32) {
     t.matmul(x, ldx, static_cast<const float*>(p.w), p.w_row_bytes / sizeof(float), p.y, p.ldy, m, k, begin, end);
+  } else {
+    (p.floats == FloatWeights::kF16 ? t.matmul_f16 : t.matmul_bf16)(x, ldx, static_cast<const uint16_t*>(p.w),
+                                                                      p.w_row_bytes / sizeof(uint16_t), p.y, p.ldy, m,
+                                                                      k, begin, end);
   }
 }
 

@@ -3,6 +3,7 @@
 #define FAK_KERNELS_PARALLEL_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "kernels/kernel_table.h"
@@ -23,8 +24,12 @@ void ParallelMatMulQuant(const KernelTable& t, internal::ThreadPool* pool, Quant
                          const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k, size_t n,
                          void* xq_scratch);
 
-// One product of a group: n weight rows of K elements, f32 or of quant type wtype, w_row_bytes
-// apart; outputs go to Y[M][n] with row stride ldy.
+// The elements of an unquantized weight matrix: f32, or 16-bit floats widened as they are read
+// (KernelTable::matmul_f16 / matmul_bf16).
+enum class FloatWeights : uint8_t { kF32, kF16, kBF16 };
+
+// One product of a group: n weight rows of K elements, floats (of kind `floats`) or of quant type
+// wtype, w_row_bytes apart; outputs go to Y[M][n] with row stride ldy.
 struct WeightProduct {
   bool quantized = false;
   QuantType wtype = QuantType::kQ8_0;  // when quantized
@@ -33,6 +38,7 @@ struct WeightProduct {
   float* y = nullptr;
   size_t ldy = 0, n = 0;
   bool packed = false;  // packed eight rows at a time (quant_pack.h; n a multiple of 8)
+  FloatWeights floats = FloatWeights::kF32;  // when not quantized
 };
 
 // Several products of the same input rows X[M][K] (the q/k/v projections; gate and up), their output

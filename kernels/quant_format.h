@@ -209,7 +209,28 @@ struct BlockQ4_Kx8 {
   uint8_t qs[4][8][32];
 };
 
+// IQ4_XS: each row's scale, its 8 sub-block scales ls − 32 as signed bytes (sc[s][c] for row c), and
+// the level indices by 4-byte group: qs[s][g][4c + e] = row c's qs[16s + 4g + e], whose low nibble
+// indexes element 4g + e of sub-block s and high nibble element 16 + 4g + e. 16 bytes more than 8 rows.
+struct BlockIQ4_XSx8 {
+  uint16_t d[8];
+  int8_t sc[8][8];
+  uint8_t qs[8][4][32];
+};
+
+// Q2_K: each row's scales and their 16 groups' scale/min bytes (scales[g][c] for row c), and the
+// 2-bit quants by 4-byte group: qs[h][b][4c + e] = row c's qs[32h + 4b + e] (bits 2j..2j+1 of that
+// byte are element 128h + 32j + 4b + e). The same size as 8 rows.
+struct BlockQ2_Kx8 {
+  uint16_t d[8];
+  uint16_t dmin[8];
+  uint8_t scales[16][8];
+  uint8_t qs[2][8][32];
+};
+
 static_assert(sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K) + 32);
+static_assert(sizeof(BlockQ2_Kx8) == 8 * sizeof(BlockQ2_K));
+static_assert(sizeof(BlockIQ4_XSx8) == 8 * sizeof(BlockIQ4_XS) + 16);
 static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0) && sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0) &&
               sizeof(BlockQ5_0x8) == 8 * sizeof(BlockQ5_0));
 static_assert(sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);

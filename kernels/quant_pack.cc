@@ -64,6 +64,23 @@ void PackBlock(const BlockQ4_K& src, size_t c, BlockQ4_Kx8* o) {
     for (size_t j = 0; j < 8; ++j) std::memcpy(o->qs[ch][j] + 4 * c, src.qs + 32 * ch + 4 * j, 4);
 }
 
+void PackBlock(const BlockIQ4_XS& src, size_t c, BlockIQ4_XSx8* o) {
+  o->d[c] = src.d;
+  for (size_t s = 0; s < 8; ++s) {  // the 6-bit scale as ggml reads it, less its bias of 32
+    const int ls = ((src.scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((src.scales_h >> (2 * s)) & 3) << 4);
+    o->sc[s][c] = static_cast<int8_t>(ls - 32);
+    for (size_t g = 0; g < 4; ++g) std::memcpy(o->qs[s][g] + 4 * c, src.qs + 16 * s + 4 * g, 4);
+  }
+}
+
+void PackBlock(const BlockQ2_K& src, size_t c, BlockQ2_Kx8* o) {
+  o->d[c] = src.d;
+  o->dmin[c] = src.dmin;
+  for (size_t g = 0; g < 16; ++g) o->scales[g][c] = src.scales[g];
+  for (size_t h = 0; h < 2; ++h)
+    for (size_t b = 0; b < 8; ++b) std::memcpy(o->qs[h][b] + 4 * c, src.qs + 32 * h + 4 * b, 4);
+}
+
 template <class Plain, class Packed, size_t kElems = kQK0>
 void Pack(const void* w, size_t rows, size_t k, void* out) {
   const size_t n_blocks = k / kElems;
@@ -80,6 +97,7 @@ bool IsPackable(QuantType t) {
   switch (t) {
     case QuantType::kQ8_0: case QuantType::kQ4_0: case QuantType::kQ5_0: case QuantType::kQ4_K:
     case QuantType::kQ4_1: case QuantType::kQ5_1: case QuantType::kIQ4_NL: case QuantType::kMXFP4:
+    case QuantType::kIQ4_XS: case QuantType::kQ2_K:
       return true;
     default:
       return false;
@@ -87,7 +105,9 @@ bool IsPackable(QuantType t) {
 }
 
 size_t PackedRowBytes(QuantType t, size_t k) {
-  return t == QuantType::kQ4_K ? k / kQKK * (sizeof(BlockQ4_Kx8) / 8) : QuantRowBytes(t, k);
+  if (t == QuantType::kQ4_K) return k / kQKK * (sizeof(BlockQ4_Kx8) / 8);
+  if (t == QuantType::kIQ4_XS) return k / kQKK * (sizeof(BlockIQ4_XSx8) / 8);
+  return QuantRowBytes(t, k);
 }
 
 void PackRows(QuantType t, const void* w, size_t rows, size_t k, void* out) {
@@ -100,6 +120,8 @@ void PackRows(QuantType t, const void* w, size_t rows, size_t k, void* out) {
     case QuantType::kQ5_1: return Pack<BlockQ5_1, BlockQ5_1x8>(w, rows, k, out);
     case QuantType::kIQ4_NL: return Pack<BlockIQ4_NL, BlockIQ4_NLx8>(w, rows, k, out);
     case QuantType::kMXFP4: return Pack<BlockMXFP4, BlockMXFP4x8>(w, rows, k, out);
+    case QuantType::kIQ4_XS: return Pack<BlockIQ4_XS, BlockIQ4_XSx8, kQKK>(w, rows, k, out);
+    case QuantType::kQ2_K: return Pack<BlockQ2_K, BlockQ2_Kx8, kQKK>(w, rows, k, out);
     default: return;  // not packable (IsPackable)
   }
 }

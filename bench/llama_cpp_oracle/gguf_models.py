@@ -277,7 +277,8 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab, matrix_qtype=No
 
 FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1",
           "q5_1": "LLAMA_FTYPE_MOSTLY_Q5_1", "q3_k_m": "LLAMA_FTYPE_MOSTLY_Q3_K_M", "q2_k": "LLAMA_FTYPE_MOSTLY_Q2_K",
-          "iq4_xs": "LLAMA_FTYPE_MOSTLY_IQ4_XS", "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL"}
+          "iq4_xs": "LLAMA_FTYPE_MOSTLY_IQ4_XS", "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
+          "f16": "LLAMA_FTYPE_MOSTLY_F16", "bf16": "LLAMA_FTYPE_MOSTLY_BF16"}
 # Kinds written by the gguf package's quantizer instead: llama.cpp makes MXFP4 only for MoE experts.
 GGUF_PACKAGE_KINDS = {"mxfp4": gguf.GGMLQuantizationType.MXFP4}
 

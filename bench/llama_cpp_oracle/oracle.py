@@ -67,6 +67,10 @@ FIXTURES = {
     "gemma2_q8_0": (gm.FIXTURE_GEMMA2, 8, "q8_0"),
     "qwen3moe_f32": (gm.FIXTURE_QWEN3MOE, 10, "f32"),
     "qwen3moe_q8_0": (gm.FIXTURE_QWEN3MOE, 10, "q8_0"),
+    # 16-bit float weights, converted by llama.cpp's quantizer (fak computes them without widening).
+    "llama_f16": (gm.FIXTURE_LLAMA, 1, "f16"),
+    "llama_bf16": (gm.FIXTURE_LLAMA, 1, "bf16"),
+    "qwen3moe_bf16": (gm.FIXTURE_QWEN3MOE, 10, "bf16"),
 }
 FIXTURE_TOKENS = 128
 

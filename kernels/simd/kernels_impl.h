@@ -18,6 +18,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <numeric>
 #include <type_traits>
 
 #include "kernels/kernel_table.h"
@@ -205,7 +207,7 @@ inline constexpr size_t kDecodeAhead = 2;
 template <class V>
 void MatMulDecode(const float* x, const float* w, size_t ldw, float* y, size_t k, size_t n_begin, size_t n_end) {
   constexpr int NR = V::kDecodeNR;
-  alignas(64) typename V::B acc[NR];
+  alignas(64) typename V::B acc[NR] = {};  // (every tile writes it first; GCC cannot always see that)
   const size_t steps = k / V::kWidth;
   size_t n = n_begin;
   const bool reduce_in_tile = steps > 0 && k % V::kWidth == 0;
@@ -633,6 +635,40 @@ void Attention(const AttentionArgs& a) {
   }
 }
 
+// MatMul over W stored as 16-bit elements E (KernelTable::matmul_f16 / matmul_bf16, W given as bit
+// patterns, ldw in elements): W is widened exactly, a batch of rows at a time, into a buffer that the
+// f32 MatMul then reads. A batch is a whole number of every register tile (prefill's kNR, decode's
+// kDecodeNR), so the f32 kernel runs at full speed on it, and MatMul's outputs do not depend on the
+// column range, so each output has the bits of MatMul over the widened W. The f32 kernel is reused
+// as it is rather than taught to load 16-bit elements: its tiles are tuned to the register file, and
+// another element type there changed GCC's inlining and register allocation of the f32 path (2x
+// slower prefill). While a batch is widened, the rows two batches ahead are prefetched into L2 (at
+// one row per call, decode streams W from DRAM).
+template <class V, class E>
+void MatMulWidened(const float* x, size_t ldx, const uint16_t* w_bits, size_t ldw, float* y, size_t ldy, size_t m,
+                   size_t k, size_t n_begin, size_t n_end) {
+  static_assert(sizeof(E) == sizeof(uint16_t));
+  if (k == 0) return MatMul<V>(x, ldx, nullptr, ldw, y, ldy, m, k, n_begin, n_end);  // zeros, reading nothing
+  const E* w = reinterpret_cast<const E*>(w_bits);
+  constexpr size_t kBatch = std::lcm(static_cast<size_t>(V::kNR), static_cast<size_t>(V::kDecodeNR));
+  const size_t k_full = k / V::kWidth * V::kWidth;
+  std::unique_ptr<float[]> buf = std::make_unique_for_overwrite<float[]>(kBatch * k);
+  for (size_t n = n_begin; n < n_end; n += kBatch) {
+    const size_t rows = std::min(kBatch, n_end - n);
+    for (size_t j = 0; j < rows; ++j) {
+      const E* src = w + (n + j) * ldw;
+      float* dst = buf.get() + j * k;
+      for (size_t i = 0; i < k_full; i += V::kWidth) V::Store(dst + i, LoadKV<V>(src + i));
+      for (size_t i = k_full; i < k; ++i) dst[i] = ToF32(src[i]);
+      if (const size_t ahead = n + 2 * kBatch + j; ahead < n_end) {
+        const char* line = reinterpret_cast<const char*>(w + ahead * ldw);
+        for (size_t o = 0; o < k * sizeof(E); o += 64) __builtin_prefetch(line + o, 0, 2);
+      }
+    }
+    MatMul<V>(x, ldx, buf.get(), k, y + n, ldy, m, k, 0, rows);
+  }
+}
+
 // IEEE half (bfloat16) to float; exact, so every tier gives the same bits.
 template <class V>
 void F16ToF32(const uint16_t* x, float* y, size_t n) {
@@ -648,6 +684,8 @@ template <class V>
 void FillTable(KernelTable* t) {
   t->dot = &Dot<V>;
   t->matmul = &MatMul<V>;
+  t->matmul_f16 = &MatMulWidened<V, F16>;
+  t->matmul_bf16 = &MatMulWidened<V, Bf16>;
   t->rmsnorm = &RmsNorm<V>;
   t->softmax = &Softmax<V>;
   t->attention = &Attention<V>;

@@ -708,6 +708,26 @@ struct PackedSteps {
       for (size_t j = 0; j < 8; ++j) std::memcpy(b.qs + 32 * ch + 4 * j, p.qs[ch][j] + 4 * c, 4);
     return b;
   }
+  static BlockQ2_K Plain(const BlockQ2_Kx8& p, size_t c) {
+    BlockQ2_K b;
+    b.d = p.d[c];
+    b.dmin = p.dmin[c];
+    for (size_t g = 0; g < 16; ++g) b.scales[g] = p.scales[g][c];
+    for (size_t h = 0; h < 2; ++h)
+      for (size_t j = 0; j < 8; ++j) std::memcpy(b.qs + 32 * h + 4 * j, p.qs[h][j] + 4 * c, 4);
+    return b;
+  }
+  static BlockIQ4_XS Plain(const BlockIQ4_XSx8& p, size_t c) {
+    BlockIQ4_XS b{};
+    b.d = p.d[c];
+    for (size_t s = 0; s < 8; ++s) {  // the 6-bit packing IQ4XSScale reads
+      const int ls = p.sc[s][c] + 32;
+      b.scales_l[s / 2] = static_cast<uint8_t>(b.scales_l[s / 2] | ((ls & 0xF) << (4 * (s % 2))));
+      b.scales_h = static_cast<uint16_t>(b.scales_h | ((ls >> 4) << (2 * s)));
+      for (size_t g = 0; g < 4; ++g) std::memcpy(b.qs + 16 * s + 4 * g, p.qs[s][g] + 4 * c, 4);
+    }
+    return b;
+  }
   template <class PB, class XB, size_t kElems>
   static void Run(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
                   size_t n_begin, size_t n_end) {
@@ -738,6 +758,9 @@ struct PackedSteps {
       case QuantType::kIQ4_NL:
         return Run<BlockIQ4_NLx8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kMXFP4: return Run<BlockMXFP4x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kIQ4_XS:
+        return Run<BlockIQ4_XSx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ2_K: return Run<BlockQ2_Kx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       default: return Run<BlockQ8_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
   }

@@ -474,10 +474,141 @@ struct X86QuantOps {
         });
   }
 
+  // IQ4_XS packed (BlockIQ4_XSx8): per sub-block the eight groups' dot products on the table levels
+  // with the sign trick (exact), times the column's ls − 32 (vpmulld), summed over the super-block
+  // (|sum| ≤ 8·32·32·127·127 < 2^27); then y_c = fma(d_c·d_x, float(sum), y_c) per super-block — the
+  // scalar tier's order with the product fused.
+  template <int MR, bool kPrefetch>
+  static void PackedIQ4XSTile(const ActQ8_K* x, size_t n_blocks, const BlockIQ4_XSx8* w, float* y, size_t ldy,
+                              const BlockIQ4_XSx8* w_ahead) {
+    const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Levels)));
+    __m256 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+    for (size_t b = 0; b < n_blocks; ++b) {
+      if constexpr (kPrefetch) {
+        for (size_t o = 0; o < sizeof(BlockIQ4_XSx8); o += 64)
+          __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
+      }
+      const BlockIQ4_XSx8& wb = w[b];
+      __m256i sum[MR];
+      for (int i = 0; i < MR; ++i) sum[i] = _mm256_setzero_si256();
+      for (int s = 0; s < 8; ++s) {  // group j < 4: low nibbles of wb.qs[s][j]; j >= 4: high nibbles of j - 4
+        __m256i q[8], a[8];
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {
+          const __m256i raw = Load(wb.qs[s][g]);
+          q[g] = _mm256_shuffle_epi8(lut, _mm256_and_si256(raw, Mask(0x0F)));
+          q[g + 4] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(raw, 4), Mask(0x0F)));
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) a[j] = _mm256_abs_epi8(q[j]);
+        const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.sc[s])));
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i) {
+          const int8_t* xs = x[i * n_blocks + b].qs + 32 * s;
+          __m256i c0 = _mm256_setzero_si256(), c1 = c0;
+#pragma GCC unroll 4
+          for (int j = 0; j < 8; j += 2) {
+            int32_t x0, x1;
+            std::memcpy(&x0, xs + 4 * j, 4);
+            std::memcpy(&x1, xs + 4 * j + 4, 4);
+            c0 = I::DotU8S8(c0, a[j], _mm256_sign_epi8(_mm256_set1_epi32(x0), q[j]));  // |level|, |x| ≤ 127
+            c1 = I::DotU8S8(c1, a[j + 1], _mm256_sign_epi8(_mm256_set1_epi32(x1), q[j + 1]));
+          }
+          sum[i] = _mm256_add_epi32(sum[i], _mm256_mullo_epi32(_mm256_add_epi32(c0, c1), sc));
+        }
+      }
+      const __m256 d = Scales(wb.d);
+      for (int i = 0; i < MR; ++i)
+        acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[i * n_blocks + b].d)), _mm256_cvtepi32_ps(sum[i]), acc[i]);
+    }
+    for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
+  }
+  static void MatMulPackedIQ4XS(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
+                                size_t k, size_t n_begin, size_t n_end) {
+    const size_t n_blocks = k / kQKK;
+    const auto* x = static_cast<const ActQ8_K*>(xq);
+    ForEachPackedTile<BlockIQ4_XSx8, 32>(
+        w, w_row_bytes, y, ldy, m, n_begin, n_end,
+        [&]<int MR, bool kPf>(size_t i, const BlockIQ4_XSx8* g, const BlockIQ4_XSx8* ahead, float* yi) {
+          PackedIQ4XSTile<MR, kPf>(x + i * n_blocks, n_blocks, g, yi, ldy, ahead);
+        });
+  }
+
+  // Q2_K packed (BlockQ2_Kx8): per group of 16 the four 4-byte groups' dot products (exact), times the
+  // column's 4-bit scale (vpmulld), summed over the super-block (|sum| ≤ 16·16·3·127·15 < 2^21); the
+  // mins term Σ_g m_g·bsum_g from the activation's 16-element sums (vpmaddwd on (m_2t, m_2t+1) pairs);
+  // then fma(d·dx, float(sum), y_c) and fnmadd(dmin·dx, float(mins), y_c) per super-block — the
+  // scalar tier's order with the products fused.
+  template <int MR, bool kPrefetch>
+  static void PackedQ2KTile(const ActQ8_K* x, size_t n_blocks, const BlockQ2_Kx8* w, float* y, size_t ldy,
+                            const BlockQ2_Kx8* w_ahead) {
+    __m256 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
+    for (size_t b = 0; b < n_blocks; ++b) {
+      if constexpr (kPrefetch) {
+        for (size_t o = 0; o < sizeof(BlockQ2_Kx8); o += 64)
+          __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
+      }
+      const BlockQ2_Kx8& wb = w[b];
+      __m256i sum[MR], mins[MR];
+      for (int i = 0; i < MR; ++i) sum[i] = mins[i] = _mm256_setzero_si256();
+      for (int t = 0; t < 8; ++t) {  // quarter t = 4h + j: elements 32t.., bits 2j of bytes qs[h]
+        const int h = t / 4, j = t % 4;
+        __m256i q[8];
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) q[g] = _mm256_and_si256(_mm256_srli_epi16(Load(wb.qs[h][g]), 2 * j), Mask(3));
+        const __m128i s0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.scales[2 * t]));
+        const __m128i s1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.scales[2 * t + 1]));
+        const __m256i sc0 = _mm256_cvtepu8_epi32(_mm_and_si128(s0, _mm_set1_epi8(0x0F)));
+        const __m256i sc1 = _mm256_cvtepu8_epi32(_mm_and_si128(s1, _mm_set1_epi8(0x0F)));
+        const __m128i m0 = _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s0, 4), _mm_set1_epi8(0x0F)));
+        const __m128i m1 = _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s1, 4), _mm_set1_epi8(0x0F)));
+        const __m256i m_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(m0, m1), _mm_unpacklo_epi16(m0, m1));
+#pragma GCC unroll 4
+        for (int i = 0; i < MR; ++i) {
+          const ActQ8_K& xb = x[i * n_blocks + b];
+          __m256i c0 = _mm256_setzero_si256(), c1 = c0;  // the quarter's two groups of 16
+#pragma GCC unroll 4
+          for (int g = 0; g < 4; ++g) {
+            int32_t x0, x1;
+            std::memcpy(&x0, xb.qs + 32 * t + 4 * g, 4);
+            std::memcpy(&x1, xb.qs + 32 * t + 16 + 4 * g, 4);
+            c0 = I::DotU8S8(c0, q[g], _mm256_set1_epi32(x0));  // q ∈ [0, 3], |x| ≤ 127: exact
+            c1 = I::DotU8S8(c1, q[g + 4], _mm256_set1_epi32(x1));
+          }
+          sum[i] = _mm256_add_epi32(sum[i], _mm256_add_epi32(_mm256_mullo_epi32(c0, sc0), _mm256_mullo_epi32(c1, sc1)));
+          int32_t bsum_pair;
+          std::memcpy(&bsum_pair, xb.bsums + 2 * t, 4);
+          mins[i] = _mm256_add_epi32(mins[i], _mm256_madd_epi16(m_pairs, _mm256_set1_epi32(bsum_pair)));
+        }
+      }
+      const __m256 d = Scales(wb.d), dmin = Scales(wb.dmin);
+      for (int i = 0; i < MR; ++i) {
+        const __m256 dx = _mm256_set1_ps(x[i * n_blocks + b].d);
+        acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sum[i]), acc[i]);
+        acc[i] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mins[i]), acc[i]);
+      }
+    }
+    for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
+  }
+  static void MatMulPackedQ2K(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
+                              size_t k, size_t n_begin, size_t n_end) {
+    const size_t n_blocks = k / kQKK;
+    const auto* x = static_cast<const ActQ8_K*>(xq);
+    ForEachPackedTile<BlockQ2_Kx8, 32>(
+        w, w_row_bytes, y, ldy, m, n_begin, n_end,
+        [&]<int MR, bool kPf>(size_t i, const BlockQ2_Kx8* g, const BlockQ2_Kx8* ahead, float* yi) {
+          PackedQ2KTile<MR, kPf>(x + i * n_blocks, n_blocks, g, yi, ldy, ahead);
+        });
+  }
+
   static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                            size_t m, size_t k, size_t n_begin, size_t n_end) {
     switch (wtype) {
       case QuantType::kQ4_K: return MatMulPackedQ4K(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kIQ4_XS: return MatMulPackedIQ4XS(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ2_K: return MatMulPackedQ2K(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_0: return MatMulPackedTyped<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ5_0: return MatMulPackedTyped<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_1: return MatMulPackedTyped<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);

@@ -60,6 +60,8 @@ void MatMulWeights(const Pass& p, const float* x, size_t rows, std::initializer_
     kernels::WeightProduct& product = products[n++];
     product.quantized = IsQuantized(o.w.dtype);
     if (product.quantized) product.wtype = QuantOf(o.w.dtype);
+    if (IsFloat16(o.w.dtype))
+      product.floats = o.w.dtype == DType::kF16 ? kernels::FloatWeights::kF16 : kernels::FloatWeights::kBF16;
     product.packed = o.w.packed != nullptr;
     product.w = product.packed ? o.w.packed : o.w.data;
     product.w_row_bytes = product.packed ? o.w.packed_row_bytes : o.w.row_bytes();
@@ -76,7 +78,7 @@ void RmsNormRows(const Pass& p, const float* x, const WeightTensor& w, float* y,
   for (size_t i = 0; i < rows; ++i) p.t.rmsnorm(x + i * n, w.f32(), y + i * n, n, p.c.rms_eps, p.m.weights.norm_one_plus);
 }
 
-// Row `token` of the embedding table as f32 (dequantized when the table is quantized), scaled by
+// Row `token` of the embedding table as f32 (dequantized or widened when the table is stored so), scaled by
 // sqrtf(hidden) for Gemma.
 void EmbedRow(const Pass& p, int32_t token, float* y) {
   const WeightTensor& e = p.m.weights.token_embedding;
@@ -84,6 +86,8 @@ void EmbedRow(const Pass& p, int32_t token, float* y) {
   const auto* row = static_cast<const uint8_t*>(e.data) + static_cast<size_t>(token) * e.row_bytes();
   if (IsQuantized(e.dtype)) {
     p.t.dequantize[static_cast<int>(QuantOf(e.dtype))](row, y, h);
+  } else if (IsFloat16(e.dtype)) {
+    (e.dtype == DType::kF16 ? p.t.f16_to_f32 : p.t.bf16_to_f32)(reinterpret_cast<const uint16_t*>(row), y, h);
   } else {
     std::memcpy(y, row, h * sizeof(float));
   }

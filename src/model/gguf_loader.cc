@@ -1,6 +1,6 @@
 // Model weights from a GGUF file (model-formats.md §2): tensor names per architecture, shape checks
-// (ne[0] is the row length), and the storage each type gets — F32 and quantized rows stay in the
-// mapped file; F16/BF16 are widened to f32 once here. Fused tensors (attn_qkv; Phi-3's ffn_up
+// (ne[0] is the row length), and the storage each type gets — matrices of every type (F32, F16,
+// BF16, quantized) stay in the mapped file; F16/BF16 norm and bias vectors are widened to f32 here. Fused tensors (attn_qkv; Phi-3's ffn_up
 // holding gate then up) become row ranges of one tensor: every row is whole, so each part is a view.
 #include <string>
 
@@ -22,7 +22,7 @@ class TensorReader {
                     (at_least ? static_cast<size_t>(t->ne[1]) >= rows : static_cast<size_t>(t->ne[1]) == rows) &&
                     TrailingOnes(*t, 2);
     if (!ok) return BadShape(*t, StrCat("[", std::to_string(cols), ", ", std::to_string(rows), "]"));
-    return View(*t, rows, cols, /*allow_quant=*/true);
+    return View(*t, rows, cols, /*matrix=*/true);
   }
 
   bool Has(const std::string& name) const { return f_.FindTensor(name) != nullptr; }
@@ -36,7 +36,7 @@ class TensorReader {
     if (!ok) {
       return BadShape(*t, StrCat("[", std::to_string(cols), ", ", std::to_string(rows), ", ", std::to_string(n), "]"));
     }
-    return View(*t, n * rows, cols, /*allow_quant=*/true);
+    return View(*t, n * rows, cols, /*matrix=*/true);
   }
 
   // A norm weight or bias vector of n values (F32, or F16/BF16 widened).
@@ -44,7 +44,7 @@ class TensorReader {
     FAK_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name));
     if (t->ne.empty() || static_cast<size_t>(t->ne[0]) != n || !TrailingOnes(*t, 1))
       return BadShape(*t, StrCat("[", std::to_string(n), "]"));
-    return View(*t, 1, n, /*allow_quant=*/false);
+    return View(*t, 1, n, /*matrix=*/false);
   }
 
  private:
@@ -62,27 +62,33 @@ class TensorReader {
     return Corruption(f_.name() + ": tensor " + std::string(t.name) + " has shape " + ShapeString(t.ne) + ", expected " + want);
   }
 
-  Result<WeightTensor> View(const GgufTensorInfo& t, size_t rows, size_t cols, bool allow_quant) {
+  Result<WeightTensor> View(const GgufTensorInfo& t, size_t rows, size_t cols, bool matrix) {
     WeightTensor w{DType::kF32, rows, cols, t.data};
     if (t.type == GgmlType::kF32) {
       if (reinterpret_cast<uintptr_t>(t.data) % alignof(float) != 0)
         return Corruption(f_.name() + ": tensor " + std::string(t.name) + " is not 4-byte aligned");
       return w;
     }
-    if (t.type == GgmlType::kF16 || t.type == GgmlType::kBF16) return Widen(t, rows, cols);
+    if (t.type == GgmlType::kF16 || t.type == GgmlType::kBF16) {
+      if (!matrix) return Widen(t, rows, cols);  // a vector: the kernels read norms and biases as f32
+      if (reinterpret_cast<uintptr_t>(t.data) % alignof(uint16_t) != 0)
+        return Corruption(f_.name() + ": tensor " + std::string(t.name) + " is not 2-byte aligned");
+      w.dtype = t.type == GgmlType::kF16 ? DType::kF16 : DType::kBF16;
+      return w;
+    }
     for (const kernels::QuantFormat& q : kernels::kQuantFormats) {
       if (q.ggml_type != static_cast<uint32_t>(t.type)) continue;
-      if (!allow_quant) break;
+      if (!matrix) break;
       w.dtype = DTypeOf(q.type);
       return w;
     }
     auto info = LookupGgmlType(static_cast<uint32_t>(t.type));
     return Unsupported(f_.name() + ": tensor " + std::string(t.name) + " has type " +
                        (info.has_value() ? std::string(info->name) : std::to_string(static_cast<uint32_t>(t.type))) +
-                       (allow_quant ? " (no kernels for it)" : " (norm weights must be F32, F16 or BF16)"));
+                       (matrix ? " (no kernels for it)" : " (norm weights must be F32, F16 or BF16)"));
   }
 
-  // F16/BF16 → owned f32 (the values are exact in f32).
+  // An F16/BF16 vector → owned f32 (the values are exact in f32).
   WeightTensor Widen(const GgufTensorInfo& t, size_t rows, size_t cols) {
     AlignedBuffer buf(rows * cols);
     const kernels::KernelTable& k = kernels::Active();

@@ -207,7 +207,7 @@ class TensorReader {
     if (t->shape.size() != 2 || static_cast<size_t>(t->shape[0]) != rows || static_cast<size_t>(t->shape[1]) != cols) {
       return BadShape(*t, StrCat("[", std::to_string(rows), ", ", std::to_string(cols), "]"));
     }
-    return View(*t, rows, cols);
+    return View(*t, rows, cols, /*matrix=*/true);
   }
 
   // A norm weight: shape [n].
@@ -215,7 +215,7 @@ class TensorReader {
     FAK_ASSIGN_OR_RETURN(const SafetensorsTensor* t, Find(name));
     if (t->shape.size() != 1 || static_cast<size_t>(t->shape[0]) != n)
       return BadShape(*t, StrCat("[", std::to_string(n), "]"));
-    return View(*t, 1, n);
+    return View(*t, 1, n, /*matrix=*/false);
   }
 
  private:
@@ -228,7 +228,9 @@ class TensorReader {
     return Corruption(ck_.dir + ": tensor " + t.name + " has shape " + ShapeString(t.shape) + ", expected " + want);
   }
 
-  Result<WeightTensor> View(const SafetensorsTensor& t, size_t rows, size_t cols) {
+  // Matrices stay in the mapped file (F16/BF16 too: the matmul widens as it reads, unless the data
+  // is misaligned); vectors are read as f32.
+  Result<WeightTensor> View(const SafetensorsTensor& t, size_t rows, size_t cols, bool matrix) {
     switch (t.dtype) {
       case SafetensorsDtype::kF32:
         // safetensors packs tensors back to back, so an F32 tensor after an odd-sized F16 one can
@@ -238,6 +240,8 @@ class TensorReader {
         return Own(t, rows, cols);
       case SafetensorsDtype::kF16:
       case SafetensorsDtype::kBF16:
+        if (matrix && reinterpret_cast<uintptr_t>(t.data) % alignof(uint16_t) == 0)
+          return WeightTensor{t.dtype == SafetensorsDtype::kF16 ? DType::kF16 : DType::kBF16, rows, cols, t.data};
         return Own(t, rows, cols);
       default:
         return Unsupported(ck_.dir + ": tensor " + t.name + " has dtype " + std::string(SafetensorsDtypeName(t.dtype)) +

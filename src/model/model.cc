@@ -10,6 +10,7 @@
 
 #include "fak/io/gguf.h"
 #include "fak/core/env.h"
+#include "kernels/dispatch.h"
 #include "src/model/gguf_loader.h"
 #include "src/model/hf_loader.h"
 #include "src/core/exception_boundary.h"
@@ -172,10 +173,23 @@ const Digest& Model::WeightsDigest() const {
       d.UpdatePod(c.rope_local_base).UpdatePod(c.query_pre_attn_scalar).UpdatePod(impl_->weights.norm_one_plus);
     }
     if (c.HasRopeScaling()) d.Update(c.RopeScalingLabel());  // (unscaled digests stay as they were)
+    const kernels::KernelTable& k = kernels::Active();
     impl_->weights.ForEach([&](const char*, const internal::WeightTensor& t) {
       if (internal::IsQuantized(t.dtype)) d.UpdatePod(static_cast<int>(t.dtype));
-      // The stored bytes: f32 values, or quant blocks as mapped from the file.
-      d.UpdatePod(static_cast<uint64_t>(t.rows)).UpdatePod(static_cast<uint64_t>(t.cols)).Update(t.data, t.size_bytes());
+      d.UpdatePod(static_cast<uint64_t>(t.rows)).UpdatePod(static_cast<uint64_t>(t.cols));
+      if (!internal::IsFloat16(t.dtype)) {  // the stored bytes: f32 values, or quant blocks as mapped
+        d.Update(t.data, t.size_bytes());
+        return;
+      }
+      // 16-bit floats are hashed as the f32 values they widen to, exactly as a widened copy was: the
+      // model computes the same bits either way, so it keeps its identity (and its cached KV).
+      const auto* bits = static_cast<const uint16_t*>(t.data);
+      std::vector<float> chunk(std::min<size_t>(t.rows * t.cols, 1 << 14));
+      for (size_t i = 0, n = t.rows * t.cols; i < n; i += chunk.size()) {
+        const size_t len = std::min(chunk.size(), n - i);
+        (t.dtype == internal::DType::kF16 ? k.f16_to_f32 : k.bf16_to_f32)(bits + i, chunk.data(), len);
+        d.Update(chunk.data(), len * sizeof(float));
+      }
     });
     impl_->digest = d.Finish();
   });

@@ -64,6 +64,8 @@ std::string_view DTypeName(DType d) {
     case DType::kIQ4_NL: return "iq4_nl";
     case DType::kIQ4_XS: return "iq4_xs";
     case DType::kMXFP4: return "mxfp4";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
   }
   return "unknown";
 }

@@ -1,11 +1,12 @@
 // Model weights: named tensors per layer, each tagged with its storage type.
 //
 // The forward pass reaches weights only through WeightTensor and MatMulWeights (forward.cc), which
-// dispatches on the dtype: F32 rows go to the f32 matmul, quantized rows (every kernels::QuantType:
-// Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS, MXFP4) to the quantized matmul, which first quantizes the activation rows. A loaded GGUF's
-// F32 and quantized tensors point straight into the memory-mapped file (kept open by `backing`);
-// F16/BF16 tensors are widened to F32 once at load into `storage` (2x their file size: the f16
-// values are represented exactly, and the f32 kernels then serve them).
+// dispatches on the dtype: F32 rows go to the f32 matmul, F16/BF16 rows to the matmul that widens
+// each 16-bit element as it loads it (the f32 matmul's bits on the widened values, at half the bytes),
+// quantized rows (every kernels::QuantType: Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, Q2_K..Q6_K, IQ4_NL, IQ4_XS,
+// MXFP4) to the quantized matmul, which first quantizes the activation rows. A loaded GGUF's
+// matrices point straight into the memory-mapped file (kept open by `backing`), whatever their type;
+// only F16/BF16 norm and bias vectors are widened to F32 at load (a few KiB).
 #ifndef FAK_SRC_MODEL_WEIGHTS_H_
 #define FAK_SRC_MODEL_WEIGHTS_H_
 
@@ -26,9 +27,14 @@ namespace fak::internal {
 class ThreadPool;
 
 // Storage type of a weight tensor. The quantized values mirror kernels::QuantType (in order).
-enum class DType { kF32, kQ8_0, kQ4_0, kQ5_0, kQ4_K, kQ5_K, kQ6_K, kQ4_1, kQ5_1, kQ2_K, kQ3_K, kIQ4_NL, kIQ4_XS, kMXFP4 };
+// F16 and BF16 (16-bit floats) come after them.
+enum class DType {
+  kF32, kQ8_0, kQ4_0, kQ5_0, kQ4_K, kQ5_K, kQ6_K, kQ4_1, kQ5_1, kQ2_K, kQ3_K, kIQ4_NL, kIQ4_XS, kMXFP4,
+  kF16, kBF16
+};
 
-inline bool IsQuantized(DType d) { return d != DType::kF32; }
+inline bool IsFloat16(DType d) { return d == DType::kF16 || d == DType::kBF16; }
+inline bool IsQuantized(DType d) { return d != DType::kF32 && !IsFloat16(d); }
 inline kernels::QuantType QuantOf(DType d) { return static_cast<kernels::QuantType>(static_cast<int>(d) - 1); }
 inline DType DTypeOf(kernels::QuantType q) { return static_cast<DType>(static_cast<int>(q) + 1); }
 // "f32", "q8_0", "q4_k", ...
@@ -46,9 +52,10 @@ struct WeightTensor {
 
   bool empty() const { return data == nullptr; }
   const float* f32() const { return static_cast<const float*>(data); }
-  // Bytes of one stored row (cols f32 values, or cols / block blocks of the quant type).
+  // Bytes of one stored row (cols f32 or 16-bit values, or cols / block blocks of the quant type).
   size_t row_bytes() const {
-    return IsQuantized(dtype) ? kernels::QuantRowBytes(QuantOf(dtype), cols) : cols * sizeof(float);
+    if (IsQuantized(dtype)) return kernels::QuantRowBytes(QuantOf(dtype), cols);
+    return cols * (IsFloat16(dtype) ? sizeof(uint16_t) : sizeof(float));
   }
   size_t size_bytes() const { return rows * row_bytes(); }
 };

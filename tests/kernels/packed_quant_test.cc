@@ -1,5 +1,5 @@
-// Q8_0, Q4_0, Q5_0 and Q4_K weights packed eight rows at a time (quant_pack.h, KernelTable::matmul_q_packed)
-// in every tier: against the product of the dequantized operands, the batch-independence contract
+// Weights of every packable type (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q4_K, IQ4_XS, Q2_K) packed
+// eight rows at a time (quant_pack.h, KernelTable::matmul_q_packed) in every tier: against the product of the dequantized operands, the batch-independence contract
 // (each output's bits do not depend on M, the column range or the thread count), and through
 // ParallelMatMuls. In the scalar tier the packed kernel keeps the plain kernel's bits (its steps
 // already sum each block in integers first). With non-vacuity controls.
@@ -23,8 +23,9 @@ namespace fak::kernels::testing {
 namespace {
 
 constexpr QuantType kQ8 = QuantType::kQ8_0;
-constexpr QuantType kPackable[] = {QuantType::kQ8_0, QuantType::kQ4_0,   QuantType::kQ5_0,  QuantType::kQ4_K,
-                                   QuantType::kQ4_1, QuantType::kQ5_1,   QuantType::kIQ4_NL, QuantType::kMXFP4};
+constexpr QuantType kPackable[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ5_0,   QuantType::kQ4_K,
+                                   QuantType::kQ4_1, QuantType::kQ5_1, QuantType::kIQ4_NL, QuantType::kMXFP4,
+                                   QuantType::kIQ4_XS, QuantType::kQ2_K};
 
 // A width of about `k` that the type's blocks divide.
 size_t WidthFor(QuantType t, size_t k) { return IsK(t) ? (k + 255) / 256 * 256 : k; }
@@ -146,7 +147,7 @@ TEST_P(PackedQuantTest, ScalarTierKeepsThePlainKernelsBits) {
     const std::vector<float> packed = RunPacked(t, x, Pack(t, w, n, k), m, k, n), plain = Run(t, x, w, m, k, n);
     if (T().tier == Tier::kScalar) {
       EXPECT_EQ(0, std::memcmp(packed.data(), plain.data(), plain.size() * sizeof(float)));
-    } else {  // kernels revision 3: the x86 tiers sum each block in integers before the float step
+    } else {  // kernels revisions 3-4: the x86 tiers sum each block in integers before the float step
       EXPECT_NE(0, std::memcmp(packed.data(), plain.data(), plain.size() * sizeof(float)));
     }
   }

@@ -17,6 +17,7 @@
 
 #include "fak/model/model.h"
 #include "fak/tokenizer/tokenizer.h"
+#include "kernels/kv_convert.h"
 #include "tests/kernels/oracle/ref_quant.h"
 #include "src/model/model_impl.h"
 #include "tests/io/gguf_writer.h"
@@ -46,6 +47,8 @@ std::vector<uint8_t> F32Bytes(const float* x, size_t n, float add = 0.0f) {
 struct WriteOptions {
   std::optional<kernels::QuantType> quant;  // matrices (and the embedding) in this type
   kernels::QuantType (*quant_mix)(const std::string& name) = nullptr;  // or each in the type this names
+  std::optional<GgmlType> half;  // or matrices (and the embedding) as F16 or BF16,
+  bool half_as_f32 = false;      // or as F32 holding exactly the values that rounding gives
   std::string skip_tensor;                  // leave this tensor out
   std::string bad_shape_tensor;             // write this tensor with its dims swapped
   std::string architecture;                 // general.architecture other than the model's
@@ -112,6 +115,21 @@ void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = 
         bytes.insert(bytes.end(), row.begin(), row.end());
       }
       g.Tensor(name, ne, kernels::FormatOf(*quant).ggml_type, bytes);
+    } else if (matrix && o.half) {
+      const bool f16 = *o.half == GgmlType::kF16;
+      std::vector<uint16_t> bits(t.rows * t.cols);
+      std::vector<float> widened(bits.size());
+      for (size_t i = 0; i < bits.size(); ++i) {
+        bits[i] = f16 ? kernels::F32ToF16(t.f32()[i]) : kernels::F32ToBf16(t.f32()[i]);
+        widened[i] = f16 ? kernels::F16ToF32(bits[i]) : kernels::Bf16ToF32(bits[i]);
+      }
+      if (o.half_as_f32) {
+        g.Tensor(name, ne, 0, F32Bytes(widened.data(), widened.size()));
+      } else {
+        std::vector<uint8_t> bytes(bits.size() * sizeof(uint16_t));
+        std::memcpy(bytes.data(), bits.data(), bytes.size());
+        g.Tensor(name, ne, static_cast<uint32_t>(*o.half), bytes);
+      }
     } else {
       g.Tensor(name, ne, 0, F32Bytes(t.f32(), t.rows * t.cols, matrix ? 0.0f : norm_add));
     }
@@ -398,6 +416,49 @@ TEST(GgufModel, QuantizedFilesAreExactWithinTheirRegimeAndCloseToF32) {
     EXPECT_LT(delta, k.max_delta) << kernels::FormatOf(k.type).name;
     EXPECT_NE(loaded->WeightsDigest(), synthetic->WeightsDigest());
     std::remove(path.c_str());
+  }
+}
+
+// F16 and BF16 files are computed natively: their matrices stay in the mapped file (the model holds
+// half the bytes of the f32 file's), and the matmul widens each element as it reads it, so the logits
+// equal those of an F32 file holding the widened values bit for bit (max|Δ| = 0) — prefill of 70
+// tokens (the widening strip packer) and token-by-token decode alike. The mixture of experts (3-D
+// expert tensors, which WriteGguf does not write) is the BF16 llama.cpp fixture's.
+// Non-vacuity: rounding to 16 bits moves the logits away from the unrounded model's.
+TEST(Float16Witness, F16AndBf16FilesGiveTheBitsOfTheirWidenedValues) {
+  ASSERT_OK_AND_ASSIGN(auto moe, Model::Load(std::string(FAK_TEST_DATA_DIR) + "/llama_cpp/qwen3moe_bf16.gguf"));
+  const auto& moe_layer = internal::ModelAccess::Get(*moe).weights.layers[0];
+  EXPECT_EQ(moe_layer.experts[0].gate.dtype, internal::DType::kBF16);
+  EXPECT_EQ(moe_layer.wq.dtype, internal::DType::kBF16);
+  ExpectPrefillMatchesDecode(*moe, 40, 14);
+  for (const ModelConfig& config : {LlamaGgufConfig(), GemmaConfig()}) {
+    for (GgmlType half : {GgmlType::kF16, GgmlType::kBF16}) {
+      SCOPED_TRACE(::testing::Message() << config.Describe() << (half == GgmlType::kF16 ? " f16" : " bf16"));
+      ASSERT_OK_AND_ASSIGN(auto synthetic, Model::Synthetic(config, 31));
+      const std::string path = TempPath("half.gguf"), widened_path = TempPath("half_widened.gguf");
+      WriteOptions o;
+      o.half = half;
+      WriteGguf(*synthetic, path, o);
+      o.half_as_f32 = true;
+      WriteGguf(*synthetic, widened_path, o);
+      ASSERT_OK_AND_ASSIGN(auto loaded, Model::Load(path));
+      ASSERT_OK_AND_ASSIGN(auto widened, Model::Load(widened_path));
+      const auto& w = internal::ModelAccess::Get(*loaded).weights;
+      const internal::DType want = half == GgmlType::kF16 ? internal::DType::kF16 : internal::DType::kBF16;
+      EXPECT_EQ(w.layers[0].wq.dtype, want);
+      EXPECT_EQ(w.token_embedding.dtype, want);
+      EXPECT_TRUE(w.storage.empty()) << "every tensor is read in place from the mapped file";
+      EXPECT_LT(loaded->weights_bytes(), widened->weights_bytes() * 11 / 20);
+      EXPECT_EQ(loaded->WeightsDigest(), widened->WeightsDigest());  // the same model, stored smaller
+      const auto tokens = TokenSequence(70, 12, config.vocab_size);
+      const auto native = AllLogits(*loaded, tokens);
+      ASSERT_FALSE(native.empty());
+      EXPECT_EQ(MaxAbsDiff(native, AllLogits(*widened, tokens)), 0.0f);
+      EXPECT_GT(MaxAbsDiff(native, AllLogits(*synthetic, tokens)), 0.0f) << "rounding must change something";
+      ExpectPrefillMatchesDecode(*loaded, 20, 13);
+      std::remove(path.c_str());
+      std::remove(widened_path.c_str());
+    }
   }
 }
 

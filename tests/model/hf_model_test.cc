@@ -157,7 +157,8 @@ TEST(HfModelTest, ShardedF32EqualsSingleFileF16BitForBit) {
   EXPECT_EQ(a, AllLogits(*file));
   EXPECT_EQ(single->WeightsDigest(), sharded->WeightsDigest());
   EXPECT_EQ(single->WeightsDigest(), file->WeightsDigest());
-  EXPECT_EQ(single->weights_bytes(), sharded->weights_bytes());
+  // The F16 file's matrices stay 16-bit in memory (computed natively); only its vectors are widened.
+  EXPECT_LT(single->weights_bytes(), sharded->weights_bytes() * 11 / 20);
 }
 
 TEST(HfModelTest, PrefillEqualsTokenByTokenDecode) {
