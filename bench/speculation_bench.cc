@@ -173,7 +173,11 @@ int Main(int argc, char** argv) {
   std::printf("%-13s %-9s %9s %9s %8s %9s %8s\n", "workload", "mode", "tok/s", "plain", "ratio", "accepted", "tok/fwd");
   for (const Workload& w : *workloads) {
     std::vector<SpeculationOptions> modes(1);
-    for (size_t k : f.ks) modes.push_back({.source = DraftSource::kNgram, .max_draft_tokens = k});
+    for (size_t k : f.ks) {
+      modes.emplace_back();
+      modes.back().source = DraftSource::kNgram;
+      modes.back().max_draft_tokens = k;
+    }
     std::vector<std::vector<double>> rate(modes.size()), ratio(modes.size());
     std::vector<Measured> last(modes.size());
     for (size_t round = 0; round < f.rounds; ++round) {

@@ -547,7 +547,9 @@ void Engine::Impl::PlanDrafts(std::vector<Planned>& plan, size_t& budget) {
   for (Planned& p : plan) {
     Job* job = p.job;
     job->draft.clear();
-    if (job->drafter == nullptr || budget == 0) continue;
+    // Only once it generates: a draft over the end of a prompt would put unchosen tokens' KV where
+    // the prompt's insert into the tree reads the cache.
+    if (job->drafter == nullptr || budget == 0 || job->context.size() == job->request.prompt.size()) continue;
     // Every token a verification returns must still be wanted: at most the tokens left, minus one.
     const size_t left = job->request.max_tokens - job->generation.tokens().size() - 1;
     const size_t most = std::min({options_.speculation.max_draft_tokens, left, budget});

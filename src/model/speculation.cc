@@ -101,10 +101,11 @@ std::vector<int32_t> NgramDraft(std::span<const int32_t> context, size_t ngram_m
     // The latest earlier occurrence that some token follows: starts from len - n - 1 down.
     for (size_t start = len - n; start-- > 0;) {
       if (!std::equal(suffix.begin(), suffix.end(), context.begin() + static_cast<ptrdiff_t>(start))) continue;
-      const size_t from = start + n;
-      const size_t count = std::min(max_tokens, len - from);
-      return std::vector<int32_t>(context.begin() + static_cast<ptrdiff_t>(from),
-                                  context.begin() + static_cast<ptrdiff_t>(from + count));
+      // What followed it, copied on past the context's end from the draft itself (as LZ77 copies
+      // an overlapping match): a sequence caught in a loop gets the whole loop, not one token.
+      std::vector<int32_t> draft;
+      for (size_t i = start + n; draft.size() < max_tokens; ++i) draft.push_back(i < len ? context[i] : draft[i - len]);
+      return draft;
     }
   }
   return {};

@@ -109,6 +109,16 @@ std::vector<GenerateParams> ParamCases() {
   return {greedy, sampled, min_p};
 }
 
+SpeculationOptions Speculation(DraftSource source, size_t k, size_t ngram_min = 2,
+                               std::shared_ptr<const Model> draft_model = nullptr) {
+  SpeculationOptions o;
+  o.source = source;
+  o.max_draft_tokens = k;
+  o.ngram_min = ngram_min;
+  o.draft_model = std::move(draft_model);
+  return o;
+}
+
 struct DrafterCase {
   const char* name;
   SpeculationOptions options;  // source kNone: the oracle
@@ -120,11 +130,11 @@ TEST(Witness, SpeculativeEqualsPlain) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> other, Model::Synthetic(ModelConfig::EmbeddedDefault(), 6));
   const size_t vocab = model->config().vocab_size;
   const DrafterCase drafters[] = {
-      {"ngram k4", {.source = DraftSource::kNgram, .max_draft_tokens = 4}},
-      {"ngram k8 n1..3", {.source = DraftSource::kNgram, .max_draft_tokens = 8, .ngram_max = 3, .ngram_min = 1}},
-      {"draft model: the model itself", {.source = DraftSource::kModel, .max_draft_tokens = 5, .draft_model = model}},
-      {"draft model: another", {.source = DraftSource::kModel, .max_draft_tokens = 3, .draft_model = std::move(other)}},
-      {"oracle, wrong every third draft", {.source = DraftSource::kNone, .max_draft_tokens = 6}},
+      {"ngram k4", Speculation(DraftSource::kNgram, 4)},
+      {"ngram k8 n1..3", Speculation(DraftSource::kNgram, 8, 1)},
+      {"draft model: the model itself", Speculation(DraftSource::kModel, 5, 2, model)},
+      {"draft model: another", Speculation(DraftSource::kModel, 3, 2, std::move(other))},
+      {"oracle, wrong every third draft", Speculation(DraftSource::kNone, 6)},
   };
   std::vector<SpeculationStats> totals(std::size(drafters));
   const std::vector<GenerateParams> cases = ParamCases();
@@ -193,8 +203,8 @@ TEST(Witness, SpeculativeEqualsPlainInEngine) {
   const size_t vocab = model->config().vocab_size;
   const std::vector<GenerateParams> params = ParamCases();
   const SpeculationOptions sources[] = {
-      {.source = DraftSource::kNgram, .max_draft_tokens = 6, .ngram_max = 3, .ngram_min = 1},
-      {.source = DraftSource::kModel, .max_draft_tokens = 4, .draft_model = model},
+      Speculation(DraftSource::kNgram, 6, 1),
+      Speculation(DraftSource::kModel, 4, 2, model),
   };
   for (const SpeculationOptions& speculation : sources) {
     SCOPED_TRACE(speculation.source == DraftSource::kNgram ? "ngram" : "draft model");
@@ -233,7 +243,9 @@ TEST(Witness, SpeculativeEqualsPlainInEngine) {
         for (size_t t = 0; t < got.logprobs.size(); ++t)
           ASSERT_EQ(got.logprobs[t].chosen.logprob, LogprobsOf(alone[i].logits[t], alone[i].tokens[t], 0).chosen.logprob);
       }
-      if (i == 7) EXPECT_EQ(got.usage.draft_tokens, 0u);
+      if (i == 7) {
+        EXPECT_EQ(got.usage.draft_tokens, 0u);
+      }
       drafted += got.usage.draft_tokens;
       accepted += got.usage.accepted_draft_tokens;
     }

@@ -75,8 +75,9 @@ class FAK_EXPORT Drafter {
   virtual Result<std::vector<int32_t>> Propose(std::span<const int32_t> context, size_t max_tokens) = 0;
 };
 
-// Prompt lookup: the tokens after the latest earlier occurrence of the context's last n tokens, for
-// n from ngram_max down to ngram_min. Stateless; cost: a scan of the context per n.
+// Prompt lookup: the max_tokens tokens after the latest earlier occurrence of the context's last n
+// tokens, for n from ngram_max down to ngram_min (a match that runs into the context's end repeats
+// itself: a loop is drafted whole). Empty when none occurs. Stateless; cost: a scan of the context per n.
 FAK_EXPORT std::vector<int32_t> NgramDraft(std::span<const int32_t> context, size_t ngram_min, size_t ngram_max,
                                            size_t max_tokens);
 
