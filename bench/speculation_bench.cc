@@ -9,6 +9,8 @@
 //   agents        agent turns in words: a tool's output (a file, a JSON reply, a log) in the context
 //                 and a request whose answer restates it, rendered with the model's chat template;
 //   chat          ordinary chat questions, nothing to copy.
+// Each workload runs one prompt at a time (fak::Generate), then all its prompts at once through the
+// engine (tokens/s over the batch; "tok/fwd" there is tokens per request-row of a step).
 // Modes: plain decoding, and prompt lookup with each K. Rounds interleave the modes; reported are
 // medians over rounds of tokens/s and of the speculative/plain ratio measured in the same round,
 // the acceptance rate (draft tokens kept / verified) and tokens per forward pass. Every
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "bench/radix_traces.h"
+#include "fak/engine/engine.h"
 #include "fak/kernels/kernel_tier.h"
 #include "fak/model/generation.h"
 #include "fak/model/loaded_model.h"
@@ -133,6 +136,43 @@ Result<Measured> RunWorkload(const Model& model, const Workload& w, size_t n_tok
   return m;
 }
 
+// The same through the engine: every prompt of `w` submitted at once (one batch per step, drafts
+// verified as multi-token chunks of it).
+Result<Measured> RunEngine(const LoadedModel& lm, const Workload& w, size_t n_tokens, const SpeculationOptions& spec) {
+  EngineOptions options;
+  options.start_thread = false;
+  options.speculation = spec;
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Create(*lm.model, *lm.tokenizer, options));
+  // Prompts prefilled first (max_tokens 0 warms the tree), outside the clock.
+  for (const std::vector<int32_t>& prompt : w.prompts) {
+    EngineRequest warm;
+    warm.prompt = prompt;
+    warm.max_tokens = 0;
+    FAK_ASSIGN_OR_RETURN(RequestId id, engine->Submit(std::move(warm)));
+    FAK_RETURN_IF_ERROR(engine->Wait(id).status());
+  }
+  Measured m;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<RequestId> ids;
+  for (const std::vector<int32_t>& prompt : w.prompts) {
+    EngineRequest r;
+    r.prompt = prompt;
+    r.max_tokens = n_tokens;
+    FAK_ASSIGN_OR_RETURN(RequestId id, engine->Submit(std::move(r)));
+    ids.push_back(id);
+  }
+  for (RequestId id : ids) {
+    FAK_ASSIGN_OR_RETURN(EngineResult r, engine->Wait(id));
+    m.tokens += r.tokens.size();
+    m.stats.draft_tokens += r.usage.draft_tokens;
+    m.stats.accepted_tokens += r.usage.accepted_draft_tokens;
+    m.outputs.push_back(std::move(r.tokens));
+  }
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  m.stats.drafts = engine->Stats().drafts;
+  return m;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -170,7 +210,8 @@ int Main(int argc, char** argv) {
   }
   std::printf("model %s, tier %s, %zu tokens per prompt, %zu rounds (medians)\n", m->label.c_str(),
               std::string(ActiveKernelTier()).c_str(), f.tokens, f.rounds);
-  std::printf("%-13s %-9s %9s %9s %8s %9s %8s\n", "workload", "mode", "tok/s", "plain", "ratio", "accepted", "tok/fwd");
+  std::printf("%-21s %-9s %9s %9s %8s %9s %8s\n", "workload", "mode", "tok/s", "plain", "ratio", "accepted", "tok/fwd");
+  for (const bool engine : {false, true}) {
   for (const Workload& w : *workloads) {
     std::vector<SpeculationOptions> modes(1);
     for (size_t k : f.ks) {
@@ -182,7 +223,7 @@ int Main(int argc, char** argv) {
     std::vector<Measured> last(modes.size());
     for (size_t round = 0; round < f.rounds; ++round) {
       for (size_t i = 0; i < modes.size(); ++i) {
-        Result<Measured> got = RunWorkload(*m->model, w, f.tokens, modes[i]);
+        Result<Measured> got = engine ? RunEngine(*m, w, f.tokens, modes[i]) : RunWorkload(*m->model, w, f.tokens, modes[i]);
         if (!got) {
           std::fprintf(stderr, "fak_speculation_bench: %s\n", got.error().ToString().c_str());
           return 1;
@@ -202,10 +243,12 @@ int Main(int argc, char** argv) {
       // Forward passes: one per token not produced by a kept draft token.
       const size_t forwards = last[i].tokens - s.accepted_tokens;
       const std::string mode = i == 0 ? "plain" : "ngram:" + std::to_string(modes[i].max_draft_tokens);
-      std::printf("%-13s %-9s %9.1f %9.1f %7.2fx %8.1f%% %8.2f\n", w.name.c_str(), mode.c_str(), Median(rate[i]),
+      const std::string name = engine ? w.name + " (engine)" : w.name;
+      std::printf("%-21s %-9s %9.1f %9.1f %7.2fx %8.1f%% %8.2f\n", name.c_str(), mode.c_str(), Median(rate[i]),
                   Median(rate[0]), Median(ratio[i]), s.draft_tokens ? 100.0 * s.accepted_tokens / s.draft_tokens : 0.0,
                   forwards ? static_cast<double>(last[i].tokens) / forwards : 0.0);
     }
+  }
   }
   return 0;
 }
