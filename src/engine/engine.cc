@@ -855,7 +855,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   if (options.tree != nullptr && options.pager != nullptr) {
     return InvalidArgument("EngineOptions.pager with EngineOptions.tree: give that tree its pager (RadixTree::SetPager)");
   }
-  FAK_RETURN_IF_ERROR(options.speculation.Validate(model).WithContext("EngineOptions.speculation: "));
+  FAK_RETURN_IF_ERROR(options.speculation.Validate(model).WithContext("EngineOptions.speculation"));
   const bool start_thread = options.start_thread;
   std::unique_ptr<Engine> engine(new Engine(std::make_unique<Impl>(model, tokenizer, std::move(options))));
   if (start_thread) {

@@ -213,7 +213,7 @@ Result<GenerationFlags> ParseGenerationFlags(const Args& args, size_t default_ma
   if (g.grammar_file && g.json_schema_file) return InvalidArgument("give --grammar or --json-schema, not both");
   if (std::optional<std::string> mode = args.Get("speculate")) {
     Result<SpeculationOptions> parsed = ParseSpeculation(*mode);
-    if (!parsed) return parsed.error().WithContext("--speculate: ");
+    if (!parsed) return parsed.error().WithContext("--speculate");
     g.speculation = std::move(*parsed);
   }
   g.draft_model = args.Get("draft-model");
@@ -229,7 +229,7 @@ Result<SpeculationOptions> SpeculationFor(const GenerationFlags& g, const LoadOp
     speculation.source = DraftSource::kModel;
     speculation.draft_model = std::move(draft.model);
   }
-  FAK_RETURN_IF_ERROR(speculation.Validate(target).WithContext(g.draft_model ? "--draft-model: " : "--speculate: "));
+  FAK_RETURN_IF_ERROR(speculation.Validate(target).WithContext(g.draft_model ? "--draft-model" : "--speculate"));
   return speculation;
 }
 

@@ -605,7 +605,7 @@ int ServeCommand(std::span<char* const> argv) {
     if (engine_options.speculation.source != DraftSource::kNone)
       return UsageError("serve", "give --speculate or --draft-model, not both", usage);
     Result<LoadedModel> draft_model = LoadModel(*draft, ThreadsOption(*threads));
-    if (!draft_model) return Fail("serve", draft_model.error().WithContext("--draft-model: "));
+    if (!draft_model) return Fail("serve", draft_model.error().WithContext("--draft-model"));
     engine_options.speculation.source = DraftSource::kModel;
     engine_options.speculation.draft_model = std::move(draft_model->model);
   }
