@@ -230,6 +230,8 @@ nb::dict ResultDict(EngineResult&& r) {
   usage["preemptions"] = r.usage.preemptions;
   usage["recomputed_tokens"] = r.usage.recomputed_tokens;
   usage["paged_tokens"] = r.usage.paged_tokens;
+  usage["draft_tokens"] = r.usage.draft_tokens;
+  usage["accepted_draft_tokens"] = r.usage.accepted_draft_tokens;
   d["usage"] = usage;
   const double ms = 1e-6;
   d["time_to_first_token_ms"] =
@@ -269,6 +271,9 @@ nb::dict EngineStatsDict(const EngineStats& s) {
   d["max_batch_items"] = s.max_batch_items;
   d["prefill_chunks"] = s.prefill_chunks;
   d["preemptions"] = s.preemptions;
+  d["drafts"] = s.drafts;
+  d["draft_tokens"] = s.draft_tokens;
+  d["accepted_draft_tokens"] = s.accepted_draft_tokens;
   d["admitted"] = s.admitted;
   d["finished"] = s.finished;
   d["session_kv_bytes"] = s.session_kv_bytes;
