@@ -19,7 +19,9 @@
 //
 // Exactness: a request's tokens and the logits they were sampled from are the same bits whether it
 // runs alone or among others, chunked or not, with or without prefix reuse, preempted or not
-// (witness Witness.ScheduledEqualsAlone; docs/engine.md has the argument).
+// (witness Witness.ScheduledEqualsAlone; docs/engine.md has the argument), and with or without
+// speculative decoding (EngineOptions::speculation: a decode verifies a draft as a multi-token
+// chunk of the batch; Witness.SpeculativeEqualsPlainInEngine).
 //
 // KV tier (EngineOptions::pager): when the tree holds less of a prompt than a lower tier may, Submit
 // pages the rest of the prefix in on the caller's thread — every slab verified by the manifest gate
