@@ -30,6 +30,7 @@
 #include "fak/model/loaded_model.h"
 #include "fak/model/model.h"
 #include "fak/model/sampler.h"
+#include "fak/model/speculation.h"
 #include "fak/model/token_constraint.h"
 #include "fak/planner/conversation.h"
 #include "fak/planner/planner.h"

@@ -233,6 +233,8 @@ nb::dict ResultDict(EngineResult&& r) {
   usage["preemptions"] = r.usage.preemptions;
   usage["recomputed_tokens"] = r.usage.recomputed_tokens;
   usage["paged_tokens"] = r.usage.paged_tokens;
+  usage["draft_tokens"] = r.usage.draft_tokens;
+  usage["accepted_draft_tokens"] = r.usage.accepted_draft_tokens;
   d["usage"] = usage;
   const double ms = 1e-6;
   d["time_to_first_token_ms"] =
@@ -272,6 +274,9 @@ nb::dict EngineStatsDict(const EngineStats& s) {
   d["max_batch_items"] = s.max_batch_items;
   d["prefill_chunks"] = s.prefill_chunks;
   d["preemptions"] = s.preemptions;
+  d["drafts"] = s.drafts;
+  d["draft_tokens"] = s.draft_tokens;
+  d["accepted_draft_tokens"] = s.accepted_draft_tokens;
   d["admitted"] = s.admitted;
   d["finished"] = s.finished;
   d["session_kv_bytes"] = s.session_kv_bytes;
@@ -470,7 +475,7 @@ void BindEngine(nb::module_& m) {
                               "step on its own thread, reusing prefixes through the radix tree.");
   engine.def(nb::new_([](ModelRef model, size_t max_running, size_t max_queued, size_t prefill_chunk_tokens,
                          size_t step_token_budget, size_t kv_budget_bytes, const Text& policy,
-                         const std::optional<Text>& kv_tier_dir) {
+                         const std::optional<Text>& kv_tier_dir, const Text& speculate, ModelRef draft_model) {
                if (!model) throw StatusError(InvalidArgument("Engine: model is None"));
                EngineOptions o;
                o.max_running = max_running;
@@ -479,6 +484,14 @@ void BindEngine(nb::module_& m) {
                o.step_token_budget = step_token_budget;
                o.kv_budget_bytes = kv_budget_bytes;
                o.tree_options.policy = ParsePolicy(policy);
+               o.speculation = ValueOrThrow(ParseSpeculation(speculate));
+               if (draft_model) {
+                 if (o.speculation.source != DraftSource::kNone)
+                   throw StatusError(InvalidArgument("Engine: give speculate or draft_model, not both"));
+                 o.speculation.source = DraftSource::kModel;
+                 // The engine's options hold the draft model as long as the handle lives.
+                 o.speculation.draft_model = std::shared_ptr<const Model>(draft_model, draft_model->model.get());
+               }
                std::unique_ptr<EngineKVTier> tier;
                if (kv_tier_dir) {
                  tier = std::make_unique<EngineKVTier>();
@@ -491,7 +504,11 @@ void BindEngine(nb::module_& m) {
              }),
              nb::arg("model"), nb::kw_only(), nb::arg("max_running") = 16, nb::arg("max_queued") = 256,
              nb::arg("prefill_chunk_tokens") = 256, nb::arg("step_token_budget") = 512, nb::arg("kv_budget_bytes") = 0,
-             nb::arg("policy") = "lru", nb::arg("kv_tier_dir") = nb::none());
+             nb::arg("policy") = "lru", nb::arg("kv_tier_dir") = nb::none(), nb::arg("speculate") = "off",
+             nb::arg("draft_model") = nb::none(),
+             "speculate: exact speculative decoding for its requests — 'off', 'ngram' (prompt lookup) or "
+             "'ngram:K' (K draft tokens); draft_model: a smaller Model with the same vocabulary drafts instead. "
+             "Tokens and logits are those of plain decoding (docs/engine.md, Speculative decoding).");
   engine
       .def("submit", &SubmitRequest, nb::arg("prompt") = nb::none(), nb::kw_only(), nb::arg("messages") = nb::none(),
            nb::arg("max_tokens") = 64, nb::arg("temperature") = 0.0, nb::arg("top_k") = 0, nb::arg("top_p") = 1.0,

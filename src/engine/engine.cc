@@ -77,10 +77,14 @@ struct Job {
   // Which text each run of the prompt came from (ChatSourceRuns of its messages, or the host's
   // EngineRequest::sources): every tree insert records them, so the tree and tiers index it by text.
   std::vector<SourceSpan> sources;
+  // Speculative decoding (EngineOptions::speculation): its drafter, and the draft planned for this
+  // step (fed after its last token; under step_mu_).
+  std::unique_ptr<Drafter> drafter;
+  std::vector<int32_t> draft;
 };
 
-// A request's share of one step: `n` of its pending tokens; `completes` when they are all of them,
-// so the step ends with its next-token logits.
+// A request's share of one step: `n` of its pending tokens (a decode's one, plus its draft);
+// `completes` when they are all of them, so the step ends with its next-token logits.
 struct Planned {
   Job* job;
   size_t n;
@@ -165,8 +169,19 @@ struct Engine::Impl {
   // latest admitted.
   Job* PreemptionVictim() const;
   void Preempt(Job* job);
+  // Gives each decoding request with a drafter a draft, within what is left of the step's `budget`.
+  void PlanDrafts(std::vector<Planned>& plan, size_t& budget);
   void RunBatch(const std::vector<Planned>& plan);
-  void Emit(Job* job, std::vector<float> logits);
+  // How a request ends, when a token ends it.
+  struct Ending {
+    FinishReason reason;
+    Status error = Status::Ok();
+  };
+  // Chooses, records and delivers `job`'s next token from `logits`.
+  std::optional<Ending> Emit(Job* job, std::span<float> logits);
+  // Emits from each row of a verified draft ([1 + draft][vocab]) while the generation chooses the
+  // draft's tokens, then cuts the rest of the draft from the cache.
+  std::optional<Ending> EmitVerified(Job* job, std::span<float> rows);
   // Where a callback's answer leaves its request.
   enum class Delivered { kContinue, kCancelled, kThrew };
   Delivered Deliver(Job* job, int32_t token, std::string_view text, const TokenLogprobs* logprobs);
@@ -278,7 +293,12 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
                              std::to_string(options_.kv_budget_bytes) + " bytes");
   }
   FAK_ASSIGN_OR_RETURN(Generation generation, GenerationFor(request, tokenizer_));
+  std::unique_ptr<Drafter> drafter;
+  if (request.speculate && request.max_tokens > 1) {
+    FAK_ASSIGN_OR_RETURN(drafter, NewDrafter(options_.speculation, model_));
+  }
   auto job = std::make_unique<Job>(std::move(request), std::move(generation));
+  job->drafter = std::move(drafter);
   job->sources = std::move(sources);
   job->result.timings.submitted_ns = env_->NowMonotonicNanos();
   if (tree_->pages_in()) {
@@ -511,6 +531,7 @@ std::vector<Planned> Engine::Impl::PlanBatch() {
       (job->background() ? background_prefilling : prefilling).push_back(job);
     }
   }
+  PlanDrafts(plan, budget);
   // Interactive prompts first; background ones get what is left of the step.
   const auto tenant_of = [](Job* job) -> std::string_view { return job->request.tenant; };
   const size_t turn = prefill_turn_++;
@@ -523,6 +544,27 @@ std::vector<Planned> Engine::Impl::PlanBatch() {
     }
   }
   return plan;
+}
+
+void Engine::Impl::PlanDrafts(std::vector<Planned>& plan, size_t& budget) {
+  for (Planned& p : plan) {
+    Job* job = p.job;
+    job->draft.clear();
+    // Only once it generates: a draft over the end of a prompt would put unchosen tokens' KV where
+    // the prompt's insert into the tree reads the cache.
+    if (job->drafter == nullptr || budget == 0 || job->context.size() == job->request.prompt.size()) continue;
+    // Every token a verification returns must still be wanted: at most the tokens left, minus one.
+    const size_t left = job->request.max_tokens - job->generation.tokens().size() - 1;
+    const size_t most = std::min({options_.speculation.max_draft_tokens, left, budget});
+    if (most == 0) continue;
+    // A drafter that fails costs its draft only.
+    Result<std::vector<int32_t>> draft = job->drafter->Propose(job->context, most);
+    if (!draft.has_value()) continue;
+    job->draft = std::move(*draft);
+    job->draft.resize(std::min(job->draft.size(), most));
+    p.n += job->draft.size();
+    budget -= job->draft.size();
+  }
 }
 
 void Engine::Impl::FitBudget(std::vector<Planned>& plan) {
@@ -552,6 +594,7 @@ void Engine::Impl::Preempt(Job* job) {
   // The text is the source: dropping the cache loses nothing the context cannot rebuild exactly.
   job->computed_before_preemption = job->cache->size();
   job->cache.reset();
+  job->draft.clear();
   job->lease = Lease();
   std::erase(running_, job);
   ++job->result.usage.preemptions;
@@ -564,11 +607,19 @@ void Engine::Impl::Preempt(Job* job) {
 
 void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
   std::vector<BatchItem> items;
+  std::vector<std::vector<int32_t>> drafted(plan.size());  // [last token, draft...] of the requests with a draft
   size_t chunks = 0;
-  for (const Planned& p : plan) {
-    const std::span<const int32_t> tokens = std::span<const int32_t>(p.job->context).subspan(p.job->cache->size(), p.n);
-    const bool wants_logits = p.completes && !p.job->warm_only();
-    items.push_back({&*p.job->cache, tokens, wants_logits ? LogitsMode::kLast : LogitsMode::kNone});
+  for (size_t i = 0; i < plan.size(); ++i) {
+    const Planned& p = plan[i];
+    std::span<const int32_t> tokens = std::span<const int32_t>(p.job->context).subspan(p.job->cache->size());
+    LogitsMode mode = p.completes && !p.job->warm_only() ? LogitsMode::kLast : LogitsMode::kNone;
+    if (!p.job->draft.empty()) {
+      drafted[i] = {p.job->context.back()};
+      drafted[i].insert(drafted[i].end(), p.job->draft.begin(), p.job->draft.end());
+      tokens = drafted[i];
+      mode = LogitsMode::kAll;
+    }
+    items.push_back({&*p.job->cache, tokens.first(p.n), mode});
     chunks += p.completes ? 0 : 1;
   }
   Result<std::vector<std::vector<float>>> logits = model_.PrefillBatch(items);
@@ -601,25 +652,51 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
       job->followers_waiting = false;
       job->prompt_in_tree = true;
     }
-    Emit(job, std::move((*logits)[i]));
+    const std::optional<Ending> end = job->draft.empty() ? Emit(job, (*logits)[i]) : EmitVerified(job, (*logits)[i]);
+    if (end) FinishRunning(job, end->reason, end->error);
   }
 }
 
-void Engine::Impl::Emit(Job* job, std::vector<float> logits) {
+std::optional<Engine::Impl::Ending> Engine::Impl::EmitVerified(Job* job, std::span<float> rows) {
+  const std::vector<int32_t> draft = std::move(job->draft);
+  job->draft.clear();
+  const size_t vocab = rows.size() / (draft.size() + 1);
+  // Row i follows draft[i - 1]: the generation's choice from it is exact while it chose the draft.
+  size_t row = 0;
+  std::optional<Ending> end;
+  for (;; ++row) {
+    end = Emit(job, rows.subspan(row * vocab, vocab));
+    if (end || row == draft.size() || job->context.back() != draft[row]) break;
+  }
+  RequestUsage& usage = job->result.usage;
+  usage.draft_tokens += draft.size();
+  usage.accepted_draft_tokens += row;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.drafts;
+    stats_.draft_tokens += draft.size();
+    stats_.accepted_draft_tokens += row;
+  }
+  // The cache holds every draft token; those the generation did not choose go (own rows: exact).
+  const Status cut = job->cache->Truncate(job->cache->size() - (draft.size() - row));
+  if (!cut.ok()) return Ending{FinishReason::kError, cut};
+  return end;
+}
+
+std::optional<Engine::Impl::Ending> Engine::Impl::Emit(Job* job, std::span<float> logits) {
   EngineResult& r = job->result;
   // Log-probabilities are the model's own distribution (docs/engine.md, Sampling): a constraint
   // masks `logits` in Step, so they are then taken from a copy made before.
   std::vector<float> unmasked;
-  if (job->request.logprobs && job->request.constraint) unmasked = logits;
+  if (job->request.logprobs && job->request.constraint) unmasked.assign(logits.begin(), logits.end());
   Result<GenerationStep> stepped = job->generation.Step(logits, job->context);
-  if (!stepped) {  // logits the sampler refuses (the model checks its own: not expected)
-    FinishRunning(job, FinishReason::kError, stepped.error());
-    return;
-  }
+  // Logits the sampler refuses (the model checks its own: not expected).
+  if (!stepped) return Ending{FinishReason::kError, stepped.error()};
   const GenerationStep& step = *stepped;
   if (job->request.logprobs)
-    r.logprobs.push_back(LogprobsOf(unmasked.empty() ? logits : unmasked, step.token, job->request.top_logprobs));
-  if (job->request.record_logits) r.logits.push_back(std::move(logits));
+    r.logprobs.push_back(LogprobsOf(unmasked.empty() ? std::span<const float>(logits) : std::span<const float>(unmasked), step.token,
+                                    job->request.top_logprobs));
+  if (job->request.record_logits) r.logits.emplace_back(logits.begin(), logits.end());
   job->context.push_back(step.token);
   r.tokens.push_back(step.token);
   r.usage.generated_tokens = r.tokens.size();
@@ -629,15 +706,14 @@ void Engine::Impl::Emit(Job* job, std::vector<float> logits) {
 
   switch (Deliver(job, step.token, step.text, job->request.logprobs ? &r.logprobs.back() : nullptr)) {
     case Delivered::kContinue:
-      if (step.finish) FinishRunning(job, *step.finish);
-      return;
+      if (step.finish) return Ending{*step.finish};
+      return std::nullopt;
     case Delivered::kCancelled:
-      FinishRunning(job, job->generation.Cancel());
-      return;
+      return Ending{job->generation.Cancel()};
     case Delivered::kThrew:
-      FinishRunning(job, FinishReason::kError, InvalidArgument("the token callback threw an exception"));
-      return;
+      return Ending{FinishReason::kError, InvalidArgument("the token callback threw an exception")};
   }
+  return std::nullopt;
 }
 
 Engine::Impl::Delivered Engine::Impl::Deliver(Job* job, int32_t token, std::string_view text,
@@ -663,6 +739,7 @@ void Engine::Impl::FinishRunning(Job* job, FinishReason reason, Status error, bo
   }
   job->cache.reset();
   job->lease = Lease();
+  job->drafter.reset();  // a draft model's cache
   std::erase(running_, job);
   if (options_.kv_budget_bytes != 0) {
     const size_t sessions = SessionBytes();
@@ -781,6 +858,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const Model& model, const Tokeniz
   if (options.tree != nullptr && options.pager != nullptr) {
     return InvalidArgument("EngineOptions.pager with EngineOptions.tree: give that tree its pager (RadixTree::SetPager)");
   }
+  FAK_RETURN_IF_ERROR(options.speculation.Validate(model).WithContext("EngineOptions.speculation"));
   const bool start_thread = options.start_thread;
   std::unique_ptr<Engine> engine(new Engine(std::make_unique<Impl>(model, tokenizer, std::move(options))));
   if (start_thread) {

@@ -1,5 +1,5 @@
 // Generation: sample, then stop token → stop string → token limit, in the order the engine always
-// applied them; Run is the one-token-at-a-time loop over it.
+// applied them; Run is the loop over it, one token at a time or verifying drafts.
 #include "fak/model/generation.h"
 
 #include <algorithm>
@@ -65,16 +65,54 @@ FinishReason Generation::Cancel() {
 }
 
 Status Generation::Run(std::vector<float> logits, std::vector<int32_t> history, const DecodeFn& decode,
-                       const StepFn& on_step) {
+                       const StepFn& on_step, const Speculator* speculator) {
+  const size_t vocab = logits.size();
+  std::vector<int32_t> draft;  // fed after the token the first row of `logits` follows
   while (!done()) {
-    FAK_ASSIGN_OR_RETURN(const GenerationStep step, Step(logits, history));
-    history.push_back(step.token);
-    if (on_step && !on_step(step)) {
-      Cancel();
-      break;
+    // Row i of `logits` follows draft[i - 1]: step while the choice is the draft's token.
+    size_t row = 0;
+    int32_t token = -1;
+    bool ended = false;
+    Status error = Status::Ok();
+    for (;; ++row) {
+      const std::span<float> row_logits = std::span<float>(logits).subspan(row * vocab, vocab);
+      Result<GenerationStep> step = Step(row_logits, history);
+      if (!step) {
+        error = step.error();
+        break;
+      }
+      step->logits = row_logits;
+      token = step->token;
+      history.push_back(token);
+      if (on_step && !on_step(*step)) Cancel();
+      ended = done();
+      if (ended || row == draft.size() || token != draft[row]) break;
     }
-    if (step.finish) break;
-    FAK_ASSIGN_OR_RETURN(logits, decode(step.token));
+    // The sequence holds every draft token fed; those after the last one kept go.
+    if (const size_t rejected = draft.size() - row; rejected > 0) {
+      FAK_RETURN_IF_ERROR(speculator->rollback(rejected));
+    }
+    if (speculator != nullptr && speculator->stats != nullptr && !draft.empty()) {
+      ++speculator->stats->drafts;
+      speculator->stats->draft_tokens += draft.size();
+      speculator->stats->accepted_tokens += row;
+    }
+    FAK_RETURN_IF_ERROR(error);
+    if (ended) break;
+    draft.clear();
+    // Every token a verification returns must still be wanted: at most the tokens left, minus this one.
+    const size_t room = params_.max_new_tokens - tokens_.size() - 1;
+    if (speculator != nullptr && speculator->drafter != nullptr && room > 0) {
+      FAK_ASSIGN_OR_RETURN(draft, speculator->drafter->Propose(history, std::min(speculator->max_draft_tokens, room)));
+      draft.resize(std::min(draft.size(), std::min(speculator->max_draft_tokens, room)));
+    }
+    if (draft.empty()) {
+      FAK_ASSIGN_OR_RETURN(logits, decode(token));
+    } else {
+      std::vector<int32_t> fed = {token};
+      fed.insert(fed.end(), draft.begin(), draft.end());
+      FAK_ASSIGN_OR_RETURN(logits, speculator->verify(fed));
+    }
   }
   return Status::Ok();
 }
@@ -96,17 +134,28 @@ Status CheckGenerationRoom(size_t context_length, size_t n_context, size_t max_n
 }
 
 Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
-                                const GenerateParams& params, const std::function<bool(int32_t)>& on_token) {
+                                const GenerateParams& params, const std::function<bool(int32_t)>& on_token,
+                                const SpeculationOptions& speculation) {
   FAK_RETURN_IF_ERROR(params.sampling.Validate());
   FAK_RETURN_IF_ERROR(
       CheckGenerationRoom(model.config().context_length, cache->size() + prompt.size(), params.max_new_tokens));
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<Drafter> drafter, NewDrafter(speculation, model));
+  if (drafter != nullptr && cache->windowed())
+    return FailedPrecondition("Generate: speculation needs a full cache (a sliding-window cache cannot cut a rejected draft)");
   FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(params, /*stop_strings=*/{}, /*tokenizer=*/nullptr));
   FAK_ASSIGN_OR_RETURN(std::vector<float> logits, model.Prefill(cache, prompt, LogitsMode::kLast));
+  GenerateResult out;
+  const Generation::Speculator speculator{
+      .drafter = drafter.get(),
+      .max_draft_tokens = speculation.max_draft_tokens,
+      .verify = [&](std::span<const int32_t> tokens) { return model.Prefill(cache, tokens, LogitsMode::kAll); },
+      .rollback = [&](size_t n) { return cache->Truncate(cache->size() - n); },
+      .stats = &out.speculation,
+  };
   FAK_RETURN_IF_ERROR(generation.Run(
       std::move(logits), std::vector<int32_t>(cache->tokens().begin(), cache->tokens().end()),
       [&](int32_t token) { return model.Decode(cache, token); },
-      [&](const GenerationStep& step) { return !on_token || on_token(step.token); }));
-  GenerateResult out;
+      [&](const GenerationStep& step) { return !on_token || on_token(step.token); }, &speculator));
   out.tokens = generation.tokens();
   out.n_prompt_tokens = prompt.size();
   out.finish = generation.finish().value_or(FinishReason::kLength);

@@ -71,6 +71,26 @@ def test_concurrent_threads_get_the_bits_they_get_alone(model):
     assert np.max(np.abs(alone[0]["logits"][0] - alone[1]["logits"][0])) > 0.0
 
 
+def test_speculative_decoding_changes_no_bit(model):
+    # A prompt that repeats itself, so prompt lookup has drafts to verify.
+    prompt = model.tokenize("the cat sat on the mat. " * 6 + "the cat")
+    plain = fak.Engine(model).submit(prompt, max_tokens=24, record_logits=True).wait()
+    sampled_plain = fak.Engine(model).submit(prompt, max_tokens=24, temperature=0.8, seed=3).wait()
+    for engine in (fak.Engine(model, speculate="ngram:4"), fak.Engine(model, draft_model=model)):
+        got = engine.submit(prompt, max_tokens=24, record_logits=True).wait()
+        assert got["tokens"] == plain["tokens"]
+        assert np.max(np.abs(got["logits"] - plain["logits"])) == 0.0
+        assert engine.submit(prompt, max_tokens=24, temperature=0.8, seed=3).wait()["tokens"] == sampled_plain["tokens"]
+        stats = engine.stats()
+        assert stats["accepted_draft_tokens"] > 0 and stats["draft_tokens"] >= stats["accepted_draft_tokens"]
+        assert got["usage"]["draft_tokens"] > 0
+        engine.shutdown()
+    with pytest.raises(fak.InvalidArgumentError, match="ngram"):
+        fak.Engine(model, speculate="ngram:0")
+    with pytest.raises(fak.InvalidArgumentError, match="not both"):
+        fak.Engine(model, speculate="ngram", draft_model=model)
+
+
 def test_waiting_releases_the_gil(model):
     engine = fak.Engine(model)
     request = engine.submit(model.tokenize("a long prompt " * 40), max_tokens=48)

@@ -148,6 +148,26 @@ nlohmann::json FirstJsonLine(const std::string& output) {
   return nlohmann::json::parse(output.substr(0, output.find('\n')), nullptr, /*allow_exceptions=*/false);
 }
 
+// --speculate and --draft-model change speed, not tokens: the same reply as plain decoding, with
+// drafts really verified; a bad spelling or a draft model of another vocabulary is a usage error.
+TEST_F(CliTest, SpeculationKeepsTheTokens) {
+  const std::string run = "run embedded --prompt 'abc abc abc abc' --max-tokens 24 --json";
+  const nlohmann::json plain = FirstJsonLine(RunFak(run).output);
+  for (const char* flag : {" --speculate ngram:4", " --draft-model embedded", " --temperature 0.8 --seed 2 --speculate ngram"}) {
+    SCOPED_TRACE(flag);
+    const CliResult r = RunFak(run + flag);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const nlohmann::json got = FirstJsonLine(r.output);
+    const nlohmann::json want = std::string(flag).find("temperature") == std::string::npos
+                                    ? plain
+                                    : FirstJsonLine(RunFak(run + " --temperature 0.8 --seed 2").output);
+    EXPECT_EQ(got["tokens"], want["tokens"]);
+    EXPECT_GT(got["speculation"]["draft_tokens"].get<size_t>(), 0u);
+  }
+  EXPECT_EQ(RunFak("run embedded -p hi --speculate sometimes").exit_code, 2);
+  EXPECT_EQ(RunFak("run embedded -p hi --speculate ngram --draft-model embedded").exit_code, 2);
+}
+
 // The cross-surface contract (docs/reliability.md §11) through the real binary: a thread count past
 // the limit is an error naming it in every command that loads a model (before the fix: an abort),
 // a count past the context is refused before anything runs (before: cut short silently), and

@@ -176,7 +176,7 @@ Result<LoadOptions> GenerationLoadOptions(const Args& args) {
 void AddGenerationOptions(Args::Spec* spec) {
   for (std::string_view name : {"max-tokens", "temperature", "top-k", "top-p", "min-p", "seed", "repeat-penalty",
                                 "repeat-last-n", "presence-penalty", "frequency-penalty", "stop", "threads", "ctx-size",
-                                "grammar", "json-schema"})
+                                "grammar", "json-schema", "speculate", "draft-model"})
     spec->value_options.push_back(name);
   spec->flags.push_back("json");
   spec->aliases.push_back({"-n", "max-tokens"});
@@ -211,7 +211,26 @@ Result<GenerationFlags> ParseGenerationFlags(const Args& args, size_t default_ma
   g.grammar_file = args.Get("grammar");
   g.json_schema_file = args.Get("json-schema");
   if (g.grammar_file && g.json_schema_file) return InvalidArgument("give --grammar or --json-schema, not both");
+  if (std::optional<std::string> mode = args.Get("speculate")) {
+    Result<SpeculationOptions> parsed = ParseSpeculation(*mode);
+    if (!parsed) return parsed.error().WithContext("--speculate");
+    g.speculation = std::move(*parsed);
+  }
+  g.draft_model = args.Get("draft-model");
+  if (g.draft_model && g.speculation.source != DraftSource::kNone)
+    return InvalidArgument("give --speculate or --draft-model, not both");
   return g;
+}
+
+Result<SpeculationOptions> SpeculationFor(const GenerationFlags& g, const LoadOptions& load, const Model& target) {
+  SpeculationOptions speculation = g.speculation;
+  if (g.draft_model) {
+    FAK_ASSIGN_OR_RETURN(LoadedModel draft, LoadModel(*g.draft_model, load));
+    speculation.source = DraftSource::kModel;
+    speculation.draft_model = std::move(draft.model);
+  }
+  FAK_RETURN_IF_ERROR(speculation.Validate(target).WithContext(g.draft_model ? "--draft-model" : "--speculate"));
+  return speculation;
 }
 
 Result<std::shared_ptr<const TokenConstraint>> GenerationConstraint(const GenerationFlags& g, const Tokenizer& tokenizer) {

@@ -22,6 +22,7 @@
 #include "fak/model/loaded_model.h"
 #include "fak/model/model.h"
 #include "fak/model/sampler.h"
+#include "fak/model/speculation.h"
 #include "fak/model/token_constraint.h"
 #include "fak/screen/screen.h"
 #include "fak/tokenizer/chat_template.h"
@@ -104,6 +105,9 @@ struct GenerationFlags {
   bool json = false;              // machine-readable output
   // --grammar FILE / --json-schema FILE ('-': stdin), at most one; read by GenerationConstraint.
   std::optional<std::string> grammar_file, json_schema_file;
+  // --speculate off|ngram[:K]; --draft-model FILE (a draft model, loaded by SpeculationFor).
+  SpeculationOptions speculation;
+  std::optional<std::string> draft_model;
 };
 // The option names and spellings ParseGenerationFlags reads, to add to a command's Spec.
 void AddGenerationOptions(Args::Spec* spec);
@@ -111,6 +115,9 @@ Result<GenerationFlags> ParseGenerationFlags(const Args& args, size_t default_ma
 // The constraint --grammar or --json-schema names, over `tokenizer`'s vocabulary; null for none.
 // NotFound / IOError for the file, InvalidArgument naming the rule or schema keyword (docs/grammar.md).
 Result<std::shared_ptr<const TokenConstraint>> GenerationConstraint(const GenerationFlags& g, const Tokenizer& tokenizer);
+// The speculation --speculate or --draft-model asks for, the draft model loaded with `load` (the
+// same threads and context cap) and checked against `target`.
+Result<SpeculationOptions> SpeculationFor(const GenerationFlags& g, const LoadOptions& load, const Model& target);
 inline constexpr char kGenerationHelp[] =
     "generation options (run and chat):\n"
     "  -n, --max-tokens N     tokens to generate at most. Default: %zu\n"
@@ -126,6 +133,10 @@ inline constexpr char kGenerationHelp[] =
     "  --grammar FILE         the reply is a sentence of the GBNF grammar in FILE (start rule root; '-': stdin)\n"
     "  --json-schema FILE     the reply is JSON valid against the schema in FILE ('-': stdin); not with --grammar\n"
     "  --json                 print one JSON object per reply (text, tokens, finish_reason, usage, timings)\n"
+    "  --speculate MODE       exact speculative decoding: off, ngram (prompt lookup: drafts the tokens that\n"
+    "                         followed the last tokens' earlier occurrence) or ngram:K (K tokens a draft);\n"
+    "                         same tokens, faster when replies repeat their context. Default: off\n"
+    "  --draft-model FILE     speculate with a draft model (a smaller GGUF with the same vocabulary)\n"
     "  -t, --threads N        threads per forward pass; 0 = one per hardware thread. Default: 0\n"
     "  -c, --ctx-size N       cap the context (prompt + reply) at N tokens; 0 = the model's. Default: 0\n";
 // The generation help with the command's default length filled in.

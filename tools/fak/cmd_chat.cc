@@ -193,6 +193,18 @@ int ChatCommand(std::span<char* const> argv) {
   options.journal_path = (state.dir / "journal.log").string();
   options.chat_template = std::move(*chat_template);
   options.chain = std::move(*chain);
+  // Speculation is the engine's: with it the turns run on an engine made here (outliving the planner).
+  Result<SpeculationOptions> speculation = SpeculationFor(settings->flags, *load, *m->model);
+  if (!speculation) return Fail("chat", speculation.error());
+  std::unique_ptr<Engine> engine;
+  if (speculation->source != DraftSource::kNone) {
+    EngineOptions engine_options;
+    engine_options.speculation = std::move(*speculation);
+    Result<std::unique_ptr<Engine>> made = Engine::Create(*m->model, *m->tokenizer, std::move(engine_options));
+    if (!made) return Fail("chat", made.error());
+    engine = std::move(*made);
+    options.engine = engine.get();
+  }
   Result<std::unique_ptr<Planner>> planner = Planner::Create(*m->model, *m->tokenizer, *key, **blobs, options);
   if (!planner) return Fail("chat", planner.error());
   if (Status s = Repl(**planner, state, *settings); !s.ok()) return Fail("chat", s);

@@ -56,12 +56,14 @@ struct RunResult {
   std::string text;
   FinishReason finish = FinishReason::kLength;
   double prefill_ms = 0, decode_ms = 0;
+  SpeculationStats speculation;
 };
 
 // Prefills the prompt and generates up to `max_tokens` (a count past the context is refused first,
 // as the engine refuses it); text is streamed (unless `quiet`) as the generation releases it, so a
 // --stop text is never printed.
-Result<RunResult> Generate(const LoadedModel& m, const std::string& prompt, const GenerationFlags& g, bool quiet) {
+Result<RunResult> Generate(const LoadedModel& m, const std::string& prompt, const GenerationFlags& g,
+                           const SpeculationOptions& speculation, bool quiet) {
   RunResult r;
   FAK_ASSIGN_OR_RETURN(r.prompt, EncodePrompt(*m.tokenizer, prompt));
   FAK_RETURN_IF_ERROR(CheckGenerationRoom(m.model->config().context_length, r.prompt.size(), g.max_tokens));
@@ -71,7 +73,15 @@ Result<RunResult> Generate(const LoadedModel& m, const std::string& prompt, cons
   params.sampling = g.sampling;
   FAK_ASSIGN_OR_RETURN(params.constraint, GenerationConstraint(g, *m.tokenizer));
   FAK_ASSIGN_OR_RETURN(Generation generation, Generation::Create(std::move(params), g.stop, m.tokenizer.get()));
+  FAK_ASSIGN_OR_RETURN(std::unique_ptr<Drafter> drafter, NewDrafter(speculation, *m.model));
   KVCache cache = m.model->NewCache();
+  const Generation::Speculator speculator{
+      .drafter = drafter.get(),
+      .max_draft_tokens = speculation.max_draft_tokens,
+      .verify = [&](std::span<const int32_t> tokens) { return m.model->Prefill(&cache, tokens, LogitsMode::kAll); },
+      .rollback = [&](size_t n) { return cache.Truncate(cache.size() - n); },
+      .stats = &r.speculation,
+  };
   Clock::time_point start = Clock::now();
   FAK_ASSIGN_OR_RETURN(std::vector<float> logits, PrefillWithProgress(*m.model, &cache, r.prompt));
   r.prefill_ms = MsSince(start);
@@ -81,7 +91,8 @@ Result<RunResult> Generate(const LoadedModel& m, const std::string& prompt, cons
       [&](const GenerationStep& step) {
         if (!quiet) WriteText(step.text);
         return true;
-      }));
+      },
+      &speculator));
   r.generated = generation.tokens();
   r.text = generation.text();
   r.finish = generation.finish().value_or(FinishReason::kLength);
@@ -96,6 +107,10 @@ std::string RunJson(const LoadedModel& m, const RunResult& r) {
       {"finish_reason", std::string(FinishReasonName(r.finish))},
       {"usage", {{"prompt_tokens", r.prompt.size()}, {"completion_tokens", r.generated.size()}}},
       {"timings", {{"prefill_ms", r.prefill_ms}, {"decode_ms", r.decode_ms}}},
+      {"speculation",
+       {{"drafts", r.speculation.drafts},
+        {"draft_tokens", r.speculation.draft_tokens},
+        {"accepted_tokens", r.speculation.accepted_tokens}}},
       {"model", m.label},
       {"kernel_tier", std::string(ActiveKernelTier())},
   };
@@ -131,7 +146,9 @@ int RunCommand(std::span<char* const> argv) {
   Result<LoadedModel> m = LoadModel(*model_spec, *load);
   if (!m) return Fail("run", m.error());
   if (!m->tokenizer) return Fail("run", Unsupported(m->label + " has no tokenizer; it serves `fak bench` and `fak inspect`"));
-  Result<RunResult> r = Generate(*m, *prompt, *g, /*quiet=*/g->json);
+  Result<SpeculationOptions> speculation = SpeculationFor(*g, *load, *m->model);
+  if (!speculation) return Fail("run", speculation.error());
+  Result<RunResult> r = Generate(*m, *prompt, *g, *speculation, /*quiet=*/g->json);
   if (!r) {
     if (!g->json) std::fputc('\n', stdout);
     return Fail("run", r.error());
@@ -146,6 +163,9 @@ int RunCommand(std::span<char* const> argv) {
                m->label.c_str(), std::string(ActiveKernelTier()).c_str(), r->prompt.size(), r->prefill_ms,
                PerSecond(r->prompt.size(), r->prefill_ms), r->generated.size(), r->decode_ms,
                PerSecond(r->generated.size(), r->decode_ms), std::string(FinishReasonName(r->finish)).c_str());
+  if (r->speculation.drafts > 0)
+    std::fprintf(stderr, "[speculation] %zu drafts, %zu of %zu draft tokens accepted\n", r->speculation.drafts,
+                 r->speculation.accepted_tokens, r->speculation.draft_tokens);
   return kExitOk;
 }
 

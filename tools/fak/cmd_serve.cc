@@ -63,6 +63,9 @@ constexpr std::string_view kServeUsage =
     "  --max-running N        requests batched at once. Default: 16\n"
     "  --max-queued N         requests waiting; more are refused with 503. Default: 256\n"
     "  --max-queued-per-tenant N  requests one tenant may have waiting (503 past it). Default: 64\n"
+    "  --speculate MODE       exact speculative decoding for every request: off, ngram (prompt lookup)\n"
+    "                         or ngram:K (K draft tokens); same tokens and logits. Default: off\n"
+    "  --draft-model FILE     speculate with a draft model (same vocabulary; not kept across a rollout)\n"
     "  --model-name NAME      the model's id in the API. Default: the file's name ('embedded' for it)\n"
     "  --template NAME|FILE   the chat template: a family (gemma, llama3, chatml, mistral, llama2,\n"
     "                         phi3, fak) or a file with a Jinja template. Default: the model's own\n"
@@ -535,7 +538,8 @@ int ServeCommand(std::span<char* const> argv) {
                          "max-queued", "max-queued-per-tenant", "model-name", "template", "state", "store", "redis",
                          "max-conversations", "max-conversations-per-tenant", "admin-tenant", "kv-tier-dir", "kv-tier-redis",
                          "kv-tier-max-bytes", "kv-tier-max-bytes-per-tenant", "kv-tier-ttl", "rollout-dir", "header-timeout", "body-timeout",
-                         "idle-timeout", "max-connections", "max-connections-per-peer", "drain-timeout", "fleet", "worker-id"},
+                         "idle-timeout", "max-connections", "max-connections-per-peer", "drain-timeout", "fleet", "worker-id",
+                         "speculate", "draft-model"},
                         {},
                         {{"-m", "model"}}};
   const std::string usage(kServeUsage);
@@ -592,6 +596,19 @@ int ServeCommand(std::span<char* const> argv) {
     // the next turn may be routed to another worker.
     engine_options.tree_options.write_through = fleet->redis.has_value();
   }
+  if (std::optional<std::string> mode = args->Get("speculate")) {
+    Result<SpeculationOptions> speculation = ParseSpeculation(*mode);
+    if (!speculation) return UsageError("serve", speculation.error().message(), usage);
+    engine_options.speculation = std::move(*speculation);
+  }
+  if (std::optional<std::string> draft = args->Get("draft-model")) {
+    if (engine_options.speculation.source != DraftSource::kNone)
+      return UsageError("serve", "give --speculate or --draft-model, not both", usage);
+    Result<LoadedModel> draft_model = LoadModel(*draft, ThreadsOption(*threads));
+    if (!draft_model) return Fail("serve", draft_model.error().WithContext("--draft-model"));
+    engine_options.speculation.source = DraftSource::kModel;
+    engine_options.speculation.draft_model = std::move(draft_model->model);
+  }
   Result<std::unique_ptr<Engine>> engine = Engine::Create(*m->model, *m->tokenizer, engine_options);
   if (!engine) return Fail("serve", engine.error());
   Result<std::unique_ptr<Planner>> planner =
@@ -602,6 +619,8 @@ int ServeCommand(std::span<char* const> argv) {
   options->fleet = fleet->link_or_null();
   options->load_model = RolloutLoader(*threads, RolloutDirs(*args, *model_spec));
   options->rollout_engine = engine_options;
+  // The draft model drafts for this model's vocabulary only.
+  if (engine_options.speculation.source == DraftSource::kModel) options->rollout_engine.speculation = {};
   Result<std::unique_ptr<Server>> server = Server::Create(**engine, *m->model, *m->tokenizer, *options);
   if (!server) return Fail("serve", server.error());
   Result<uint16_t> port = (*server)->Bind();

@@ -19,7 +19,9 @@
 //
 // Exactness: a request's tokens and the logits they were sampled from are the same bits whether it
 // runs alone or among others, chunked or not, with or without prefix reuse, preempted or not
-// (witness Witness.ScheduledEqualsAlone; docs/engine.md has the argument).
+// (witness Witness.ScheduledEqualsAlone; docs/engine.md has the argument), and with or without
+// speculative decoding (EngineOptions::speculation: a decode verifies a draft as a multi-token
+// chunk of the batch; Witness.SpeculativeEqualsPlainInEngine).
 //
 // KV tier (EngineOptions::pager): when the tree holds less of a prompt than a lower tier may, Submit
 // pages the rest of the prefix in on the caller's thread — every slab verified by the manifest gate
@@ -50,6 +52,7 @@
 #include "fak/core/status.h"
 #include "fak/engine/request.h"
 #include "fak/model/model.h"
+#include "fak/model/speculation.h"
 #include "fak/regen/regen_driver.h"
 #include "fak/session/radix_tree.h"
 #include "fak/session/source_span.h"
@@ -99,6 +102,12 @@ struct EngineOptions {
   // prompts' missing prefixes in from (RadixTree::SetPager); thread-safe, must outlive the engine.
   // With `tree`, give that tree its pager instead (InvalidArgument here). Null = none. Default: null.
   KVPager* pager = nullptr;
+  // Speculative decoding for every generating request that does not opt out
+  // (EngineRequest::speculate): each step, a decoding request's draft (prompt lookup, or a draft
+  // model drafting on the step thread) is verified as one multi-token chunk of the batch, its
+  // rejected tail cut from the cache. Tokens and logits stay those of plain decoding. Drafts take
+  // step tokens after every decode and before prompt chunks. Default: none.
+  SpeculationOptions speculation;
 };
 
 struct EngineStats {
@@ -112,6 +121,8 @@ struct EngineStats {
   size_t admitted = 0, finished = 0;
   size_t session_kv_bytes = 0;  // KV the running requests own (their tree prefixes are the tree's)
   size_t tree_kv_bytes = 0;
+  // Speculative decoding (EngineOptions::speculation): drafts verified, their tokens, and the ones kept.
+  size_t drafts = 0, draft_tokens = 0, accepted_draft_tokens = 0;
   // KV tier (EngineOptions::pager): page-ins asked for, prompt tokens they supplied, and the ones
   // that stopped short because a slab was refused or the tier could not be asked (not for a mere
   // absence), by reason (PageInFailure; kAbsent counts absences).

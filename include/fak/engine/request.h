@@ -91,6 +91,9 @@ struct EngineRequest {
   // checked before every step. 0: none.
   int64_t deadline_ns = 0;
   TokenCallback on_token;  // may be empty
+  // Use the engine's speculative decoding (EngineOptions::speculation) when it has one; its tokens
+  // are the same either way. Default: true.
+  bool speculate = true;
   // Keep the logits each generated token was sampled from (tests and witnesses; costs a vocabulary
   // of floats per token).
   bool record_logits = false;
@@ -106,6 +109,8 @@ struct RequestUsage {
   size_t generated_tokens = 0;
   size_t preemptions = 0;       // times its cache was dropped for memory and recomputed later
   size_t recomputed_tokens = 0; // tokens prefilled again after preemptions
+  size_t draft_tokens = 0;      // speculative draft tokens verified for it
+  size_t accepted_draft_tokens = 0;  // of them, the ones its generation chose
 };
 
 // Env::NowMonotonicNanos of the engine's Env.

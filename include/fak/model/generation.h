@@ -15,9 +15,9 @@
 // Extension point. Step is the only place a token is chosen. A constraint (GenerateParams::
 // constraint: a grammar, a JSON schema) masks `logits` there before sampling — a forbidden token's
 // logit becomes -inf, every other logit keeps its bits — and advances with the chosen token; when
-// it admits nothing more the generation ends as at a stop token. A draft for speculative decoding
-// would add a method taking a run of draft tokens and the logits computed for them, keeping each
-// draft token that Step's choice agrees with; that does not exist yet.
+// it admits nothing more the generation ends as at a stop token. Speculative decoding
+// (fak/model/speculation.h) adds no second way to choose: Step runs on each verified position's
+// logits in order, and a draft token is kept while Step chose it.
 //
 // Not thread-safe; one per sequence. Cost per Step: a copy of the logits and, when sampling (not
 // greedy), a sort of the vocabulary.
@@ -38,6 +38,7 @@
 #include "fak/kv/kv_cache.h"
 #include "fak/model/model.h"
 #include "fak/model/sampler.h"
+#include "fak/model/speculation.h"
 #include "fak/tokenizer/text_stream.h"
 #include "fak/tokenizer/tokenizer.h"
 
@@ -54,6 +55,9 @@ struct GenerationStep {
   std::string text;
   // Set when this token ends the generation: kStopToken, kStopString or kLength.
   std::optional<FinishReason> finish;
+  // The logits the token was chosen from (a constraint's mask applied); valid during the StepFn
+  // callback of Run only.
+  std::span<const float> logits;
 };
 
 class FAK_EXPORT Generation {
@@ -62,6 +66,16 @@ class FAK_EXPORT Generation {
   using DecodeFn = std::function<Result<std::vector<float>>(int32_t token)>;
   // Receives each step; returning false cancels the generation after that token.
   using StepFn = std::function<bool(const GenerationStep& step)>;
+  // Speculation for Run: a drafter, and the sequence's batched feed and cut.
+  struct Speculator {
+    Drafter* drafter = nullptr;  // null: no speculation
+    size_t max_draft_tokens = 8;
+    // Feeds `tokens` to the sequence and returns the logits after each, [tokens.size()][vocab].
+    std::function<Result<std::vector<float>>(std::span<const int32_t> tokens)> verify;
+    // Drops the sequence's last `n` tokens (the rejected part of a draft).
+    std::function<Status(size_t n)> rollback;
+    SpeculationStats* stats = nullptr;  // counts, when set
+  };
 
   // The generation ends when its text contains one of `stop_strings`; a stop string is never
   // released, nor what follows it. `tokenizer` may be null (no text is released); it must outlive
@@ -89,8 +103,15 @@ class FAK_EXPORT Generation {
   // logits. The token that ends the generation is not decoded (nothing would read its logits).
   // `history` is the sequence before the first generated token. Stops at the first decode or Step
   // error (returned; tokens() holds what was generated).
+  //
+  // With a `speculator` that has a drafter, each token fed may bring a draft (at most
+  // max_draft_tokens, and never more than the tokens still to generate allow): [token, draft...] is
+  // verified in one forward pass, Step runs on each position's logits while it chooses the draft's
+  // tokens, and the draft tokens after the first it did not choose are rolled back. The tokens,
+  // their logits, the sampler's draws and the sequence left behind (every token but the last) are
+  // those of the plain loop.
   Status Run(std::vector<float> logits, std::vector<int32_t> history, const DecodeFn& decode,
-             const StepFn& on_step = nullptr);
+             const StepFn& on_step = nullptr, const Speculator* speculator = nullptr);
 
   bool done() const { return finish_.has_value(); }
   // Why it ended; empty while it runs. Reasons outside generation (a deadline, an error, a
@@ -128,15 +149,20 @@ struct GenerateResult {
   size_t n_prompt_tokens = 0;
   // kStopToken, kLength (max_new_tokens) or kCancelled (on_token said stop).
   FinishReason finish = FinishReason::kLength;
+  SpeculationStats speculation;  // all zero without speculation
 };
 
 // Prefills `prompt` onto `cache` (which may already hold a prefix) and decodes up to
 // max_new_tokens, calling on_token (if set) after each; on_token returning false stops early. A
 // Generation without text (no stop strings). ResourceExhausted, before anything runs, when the
-// cache, the prompt and max_new_tokens do not fit the context (CheckGenerationRoom).
+// cache, the prompt and max_new_tokens do not fit the context (CheckGenerationRoom). With
+// `speculation` it drafts and verifies (same tokens, same cache afterwards); InvalidArgument for
+// options Validate refuses, FailedPrecondition for a sliding-window cache (a rejected draft could
+// not be cut from it).
 FAK_EXPORT Result<GenerateResult> Generate(const Model& model, KVCache* cache, std::span<const int32_t> prompt,
                                 const GenerateParams& params,
-                                const std::function<bool(int32_t)>& on_token = nullptr);
+                                const std::function<bool(int32_t)>& on_token = nullptr,
+                                const SpeculationOptions& speculation = {});
 
 }  // namespace fak
 
