@@ -475,6 +475,12 @@ struct X86QuantOps {
 
   static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                            size_t m, size_t k, size_t n_begin, size_t n_end) {
+    // A tier may sum packed Q8_0 blocks of several rows in a matrix unit (AVX-512: AMX), with the
+    // float step of PackedTile, so the same bits; one row stays the streaming matvec below.
+    if constexpr (requires { I::MatMulPackedQ8_0Rows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end); }) {
+      if (wtype == QuantType::kQ8_0 && m > 1 && I::MatMulPackedQ8_0Rows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end))
+        return;
+    }
     switch (wtype) {
       case QuantType::kQ4_K: return MatMulPackedQ4K(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_0: return MatMulPackedTyped<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);

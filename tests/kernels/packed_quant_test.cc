@@ -94,7 +94,7 @@ TEST_P(PackedQuantTest, RowsAndColumnRangesAreBitIdentical) {
   const size_t n = 40;
   internal::ThreadPool pool1(1), pool2(2);
   for (QuantType t : kPackable)
-  for (size_t m : {1, 3, 8, 17, 70}) {
+  for (size_t m : {1, 3, 8, 16, 17, 70}) {  // AVX-512 on an AMX CPU: every m > 1 of Q8_0 in tiles of 16 rows
     const size_t k = WidthFor(t, 192);
     SCOPED_TRACE(Name(t) + " m=" + std::to_string(m));
     std::vector<uint8_t> w = QuantizeRows(t, WeightLikeRows(n, k, 9), n, k), packed = Pack(t, w, n, k);
@@ -152,12 +152,14 @@ TEST_P(PackedQuantTest, ScalarTierKeepsThePlainKernelsBits) {
   }
 }
 
-// AVX2 and AVX-512 compute the same integers and the same float ops, so the same bits.
+// AVX2 and AVX-512 compute the same integers and the same float ops, so the same bits — AVX-512's
+// Q8_0 products of several rows through AMX (where the CPU has it) included.
 TEST_P(PackedQuantTest, X86TiersAgreeBitForBit) {
   if (T().tier == Tier::kScalar || !TierSupported(Tier::kAvx2)) GTEST_SKIP() << "needs an x86 SIMD tier and AVX2";
-  const size_t m = 7, n = 32;
-  for (QuantType t : kPackable) {
-    SCOPED_TRACE(Name(t));
+  const size_t n = 56;
+  for (QuantType t : kPackable)
+  for (size_t m : {7, 16, 35}) {
+    SCOPED_TRACE(Name(t) + " m=" + std::to_string(m));
     const auto [k, x, w] = MakeOperands(t, m, n, 320, 61);
     const std::vector<uint8_t> packed = Pack(t, w, n, k);
     std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
