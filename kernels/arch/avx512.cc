@@ -106,8 +106,10 @@ TileConfig ConfigFor(int rows) {
 }
 
 // Rows [i, i + rows) (rows ≤ 16, the loaded config's) against columns [n, n + 8·groups), groups 1 or 2.
+// `ahead` (or null): weights a later call reads, prefetched into L2 at the pace of this one's blocks —
+// a batched decode step streams its weights from DRAM, as the one-row matvec does (which prefetches too).
 void AmxQ8_0Block(const ActQ8_0* x, size_t n_blocks, const uint8_t* w, size_t w_row_bytes, float* y, size_t ldy,
-                  int rows, size_t n, int groups) {
+                  int rows, size_t n, int groups, const uint8_t* ahead) {
   const auto* g0 = reinterpret_cast<const BlockQ8_0x8*>(w + n * w_row_bytes);
   const auto* g1 = reinterpret_cast<const BlockQ8_0x8*>(w + (n + 8) * w_row_bytes);
   alignas(64) int32_t sums[16][16] = {};  // [row][column]: C of group 0, then of group 1 (when there is one)
@@ -115,6 +117,9 @@ void AmxQ8_0Block(const ActQ8_0* x, size_t n_blocks, const uint8_t* w, size_t w_
   for (int r = 0; r < rows; ++r) acc[r] = _mm512_setzero_ps();
   const size_t x_stride = n_blocks * sizeof(ActQ8_0);
   for (size_t b = 0; b < n_blocks; ++b) {
+    if (ahead != nullptr) {
+      for (size_t o = 0; o < 2 * sizeof(BlockQ8_0x8); o += 64) __builtin_prefetch(ahead + 2 * b * sizeof(BlockQ8_0x8) + o, 0, 2);
+    }
     _tile_loadd(0, x[b].qs, x_stride);
     _tile_zero(3);
     _tile_loadd(1, g0[b].qs, 32);
@@ -156,8 +161,11 @@ bool AmxMatMulPackedQ8_0(const void* xq, const void* w, size_t w_row_bytes, floa
       _tile_loadconfig(&config);
       for (size_t n = n_begin; n < n_end; n += 16) {
         const int groups = n + 16 <= n_end ? 2 : 1;
+        // Two column pairs ahead, read once per pair (by its first row tile); none past the range.
+        const uint8_t* ahead = n + 48 <= n_end ? wb + (n + 32) * w_row_bytes : nullptr;
         for (size_t i = first; i < last; i += tile_rows)
-          AmxQ8_0Block(x + i * n_blocks, n_blocks, wb, w_row_bytes, y + i * ldy + n, ldy, static_cast<int>(tile_rows), n, groups);
+          AmxQ8_0Block(x + i * n_blocks, n_blocks, wb, w_row_bytes, y + i * ldy + n, ldy, static_cast<int>(tile_rows), n,
+                       groups, i == first ? ahead : nullptr);
       }
     }
   }
