@@ -7,7 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
+#include <tuple>
 
 #include "kernels/simd/kernels_impl.h"
 #include "kernels/simd/quant_impl.h"
@@ -153,10 +153,10 @@ bool AmxMatMulPackedQ8_0(const void* xq, const void* w, size_t w_row_bytes, floa
   const auto* x = static_cast<const ActQ8_0*>(xq);
   const auto* wb = static_cast<const uint8_t*>(w);
   for (size_t i0 = 0; i0 < m; i0 += 64) {
-    const size_t i1 = std::min(m, i0 + 64);
-    for (size_t tile_rows : {size_t{16}, (i1 - i0) % 16}) {  // the full tiles, then the rest
-      const size_t first = tile_rows == 16 ? i0 : i1 - tile_rows, last = tile_rows == 16 ? i1 - (i1 - i0) % 16 : i1;
-      if (tile_rows == 0 || first >= last) continue;
+    const size_t i1 = std::min(m, i0 + 64), full_end = i0 + (i1 - i0) / 16 * 16;
+    // The tiles of 16 rows under one config, then the rest, if any, as one tile under another.
+    for (const auto& [first, last, tile_rows] : {std::tuple{i0, full_end, size_t{16}}, std::tuple{full_end, i1, i1 - full_end}}) {
+      if (first == last) continue;
       const TileConfig config = ConfigFor(static_cast<int>(tile_rows));
       _tile_loadconfig(&config);
       for (size_t n = n_begin; n < n_end; n += 16) {
