@@ -25,7 +25,7 @@ void PackForMatMul(ModelWeights* weights) {
     for (ExpertWeights& e : l.experts)
       for (WeightTensor* t : {&e.gate, &e.up, &e.down}) Pack(t, &weights->packed_storage);
   }
-  Pack(&weights->output, &weights->packed_storage);  // tied or not: `data` stays for the embedding lookup
+  if (weights->output.data != weights->token_embedding.data) Pack(&weights->output, &weights->packed_storage);
 }
 
 }  // namespace fak::internal

@@ -114,11 +114,9 @@ struct ModelWeights {
   }
 };
 
-// Packs the matmul weights the kernels read faster packed: projections and the output head of a
-// kernels::IsPackable type whose row count is a multiple of 8. The embedding lookup reads the loaded
-// rows (`data`), so a head tied to the embedding is packed into a copy of its own: a batched decode
-// step's head is then the packed matmul, whose weights are unpacked once for every row of the step
-// (Gemma 3's 262k × 640 head costs as much as the rest of the model per row).
+// Packs the matmul weights the kernels read faster packed: projections of a kernels::IsPackable
+// type (and an untied head of those types) whose row count is a multiple of 8. The embedding table is read
+// row by row, so it, and a head tied to it, stay as loaded.
 void PackForMatMul(ModelWeights* weights);
 
 // Deterministic, machine-independent random weights (counter-based generator, parallel fill).
