@@ -17,7 +17,7 @@
 //
 // Flags: --quick (concurrency 1 and 4 only), --prompt N (default 32), --gen N (default 16),
 // --concurrency a,b,c, --threads N (forward-pass threads; default one per hardware thread),
-// --no-real (synthetic model only).
+// --no-real (synthetic model only), --no-synthetic (real model only), --no-agents (chats only).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -50,6 +50,8 @@ struct Flags {
   size_t prompt = 32, gen = 16;
   size_t threads = 0;  // the model's forward-pass threads; 0 = one per hardware thread
   bool real = true;
+  bool synthetic = true;  // --no-synthetic: the real model only
+  bool agents = true;     // --no-agents: the chats only
 };
 
 struct Served {
@@ -159,7 +161,7 @@ void Agents(const Model& model, const Tokenizer& tokenizer) {
 void Run(const char* label, const Model& model, const Tokenizer& tokenizer, const Flags& flags) {
   std::printf("\n== %s: %s, %s weights ==\n", label, model.config().Describe().c_str(), model.WeightDTypes().c_str());
   Chats(model, tokenizer, flags);
-  Agents(model, tokenizer);
+  if (flags.agents) Agents(model, tokenizer);
 }
 
 std::string RealModelPath() {
@@ -190,8 +192,14 @@ Flags ParseFlags(int argc, char** argv) {
       f.threads = std::strtoul(argv[++i], nullptr, 10);
     } else if (a == "--no-real") {
       f.real = false;
+    } else if (a == "--no-synthetic") {
+      f.synthetic = false;
+    } else if (a == "--no-agents") {
+      f.agents = false;
     } else {
-      std::fprintf(stderr, "usage: fak_serve_bench [--quick] [--prompt N] [--gen N] [--concurrency a,b,...] [--threads N] [--no-real]\n");
+      std::fprintf(stderr,
+                   "usage: fak_serve_bench [--quick] [--prompt N] [--gen N] [--concurrency a,b,...] [--threads N] [--no-real] "
+                   "[--no-synthetic] [--no-agents]\n");
       std::exit(2);
     }
   }
@@ -209,7 +217,7 @@ Flags ParseFlags(int argc, char** argv) {
 int main(int argc, char** argv) {
   using namespace fak;
   const bench::Flags flags = bench::ParseFlags(argc, argv);
-  {
+  if (flags.synthetic) {
     auto model = Model::Synthetic(ModelConfig::SmolLM2_135M_Shape(), 1, ModelOptions{.n_threads = flags.threads});
     if (!model.has_value()) return 1;
     bench::Run("SmolLM2-135M shape (synthetic)", **model, *MakeByteTokenizer(), flags);

@@ -411,16 +411,18 @@ class Llama:
     forward pass (None: one per hardware thread), ``seed`` is the default seed of every call (None:
     a random one per call, reported in the reply). ``kv_tier_dir``: a directory KV tier the engine
     writes its prefix tree through to and pages prompts in from (another Llama, or a later process,
-    over the same directory reuses it). ``save_state``/``load_state`` keep the last completion's
+    over the same directory reuses it). ``kv_dtype``: the KV cache's element type (None: FAK_KV_DTYPE, else
+    'f16'; Model.load). ``save_state``/``load_state`` keep the last completion's
     context (its prompt and reply)."""
 
     def __init__(self, model_path: str, *, n_ctx: int = 0, n_threads: Optional[int] = None,
-                 seed: Optional[int] = None, kv_tier_dir: Optional[str] = None, verbose: bool = False) -> None:
+                 seed: Optional[int] = None, kv_tier_dir: Optional[str] = None, kv_dtype: Optional[str] = None,
+                 verbose: bool = False) -> None:
         from ._fak import Engine, Model
 
         del verbose  # accepted for llama-cpp-python's callers; fak logs nothing here
         self.model_path = model_path
-        self.model = Model.load(model_path, threads=n_threads or 0, max_context=n_ctx)
+        self.model = Model.load(model_path, threads=n_threads or 0, max_context=n_ctx, kv_dtype=kv_dtype)
         self.seed = seed
         self.kv_tier_dir = kv_tier_dir
         self.engine = self.model.engine if kv_tier_dir is None else Engine(self.model, kv_tier_dir=kv_tier_dir)

@@ -14,11 +14,18 @@ namespace {
 
 // The library's bundle (fak/model/loaded_model.h): every name the fak tool accepts. A model
 // without a chat template still loads; sessions, tokens and engines with token prompts work, and
-// chat calls say why they cannot.
-Result<ModelRef> Load(const std::string& spec, size_t n_threads, size_t max_context, uint64_t seed) {
+// chat calls say why they cannot. The KV dtype: `kv_dtype` when given, else FAK_KV_DTYPE, else the
+// serving default (f16, docs/kv-regimes.md).
+Result<ModelRef> Load(const std::string& spec, size_t n_threads, size_t max_context, uint64_t seed,
+                      const std::optional<std::string>& kv_dtype) {
   LoadOptions options;
   options.model.n_threads = n_threads;
   options.model.max_context = max_context;
+  options.model.default_kv_dtype = kServingKVDtype;
+  if (kv_dtype) {
+    options.model.kv_dtype = ParseKVDtype(*kv_dtype);
+    if (!options.model.kv_dtype) return InvalidArgument("kv_dtype '" + *kv_dtype + "': expected 'f16', 'f32' or 'bf16'");
+  }
   options.seed = seed;
   FAK_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(spec, options));
   return std::make_shared<ModelHandle>(std::move(loaded));
@@ -148,25 +155,28 @@ void BindModel(nb::module_& m) {
                           "Thread-safe.")
       .def_static(
           "load",
-          [](const Text& path, size_t threads, size_t max_context, uint64_t seed) {
+          [](const Text& path, size_t threads, size_t max_context, uint64_t seed, const std::optional<std::string>& kv_dtype) {
             Result<ModelRef> loaded = [&] {
               nb::gil_scoped_release release;
-              return Load(path, threads, max_context, seed);
+              return Load(path, threads, max_context, seed, kv_dtype);
             }();
             return ValueOrThrow(std::move(loaded));
           },
           nb::arg("path"), nb::arg("threads") = 0, nb::arg("max_context") = 0, nb::arg("seed") = 2026,
+          nb::arg("kv_dtype") = nb::none(),
           "Loads a model as the fak tool names it: a GGUF file or Hugging Face checkpoint, 'embedded' (the embedded "
           "default model: synthetic weights, byte tokenizer), 'embedded:SEED' (the same with the weights of SEED) or "
           "'shape:smollm2-135m' / 'shape:tinyllama-1.1b' (random weights of a real shape, no tokenizer). seed: the "
           "synthetic weights of 'embedded' and the shapes. threads: per forward pass, 0 = one per hardware thread. "
-          "The chat template is the file's own, else its architecture's family, else 'fak' for the embedded model.")
+          "The chat template is the file's own, else its architecture's family, else 'fak' for the embedded model. "
+          "kv_dtype: the KV cache's element type, 'f16', 'f32' or 'bf16'; None = FAK_KV_DTYPE when set, else 'f16' "
+          "(half f32's bytes; exact inside its regime: docs/kv-regimes.md).")
       .def_static(
           "embedded",
           [](size_t threads) {
             Result<ModelRef> loaded = [&] {
               nb::gil_scoped_release release;
-              return Load("embedded", threads, 0, kEmbeddedSeed);
+              return Load("embedded", threads, 0, kEmbeddedSeed, std::nullopt);
             }();
             return ValueOrThrow(std::move(loaded));
           },
@@ -181,6 +191,9 @@ void BindModel(nb::module_& m) {
       .def_prop_ro("eos_id",
                    [](const ModelHandle& h) { return h.tokenizer ? h.tokenizer->eos_id() : h.model->config().eos_id; })
       .def_prop_ro("weight_dtypes", [](const ModelHandle& h) { return h.model->WeightDTypes(); })
+      .def_prop_ro(
+          "kv_dtype", [](const ModelHandle& h) { return std::string(KVDtypeName(h.model->kv_dtype())); },
+          "The KV cache's element type: 'f16', 'f32' or 'bf16'.")
       .def_prop_ro(
           "weights_digest",
           [](const ModelHandle& h) {

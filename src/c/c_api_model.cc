@@ -11,6 +11,12 @@ Result<std::shared_ptr<const LoadedModel>> Load(const fak_model_options& o) {
   options.model.n_threads = o.n_threads;
   options.model.max_context = o.max_context;
   options.seed = o.seed;
+  options.model.default_kv_dtype = kServingKVDtype;
+  if (o.kv_dtype != nullptr) {
+    options.model.kv_dtype = ParseKVDtype(o.kv_dtype);
+    if (!options.model.kv_dtype)
+      return InvalidArgument(std::string("options.kv_dtype '") + o.kv_dtype + "': expected f16, f32 or bf16");
+  }
   FAK_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(o.path == nullptr ? "embedded" : o.path, options));
   // Every call that takes a fak_model may tokenize; a model without a vocabulary is of no use here.
   if (!loaded.tokenizer)
@@ -71,6 +77,9 @@ fak_status fak_model_info_get(const fak_model* model, fak_model_info* info) {
     full.eos_id = m.tokenizer->eos_id();
     full.add_bos = m.tokenizer->add_bos() ? 1 : 0;
     fak::capi::WriteHex(m.model->WeightsDigest().Hex(), full.model_digest);
+    const std::string_view kv = fak::KVDtypeName(m.model->kv_dtype());
+    static_assert(sizeof(full.kv_dtype) > 4, "room for the longest name and its NUL");
+    kv.copy(full.kv_dtype, kv.size());
     return fak::capi::WriteVersioned(full, info, "info");
   });
 }

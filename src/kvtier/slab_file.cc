@@ -3,7 +3,11 @@
 
 #include <bit>
 #include <cstring>
+#include <future>
+#include <system_error>
+#include <type_traits>
 
+#include "src/gate/kv_slab_checksum.h"
 #include "src/gate/manifest_json.h"
 
 namespace fak {
@@ -61,6 +65,19 @@ class Reader {
   size_t pos_ = 0;
   bool short_ = false;
 };
+
+// Below this many KV bytes a thread costs more than the hash it would overlap.
+constexpr size_t kMinConcurrentHashBytes = size_t{4} << 20;
+
+// `task` on a new thread; run here (a deferred future) when no thread can start.
+template <class F>
+std::future<std::invoke_result_t<F>> RunConcurrently(F task) {
+  try {
+    return std::async(std::launch::async, task);
+  } catch (const std::system_error&) {
+    return std::async(std::launch::deferred, task);
+  }
+}
 
 Result<SlabFile> Fail(SlabFileProblem kind, SlabFileProblem* problem, Status s) {
   if (problem != nullptr) *problem = kind;
@@ -209,12 +226,20 @@ Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem
   }
   f.slab.tokens.resize(n_tokens);
   std::memcpy(f.slab.tokens.data(), meta.Bytes(n_tokens * sizeof(int32_t)).data(), n_tokens * sizeof(int32_t));
+  // The gate's checksum over the section's bytes, on a helper thread while this one copies the same
+  // bytes into the slab (so it is the slab's checksum): the copy, page faults included, and the hash
+  // overlap instead of adding up.
+  std::future<Digest> checksum;
+  const auto hash_kv = [&f, kv = sec[3]] { return internal::KVSlabChecksumOfParts(f.slab.shape, f.slab.start_position, f.slab.tokens, kv); };
+  if (!check_kv_section && sec[3].size() >= kMinConcurrentHashBytes) checksum = RunConcurrently(hash_kv);
   size_t offset = 0;
   for (std::vector<std::byte>* t : {&f.slab.k, &f.slab.kraw, &f.slab.v}) {
-    t->resize(tensor_bytes);
-    std::memcpy(t->data(), sec[3].data() + offset, tensor_bytes);
+    const auto* from = reinterpret_cast<const std::byte*>(sec[3].data()) + offset;
+    t->assign(from, from + tensor_bytes);  // not resize + memcpy: that writes every fresh page twice
     offset += tensor_bytes;
   }
+  if (checksum.valid()) f.slab_checksum = checksum.get();
+  else if (!check_kv_section) f.slab_checksum = hash_kv();
   return f;
 }
 

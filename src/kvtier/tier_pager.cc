@@ -97,7 +97,8 @@ TierPager::Fetched TierPager::Fetch(const ResidentClaim& claim, std::span<const 
         return f;
       }
       f.bytes = bytes->size();
-      // The K/Kraw/V section is hashed once, in Verify, by the gate against the manifest's checksum.
+      // The K/Kraw/V section is hashed once, while it is decoded (slab_checksum), and the gate
+      // compares that with the manifest's checksum in Verify.
       Result<SlabFile> file = DecodeSlabFile(*bytes, &f.problem, /*check_kv_section=*/false);
       if (!file.has_value()) {
         f.error = file.error();
@@ -147,7 +148,7 @@ PageInFailure TierPager::Verify(const ResidentClaim& claim, std::span<const int3
   }
   span_claim.binding = *bound;
   span_claim.binding.integrity_checksum = Digest{};
-  const Digest checksum = KVSlabChecksum(slab);
+  const Digest checksum = file->slab_checksum ? *file->slab_checksum : KVSlabChecksum(slab);
   ClaimVerdict v = CheckResidentClaim(span_claim, m, access_, checksum);
   if (!v.hit()) {
     *detail = Short(key) + ": " + v.ToString();

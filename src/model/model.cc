@@ -82,19 +82,24 @@ size_t Model::weights_bytes() const { return impl_->weights.size_bytes(); }
 
 namespace {
 
-// ModelOptions::kv_dtype, else FAK_KV_DTYPE, else f32; an unknown value is an error, not a default.
+// ModelOptions::kv_dtype, else FAK_KV_DTYPE, else ModelOptions::default_kv_dtype; an unknown value
+// is an error, not a default.
 Result<KVDtype> ResolveKVDtype(const ModelOptions& options) {
+  const auto known = [](KVDtype d) { return d == KVDtype::kF32 || d == KVDtype::kF16 || d == KVDtype::kBF16; };
   if (options.kv_dtype.has_value()) {
-    const KVDtype d = *options.kv_dtype;
-    if (d != KVDtype::kF32 && d != KVDtype::kF16 && d != KVDtype::kBF16) {
-      return InvalidArgument("ModelOptions::kv_dtype: unknown KV dtype " + std::to_string(static_cast<int>(d)));
-    }
-    return d;
+    if (!known(*options.kv_dtype))
+      return InvalidArgument("ModelOptions::kv_dtype: unknown KV dtype " + std::to_string(static_cast<int>(*options.kv_dtype)));
+    return *options.kv_dtype;
   }
   const char* env = std::getenv("FAK_KV_DTYPE");
-  if (env == nullptr || *env == '\0') return KVDtype::kF32;
-  if (std::optional<KVDtype> d = ParseKVDtype(env)) return *d;
-  return InvalidArgument(std::string("FAK_KV_DTYPE=") + env + ": expected f32, f16 or bf16");
+  if (env != nullptr && *env != '\0') {
+    if (std::optional<KVDtype> d = ParseKVDtype(env)) return *d;
+    return InvalidArgument(std::string("FAK_KV_DTYPE=") + env + ": expected f32, f16 or bf16");
+  }
+  if (!known(options.default_kv_dtype))
+    return InvalidArgument("ModelOptions::default_kv_dtype: unknown KV dtype " +
+                           std::to_string(static_cast<int>(options.default_kv_dtype)));
+  return options.default_kv_dtype;
 }
 
 }  // namespace

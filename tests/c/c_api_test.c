@@ -147,6 +147,19 @@ static void TestModel(void) {
   CHECK_OK(fak_model_info_get(other, &info2));
   CHECK(strcmp(digest7, info2.model_digest) == 0);
   fak_model_free(other);
+  /* The KV dtype: FAK_KV_DTYPE when set, else f16 (the serving default); options.kv_dtype asks. */
+  const char* env_kv = getenv("FAK_KV_DTYPE");
+  CHECK(strcmp(info.kv_dtype, env_kv != NULL && env_kv[0] != '\0' ? env_kv : "f16") == 0);
+  options.path = NULL;
+  options.kv_dtype = "f32";
+  CHECK_OK(fak_model_load(&options, &other));
+  CHECK_OK(fak_model_info_get(other, &info2));
+  CHECK(strcmp(info2.kv_dtype, "f32") == 0);
+  fak_model_free(other);
+  options.kv_dtype = "f8";
+  CHECK_STATUS(fak_model_load(&options, &other), FAK_INVALID_ARGUMENT);
+  CHECK(strstr(fak_last_error(), "kv_dtype 'f8'") != NULL);
+  options.kv_dtype = NULL;
   options.path = "embedded:seven";
   CHECK_STATUS(fak_model_load(&options, &other), FAK_INVALID_ARGUMENT);
   CHECK(strstr(fak_last_error(), "embedded:seven") != NULL);

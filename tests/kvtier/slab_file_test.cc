@@ -68,6 +68,41 @@ TEST(SlabFile, RoundTrips) {
   EXPECT_EQ(KVSlabChecksum(f.slab), s.manifest.binding.integrity_checksum);
 }
 
+// Without the file's own K/Kraw/V checksum, decoding hashes the section for the gate as it copies it
+// (on a second thread for a large slab): the slab's own checksum, small or large, f32 or f16; a flipped
+// KV byte gives another checksum (the gate's refusal), and the checked decode leaves it unset.
+TEST(SlabFile, DecodingHashesTheKVItCopies) {
+  Sample s = MakeSample();
+  for (const size_t tokens : {size_t{5}, size_t{3000}}) {  // 3000 tokens: 5.8 MB (f16) or 11.5 MB of KV, hashed concurrently
+    for (const KVDtype dtype : {KVDtype::kF32, KVDtype::kF16}) {
+      KVSlab slab = s.slab;
+      slab.shape.dtype = dtype;
+      slab.shape.max_tokens = tokens;
+      slab.tokens.assign(tokens, 5);
+      const size_t bytes = 2 * 2 * tokens * 4 * slab.shape.elem_bytes() * 20;
+      slab.shape.head_dim = 4 * 20;
+      for (auto [t, seed] : {std::pair{&slab.k, 1}, std::pair{&slab.kraw, 2}, std::pair{&slab.v, 3}}) {
+        t->resize(bytes);
+        const std::vector<float> r = testing::RandomVector(bytes / sizeof(float), seed);
+        std::memcpy(t->data(), r.data(), bytes);
+      }
+      ASSERT_OK_AND_ASSIGN(std::string file, EncodeSlabFile(s.manifest, s.sources, slab));
+      ASSERT_OK_AND_ASSIGN(SlabFile f, DecodeSlabFile(file, nullptr, /*check_kv_section=*/false));
+      ASSERT_TRUE(f.slab_checksum.has_value());
+      EXPECT_EQ(*f.slab_checksum, KVSlabChecksum(slab)) << tokens << " tokens";
+      EXPECT_EQ(f.slab.v, slab.v);
+      file[file.size() - 1] ^= 1;  // the last V byte: outside every checksum the decode still checks
+      ASSERT_OK_AND_ASSIGN(SlabFile damaged, DecodeSlabFile(file, nullptr, /*check_kv_section=*/false));
+      ASSERT_TRUE(damaged.slab_checksum.has_value());
+      EXPECT_NE(*damaged.slab_checksum, KVSlabChecksum(slab));
+      EXPECT_EQ(*damaged.slab_checksum, KVSlabChecksum(damaged.slab));
+      EXPECT_FALSE(DecodeSlabFile(file).has_value());  // the checked decode refuses it itself
+      file[file.size() - 1] ^= 1;
+      EXPECT_FALSE(DecodeSlabFile(file)->slab_checksum.has_value());
+    }
+  }
+}
+
 TEST(SlabFile, EveryDamageIsTyped) {
   const Sample s = MakeSample();
   const std::string good = *EncodeSlabFile(s.manifest, s.sources, s.slab);

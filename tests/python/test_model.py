@@ -109,6 +109,29 @@ def test_load_takes_every_name_the_tool_takes():
         bare.encode_chat([{"role": "user", "content": "hi"}])
 
 
+def test_the_kv_dtype_defaults_to_f16_unless_asked(monkeypatch):
+    """Python serves in the f16 KV regime unless the caller (or FAK_KV_DTYPE) asks for another; each
+    regime is exact inside itself, and the regimes really differ (their logits are other bits)."""
+    monkeypatch.delenv("FAK_KV_DTYPE", raising=False)
+    default = fak.Model.load("embedded", threads=1)
+    f32 = fak.Model.load("embedded", threads=1, kv_dtype="f32")
+    assert (default.kv_dtype, f32.kv_dtype) == ("f16", "f32")
+    monkeypatch.setenv("FAK_KV_DTYPE", "bf16")
+    assert fak.Model.load("embedded", threads=1).kv_dtype == "bf16"
+    assert fak.Model.load("embedded", threads=1, kv_dtype="f32").kv_dtype == "f32"  # the caller wins
+    with pytest.raises(fak.InvalidArgumentError, match="kv_dtype 'f8'"):
+        fak.Model.load("embedded", kv_dtype="f8")
+    prompt = default.tokenize("exact in each regime")
+    for m in (default, f32):
+        whole = fak.Session(m).prefill(prompt)
+        step = fak.Session(m)
+        logits = step.prefill(prompt[:1])
+        for t in prompt[1:]:
+            logits = step.decode(t)
+        assert np.max(np.abs(whole - logits)) == 0.0
+    assert np.max(np.abs(fak.Session(default).prefill(prompt) - fak.Session(f32).prefill(prompt))) > 0.0
+
+
 @pytest.mark.skipif(not os.path.exists(GEMMA), reason="Gemma 3 270M GGUF not on this machine")
 def test_real_gemma3_270m():
     m = fak.Model.load(GEMMA, threads=2, max_context=512)

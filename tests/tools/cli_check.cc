@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -367,6 +369,34 @@ TEST_F(CliTest, InspectAndBenchTheEmbeddedModel) {
   EXPECT_EQ(timed["prefill"]["tokens"], 16);
   EXPECT_EQ(timed["decode"]["tokens"], 12);
   EXPECT_GT(timed["decode"]["tokens_per_s"].get<double>(), 0.0);
+}
+
+// The serving commands default to the f16 KV regime (docs/kv-regimes.md); --kv-dtype or FAK_KV_DTYPE
+// asks for another, and a bad name is a usage error naming it.
+TEST_F(CliTest, ServingCommandsDefaultToSixteenBitKV) {
+  const char* was = std::getenv("FAK_KV_DTYPE");
+  const std::optional<std::string> saved = was ? std::optional<std::string>(was) : std::nullopt;
+  const auto kv_of = [&](const std::string& command) {
+    const nlohmann::json j = FirstJsonLine(RunFak(command + " --json").output);
+    return j.is_object() ? j.value("kv_dtype", std::string("(none)")) : std::string("(no json)");
+  };
+  ASSERT_EQ(unsetenv("FAK_KV_DTYPE"), 0);
+  const std::string inspected = kv_of("inspect embedded");
+  const std::string benched = kv_of("bench embedded --tokens 8 --decode 2");
+  const std::string asked = kv_of("bench embedded --tokens 8 --decode 2 --kv-dtype f32");
+  const CliResult ran = RunFak("run embedded -p hello -n 4 --json --kv-dtype bf16");
+  const CliResult bad = RunFak("serve embedded --kv-dtype f8");
+  ASSERT_EQ(setenv("FAK_KV_DTYPE", "f32", 1), 0);
+  const std::string from_env = kv_of("bench embedded --tokens 8 --decode 2");
+  if (saved) setenv("FAK_KV_DTYPE", saved->c_str(), 1);
+  else unsetenv("FAK_KV_DTYPE");
+  EXPECT_EQ(inspected, "f16");
+  EXPECT_EQ(benched, "f16");
+  EXPECT_EQ(asked, "f32");
+  EXPECT_EQ(from_env, "f32");
+  EXPECT_EQ(ran.exit_code, 0) << ran.output;
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--kv-dtype 'f8'"), std::string::npos) << bad.output;
 }
 
 // llama.cpp's short flags and the sampling flags OpenAI clients know: -c caps the context, -t the

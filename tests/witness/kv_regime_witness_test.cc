@@ -114,6 +114,36 @@ TEST(KVRegime, AnUnknownDtypeIsRefused) {
   EXPECT_EQ((*good)->kv_dtype(), KVDtype::kBF16);
 }
 
+// The serving surfaces' default (default_kv_dtype) applies only when neither the caller nor
+// FAK_KV_DTYPE names a dtype: an explicit request, f32 included, always wins.
+TEST(KVRegime, TheDefaultDtypeYieldsToTheCallerAndTheEnvironment) {
+  const char* was = std::getenv("FAK_KV_DTYPE");
+  const std::optional<std::string> saved = was ? std::optional<std::string>(was) : std::nullopt;
+  ModelOptions serving;
+  serving.default_kv_dtype = kServingKVDtype;
+  ModelOptions asks_f32 = serving;
+  asks_f32.kv_dtype = KVDtype::kF32;
+  ModelOptions bad_default;
+  bad_default.default_kv_dtype = static_cast<KVDtype>(9);
+  ASSERT_EQ(unsetenv("FAK_KV_DTYPE"), 0);
+  auto library = Model::Synthetic(TinyConfig(), 1);
+  auto served = Model::Synthetic(TinyConfig(), 1, serving);
+  auto explicit_f32 = Model::Synthetic(TinyConfig(), 1, asks_f32);
+  auto refused = Model::Synthetic(TinyConfig(), 1, bad_default);
+  ASSERT_EQ(setenv("FAK_KV_DTYPE", "f32", 1), 0);
+  auto env_f32 = Model::Synthetic(TinyConfig(), 1, serving);
+  if (saved) setenv("FAK_KV_DTYPE", saved->c_str(), 1);
+  else unsetenv("FAK_KV_DTYPE");
+  ASSERT_TRUE(library.has_value() && served.has_value() && explicit_f32.has_value() && env_f32.has_value());
+  EXPECT_EQ(kServingKVDtype, KVDtype::kF16);
+  EXPECT_EQ((*library)->kv_dtype(), KVDtype::kF32);  // the library's own default is unchanged
+  EXPECT_EQ((*served)->kv_dtype(), KVDtype::kF16);
+  EXPECT_EQ((*explicit_f32)->kv_dtype(), KVDtype::kF32);
+  EXPECT_EQ((*env_f32)->kv_dtype(), KVDtype::kF32);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().ToString().find("default_kv_dtype"), std::string::npos) << refused.status().ToString();
+}
+
 std::vector<float> ProbeLogits(const Model& model, const KVCache& cache, std::span<const int32_t> probe) {
   KVCache c = cache.Clone();
   return *model.Prefill(&c, probe, LogitsMode::kAll);

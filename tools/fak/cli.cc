@@ -160,22 +160,21 @@ Result<std::string> ReadFileOrStdin(const std::string& path) {
   return bytes;
 }
 
-LoadOptions ThreadsOption(size_t n_threads) {
+Result<LoadOptions> ServingLoadOptions(const Args& args) {
   LoadOptions options;
-  options.model.n_threads = n_threads;
-  return options;
-}
-
-Result<LoadOptions> GenerationLoadOptions(const Args& args) {
-  FAK_ASSIGN_OR_RETURN(uint64_t threads, args.GetUint("threads", 0));
-  LoadOptions options = ThreadsOption(threads);
+  FAK_ASSIGN_OR_RETURN(options.model.n_threads, args.GetUint("threads", 0));
   FAK_ASSIGN_OR_RETURN(options.model.max_context, args.GetUint("ctx-size", 0));
+  options.model.default_kv_dtype = kServingKVDtype;
+  if (std::optional<std::string> name = args.Get("kv-dtype")) {
+    options.model.kv_dtype = ParseKVDtype(*name);
+    if (!options.model.kv_dtype) return InvalidArgument("--kv-dtype '" + *name + "': expected f16, f32 or bf16");
+  }
   return options;
 }
 
 void AddGenerationOptions(Args::Spec* spec) {
   for (std::string_view name : {"max-tokens", "temperature", "top-k", "top-p", "min-p", "seed", "repeat-penalty",
-                                "repeat-last-n", "presence-penalty", "frequency-penalty", "stop", "threads", "ctx-size",
+                                "repeat-last-n", "presence-penalty", "frequency-penalty", "stop", "threads", "ctx-size", "kv-dtype",
                                 "grammar", "json-schema", "speculate", "draft-model"})
     spec->value_options.push_back(name);
   spec->flags.push_back("json");

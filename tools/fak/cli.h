@@ -86,10 +86,10 @@ inline constexpr char kModelHelp[] =
     "       'shape:smollm2-135m' or 'shape:tinyllama-1.1b' (real shapes, random weights; bench and inspect only),\n"
     "       or a model file (run, chat and bench load GGUF files with their tokenizer; inspect also\n"
     "       reads safetensors).\n";
-// LoadModel's options for the --threads a command was given.
-LoadOptions ThreadsOption(size_t n_threads);
-// LoadModel's options for `run` and `chat`: -t/--threads and -c/--ctx-size (ModelOptions::max_context).
-Result<LoadOptions> GenerationLoadOptions(const Args& args);
+// LoadModel's options for the commands that serve a model (serve, run, chat, bench): -t/--threads,
+// -c/--ctx-size where the command takes it (ModelOptions::max_context), and the KV dtype:
+// --kv-dtype, else FAK_KV_DTYPE, else kServingKVDtype (f16). InvalidArgument naming a bad value.
+Result<LoadOptions> ServingLoadOptions(const Args& args);
 // Token ids of `prompt`, with BOS first when the tokenizer asks for it.
 Result<std::vector<int32_t>> EncodePrompt(const Tokenizer& tokenizer, std::string_view prompt);
 // Prefills `ids` onto `cache` and returns the last token's logits. On a terminal a long prompt is
@@ -138,7 +138,9 @@ inline constexpr char kGenerationHelp[] =
     "                         same tokens, faster when replies repeat their context. Default: off\n"
     "  --draft-model FILE     speculate with a draft model (a smaller GGUF with the same vocabulary)\n"
     "  -t, --threads N        threads per forward pass; 0 = one per hardware thread. Default: 0\n"
-    "  -c, --ctx-size N       cap the context (prompt + reply) at N tokens; 0 = the model's. Default: 0\n";
+    "  -c, --ctx-size N       cap the context (prompt + reply) at N tokens; 0 = the model's. Default: 0\n"
+    "  --kv-dtype T           KV cache element type: f16, f32 or bf16 (docs/kv-regimes.md). Default:\n"
+    "                         FAK_KV_DTYPE when set, else f16\n";
 // The generation help with the command's default length filled in.
 std::string GenerationHelp(size_t default_max_tokens);
 // MODEL: `-m/--model` or the one positional (not both).

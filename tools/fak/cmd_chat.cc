@@ -166,7 +166,7 @@ int ChatCommand(std::span<char* const> argv) {
   Result<std::string> model_spec = ModelArgument(*args);
   if (!model_spec) return UsageError("chat", model_spec.error().message(), usage + kModelHelp);
   Result<ChatSettings> settings = ParseSettings(*args);
-  Result<LoadOptions> load = GenerationLoadOptions(*args);
+  Result<LoadOptions> load = ServingLoadOptions(*args);
   for (const Status& s : {settings.error(), load.error()})
     if (!s.ok()) return UsageError("chat", s.message(), usage);
 

@@ -35,7 +35,7 @@ void PrintJson(const Json& j) { WriteJsonLine(j.dump(-1, ' ', false, Json::error
 
 void Row(const char* key, const std::string& value) { std::printf("  %-22s %s\n", key, value.c_str()); }
 
-// K, Kraw and V in the model's KV dtype (FAK_KV_DTYPE), plus the position and token id of each slot.
+// K, Kraw and V in the model's KV dtype (the serving default, FAK_KV_DTYPE when set), plus the position and token id of each slot.
 size_t KVBytesPerToken(const Model& model) {
   const ModelConfig& c = model.config();
   return c.n_layers * c.n_kv_heads * c.head_dim * 3 * KVDtypeBytes(model.kv_dtype()) + 2 * sizeof(int32_t);
@@ -241,7 +241,9 @@ int InspectCommand(std::span<char* const> argv) {
   const std::string& spec = args->positional()[0];
   const bool json = args->Has("json");
   if (IsBuiltinModelSpec(spec)) {
-    Result<LoadedModel> m = LoadModel(spec);
+    Result<LoadOptions> load = ServingLoadOptions(*args);  // the KV dtype `fak serve` would give it
+    if (!load) return Fail("inspect", load.error());
+    Result<LoadedModel> m = LoadModel(spec, *load);
     if (!m) return Fail("inspect", m.error());
     return json ? InspectNamedJson(*m, args->Has("digest")) : InspectNamed(*m, args->Has("digest"));
   }

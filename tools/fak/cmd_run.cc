@@ -31,7 +31,7 @@ constexpr std::string_view kRunUsage =
 constexpr size_t kRunDefaultMaxTokens = 64;
 
 constexpr std::string_view kBenchUsage =
-    "usage: fak bench MODEL [--tokens N] [--decode N] [--sessions S] [--threads N] [--json]\n"
+    "usage: fak bench MODEL [--tokens N] [--decode N] [--sessions S] [--threads N] [--kv-dtype T] [--json]\n"
     "\n"
     "Prefills N pseudo-random token ids as one batch, then decodes greedily, and prints tokens/s for\n"
     "each in the active kernel tier (pin one with FAK_KERNEL_TIER). With S sessions, S prompts are\n"
@@ -43,6 +43,8 @@ constexpr std::string_view kBenchUsage =
     "  --decode N             tokens to decode after the prompt. Default: 32\n"
     "  --sessions S           sessions decoded together, one batch per step. Default: 1\n"
     "  --threads N            threads per forward pass; 0 = one per hardware thread. Default: 0\n"
+    "  --kv-dtype T           KV cache element type: f16, f32 or bf16 (docs/kv-regimes.md). Default:\n"
+    "                         FAK_KV_DTYPE when set, else f16\n"
     "  --json                 print one JSON object (model, tier, threads, prefill and decode tokens, ms, tok/s)\n";
 
 using Clock = std::chrono::steady_clock;
@@ -132,7 +134,7 @@ int RunCommand(std::span<char* const> argv) {
   std::optional<std::string> prompt_file = args->Get("prompt-file");
   if (prompt.has_value() == prompt_file.has_value()) return UsageError("run", "give the prompt by -p TEXT or --prompt-file FILE", usage);
   Result<GenerationFlags> g = ParseGenerationFlags(*args, kRunDefaultMaxTokens);
-  Result<LoadOptions> load = GenerationLoadOptions(*args);
+  Result<LoadOptions> load = ServingLoadOptions(*args);
   for (const Status& s : {g.error(), load.error()})
     if (!s.ok()) return UsageError("run", s.message(), usage);
   if (prompt_file == "-" && (g->grammar_file == "-" || g->json_schema_file == "-"))
@@ -213,7 +215,7 @@ Result<BenchNumbers> Bench(const Model& model, size_t n_prompt, size_t n_decode,
 }  // namespace
 
 int BenchCommand(std::span<char* const> argv) {
-  Result<Args> args = Args::Parse(argv, {{"tokens", "decode", "sessions", "threads"}, {"json"}});
+  Result<Args> args = Args::Parse(argv, {{"tokens", "decode", "sessions", "threads", "kv-dtype"}, {"json"}});
   if (!args) return UsageError("bench", args.error().message(), kBenchUsage);
   if (args->help()) return ShowHelp(std::string(kBenchUsage) + "\n" + kModelHelp);
   if (args->positional().size() != 1) return UsageError("bench", "expected one MODEL", std::string(kBenchUsage) + kModelHelp);
@@ -225,7 +227,9 @@ int BenchCommand(std::span<char* const> argv) {
     if (!s.ok()) return UsageError("bench", s.message(), kBenchUsage);
   if (*sessions == 0) return UsageError("bench", "--sessions must be at least 1", kBenchUsage);
 
-  Result<LoadedModel> m = LoadModel(args->positional()[0], ThreadsOption(*threads));
+  Result<LoadOptions> load = ServingLoadOptions(*args);
+  if (!load) return UsageError("bench", load.error().message(), kBenchUsage);
+  Result<LoadedModel> m = LoadModel(args->positional()[0], *load);
   if (!m) return Fail("bench", m.error());
   if (args->Has("json")) {
     Result<BenchNumbers> b = Bench(*m->model, *n_prompt, *n_decode, *sessions);
@@ -237,6 +241,7 @@ int BenchCommand(std::span<char* const> argv) {
         {"weights_bytes", m->model->weights_bytes()},
         {"kernel_tier", std::string(ActiveKernelTier())},
         {"threads", *threads},
+        {"kv_dtype", std::string(KVDtypeName(m->model->kv_dtype()))},
         {"sessions", *sessions},
         {"prefill", {{"tokens", *n_prompt}, {"ms", b->prefill_ms}, {"tokens_per_s", PerSecond(*n_prompt, b->prefill_ms)}}},
         {"decode", {{"tokens", decoded}, {"ms", b->decode_ms}, {"tokens_per_s", PerSecond(decoded, b->decode_ms)}}}};
@@ -245,8 +250,9 @@ int BenchCommand(std::span<char* const> argv) {
   }
   std::printf("model     %s\n          %s, %.1f MB of weights\n", m->label.c_str(), m->model->config().Describe().c_str(),
               m->model->weights_bytes() / 1e6);
-  std::printf("kernels   tier %s, threads %s\n", std::string(ActiveKernelTier()).c_str(),
-              *threads == 0 ? "one per hardware thread" : std::to_string(*threads).c_str());
+  std::printf("kernels   tier %s, threads %s, KV %s\n", std::string(ActiveKernelTier()).c_str(),
+              *threads == 0 ? "one per hardware thread" : std::to_string(*threads).c_str(),
+              std::string(KVDtypeName(m->model->kv_dtype())).c_str());
   Result<BenchNumbers> b = Bench(*m->model, *n_prompt, *n_decode, *sessions);
   if (!b) return Fail("bench", b.error());
   std::printf("prefill   %6zu tokens  %9.1f ms  %9.1f tok/s\n", size_t(*n_prompt), b->prefill_ms, PerSecond(*n_prompt, b->prefill_ms));

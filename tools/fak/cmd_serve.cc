@@ -51,6 +51,8 @@ constexpr std::string_view kServeUsage =
     "  --host HOST            address to listen on. Default: 127.0.0.1\n"
     "  --port PORT            port; 0 = any free one. Default: 8080\n"
     "  --threads N            threads per forward pass; 0 = one per hardware thread. Default: 0\n"
+    "  --kv-dtype T           KV cache element type: f16, f32 or bf16 (docs/kv-regimes.md). Default:\n"
+    "                         FAK_KV_DTYPE when set, else f16\n"
     "  --kv-budget BYTES      KV bytes for running requests and the prefix tree; 0 = unbounded. Default: 0\n"
     "  --api-keys FILE        one 'KEY TENANT' per line; requests need 'Authorization: Bearer KEY'\n"
     "                         and reuse prefixes only within their tenant. Default: no keys, tenant \"default\"\n"
@@ -474,8 +476,8 @@ bool IsInside(const std::string& path, const std::vector<std::filesystem::path>&
 // under `dirs`, with its own chat template. A path elsewhere is refused before the file system is
 // asked, with one answer whether or not it exists (the endpoint is no oracle for the host's
 // files); a shape spec (random weights, no tokenizer) is refused before gigabytes are built.
-ModelLoader RolloutLoader(size_t n_threads, std::vector<std::filesystem::path> dirs) {
-  return [n_threads, dirs = std::move(dirs)](const std::string& spec) -> Result<LoadedModel> {
+ModelLoader RolloutLoader(LoadOptions load, std::vector<std::filesystem::path> dirs) {
+  return [load, dirs = std::move(dirs)](const std::string& spec) -> Result<LoadedModel> {
     if (ShapeModelConfig(spec))
       return InvalidArgument("model '" + spec + "' has random weights and no tokenizer; a rollout needs a tokenizer");
     if (!IsBuiltinModelSpec(spec) && !IsInside(spec, dirs)) {
@@ -484,7 +486,7 @@ ModelLoader RolloutLoader(size_t n_threads, std::vector<std::filesystem::path> d
       return InvalidArgument("model '" + spec + "': a rollout loads only built-in models and files under " +
                              (allowed.empty() ? std::string("--rollout-dir (none given)") : allowed));
     }
-    return LoadModel(spec, ThreadsOption(n_threads));
+    return LoadModel(spec, load);
   };
 }
 
@@ -534,7 +536,7 @@ Result<ServerOptions> ParseServerOptions(const Args& args, const std::string& mo
 }  // namespace
 
 int ServeCommand(std::span<char* const> argv) {
-  const Args::Spec spec{{"model", "host", "port", "threads", "kv-budget", "api-keys", "api-key", "cors-origin", "max-body", "max-running",
+  const Args::Spec spec{{"model", "host", "port", "threads", "kv-dtype", "kv-budget", "api-keys", "api-key", "cors-origin", "max-body", "max-running",
                          "max-queued", "max-queued-per-tenant", "model-name", "template", "state", "store", "redis",
                          "max-conversations", "max-conversations-per-tenant", "admin-tenant", "kv-tier-dir", "kv-tier-redis",
                          "kv-tier-max-bytes", "kv-tier-max-bytes-per-tenant", "kv-tier-ttl", "rollout-dir", "header-timeout", "body-timeout",
@@ -549,16 +551,16 @@ int ServeCommand(std::span<char* const> argv) {
   Result<std::string> model_spec = ModelArgument(*args);
   if (!model_spec) return UsageError("serve", model_spec.error().message(), usage + kModelHelp);
   Result<ServerOptions> options = ParseServerOptions(*args, *model_spec);
-  Result<uint64_t> threads = args->GetUint("threads", 0);
+  Result<LoadOptions> load = ServingLoadOptions(*args);
   Result<uint64_t> max_running = args->GetUint("max-running", 16);
   Result<uint64_t> max_queued = args->GetUint("max-queued", 256);
   Result<uint64_t> max_queued_per_tenant = args->GetUint("max-queued-per-tenant", 64);
-  for (const Status& s : {options.error(), threads.error(), max_running.error(), max_queued.error(),
+  for (const Status& s : {options.error(), load.error(), max_running.error(), max_queued.error(),
                           max_queued_per_tenant.error()})
     if (!s.ok()) return UsageError("serve", s.message(), usage);
 
   BlockStopSignals();
-  Result<LoadedModel> m = LoadModel(*model_spec, ThreadsOption(*threads));
+  Result<LoadedModel> m = LoadModel(*model_spec, *load);
   if (!m) return Fail("serve", m.error());
   if (!m->tokenizer) return Fail("serve", Unsupported(m->label + " has no tokenizer; it serves `fak bench` and `fak inspect`"));
   Result<std::shared_ptr<const ChatTemplate>> chat_template = ChatTemplateFor(*args, *m);
@@ -617,7 +619,7 @@ int ServeCommand(std::span<char* const> argv) {
   if (*kv_tier) options->kv_tiers.push_back((*kv_tier)->store.get());
   options->planner = planner->get();
   options->fleet = fleet->link_or_null();
-  options->load_model = RolloutLoader(*threads, RolloutDirs(*args, *model_spec));
+  options->load_model = RolloutLoader(*load, RolloutDirs(*args, *model_spec));
   options->rollout_engine = engine_options;
   // The draft model drafts for this model's vocabulary only.
   if (engine_options.speculation.source == DraftSource::kModel) options->rollout_engine.speculation = {};

@@ -30,6 +30,10 @@ typedef struct fak_model_options {
   /* Seed of the embedded model's weights for path NULL or "embedded" ("embedded:SEED" names its
    * own; ignored with a file). Default: 2026, the weights the fak tool and examples use. */
   uint64_t seed;
+  /* NUL-terminated KV cache element type: "f16", "f32" or "bf16" (docs/kv-regimes.md; another name
+   * is INVALID_ARGUMENT). NULL = the environment variable FAK_KV_DTYPE when set, else "f16": half
+   * f32's bytes, every exactness witness still holding inside the regime. Default: NULL. */
+  const char* kv_dtype;
 } fak_model_options;
 
 /* Fills `options` with the defaults above (struct_size included). NULL is a no-op.
@@ -57,6 +61,7 @@ typedef struct fak_model_info {
   int32_t bos_id, eos_id; /* -1: none */
   int add_bos;            /* nonzero when prompts should start with bos_id */
   char model_digest[FAK_DIGEST_HEX_SIZE];  /* sha256 of config and weights (first call hashes them) */
+  char kv_dtype[8];       /* NUL-terminated KV cache element type: "f16", "f32" or "bf16" */
 } fak_model_info;
 
 /* Fills `info` (set info->struct_size first; fields past it are not written). Thread-safe. */

@@ -12,6 +12,7 @@
 #define FAK_KVTIER_SLAB_FILE_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,9 @@ struct SlabFile {
   KVManifest manifest;
   std::vector<SourceSpan> sources;
   KVSlab slab;
+  // KVSlabChecksum(slab) (fak/gate/binding_tuple.h), when DecodeSlabFile computed it (check_kv_section
+  // false): hashed from the file's K/Kraw/V bytes while they were copied into `slab`.
+  std::optional<Digest> slab_checksum;
 };
 
 enum class SlabFileProblem { kNone, kTruncated, kChecksum, kMalformed, kUnsupported };
@@ -48,9 +52,10 @@ FAK_EXPORT Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::s
 // than the header says), kChecksum (a section or the header does not hash to its recorded digest),
 // kUnsupported (another magic or version), kMalformed (a section that does not parse, or a shape
 // and token count whose tensors could not exist). Never throws; allocates only for what `bytes` holds.
-// `check_kv_section` false skips hashing the K/Kraw/V section — only for a caller that checks the
-// slab against its manifest's integrity checksum next (which covers the same bytes), to hash a
-// large slab once instead of twice.
+// `check_kv_section` false skips the file's own checksum of the K/Kraw/V section and computes
+// slab_checksum instead — only for a caller that checks it against the manifest's integrity
+// checksum next (which covers the same bytes): a large slab is hashed once, not twice, and on a
+// second thread while this one copies it out, so the hash costs no time of its own.
 FAK_EXPORT Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem = nullptr, bool check_kv_section = true);
 
 }  // namespace fak

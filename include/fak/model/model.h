@@ -150,6 +150,12 @@ struct FAK_EXPORT ModelConfig {
 // the threads (every surface — the C API, Python, the fak tool, fak serve — loads through here).
 inline constexpr size_t kMaxModelThreads = 1024;
 
+// The KV dtype of the serving surfaces (fak serve / run / chat, the C API, Python) when neither
+// the caller nor FAK_KV_DTYPE names one: f16 halves the cache, decodes at least as fast at depth
+// and keeps every witness exact inside its regime (docs/kv-regimes.md). The library's default
+// stays f32, the regime its references (oracle, fixtures, certificates) are stated in.
+inline constexpr KVDtype kServingKVDtype = KVDtype::kF16;
+
 struct ModelOptions {
   // Threads used by one forward pass, at most kMaxModelThreads (more is InvalidArgument naming the
   // limit). Default: 0 = one per hardware thread (capped at kMaxModelThreads).
@@ -159,8 +165,12 @@ struct ModelOptions {
   size_t max_context = 0;
   // The element type of K, Kraw and V in this model's caches (f32, or f16 / bf16 at half the
   // bytes): part of the numeric regime and of the binding's precision axis (docs/kv-regimes.md).
-  // Default: unset = the environment variable FAK_KV_DTYPE (f32|f16|bf16) when set, else f32.
+  // Default: unset = the environment variable FAK_KV_DTYPE (f32|f16|bf16) when set, else
+  // default_kv_dtype.
   std::optional<KVDtype> kv_dtype = std::nullopt;
+  // The KV dtype when neither kv_dtype nor FAK_KV_DTYPE names one. Default: f32, the library's
+  // regime; the serving surfaces (fak serve, run, chat, the C API, Python) set kServingKVDtype.
+  KVDtype default_kv_dtype = KVDtype::kF32;
 };
 
 // What a cache keeps of layers that read only a window of recent positions.
