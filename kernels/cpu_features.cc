@@ -1,14 +1,21 @@
-// CpuFeatures: cpuid leaf 1 / leaf 7 bits, checked against XCR0 as ggml does, because a CPU may
-// report AVX-512 while the OS does not save its registers.
+// CpuFeatures: on x86, cpuid leaf 1 / leaf 7 bits checked against XCR0 as ggml does, because a CPU
+// may report AVX-512 while the OS does not save its registers; on aarch64, the HWCAP bits the kernel
+// reports (it sets them only for what it supports, so no OS check is needed).
 #include "kernels/cpu_features.h"
 
-#include <cpuid.h>
-
 #include <cstdint>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 namespace fak::kernels {
 namespace {
 
+#if defined(__x86_64__) || defined(__i386__)
 uint64_t ReadXcr0() {
   uint32_t eax, edx;
   __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
@@ -38,6 +45,20 @@ CpuFeatures Detect() {
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = (a >> 5) & 1;
   return f;
 }
+#elif defined(__aarch64__) && defined(__linux__)
+CpuFeatures Detect() {
+  CpuFeatures f;
+  const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+  f.neon = hw & HWCAP_ASIMD;
+  f.neon_dotprod = hw & HWCAP_ASIMDDP;
+  f.neon_fp16 = (hw & HWCAP_FPHP) && (hw & HWCAP_ASIMDHP);
+  f.neon_i8mm = hw2 & HWCAP2_I8MM;
+  f.neon_bf16 = hw2 & HWCAP2_BF16;
+  return f;
+}
+#else
+CpuFeatures Detect() { return {}; }  // an architecture without a SIMD tier: scalar only
+#endif
 
 }  // namespace
 
@@ -59,6 +80,11 @@ std::string CpuFeatures::Summary() const {
   add(avx512_bf16, "avx512_bf16");
   add(os_avx, "os:ymm");
   add(os_avx512, "os:zmm");
+  add(neon, "asimd");
+  add(neon_dotprod, "asimddp");
+  add(neon_i8mm, "i8mm");
+  add(neon_fp16, "fp16");
+  add(neon_bf16, "bf16");
   return s.empty() ? "none" : s;
 }
 
@@ -68,17 +94,25 @@ const CpuFeatures& DetectCpuFeatures() {
 }
 
 bool TierSupportedOn(Tier tier, const CpuFeatures& features) {
+#if defined(__x86_64__) || defined(__i386__)
+  constexpr bool kX86 = true, kArm64 = false;
+#elif defined(__aarch64__)
+  constexpr bool kX86 = false, kArm64 = true;
+#else
+  constexpr bool kX86 = false, kArm64 = false;
+#endif
   switch (tier) {
     case Tier::kScalar: return true;
-    case Tier::kAvx2: return features.SupportsAvx2Tier();
-    case Tier::kAvx512: return features.SupportsAvx512Tier();
+    case Tier::kAvx2: return kX86 && features.SupportsAvx2Tier();
+    case Tier::kAvx512: return kX86 && features.SupportsAvx512Tier();
+    case Tier::kNeon: return kArm64 && features.SupportsNeonTier();
   }
   return false;
 }
 
 Tier BestTierOn(const CpuFeatures& features) {
-  if (TierSupportedOn(Tier::kAvx512, features)) return Tier::kAvx512;
-  if (TierSupportedOn(Tier::kAvx2, features)) return Tier::kAvx2;
+  for (Tier t : {Tier::kAvx512, Tier::kAvx2, Tier::kNeon})
+    if (TierSupportedOn(t, features)) return t;
   return Tier::kScalar;
 }
 

@@ -1,4 +1,4 @@
-// Dispatch: builds the three tables once, picks one, and lets callers switch with a Status.
+// Dispatch: builds the tables of this architecture's tiers once, picks one, and lets callers switch with a Status.
 #include "kernels/dispatch.h"
 
 #include <atomic>
@@ -16,9 +16,13 @@ struct Tables {
   std::atomic<const KernelTable*> active{nullptr};
 
   Tables() {
-    FillScalarTable(&by_tier[0]);
-    FillAvx2Table(&by_tier[1]);
-    FillAvx512Table(&by_tier[2]);
+    FillScalarTable(&by_tier[static_cast<int>(Tier::kScalar)]);
+#if defined(__x86_64__) || defined(__i386__)
+    FillAvx2Table(&by_tier[static_cast<int>(Tier::kAvx2)]);
+    FillAvx512Table(&by_tier[static_cast<int>(Tier::kAvx512)]);
+#elif defined(__aarch64__)
+    FillNeonTable(&by_tier[static_cast<int>(Tier::kNeon)]);
+#endif
     Tier best = BestTierOn(DetectCpuFeatures());
     Tier chosen = best;
     if (const char* env = std::getenv("FAK_KERNEL_TIER"); env != nullptr && *env != '\0') {
@@ -50,7 +54,7 @@ bool TierSupported(Tier tier) { return TierSupportedOn(tier, DetectCpuFeatures()
 
 std::vector<Tier> SupportedTiers() {
   std::vector<Tier> tiers;
-  for (Tier t : {Tier::kScalar, Tier::kAvx2, Tier::kAvx512})
+  for (Tier t : {Tier::kScalar, Tier::kAvx2, Tier::kAvx512, Tier::kNeon})
     if (TierSupported(t)) tiers.push_back(t);
   return tiers;
 }
@@ -60,14 +64,15 @@ std::string_view TierName(Tier tier) {
     case Tier::kScalar: return "scalar";
     case Tier::kAvx2: return "avx2";
     case Tier::kAvx512: return "avx512";
+    case Tier::kNeon: return "neon";
   }
   return "unknown";
 }
 
 Result<Tier> ParseTier(std::string_view name) {
-  for (Tier t : {Tier::kScalar, Tier::kAvx2, Tier::kAvx512})
+  for (Tier t : {Tier::kScalar, Tier::kAvx2, Tier::kAvx512, Tier::kNeon})
     if (name == TierName(t)) return t;
-  return InvalidArgument("unknown kernel tier '" + std::string(name) + "' (expected scalar, avx2 or avx512)");
+  return InvalidArgument("unknown kernel tier '" + std::string(name) + "' (expected scalar, avx2, avx512 or neon)");
 }
 
 Result<const KernelTable*> TableFor(Tier tier) {

@@ -27,7 +27,7 @@ class TierRestorer {
   Tier saved_;
 };
 
-constexpr Tier kAllTiers[] = {Tier::kScalar, Tier::kAvx2, Tier::kAvx512};
+constexpr Tier kAllTiers[] = {Tier::kScalar, Tier::kAvx2, Tier::kAvx512, Tier::kNeon};
 
 TEST(DispatchTest, TierNamesRoundTrip) {
   for (Tier t : kAllTiers) {
@@ -37,6 +37,7 @@ TEST(DispatchTest, TierNamesRoundTrip) {
   EXPECT_EQ(TierName(Tier::kScalar), "scalar");
   EXPECT_EQ(TierName(Tier::kAvx2), "avx2");
   EXPECT_EQ(TierName(Tier::kAvx512), "avx512");
+  EXPECT_EQ(TierName(Tier::kNeon), "neon");
 }
 
 TEST(DispatchTest, ParseTierRejectsUnknownNamingTheValue) {
@@ -115,10 +116,10 @@ CpuFeatures FullAvx512Cpu() {
   return f;
 }
 
-TEST(CpuFeaturesTest, FullCpuSupportsEveryTier) {
-  const CpuFeatures f = FullAvx512Cpu();
-  for (Tier t : kAllTiers) EXPECT_TRUE(TierSupportedOn(t, f)) << TierName(t);
-  EXPECT_EQ(BestTierOn(f), Tier::kAvx512);
+CpuFeatures FullNeonCpu() {
+  CpuFeatures f;
+  f.neon = f.neon_dotprod = f.neon_i8mm = f.neon_fp16 = f.neon_bf16 = true;
+  return f;
 }
 
 TEST(CpuFeaturesTest, EmptyCpuSupportsOnlyScalar) {
@@ -126,8 +127,41 @@ TEST(CpuFeaturesTest, EmptyCpuSupportsOnlyScalar) {
   EXPECT_TRUE(TierSupportedOn(Tier::kScalar, none));
   EXPECT_FALSE(TierSupportedOn(Tier::kAvx2, none));
   EXPECT_FALSE(TierSupportedOn(Tier::kAvx512, none));
+  EXPECT_FALSE(TierSupportedOn(Tier::kNeon, none));
   EXPECT_EQ(BestTierOn(none), Tier::kScalar);
   EXPECT_EQ(none.Summary(), "none");
+}
+
+TEST(CpuFeaturesTest, SummaryNamesNeonFeatures) {
+  const std::string s = FullNeonCpu().Summary();
+  for (const char* name : {"asimd", "asimddp", "i8mm", "fp16", "bf16"})
+    EXPECT_NE(s.find(name), std::string::npos) << name << " missing from " << s;
+}
+
+#if defined(__aarch64__)
+TEST(CpuFeaturesTest, NeonCpuSupportsNeonAndNoX86Tier) {
+  // The x86 tiers' code is not in an aarch64 build, whatever bits a made-up CPU claims.
+  CpuFeatures f = FullNeonCpu();
+  f.avx2 = f.fma = f.f16c = f.os_avx = true;
+  EXPECT_TRUE(TierSupportedOn(Tier::kNeon, f));
+  EXPECT_FALSE(TierSupportedOn(Tier::kAvx2, f));
+  EXPECT_EQ(BestTierOn(f), Tier::kNeon);
+  f.neon = false;  // Advanced SIMD is what the tier needs; dotprod alone does not make it
+  EXPECT_FALSE(TierSupportedOn(Tier::kNeon, f));
+  EXPECT_EQ(BestTierOn(f), Tier::kScalar);
+}
+#endif
+
+#if defined(__x86_64__) || defined(__i386__)
+TEST(CpuFeaturesTest, X86CpuNeverSupportsNeon) {
+  EXPECT_FALSE(TierSupportedOn(Tier::kNeon, FullNeonCpu()));
+  EXPECT_EQ(BestTierOn(FullNeonCpu()), Tier::kScalar);
+}
+
+TEST(CpuFeaturesTest, FullCpuSupportsEveryX86Tier) {
+  const CpuFeatures f = FullAvx512Cpu();
+  for (Tier t : {Tier::kScalar, Tier::kAvx2, Tier::kAvx512}) EXPECT_TRUE(TierSupportedOn(t, f)) << TierName(t);
+  EXPECT_EQ(BestTierOn(f), Tier::kAvx512);
 }
 
 TEST(CpuFeaturesTest, OsWithoutZmmStateRefusesAvx512) {
@@ -170,6 +204,8 @@ TEST(CpuFeaturesTest, EachMissingAvx2FeatureRefusesAvx2AndAvx512) {
     EXPECT_EQ(BestTierOn(f), Tier::kScalar);
   }
 }
+
+#endif  // x86
 
 TEST(CpuFeaturesTest, SummaryNamesFeatures) {
   const std::string s = FullAvx512Cpu().Summary();
