@@ -1,13 +1,14 @@
 // aarch64 NEON block steps for the quantized matmul (quant_impl.h's Q policy), the counterpart of
 // quant_x86.h. Include only from kernels/arch/neon*.cc: it uses intrinsics, and every function is a
-// member of a template on the tier's integer policy I (defined here, instantiated in the tier TU's
-// anonymous namespace), so nothing here has external linkage.
+// member of a template on the tier's integer policy I (defined in that TU's anonymous namespace), so
+// nothing here has external linkage.
 //
 // I supplies one operation, the int8 dot product that NEON variants compute differently:
 //   I::Dot(acc, a, b)   acc + Σ_{4 bytes of lane} a·b  (s8 × s8 → i32 lanes; lane l covers bytes 4l..4l+3)
-// NeonDot does it with vmull + pairwise adds (every ARMv8 core); an SDOT variant (vdotq_s32) gives the
-// same lanes. Unlike x86 there is a signed × signed multiply, so weight quants are made signed first
-// (q − offset) and no sign trick or offset correction is needed.
+// kernels/arch/neon.cc does it with vmull + pairwise adds (every ARMv8 core), or with one SDOT
+// (vdotq_s32) when built for dotprod: the same lanes. Unlike x86 there is a signed × signed
+// multiply, so weight quants are made signed first (q − offset) and no sign trick or offset
+// correction is needed.
 //
 // Float order per output: Acc is 4 float lanes. Each block adds fma(float(lanes), scale, acc) — one
 // fma per block (K-quants with mins and Q4_1/Q5_1: a second for the mins/offset term) — and Reduce
@@ -29,16 +30,6 @@
 #include "kernels/simd/quant_impl.h"
 
 namespace fak::kernels::simd {
-
-// The int8 dot product of base ARMv8 NEON: 16 products widened to i16 (|a·b| ≤ 2^14), then pairwise
-// widening adds to the four lanes.
-struct NeonDot {
-  [[gnu::always_inline]] static int32x4_t Dot(int32x4_t acc, int8x16_t a, int8x16_t b) {
-    const int16x8_t lo = vmull_s8(vget_low_s8(a), vget_low_s8(b));
-    const int16x8_t hi = vmull_high_s8(a, b);
-    return vaddq_s32(acc, vpaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi)));
-  }
-};
 
 template <class I>
 struct NeonQuantOps {
