@@ -1,6 +1,6 @@
 // Dispatch: the active kernel tier — fak's one piece of global mutable state.
 //
-// The tier is chosen on first use: FAK_KERNEL_TIER=scalar|avx2|avx512 if set and supported,
+// The tier is chosen on first use: FAK_KERNEL_TIER=scalar|avx2|avx512|neon if set and supported,
 // otherwise the best tier the CPU and OS support. Callers fetch the table once per large call
 // (a forward pass) and call through it; changing the tier affects later calls only.
 #ifndef FAK_KERNELS_DISPATCH_H_
