@@ -198,7 +198,7 @@ void BM_ReadBandwidth(benchmark::State& st, int threads) {
 }
 
 void BM_FmaPeak(benchmark::State& st, Tier tier, int threads) {
-  bool wide = tier == Tier::kAvx512;
+  bool wide = fak::bench::TierUsesZmm(tier);
   double flops_per_thread = fak::bench::FmaFlopsPerCall(wide);
   std::vector<float> out(2);
   for (auto _ : st) {
@@ -246,11 +246,13 @@ void RegisterQuant() {
   }
 }
 
+// Eigen built with the widest vectors the tier uses (Eigen's own build needs no VNNI).
 EigenFn EigenFor(Tier tier) {
 #if defined(__aarch64__)
-  return tier == Tier::kNeon ? EigenMatMulNeon : EigenMatMulScalar;
+  return tier == Tier::kScalar ? EigenMatMulScalar : EigenMatMulNeon;
 #else
-  return tier == Tier::kAvx512 ? EigenMatMulAvx512 : tier == Tier::kAvx2 ? EigenMatMulAvx2 : EigenMatMulScalar;
+  if (fak::bench::TierUsesZmm(tier)) return EigenMatMulAvx512;
+  return tier == Tier::kScalar ? EigenMatMulScalar : EigenMatMulAvx2;
 #endif
 }
 
@@ -259,8 +261,10 @@ void Register() {
   for (int th : kThreads) {
     RegisterBenchmark(("probe/read_bw/T" + std::to_string(th)).c_str(), BM_ReadBandwidth, th)
         ->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
-    for (Tier tier : {Tier::kAvx2, Tier::kAvx512, Tier::kNeon}) {
-      if (!fak::kernels::TierSupported(tier)) continue;
+    for (const char* tier_name : {"avx2", "avx512", "neon"}) {
+      fak::Result<Tier> parsed = fak::kernels::ParseTier(tier_name);
+      if (!parsed.has_value() || !fak::kernels::TierSupported(*parsed)) continue;
+      const Tier tier = *parsed;
       std::string name = "probe/fma/" + std::string(fak::kernels::TierName(tier)) + "/T" + std::to_string(th);
       RegisterBenchmark(name.c_str(), BM_FmaPeak, tier, th)->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(0.3);
     }

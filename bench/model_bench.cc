@@ -276,7 +276,7 @@ int Main(int argc, char** argv) {
   }
   if (flags.quick) flags.reps = 1;
   if (flags.sweep) return PrefillSweep();
-  const bool avx512 = kernels::ActiveTier() == kernels::Tier::kAvx512;
+  const bool avx512 = bench::TierUsesZmm(kernels::ActiveTier());
   std::printf("fak_model_bench: kernel tier %s, load average %s\n",
               std::string(kernels::TierName(kernels::ActiveTier())).c_str(), LoadAverage().c_str());
 

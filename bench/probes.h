@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/dispatch.h"
+#include "kernels/tier_registry.h"
 #include "src/core/thread_pool.h"
 
 namespace fak::bench {
@@ -123,9 +124,14 @@ inline double FmaFlopsPerCall(bool wide) {
   return kFmaIters * kFmaChains * lanes * 2;
 }
 
+// Whether `tier` runs 16-lane (zmm) code: the probes then use zmm too.
+inline bool TierUsesZmm(kernels::Tier tier) {
+  return kernels::RegisteredTiers()[static_cast<size_t>(tier)]->requires_features.Has(kernels::CpuFeature::kAvx512f);
+}
+
 // One pass of the read probe over a[0, n): on the calling thread alone, or split over `pool`.
 inline void ReadPass(const float* a, size_t n, internal::ThreadPool* pool, float* sink) {
-  const bool avx512 = kernels::TierSupported(kernels::Tier::kAvx512);
+  const bool avx512 = TierUsesZmm(kernels::SupportedTiers().back());
   auto body = [&](size_t b, size_t e) {
     float s = ProbeSum(a + b, e - b, avx512);
     sink[b == 0 ? 0 : 1] = s;

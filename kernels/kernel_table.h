@@ -1,6 +1,6 @@
 // KernelTable: every arithmetic op fak performs, as plain function pointers for one tier.
 //
-// One table per tier (scalar; AVX2+FMA and AVX-512 on x86; NEON on aarch64), filled by that tier's translation unit and picked
+// One table per registered tier (tier_registry.h), filled by that tier's translation unit and picked
 // once at start (dispatch.h). Only raw pointers and sizes cross this boundary, so no SIMD type or
 // flag leaks out of a tier TU. Shapes are validated by callers; kernels have no error path.
 #ifndef FAK_KERNELS_KERNEL_TABLE_H_
@@ -15,9 +15,9 @@
 
 namespace fak::kernels {
 
-enum class Tier : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kNeon = 3 };
-inline constexpr int kNumTiers = 4;
-
+// A registered kernel tier: its index in RegisteredTiers() (tier_registry.h), slowest first. Every
+// architecture registers scalar first; the other tiers are found by name (dispatch.h ParseTier).
+enum class Tier : int { kScalar = 0 };
 
 // Keys [first, first + n) of one sequence, stored contiguously per KV head as elements of the
 // attention call's kv_dtype: key first + t of KV head h is element h * kv_head_stride + t * head_dim
@@ -131,13 +131,8 @@ struct KernelTable {
                           size_t m, size_t k, size_t n_begin, size_t n_end);
 };
 
-// Filled by kernels/arch/<tier>.cc, each built only for its architecture (x86: avx2, avx512;
-// aarch64: neon). The RoPE routine is not in the table: it is one pinned routine shared by every
-// tier (rope.h).
-void FillScalarTable(KernelTable* table);
-void FillAvx2Table(KernelTable* table);
-void FillAvx512Table(KernelTable* table);
-void FillNeonTable(KernelTable* table);
+// Filled by kernels/arch/<tier>.cc through its registry entry (tier_registry.h). The RoPE routine is
+// not in the table: it is one pinned routine shared by every tier (rope.h).
 
 }  // namespace fak::kernels
 

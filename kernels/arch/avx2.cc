@@ -4,6 +4,7 @@
 #include "kernels/simd/kernels_impl.h"
 #include "kernels/simd/quant_impl.h"
 #include "kernels/simd/quant_x86.h"
+#include "kernels/tier_registry.h"
 
 namespace fak::kernels {
 namespace {
@@ -69,13 +70,13 @@ struct Avx2I {
   }
 };
 
-}  // namespace
-
 void FillAvx2Table(KernelTable* table) {
   simd::FillTable<Avx2V>(table);
   simd::FillQuantTable<Avx2V, simd::X86QuantOps<Avx2I>>(table);
-  table->tier = Tier::kAvx2;
-  table->name = "avx2";
 }
+
+}  // namespace
+
+FAK_DEFINE_KERNEL_TIER(FillAvx2Table);
 
 }  // namespace fak::kernels

@@ -1,9 +1,11 @@
-// AVX-512 tier: 16-lane xsimd batches, fused multiply-add. Built with -mavx512* only here.
+// AVX-512 tiers: 16-lane xsimd batches, fused multiply-add. Built with -mavx512* only here, twice:
+// as avx512 (with VNNI) and as avx512_skx (without; cmake/kernel_tiers.cmake), one body for both.
 #include <xsimd/xsimd.hpp>
 
 #include "kernels/simd/kernels_impl.h"
 #include "kernels/simd/quant_impl.h"
 #include "kernels/simd/quant_x86.h"
+#include "kernels/tier_registry.h"
 
 namespace fak::kernels {
 namespace {
@@ -60,22 +62,32 @@ struct Avx512V {
   static B Tanh(B v) { return xsimd::tanh(v); }
 };
 
-// int8 dot products for the quantized matmul (quant_x86.h): AVX512-VNNI on ymm (AVX512VL).
+// int8 dot products for the quantized matmul (quant_x86.h): AVX512-VNNI on ymm (AVX512VL); built
+// without VNNI (the avx512_skx tier), vpmaddubsw + vpmaddwd as on AVX2 — the same integer lanes.
 struct Avx512I {
+#if defined(__AVX512VNNI__)
   static __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
   static __m256i DotU8S8Scaled(__m256i acc, __m256i u, __m256i s, __m256i c) {
     return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), c);
   }
+#else
+  static __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+  static __m256i DotU8S8Scaled(__m256i acc, __m256i u, __m256i s, __m256i c) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), c));
+  }
+#endif
   static __m256i BitMaskBytes(uint32_t bits) { return _mm256_movm_epi8(bits); }
 };
-
-}  // namespace
 
 void FillAvx512Table(KernelTable* table) {
   simd::FillTable<Avx512V>(table);
   simd::FillQuantTable<Avx512V, simd::X86QuantOps<Avx512I>>(table);
-  table->tier = Tier::kAvx512;
-  table->name = "avx512";
 }
+
+}  // namespace
+
+FAK_DEFINE_KERNEL_TIER(FillAvx512Table);
 
 }  // namespace fak::kernels

@@ -1,6 +1,7 @@
-// NEON tier (aarch64 Advanced SIMD): 4-lane xsimd batches, fused multiply-add (vfmaq), int8 dot
-// products for the quantized matmul (quant_neon.h). NEON is in every ARMv8-A core, so this TU needs
-// no -march beyond the baseline.
+// NEON tiers (aarch64 Advanced SIMD): 4-lane xsimd batches, fused multiply-add (vfmaq), int8 dot
+// products for the quantized matmul (quant_neon.h). Registered twice (cmake/kernel_tiers.cmake):
+// `neon` at the baseline -march (NEON is in every ARMv8-A core) and `neon_dotprod` with +dotprod,
+// which changes only how the int8 dot products are computed, not their result.
 #include <arm_neon.h>
 
 #include <xsimd/xsimd.hpp>
@@ -8,6 +9,7 @@
 #include "kernels/simd/kernels_impl.h"
 #include "kernels/simd/quant_impl.h"
 #include "kernels/simd/quant_neon.h"
+#include "kernels/tier_registry.h"
 
 namespace fak::kernels {
 namespace {
@@ -63,13 +65,13 @@ struct NeonI {
   }
 };
 
-}  // namespace
-
 void FillNeonTable(KernelTable* table) {
   simd::FillTable<NeonV>(table);
   simd::FillQuantTable<NeonV, simd::NeonQuantOps<NeonI>>(table);
-  table->tier = Tier::kNeon;
-  table->name = "neon";
 }
+
+}  // namespace
+
+FAK_DEFINE_KERNEL_TIER(FillNeonTable);
 
 }  // namespace fak::kernels

@@ -3,6 +3,7 @@
 
 #include "kernels/simd/kernels_impl.h"
 #include "kernels/simd/quant_impl.h"
+#include "kernels/tier_registry.h"
 
 namespace fak::kernels {
 namespace {
@@ -23,13 +24,13 @@ struct ScalarV {
   static B Tanh(B v) { return std::tanh(v); }
 };
 
-}  // namespace
-
 void FillScalarTable(KernelTable* table) {
   simd::FillTable<ScalarV>(table);
   simd::FillQuantTable<ScalarV, simd::ScalarQuantOps<ScalarV>>(table);
-  table->tier = Tier::kScalar;
-  table->name = "scalar";
 }
+
+}  // namespace
+
+FAK_DEFINE_KERNEL_TIER(FillScalarTable);
 
 }  // namespace fak::kernels

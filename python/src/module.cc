@@ -109,7 +109,7 @@ NB_MODULE(_fak, m) {
       "version", [] { return std::string(LibraryVersion()); }, "The fak library version.");
   m.def(
       "kernel_tier", [] { return std::string(ActiveKernelTier()); },
-      "The kernel tier in use (scalar, avx2, avx512): part of the numeric regime.");
+      "The kernel tier in use (e.g. scalar, avx2, avx512_skx, avx512): part of the numeric regime.");
   m.def("supported_kernel_tiers", &SupportedKernelTiers, "Kernel tiers this CPU supports.");
   m.def(
       "set_kernel_tier", [](const Text& name) { ThrowIfError(SetKernelTier(name)); }, nb::arg("name"),

@@ -109,12 +109,7 @@ const char* fak_last_error(void) { return fak::capi::g_last_error.c_str(); }
 
 void fak_string_free(char* s) { std::free(s); }
 
-const char* fak_kernel_tier(void) {
-  const std::string_view tier = fak::ActiveKernelTier();
-  if (tier == "avx512") return "avx512";
-  if (tier == "avx2") return "avx2";
-  return "scalar";
-}
+const char* fak_kernel_tier(void) { return fak::ActiveKernelTier().data(); }  // NUL-terminated, static
 
 fak_status fak_kernel_tier_check(void) {
   return Guard("fak_kernel_tier_check", [] { return fak::KernelTierEnvironmentStatus(); });

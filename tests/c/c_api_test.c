@@ -86,7 +86,9 @@ static void TestVersionsAndErrors(void) {
   CHECK(strcmp(fak_status_name(FAK_VERIFICATION_FAILED), "VerificationFailed") == 0);
   CHECK(strcmp(fak_status_name((fak_status)99), "Unknown") == 0);
   const char* tier = fak_kernel_tier();
-  CHECK(strcmp(tier, "scalar") == 0 || strcmp(tier, "avx2") == 0 || strcmp(tier, "avx512") == 0);
+  const char* pinned = getenv("FAK_KERNEL_TIER");
+  CHECK(strlen(tier) > 0);
+  if (pinned != NULL && pinned[0] != '\0') CHECK(strcmp(tier, pinned) == 0); /* main skipped an unsupported pin */
   /* Every free accepts NULL. */
   fak_model_free(NULL);
   fak_session_free(NULL);

@@ -152,9 +152,11 @@ TEST_P(PackedQuantTest, ScalarTierKeepsThePlainKernelsBits) {
   }
 }
 
-// AVX2 and AVX-512 compute the same integers and the same float ops, so the same bits.
+// AVX2 and both AVX-512 tiers compute the same integers and the same float ops, so the same bits.
 TEST_P(PackedQuantTest, X86TiersAgreeBitForBit) {
-  if (T().tier == Tier::kScalar || !TierSupported(Tier::kAvx2)) GTEST_SKIP() << "needs an x86 SIMD tier and AVX2";
+  const Result<Tier> avx2_tier = ParseTier("avx2");
+  if (T().tier == Tier::kScalar || !avx2_tier.has_value() || !TierSupported(*avx2_tier))
+    GTEST_SKIP() << "needs an x86 SIMD tier and AVX2";
   const size_t m = 7, n = 32;
   for (QuantType t : kPackable) {
     SCOPED_TRACE(Name(t));
@@ -162,8 +164,29 @@ TEST_P(PackedQuantTest, X86TiersAgreeBitForBit) {
     const std::vector<uint8_t> packed = Pack(t, w, n, k);
     std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
     std::vector<float> here = RunPacked(t, x, packed, m, k, n), avx2(m * n, std::nanf(""));
-    (*TableFor(Tier::kAvx2))->matmul_q_packed(t, xq.data(), packed.data(), PackedRowBytes(t, k), avx2.data(), n, m, k, 0, n);
+    (*TableFor(*avx2_tier))->matmul_q_packed(t, xq.data(), packed.data(), PackedRowBytes(t, k), avx2.data(), n, m, k, 0, n);
     EXPECT_EQ(0, std::memcmp(here.data(), avx2.data(), avx2.size() * sizeof(float)));
+  }
+}
+
+// neon_dotprod computes each int8 dot product with one SDOT where neon uses vmull and pairwise adds:
+// the same integer lanes and the same float ops, so the same bits, plain and packed, every type.
+TEST_P(PackedQuantTest, NeonTiersAgreeBitForBit) {
+  const Result<Tier> neon = ParseTier("neon"), dotprod = ParseTier("neon_dotprod");
+  if (!dotprod.has_value() || T().tier != *dotprod) GTEST_SKIP() << "runs in the neon_dotprod tier";
+  const size_t m = 5, n = 16;
+  for (QuantType t : kAllTypes) {
+    SCOPED_TRACE(Name(t));
+    const auto [k, x, w] = MakeOperands(t, m, n, 320, 71);
+    std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
+    std::vector<float> here = Run(t, x, w, m, k, n), base(m * n, std::nanf(""));
+    (*TableFor(*neon))->matmul_q(t, xq.data(), w.data(), QuantRowBytes(t, k), base.data(), n, m, k, 0, n);
+    EXPECT_EQ(0, std::memcmp(here.data(), base.data(), base.size() * sizeof(float)));
+    if (!IsPackable(t)) continue;
+    const std::vector<uint8_t> packed = Pack(t, w, n, k);
+    here = RunPacked(t, x, packed, m, k, n);
+    (*TableFor(*neon))->matmul_q_packed(t, xq.data(), packed.data(), PackedRowBytes(t, k), base.data(), n, m, k, 0, n);
+    EXPECT_EQ(0, std::memcmp(here.data(), base.data(), base.size() * sizeof(float)));
   }
 }
 

@@ -72,8 +72,9 @@ FAK_EXPORT void fak_string_free(char* s);
 /* A sha256 as 64 lowercase hex characters and a NUL. */
 #define FAK_DIGEST_HEX_SIZE 65
 
-/* The kernel tier in use: "scalar", "avx2" or "avx512" (static storage). Results are bit-exact
- * within one tier and differ in rounding across tiers. Thread-safe. */
+/* The kernel tier in use, a registered tier's name ("scalar", "avx2", "avx512_skx", "avx512" on
+ * x86-64; static storage). Results are bit-exact within one tier and differ in rounding across
+ * tiers. Thread-safe. */
 FAK_EXPORT const char* fak_kernel_tier(void);
 /* FAK_OK, or the error that the environment variable FAK_KERNEL_TIER names an unknown tier or one
  * this CPU lacks (the library then runs the best supported tier). Thread-safe. */
