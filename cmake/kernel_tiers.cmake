@@ -53,8 +53,9 @@ elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
   # Every ARMv8-A core: Advanced SIMD at the baseline -march.
   fak_kernel_tier(neon)
   # ARMv8.2-A dot product (Cortex-A55/A76 on, Neoverse N1/V1 — Graviton 2/3, Ampere Altra —, Apple
-  # M1 on): neon.cc again, its int8 dot products one SDOT each.
-  fak_kernel_tier(neon_dotprod SOURCE kernels/arch/neon.cc -march=armv8-a+dotprod)
+  # M1 on): neon.cc again, its int8 dot products one SDOT each. (armv8.2-a: GCC's vdotq_s32 is built
+  # for it, and dotprod exists only from ARMv8.2 on.)
+  fak_kernel_tier(neon_dotprod SOURCE kernels/arch/neon.cc -march=armv8.2-a+dotprod)
 else()
   fak_kernel_tier(scalar)
 endif()
