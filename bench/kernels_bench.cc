@@ -34,11 +34,16 @@
 
 // Eigen's product per tier, each in its own shared library (bench/eigen_<tier>.cc).
 void EigenMatMulScalar(const float* x, const float* w, float* y, int m, int k, int n, int threads);
+const char* EigenSimdScalar();
+#if defined(__aarch64__)
+void EigenMatMulNeon(const float* x, const float* w, float* y, int m, int k, int n, int threads);
+const char* EigenSimdNeon();
+#else
 void EigenMatMulAvx2(const float* x, const float* w, float* y, int m, int k, int n, int threads);
 void EigenMatMulAvx512(const float* x, const float* w, float* y, int m, int k, int n, int threads);
-const char* EigenSimdScalar();
 const char* EigenSimdAvx2();
 const char* EigenSimdAvx512();
+#endif
 
 namespace {
 
@@ -198,7 +203,7 @@ void BM_FmaPeak(benchmark::State& st, Tier tier, int threads) {
   std::vector<float> out(2);
   for (auto _ : st) {
     auto body = [&](size_t b, size_t e) {
-      out[b] = wide ? fak::bench::FmaChainsAvx512(float(b)) : fak::bench::FmaChainsAvx2(float(b));
+      out[b] = fak::bench::FmaChains(wide, float(b));
     };
     if (threads == 1) body(0, 1); else Pool(2)->ParallelFor(2, 1, body);
     benchmark::DoNotOptimize(out.data());
@@ -243,8 +248,12 @@ void RegisterQuant() {
 
 // Eigen built with the widest vectors the tier uses (Eigen's own build needs no VNNI).
 EigenFn EigenFor(Tier tier) {
+#if defined(__aarch64__)
+  return tier == Tier::kScalar ? EigenMatMulScalar : EigenMatMulNeon;
+#else
   if (fak::bench::TierUsesZmm(tier)) return EigenMatMulAvx512;
   return tier == Tier::kScalar ? EigenMatMulScalar : EigenMatMulAvx2;
+#endif
 }
 
 void Register() {
@@ -252,7 +261,7 @@ void Register() {
   for (int th : kThreads) {
     RegisterBenchmark(("probe/read_bw/T" + std::to_string(th)).c_str(), BM_ReadBandwidth, th)
         ->UseRealTime()->Unit(benchmark::kMillisecond)->MinTime(0.5);
-    for (const char* tier_name : {"avx2", "avx512"}) {
+    for (const char* tier_name : {"avx2", "avx512", "neon"}) {
       fak::Result<Tier> parsed = fak::kernels::ParseTier(tier_name);
       if (!parsed.has_value() || !fak::kernels::TierSupported(*parsed)) continue;
       const Tier tier = *parsed;
@@ -306,7 +315,7 @@ void PrintSummary(const CollectingReporter& r) {
   std::printf("\nSummary (medians over repetitions)\n");
   for (int th : kThreads) {
     std::printf("  probe T%d: read %.1f GB/s", th, r.Get("probe/read_bw/T" + std::to_string(th), "GB/s"));
-    for (const char* tn : {"avx2", "avx512"})
+    for (const char* tn : {"avx2", "avx512", "neon"})
       std::printf(", fma %s %.1f GFLOP/s", tn, r.Get("probe/fma/" + std::string(tn) + "/T" + std::to_string(th), "GFLOP/s"));
     std::printf("\n");
   }
@@ -363,8 +372,12 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   std::printf("fak_kernels_bench: tiers supported:");
   for (Tier t : fak::kernels::SupportedTiers()) std::printf(" %s", std::string(fak::kernels::TierName(t)).c_str());
+#if defined(__aarch64__)
+  std::printf("\n  Eigen SIMD: scalar build [%s], neon build [%s]\n", EigenSimdScalar(), EigenSimdNeon());
+#else
   std::printf("\n  Eigen SIMD: scalar build [%s], avx2 build [%s], avx512 build [%s]\n", EigenSimdScalar(),
               EigenSimdAvx2(), EigenSimdAvx512());
+#endif
   Register();
   CollectingReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);

@@ -50,6 +50,16 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   fak_kernel_tier(avx512_skx SOURCE kernels/arch/avx512.cc -mavx512f -mavx512bw -mavx512dq -mavx512vl -mfma -mf16c)
   # Cascade Lake, Ice Lake, Sapphire Rapids, Zen 4: with VNNI. (No BF16: no kernel uses it.)
   fak_kernel_tier(avx512 -mavx512f -mavx512bw -mavx512dq -mavx512vl -mavx512vnni -mfma -mf16c)
+elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+  # Without Advanced SIMD (the compiler would otherwise vectorize it): scalar really is scalar, and
+  # needs nothing.
+  fak_kernel_tier(scalar -march=armv8-a+nosimd)
+  # Every ARMv8-A core: Advanced SIMD at the baseline -march.
+  fak_kernel_tier(neon)
+  # ARMv8.2-A dot product (Cortex-A55/A76 on, Neoverse N1/V1 — Graviton 2/3, Ampere Altra —, Apple
+  # M1 on): neon.cc again, its int8 dot products one SDOT each. (armv8.2-a: GCC's vdotq_s32 is built
+  # for it, and dotprod exists only from ARMv8.2 on.)
+  fak_kernel_tier(neon_dotprod SOURCE kernels/arch/neon.cc -march=armv8.2-a+dotprod)
 else()
   fak_kernel_tier(scalar)
 endif()

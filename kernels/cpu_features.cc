@@ -1,9 +1,13 @@
 // CpuFeatures detection, per architecture. x86: cpuid leaf 1 / leaf 7 bits, checked against XCR0
 // as ggml does, because a CPU may report AVX-512 while the OS does not save its registers.
+// aarch64 Linux: the HWCAP and HWCAP2 words the kernel passes in the auxiliary vector.
 #include "kernels/cpu_features.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
 #endif
 
 #include <cstdint>
@@ -48,10 +52,30 @@ CpuFeatures Detect() {
   return f;
 }
 
+#elif defined(__aarch64__) && defined(__linux__)
+
+CpuFeatures Detect() {
+  CpuFeatures f;
+  auto set = [&f](CpuFeature feature, bool on) {
+    if (on) f.Add(feature);
+  };
+  const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+  set(CpuFeature::kAsimd, hw & HWCAP_ASIMD);
+  set(CpuFeature::kAsimdDotprod, hw & HWCAP_ASIMDDP);
+  set(CpuFeature::kFp16, (hw & HWCAP_FPHP) && (hw & HWCAP_ASIMDHP));  // scalar and vector half arithmetic
+  set(CpuFeature::kI8mm, hw2 & HWCAP2_I8MM);
+  set(CpuFeature::kBf16, hw2 & HWCAP2_BF16);
+  return f;
+}
+
+#elif defined(__aarch64__)
+
+// Outside Linux no HWCAPs: Advanced SIMD, which every AArch64 ABI requires, and nothing optional.
+CpuFeatures Detect() { return {CpuFeature::kAsimd}; }
+
 #else
 
-// No detection on this architecture yet (aarch64's HWCAPs go here, read with getauxval): only
-// tiers that need no feature (scalar) run.
+// No detection on this architecture: only tiers that need no feature (scalar) run.
 CpuFeatures Detect() { return {}; }
 
 #endif
@@ -71,6 +95,11 @@ std::string_view CpuFeatureName(CpuFeature feature) {
     case CpuFeature::kAvx512Bf16: return "avx512_bf16";
     case CpuFeature::kOsYmm: return "os:ymm";
     case CpuFeature::kOsZmm: return "os:zmm";
+    case CpuFeature::kAsimd: return "asimd";
+    case CpuFeature::kAsimdDotprod: return "asimddp";
+    case CpuFeature::kI8mm: return "i8mm";
+    case CpuFeature::kFp16: return "fp16";
+    case CpuFeature::kBf16: return "bf16";
     case CpuFeature::kCount: break;
   }
   return "unknown";

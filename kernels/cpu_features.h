@@ -1,5 +1,5 @@
-// CpuFeatures: what this CPU and its OS let us run (on x86: cpuid bits and XCR0 state via xgetbv),
-// as a set that kernel tiers state their requirements in (tier_registry.h).
+// CpuFeatures: what this CPU and its OS let us run (x86: cpuid bits and XCR0 state via xgetbv;
+// aarch64: HWCAPs via getauxval), as a set that kernel tiers state their requirements in (tier_registry.h).
 #ifndef FAK_KERNELS_CPU_FEATURES_H_
 #define FAK_KERNELS_CPU_FEATURES_H_
 
@@ -10,13 +10,14 @@
 
 namespace fak::kernels {
 
-// One feature a kernel tier may need. The OS entries say the OS saves that register state on a
-// context switch (XCR0): a CPU may report AVX-512 while the OS does not save zmm registers.
-// Another architecture's features (aarch64's HWCAPs) are added here, after kOsZmm.
+// One feature a kernel tier may need. x86: the OS entries say the OS saves that register state on
+// a context switch (XCR0): a CPU may report AVX-512 while the OS does not save zmm registers.
+// aarch64: the kernel's HWCAP bits, which it sets only for what it supports (so no OS entries).
 enum class CpuFeature : int {
   kAvx2, kFma, kF16c,
   kAvx512f, kAvx512bw, kAvx512dq, kAvx512vl, kAvx512Vnni, kAvx512Bf16,
   kOsYmm, kOsZmm,
+  kAsimd, kAsimdDotprod, kI8mm, kFp16, kBf16,  // HWCAP_ASIMD, _ASIMDDP, HWCAP2_I8MM, FPHP+ASIMDHP, HWCAP2_BF16
   kCount,
 };
 

@@ -62,6 +62,21 @@ static constexpr CpuFeatures CompiledCpuFeatures() {
 #if defined(__AVX512BF16__)
   f.Add(CpuFeature::kAvx512Bf16);
 #endif
+#if defined(__aarch64__) && defined(__ARM_NEON)  // the scalar tier is built +nosimd, without it
+  f.Add(CpuFeature::kAsimd);
+#endif
+#if defined(__ARM_FEATURE_DOTPROD)
+  f.Add(CpuFeature::kAsimdDotprod);
+#endif
+#if defined(__ARM_FEATURE_MATMUL_INT8)
+  f.Add(CpuFeature::kI8mm);
+#endif
+#if defined(__ARM_FEATURE_FP16_VECTOR_ARITHMETIC)
+  f.Add(CpuFeature::kFp16);
+#endif
+#if defined(__ARM_FEATURE_BF16)
+  f.Add(CpuFeature::kBf16);
+#endif
   return f;
 }
 

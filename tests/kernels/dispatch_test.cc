@@ -28,10 +28,10 @@ class TierRestorer {
   Tier saved_;
 };
 
-// The x86-64 tier a test names, or a skip on an architecture that does not register it.
-#define FAK_X86_TIER(var, name)                                                  \
-  Result<Tier> var##_parsed = ParseTier(name);                                   \
-  if (!var##_parsed.has_value()) GTEST_SKIP() << name << " is not registered here"; \
+// The tier a test names (x86-64 or aarch64), or a skip on an architecture that does not register it.
+#define FAK_TIER_OR_SKIP(var, name)                                                   \
+  Result<Tier> var##_parsed = ParseTier(name);                                        \
+  if (!var##_parsed.has_value()) GTEST_SKIP() << name << " is not registered here";   \
   const Tier var = *var##_parsed
 
 TEST(DispatchTest, TierNamesRoundTrip) {
@@ -60,9 +60,9 @@ TEST(DispatchTest, RegistryStartsWithScalarAndNamesEachTierOnce) {
 }
 
 TEST(DispatchTest, X86RegistersTheVectorTiersWithTheirFlagsFeatures) {
-  FAK_X86_TIER(avx2, "avx2");
-  FAK_X86_TIER(skx, "avx512_skx");
-  FAK_X86_TIER(avx512, "avx512");
+  FAK_TIER_OR_SKIP(avx2, "avx2");
+  FAK_TIER_OR_SKIP(skx, "avx512_skx");
+  FAK_TIER_OR_SKIP(avx512, "avx512");
   using enum CpuFeature;
   const CpuFeatures avx2_set{kAvx2, kFma, kF16c, kOsYmm};
   CpuFeatures skx_set = avx2_set;
@@ -75,6 +75,16 @@ TEST(DispatchTest, X86RegistersTheVectorTiersWithTheirFlagsFeatures) {
   EXPECT_EQ(RegisteredTiers()[static_cast<size_t>(avx512)]->requires_features, avx512_set);
   EXPECT_LT(avx2, skx);
   EXPECT_LT(skx, avx512);
+}
+
+TEST(DispatchTest, Arm64RegistersTheNeonTiersWithTheirFlagsFeatures) {
+  FAK_TIER_OR_SKIP(neon, "neon");
+  FAK_TIER_OR_SKIP(dotprod, "neon_dotprod");
+  using enum CpuFeature;
+  EXPECT_EQ(RegisteredTiers()[static_cast<size_t>(neon)]->requires_features, CpuFeatures{kAsimd});
+  EXPECT_EQ(RegisteredTiers()[static_cast<size_t>(dotprod)]->requires_features, (CpuFeatures{kAsimd, kAsimdDotprod}));
+  EXPECT_LT(Tier::kScalar, neon);
+  EXPECT_LT(neon, dotprod);
 }
 
 TEST(DispatchTest, ParseTierRejectsUnknownNamingTheValueAndTheRegisteredTiers) {
@@ -169,7 +179,7 @@ TEST(CpuFeaturesTest, FeatureSetOperations) {
 }
 
 TEST(CpuFeaturesTest, FullCpuSupportsEveryTier) {
-  FAK_X86_TIER(avx512, "avx512");
+  FAK_TIER_OR_SKIP(avx512, "avx512");
   const CpuFeatures f = FullAvx512Cpu();
   for (Tier t : RegisteredTierList()) EXPECT_TRUE(TierSupportedOn(t, f)) << TierName(t);
   EXPECT_EQ(BestTierOn(f), avx512);
@@ -189,9 +199,9 @@ TEST(CpuFeaturesTest, EmptyCpuSupportsOnlyScalar) {
 TEST(CpuFeaturesTest, OsWithoutZmmStateRefusesBothAvx512Tiers) {
   // The CPU has every AVX-512 bit but the OS does not save zmm registers (XCR0): AVX-512 code
   // would corrupt state on a context switch, so only AVX2 is allowed.
-  FAK_X86_TIER(avx2, "avx2");
-  FAK_X86_TIER(skx, "avx512_skx");
-  FAK_X86_TIER(avx512, "avx512");
+  FAK_TIER_OR_SKIP(avx2, "avx2");
+  FAK_TIER_OR_SKIP(skx, "avx512_skx");
+  FAK_TIER_OR_SKIP(avx512, "avx512");
   CpuFeatures f = FullAvx512Cpu();
   f.Remove(CpuFeature::kOsZmm);
   EXPECT_FALSE(TierSupportedOn(avx512, f));
@@ -211,9 +221,9 @@ TEST(CpuFeaturesTest, OsWithoutYmmStateRefusesEveryVectorTier) {
 }
 
 TEST(CpuFeaturesTest, ServerGenerationsGetTheirTier) {
-  FAK_X86_TIER(avx2, "avx2");
-  FAK_X86_TIER(skx, "avx512_skx");
-  FAK_X86_TIER(avx512, "avx512");
+  FAK_TIER_OR_SKIP(avx2, "avx2");
+  FAK_TIER_OR_SKIP(skx, "avx512_skx");
+  FAK_TIER_OR_SKIP(avx512, "avx512");
   using enum CpuFeature;
   const CpuFeatures haswell{kAvx2, kFma, kF16c, kOsYmm};
   const CpuFeatures skylake_x{kAvx2, kFma, kF16c, kAvx512f, kAvx512bw, kAvx512dq, kAvx512vl, kOsYmm, kOsZmm};
@@ -226,9 +236,9 @@ TEST(CpuFeaturesTest, ServerGenerationsGetTheirTier) {
 }
 
 TEST(CpuFeaturesTest, EachMissingAvx512FeatureFallsBack) {
-  FAK_X86_TIER(avx2, "avx2");
-  FAK_X86_TIER(skx, "avx512_skx");
-  FAK_X86_TIER(avx512, "avx512");
+  FAK_TIER_OR_SKIP(avx2, "avx2");
+  FAK_TIER_OR_SKIP(skx, "avx512_skx");
+  FAK_TIER_OR_SKIP(avx512, "avx512");
   using enum CpuFeature;
   for (CpuFeature missing : {kAvx512f, kAvx512bw, kAvx512dq, kAvx512vl}) {
     CpuFeatures f = FullAvx512Cpu();
@@ -259,6 +269,26 @@ TEST(CpuFeaturesTest, EachMissingAvx2FeatureRefusesEveryVectorTier) {
       }
     EXPECT_EQ(BestTierOn(f), Tier::kScalar);
   }
+}
+
+TEST(CpuFeaturesTest, Arm64CoresGetTheirTier) {
+  FAK_TIER_OR_SKIP(neon, "neon");
+  FAK_TIER_OR_SKIP(dotprod, "neon_dotprod");
+  using enum CpuFeature;
+  const CpuFeatures cortex_a53{kAsimd};                            // Raspberry Pi 3
+  const CpuFeatures neoverse_n1{kAsimd, kAsimdDotprod, kFp16};      // Graviton 2, Ampere Altra
+  const CpuFeatures neoverse_v1{kAsimd, kAsimdDotprod, kFp16, kI8mm, kBf16};  // Graviton 3
+  EXPECT_EQ(BestTierOn(cortex_a53), neon);
+  EXPECT_FALSE(TierSupportedOn(dotprod, cortex_a53));
+  EXPECT_EQ(BestTierOn(neoverse_n1), dotprod);
+  EXPECT_EQ(BestTierOn(neoverse_v1), dotprod);
+  EXPECT_EQ(BestTierOn(CpuFeatures{kAsimdDotprod}), Tier::kScalar) << "no tier runs without Advanced SIMD";
+  EXPECT_EQ(BestTierOn(FullAvx512Cpu()), Tier::kScalar) << "x86 features run no aarch64 tier";
+}
+
+TEST(CpuFeaturesTest, SummaryNamesArm64Features) {
+  using enum CpuFeature;
+  EXPECT_EQ((CpuFeatures{kAsimd, kAsimdDotprod, kI8mm, kFp16, kBf16}).Summary(), "asimd asimddp i8mm fp16 bf16");
 }
 
 TEST(CpuFeaturesTest, SummaryNamesFeatures) {

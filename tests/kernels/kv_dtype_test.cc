@@ -44,10 +44,17 @@ TEST(KVConvert, EveryHalfRoundTripsAndConversionsAreNearestEven) {
   EXPECT_EQ(F32ToF16(-1e-9f), 0x8000u);
   EXPECT_EQ(F32ToBf16(1.0f + 0x1p-8f), 0x3f80u);  // tie to even (down)
   EXPECT_EQ(F32ToBf16(1.0f + 0x1p-7f + 0x1p-8f), 0x3f82u);  // tie to even (up)
-#if defined(__FLT16_MAX__)
+  // Against the hardware conversion where the compiler has a half type in C++ (GCC 12: _Float16 on
+  // x86, __fp16 on aarch64).
+#if defined(__aarch64__)
+  using HardwareHalf = __fp16;
+#elif defined(__FLT16_MAX__)
+  using HardwareHalf = _Float16;
+#endif
+#if defined(__aarch64__) || defined(__FLT16_MAX__)
   for (float x : RandomVector(100000, 5, -70000.0f, 70000.0f)) {
     for (float y : {x, x * 1e-5f, x * 1e-9f}) {
-      const _Float16 want = static_cast<_Float16>(y);
+      const HardwareHalf want = static_cast<HardwareHalf>(y);
       uint16_t bits;
       std::memcpy(&bits, &want, 2);
       ASSERT_EQ(F32ToF16(y), bits) << y;

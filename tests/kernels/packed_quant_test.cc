@@ -205,5 +205,26 @@ TEST_P(PackedQuantTest, Avx512TiersWithAndWithoutVnniAgreeBitForBit) {
   EXPECT_TRUE(scalar_differs) << "the comparison cannot tell tiers apart";
 }
 
+// neon_dotprod computes each int8 dot product with one SDOT where neon uses vmull and pairwise adds:
+// the same integer lanes and the same float ops, so the same bits, plain and packed, every type.
+TEST_P(PackedQuantTest, NeonTiersAgreeBitForBit) {
+  const Result<Tier> neon = ParseTier("neon"), dotprod = ParseTier("neon_dotprod");
+  if (!dotprod.has_value() || T().tier != *dotprod) GTEST_SKIP() << "runs in the neon_dotprod tier";
+  const size_t m = 5, n = 16;
+  for (QuantType t : kAllTypes) {
+    SCOPED_TRACE(Name(t));
+    const auto [k, x, w] = MakeOperands(t, m, n, 320, 71);
+    std::vector<uint8_t> xq = QuantizeAct(t, x, m, k);
+    std::vector<float> here = Run(t, x, w, m, k, n), base(m * n, std::nanf(""));
+    (*TableFor(*neon))->matmul_q(t, xq.data(), w.data(), QuantRowBytes(t, k), base.data(), n, m, k, 0, n);
+    EXPECT_EQ(0, std::memcmp(here.data(), base.data(), base.size() * sizeof(float)));
+    if (!IsPackable(t)) continue;
+    const std::vector<uint8_t> packed = Pack(t, w, n, k);
+    here = RunPacked(t, x, packed, m, k, n);
+    (*TableFor(*neon))->matmul_q_packed(t, xq.data(), packed.data(), PackedRowBytes(t, k), base.data(), n, m, k, 0, n);
+    EXPECT_EQ(0, std::memcmp(here.data(), base.data(), base.size() * sizeof(float)));
+  }
+}
+
 }  // namespace
 }  // namespace fak::kernels::testing

@@ -28,7 +28,8 @@ constexpr std::string_view kUsage =
     "  version                      library version, kernel build and kernel tier\n"
     "\n"
     "`fak COMMAND --help` describes each command. Exit status: 0 success, 1 failure, 2 usage error.\n"
-    "The kernel tier can be pinned with FAK_KERNEL_TIER=scalar|avx2|avx512_skx|avx512 (x86-64).\n";
+    "The kernel tier can be pinned with FAK_KERNEL_TIER=scalar|avx2|avx512_skx|avx512 (x86-64)\n"
+    "or scalar|neon|neon_dotprod (aarch64).\n";
 
 int Version() {
   std::printf("fak %.*s (%.*s), kernel tier %.*s\n", int(fak::LibraryVersion().size()), fak::LibraryVersion().data(),
