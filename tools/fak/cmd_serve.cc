@@ -606,7 +606,7 @@ int ServeCommand(std::span<char* const> argv) {
   if (std::optional<std::string> draft = args->Get("draft-model")) {
     if (engine_options.speculation.source != DraftSource::kNone)
       return UsageError("serve", "give --speculate or --draft-model, not both", usage);
-    Result<LoadedModel> draft_model = LoadModel(*draft, ThreadsOption(*threads));
+    Result<LoadedModel> draft_model = LoadModel(*draft, *load);
     if (!draft_model) return Fail("serve", draft_model.error().WithContext("--draft-model"));
     engine_options.speculation.source = DraftSource::kModel;
     engine_options.speculation.draft_model = std::move(draft_model->model);
