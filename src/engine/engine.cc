@@ -270,7 +270,7 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
     }
   }
   std::vector<SourceSpan> sources = std::move(request.sources);
-  FAK_RETURN_IF_ERROR(request.sampling.Validate().WithContext("Engine::Submit: "));
+  FAK_RETURN_IF_ERROR(request.sampling.Validate().WithContext("Engine::Submit"));
   for (const auto& [id, bias] : request.sampling.logit_bias) {
     if (static_cast<size_t>(id) >= vocab)
       return InvalidArgument("Engine::Submit: logit_bias token " + std::to_string(id) + " is outside the vocabulary of " +

@@ -95,7 +95,7 @@ class GrammarTokenMatcher final : public TokenMatcher {
     if (token < 0 || static_cast<size_t>(token) >= vocabulary_->size() || vocabulary_->bytes(token).empty())
       return InvalidArgument("grammar: token " + std::to_string(token) + " has no text the grammar could take");
     GrammarMatcher::State next = state_;
-    FAK_RETURN_IF_ERROR(FeedBytes(&next, vocabulary_->bytes(token)).WithContext("token " + std::to_string(token) + ": "));
+    FAK_RETURN_IF_ERROR(FeedBytes(&next, vocabulary_->bytes(token)).WithContext("token " + std::to_string(token)));
     state_ = std::move(next);
     return Status::Ok();
   }

@@ -186,7 +186,7 @@ Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem
     return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: manifest: larger than the manifest limit"));
   }
   Result<KVManifest> m = KVManifest::FromJson(sec[0]);
-  if (!m.has_value()) return Fail(SlabFileProblem::kMalformed, problem, m.error().WithContext("slab file: manifest: "));
+  if (!m.has_value()) return Fail(SlabFileProblem::kMalformed, problem, m.error().WithContext("slab file: manifest"));
   f.manifest = std::move(*m);
 
   Reader src(sec[1]);
