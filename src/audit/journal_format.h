@@ -63,10 +63,11 @@ inline constexpr std::string_view kCertificateScope =
 // The statement of an erasure certificate (CertifyErasure): bound to an "erasure" row; no one
 // cache was cut, so nothing is witnessed and its cache, witness and model fields are empty.
 inline constexpr std::string_view kErasureScope =
-    "Proves that the issuer sealed the content (no KV made from it is served again), erased it from "
-    "its text store and evicted the KV its tree held from it, as journaled, and that each fleet "
-    "worker named confirmed removing its own copies. Does not prove removal from model weights, "
-    "backups, replicas, logs or caches outside the named workers.";
+    "Proves that the issuer sealed the content for the tenant its journal row names (that tenant is "
+    "never served KV made from it again), erased it from that tenant's text store and evicted from its "
+    "tree the KV that tenant could reuse, as journaled, and that each fleet worker named confirmed "
+    "removing its own such copies. Does not prove removal from model weights, backups, replicas, logs "
+    "or caches outside the named workers.";
 
 }  // namespace fak::internal::audit_format
 

@@ -945,7 +945,7 @@ void Server::Impl::HandleErase(const HttpRequest& req, HttpResponse& res) {
   Json copies = EraseEverywhere(*digest, *tenant);
   // Signed once the fleet has answered, so a fleet's certificate names the workers that confirmed.
   Result<DeletionCertificate> cert = conversations->planner().CertifyErasure(erased->journal_seq);
-  Result<Json> certificate = cert ? RemovalCertificateJson(conversations->planner(), copies, std::move(*cert)) : cert.error();
+  Result<Json> certificate = cert ? internal::RemovalCertificateJson(conversations->planner(), copies, std::move(*cert)) : cert.error();
   copies["text_store"] = erased->text_erased;
   // The planner's tree is the serving engine's (the first listed): what it evicted counts there.
   Json& serving_tree = copies["trees"][0];
