@@ -906,7 +906,8 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, Htt
 
 // Erasure of a text sent through any endpoint: {"content": TEXT} or {"digest": SHA256_HEX}, and an
 // optional "reason". Sealed, erased from the text store, its KV removed from every tree and tier;
-// the reply names each copy. Needs the Planner (it owns seals and the journal).
+// the reply names each copy and carries the signed erasure certificate (naming, in a fleet, the
+// workers that confirmed). Needs the Planner (it owns seals, the journal and the key).
 void Server::Impl::HandleErase(const HttpRequest& req, HttpResponse& res) {
   constexpr std::string_view kEndpoint = "/fak/v1/erase";
   const std::string* tenant = &req.principal;
@@ -942,17 +943,25 @@ void Server::Impl::HandleErase(const HttpRequest& req, HttpResponse& res) {
                                                 std::string(s.message()), "", status == 409 ? "conflict" : ""});
   }
   Json copies = EraseEverywhere(*digest, *tenant);
+  // Signed once the fleet has answered, so a fleet's certificate names the workers that confirmed.
+  Result<DeletionCertificate> cert = conversations->planner().CertifyErasure(erased->journal_seq);
+  Result<Json> certificate = cert ? internal::RemovalCertificateJson(conversations->planner(), copies, std::move(*cert)) : cert.error();
   copies["text_store"] = erased->text_erased;
   // The planner's tree is the serving engine's (the first listed): what it evicted counts there.
   Json& serving_tree = copies["trees"][0];
   serving_tree["tokens"] = serving_tree["tokens"].get<size_t>() + erased->tree_tokens;
   metrics.CountErasure(*tenant);
+  if (!certificate)
+    return ReplyError(res, *tenant, kEndpoint, {500, "server_error", "the text is erased (journal row " +
+                                                std::to_string(erased->journal_seq) + ") but its certificate failed: " +
+                                                std::string(certificate.error().message()), "", ""});
   Reply(res, *tenant, kEndpoint, 200, Json{{"object", "fak.erasure"},
                                            {"tenant", *tenant},
                                            {"source_digest", digest->Hex()},
                                            {"newly_sealed", erased->newly_sealed},
                                            {"journal_seq", erased->journal_seq},
-                                           {"removed", std::move(copies)}});
+                                           {"removed", std::move(copies)},
+                                           {"certificate", std::move(*certificate)}});
 }
 
 void Server::Impl::HandleTokenize(const HttpRequest& req, HttpResponse& res) {

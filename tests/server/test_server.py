@@ -1609,6 +1609,14 @@ def test_erase_a_text_sent_to_the_chat_endpoint(server):
     status, erased = server.request("POST", "/fak/v1/erase", {"content": text, "reason": "user asked"})
     assert status == 200, erased
     assert erased["source_digest"] == sha256_hex(text) and erased["newly_sealed"] is True
+    # Its signed certificate (version 1 outside a fleet) is bound to the journal row and verifies.
+    cert = erased["certificate"]
+    assert cert["version"] == 1 and "fleet" not in cert and cert["subject"] == sha256_hex(text), cert
+    assert cert["journal_seq"] == erased["journal_seq"] and cert["evicted_count"] > 0, cert
+    status, verdict = server.request("POST", "/fak/v1/certificates/verify", cert)
+    assert status == 200 and verdict["valid"] is True, verdict
+    status, verdict = server.request("POST", "/fak/v1/certificates/verify", {**cert, "evicted_count": 1})
+    assert status == 200 and verdict["valid"] is False and verdict["fault"] == "bad_signature", verdict
     assert sum(t["tokens"] for t in erased["removed"]["trees"]) > 0, erased
     after = chat(client, messages, max_tokens=2)
     assert sealed_of(after) == [0]
