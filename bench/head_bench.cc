@@ -1,5 +1,13 @@
-// fak_head_bench: the Gemma 3 tied head's shape (Q8_0, K = 640, N = 262144) through the plain and the
-// packed Q8_0 kernels at M = 1 and M = 16, one thread, in the active kernel tier: ms per call.
+// fak_head_bench: Gemma 3's tied output head alone (Q8_0, K = 640, N = 262144 — 178 MB), one thread,
+// in the active kernel tier: the plain rows (read from a mapped GGUF file when one is given, as the
+// model reads them), the packed copy on 4 KiB pages, and the packed copy on 2 MiB pages (what
+// PackForMatMul asks for), each at M = 1 (a decode step of one session); then the packed copy at
+// M = 16 (a step of 16 sessions). Rounds interleave the cases; prints min and median ms per call.
+//
+//   fak_head_bench [ROUNDS] [GGUF TENSOR_OFFSET]   (the offset of token_embd.weight's bytes in the file)
+#include <fcntl.h>
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -7,70 +15,68 @@
 #include <random>
 #include <vector>
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#ifndef MADV_COLLAPSE
-#define MADV_COLLAPSE 25
-#endif
-
 #include "kernels/dispatch.h"
 #include "kernels/quant_format.h"
 #include "kernels/quant_pack.h"
 #include "src/core/aligned_buffer.h"
 
-using namespace fak;
 using namespace fak::kernels;
-using fak::internal::AlignedArray;
 
 int main(int argc, char** argv) {
-  const size_t k = 640, n = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 262144;
-  const int rounds = argc > 2 ? std::atoi(argv[2]) : 3;
+  constexpr size_t k = 640, n = 262144, kHuge = size_t{2} << 20;
+  constexpr int kCollapse = 25;  // MADV_COLLAPSE
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 7;
   const QuantType q = QuantType::kQ8_0;
-  const size_t rb = QuantRowBytes(q, k);
-  std::vector<uint8_t> w(n * rb);
+  const size_t row_bytes = QuantRowBytes(q, k), packed_row_bytes = PackedRowBytes(q, k);
   std::mt19937 rng(1);
-  for (size_t r = 0; r < n; ++r) {
-    auto* b = reinterpret_cast<BlockQ8_0*>(w.data() + r * rb);
-    for (size_t j = 0; j < k / 32; ++j) {
-      b[j].d = 0x2000 + (rng() & 0xFF);
+  std::vector<uint8_t> random_rows(argc > 3 ? 0 : n * row_bytes);
+  for (size_t r = 0; r < random_rows.size() / row_bytes; ++r) {
+    auto* b = reinterpret_cast<BlockQ8_0*>(random_rows.data() + r * row_bytes);
+    for (size_t j = 0; j < k / kQK0; ++j) {
+      b[j].d = static_cast<uint16_t>(0x2000 + (rng() & 0xFF));
       for (auto& v : b[j].qs) v = static_cast<int8_t>(rng());
     }
   }
-  const uint8_t* plain_w = w.data();
-  if (argc > 4) {  // a GGUF file and the tensor's byte offset: the mapped bytes, as the model reads them
-    const int fd = open(argv[3], O_RDONLY);
-    const size_t off = std::strtoul(argv[4], nullptr, 10), page = off / 4096 * 4096;
-    auto* base = static_cast<uint8_t*>(mmap(nullptr, off - page + n * rb, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(page)));
-    plain_w = base + (off - page);
+  const uint8_t* plain = random_rows.data();
+  if (argc > 3) {
+    const int fd = open(argv[2], O_RDONLY);
+    const size_t offset = std::strtoul(argv[3], nullptr, 10), page = offset / 4096 * 4096;
+    void* map = fd < 0 ? MAP_FAILED : mmap(nullptr, offset - page + n * row_bytes, PROT_READ, MAP_PRIVATE, fd, static_cast<off_t>(page));
+    if (map == MAP_FAILED) {
+      std::fprintf(stderr, "cannot map %s\n", argv[2]);
+      return 1;
+    }
+    plain = static_cast<const uint8_t*>(map) + (offset - page);
   }
-  const size_t packed_bytes = (n * PackedRowBytes(q, k) + (2u << 20) - 1) / (2u << 20) * (2u << 20);
-  auto* packed_p = static_cast<uint8_t*>(std::aligned_alloc(2u << 20, packed_bytes));
-  struct { uint8_t* p; uint8_t* data() { return p; } } packed{packed_p};
-  PackRows(q, plain_w, n, k, packed.data());
-  AlignedArray<uint8_t> packed4k(n * PackedRowBytes(q, k));
-  PackRows(q, plain_w, n, k, packed4k.data());
-  std::printf("collapse %d %d\n", madvise(packed_p, packed_bytes, MADV_HUGEPAGE), madvise(packed_p, packed_bytes, MADV_COLLAPSE));
+  fak::internal::AlignedArray<uint8_t> small_pages(n * packed_row_bytes), huge_pages(n * packed_row_bytes + kHuge);
+  PackRows(q, plain, n, k, small_pages.data());
+  uint8_t* huge = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(huge_pages.data()) + kHuge - 1) & ~(kHuge - 1));
+  PackRows(q, plain, n, k, huge);
+  const size_t huge_bytes = n * packed_row_bytes / kHuge * kHuge;
+  if (madvise(huge, huge_bytes, MADV_HUGEPAGE) != 0 || madvise(huge, huge_bytes, kCollapse) != 0)
+    std::printf("(the OS gave no 2 MiB pages: the last two cases run on 4 KiB pages)\n");
+
   const KernelTable& t = Active();
-  std::vector<float> x(16 * k);
+  std::vector<float> x(16 * k), y(16 * n);
   for (float& v : x) v = std::uniform_real_distribution<float>(-1, 1)(rng);
   std::vector<uint8_t> xq(16 * QuantActRowBytes(q, k));
   t.quantize_act(q, x.data(), k, 16, k, xq.data());
-  std::vector<float> y(16 * n);
-  auto time = [&](auto&& f) {
-    auto t0 = std::chrono::steady_clock::now();
+  auto ms = [](auto&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
     f();
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   };
-  std::vector<double> a, b, c, d;
+  const char* names[] = {"plain, M = 1", "packed 4 KiB pages, M = 1", "packed 2 MiB pages, M = 1", "packed 2 MiB pages, M = 16"};
+  std::vector<double> times[4];
   for (int r = 0; r < rounds; ++r) {
-    d.push_back(time([&] { t.matmul_q_packed(q, xq.data(), packed.data(), PackedRowBytes(q, k), y.data(), n, 16, k, 0, n); }));
-    a.push_back(time([&] { t.matmul_q(q, xq.data(), plain_w, rb, y.data(), n, 1, k, 0, n); }));
-    b.push_back(time([&] { t.matmul_q_packed(q, xq.data(), packed4k.data(), PackedRowBytes(q, k), y.data(), n, 1, k, 0, n); }));
-    c.push_back(time([&] { t.matmul_q_packed(q, xq.data(), packed.data(), PackedRowBytes(q, k), y.data(), n, 1, k, 0, n); }));
+    times[0].push_back(ms([&] { t.matmul_q(q, xq.data(), plain, row_bytes, y.data(), n, 1, k, 0, n); }));
+    times[1].push_back(ms([&] { t.matmul_q_packed(q, xq.data(), small_pages.data(), packed_row_bytes, y.data(), n, 1, k, 0, n); }));
+    times[2].push_back(ms([&] { t.matmul_q_packed(q, xq.data(), huge, packed_row_bytes, y.data(), n, 1, k, 0, n); }));
+    times[3].push_back(ms([&] { t.matmul_q_packed(q, xq.data(), huge, packed_row_bytes, y.data(), n, 16, k, 0, n); }));
   }
-  for (auto* v : {&a, &b, &c, &d}) {
-    std::sort(v->begin(), v->end());
-    std::printf("min %7.1f  median %7.1f ms\n", v->front(), (*v)[v->size() / 2]);
+  std::printf("tier %s, %d rounds: ms per call, min / median\n", t.name, rounds);
+  for (int c = 0; c < 4; ++c) {
+    std::sort(times[c].begin(), times[c].end());
+    std::printf("  %-28s %7.1f / %7.1f\n", names[c], times[c].front(), times[c][times[c].size() / 2]);
   }
-  return 0;
 }
