@@ -616,7 +616,13 @@ struct X86QuantOps {
       case QuantType::kIQ4_NL:
         return MatMulPackedTyped<BlockIQ4_NLx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kMXFP4: return MatMulPackedTyped<BlockMXFP4x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
-      default: return MatMulPackedTyped<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      default:
+        // Several rows on the tier's own block-sum engine where it has one (AMX on avx512): exact
+        // integer sums, the same float step, so the same bits as PackedTile.
+        if constexpr (requires { I::MatMulPackedQ8_0Rows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end); }) {
+          if (m > 1 && I::MatMulPackedQ8_0Rows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end)) return;
+        }
+        return MatMulPackedTyped<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
   }
 

@@ -321,18 +321,50 @@ void LastLayerRestOf(const Pass& p, std::span<const Part> parts, const Buffers& 
   LayerRest(p, p.c.n_layers - 1, one_row, keep.size(), kept);
 }
 
-// Logits of the given rows of x: [n_rows][vocab] appended to *logits; Gemma 2 soft-caps each one
-// (cap · tanh(z / cap), as llama.cpp: z scaled by 1/cap, tanh, scaled by cap), per element.
-void OutputHead(const Pass& p, const float* x, size_t n_rows, std::vector<float>* logits) {
-  const size_t h = p.c.hidden_size;
+// Rows [begin, end) of w as a tensor of their own; begin is a multiple of 8, so a packed tensor's
+// groups of eight rows stay whole.
+WeightTensor RowsOf(const WeightTensor& w, size_t begin, size_t end) {
+  WeightTensor part = w;
+  part.rows = end - begin;
+  part.data = static_cast<const uint8_t*>(w.data) + begin * w.row_bytes();
+  if (w.packed != nullptr) part.packed = static_cast<const uint8_t*>(w.packed) + begin * w.packed_row_bytes;
+  return part;
+}
+
+// Columns of the head computed at once when its rows go to separate vectors: 16 rows of them are
+// 512 KiB, which stay in L2 on the way to their vectors.
+constexpr size_t kHeadChunkColumns = 8192;
+
+// Logits of the given rows of x, row r's vocab values written at dst[r]; Gemma 2 soft-caps each one
+// (cap · tanh(z / cap), as llama.cpp: z scaled by 1/cap, tanh, scaled by cap), per element. Rows
+// bound for one contiguous block get one product straight into it. Rows bound for separate vectors
+// (a batched step's sessions) go through a small buffer a column chunk at a time, not a
+// [rows][vocab] block of their own: at Gemma's 262144 columns and 16 rows that block was 16 MB
+// allocated, page-faulted, copied and freed every step. A matmul output does not depend on the
+// column range it was computed in, so the chunks change no bit.
+void OutputHead(const Pass& p, const float* x, size_t n_rows, std::span<float* const> dst) {
+  const size_t h = p.c.hidden_size, vocab = p.c.vocab_size;
   AlignedBuffer xn(n_rows * h);
   RmsNormRows(p, x, p.m.weights.output_norm, xn.data(), n_rows);
-  const size_t old = logits->size();
-  logits->resize(old + n_rows * p.c.vocab_size);
-  MatMulWeights(p, xn.data(), n_rows, {{p.m.weights.output, logits->data() + old}});
+  const WeightTensor& head = p.m.weights.output;
+  bool contiguous = true;
+  for (size_t r = 1; r < n_rows; ++r) contiguous = contiguous && dst[r] == dst[0] + r * vocab;
+  if (contiguous) {
+    MatMulWeights(p, xn.data(), n_rows, {{head, dst[0]}});
+  } else {
+    const size_t chunk = std::min(vocab, kHeadChunkColumns);
+    AlignedBuffer y(n_rows * chunk);
+    for (size_t n0 = 0; n0 < vocab; n0 += chunk) {
+      const size_t n1 = std::min(vocab, n0 + chunk);
+      const WeightTensor columns = RowsOf(head, n0, n1);
+      MatMulWeights(p, xn.data(), n_rows, {{columns, y.data()}});
+      for (size_t r = 0; r < n_rows; ++r) std::memcpy(dst[r] + n0, y.data() + r * (n1 - n0), (n1 - n0) * sizeof(float));
+    }
+  }
   if (const float cap = p.c.final_logit_softcap; cap > 0.0f) {
     const float inv_cap = 1.0f / cap;
-    for (auto z = logits->begin() + static_cast<std::ptrdiff_t>(old); z != logits->end(); ++z) *z = cap * std::tanh(*z * inv_cap);
+    for (float* row : dst)
+      for (float* z = row; z != row + vocab; ++z) *z = cap * std::tanh(*z * inv_cap);
   }
 }
 
@@ -393,17 +425,20 @@ void Forward(const ModelImpl& m, std::span<const BatchItem> items, std::span<std
     }
     if (head_rows.empty()) continue;
     const float* head_x = trim ? kept.x.data() : b.x.data() + head_rows.front() * h;  // when not trimmed: all rows
-    if (head_part.front() == head_part.back()) {  // one item's rows (a lone Prefill): contiguous, straight into its logits
-      OutputHead(p, head_x, head_rows.size(), &logits[part_item[head_part.front()]]);
-      continue;
-    }
-    std::vector<float> out;
-    OutputHead(p, head_x, head_rows.size(), &out);
+    // Each head row's place: its item's logits, grown once by that item's rows in this step (an
+    // item's rows are consecutive; a lone Prefill's are all of them, one contiguous block).
     const size_t vocab = p.c.vocab_size;
-    for (size_t r = 0; r < head_rows.size(); ++r) {
-      std::vector<float>& dst = logits[part_item[head_part[r]]];
-      dst.insert(dst.end(), out.begin() + r * vocab, out.begin() + (r + 1) * vocab);
+    std::vector<float*> dst(head_rows.size());
+    for (size_t r = 0; r < head_rows.size();) {
+      size_t n = 1;
+      while (r + n < head_rows.size() && head_part[r + n] == head_part[r]) ++n;
+      std::vector<float>& item_logits = logits[part_item[head_part[r]]];
+      const size_t old = item_logits.size();
+      item_logits.resize(old + n * vocab);
+      for (size_t i = 0; i < n; ++i) dst[r + i] = item_logits.data() + old + i * vocab;
+      r += n;
     }
+    OutputHead(p, head_x, head_rows.size(), dst);
   }
 }
 

@@ -121,9 +121,12 @@ struct ModelWeights {
   }
 };
 
-// Packs the matmul weights the kernels read faster packed: projections of a kernels::IsPackable
-// type (and an untied head of those types) whose row count is a multiple of 8. The embedding table is read
-// row by row, so it, and a head tied to it, stay as loaded.
+// Packs the matmul weights the kernels read faster packed: projections and the output head of a
+// kernels::IsPackable type whose row count is a multiple of 8, each into 2 MiB pages where the OS
+// gives them. The embedding lookup reads the loaded rows (`data`), so a head tied to the embedding
+// is packed into a copy of its own: a batched decode step's head is then one packed matmul (AMX on
+// the avx512 tier), and one row's streams as fast as the plain rows did (Gemma 3's 262k × 640 head
+// costs as much as the rest of the model per row; docs/engine.md, Measurements).
 void PackForMatMul(ModelWeights* weights);
 
 // Deterministic, machine-independent random weights (counter-based generator, parallel fill).

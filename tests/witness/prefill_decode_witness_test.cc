@@ -58,6 +58,9 @@ TEST(Witness, PackedQ8_0DecodeMatchesPrefill) {
     SCOPED_TRACE(name);
     ASSERT_OK_AND_ASSIGN(auto model, Model::Load(std::string(FAK_TEST_DATA_DIR) + "/llama_cpp/" + name));
     ASSERT_NE(internal::ModelAccess::Get(*model).weights.layers[0].wq.packed, nullptr);  // the packed path is the one tested
+    // The tied head too: the prefill's 40 rows run it as one packed matmul (AMX on the avx512 tier
+    // where the CPU has it), each decode as one packed row (VNNI).
+    ASSERT_NE(internal::ModelAccess::Get(*model).weights.output.packed, nullptr);
     const auto tokens = TokenSequence(40, 3, model->config().vocab_size);
     KVCache prefilled = model->NewCache(), decoded = model->NewCache();
     ASSERT_OK_AND_ASSIGN(auto all, model->Prefill(&prefilled, tokens, LogitsMode::kAll));
