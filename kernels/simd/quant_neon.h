@@ -433,7 +433,8 @@ struct NeonQuantOps {
     out[1] = vmovl_high_s16(v);
   }
   template <int MR, class PB>
-  [[gnu::always_inline]] static void ApplyKScales(const PB& wb, const ActQ8_K* xb, size_t stride, const int32x4_t (&sum)[MR][2],
+  [[gnu::always_inline]]
+  static void ApplyKScales(const PB& wb, const ActQ8_K* xb, size_t stride, const int32x4_t (&sum)[MR][2],
                            const int32x4_t (&mins)[MR][2], float32x4_t (&acc)[MR][2]) {
     float32x4_t d[2];
     Scales(wb.d, d);
@@ -480,7 +481,8 @@ struct NeonQuantOps {
   // Q4_K: per sub-block s the eight groups' sums (exact) times each row's scale, summed over the
   // super-block; the mins term Σ_s m_s·Σx likewise.
   template <int MR>
-  [[gnu::always_inline]] static void SuperBlockSums(const BlockQ4_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ4_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
                              int32x4_t (&mins)[MR][2]) {
     for (int s = 0; s < 8; ++s) {  // sub-block s: chunk s / 2, low nibbles for even s
       const int ch = s / 2;
@@ -518,7 +520,8 @@ struct NeonQuantOps {
   // each row's ls − 32, summed over the super-block (|sum| < 2^27). Group j < 4 is the low nibbles of
   // qs[s][j] (elements 4j..), j ≥ 4 the high nibbles of qs[s][j − 4] (elements 16 + 4(j − 4) = 4j..).
   template <int MR>
-  [[gnu::always_inline]] static void SuperBlockSums(const BlockIQ4_XSx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockIQ4_XSx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
                              int32x4_t (&)[MR][2]) {
     const int8x16_t lut = vld1q_s8(kIQ4Levels);
     for (int s = 0; s < 8; ++s) {
@@ -551,7 +554,8 @@ struct NeonQuantOps {
   // each row's group scale (sc0, sc1), summed over the super-block; for Q2_K the mins term
   // Σ_g m_g·bsum_g (m0, m1) likewise.
   template <int MR, bool kMins>
-  [[gnu::always_inline]] static void QuarterSums(const int8x16_t (&q)[8][2], const int32x4_t (&sc0)[2], const int32x4_t (&sc1)[2],
+  [[gnu::always_inline]]
+  static void QuarterSums(const int8x16_t (&q)[8][2], const int32x4_t (&sc0)[2], const int32x4_t (&sc1)[2],
                           const int32x4_t (&m0)[2], const int32x4_t (&m1)[2], const ActQ8_K* x, size_t stride, int t,
                           int32x4_t (&sum)[MR][2], int32x4_t (&mins)[MR][2]) {
     for (int i = 0; i < MR; ++i) {
@@ -578,7 +582,8 @@ struct NeonQuantOps {
   }
   // Q2_K: q ∈ [0, 3], 4-bit scale and min per group (|sum| < 2^21).
   template <int MR>
-  [[gnu::always_inline]] static void SuperBlockSums(const BlockQ2_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ2_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
                              int32x4_t (&mins)[MR][2]) {
     for (int t = 0; t < 8; ++t) {
       const int h = t / 4, j = t % 4;
@@ -598,7 +603,8 @@ struct NeonQuantOps {
   // Q3_K: q = low two bits − 4 where bit t of the hmask byte is clear, ∈ [−4, 3]; scale sc − 32
   // (|sum| < 2^23). No mins.
   template <int MR>
-  [[gnu::always_inline]] static void SuperBlockSums(const BlockQ3_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ3_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
                              int32x4_t (&mins)[MR][2]) {
     for (int t = 0; t < 8; ++t) {
       const int h = t / 4, j = t % 4;

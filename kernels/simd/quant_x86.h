@@ -420,7 +420,8 @@ struct X86QuantOps {
   // y_c = fma(d_c·d_x, float(sum_c), y_c), then for Q4_K / Q2_K fnmadd(dmin_c·d_x, float(mins_c), y_c),
   // per super-block: the scalar tier's order with the products fused.
   template <int MR, class PB>
-  [[gnu::always_inline]] static void ApplyKScales(const PB& wb, const ActQ8_K* xb, size_t stride, const __m256i (&sum)[MR],
+  [[gnu::always_inline]]
+  static void ApplyKScales(const PB& wb, const ActQ8_K* xb, size_t stride, const __m256i (&sum)[MR],
                            const __m256i (&mins)[MR], __m256 (&acc)[MR]) {
     const __m256 d = Scales(wb.d);
     for (int i = 0; i < MR; ++i) {
@@ -460,7 +461,8 @@ struct X86QuantOps {
   // Q4_K: per sub-block the eight groups' dot products (exact), times the column's scale, summed over
   // the super-block; the mins term Σ_s m_s·Σx likewise (vpmaddwd on (m_s, m_s) pairs).
   template <int MR>
-  [[gnu::always_inline]] static void SuperBlockSums(const BlockQ4_Kx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ4_Kx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
                              __m256i (&mins)[MR]) {
     for (int s = 0; s < 8; ++s) {  // sub-block s: chunk s / 2, low nibbles for even s
       const int ch = s / 2, shift = 4 * (s % 2);
@@ -494,7 +496,8 @@ struct X86QuantOps {
   // (exact), times the column's ls − 32 (vpmulld), summed over the super-block
   // (|sum| ≤ 8·32·32·127·127 < 2^27). No mins.
   template <int MR>
-  [[gnu::always_inline]] static void SuperBlockSums(const BlockIQ4_XSx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockIQ4_XSx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
                              __m256i (&)[MR]) {
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Levels)));
     for (int s = 0; s < 8; ++s) {  // group j < 4: low nibbles of wb.qs[s][j]; j >= 4: high nibbles of j - 4
@@ -532,7 +535,8 @@ struct X86QuantOps {
   // scales against its offset of 4. q: the quarter's eight unsigned quant registers; sc0/sc1 the two
   // groups' scales as i32; c_pairs the (c_2t, c_2t+1) i16 pairs.
   template <int MR>
-  [[gnu::always_inline]] static void QuarterSums(const __m256i (&q)[8], __m256i sc0, __m256i sc1, __m256i c_pairs, const ActQ8_K* x,
+  [[gnu::always_inline]]
+  static void QuarterSums(const __m256i (&q)[8], __m256i sc0, __m256i sc1, __m256i c_pairs, const ActQ8_K* x,
                           size_t stride, int t, __m256i (&sum)[MR], __m256i (&bsum_terms)[MR]) {
 #pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) {
@@ -554,7 +558,8 @@ struct X86QuantOps {
   }
   // Q2_K: q ∈ [0, 3], 4-bit scale and min per group (|sum| ≤ 16·16·3·127·15 < 2^21).
   template <int MR>
-  [[gnu::always_inline]] static void SuperBlockSums(const BlockQ2_Kx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ2_Kx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
                              __m256i (&mins)[MR]) {
     for (int t = 0; t < 8; ++t) {
       const int h = t / 4, j = t % 4;
@@ -574,7 +579,8 @@ struct X86QuantOps {
   // Q3_K: the weight is (q + 4·bit − 4)·(sc − 32); with u = q + 4·bit ∈ [0, 7] unsigned,
   // sum = Σ_g sc_g·Σ u·x − 4·Σ_g sc_g·bsum_g (|sum| ≤ 16·16·7·127·32 < 2^24; the correction < 2^22).
   template <int MR>
-  [[gnu::always_inline]] static void SuperBlockSums(const BlockQ3_Kx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ3_Kx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
                              __m256i (&)[MR]) {
     __m256i corr[MR];
     for (int i = 0; i < MR; ++i) corr[i] = _mm256_setzero_si256();
