@@ -423,83 +423,213 @@ struct NeonQuantOps {
                               });
   }
 
-  // Q4_K packed: per sub-block s the eight groups' sums (exact) times each row's scale, summed over the
-  // super-block; the mins term Σ_s m_s·Σx likewise; then per super-block
-  // y_c = fma(float(sum), d_c·d_x, y_c) and fms(float(mins), dmin_c·d_x, y_c).
-  template <int MR, bool kPrefetch>
-  static void PackedQ4KTile(const ActQ8_K* x, size_t n_blocks, const BlockQ4_Kx8* w, float* y, size_t ldy,
-                            const BlockQ4_Kx8* w_ahead) {
+  // ---- The 256-element types packed eight rows at a time: Q4_K, IQ4_XS, Q2_K, Q3_K ----
+  // Per super-block, SuperBlockSums (one overload per packed type) leaves each column's exact integer
+  // sums in sum[i][r] (rows 0-3 / 4-7) and, for the types with mins, mins[i][r], for activation rows
+  // i < MR; ApplyKScales then: y_c = fma(float(sum_c), d_c·d_x, y_c), and for Q4_K / Q2_K
+  // fms(float(mins_c), dmin_c·d_x, y_c), per super-block.
+  static void WidenS16(int16x8_t v, int32x4_t (&out)[2]) {
+    out[0] = vmovl_s16(vget_low_s16(v));
+    out[1] = vmovl_high_s16(v);
+  }
+  template <int MR, class PB>
+  [[gnu::always_inline]]
+  static void ApplyKScales(const PB& wb, const ActQ8_K* xb, size_t stride, const int32x4_t (&sum)[MR][2],
+                           const int32x4_t (&mins)[MR][2], float32x4_t (&acc)[MR][2]) {
+    float32x4_t d[2];
+    Scales(wb.d, d);
+    for (int i = 0; i < MR; ++i) {
+      const float dx = xb[i * stride].d;
+      for (int r = 0; r < 2; ++r) acc[i][r] = vfmaq_f32(acc[i][r], vcvtq_f32_s32(sum[i][r]), vmulq_n_f32(d[r], dx));
+      if constexpr (requires { wb.dmin; }) {
+        float32x4_t dmin[2];
+        Scales(wb.dmin, dmin);
+        for (int r = 0; r < 2; ++r) acc[i][r] = vfmsq_f32(acc[i][r], vcvtq_f32_s32(mins[i][r]), vmulq_n_f32(dmin[r], dx));
+      }
+    }
+  }
+  // Rows [0, MR) of x (n_blocks apart) against one group of eight columns, written at y.
+  template <class PB, int MR, bool kPrefetch>
+  static void PackedKTile(const ActQ8_K* x, size_t n_blocks, const PB* w, float* y, size_t ldy, const PB* w_ahead) {
     float32x4_t acc[MR][2];
     for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
     for (size_t b = 0; b < n_blocks; ++b) {
       if constexpr (kPrefetch) {
-        for (size_t o = 0; o < sizeof(BlockQ4_Kx8); o += 64)
-          __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
+        for (size_t o = 0; o < sizeof(PB); o += 64) __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
       }
-      const BlockQ4_Kx8& wb = w[b];
       int32x4_t sum[MR][2], mins[MR][2];
       for (int i = 0; i < MR; ++i) sum[i][0] = sum[i][1] = mins[i][0] = mins[i][1] = vdupq_n_s32(0);
-      for (int s = 0; s < 8; ++s) {  // sub-block s: chunk s / 2, low nibbles for even s
-        const int ch = s / 2;
-        int8x16_t q[8][2];
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j)
-          for (int r = 0; r < 2; ++r) {
-            const uint8x16_t raw = vld1q_u8(wb.qs[ch][j] + 16 * r);
-            q[j][r] = S8(s % 2 == 0 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4));
-          }
-        const uint16x8_t sc16 = vmovl_u8(vld1_u8(wb.sc[s])), m16 = vmovl_u8(vld1_u8(wb.m[s]));
-        const int32x4_t sc[2] = {vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(sc16))),
-                                 vreinterpretq_s32_u32(vmovl_high_u16(sc16))};
-        const int32x4_t mc[2] = {vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(m16))),
-                                 vreinterpretq_s32_u32(vmovl_high_u16(m16))};
-        for (int i = 0; i < MR; ++i) {
-          const ActQ8_K& xb = x[i * n_blocks + b];
-          int32x4_t c[2][2];
-          for (int r = 0; r < 2; ++r) c[r][0] = c[r][1] = vdupq_n_s32(0);
-#pragma GCC unroll 8
-          for (int j = 0; j < 8; ++j) {
-            const int8x16_t xj = Broadcast4(xb.qs + 32 * s + 4 * j);
-            for (int r = 0; r < 2; ++r) c[r][j % 2] = I::Dot(c[r][j % 2], q[j][r], xj);  // q ∈ [0, 15]: exact
-          }
-          const int32_t bsum = xb.bsums[2 * s] + xb.bsums[2 * s + 1];
-          for (int r = 0; r < 2; ++r) {
-            sum[i][r] = vmlaq_s32(sum[i][r], vaddq_s32(c[r][0], c[r][1]), sc[r]);
-            mins[i][r] = vmlaq_n_s32(mins[i][r], mc[r], bsum);
-          }
-        }
-      }
-      float32x4_t d[2], dmin[2];
-      Scales(wb.d, d);
-      Scales(wb.dmin, dmin);
-      for (int i = 0; i < MR; ++i) {
-        const float dx = x[i * n_blocks + b].d;
-        for (int r = 0; r < 2; ++r) {
-          acc[i][r] = vfmaq_f32(acc[i][r], vcvtq_f32_s32(sum[i][r]), vmulq_n_f32(d[r], dx));
-          acc[i][r] = vfmsq_f32(acc[i][r], vcvtq_f32_s32(mins[i][r]), vmulq_n_f32(dmin[r], dx));
-        }
-      }
+      SuperBlockSums<MR>(w[b], x + b, n_blocks, sum, mins);
+      ApplyKScales<MR>(w[b], x + b, n_blocks, sum, mins, acc);
     }
     for (int i = 0; i < MR; ++i) {
       vst1q_f32(y + i * ldy, acc[i][0]);
       vst1q_f32(y + i * ldy + 4, acc[i][1]);
     }
   }
-  static void MatMulPackedQ4K(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
-                              size_t k, size_t n_begin, size_t n_end) {
+  template <class PB>
+  static void MatMulPackedK(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
+                            size_t n_begin, size_t n_end) {
     const size_t n_blocks = k / kQKK;
     const auto* x = static_cast<const ActQ8_K*>(xq);
-    ForEachPackedTile<BlockQ4_Kx8, 32>(
-        w, w_row_bytes, y, ldy, m, n_begin, n_end,
-        [&]<int MR, bool kPf>(size_t i, const BlockQ4_Kx8* g, const BlockQ4_Kx8* ahead, float* yi) {
-          PackedQ4KTile<MR, kPf>(x + i * n_blocks, n_blocks, g, yi, ldy, ahead);
-        });
+    ForEachPackedTile<PB, 32>(w, w_row_bytes, y, ldy, m, n_begin, n_end,
+                              [&]<int MR, bool kPf>(size_t i, const PB* g, const PB* ahead, float* yi) {
+                                PackedKTile<PB, MR, kPf>(x + i * n_blocks, n_blocks, g, yi, ldy, ahead);
+                              });
+  }
+
+  // Q4_K: per sub-block s the eight groups' sums (exact) times each row's scale, summed over the
+  // super-block; the mins term Σ_s m_s·Σx likewise.
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ4_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+                             int32x4_t (&mins)[MR][2]) {
+    for (int s = 0; s < 8; ++s) {  // sub-block s: chunk s / 2, low nibbles for even s
+      const int ch = s / 2;
+      int8x16_t q[8][2];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j)
+        for (int r = 0; r < 2; ++r) {
+          const uint8x16_t raw = vld1q_u8(wb.qs[ch][j] + 16 * r);
+          q[j][r] = S8(s % 2 == 0 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4));
+        }
+      const uint16x8_t sc16 = vmovl_u8(vld1_u8(wb.sc[s])), m16 = vmovl_u8(vld1_u8(wb.m[s]));
+      const int32x4_t sc[2] = {vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(sc16))),
+                               vreinterpretq_s32_u32(vmovl_high_u16(sc16))};
+      const int32x4_t mc[2] = {vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(m16))),
+                               vreinterpretq_s32_u32(vmovl_high_u16(m16))};
+      for (int i = 0; i < MR; ++i) {
+        const ActQ8_K& xb = x[i * stride];
+        int32x4_t c[2][2];
+        for (int r = 0; r < 2; ++r) c[r][0] = c[r][1] = vdupq_n_s32(0);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const int8x16_t xj = Broadcast4(xb.qs + 32 * s + 4 * j);
+          for (int r = 0; r < 2; ++r) c[r][j % 2] = I::Dot(c[r][j % 2], q[j][r], xj);  // q ∈ [0, 15]: exact
+        }
+        const int32_t bsum = xb.bsums[2 * s] + xb.bsums[2 * s + 1];
+        for (int r = 0; r < 2; ++r) {
+          sum[i][r] = vmlaq_s32(sum[i][r], vaddq_s32(c[r][0], c[r][1]), sc[r]);
+          mins[i][r] = vmlaq_n_s32(mins[i][r], mc[r], bsum);
+        }
+      }
+    }
+  }
+
+  // IQ4_XS: per sub-block the eight groups' sums on the table levels (|level|, |x| ≤ 127: exact) times
+  // each row's ls − 32, summed over the super-block (|sum| < 2^27). Group j < 4 is the low nibbles of
+  // qs[s][j] (elements 4j..), j ≥ 4 the high nibbles of qs[s][j − 4] (elements 16 + 4(j − 4) = 4j..).
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockIQ4_XSx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+                             int32x4_t (&)[MR][2]) {
+    const int8x16_t lut = vld1q_s8(kIQ4Levels);
+    for (int s = 0; s < 8; ++s) {
+      int8x16_t q[8][2];
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g)
+        for (int r = 0; r < 2; ++r) {
+          const uint8x16_t raw = vld1q_u8(wb.qs[s][g] + 16 * r);
+          q[g][r] = vqtbl1q_s8(lut, vandq_u8(raw, vdupq_n_u8(0x0F)));
+          q[g + 4][r] = vqtbl1q_s8(lut, vshrq_n_u8(raw, 4));
+        }
+      int32x4_t sc[2];
+      WidenS16(vmovl_s8(vld1_s8(wb.sc[s])), sc);
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* xs = x[i * stride].qs + 32 * s;
+        int32x4_t c[2][2];
+        for (int r = 0; r < 2; ++r) c[r][0] = c[r][1] = vdupq_n_s32(0);
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const int8x16_t xj = Broadcast4(xs + 4 * j);
+          for (int r = 0; r < 2; ++r) c[r][j % 2] = I::Dot(c[r][j % 2], q[j][r], xj);
+        }
+        for (int r = 0; r < 2; ++r) sum[i][r] = vmlaq_s32(sum[i][r], vaddq_s32(c[r][0], c[r][1]), sc[r]);
+      }
+    }
+  }
+
+  // Q2_K / Q3_K: quarter t = 4h + j of the super-block is elements 32t.., bits 2j..2j+1 of the bytes
+  // qs[h][g] (g < 4: group of 16 number 2t, else 2t + 1). Per group the four 4-byte sums (exact) times
+  // each row's group scale (sc0, sc1), summed over the super-block; for Q2_K the mins term
+  // Σ_g m_g·bsum_g (m0, m1) likewise.
+  template <int MR, bool kMins>
+  [[gnu::always_inline]]
+  static void QuarterSums(const int8x16_t (&q)[8][2], const int32x4_t (&sc0)[2], const int32x4_t (&sc1)[2],
+                          const int32x4_t (&m0)[2], const int32x4_t (&m1)[2], const ActQ8_K* x, size_t stride, int t,
+                          int32x4_t (&sum)[MR][2], int32x4_t (&mins)[MR][2]) {
+    for (int i = 0; i < MR; ++i) {
+      const ActQ8_K& xb = x[i * stride];
+      int32x4_t c0[2], c1[2];  // the quarter's two groups of 16
+      for (int r = 0; r < 2; ++r) c0[r] = c1[r] = vdupq_n_s32(0);
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        const int8x16_t x0 = Broadcast4(xb.qs + 32 * t + 4 * g), x1 = Broadcast4(xb.qs + 32 * t + 16 + 4 * g);
+        for (int r = 0; r < 2; ++r) {
+          c0[r] = I::Dot(c0[r], q[g][r], x0);  // |q| ≤ 4, |x| ≤ 127: exact
+          c1[r] = I::Dot(c1[r], q[g + 4][r], x1);
+        }
+      }
+      for (int r = 0; r < 2; ++r) {
+        sum[i][r] = vmlaq_s32(vmlaq_s32(sum[i][r], c0[r], sc0[r]), c1[r], sc1[r]);
+        if constexpr (kMins)
+          mins[i][r] = vmlaq_n_s32(vmlaq_n_s32(mins[i][r], m0[r], xb.bsums[2 * t]), m1[r], xb.bsums[2 * t + 1]);
+      }
+    }
+  }
+  static uint8x16_t TwoBits(const uint8_t* qs, int j) {
+    return vandq_u8(vshlq_u8(vld1q_u8(qs), vdupq_n_s8(static_cast<int8_t>(-2 * j))), vdupq_n_u8(3));
+  }
+  // Q2_K: q ∈ [0, 3], 4-bit scale and min per group (|sum| < 2^21).
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ2_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+                             int32x4_t (&mins)[MR][2]) {
+    for (int t = 0; t < 8; ++t) {
+      const int h = t / 4, j = t % 4;
+      int8x16_t q[8][2];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g)
+        for (int r = 0; r < 2; ++r) q[g][r] = S8(TwoBits(wb.qs[h][g] + 16 * r, j));
+      const uint8x8_t s0 = vld1_u8(wb.scales[2 * t]), s1 = vld1_u8(wb.scales[2 * t + 1]);
+      int32x4_t sc0[2], sc1[2], m0[2], m1[2];
+      WidenS16(vreinterpretq_s16_u16(vmovl_u8(vand_u8(s0, vdup_n_u8(0x0F)))), sc0);
+      WidenS16(vreinterpretq_s16_u16(vmovl_u8(vand_u8(s1, vdup_n_u8(0x0F)))), sc1);
+      WidenS16(vreinterpretq_s16_u16(vmovl_u8(vshr_n_u8(s0, 4))), m0);
+      WidenS16(vreinterpretq_s16_u16(vmovl_u8(vshr_n_u8(s1, 4))), m1);
+      QuarterSums<MR, true>(q, sc0, sc1, m0, m1, x, stride, t, sum, mins);
+    }
+  }
+  // Q3_K: q = low two bits − 4 where bit t of the hmask byte is clear, ∈ [−4, 3]; scale sc − 32
+  // (|sum| < 2^23). No mins.
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ3_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+                             int32x4_t (&mins)[MR][2]) {
+    for (int t = 0; t < 8; ++t) {
+      const int h = t / 4, j = t % 4;
+      const uint8x16_t bit = vdupq_n_u8(static_cast<uint8_t>(1 << t));
+      int8x16_t q[8][2];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g)
+        for (int r = 0; r < 2; ++r) {
+          const uint8x16_t set = vtstq_u8(vld1q_u8(wb.hmask[g] + 16 * r), bit);
+          q[g][r] = vsubq_s8(S8(TwoBits(wb.qs[h][g] + 16 * r, j)), S8(vbicq_u8(vdupq_n_u8(4), set)));
+        }
+      int32x4_t sc0[2], sc1[2];
+      WidenS16(vmovl_s8(vld1_s8(wb.sc[2 * t])), sc0);
+      WidenS16(vmovl_s8(vld1_s8(wb.sc[2 * t + 1])), sc1);
+      QuarterSums<MR, false>(q, sc0, sc1, sc0, sc1, x, stride, t, sum, mins);
+    }
   }
 
   static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                            size_t m, size_t k, size_t n_begin, size_t n_end) {
     switch (wtype) {
-      case QuantType::kQ4_K: return MatMulPackedQ4K(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ4_K: return MatMulPackedK<BlockQ4_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kIQ4_XS: return MatMulPackedK<BlockIQ4_XSx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ2_K: return MatMulPackedK<BlockQ2_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ3_K: return MatMulPackedK<BlockQ3_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_0: return MatMulPackedTyped<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ5_0: return MatMulPackedTyped<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_1: return MatMulPackedTyped<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);

@@ -505,6 +505,7 @@ TEST(QuantMixWitness, MixedQuantFilesDecodeWithTheBitsOfPrefill) {
     ASSERT_OK_AND_ASSIGN(auto loaded, Model::Load(path));
     const auto& w = internal::ModelAccess::Get(*loaded).weights;
     EXPECT_NE(w.layers[0].wq.dtype, w.layers[0].wk.dtype);  // a mix indeed
+    EXPECT_NE(w.layers[0].wq.packed, nullptr);  // Q3_K / Q4_1 q rows run packed: that path is witnessed
     ExpectPrefillMatchesDecode(*loaded, 24, 8);
     const auto tokens = TokenSequence(24, 9, 97);
     const auto lq = AllLogits(*loaded, tokens), lf = AllLogits(*synthetic, tokens);
