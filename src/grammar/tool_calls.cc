@@ -349,6 +349,42 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, std::span<const ToolFunc
   return root + call + schema_rules.rules;
 }
 
+Result<ToolUse> ToolUseOf(const ToolRequest& request) {
+  ToolUse use;
+  use.tools_json = request.tools_json;
+  use.choice = request.choice;
+  use.named = request.named;
+  use.parallel = request.parallel;
+  if (request.tools_json.empty()) {
+    if (request.choice == ToolChoice::kRequired || request.choice == ToolChoice::kNamed)
+      return InvalidArgument("tool_choice: required or a named tool needs tools");
+    return use;
+  }
+  FAK_ASSIGN_OR_RETURN(use.functions, ToolFunctionsFromJson(request.tools_json));
+  if (use.choice == ToolChoice::kNamed &&
+      std::none_of(use.functions.begin(), use.functions.end(), [&](const ToolFunction& f) { return f.name == use.named; }))
+    return InvalidArgument("tool_choice: '" + use.named + "' is not among the tools");
+  return use;
+}
+
+Result<PreparedToolChat> PrepareToolChat(const ChatTemplate& chat_template, std::vector<ChatMessage> messages,
+                                         const ToolRequest& tools) {
+  FAK_ASSIGN_OR_RETURN(ToolUse use, ToolUseOf(tools));
+  Result<ToolCallFormat> format = ToolCallFormatFor(chat_template);
+  if (!format) {
+    if (use.active()) return format.error();
+    return PreparedToolChat{ToolPrompt{std::move(messages), ""}, ""};
+  }
+  PreparedToolChat out{ToolCallPrompt(*format, std::move(messages), use), ""};
+  if (!use.forced()) return out;
+  // required: any of the tools, parallel if allowed; named: that one, once.
+  std::vector<ToolFunction> forced;
+  for (const ToolFunction& f : use.functions)
+    if (use.choice == ToolChoice::kRequired || f.name == use.named) forced.push_back(f);
+  FAK_ASSIGN_OR_RETURN(out.forced_gbnf, ToolCallGbnf(*format, forced, use.choice == ToolChoice::kRequired && use.parallel));
+  return out;
+}
+
 ToolPrompt ToolCallPrompt(ToolCallFormat format, std::vector<ChatMessage> messages, const ToolUse& tools) {
   if (format != ToolCallFormat::kJson) return ToolPrompt{std::move(messages), tools.active() ? tools.tools_json : ""};
   for (ChatMessage& m : messages) {
