@@ -249,6 +249,12 @@ Status Engine::Impl::Prepare(EngineRequest& request) const {
     FAK_ASSIGN_OR_RETURN(Grammar grammar, Grammar::Parse(tools.forced_gbnf));
     FAK_ASSIGN_OR_RETURN(std::shared_ptr<const TokenVocabulary> vocabulary, Vocabulary());
     constraint = std::make_shared<GrammarConstraint>(std::move(grammar), std::move(vocabulary));
+  } else if (!tools.trigger.empty() && constraint == nullptr) {
+    // auto: free text until the call marker, then the call held to the tools' schemas.
+    FAK_ASSIGN_OR_RETURN(Grammar grammar, Grammar::Parse(tools.triggered_gbnf));
+    FAK_ASSIGN_OR_RETURN(std::shared_ptr<const TokenVocabulary> vocabulary, Vocabulary());
+    FAK_ASSIGN_OR_RETURN(constraint, TriggeredGrammarConstraint::Create(std::move(tools.trigger), std::move(grammar),
+                                                                        std::move(vocabulary)));
   }
   ChatRenderOptions render;
   render.tools_json = std::move(tools.prompt.tools_json);

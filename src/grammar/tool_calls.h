@@ -80,12 +80,16 @@ struct ToolPrompt {
 ToolPrompt ToolCallPrompt(ToolCallFormat format, std::vector<ChatMessage> messages, const ToolUse& tools);
 
 // What a request's tools make of a chat (Engine::Prepare): the conversation and `tools` the
-// template renders (ToolCallPrompt), and for tool_choice required/named the GBNF that forces calls.
+// template renders (ToolCallPrompt), for tool_choice required/named the GBNF that forces calls, and
+// for auto the marker that starts a call and the GBNF that then holds it.
 // A template whose call format fak does not read renders the history itself: then the messages pass
 // unchanged, and offering it tools is Unsupported.
+// For tool_choice auto, where the format has a call marker, the marker and the GBNF of the call
+// that follows it (its sentences begin with the marker), for a TriggeredGrammarConstraint.
 struct PreparedToolChat {
   ToolPrompt prompt;
   std::string forced_gbnf;  // "" unless calls are forced
+  std::string trigger, triggered_gbnf;  // "" unless auto, in a format with a marker
 };
 Result<PreparedToolChat> PrepareToolChat(const ChatTemplate& chat_template, std::vector<ChatMessage> messages,
                                          const ToolRequest& tools);

@@ -195,7 +195,7 @@ TEST_F(EngineTest, PrepareRendersToolsAndForcesCalls) {
   r.tools.tools_json =
       R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":)"
       R"({"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}}}])";
-  // auto: rendered with the template's tools, nothing forced.
+  // auto: rendered with the template's tools.
   EngineRequest offered = r;
   ASSERT_OK(engine->Prepare(offered));
   ChatRenderOptions render;
@@ -204,6 +204,7 @@ TEST_F(EngineTest, PrepareRendersToolsAndForcesCalls) {
   ASSERT_OK_AND_ASSIGN(std::vector<int32_t> expected, EncodeRendered(*tokenizer_, with_tools));
   EXPECT_EQ(offered.prompt, expected);
   EXPECT_EQ(offered.tools.tools_json, r.tools.tools_json);  // kept, for the reader
+  EXPECT_NE(offered.constraint, nullptr);  // auto: a call is held to the schema from its marker on
   // none: the tools are not offered (the control: the prompt differs).
   EngineRequest withheld = r;
   withheld.tools.choice = ToolChoice::kNone;

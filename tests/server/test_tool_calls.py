@@ -204,8 +204,8 @@ def test_real_templates_call_in_their_format(tmp_path, name):
         assert offered.usage.prompt_tokens > plain.usage.prompt_tokens + 100
         history = ASK + [reply.choices[0].message.model_dump(exclude_none=True),
                          {"role": "tool", "tool_call_id": call.id, "content": "42"}]
-        if not name.startswith("mistralai"):  # v0.3's tool results: see docs/server.md "Tool calls"
-            answer = client.chat.completions.create(model=MODEL, messages=history, tools=TOOLS, max_tokens=2, seed=0)
-            assert answer.choices[0].message.role == "assistant"
+        answer = client.chat.completions.create(model=MODEL, messages=history, tools=TOOLS, max_tokens=2, seed=0)
+        assert answer.choices[0].message.role == "assistant"
+        assert answer.usage.prompt_tokens > offered.usage.prompt_tokens
     finally:
         s.stop()

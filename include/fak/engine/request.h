@@ -61,9 +61,11 @@ struct EngineRequest {
   std::vector<ChatMessage> messages;
   // With messages: the tools offered and how they may be called (OpenAI's tools, tool_choice,
   // parallel_tool_calls). Engine::Prepare renders them through the template (a template without
-  // tools gets them described in the system message), and for required or a named tool installs
-  // the grammar that forces calls as `constraint` (InvalidArgument if one is set already). Read the
-  // reply's calls with ToolCallReader. Default: none.
+  // tools gets them described in the system message); for required or a named tool it installs
+  // the grammar that forces calls as `constraint` (InvalidArgument if one is set already), for auto
+  // (where the family marks its calls, and no constraint is set) a TriggeredGrammarConstraint that
+  // leaves the text free until the call marker. Read the reply's calls with ToolCallReader.
+  // Default: none.
   ToolRequest tools;
   // Which source texts runs of a token-id `prompt` came from (e.g. ChatSourceRuns of a chat the host
   // rendered itself), recorded with its KV in the tree and every tier so SourceSweeper and
