@@ -385,7 +385,7 @@ Result<PreparedToolChat> PrepareToolChat(const ChatTemplate& chat_template, std:
   Result<ToolCallFormat> format = ToolCallFormatFor(chat_template);
   if (!format) {
     if (use.active()) return format.error();
-    return PreparedToolChat{ToolPrompt{std::move(messages), ""}, ""};
+    return PreparedToolChat{ToolPrompt{std::move(messages), ""}, "", "", ""};
   }
   PreparedToolChat out{ToolCallPrompt(*format, std::move(messages), use), "", "", ""};
   if (use.active() && use.choice == ToolChoice::kAuto) {

@@ -191,7 +191,7 @@ TEST_F(EngineTest, PrepareRendersToolsAndForcesCalls) {
   auto engine = Make(o);
   EngineRequest r;
   r.messages = {{ChatRole::kUser, "weather in Paris?"}};
-  r.max_tokens = 120;
+  r.max_tokens = 270;  // within the context with the tools' prompt; the call closes well before
   r.tools.tools_json =
       R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":)"
       R"({"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}}}])";

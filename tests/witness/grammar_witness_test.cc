@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -126,6 +127,9 @@ TEST(Witness, ToolAutoLogitsBeforeTheTriggerAreUnconstrained) {
                              R"("properties":{"city":{"type":"string"}},"required":["city"]}}}])";
   request.max_tokens = 48;
   request.record_logits = true;
+  // Sampled: the same seed draws the same tokens from the same logits, so runs agree until a mask.
+  request.sampling.temperature = 1.0f;
+  request.sampling.seed = 7;
   ASSERT_OK(engine->Prepare(request));
   ASSERT_NE(request.constraint, nullptr);  // auto installs the triggered grammar
   EngineRequest free_request = request;
@@ -144,14 +148,16 @@ TEST(Witness, ToolAutoLogitsBeforeTheTriggerAreUnconstrained) {
         << "step " << i;
   for (bool masked : CheckAgainstModel(*model, request.prompt, with_tools)) EXPECT_FALSE(masked);
 
-  // Control: a trigger the free reply contains — its first lowercase letter (the byte tokenizer:
-  // ids 0..255 are the bytes).
+  // Control: a trigger the free reply contains — its first ASCII byte (the byte tokenizer: ids
+  // 0..255 are the bytes).
   size_t trigger_step = 0;  // the step whose token is the trigger
-  while (trigger_step < free.tokens.size() && !(free.tokens[trigger_step] >= 'a' && free.tokens[trigger_step] <= 'z'))
+  while (trigger_step < free.tokens.size() && !(free.tokens[trigger_step] >= 0 && free.tokens[trigger_step] < 0x80))
     ++trigger_step;
-  ASSERT_LT(trigger_step + 3, free.tokens.size()) << "the free reply has no letter to trigger on early enough";
+  ASSERT_LT(trigger_step + 3, free.tokens.size()) << "the free reply has no ASCII byte to trigger on early enough: " << ::testing::PrintToString(free.tokens);
   const std::string trigger(1, static_cast<char>(free.tokens[trigger_step]));
-  ASSERT_OK_AND_ASSIGN(Grammar grammar, Grammar::Parse("root ::= \"" + trigger + "\" [0-9] [0-9]\n"));
+  char literal[8];
+  std::snprintf(literal, sizeof literal, "\\x%02X", free.tokens[trigger_step]);
+  ASSERT_OK_AND_ASSIGN(Grammar grammar, Grammar::Parse(std::string("root ::= \"") + literal + "\" [0-9] [0-9]\n"));
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<const TokenVocabulary> vocabulary, engine->Vocabulary());
   ASSERT_OK_AND_ASSIGN(request.constraint, TriggeredGrammarConstraint::Create(trigger, grammar, vocabulary));
   ASSERT_OK_AND_ASSIGN(RequestId triggered_id, engine->Submit(request));
