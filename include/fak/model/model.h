@@ -1,5 +1,5 @@
-// Model: an immutable decoder-only transformer (Llama, Qwen2/3, Phi-3, SmolLM3, Gemma 2/3 text) and
-// its forward pass on the CPU.
+// Model: an immutable decoder-only transformer (Llama, Qwen2/3, Qwen3-MoE, Phi-3, SmolLM3, Gemma 2/3 text,
+// gpt-oss) and its forward pass on the CPU.
 //
 // All per-request state lives in a KVCache; a Model is safe to share between threads. Prefill runs
 // a whole prompt as one batch; Decode runs one token. Within one kernel tier both produce the same
