@@ -3,6 +3,7 @@
 // (ctest runs this binary once per tier). Each witness has a non-vacuity control.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -47,8 +48,9 @@ TEST_P(CachedDecodeWitness, CachedDecodeMatchesPrefill) {
 
 INSTANTIATE_TEST_SUITE_P(Witness, CachedDecodeWitness, ::testing::ValuesIn(testing::ArchitectureConfigs()),
                          [](const ::testing::TestParamInfo<ModelConfig>& info) {
-                           return std::string(ArchitectureName(info.param.architecture)) +
-                                  (info.param.qkv_bias ? "_qkv_bias" : "");
+                           std::string name = ArchitectureName(info.param.architecture);
+                           std::replace(name.begin(), name.end(), '-', '_');  // gtest names: [A-Za-z0-9_]
+                           return name + (info.param.qkv_bias ? "_qkv_bias" : "");
                          });
 
 // The same on loaded Q8_0 files, whose projections run packed eight rows at a time (kernels
