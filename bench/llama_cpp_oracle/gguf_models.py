@@ -177,7 +177,9 @@ def _weights(shape: Shape, seed: int):
             yield p + "attn_output.bias", normal(1, h, 0.1)[0]
             yield p + "attn_sinks.weight", normal(1, shape.heads, 1.5)[0]
             yield p + "post_attention_norm.weight", norm(h)
-            yield p + "ffn_gate_inp.weight", normal(n, h, 2 / np.sqrt(h))
+            # router logits of std ~4: fewer near-ties between the 4th and 5th expert, whose order
+            # the engines' last-bit differences (amplified by Q8_0 activations) could swap
+            yield p + "ffn_gate_inp.weight", normal(n, h, 4 / np.sqrt(h))
             yield p + "ffn_gate_inp.bias", normal(1, n, 0.5)[0]
             yield p + "ffn_gate_exps.weight", normal(n * fe, h, 3 / np.sqrt(h)).reshape(n, fe, h)
             yield p + "ffn_gate_exps.bias", normal(n, fe, 0.5)
