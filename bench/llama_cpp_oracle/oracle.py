@@ -71,6 +71,9 @@ FIXTURES = {
     "llama_f16": (gm.FIXTURE_LLAMA, 1, "f16"),
     "llama_bf16": (gm.FIXTURE_LLAMA, 1, "bf16"),
     "qwen3moe_bf16": (gm.FIXTURE_QWEN3MOE, 10, "bf16"),
+    # gpt-oss: F32, and MXFP4 experts as llama.cpp's quantizer writes them (the real files' format).
+    "gptoss_f32": (gm.FIXTURE_GPTOSS, 11, "f32"),
+    "gptoss_mxfp4": (gm.FIXTURE_GPTOSS, 11, "mxfp4_moe"),
 }
 FIXTURE_TOKENS = 128
 

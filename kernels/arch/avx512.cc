@@ -69,6 +69,7 @@ struct Avx512V {
     return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
   }
   static B Max(B a, B b) { return xsimd::max(a, b); }
+  static B Min(B a, B b) { return xsimd::min(a, b); }
   static B Exp(B v) { return xsimd::exp(v); }
   static B Tanh(B v) { return xsimd::tanh(v); }
 };

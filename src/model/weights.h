@@ -65,6 +65,10 @@ struct ExpertWeights {
   WeightTensor gate;  // [expert_ffn][hidden]
   WeightTensor up;    // [expert_ffn][hidden]
   WeightTensor down;  // [hidden][expert_ffn]
+  // gpt-oss only (empty otherwise): f32 biases added to each projection's output.
+  WeightTensor gate_bias;  // [1][expert_ffn]
+  WeightTensor up_bias;    // [1][expert_ffn]
+  WeightTensor down_bias;  // [1][hidden]
 };
 
 struct LayerWeights {
@@ -79,16 +83,20 @@ struct LayerWeights {
   WeightTensor w_down;     // [hidden][ffn] (ditto)
   // Mixture of experts (ModelConfig::n_experts > 0): the router and the experts.
   WeightTensor router;  // [n_experts][hidden] (ffn_gate_inp)
+  WeightTensor router_bias;  // [1][n_experts] (gpt-oss; empty otherwise)
   std::vector<ExpertWeights> experts;
   // Gemma 3 only (empty for Llama): per-head QK-norm and the post-attention / post-FFN norms.
   WeightTensor q_norm;          // [1][head_dim]
   WeightTensor k_norm;          // [1][head_dim]
   WeightTensor post_attn_norm;  // [1][hidden]
   WeightTensor post_ffn_norm;   // [1][hidden]
-  // Qwen2 only (ModelConfig::qkv_bias; empty otherwise): added to the q/k/v projections.
+  // Qwen2 (ModelConfig::qkv_bias) and gpt-oss; empty otherwise: added to the q/k/v projections.
   WeightTensor bq;  // [1][n_heads * head_dim]
   WeightTensor bk;  // [1][n_kv_heads * head_dim]
   WeightTensor bv;  // [1][n_kv_heads * head_dim]
+  // gpt-oss only (empty otherwise): the output projection's bias and each head's attention sink logit.
+  WeightTensor bo;          // [1][hidden]
+  WeightTensor attn_sinks;  // [1][n_heads]
 };
 
 struct ModelWeights {
@@ -115,8 +123,13 @@ struct ModelWeights {
         if (!t->empty()) fn("layer", *t);
       for (const WeightTensor* t : {&l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm, &l.bq, &l.bk, &l.bv, &l.router})
         if (!t->empty()) fn("layer", *t);
-      for (const ExpertWeights& e : l.experts)
+      for (const WeightTensor* t : {&l.bo, &l.attn_sinks, &l.router_bias})
+        if (!t->empty()) fn("layer", *t);
+      for (const ExpertWeights& e : l.experts) {
         for (const WeightTensor* t : {&e.gate, &e.up, &e.down}) fn("layer", *t);
+        for (const WeightTensor* t : {&e.gate_bias, &e.up_bias, &e.down_bias})
+          if (!t->empty()) fn("layer", *t);
+      }
     }
   }
 };
