@@ -10,6 +10,7 @@ Subcommands (see docs/llama-cpp-oracle.md; `run` drives them):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -119,17 +120,13 @@ def llama_cpp_version() -> str:
     return getattr(llama_cpp, "__version__", "unknown")
 
 
-def llama_logits(path: str, tokens: list, threads: int, n_batch: int = 512) -> np.ndarray:
-    """llama.cpp's logits at every position of `tokens` (one sequence, F32 KV cache), fed n_batch at a time.
-
-    n_batch 1 runs llama.cpp's single-row kernels (vec_dot), whose float order does not depend on the
-    batch; larger batches switch to other kernels (llamafile sgemm, repacked gemm) with other orders."""
+@contextlib.contextmanager
+def no_extra_bufts():
+    """Llama() loads inside this without ggml-cpu's "extra buffer types" (runtime weight repacking,
+    AMX): with them, llama-cpp-python 0.3.36 segfaults decoding quantized files on this Sapphire
+    Rapids machine (the committed Q8_0 logits are the same either way). Llama() has no argument for
+    it, so the default model params are patched for the load."""
     import llama_cpp.llama as llama_module
-    from llama_cpp import Llama
-    # Without ggml-cpu's "extra buffer types" (runtime weight repacking, AMX): with them,
-    # llama-cpp-python 0.3.36 segfaults decoding quantized files on this Sapphire Rapids machine (the
-    # committed Q8_0 logits are the same either way). Llama() has no argument for it, so the default
-    # model params are patched for this one load.
     default_params = llama_module.llama_cpp.llama_model_default_params
 
     def params_without_repacking():
@@ -139,11 +136,21 @@ def llama_logits(path: str, tokens: list, threads: int, n_batch: int = 512) -> n
 
     llama_module.llama_cpp.llama_model_default_params = params_without_repacking
     try:
+        yield
+    finally:
+        llama_module.llama_cpp.llama_model_default_params = default_params
+
+
+def llama_logits(path: str, tokens: list, threads: int, n_batch: int = 512) -> np.ndarray:
+    """llama.cpp's logits at every position of `tokens` (one sequence, F32 KV cache), fed n_batch at a time.
+
+    n_batch 1 runs llama.cpp's single-row kernels (vec_dot), whose float order does not depend on the
+    batch; larger batches switch to other kernels (llamafile sgemm, repacked gemm) with other orders."""
+    from llama_cpp import Llama
+    with no_extra_bufts():
         llm = Llama(model_path=path, logits_all=True, n_ctx=max(64, len(tokens)), n_batch=n_batch, n_ubatch=n_batch,
                     n_threads=threads, n_threads_batch=threads, type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32,
                     verbose=False)
-    finally:
-        llama_module.llama_cpp.llama_model_default_params = default_params
     llm.eval(tokens)
     out = np.array(llm.scores[:len(tokens)], dtype=np.float32, copy=True)
     del llm
@@ -415,8 +422,9 @@ def cmd_speed(args) -> int:
     for label, path in speed_models(args):
         per_token = decode_bytes_per_token(path)
         for threads in [int(t) for t in args.threads_list.split(",")]:
-            llm = Llama(model_path=path, n_ctx=max(pp + [tg]) + 16, n_batch=512, n_ubatch=512, n_threads=threads,
-                        n_threads_batch=threads, verbose=False)
+            with no_extra_bufts():
+                llm = Llama(model_path=path, n_ctx=max(pp + [tg]) + 16, n_batch=512, n_ubatch=512, n_threads=threads,
+                            n_threads_batch=threads, verbose=False)
             vocab = llm.n_vocab()
             llama_bench(llm, vocab, [32], 4)  # warm-up: page in the weights
             fak_bench(args.tool, path, threads, [32], 4, warmup=0)
