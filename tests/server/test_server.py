@@ -262,13 +262,14 @@ def test_seed_reproduces_and_no_seed_is_random(server):
     b = client.chat.completions.create(seed=1234, **kw)
     assert a.choices[0].message.content == b.choices[0].message.content
     assert a.model_extra["seed"] == 1234
-    unseeded = [client.chat.completions.create(logprobs=True, **kw) for _ in range(2)]
+    unseeded = [client.chat.completions.create(logprobs=True, **kw) for _ in range(4)]
     seeds = [u.model_extra["seed"] for u in unseeded]
-    assert seeds[0] != seeds[1]
+    assert len(set(seeds)) == 4
     # Compared by token bytes: the embedded model's replies may hold half characters, which print
-    # alike (U+FFFD) though the tokens differ.
-    token_bytes = [[bytes(t.bytes) for t in u.choices[0].logprobs.content] for u in unseeded]
-    assert token_bytes[0] != token_bytes[1]
+    # alike (U+FFFD) though the tokens differ. Two draws of this prompt agree about one time in ten
+    # (it favours newlines), so four draws are asked for and must not all agree.
+    token_bytes = [tuple(bytes(t.bytes) for t in u.choices[0].logprobs.content) for u in unseeded]
+    assert len(set(token_bytes)) > 1
     # The reported seed reproduces its reply.
     again = client.chat.completions.create(seed=seeds[0], **kw)
     assert again.choices[0].message.content == unseeded[0].choices[0].message.content
