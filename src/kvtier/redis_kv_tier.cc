@@ -9,7 +9,7 @@
 //   below touch a meta or marker and a set together, so they must share a slot: the index is
 //   small (tens of bytes per entry) while the chunks carry the megabytes.
 //
-// TTL (options.ttl_seconds > 0): m:, c: and e: keys expire; a Get refreshes them. Chunks and
+// TTL (options.ttl_seconds > 0): m:, c: and e: keys expire; an Open (and so a Get) refreshes them. Chunks and
 // markers live a second longer than the meta record, so an entry expires meta first and a reader
 // that finds the meta finds its chunks. The sets never expire; their stale members (entries that
 // expired or were removed) are dropped lazily — Ends() by the e: markers, KeysFromSource and
@@ -28,7 +28,7 @@ namespace {
 using internal::RedisCommand;
 using internal::RedisReply;
 
-// Chunks per pipelined round trip: 16 × 4 MiB in flight; Get receives them straight into place.
+// Chunks per pipelined round trip: 16 × 4 MiB in flight; a read receives them straight into place.
 constexpr size_t kChunksPerRoundTrip = 16;
 constexpr uint64_t kMaxChunkBytes = uint64_t{256} << 20;  // OpenRedisKVTier's bound on chunk_bytes
 
@@ -43,6 +43,51 @@ bool ParseU64(std::string_view s, uint64_t* v) {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
   return ec == std::errc() && p == s.data() + s.size();
 }
+
+// An entry's chunks read as one file: a read fetches the part of each chunk it covers (GETRANGE,
+// pipelined), received from the socket straight into the caller's buffer, so a page-in decodes and
+// hashes as the chunks arrive. A chunk that changed or vanished since the open is Corruption (the
+// slab file says truncated). Valid while its store lives; thread-safe as the connection is.
+class RedisTierFile final : public RandomAccessFile {
+ public:
+  RedisTierFile(internal::RedisConnection& conn, std::string chunk_prefix, std::string name, uint64_t chunk_bytes, uint64_t size)
+      : conn_(conn), chunk_prefix_(std::move(chunk_prefix)), name_(std::move(name)), chunk_bytes_(chunk_bytes), size_(size) {}
+
+  uint64_t size() const override { return size_; }
+
+  Status ReadAt(uint64_t offset, std::span<std::byte> out) const override {
+    FAK_RETURN_IF_ERROR(CheckReadRange(size_, offset, out.size()));
+    const uint64_t end = offset + out.size();
+    for (uint64_t at = offset; at < end;) {
+      std::vector<RedisCommand> batch;
+      std::vector<uint64_t> want;
+      const uint64_t batch_from = at;
+      while (at < end && batch.size() < kChunksPerRoundTrip) {
+        const uint64_t c = at / chunk_bytes_, lo = at % chunk_bytes_, n = std::min(chunk_bytes_ - lo, end - at);
+        batch.push_back({"GETRANGE", chunk_prefix_ + std::to_string(c), std::to_string(lo), std::to_string(lo + n - 1)});
+        want.push_back(n);
+        at += n;
+      }
+      const std::span<char> dest(reinterpret_cast<char*>(out.data()) + (batch_from - offset), at - batch_from);
+      size_t written = 0;
+      FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> got, conn_.RunInto(batch, true, dest, &written));
+      for (size_t i = 0; i < got.size(); ++i) {
+        if (got[i].type == RedisReply::Type::kError) return internal::ErrorReplyStatus("redis kv tier GETRANGE chunk", got[i]);
+        if (got[i].type != RedisReply::Type::kString || static_cast<uint64_t>(got[i].integer) != want[i]) {
+          return Corruption("redis kv tier: entry " + name_ + ": a chunk changed or vanished since it was opened");
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  internal::RedisConnection& conn_;
+  const std::string chunk_prefix_;  // "<prefix>:kvt:c:{<id>}:"
+  const std::string name_;          // the id's first 16 digits, for messages
+  const uint64_t chunk_bytes_;      // the writer's chunk size
+  const uint64_t size_;
+};
 
 class RedisKVTier final : public KVTierStore {
  public:
@@ -75,58 +120,71 @@ class RedisKVTier final : public KVTierStore {
     return Expect(tail, "SET meta");
   }
 
-  using KVTierStore::Get;
-  Result<std::string> Get(const TierKey& key, uint64_t max_bytes) override {
+  // The entry's chunks read as one file (RedisTierFile). Its size is what the chunks hold as far as
+  // the first and last tell: the meta's size when they agree with it, shorter when one of them is
+  // gone (the slab file then says truncated), Corruption when their lengths contradict the meta.
+  Result<std::unique_ptr<RandomAccessFile>> Open(const TierKey& key, uint64_t max_bytes) override {
     FAK_RETURN_IF_ERROR(ValidateTierKey(key));
     max_bytes = std::min(max_bytes, kMaxTierEntryBytes);
     FAK_ASSIGN_OR_RETURN(RedisReply meta, conn_->RunOne({"GET", Meta(key)}, true));
     if (meta.type == RedisReply::Type::kNil) return NotFound("redis kv tier: no entry " + key.id.substr(0, 16));
     uint64_t n_chunks = 0, n_bytes = 0;
     FAK_RETURN_IF_ERROR(ParseMeta(meta, key, &n_chunks, &n_bytes));
-    // The size record is whoever wrote the key's word: checked before the buffer is sized by it.
+    // The size record is whoever wrote the key's word: checked before anything is sized by it.
     if (n_bytes > max_bytes) {
       return ResourceExhausted("redis kv tier: entry " + key.id.substr(0, 16) + " records " + std::to_string(n_bytes) +
                                " bytes, more than the " + std::to_string(max_bytes) + " a reader accepts; not read");
     }
-    if (n_bytes > n_chunks * kMaxChunkBytes) {
+    if (n_bytes > n_chunks * kMaxChunkBytes || (n_chunks > 0) != (n_bytes > 0)) {
       return Corruption("redis kv tier: entry " + key.id.substr(0, 16) + ": meta records " + std::to_string(n_bytes) +
                         " bytes in " + std::to_string(n_chunks) + " chunks");
     }
+    // The writer's chunk size is chunk 0's length; the last chunk's length checks it against the meta.
+    std::vector<RedisCommand> probe;
+    if (n_chunks > 0) probe = {{"STRLEN", Chunk(key, 0)}, {"STRLEN", Chunk(key, n_chunks - 1)}};
     if (ttl_ > 0) {  // a read keeps the entry alive: refresh before reading, so it cannot expire midway
-      std::vector<RedisCommand> touch{{"EXPIRE", Meta(key), std::to_string(ttl_)},
-                                      {"EXPIRE", EndMarker(key.end), std::to_string(ttl_ + 1)}};
-      for (uint64_t c = 0; c < n_chunks; ++c) touch.push_back({"EXPIRE", Chunk(key, c), std::to_string(ttl_ + 1)});
-      FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> touched, conn_->Run(touch, true));
-      if (touched[0].type == RedisReply::Type::kError) return internal::ErrorReplyStatus("redis kv tier EXPIRE", touched[0]);
-      if (touched[0].integer == 0) return NotFound("redis kv tier: entry " + key.id.substr(0, 16) + " expired");
+      probe.push_back({"EXPIRE", Meta(key), std::to_string(ttl_)});
+      probe.push_back({"EXPIRE", EndMarker(key.end), std::to_string(ttl_ + 1)});
+      for (uint64_t c = 0; c < n_chunks; ++c) probe.push_back({"EXPIRE", Chunk(key, c), std::to_string(ttl_ + 1)});
     }
-    // Sized from the (bounded) meta record; each chunk is received straight into its place.
+    FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> got, conn_->Run(probe, true));
+    for (const RedisReply& r : got) {
+      if (r.type == RedisReply::Type::kError) return internal::ErrorReplyStatus("redis kv tier STRLEN/EXPIRE", r);
+      if (r.type != RedisReply::Type::kInteger) return Corruption("redis kv tier: STRLEN/EXPIRE: not an integer reply");
+    }
+    if (ttl_ > 0 && got[n_chunks > 0 ? 2 : 0].integer == 0) {
+      return NotFound("redis kv tier: entry " + key.id.substr(0, 16) + " expired");
+    }
+    uint64_t chunk = 0, size = 0;
+    if (n_chunks > 0) {
+      chunk = static_cast<uint64_t>(got[0].integer);
+      const uint64_t last = static_cast<uint64_t>(got[1].integer);
+      if (chunk == 0) {
+        size = 0;  // chunk 0 is gone
+      } else if (chunk > kMaxChunkBytes || (n_bytes + chunk - 1) / chunk != n_chunks ||
+                 (last != 0 && last != n_bytes - (n_chunks - 1) * chunk)) {
+        return Corruption("redis kv tier: entry " + key.id.substr(0, 16) + ": its chunks (" + std::to_string(chunk) + " and " +
+                          std::to_string(last) + " bytes at the ends) do not hold the " + std::to_string(n_bytes) +
+                          " bytes in " + std::to_string(n_chunks) + " chunks its meta records");
+      } else {
+        size = last == 0 ? (n_chunks - 1) * chunk : n_bytes;  // the last chunk is gone: the rest is read
+      }
+    }
+    return std::unique_ptr<RandomAccessFile>(
+        std::make_unique<RedisTierFile>(*conn_, chunks_ + "{" + key.id + "}:", key.id.substr(0, 16), chunk, size));
+  }
+
+  using KVTierStore::Get;
+  Result<std::string> Get(const TierKey& key, uint64_t max_bytes) override {
+    FAK_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, Open(key, max_bytes));
     std::string out;
     try {
-      out.resize(n_bytes);
+      out.resize(file->size());  // bounded by max_bytes in Open
     } catch (const std::exception&) {
-      return ResourceExhausted("redis kv tier: entry " + key.id.substr(0, 16) + ": cannot hold " + std::to_string(n_bytes) +
+      return ResourceExhausted("redis kv tier: entry " + key.id.substr(0, 16) + ": cannot hold " + std::to_string(file->size()) +
                                " bytes in memory");
     }
-    size_t at = 0;
-    for (uint64_t i = 0; i < n_chunks; i += kChunksPerRoundTrip) {
-      std::vector<RedisCommand> batch;
-      for (uint64_t c = i; c < std::min<uint64_t>(n_chunks, i + kChunksPerRoundTrip); ++c) batch.push_back({"GET", Chunk(key, c)});
-      size_t written = 0;
-      FAK_ASSIGN_OR_RETURN(std::vector<RedisReply> got,
-                           conn_->RunInto(batch, true, std::span<char>(out.data() + at, out.size() - at), &written));
-      size_t placed = 0;  // the bytes before the first lost chunk
-      for (const RedisReply& r : got) {
-        if (r.type == RedisReply::Type::kError) return internal::ErrorReplyStatus("redis kv tier GET chunk", r);
-        if (r.type != RedisReply::Type::kString) {  // a lost chunk: the slab file says truncated
-          out.resize(at + placed);
-          return out;
-        }
-        placed += static_cast<size_t>(r.integer);
-      }
-      at += written;
-    }
-    out.resize(at);  // fewer bytes than the meta says: the slab file says truncated
+    FAK_RETURN_IF_ERROR(file->ReadAt(0, std::as_writable_bytes(std::span(out))));
     return out;
   }
 

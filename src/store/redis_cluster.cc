@@ -68,7 +68,7 @@ Result<std::vector<std::string_view>> CommandKeys(const RedisCommand& c) {
   static constexpr const char* kFirstArgIsKey[] = {
       "GET",   "SET",    "EXPIRE", "PERSIST", "INCR",  "DECR",  "SADD",  "SREM", "SMEMBERS", "SCARD",     "SISMEMBER",
       "HSET",  "HDEL",   "HMGET",  "HGET",    "HGETALL", "HKEYS", "LRANGE", "RPUSH", "XADD", "XREVRANGE", "XRANGE",
-      "TTL",   "PTTL",   "TYPE",   "XLEN",    "STRLEN"};
+      "TTL",   "PTTL",   "TYPE",   "XLEN",    "STRLEN",  "GETRANGE"};
   static constexpr const char* kKeyless[] = {"PING", "INFO", "CLUSTER", "ASKING", "AUTH", "SELECT", "ECHO"};
   if (std::any_of(std::begin(kKeyless), std::end(kKeyless), [&](const char* k) { return name == k; })) return keys;
   if (std::any_of(std::begin(kFirstArgIsKey), std::end(kFirstArgIsKey), [&](const char* k) { return name == k; })) {

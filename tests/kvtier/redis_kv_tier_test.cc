@@ -1,7 +1,8 @@
 // The Redis KV tier on a real redis-server: worker B serves a prefix worker A computed (bit-exact),
 // values chunked; a lost chunk is refused as truncated; an outage falls back to recompute; erasing
 // a text erases its entries; a TTL expires entries (a Get keeps them alive) and the index forgets
-// them lazily; a meta record that lies about the size is refused, not overrun.
+// them lazily; a meta record that lies about the size is refused, not overrun; an entry opened for
+// reading in ranges reads chunk parts.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -167,9 +168,38 @@ TEST_F(RedisKVTierTest, AMetaRecordThatUndersizesTheEntryIsRefusedNotOverrun) {
   EXPECT_EQ(raw.Command({"SET", "faktest:{kvt}:m:" + key.id, "7 3 10000"}), "+OK");
   ASSERT_OK_AND_ASSIGN(std::string got, tier->Get(key));
   EXPECT_EQ(got, bytes);
-  // A meta record that oversizes it: the bytes that exist come back (the slab file says truncated).
+  // A meta record that oversizes it: the chunks' lengths contradict it.
   EXPECT_EQ(raw.Command({"SET", "faktest:{kvt}:m:" + key.id, "7 3 20000"}), "+OK");
-  EXPECT_EQ(*tier->Get(key), bytes);
+  EXPECT_EQ(tier->Get(key).error().code(), StatusCode::kCorruption);
+}
+
+// An entry opened for reading in ranges reads what Get reads, across chunk boundaries; a chunk that
+// vanishes after the open fails the read as Corruption (the slab file says truncated); a lost last
+// chunk shortens the file, a lost first one empties it.
+TEST_F(RedisKVTierTest, AnOpenedEntryReadsRangesAcrossChunks) {
+  std::unique_ptr<KVTierStore> tier = Open();
+  const TierKey key{Digest::Of("ranges").Hex(), 9};
+  std::string bytes(3 * 4096 + 100, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 + i / 4096);
+  ASSERT_OK(tier->Put(key, bytes, {}));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RandomAccessFile> file, tier->Open(key, UINT64_MAX));
+  ASSERT_EQ(file->size(), bytes.size());
+  for (const auto& [offset, n] : std::vector<std::pair<size_t, size_t>>{{0, 10}, {4000, 200}, {100, 3 * 4096}, {12288, 100}, {0, bytes.size()}}) {
+    std::string got(n, '\0');
+    ASSERT_OK(file->ReadAt(offset, std::as_writable_bytes(std::span(got))));
+    EXPECT_EQ(got, bytes.substr(offset, n)) << offset << "+" << n;
+  }
+  std::string past(2, '\0');
+  EXPECT_EQ(file->ReadAt(bytes.size() - 1, std::as_writable_bytes(std::span(past))).code(), StatusCode::kInvalidArgument);
+  testing::RawRedis raw(server_.port());
+  EXPECT_EQ(raw.Command({"DEL", "faktest:kvt:c:{" + key.id + "}:1"}), ":1");
+  std::string across(200, '\0');
+  EXPECT_EQ(file->ReadAt(4000, std::as_writable_bytes(std::span(across))).code(), StatusCode::kCorruption);
+  ASSERT_OK(file->ReadAt(0, std::as_writable_bytes(std::span(across))));  // chunk 0 is still there
+  EXPECT_EQ(raw.Command({"DEL", "faktest:kvt:c:{" + key.id + "}:3"}), ":1");
+  EXPECT_EQ(tier->Open(key, UINT64_MAX).value()->size(), 3u * 4096);
+  EXPECT_EQ(raw.Command({"DEL", "faktest:kvt:c:{" + key.id + "}:0"}), ":1");
+  EXPECT_EQ(tier->Open(key, UINT64_MAX).value()->size(), 0u);
 }
 
 // A size record is the writer's word (issue 31: a recorded size of 2^62 answered HTTP 500 on every

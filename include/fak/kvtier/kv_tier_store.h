@@ -50,15 +50,16 @@ class FAK_EXPORT KVTierStore {
   virtual std::string_view name() const = 0;  // "directory" | "redis"
   // Stores (or replaces) an entry, recording it under each of `sources`.
   virtual Status Put(const TierKey& key, std::string_view bytes, std::span<const Digest> sources) = 0;
-  // The entry's bytes; NotFound when absent. May return fewer bytes than were put when the entry
-  // was damaged in the store (the slab file's own checks then say truncated). An entry the store
+  // The entry's bytes; NotFound when absent. May return fewer bytes than were put, or Corruption,
+  // when the entry was damaged in the store (the slab file's own checks then say truncated). An entry the store
   // records as larger than `max_bytes` (a file's size, Redis's size record) is ResourceExhausted
   // naming both sizes, before anything is allocated or read for it: a store's sizes are not
   // trusted (a sparse 1 TiB file, a forged size record). Never more than max_bytes are returned.
   virtual Result<std::string> Get(const TierKey& key, uint64_t max_bytes) = 0;
   // The entry open for reading in ranges, with Get's bounds and errors; its size is what Get would
   // return. A page-in decodes a slab straight from it instead of holding the file twice. Default:
-  // Get's bytes, in memory; the directory tier opens its file.
+  // Get's bytes, in memory; the directory tier opens its file; the Redis tier reads chunk ranges as
+  // they are asked for. The file is valid while the store lives.
   virtual Result<std::unique_ptr<RandomAccessFile>> Open(const TierKey& key, uint64_t max_bytes);
   // Get without a caller's bound: entries up to kMaxTierEntryBytes.
   Result<std::string> Get(const TierKey& key) { return Get(key, kMaxTierEntryBytes); }
