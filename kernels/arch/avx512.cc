@@ -16,6 +16,7 @@
 #include "kernels/simd/kernels_impl.h"
 #include "kernels/simd/quant_impl.h"
 #include "kernels/simd/quant_x86.h"
+#include "kernels/simd/quant_avx512.h"
 #include "kernels/tier_registry.h"
 
 namespace fak::kernels {
@@ -193,15 +194,25 @@ struct Avx512I {
     return AmxMatMulPackedQ8_0(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
   }
   static __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+  static __m512i DotU8S8(__m512i acc, __m512i u, __m512i s) { return _mm512_dpbusd_epi32(acc, u, s); }
   static __m256i DotU8S8Scaled(__m256i acc, __m256i u, __m256i s, __m256i c) {
     return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), c);
+  }
+  static __m512i DotU8S8Scaled(__m512i acc, __m512i u, __m512i s, __m512i c) {
+    return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, s), c);
   }
 #else
   static __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }
+  static __m512i DotU8S8(__m512i acc, __m512i u, __m512i s) {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+  }
   static __m256i DotU8S8Scaled(__m256i acc, __m256i u, __m256i s, __m256i c) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), c));
+  }
+  static __m512i DotU8S8Scaled(__m512i acc, __m512i u, __m512i s, __m512i c) {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), c));
   }
 #endif
   static __m256i BitMaskBytes(uint32_t bits) { return _mm256_movm_epi8(bits); }
@@ -209,7 +220,7 @@ struct Avx512I {
 
 void FillAvx512Table(KernelTable* table) {
   simd::FillTable<Avx512V>(table);
-  simd::FillQuantTable<Avx512V, simd::X86QuantOps<Avx512I>>(table);
+  simd::FillQuantTable<Avx512V, simd::Avx512QuantOps<Avx512I>>(table);
 }
 
 }  // namespace
