@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/quant_format.h"
 #include "kernels/simd/quant_x86.h"
@@ -75,19 +76,19 @@ struct Avx512QuantOps : X86QuantOps<I> {
     return Base::Fma(acc, u.d * x->d, _mm256_sub_epi32(lanes, _mm256_slli_epi32(corr, 5)));
   }
 
-  // Packed Q4_K times one activation row (decode) on zmm; everything else as Base.
+  // Packed Q4_K, Q2_K and Q3_K times one activation row (decode) on zmm; everything else as Base.
   static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                            size_t m, size_t k, size_t n_begin, size_t n_end) {
-    if (wtype == QuantType::kQ4_K && m == 1) {
-      const auto* x = static_cast<const ActQ8_K*>(xq);
-      const auto* wb = static_cast<const uint8_t*>(w);
-      constexpr size_t kAheadGroups = 2;  // as Base's one-row tiles
-      for (size_t n = n_begin; n < n_end; n += 8) {
-        const size_t ahead = std::min(n + 8 * kAheadGroups, n_end - 8);
-        Q4KRowGroup(x, k / kQKK, reinterpret_cast<const BlockQ4_Kx8*>(wb + n * w_row_bytes),
-                    reinterpret_cast<const BlockQ4_Kx8*>(wb + ahead * w_row_bytes), y + n);
+    if (m == 1) {
+      switch (wtype) {
+        case QuantType::kQ4_K:
+          return OneRow<BlockQ4_Kx8, &Q4KRowGroup>(xq, w, w_row_bytes, y, k, n_begin, n_end);
+        case QuantType::kQ2_K:
+          return OneRow<BlockQ2_Kx8, &QuarterRowGroup<BlockQ2_Kx8>>(xq, w, w_row_bytes, y, k, n_begin, n_end);
+        case QuantType::kQ3_K:
+          return OneRow<BlockQ3_Kx8, &QuarterRowGroup<BlockQ3_Kx8>>(xq, w, w_row_bytes, y, k, n_begin, n_end);
+        default: break;
       }
-      return;
     }
     Base::MatMulPacked(wtype, xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
   }
@@ -134,7 +135,80 @@ struct Avx512QuantOps : X86QuantOps<I> {
     _mm256_storeu_ps(y, acc[0]);
   }
 
+  // One activation row against eight packed Q2_K or Q3_K columns: Base's QuarterSums<1> with two
+  // 4-byte groups per zmm, as Q4KRowGroup; the same integers, so PackedKTile's bits.
+  template <class PB>
+  static void QuarterRowGroup(const ActQ8_K* x, size_t n_blocks, const PB* w, const PB* ahead, float* y) {
+    constexpr bool kQ3 = std::is_same_v<PB, BlockQ3_Kx8>;
+    const __m512i pick[4] = {PairIndex(0), PairIndex(1), PairIndex(2), PairIndex(3)};
+    __m256 acc[1] = {_mm256_setzero_ps()};
+    for (size_t b = 0; b < n_blocks; ++b) {
+      for (size_t o = 0; o < sizeof(PB); o += 64) __builtin_prefetch(reinterpret_cast<const char*>(ahead + b) + o, 0, 2);
+      const PB& wb = w[b];
+      const ActQ8_K& xb = x[b];
+      __m256i sum = _mm256_setzero_si256(), bsum_terms = sum;
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) {
+        const int h = t / 4, j = t % 4;
+        const __m512i xt = _mm512_zextsi256_si512(Base::Load(xb.qs + 32 * t));
+        __m512i c[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // groups 2t (g < 4), 2t + 1
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p) {
+          __m512i q = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(wb.qs[h][2 * p]), 2 * j), _mm512_set1_epi8(3));
+          if constexpr (kQ3) {  // the third bit, bit t of the hmask byte, moved to bit 2
+            const __m512i hm = _mm512_loadu_si512(wb.hmask[2 * p]);
+            const __m512i bit = t >= 2 ? _mm512_srli_epi16(hm, t - 2) : _mm512_slli_epi16(hm, 2 - t);
+            q = _mm512_or_si512(q, _mm512_and_si512(bit, _mm512_set1_epi8(4)));
+          }
+          c[p / 2] = I::DotU8S8(c[p / 2], q, _mm512_permutexvar_epi32(pick[p], xt));  // q ≤ 7, |x| ≤ 127
+        }
+        __m256i sc0, sc1, c_pairs;
+        const __m128i r0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(GroupScales(wb, 2 * t)));
+        const __m128i r1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(GroupScales(wb, 2 * t + 1)));
+        if constexpr (kQ3) {
+          sc0 = _mm256_cvtepi8_epi32(r0);
+          sc1 = _mm256_cvtepi8_epi32(r1);
+          const __m128i a = _mm_cvtepi8_epi16(r0), bb = _mm_cvtepi8_epi16(r1);
+          c_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(a, bb), _mm_unpacklo_epi16(a, bb));
+        } else {
+          sc0 = _mm256_cvtepu8_epi32(_mm_and_si128(r0, _mm_set1_epi8(0x0F)));
+          sc1 = _mm256_cvtepu8_epi32(_mm_and_si128(r1, _mm_set1_epi8(0x0F)));
+          const __m128i a = _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(r0, 4), _mm_set1_epi8(0x0F)));
+          const __m128i bb = _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(r1, 4), _mm_set1_epi8(0x0F)));
+          c_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(a, bb), _mm_unpacklo_epi16(a, bb));
+        }
+        const __m256i g0 = _mm256_add_epi32(_mm512_castsi512_si256(c[0]), _mm512_extracti64x4_epi64(c[0], 1));
+        const __m256i g1 = _mm256_add_epi32(_mm512_castsi512_si256(c[1]), _mm512_extracti64x4_epi64(c[1], 1));
+        sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_mullo_epi32(g0, sc0), _mm256_mullo_epi32(g1, sc1)));
+        int32_t bsum_pair;
+        std::memcpy(&bsum_pair, xb.bsums + 2 * t, 4);
+        bsum_terms = _mm256_add_epi32(bsum_terms, _mm256_madd_epi16(c_pairs, _mm256_set1_epi32(bsum_pair)));
+      }
+      __m256i sums[1] = {sum};
+      const __m256i mins[1] = {bsum_terms};
+      if constexpr (kQ3) sums[0] = _mm256_sub_epi32(sum, _mm256_slli_epi32(bsum_terms, 2));
+      Base::template ApplyKScales<1>(wb, &xb, 0, sums, mins, acc);
+    }
+    _mm256_storeu_ps(y, acc[0]);
+  }
+
  private:
+  // Group g's eight column scales: Q2_K's scale | min bytes, Q3_K's signed scales.
+  static const void* GroupScales(const BlockQ2_Kx8& w, int g) { return w.scales[g]; }
+  static const void* GroupScales(const BlockQ3_Kx8& w, int g) { return w.sc[g]; }
+  // One activation row, eight columns at a time, through Group(x, n_blocks, group, group_ahead, y).
+  template <class PB, auto Group>
+  static void OneRow(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t k, size_t n_begin,
+                     size_t n_end) {
+    const auto* x = static_cast<const ActQ8_K*>(xq);
+    const auto* wb = static_cast<const uint8_t*>(w);
+    constexpr size_t kAheadGroups = 2;  // as Base's one-row tiles
+    for (size_t n = n_begin; n < n_end; n += 8) {
+      const size_t ahead = std::min(n + 8 * kAheadGroups, n_end - 8);
+      Group(x, k / kQKK, reinterpret_cast<const PB*>(wb + n * w_row_bytes),
+            reinterpret_cast<const PB*>(wb + ahead * w_row_bytes), y + n);
+    }
+  }
   // i32 lanes 0-7 take element 2p, lanes 8-15 element 2p + 1.
   static __m512i PairIndex(int p) {
     return _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(2 * p), _mm512_set1_epi32(2 * p + 1));
