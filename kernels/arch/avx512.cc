@@ -1,7 +1,8 @@
 // AVX-512 tiers: 16-lane xsimd batches, fused multiply-add. Built with -mavx512* only here, twice:
 // as avx512 (with VNNI) and as avx512_skx (without; cmake/kernel_tiers.cmake), one body for both.
 // The avx512 tier also runs packed Q8_0 products of several rows on AMX-INT8 where the CPU and OS
-// allow it (a run-time check, so the tier asks no more of the CPU than VNNI).
+// allow it (a run-time check, so the tier asks no more of the CPU than VNNI), and some quantized
+// decode steps on zmm (quant_avx512.h: the same integers, so the ymm bits).
 #include <xsimd/xsimd.hpp>
 
 #if defined(__AVX512VNNI__)

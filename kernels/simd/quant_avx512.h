@@ -219,9 +219,10 @@ struct Avx512QuantOps : X86QuantOps<I> {
     std::memcpy(&v, sc, 8);
     return _mm512_cvtepu8_epi32(_mm_set1_epi64x(v));
   }
-  // m[s][c]·bs_s + m[s+1][c]·bs_s+1 per column c, from the 16 bytes m[s], m[s + 1] and (bs_s, bs_s+1).
-  static __m256i MinTerms(const uint8_t (&m)[8], __m256i bs_pair) {
-    const __m128i two = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m));
+  // m[s][c]·bs_s + m[s+1][c]·bs_s+1 per column c, from the 16 bytes m[s], m[s + 1] (contiguous rows
+  // of BlockQ4_Kx8::m, at m_rows) and (bs_s, bs_s+1).
+  static __m256i MinTerms(const uint8_t* m_rows, __m256i bs_pair) {
+    const __m128i two = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m_rows));
     return _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(two, _mm_srli_si128(two, 8))), bs_pair);
   }
   static __m512i LaneIndex() {
