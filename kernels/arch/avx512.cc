@@ -1,7 +1,8 @@
 // AVX-512 tiers: 16-lane xsimd batches, fused multiply-add. Built with -mavx512* only here, twice:
 // as avx512 (with VNNI) and as avx512_skx (without; cmake/kernel_tiers.cmake), one body for both.
 // The avx512 tier also runs packed Q8_0 products of several rows on AMX-INT8 where the CPU and OS
-// allow it (a run-time check, so the tier asks no more of the CPU than VNNI).
+// allow it (a run-time check, so the tier asks no more of the CPU than VNNI), and some quantized
+// decode steps on zmm (quant_avx512.h: the same integers, so the ymm bits).
 #include <xsimd/xsimd.hpp>
 
 #if defined(__AVX512VNNI__)
@@ -16,6 +17,7 @@
 #include "kernels/simd/kernels_impl.h"
 #include "kernels/simd/quant_impl.h"
 #include "kernels/simd/quant_x86.h"
+#include "kernels/simd/quant_avx512.h"
 #include "kernels/tier_registry.h"
 
 namespace fak::kernels {
@@ -193,15 +195,25 @@ struct Avx512I {
     return AmxMatMulPackedQ8_0(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
   }
   static __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
+  static __m512i DotU8S8(__m512i acc, __m512i u, __m512i s) { return _mm512_dpbusd_epi32(acc, u, s); }
   static __m256i DotU8S8Scaled(__m256i acc, __m256i u, __m256i s, __m256i c) {
     return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), c);
+  }
+  static __m512i DotU8S8Scaled(__m512i acc, __m512i u, __m512i s, __m512i c) {
+    return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, s), c);
   }
 #else
   static __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }
+  static __m512i DotU8S8(__m512i acc, __m512i u, __m512i s) {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+  }
   static __m256i DotU8S8Scaled(__m256i acc, __m256i u, __m256i s, __m256i c) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), c));
+  }
+  static __m512i DotU8S8Scaled(__m512i acc, __m512i u, __m512i s, __m512i c) {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), c));
   }
 #endif
   static __m256i BitMaskBytes(uint32_t bits) { return _mm256_movm_epi8(bits); }
@@ -209,7 +221,7 @@ struct Avx512I {
 
 void FillAvx512Table(KernelTable* table) {
   simd::FillTable<Avx512V>(table);
-  simd::FillQuantTable<Avx512V, simd::X86QuantOps<Avx512I>>(table);
+  simd::FillQuantTable<Avx512V, simd::Avx512QuantOps<Avx512I>>(table);
 }
 
 }  // namespace

@@ -1,0 +1,236 @@
+// zmm forms of quant_x86.h's block steps for the AVX-512 tiers: the same integers on 64-byte
+// registers, so the same bits with about half the instructions per block. Include only from
+// kernels/arch/avx512.cc (everything is a template on that TU's integer policy I, which adds
+//   I::DotU8S8(acc, u, s) and I::DotU8S8Scaled(acc, u, s, c) on __m512i, lane for lane as the
+//   __m256i forms).
+#ifndef FAK_KERNELS_SIMD_QUANT_AVX512_H_
+#define FAK_KERNELS_SIMD_QUANT_AVX512_H_
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/quant_format.h"
+#include "kernels/simd/quant_x86.h"
+
+namespace fak::kernels::simd {
+
+template <class I>
+struct Avx512QuantOps : X86QuantOps<I> {
+  using Base = X86QuantOps<I>;
+  using typename Base::Acc;
+  using Base::Dot;
+  using Base::Unpack;
+
+  // Q6_K on zmm. A half h of the block is four quarters of 32 elements; one zmm holds two of them
+  // (t = 0 | 1 and t = 2 | 3: the low and high nibbles of ql[64h..64h+63], whose halves are the
+  // ymm step's ql0 and ql1), against the 64 contiguous activations of those quarters. Integer lane
+  // L of the low 256 bits is the ymm step's lane L for the first quarter, of the high 256 bits for
+  // the second; adding the halves gives the ymm step's lanes exactly (integers), and the float step
+  // after it is Base's: so the same bits as quant_x86.h's Q6_K.
+  struct Q6KZ {
+    __m512i q[4];   // half h: quarters 0|1 at 2h, 2|3 at 2h + 1; q ∈ [0, 63]
+    __m512i sc[4];  // their groups' scales, i16 lanes: 128-bit lane k holds group 8h + 4·(pair) + k
+    __m256i sc16;   // the 16 group scales as i16, against the activation's bsums
+    float d;
+  };
+  static Q6KZ Unpack(const BlockQ6_K* w) {
+    Q6KZ u;
+    u.sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w->scales)));
+    const __m512i sc = _mm512_zextsi256_si512(u.sc16);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m6 = _mm512_set1_epi8(0x30);
+    // qh's bits for quarters 0|1 move up by 4|2, for 2|3 down by 0|2 (16-bit shifts; the masks drop
+    // what crosses a byte).
+    const __m512i up = _mm512_mask_blend_epi64(0xF0, _mm512_set1_epi16(4), _mm512_set1_epi16(2));
+    const __m512i down = _mm512_mask_blend_epi64(0xF0, _mm512_setzero_si512(), _mm512_set1_epi16(2));
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(w->ql + 64 * h);
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w->qh + 32 * h)));
+      u.q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, up), m6));
+      u.q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                       _mm512_and_si512(_mm512_srlv_epi16(qh, down), m6));
+#pragma GCC unroll 2
+      for (int p = 0; p < 2; ++p) {  // i16 lane e of pair p: group 8h + 4p + e / 8
+        const __m512i idx = _mm512_add_epi16(_mm512_srli_epi16(LaneIndex(), 3), _mm512_set1_epi16(8 * h + 4 * p));
+        u.sc[2 * h + p] = _mm512_permutexvar_epi16(idx, sc);
+      }
+    }
+    u.d = Base::F16(w->d);
+    return u;
+  }
+  static Acc Dot(Acc acc, const Q6KZ& u, const ActQ8_K* x) {
+    __m512i s0 = _mm512_setzero_si512(), s1 = s0;  // two chains: half 0's quarter pairs, then half 1's
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      s0 = I::DotU8S8Scaled(s0, u.q[2 * h], _mm512_loadu_si512(x->qs + 128 * h), u.sc[2 * h]);
+      s1 = I::DotU8S8Scaled(s1, u.q[2 * h + 1], _mm512_loadu_si512(x->qs + 128 * h + 64), u.sc[2 * h + 1]);
+    }
+    const __m512i s = _mm512_add_epi32(s0, s1);
+    const __m256i lanes = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+    const __m256i corr = _mm256_madd_epi16(Base::Load(x->bsums), u.sc16);
+    return Base::Fma(acc, u.d * x->d, _mm256_sub_epi32(lanes, _mm256_slli_epi32(corr, 5)));
+  }
+
+  // Packed Q4_K, Q2_K and Q3_K times one activation row (decode) on zmm; everything else as Base.
+  static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
+                           size_t m, size_t k, size_t n_begin, size_t n_end) {
+    if (m == 1) {
+      switch (wtype) {
+        case QuantType::kQ4_K:
+          return OneRow<BlockQ4_Kx8, &Q4KRowGroup>(xq, w, w_row_bytes, y, k, n_begin, n_end);
+        case QuantType::kQ2_K:
+          return OneRow<BlockQ2_Kx8, &QuarterRowGroup<BlockQ2_Kx8>>(xq, w, w_row_bytes, y, k, n_begin, n_end);
+        case QuantType::kQ3_K:
+          return OneRow<BlockQ3_Kx8, &QuarterRowGroup<BlockQ3_Kx8>>(xq, w, w_row_bytes, y, k, n_begin, n_end);
+        default: break;
+      }
+    }
+    Base::MatMulPacked(wtype, xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+  }
+
+  // One activation row against eight packed Q4_K columns: Base's SuperBlockSums<1> with two 4-byte
+  // groups per zmm (group 2p in lanes 0-7, 2p + 1 in lanes 8-15, each against its own four
+  // activation bytes) and both nibbles of a load used, then Base's ApplyKScales. The integer sums
+  // are the same (exact), so the bits are PackedKTile's.
+  static void Q4KRowGroup(const ActQ8_K* x, size_t n_blocks, const BlockQ4_Kx8* w, const BlockQ4_Kx8* ahead,
+                          float* y) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i pick[4] = {PairIndex(0), PairIndex(1), PairIndex(2), PairIndex(3)};
+    __m256 acc[1] = {_mm256_setzero_ps()};
+    for (size_t b = 0; b < n_blocks; ++b) {
+      for (size_t o = 0; o < sizeof(BlockQ4_Kx8); o += 64) __builtin_prefetch(reinterpret_cast<const char*>(ahead + b) + o, 0, 2);
+      const BlockQ4_Kx8& wb = w[b];
+      const ActQ8_K& xb = x[b];
+      __m512i sum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int ch = 0; ch < 4; ++ch) {  // sub-blocks 2ch (low nibbles) and 2ch + 1 (high)
+        const __m512i x_lo = _mm512_zextsi256_si512(Base::Load(xb.qs + 64 * ch));
+        const __m512i x_hi = _mm512_zextsi256_si512(Base::Load(xb.qs + 64 * ch + 32));
+        __m512i c_lo = _mm512_setzero_si512(), c_hi = c_lo;
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p) {
+          const __m512i raw = _mm512_loadu_si512(wb.qs[ch][2 * p]);
+          c_lo = I::DotU8S8(c_lo, _mm512_and_si512(raw, m4), _mm512_permutexvar_epi32(pick[p], x_lo));  // q ≤ 15
+          c_hi = I::DotU8S8(c_hi, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), _mm512_permutexvar_epi32(pick[p], x_hi));
+        }
+        sum = _mm512_add_epi32(sum, _mm512_add_epi32(_mm512_mullo_epi32(c_lo, SubBlockScales(wb.sc[2 * ch])),
+                                                     _mm512_mullo_epi32(c_hi, SubBlockScales(wb.sc[2 * ch + 1]))));
+      }
+      // Σ_s m_s·(bsum_2s + bsum_2s+1), as (m_s, m_s+1) pairs against (Σx of s, of s + 1).
+      const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(xb.bsums + 8)));
+      const __m256i mins = _mm256_add_epi32(_mm256_add_epi32(MinTerms(wb.m[0], _mm256_broadcastd_epi32(bs)),
+                                                             MinTerms(wb.m[2], _mm256_broadcastd_epi32(_mm_srli_si128(bs, 4)))),
+                                            _mm256_add_epi32(MinTerms(wb.m[4], _mm256_broadcastd_epi32(_mm_srli_si128(bs, 8))),
+                                                             MinTerms(wb.m[6], _mm256_broadcastd_epi32(_mm_srli_si128(bs, 12)))));
+      const __m256i sums[1] = {_mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1))};
+      const __m256i min_sums[1] = {mins};
+      Base::template ApplyKScales<1>(wb, &xb, 0, sums, min_sums, acc);
+    }
+    _mm256_storeu_ps(y, acc[0]);
+  }
+
+  // One activation row against eight packed Q2_K or Q3_K columns: Base's QuarterSums<1> with two
+  // 4-byte groups per zmm, as Q4KRowGroup; the same integers, so PackedKTile's bits.
+  template <class PB>
+  static void QuarterRowGroup(const ActQ8_K* x, size_t n_blocks, const PB* w, const PB* ahead, float* y) {
+    constexpr bool kQ3 = std::is_same_v<PB, BlockQ3_Kx8>;
+    const __m512i pick[4] = {PairIndex(0), PairIndex(1), PairIndex(2), PairIndex(3)};
+    __m256 acc[1] = {_mm256_setzero_ps()};
+    for (size_t b = 0; b < n_blocks; ++b) {
+      for (size_t o = 0; o < sizeof(PB); o += 64) __builtin_prefetch(reinterpret_cast<const char*>(ahead + b) + o, 0, 2);
+      const PB& wb = w[b];
+      const ActQ8_K& xb = x[b];
+      __m256i sum = _mm256_setzero_si256(), bsum_terms = sum;
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) {
+        const int h = t / 4, j = t % 4;
+        const __m512i xt = _mm512_zextsi256_si512(Base::Load(xb.qs + 32 * t));
+        __m512i c[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // groups 2t (g < 4), 2t + 1
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p) {
+          __m512i q = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(wb.qs[h][2 * p]), 2 * j), _mm512_set1_epi8(3));
+          if constexpr (kQ3) {  // the third bit, bit t of the hmask byte, moved to bit 2
+            const __m512i hm = _mm512_loadu_si512(wb.hmask[2 * p]);
+            const __m512i bit = t >= 2 ? _mm512_srli_epi16(hm, t - 2) : _mm512_slli_epi16(hm, 2 - t);
+            q = _mm512_or_si512(q, _mm512_and_si512(bit, _mm512_set1_epi8(4)));
+          }
+          c[p / 2] = I::DotU8S8(c[p / 2], q, _mm512_permutexvar_epi32(pick[p], xt));  // q ≤ 7, |x| ≤ 127
+        }
+        __m256i sc0, sc1, c_pairs;
+        const __m128i r0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(GroupScales(wb, 2 * t)));
+        const __m128i r1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(GroupScales(wb, 2 * t + 1)));
+        if constexpr (kQ3) {
+          sc0 = _mm256_cvtepi8_epi32(r0);
+          sc1 = _mm256_cvtepi8_epi32(r1);
+          const __m128i a = _mm_cvtepi8_epi16(r0), bb = _mm_cvtepi8_epi16(r1);
+          c_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(a, bb), _mm_unpacklo_epi16(a, bb));
+        } else {
+          sc0 = _mm256_cvtepu8_epi32(_mm_and_si128(r0, _mm_set1_epi8(0x0F)));
+          sc1 = _mm256_cvtepu8_epi32(_mm_and_si128(r1, _mm_set1_epi8(0x0F)));
+          const __m128i a = _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(r0, 4), _mm_set1_epi8(0x0F)));
+          const __m128i bb = _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(r1, 4), _mm_set1_epi8(0x0F)));
+          c_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(a, bb), _mm_unpacklo_epi16(a, bb));
+        }
+        const __m256i g0 = _mm256_add_epi32(_mm512_castsi512_si256(c[0]), _mm512_extracti64x4_epi64(c[0], 1));
+        const __m256i g1 = _mm256_add_epi32(_mm512_castsi512_si256(c[1]), _mm512_extracti64x4_epi64(c[1], 1));
+        sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_mullo_epi32(g0, sc0), _mm256_mullo_epi32(g1, sc1)));
+        int32_t bsum_pair;
+        std::memcpy(&bsum_pair, xb.bsums + 2 * t, 4);
+        bsum_terms = _mm256_add_epi32(bsum_terms, _mm256_madd_epi16(c_pairs, _mm256_set1_epi32(bsum_pair)));
+      }
+      __m256i sums[1] = {sum};
+      const __m256i mins[1] = {bsum_terms};
+      if constexpr (kQ3) sums[0] = _mm256_sub_epi32(sum, _mm256_slli_epi32(bsum_terms, 2));
+      Base::template ApplyKScales<1>(wb, &xb, 0, sums, mins, acc);
+    }
+    _mm256_storeu_ps(y, acc[0]);
+  }
+
+ private:
+  // Group g's eight column scales: Q2_K's scale | min bytes, Q3_K's signed scales.
+  static const void* GroupScales(const BlockQ2_Kx8& w, int g) { return w.scales[g]; }
+  static const void* GroupScales(const BlockQ3_Kx8& w, int g) { return w.sc[g]; }
+  // One activation row, eight columns at a time, through Group(x, n_blocks, group, group_ahead, y).
+  template <class PB, auto Group>
+  static void OneRow(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t k, size_t n_begin,
+                     size_t n_end) {
+    const auto* x = static_cast<const ActQ8_K*>(xq);
+    const auto* wb = static_cast<const uint8_t*>(w);
+    constexpr size_t kAheadGroups = 2;  // as Base's one-row tiles
+    for (size_t n = n_begin; n < n_end; n += 8) {
+      const size_t ahead = std::min(n + 8 * kAheadGroups, n_end - 8);
+      Group(x, k / kQKK, reinterpret_cast<const PB*>(wb + n * w_row_bytes),
+            reinterpret_cast<const PB*>(wb + ahead * w_row_bytes), y + n);
+    }
+  }
+  // i32 lanes 0-7 take element 2p, lanes 8-15 element 2p + 1.
+  static __m512i PairIndex(int p) {
+    return _mm512_mask_blend_epi32(0xFF00, _mm512_set1_epi32(2 * p), _mm512_set1_epi32(2 * p + 1));
+  }
+  // A sub-block's eight column scales (bytes) as i32 in lanes c and c + 8.
+  static __m512i SubBlockScales(const uint8_t (&sc)[8]) {
+    int64_t v;
+    std::memcpy(&v, sc, 8);
+    return _mm512_cvtepu8_epi32(_mm_set1_epi64x(v));
+  }
+  // m[s][c]·bs_s + m[s+1][c]·bs_s+1 per column c, from the 16 bytes m[s], m[s + 1] (contiguous rows
+  // of BlockQ4_Kx8::m, at m_rows) and (bs_s, bs_s+1).
+  static __m256i MinTerms(const uint8_t* m_rows, __m256i bs_pair) {
+    const __m128i two = _mm_loadu_si128(reinterpret_cast<const __m128i*>(m_rows));
+    return _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(two, _mm_srli_si128(two, 8))), bs_pair);
+  }
+  static __m512i LaneIndex() {
+    return _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8,
+                            7, 6, 5, 4, 3, 2, 1, 0);
+  }
+};
+
+}  // namespace fak::kernels::simd
+
+#endif  // FAK_KERNELS_SIMD_QUANT_AVX512_H_
