@@ -10,6 +10,9 @@
 //       Prompt processing (one batch of N ids into an empty cache, last-token logits) and
 //       generation (N single-token decodes from an empty cache) tokens/s, median of --reps runs
 //       after --warmup uncounted ones; prints "ppN <tok/s>" / "tgN <tok/s>" lines (llama-bench's pp/tg).
+//   fak_logits_dump probe [--threads N] [--reps 3]
+//       The read-bandwidth probe (bench/probes.h: a 1 GiB array summed by N threads), median GB/s;
+//       prints "read_gbs <GB/s>", the roofline the oracle quotes decode against in the same run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -22,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bench/probes.h"
 #include "fak/kernels/kernel_tier.h"
 #include "fak/model/model.h"
 #include "fak/tokenizer/tokenizer.h"
@@ -34,7 +38,8 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kUsage =
     "usage: fak_logits_dump logits MODEL IDS_FILE OUT_FILE [--threads N] [--max-context N]\n"
     "       fak_logits_dump tokenize GGUF TEXTS_FILE\n"
-    "       fak_logits_dump bench MODEL [--pp 128,512] [--tg 64] [--reps 3] [--warmup 1] [--threads N]\n";
+    "       fak_logits_dump bench MODEL [--pp 128,512] [--tg 64] [--reps 3] [--warmup 1] [--threads N]\n"
+    "       fak_logits_dump probe [--threads N] [--reps 3]\n";
 
 struct Flags {
   std::vector<std::string> positional;
@@ -143,11 +148,6 @@ Status Tokenize(const Flags& f) {
   return Status::Ok();
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 std::vector<int32_t> BenchIds(size_t n, size_t vocab) {
   std::vector<int32_t> ids(n);
   uint64_t x = 0x9E3779B97F4A7C15ull;
@@ -189,6 +189,14 @@ Status Bench(const Flags& f) {
   return Status::Ok();
 }
 
+Status Probe(const Flags& f) {
+  if (!f.positional.empty()) return InvalidArgument("probe: takes no MODEL");
+  std::unique_ptr<internal::ThreadPool> pool;  // --threads 0 (the default): one per hardware thread, as a model
+  if (f.threads != 1) pool = std::make_unique<internal::ThreadPool>(f.threads);
+  std::printf("read_gbs %.3f\n", ProbeReadBandwidth(pool.get(), f.reps));
+  return Status::Ok();
+}
+
 Status Run(int argc, char** argv) {
   if (argc < 2) return InvalidArgument("missing mode");
   const std::string mode = argv[1];
@@ -196,6 +204,7 @@ Status Run(int argc, char** argv) {
   if (mode == "logits") return DumpLogits(f);
   if (mode == "tokenize") return Tokenize(f);
   if (mode == "bench") return Bench(f);
+  if (mode == "probe") return Probe(f);
   return InvalidArgument("unknown mode '" + mode + "'");
 }
 

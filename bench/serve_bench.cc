@@ -17,6 +17,9 @@
 //
 // Flags: --quick (concurrency 1 and 4 only), --prompt N (default 32), --gen N (default 16),
 // --concurrency a,b,c, --threads N (forward-pass threads; default one per hardware thread),
+// --rounds R (default 3: each comparison's two arms run alternately R times; the table gives
+// medians — tok/s, seconds, and the ratio of each round's own pair, so that a shared machine's
+// load moving between arms shows as spread, not as a result; latencies are pooled over rounds),
 // --no-real (synthetic model only), --no-synthetic (real model only), --no-agents (chats only).
 #include <algorithm>
 #include <chrono>
@@ -45,10 +48,13 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
+double Median(const std::vector<double>& v) { return Percentile(v, 0.5); }
+
 struct Flags {
   std::vector<size_t> concurrency = {1, 4, 16, 32};
   size_t prompt = 32, gen = 16;
   size_t threads = 0;  // the model's forward-pass threads; 0 = one per hardware thread
+  size_t rounds = 3;
   bool real = true;
   bool synthetic = true;  // --no-synthetic: the real model only
   bool agents = true;     // --no-agents: the chats only
@@ -104,24 +110,41 @@ void Chats(const Model& model, const Tokenizer& tokenizer, const Flags& flags) {
   for (size_t c : flags.concurrency) {
     std::vector<std::vector<int32_t>> prompts;
     for (size_t i = 0; i < c; ++i) prompts.push_back(LcgTokens(flags.prompt, 9000 + 31 * i + c));
-    const Served batched = Serve(model, tokenizer, prompts, flags.gen, c);
-    const Served serial = Serve(model, tokenizer, prompts, flags.gen, 1);
-    const double tps = static_cast<double>(batched.generated) / batched.seconds;
-    const double serial_tps = static_cast<double>(serial.generated) / serial.seconds;
-    std::printf("%5zu %10.1f %9.1f %9.1f %9.1f %9.1f %12.1f %6.2fx %6s\n", c, tps, Percentile(batched.ttft_ms, 0.5),
-                Percentile(batched.ttft_ms, 0.99), Percentile(batched.itl_ms, 0.5), Percentile(batched.itl_ms, 0.99),
-                serial_tps, tps / serial_tps, batched.tokens == serial.tokens ? "yes" : "NO");
+    std::vector<double> tps, serial_tps, ratio, ttft_ms, itl_ms;
+    bool same = true;
+    for (size_t round = 0; round < flags.rounds; ++round) {
+      const Served batched = Serve(model, tokenizer, prompts, flags.gen, c);
+      const Served serial = Serve(model, tokenizer, prompts, flags.gen, 1);
+      tps.push_back(static_cast<double>(batched.generated) / batched.seconds);
+      serial_tps.push_back(static_cast<double>(serial.generated) / serial.seconds);
+      ratio.push_back(tps.back() / serial_tps.back());
+      ttft_ms.insert(ttft_ms.end(), batched.ttft_ms.begin(), batched.ttft_ms.end());
+      itl_ms.insert(itl_ms.end(), batched.itl_ms.begin(), batched.itl_ms.end());
+      same = same && batched.tokens == serial.tokens;
+    }
+    std::printf("%5zu %10.1f %9.1f %9.1f %9.1f %9.1f %12.1f %6.2fx %6s", c, Median(tps), Percentile(ttft_ms, 0.5),
+                Percentile(ttft_ms, 0.99), Percentile(itl_ms, 0.5), Percentile(itl_ms, 0.99), Median(serial_tps),
+                Median(ratio), same ? "yes" : "NO");
+    if (flags.rounds > 1) {
+      std::sort(ratio.begin(), ratio.end());
+      std::printf("  (ratios %.2f-%.2f)", ratio.front(), ratio.back());
+    }
+    std::printf("\n");
     std::fflush(stdout);
   }
-  std::printf("(latencies in ms; serial = the same requests through an engine running one at a time)\n");
+  std::printf("(latencies in ms; serial = the same requests through an engine running one at a time; medians of %zu rounds)\n",
+              flags.rounds);
 }
 
-void Agents(const Model& model, const Tokenizer& tokenizer) {
-  const Trace trace = bench::Agents();
-  constexpr size_t kAgents = 5;
-  size_t total_tokens = 0;
-  for (const auto& r : trace.requests) total_tokens += r.size();
+// One round of the agents comparison: naive re-prefill's seconds, the engine's, and the prompt
+// tokens the engine served from its tree.
+struct AgentsRound {
+  double naive_s, engine_s;
+  size_t cached;
+};
 
+AgentsRound AgentsOnce(const Model& model, const Tokenizer& tokenizer, const Trace& trace) {
+  constexpr size_t kAgents = 5;
   // Naive: every request prefilled whole, one at a time.
   const auto t_naive = Clock::now();
   for (const auto& r : trace.requests) {
@@ -151,17 +174,34 @@ void Agents(const Model& model, const Tokenizer& tokenizer) {
       cached += got->usage.cached_tokens;
     }
   }
-  const double engine_s = SecondsSince(t_engine);
+  return {naive_s, SecondsSince(t_engine), cached};
+}
+
+void Agents(const Model& model, const Tokenizer& tokenizer, const Flags& flags) {
+  const Trace trace = bench::Agents();
+  size_t total_tokens = 0;
+  for (const auto& r : trace.requests) total_tokens += r.size();
+  std::vector<double> naive_s, engine_s, speedup;
+  size_t cached = 0;
+  for (size_t round = 0; round < flags.rounds; ++round) {
+    const AgentsRound r = AgentsOnce(model, tokenizer, trace);
+    naive_s.push_back(r.naive_s);
+    engine_s.push_back(r.engine_s);
+    speedup.push_back(r.naive_s / r.engine_s);
+    cached = r.cached;
+  }
   std::printf("\nagents trace: %zu requests, %zu prompt tokens, %zu served from the tree (token bound %.2fx)\n",
               trace.requests.size(), total_tokens, cached,
               static_cast<double>(total_tokens) / static_cast<double>(total_tokens - cached));
-  std::printf("  naive re-prefill %.2f s   engine %.2f s   speedup %.2fx\n", naive_s, engine_s, naive_s / engine_s);
+  std::sort(speedup.begin(), speedup.end());
+  std::printf("  naive re-prefill %.2f s   engine %.2f s   speedup %.2fx (medians of %zu rounds; speedups %.2f-%.2f)\n",
+              Median(naive_s), Median(engine_s), Median(speedup), flags.rounds, speedup.front(), speedup.back());
 }
 
 void Run(const char* label, const Model& model, const Tokenizer& tokenizer, const Flags& flags) {
   std::printf("\n== %s: %s, %s weights ==\n", label, model.config().Describe().c_str(), model.WeightDTypes().c_str());
   Chats(model, tokenizer, flags);
-  if (flags.agents) Agents(model, tokenizer);
+  if (flags.agents) Agents(model, tokenizer, flags);
 }
 
 std::string RealModelPath() {
@@ -188,6 +228,8 @@ Flags ParseFlags(int argc, char** argv) {
         f.concurrency.push_back(std::strtoul(p, &end, 10));
         p = *end == ',' ? end + 1 : end;
       }
+    } else if (a == "--rounds" && has_value) {
+      f.rounds = std::strtoul(argv[++i], nullptr, 10);
     } else if (a == "--threads" && has_value) {
       f.threads = std::strtoul(argv[++i], nullptr, 10);
     } else if (a == "--no-real") {
@@ -198,14 +240,14 @@ Flags ParseFlags(int argc, char** argv) {
       f.agents = false;
     } else {
       std::fprintf(stderr,
-                   "usage: fak_serve_bench [--quick] [--prompt N] [--gen N] [--concurrency a,b,...] [--threads N] [--no-real] "
+                   "usage: fak_serve_bench [--quick] [--prompt N] [--gen N] [--concurrency a,b,...] [--threads N] [--rounds R] [--no-real] "
                    "[--no-synthetic] [--no-agents]\n");
       std::exit(2);
     }
   }
-  if (f.prompt == 0 || f.gen == 0 || f.concurrency.empty() ||
+  if (f.prompt == 0 || f.gen == 0 || f.rounds == 0 || f.concurrency.empty() ||
       std::find(f.concurrency.begin(), f.concurrency.end(), 0u) != f.concurrency.end()) {
-    std::fprintf(stderr, "--prompt, --gen and every concurrency must be positive\n");
+    std::fprintf(stderr, "--prompt, --gen, --rounds and every concurrency must be positive\n");
     std::exit(2);
   }
   return f;

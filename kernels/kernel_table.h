@@ -64,6 +64,9 @@ struct AttentionArgs {
   size_t rows = 1;
   size_t window = 0;       // 0: no sliding window
   float softcap = 0.0f;    // > 0: each scaled score s becomes softcap · tanh(s / softcap) (Gemma 2)
+  // [n_heads] or null: head h's sink logit joins its softmax's maximum and denominator and takes
+  // probability mass without a value (gpt-oss's attention sinks).
+  const float* sinks = nullptr;
   KVDtype kv_dtype = KVDtype::kF32;  // the element type of the runs' keys and values
 };
 
@@ -101,6 +104,8 @@ struct KernelTable {
   // y[i] = act(gate[i]) * up[i]: the gated FFN in one pass (y may alias gate).
   void (*silu_mul)(const float* gate, const float* up, float* y, size_t n);
   void (*gelu_tanh_mul)(const float* gate, const float* up, float* y, size_t n);
+  // gpt-oss: y[i] = x · sigmoid(alpha · x) · (u + 1), x = min(gate[i], limit), u = clamp(up[i], ±limit).
+  void (*clamped_swiglu_mul)(const float* gate, const float* up, float* y, size_t n, float alpha, float limit);
 
   // Elementwise; y may alias a.
   void (*add)(const float* a, const float* b, float* y, size_t n);

@@ -1,6 +1,8 @@
 // ParallelMatMul / ParallelMatMulQuant: one product, column shares in multiples of 48 (a multiple of
 // every tier's f32 register tile and of the quantized column strip). ParallelMatMuls: the products'
-// columns laid end to end, each starting on a multiple of 48, and split as one range.
+// columns laid end to end, each starting on a multiple of 48, and split as one range; for one row
+// (decode, which streams W once) in pieces of about kDecodePieceBytes of W, balanced across the
+// threads as they run.
 #include "kernels/parallel.h"
 
 #include <algorithm>
@@ -19,6 +21,10 @@ namespace {
 constexpr size_t kMinParallelMacs = size_t{1} << 17;
 
 constexpr size_t kColumnGrain = 48;
+
+// A decode piece: enough W that claiming it (one uncontended compare-and-swap) costs nothing, small
+// enough that the threads finish a product within a few microseconds of each other.
+constexpr size_t kDecodePieceBytes = size_t{64} << 10;
 
 // Activation formats (ActQ8_0, ActQ8_1, ActQ8_K). Weight types that share a format quantize their
 // activations to the same bytes.
@@ -88,6 +94,27 @@ void ParallelMatMuls(const KernelTable& t, internal::ThreadPool* pool, const flo
     }
     offset[i + 1] = offset[i] + (p.n + kColumnGrain - 1) / kColumnGrain * kColumnGrain;
     macs += m * k * p.n;
+  }
+  if (m == 1 && pool != nullptr && macs >= kMinParallelMacs) {
+    // Pieces of about equal bytes, each within one product, so a thread's share is counted in the
+    // bytes it streams (q and k of Q4_K next to a Q6_K v weigh what they read).
+    struct Piece {
+      size_t product, begin, end;
+    };
+    std::vector<Piece> pieces;
+    for (size_t i = 0; i < products.size(); ++i) {
+      const size_t rows = kDecodePieceBytes / std::max<size_t>(1, products[i].w_row_bytes);
+      const size_t step = std::max<size_t>(1, (rows + kColumnGrain - 1) / kColumnGrain) * kColumnGrain;
+      for (size_t c = 0; c < products[i].n; c += step) pieces.push_back({i, c, std::min(products[i].n, c + step)});
+    }
+    pool->ParallelForBalanced(pieces.size(), 1, [&](size_t begin, size_t end) {
+      for (size_t j = begin; j < end; ++j) {
+        const Piece& piece = pieces[j];
+        const WeightProduct& p = products[piece.product];
+        RunProduct(t, p, x, ldx, xq[ActFormatIndex(p.wtype)].data(), m, k, piece.begin, piece.end);
+      }
+    });
+    return;
   }
   auto run = [&](size_t begin, size_t end) {
     for (size_t i = 0; i < products.size(); ++i) {

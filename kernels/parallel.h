@@ -43,7 +43,10 @@ struct WeightProduct {
 
 // Several products of the same input rows X[M][K] (the q/k/v projections; gate and up), their output
 // columns split across the pool in one hand-off, so a decode step wakes the workers once per group
-// instead of once per matrix. Each output has the bits ParallelMatMul / ParallelMatMulQuant give it.
+// instead of once per matrix. For one row (decode) the columns go out in pieces of about equal W
+// bytes, balanced as the threads run (ThreadPool::ParallelForBalanced), so a thread whose core is
+// busy elsewhere holds the product up by one piece, not half of it. Each output has the bits
+// ParallelMatMul / ParallelMatMulQuant give it (one thread computes it, in the fixed order).
 void ParallelMatMuls(const KernelTable& t, internal::ThreadPool* pool, const float* x, size_t ldx, size_t m, size_t k,
                      std::span<const WeightProduct> products);
 

@@ -228,8 +228,20 @@ struct BlockQ2_Kx8 {
   uint8_t qs[2][8][32];
 };
 
+// Q3_K: each row's scale, its 16 group scales less their bias of 32 as signed bytes (sc[g][c] for
+// row c), the low two bits as BlockQ2_Kx8 (qs[h][b][4c + e] = row c's qs[32h + 4b + e]) and the third
+// bits by 4-byte group: hmask[b][4c + e] = row c's hmask[4b + e] (bit 4h + j of that byte belongs to
+// element 128h + 32j + 4b + e). 32 bytes more than 8 rows.
+struct BlockQ3_Kx8 {
+  uint16_t d[8];
+  int8_t sc[16][8];
+  uint8_t qs[2][8][32];
+  uint8_t hmask[8][32];
+};
+
 static_assert(sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K) + 32);
 static_assert(sizeof(BlockQ2_Kx8) == 8 * sizeof(BlockQ2_K));
+static_assert(sizeof(BlockQ3_Kx8) == 8 * sizeof(BlockQ3_K) + 32);
 static_assert(sizeof(BlockIQ4_XSx8) == 8 * sizeof(BlockIQ4_XS) + 16);
 static_assert(sizeof(BlockQ8_0x8) == 8 * sizeof(BlockQ8_0) && sizeof(BlockQ4_0x8) == 8 * sizeof(BlockQ4_0) &&
               sizeof(BlockQ5_0x8) == 8 * sizeof(BlockQ5_0));

@@ -81,6 +81,17 @@ void PackBlock(const BlockQ2_K& src, size_t c, BlockQ2_Kx8* o) {
     for (size_t b = 0; b < 8; ++b) std::memcpy(o->qs[h][b] + 4 * c, src.qs + 32 * h + 4 * b, 4);
 }
 
+void PackBlock(const BlockQ3_K& src, size_t c, BlockQ3_Kx8* o) {
+  o->d[c] = src.d;
+  for (size_t g = 0; g < 16; ++g) {  // the 6-bit scale as ggml reads it (Q3KScale), less its bias of 32
+    const int sc = ((src.scales[g % 8] >> (4 * (g / 8))) & 0xF) | (((src.scales[8 + g % 4] >> (2 * (g / 4))) & 3) << 4);
+    o->sc[g][c] = static_cast<int8_t>(sc - 32);
+  }
+  for (size_t h = 0; h < 2; ++h)
+    for (size_t b = 0; b < 8; ++b) std::memcpy(o->qs[h][b] + 4 * c, src.qs + 32 * h + 4 * b, 4);
+  for (size_t b = 0; b < 8; ++b) std::memcpy(o->hmask[b] + 4 * c, src.hmask + 4 * b, 4);
+}
+
 template <class Plain, class Packed, size_t kElems = kQK0>
 void Pack(const void* w, size_t rows, size_t k, void* out) {
   const size_t n_blocks = k / kElems;
@@ -97,7 +108,7 @@ bool IsPackable(QuantType t) {
   switch (t) {
     case QuantType::kQ8_0: case QuantType::kQ4_0: case QuantType::kQ5_0: case QuantType::kQ4_K:
     case QuantType::kQ4_1: case QuantType::kQ5_1: case QuantType::kIQ4_NL: case QuantType::kMXFP4:
-    case QuantType::kIQ4_XS: case QuantType::kQ2_K:
+    case QuantType::kIQ4_XS: case QuantType::kQ2_K: case QuantType::kQ3_K:
       return true;
     default:
       return false;
@@ -107,6 +118,7 @@ bool IsPackable(QuantType t) {
 size_t PackedRowBytes(QuantType t, size_t k) {
   if (t == QuantType::kQ4_K) return k / kQKK * (sizeof(BlockQ4_Kx8) / 8);
   if (t == QuantType::kIQ4_XS) return k / kQKK * (sizeof(BlockIQ4_XSx8) / 8);
+  if (t == QuantType::kQ3_K) return k / kQKK * (sizeof(BlockQ3_Kx8) / 8);
   return QuantRowBytes(t, k);
 }
 
@@ -122,6 +134,7 @@ void PackRows(QuantType t, const void* w, size_t rows, size_t k, void* out) {
     case QuantType::kMXFP4: return Pack<BlockMXFP4, BlockMXFP4x8>(w, rows, k, out);
     case QuantType::kIQ4_XS: return Pack<BlockIQ4_XS, BlockIQ4_XSx8, kQKK>(w, rows, k, out);
     case QuantType::kQ2_K: return Pack<BlockQ2_K, BlockQ2_Kx8, kQKK>(w, rows, k, out);
+    case QuantType::kQ3_K: return Pack<BlockQ3_K, BlockQ3_Kx8, kQKK>(w, rows, k, out);
     default: return;  // not packable (IsPackable)
   }
 }

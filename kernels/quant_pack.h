@@ -10,11 +10,11 @@
 namespace fak::kernels {
 
 // Types with a packed layout (KernelTable::matmul_q_packed): Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL,
-// MXFP4, Q4_K, IQ4_XS and Q2_K.
+// MXFP4, Q4_K, IQ4_XS, Q2_K and Q3_K.
 bool IsPackable(QuantType t);
 
 // Bytes per row of k elements once packed: eight rows take 8 times this, from row 8r at
-// 8r · PackedRowBytes. The plain row bytes, except for Q4_K and IQ4_XS (scales widened to bytes).
+// 8r · PackedRowBytes. The plain row bytes, except for Q4_K, IQ4_XS and Q3_K (scales widened to bytes).
 size_t PackedRowBytes(QuantType t, size_t k);
 
 // Packs `rows` rows (a multiple of 8) of type-t weights, k elements each, eight rows at a time

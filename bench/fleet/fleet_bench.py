@@ -1,17 +1,27 @@
 #!/usr/bin/env python3
 """Fleet benchmark (docs/fleet.md; outside CI): multi-turn chats from many clients against
-  one    one worker with all the threads,
-  rr     N workers (1 thread each) behind HAProxy round-robin, each with its own cache,
-  rr+kv  the same with --fleet (shared KV tier: a miss another worker made is paged in),
-  hash   N fleet workers behind deploy/haproxy/fak-fleet.cfg (conversation hash + shared tier).
-Reports prompt-token hit rate (cached / prompt), completion tokens/s and TTFT p50/p99 per setup.
+  one        one worker with all the threads,
+  rr         N workers (1 thread each) behind HAProxy round-robin, each with its own cache,
+  rr+kv      the same with --fleet (shared KV tier: a miss another worker made is paged in),
+  hash       N fleet workers behind deploy/haproxy/fak-fleet.cfg (conversation hash + shared tier),
+  sglang     N workers, each with its own cache, behind SGLang's router in its cache-aware mode,
+  sglang+kv  the same with fleet workers (cache-aware + cross-worker page-in),
+  tree       N fleet workers behind TreeRouter (below): routed by what the workers' trees publish
+             (the fleet's tree stream), not by a guess.
+Reports prompt-token hit rate (cached / prompt), the share of prompt tokens paged in from the
+shared tier, the busiest worker's share of the prompt tokens, completion tokens/s (and its ratio to
+round-robin's in the same round) and TTFT p50/p99 per setup.
 
   bench/fleet/fleet_bench.py [--fak build/release/tools/fak/fak] [--model embedded] [--workers 3]
-                             [--clients 12] [--turns 4] [--rounds 3]
-Needs redis-server, haproxy (scripts/setup) and the openai package (build/server-venv has it).
+                             [--clients 12] [--turns 4] [--rounds 3] [--setups one,rr,...]
+Needs redis-server, haproxy (scripts/setup) and the openai and sglang-router packages: run it with
+build/server-venv/bin/python (scripts/test_server makes that venv). Without sglang-router the
+sglang setups are left out (hash is the cache-aware router then).
 """
 import argparse
+import hashlib
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -22,6 +32,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.request import urlopen
 
 import openai
 
@@ -56,7 +67,7 @@ class Proc:
                     break
             threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
 
-    def stop(self):
+    def close(self):
         self.proc.terminate()
         try:
             self.proc.wait(30)
@@ -64,10 +75,128 @@ class Proc:
             self.proc.kill()
 
 
+class Resp:
+    """Just enough of a Redis client (RESP2 over a socket) to read a stream."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.file = self.sock.makefile("rb")
+
+    def call(self, *args):
+        out = b"*%d\r\n" % len(args) + b"".join(b"$%d\r\n%s\r\n" % (len(a.encode()), a.encode()) for a in args)
+        self.sock.sendall(out)
+        return self.read()
+
+    def read(self):
+        line = self.file.readline()
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"-":
+            raise RuntimeError(rest.decode())
+        if kind in (b"+", b":"):
+            return rest.decode() if kind == b"+" else int(rest)
+        n = int(rest)
+        if n < 0:
+            return None
+        if kind == b"$":
+            return self.file.read(n + 2)[:-2].decode()
+        return [self.read() for _ in range(n)]
+
+    def close(self):
+        self.sock.close()
+
+
+def prefix_chain(messages):
+    """prefix_k for k = 1..len(messages), as docs/fleet.md defines it (no tokenizer needed)."""
+    chain, h = [], hashlib.sha256(b"fak.prefix.v1\n")
+    for m in messages:
+        h.update(hashlib.sha256(m["content"].encode()).digest())
+        chain.append(h.copy().hexdigest())
+    return chain
+
+
+class TreeRouter:
+    """Routes a chat to the worker whose tree holds its longest prefix, by fact: what each worker
+    published on the fleet's tree stream (<prefix>:{fleet}:tree: reset / insert / evict of prefix
+    digests per worker and tenant). A worker publishes once a heartbeat (500 ms), so a conversation's
+    next turn often comes before its last one is published: for `recent` seconds after a reply the
+    router also counts the prompt it just sent there as held, until the publication says what the
+    worker really kept. Among the holders, and when no worker holds more than the others, the least
+    busy (requests in flight) wins; a holder more than `slack` requests busier than the least busy
+    worker is passed over (the other pages the prefix in from the shared tier)."""
+
+    def __init__(self, redis_port, workers, tenant="default", slack=2, recent=1.0, stream="fak:{fleet}:tree"):
+        self.workers = workers  # worker id -> port
+        self.tenant, self.slack, self.recent, self.stream = tenant, slack, recent, stream
+        self.held = {w: set() for w in workers}
+        self.sent = {w: {} for w in workers}  # prefix -> when its reply ended, until the publication catches up
+        self.busy = {w: 0 for w in workers}
+        self.lock = threading.Lock()
+        self.stop = False
+        self.redis = Resp(redis_port)
+        self.reader = threading.Thread(target=self.follow, daemon=True)
+        self.reader.start()
+
+    def follow(self):
+        last = "0-0"
+        while not self.stop:
+            reply = self.redis.call("XREAD", "COUNT", "1000", "BLOCK", "100", "STREAMS", self.stream, last)
+            for entry_id, fields in (reply[0][1] if reply else []):
+                last = entry_id
+                e = dict(zip(fields[::2], fields[1::2]))
+                with self.lock:
+                    held = self.held.setdefault(e["worker"], set())
+                    if e["op"] == "reset":
+                        held.clear()
+                    elif e.get("tenant") in (self.tenant, ""):
+                        (held.add if e["op"] == "insert" else held.discard)(e["prefix"])
+
+    def holds(self, w, prefix, now):
+        return prefix in self.held[w] or now - self.sent[w].get(prefix, -1e9) < self.recent
+
+    def pick(self, messages):
+        chain = prefix_chain(messages)
+        now = time.monotonic()
+        with self.lock:
+            holders = list(self.workers)
+            for prefix in reversed(chain):
+                found = [w for w in self.workers if self.holds(w, prefix, now)]
+                if found:
+                    holders = found
+                    break
+            choice = min(holders, key=lambda w: self.busy[w])
+            least = min(self.workers, key=lambda w: self.busy[w])
+            if self.busy[choice] - self.busy[least] > self.slack:
+                choice = least
+            self.busy[choice] += 1
+        return choice
+
+    def route(self, messages):
+        w = self.pick(messages)
+
+        def release():
+            now = time.monotonic()
+            with self.lock:
+                self.busy[w] -= 1
+                sent = self.sent[w]
+                for p in [p for p, t in sent.items() if now - t >= self.recent]:
+                    del sent[p]
+                sent.update((p, now) for p in prefix_chain(messages))
+        return self.workers[w], release
+
+    def close(self):
+        self.stop = True
+        self.reader.join(5)
+        self.redis.close()
+
+
+def fixed(port):
+    return lambda messages: (port, lambda: None)
+
+
 def start_setup(kind, args, tmp):
     procs = []
     redis_port = None
-    if kind in ("rr+kv", "hash"):
+    if kind in ("rr+kv", "hash", "sglang+kv", "tree"):
         redis_port = free_port()
         procs.append(Proc(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
                            "--appendonly", "no", "--dir", tmp]))
@@ -84,7 +213,17 @@ def start_setup(kind, args, tmp):
         workers.append(w)
         procs.append(w)
     if kind == "one":
-        return procs, workers[0].port
+        return procs, workers, fixed(workers[0].port)
+    if kind == "tree":
+        router = TreeRouter(redis_port, {f"w{i + 1}": w.port for i, w in enumerate(workers)})
+        return procs + [router], workers, router.route
+    if kind.startswith("sglang"):
+        port = free_port()
+        procs.append(Proc([sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1", "--port", str(port),
+                           "--policy", "cache_aware", "--log-level", "warn", "--worker-urls",
+                           *[f"http://127.0.0.1:{w.port}" for w in workers]], env=dict(os.environ, NO_PROXY="*")))
+        wait_port(port, 60)
+        return procs, workers, fixed(port)
     cfg = (ROOT / "deploy/haproxy/fak-fleet.cfg").read_text()
     if kind != "hash":
         cfg = "\n".join(l for l in cfg.splitlines() if not l.strip().startswith(("balance", "hash-type")))
@@ -96,50 +235,68 @@ def start_setup(kind, args, tmp):
     port = free_port()
     procs.append(Proc(["haproxy", "-db", "-f", str(path)], env=dict(os.environ, FAK_ROUTER_BIND=f"127.0.0.1:{port}")))
     wait_port(port)
-    return procs, port
+    return procs, workers, fixed(port)
 
 
-def run_client(port, model, client_id, turns, results):
-    client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=2, timeout=300)
+def run_client(route, model, client_id, turns, results):
+    clients = {}
     messages = [{"role": "system", "content": SYSTEM},
                 {"role": "user", "content": f"Client {client_id} asks about topic {client_id * 7919 % 1000}."}]
     for t in range(turns):
+        port, release = route(messages)
+        if port not in clients:
+            clients[port] = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=2, timeout=300)
         start = time.perf_counter()
         ttft = None
         text = ""
         usage = None
-        stream = client.chat.completions.create(model=model, messages=messages, max_tokens=16, temperature=0,
-                                                stream=True, stream_options={"include_usage": True})
-        for chunk in stream:
-            if chunk.choices and chunk.choices[0].delta.content:
-                ttft = ttft or time.perf_counter() - start
-                text += chunk.choices[0].delta.content
-            if chunk.usage:
-                usage = chunk.usage
+        try:
+            stream = clients[port].chat.completions.create(model=model, messages=messages, max_tokens=16, temperature=0,
+                                                           stream=True, stream_options={"include_usage": True})
+            for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    ttft = ttft or time.perf_counter() - start
+                    text += chunk.choices[0].delta.content
+                if chunk.usage:
+                    usage = chunk.usage
+        finally:
+            release()
         results.append((ttft or time.perf_counter() - start, usage))
         messages += [{"role": "assistant", "content": text}, {"role": "user", "content": f"Follow-up {t} from {client_id}."}]
 
 
+def counter(workers, name):
+    """A counter of each worker's /metrics (summed over its labels)."""
+    values = []
+    for w in workers:
+        text = urlopen(f"http://127.0.0.1:{w.port}/metrics", timeout=30).read().decode()
+        values.append(sum(float(v) for v in re.findall(rf"^{name}(?:\{{[^}}]*\}})? (\S+)$", text, re.M)))
+    return values
+
+
 def measure(kind, args):
     tmp = tempfile.mkdtemp(prefix="fak-fleet-bench-")
-    procs, port = start_setup(kind, args, tmp)
+    procs, workers, route = start_setup(kind, args, tmp)
     try:
         model = args.model_id or ("embedded" if args.model == "embedded" else Path(args.model).name)
         results = []
         start = time.perf_counter()
         with ThreadPoolExecutor(args.clients) as pool:
-            for f in [pool.submit(run_client, port, model, c, args.turns, results) for c in range(args.clients)]:
+            for f in [pool.submit(run_client, route, model, c, args.turns, results) for c in range(args.clients)]:
                 f.result()
         wall = time.perf_counter() - start
+        paged = sum(counter(workers, "fak_kv_tier_paged_tokens_total"))
+        prompts = counter(workers, "fak_prompt_tokens_total")
     finally:
         for p in reversed(procs):
-            p.stop()
+            p.close()
         shutil.rmtree(tmp, ignore_errors=True)
     prompt = sum(u.prompt_tokens for _, u in results if u)
     cached = sum(u.prompt_tokens_details.cached_tokens for _, u in results if u and u.prompt_tokens_details)
     completion = sum(u.completion_tokens for _, u in results if u)
     ttfts = sorted(t for t, _ in results)
-    return {"hit": cached / max(prompt, 1), "tps": completion / wall, "p50": statistics.median(ttfts),
+    return {"hit": cached / max(prompt, 1), "paged": paged / max(prompt, 1), "busiest": max(prompts) / max(sum(prompts), 1),
+            "tps": completion / wall, "p50": statistics.median(ttfts),
             "p99": ttfts[min(len(ttfts) - 1, int(0.99 * len(ttfts)))]}
 
 
@@ -152,22 +309,31 @@ def main():
     ap.add_argument("--clients", type=int, default=12)
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--setups", default="one,rr,rr+kv,hash")
+    ap.add_argument("--setups", default="one,rr,rr+kv,hash,sglang,sglang+kv,tree")
     args = ap.parse_args()
     setups = args.setups.split(",")
+    try:
+        import sglang_router  # noqa: F401
+    except ImportError:
+        print("sglang-router is not installed: the sglang setups are left out", file=sys.stderr)
+        setups = [k for k in setups if not k.startswith("sglang")]
     runs = {k: [] for k in setups}
-    for r in range(args.rounds):  # interleaved rounds: the machine's noise falls on every setup alike
-        for k in setups:
+    for r in range(args.rounds):  # interleaved rounds, each in another order: the machine's noise falls on every setup alike
+        for k in setups[r % len(setups):] + setups[:r % len(setups)]:
             runs[k].append(measure(k, args))
             print(f"round {r + 1} {k}: {runs[k][-1]}", file=sys.stderr, flush=True)
+    base = "rr" if "rr" in runs else setups[0]
+    for k, v in runs.items():  # throughput against the base setup of the same round: the machine's load varies
+        for r, x in enumerate(v):
+            x["vs"] = x["tps"] / runs[base][r]["tps"]
     med = {k: {m: statistics.median(x[m] for x in v) for m in v[0]} for k, v in runs.items()}
-    base = med.get("rr", next(iter(med.values())))
     print(f"model {args.model}, {args.workers} workers x 1 thread (one: 1 x {args.workers}), {args.clients} clients x "
           f"{args.turns} turns, medians of {args.rounds} interleaved rounds")
-    print("| setup | hit rate | tokens/s | vs rr | TTFT p50 ms | TTFT p99 ms |")
-    print("|---|---|---|---|---|---|")
+    print(f"| setup | hit rate | paged in | busiest worker | tokens/s | vs {base} | TTFT p50 ms | TTFT p99 ms |")
+    print("|---|---|---|---|---|---|---|---|")
     for k, m in med.items():
-        print(f"| {k} | {m['hit']:.1%} | {m['tps']:.1f} | {m['tps'] / base['tps']:.2f}x | {m['p50'] * 1e3:.0f} | {m['p99'] * 1e3:.0f} |")
+        print(f"| {k} | {m['hit']:.1%} | {m['paged']:.1%} | {m['busiest']:.0%} | {m['tps']:.1f} | {m['vs']:.2f}x | "
+              f"{m['p50'] * 1e3:.0f} | {m['p99'] * 1e3:.0f} |")
 
 
 if __name__ == "__main__":

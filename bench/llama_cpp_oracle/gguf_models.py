@@ -21,7 +21,8 @@ import gguf.quants
 @dataclasses.dataclass(frozen=True)
 class Shape:
     # "llama", "qwen2" (a llama with q/k/v biases, NEOX RoPE), "qwen3" (q/k norms), "phi3" (fused
-    # attn_qkv and gate-up ffn_up), "smollm3" (every 4th layer without RoPE), "gemma2" or "gemma3"
+    # attn_qkv and gate-up ffn_up), "smollm3" (every 4th layer without RoPE), "gemma2", "gemma3" or
+    # "gpt-oss" (experts with biases, attention sinks, q/k/v/o biases, even layers sliding)
     arch: str
     hidden: int
     layers: int
@@ -31,7 +32,7 @@ class Shape:
     ffn: int
     vocab: int
     tied: bool = True
-    sliding_window: int = 0  # gemma3 only; 0 = every layer global
+    sliding_window: int = 0  # gemma2 / gemma3 / gpt-oss; 0 = every layer global
     rope_base: float = 10000.0
     context: int = 4096
     rope_linear: float = 0.0  # rope.scaling.type linear with this factor (gemma3: global layers only); 0 = none
@@ -40,7 +41,7 @@ class Shape:
     rope_dim: int = 0  # rope.dimension_count when < head_dim (phi3 partial rotary); 0 = head_dim
     longrope: tuple = ()  # phi3 (original_context, attn_factor): random rope_factors_long/short
     softcap: tuple = ()  # gemma2 (attn_logit_softcapping, final_logit_softcapping)
-    experts: tuple = ()  # qwen3moe (expert_count, expert_used_count, expert_feed_forward_length)
+    experts: tuple = ()  # qwen3moe, gpt-oss (expert_count, expert_used_count, expert_feed_forward_length)
 
 
 # Shapes of the issue's speed table, and the committed fixtures.
@@ -80,6 +81,12 @@ FIXTURE_QWEN3MOE = dataclasses.replace(FIXTURE_QWEN3, arch="qwen3moe", experts=(
 # hidden/heads, soft-capping low enough to bite on these activations (real models: 50 and 30).
 FIXTURE_GEMMA2 = Shape("gemma2", 64, 4, 2, 1, 32, 64, 288, tied=True, sliding_window=16, context=512,
                        softcap=(4.0, 6.0))
+# gpt-oss: 4 layers = 2 sliding (the even ones, window 16 < the prompt) + 2 global, q 128 wide over a
+# 64-wide model, GQA, 8 experts of 32 wide with 4 per token (as the real 32 / 4), untied head, YaRN x4
+# from an original context of 32 on every layer (the real file: x32 from 4096). Expert gate/up weights
+# are large enough that the clamped SwiGLU's limit (7) bites; sinks large enough to take a share.
+FIXTURE_GPTOSS = Shape("gpt-oss", 64, 4, 4, 2, 32, 32, 288, tied=False, sliding_window=16, context=512,
+                       rope_yarn=(4.0, 32), experts=(8, 4, 32))
 
 SPM_PIECES = (
     "the of and to in is that for it as with was on be by at this are from or an not have which "
@@ -162,6 +169,25 @@ def _weights(shape: Shape, seed: int):
             yield p + "attn_k.weight", normal(kv, h, 1 / np.sqrt(h))
             yield p + "attn_v.weight", normal(kv, h, 1 / np.sqrt(h))
         yield p + "attn_output.weight", normal(h, q, 1 / np.sqrt(q))
+        if shape.arch == "gpt-oss":  # everything has a bias; the pre-FFN norm is "post_attention_norm"
+            n, _, fe = shape.experts
+            yield p + "attn_q.bias", normal(1, q, 0.5)[0]
+            yield p + "attn_k.bias", normal(1, kv, 0.5)[0]
+            yield p + "attn_v.bias", normal(1, kv, 0.5)[0]
+            yield p + "attn_output.bias", normal(1, h, 0.1)[0]
+            yield p + "attn_sinks.weight", normal(1, shape.heads, 1.5)[0]
+            yield p + "post_attention_norm.weight", norm(h)
+            # router logits of std ~4: fewer near-ties between the 4th and 5th expert, whose order
+            # the engines' last-bit differences (amplified by Q8_0 activations) could swap
+            yield p + "ffn_gate_inp.weight", normal(n, h, 4 / np.sqrt(h))
+            yield p + "ffn_gate_inp.bias", normal(1, n, 0.5)[0]
+            yield p + "ffn_gate_exps.weight", normal(n * fe, h, 3 / np.sqrt(h)).reshape(n, fe, h)
+            yield p + "ffn_gate_exps.bias", normal(n, fe, 0.5)
+            yield p + "ffn_up_exps.weight", normal(n * fe, h, 3 / np.sqrt(h)).reshape(n, fe, h)
+            yield p + "ffn_up_exps.bias", normal(n, fe, 0.5)
+            yield p + "ffn_down_exps.weight", normal(n * h, fe, 0.2 / np.sqrt(fe)).reshape(n, h, fe)
+            yield p + "ffn_down_exps.bias", normal(n, h, 0.1)
+            continue
         yield p + "ffn_norm.weight", norm(h)
         if shape.experts:  # router, then 3-D [expert][rows][cols] stacks
             n, _, fe = shape.experts
@@ -244,7 +270,7 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab, matrix_qtype=No
         w.add_rope_scaling_attn_factors(shape.longrope[1])
     gemma = shape.arch in ("gemma2", "gemma3")
     w.add_layer_norm_rms_eps(1e-6 if gemma else 1e-5)
-    if gemma and shape.sliding_window:
+    if (gemma or shape.arch == "gpt-oss") and shape.sliding_window:
         w.add_sliding_window(shape.sliding_window)
     if shape.experts:
         w.add_expert_count(shape.experts[0])
@@ -278,7 +304,9 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab, matrix_qtype=No
 FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1",
           "q5_1": "LLAMA_FTYPE_MOSTLY_Q5_1", "q3_k_m": "LLAMA_FTYPE_MOSTLY_Q3_K_M", "q2_k": "LLAMA_FTYPE_MOSTLY_Q2_K",
           "iq4_xs": "LLAMA_FTYPE_MOSTLY_IQ4_XS", "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
-          "f16": "LLAMA_FTYPE_MOSTLY_F16", "bf16": "LLAMA_FTYPE_MOSTLY_BF16"}
+          "f16": "LLAMA_FTYPE_MOSTLY_F16", "bf16": "LLAMA_FTYPE_MOSTLY_BF16",
+          # MXFP4 experts (llama.cpp's MXFP4_MOE: only the 3-D expert tensors; the rest stay as they are)
+          "mxfp4_moe": "LLAMA_FTYPE_MOSTLY_MXFP4_MOE"}
 # Kinds written by the gguf package's quantizer instead: llama.cpp makes MXFP4 only for MoE experts.
 GGUF_PACKAGE_KINDS = {"mxfp4": gguf.GGMLQuantizationType.MXFP4}
 

@@ -10,6 +10,7 @@ Subcommands (see docs/llama-cpp-oracle.md; `run` drives them):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import gguf  # noqa: E402
 import gguf_models as gm  # noqa: E402
 from texts import TEXTS  # noqa: E402
 
@@ -71,6 +73,9 @@ FIXTURES = {
     "llama_f16": (gm.FIXTURE_LLAMA, 1, "f16"),
     "llama_bf16": (gm.FIXTURE_LLAMA, 1, "bf16"),
     "qwen3moe_bf16": (gm.FIXTURE_QWEN3MOE, 10, "bf16"),
+    # gpt-oss: F32, and MXFP4 experts as llama.cpp's quantizer writes them (the real files' format).
+    "gptoss_f32": (gm.FIXTURE_GPTOSS, 11, "f32"),
+    "gptoss_mxfp4": (gm.FIXTURE_GPTOSS, 11, "mxfp4_moe"),
 }
 FIXTURE_TOKENS = 128
 
@@ -118,17 +123,13 @@ def llama_cpp_version() -> str:
     return getattr(llama_cpp, "__version__", "unknown")
 
 
-def llama_logits(path: str, tokens: list, threads: int, n_batch: int = 512) -> np.ndarray:
-    """llama.cpp's logits at every position of `tokens` (one sequence, F32 KV cache), fed n_batch at a time.
-
-    n_batch 1 runs llama.cpp's single-row kernels (vec_dot), whose float order does not depend on the
-    batch; larger batches switch to other kernels (llamafile sgemm, repacked gemm) with other orders."""
+@contextlib.contextmanager
+def no_extra_bufts():
+    """Llama() loads inside this without ggml-cpu's "extra buffer types" (runtime weight repacking,
+    AMX): with them, llama-cpp-python 0.3.36 segfaults decoding quantized files on this Sapphire
+    Rapids machine (the committed Q8_0 logits are the same either way). Llama() has no argument for
+    it, so the default model params are patched for the load."""
     import llama_cpp.llama as llama_module
-    from llama_cpp import Llama
-    # Without ggml-cpu's "extra buffer types" (runtime weight repacking, AMX): with them,
-    # llama-cpp-python 0.3.36 segfaults decoding quantized files on this Sapphire Rapids machine (the
-    # committed Q8_0 logits are the same either way). Llama() has no argument for it, so the default
-    # model params are patched for this one load.
     default_params = llama_module.llama_cpp.llama_model_default_params
 
     def params_without_repacking():
@@ -138,11 +139,21 @@ def llama_logits(path: str, tokens: list, threads: int, n_batch: int = 512) -> n
 
     llama_module.llama_cpp.llama_model_default_params = params_without_repacking
     try:
+        yield
+    finally:
+        llama_module.llama_cpp.llama_model_default_params = default_params
+
+
+def llama_logits(path: str, tokens: list, threads: int, n_batch: int = 512) -> np.ndarray:
+    """llama.cpp's logits at every position of `tokens` (one sequence, F32 KV cache), fed n_batch at a time.
+
+    n_batch 1 runs llama.cpp's single-row kernels (vec_dot), whose float order does not depend on the
+    batch; larger batches switch to other kernels (llamafile sgemm, repacked gemm) with other orders."""
+    from llama_cpp import Llama
+    with no_extra_bufts():
         llm = Llama(model_path=path, logits_all=True, n_ctx=max(64, len(tokens)), n_batch=n_batch, n_ubatch=n_batch,
                     n_threads=threads, n_threads_batch=threads, type_k=GGML_TYPE_F32, type_v=GGML_TYPE_F32,
                     verbose=False)
-    finally:
-        llama_module.llama_cpp.llama_model_default_params = default_params
     llm.eval(tokens)
     out = np.array(llm.scores[:len(tokens)], dtype=np.float32, copy=True)
     del llm
@@ -373,43 +384,84 @@ def llama_bench(llm, vocab: int, pp: list, tg: int) -> dict:
 
 def speed_models(args) -> list:
     models = []
-    if os.path.exists(REAL_MODEL):
+    if os.path.exists(REAL_MODEL) and not args.no_real:
         models.append(("gemma-3-270m Q4_K_M (real)", REAL_MODEL))
     for shape_name in args.shapes.split(","):
+        if not shape_name:
+            continue
         shape = {"a": gm.SHAPE_A, "b": gm.SHAPE_B}[shape_name]
         for kind in args.kinds.split(","):
             models.append((f"shape ({shape_name}) {kind.upper()}", make_model(args.work, f"shape_{shape_name}", shape, 7, kind)))
     return models
 
 
+def decode_bytes_per_token(path: str) -> int:
+    """Weight bytes one decode step reads: every tensor, except that an untied token embedding
+    table is read one row per token (a tied one is the output head, read whole)."""
+    tensors = gguf.GGUFReader(path).tensors
+    names = {t.name for t in tensors}
+    total = 0
+    for t in tensors:
+        n = int(t.n_bytes)
+        if t.name == "token_embd.weight" and "output.weight" in names:
+            n //= int(t.shape[-1]) if len(t.shape) > 1 else 1  # GGUF lists dims innermost first: shape[-1] rows
+        total += n
+    return total
+
+
+def fak_probe(tool: str, threads: int) -> float:
+    """Read bandwidth (GB/s) of the 1 GiB probe (bench/probes.h) at `threads` threads."""
+    res = subprocess.run([tool, "probe", "--threads", str(threads), "--reps", "3"], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise RuntimeError(f"fak_logits_dump probe: {res.stderr.strip()}")
+    return float(res.stdout.split()[1])
+
+
 def cmd_speed(args) -> int:
     from llama_cpp import Llama
-    pp, tg = [128, 512], 64
+    pp, tg = [int(n) for n in args.pp.split(",") if n], args.tg
     keys = [f"pp{n}" for n in pp] + [f"tg{tg}"]
     table = []
     for label, path in speed_models(args):
+        per_token = decode_bytes_per_token(path)
         for threads in [int(t) for t in args.threads_list.split(",")]:
-            llm = Llama(model_path=path, n_ctx=max(pp) + tg + 16, n_batch=512, n_ubatch=512, n_threads=threads,
-                        n_threads_batch=threads, verbose=False)
+            with no_extra_bufts():
+                llm = Llama(model_path=path, n_ctx=max(pp + [tg]) + 16, n_batch=512, n_ubatch=512, n_threads=threads,
+                            n_threads_batch=threads, verbose=False)
             vocab = llm.n_vocab()
             llama_bench(llm, vocab, [32], 4)  # warm-up: page in the weights
             fak_bench(args.tool, path, threads, [32], 4, warmup=0)
             ours, theirs = {k: [] for k in keys}, {k: [] for k in keys}
-            for _ in range(args.reps):  # interleaved: fak, llama.cpp, fak, ...
+            probe = []
+            for _ in range(args.reps):  # interleaved: probe, fak, llama.cpp, probe, fak, ...
+                probe.append(fak_probe(args.tool, threads))
                 for k, v in fak_bench(args.tool, path, threads, pp, tg, warmup=0).items():
                     ours[k].append(v)
                 for k, v in llama_bench(llm, vocab, pp, tg).items():
                     theirs[k].append(v)
             del llm
+            bw = statistics.median(probe)
             row = [label, threads] + [(statistics.median(ours[k]), statistics.median(theirs[k])) for k in keys]
+            # decode GB/s of weights streamed, and its fraction of the probe, fak / llama.cpp
+            ours_gbs, theirs_gbs = (v * per_token * 1e-9 for v in row[-1])
+            row.append((bw, ours_gbs, theirs_gbs))
             table.append(row)
-            cells = " | ".join(f"{a:.1f} / {b:.1f} ({a / b:.2f}x)" for a, b in row[2:])
-            print(f"| {label} | {threads} | {cells} | (load average {os.getloadavg()[0]:.2f})", flush=True)
-    print("\ntokens/s, fak / llama.cpp (ratio fak/llama.cpp), median of", args.reps, "interleaved runs")
-    print("| model | threads | " + " | ".join(keys) + " |\n|---|---|" + "---|" * len(keys))
+            print(f"| {label} | {threads} | {format_speed_cells(row)} | (load average {os.getloadavg()[0]:.2f})", flush=True)
+    print("\ntokens/s, fak / llama.cpp (ratio fak/llama.cpp), median of", args.reps, "interleaved runs; decode",
+          "GB/s = tg tok/s x weight bytes per token, as a fraction of the read probe (1 GiB, same threads, each round)")
+    print("| model | threads | " + " | ".join(keys) + " | probe GB/s | tg GB/s fak / llama.cpp (% of probe) |")
+    print("|---|---|" + "---|" * (len(keys) + 2))
     for row in table:
-        print(f"| {row[0]} | {row[1]} | " + " | ".join(f"{a:.1f} / {b:.1f} ({a / b:.2f}x)" for a, b in row[2:]) + " |")
+        print(f"| {row[0]} | {row[1]} | {format_speed_cells(row)} |")
     return 0
+
+
+def format_speed_cells(row: list) -> str:
+    bw, ours_gbs, theirs_gbs = row[-1]
+    cells = [f"{a:.1f} / {b:.1f} ({a / b:.2f}x)" for a, b in row[2:-1]]
+    cells.append(f"{bw:.1f}")
+    cells.append(f"{ours_gbs:.1f} / {theirs_gbs:.1f} ({100 * ours_gbs / bw:.0f}% / {100 * theirs_gbs / bw:.0f}%)")
+    return " | ".join(cells)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -438,6 +490,9 @@ def main() -> int:
     s.add_argument("--kinds", default="f32,q8_0,q4_k_m")
     s.add_argument("--threads-list", default="2")
     s.add_argument("--reps", type=int, default=3)
+    s.add_argument("--pp", default="128,512", help="prompt lengths; empty for decode only")
+    s.add_argument("--tg", type=int, default=64)
+    s.add_argument("--no-real", action="store_true", help="leave out the real model")
     args = p.parse_args()
     if args.cmd == "fixtures" and not os.path.exists(args.tool):
         args.tool = None

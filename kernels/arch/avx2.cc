@@ -49,6 +49,7 @@ struct Avx2V {
     return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
   }
   static B Max(B a, B b) { return xsimd::max(a, b); }
+  static B Min(B a, B b) { return xsimd::min(a, b); }
   static B Exp(B v) { return xsimd::exp(v); }
   static B Tanh(B v) { return xsimd::tanh(v); }
 };

@@ -20,6 +20,7 @@ struct ScalarV {
   static float Hsum(B v) { return v; }
   static B HsumBatch(const B* v) { return v[0]; }
   static B Max(B a, B b) { return b > a ? b : a; }
+  static B Min(B a, B b) { return b < a ? b : a; }
   static B Exp(B v) { return std::exp(v); }
   static B Tanh(B v) { return std::tanh(v); }
 };

@@ -261,8 +261,11 @@ void RmsNorm(const float* x, const float* w, float* y, size_t n, float eps, bool
   for (; i < n; ++i) y[i] = (x[i] * inv) * (o + w[i]);
 }
 
+// Softmax over x[0, n) whose denominator also holds exp(*sink) when `sink` is given: a logit that
+// takes probability mass but has no value (gpt-oss's per-head attention sink). The sink joins the
+// maximum, and its term is added after the others' sum, as llama.cpp adds it.
 template <class V>
-void Softmax(float* x, size_t n) {
+void SoftmaxSink(float* x, size_t n, const float* sink) {
   if (n == 0) return;
   // The maximum is exact in any order: only which NaN or which signed zero wins may differ, and
   // neither changes an output (a NaN makes every output NaN; x - (+0) and x - (-0) differ only for
@@ -277,6 +280,7 @@ void Softmax(float* x, size_t n) {
     for (float l : lanes) mx = l > mx ? l : mx;
   }
   for (; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+  if (sink != nullptr) mx = *sink > mx ? *sink : mx;
   typename V::B vmax = V::Set1(mx), acc = V::Set1(0.0f);
   i = 0;
   for (; i + V::kWidth <= n; i += V::kWidth) {
@@ -289,11 +293,19 @@ void Softmax(float* x, size_t n) {
     StorePartial<V>(x + i, V::Exp(LoadPartial<V>(x + i, n - i) - vmax), n - i);
     for (; i < n; ++i) sum = sum + x[i];
   }
+  if (sink != nullptr) {
+    alignas(64) float lanes[V::kWidth];
+    V::Store(lanes, V::Exp(V::Set1(*sink - mx)));
+    sum = sum + lanes[0];
+  }
   float inv = 1.0f / sum;
   typename V::B vinv = V::Set1(inv);
   for (i = 0; i + V::kWidth <= n; i += V::kWidth) V::Store(x + i, V::Load(x + i) * vinv);
   for (; i < n; ++i) x[i] = x[i] * inv;
 }
+
+template <class V>
+void Softmax(float* x, size_t n) { SoftmaxSink<V>(x, n, nullptr); }
 
 // Applies f to every element, full registers only (the tail is padded).
 template <class V, class F>
@@ -333,6 +345,17 @@ void SiluMul(const float* g, const float* u, float* y, size_t n) {
 template <class V>
 void GeluTanhMul(const float* g, const float* u, float* y, size_t n) {
   MapBinary<V>(g, u, y, n, [](typename V::B a, typename V::B b) { return GeluTanhOf<V>(a) * b; });
+}
+// gpt-oss's clamped SwiGLU: with x = min(gate, limit) and u = clamp(up, -limit, limit),
+// x / (1 + exp(-alpha x)) · (u + 1), in llama.cpp's (swiglu_oai) order of operations.
+template <class V>
+void ClampedSwigluMul(const float* g, const float* u, float* y, size_t n, float alpha, float limit) {
+  using B = typename V::B;
+  const B va = V::Set1(alpha), hi = V::Set1(limit), lo = V::Set1(-limit), one = V::Set1(1.0f), zero = V::Set1(0.0f);
+  MapBinary<V>(g, u, y, n, [&](B a, B b) {
+    const B x = V::Min(a, hi);
+    return x / (one + V::Exp(zero - va * x)) * (V::Min(V::Max(b, lo), hi) + one);
+  });
 }
 template <class V>
 void Add(const float* a, const float* b, float* y, size_t n) {
@@ -527,7 +550,7 @@ void AttentionHeads(const AttentionArgs& a, size_t h0) {
   });
   for (size_t h = 0; h < HB; ++h) {
     SoftCapScores(a.scratch + h * n_keys, n_keys, a.softcap);
-    Softmax<V>(a.scratch + h * n_keys, n_keys);
+    SoftmaxSink<V>(a.scratch + h * n_keys, n_keys, a.sinks != nullptr ? a.sinks + h0 + h : nullptr);
   }
   AttentionValues<V, HB, E>(a, kv_head, a.scratch, n_keys, a.out + h0 * a.head_dim);
 }
@@ -593,7 +616,7 @@ void AttentionHeadsRows(const AttentionArgs& a, size_t h0) {
       float* sr = s + (h * rows + r) * n + (b - lo);
       Scale<V>(sr, a.scale, sr, e - b);
       SoftCapScores(sr, e - b, a.softcap);
-      Softmax<V>(sr, e - b);
+      SoftmaxSink<V>(sr, e - b, a.sinks != nullptr ? a.sinks + h0 + h : nullptr);
     }
     AttentionArgs row = a;
     row.key_begin = b;
@@ -693,6 +716,7 @@ void FillTable(KernelTable* t) {
   t->gelu_tanh = &GeluTanh<V>;
   t->silu_mul = &SiluMul<V>;
   t->gelu_tanh_mul = &GeluTanhMul<V>;
+  t->clamped_swiglu_mul = &ClampedSwigluMul<V>;
   t->add = &Add<V>;
   t->mul = &Mul<V>;
   t->scale = &Scale<V>;

@@ -47,6 +47,7 @@ struct NeonV {
   static B LoadF16(const uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
   static B LoadBf16(const uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
   static B Max(B a, B b) { return xsimd::max(a, b); }
+  static B Min(B a, B b) { return xsimd::min(a, b); }
   static B Exp(B v) { return xsimd::exp(v); }
   static B Tanh(B v) { return xsimd::tanh(v); }
 };

@@ -717,6 +717,19 @@ struct PackedSteps {
       for (size_t j = 0; j < 8; ++j) std::memcpy(b.qs + 32 * h + 4 * j, p.qs[h][j] + 4 * c, 4);
     return b;
   }
+  static BlockQ3_K Plain(const BlockQ3_Kx8& p, size_t c) {
+    BlockQ3_K b{};
+    b.d = p.d[c];
+    for (size_t g = 0; g < 16; ++g) {  // the 6-bit packing Q3KScale reads
+      const int sc = p.sc[g][c] + 32;
+      b.scales[g % 8] = static_cast<uint8_t>(b.scales[g % 8] | ((sc & 0xF) << (4 * (g / 8))));
+      b.scales[8 + g % 4] = static_cast<uint8_t>(b.scales[8 + g % 4] | ((sc >> 4) << (2 * (g / 4))));
+    }
+    for (size_t h = 0; h < 2; ++h)
+      for (size_t j = 0; j < 8; ++j) std::memcpy(b.qs + 32 * h + 4 * j, p.qs[h][j] + 4 * c, 4);
+    for (size_t j = 0; j < 8; ++j) std::memcpy(b.hmask + 4 * j, p.hmask[j] + 4 * c, 4);
+    return b;
+  }
   static BlockIQ4_XS Plain(const BlockIQ4_XSx8& p, size_t c) {
     BlockIQ4_XS b{};
     b.d = p.d[c];
@@ -761,6 +774,7 @@ struct PackedSteps {
       case QuantType::kIQ4_XS:
         return Run<BlockIQ4_XSx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ2_K: return Run<BlockQ2_Kx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ3_K: return Run<BlockQ3_Kx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       default: return Run<BlockQ8_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
   }

@@ -364,50 +364,64 @@ struct NeonQuantOps {
     return vreinterpretq_s8_s32(vdupq_n_s32(v));
   }
 
-  // The eight rows' sums over one 32-element group set (q[j][r]: group j, rows 4r..4r+3) against
-  // MR activation rows (x(i): row i's 32 bytes): sums[i][r] lane c is row 4r + c's Σ q·x. Exact, so
-  // any way of computing it gives the same integers. With I::Mmla (i8mm) two activation rows at a
-  // time: the groups are regrouped into 8 bytes of each of two rows (one zip), one SMMLA per 8
-  // elements and row pair, a 2 x 2 block of sums [x_i·w_c, x_i·w_c+1, x_i+1·w_c, x_i+1·w_c+1]. Else
-  // I::Dot on a broadcast of four activation bytes, one row at a time (and always for M = 1).
-  template <int MR, class RowBytes>
-  [[gnu::always_inline]] static void PackedSums(const int8x16_t (&q)[8][2], RowBytes x, int32x4_t (&sums)[MR][2]) {
-    if constexpr (kMmla && MR % 2 == 0) {
-      int8x16_t pair[4][2][2];  // elements 8t..8t+7, rows 4r + 2p and 4r + 2p + 1
+  // The eight rows' exact sums over one 32-element group set (q[j][r]: elements 4j..4j+3 of rows
+  // 4r..4r+3) against MR activation rows (x(i): row i's 32 bytes), in kParts parts of 32 / kParts
+  // elements: sums[i][p][r] lane c is row 4r + c's Σ q·x over part p. Exact, so any way of computing
+  // it gives the same integers. With I::Mmla (i8mm) two activation rows at a time: the groups are
+  // regrouped into 8 bytes of each of two weight rows (one zip), one SMMLA per 8 elements and row
+  // pair, a 2 x 2 block [x_i·w_c, x_i·w_c+1, x_i+1·w_c, x_i+1·w_c+1]. Else (and for an odd last
+  // row) I::Dot on a broadcast of four activation bytes.
+  template <int MR, int kParts, class RowBytes>
+  [[gnu::always_inline]] static void PackedSums(const int8x16_t (&q)[8][2], RowBytes x,
+                                                int32x4_t (&sums)[MR][kParts][2]) {
+    static_assert(kParts == 1 || kParts == 2);
+    int i = 0;
+    if constexpr (kMmla && MR >= 2) {
+      int8x16_t pair[4][2][2];  // elements 8t..8t+7; rows 4r + 2h and 4r + 2h + 1
       for (int t = 0; t < 4; ++t)
         for (int r = 0; r < 2; ++r) {
           const int32x4_t lo = vreinterpretq_s32_s8(q[2 * t][r]), hi = vreinterpretq_s32_s8(q[2 * t + 1][r]);
           pair[t][r][0] = vreinterpretq_s8_s32(vzip1q_s32(lo, hi));
           pair[t][r][1] = vreinterpretq_s8_s32(vzip2q_s32(lo, hi));
         }
-      for (int i = 0; i < MR; i += 2) {
+      for (; i + 2 <= MR; i += 2) {
         const int8_t* x0 = x(i);
         const int8_t* x1 = x(i + 1);
-        int32x4_t block[2][2];
-        for (int r = 0; r < 2; ++r) block[r][0] = block[r][1] = vdupq_n_s32(0);
+        int32x4_t block[kParts][2][2];
+        for (int p = 0; p < kParts; ++p)
+          for (int r = 0; r < 2; ++r) block[p][r][0] = block[p][r][1] = vdupq_n_s32(0);
 #pragma GCC unroll 4
         for (int t = 0; t < 4; ++t) {
+          const int p = t * kParts / 4;
           const int8x16_t a = vcombine_s8(vld1_s8(x0 + 8 * t), vld1_s8(x1 + 8 * t));
           for (int r = 0; r < 2; ++r)
-            for (int p = 0; p < 2; ++p) block[r][p] = I::Mmla(block[r][p], a, pair[t][r][p]);
+            for (int h = 0; h < 2; ++h) block[p][r][h] = I::Mmla(block[p][r][h], a, pair[t][r][h]);
         }
-        for (int r = 0; r < 2; ++r) {
-          const int64x2_t c01 = vreinterpretq_s64_s32(block[r][0]), c23 = vreinterpretq_s64_s32(block[r][1]);
-          sums[i][r] = vreinterpretq_s32_s64(vzip1q_s64(c01, c23));
-          sums[i + 1][r] = vreinterpretq_s32_s64(vzip2q_s64(c01, c23));
-        }
+        for (int p = 0; p < kParts; ++p)
+          for (int r = 0; r < 2; ++r) {
+            const int64x2_t c01 = vreinterpretq_s64_s32(block[p][r][0]), c23 = vreinterpretq_s64_s32(block[p][r][1]);
+            sums[i][p][r] = vreinterpretq_s32_s64(vzip1q_s64(c01, c23));
+            sums[i + 1][p][r] = vreinterpretq_s32_s64(vzip2q_s64(c01, c23));
+          }
       }
-    } else {
-      for (int i = 0; i < MR; ++i) {
-        const int8_t* xi = x(i);
-        int32x4_t chain[2][2];  // rows 0-3 / 4-7, two chains each
-        for (int r = 0; r < 2; ++r) chain[r][0] = chain[r][1] = vdupq_n_s32(0);
+    }
+    for (; i < MR; ++i) {
+      const int8_t* xi = x(i);
+      int32x4_t chain[2][2];  // rows 0-3 / 4-7; two chains (one part) or one per part
+      for (int r = 0; r < 2; ++r) chain[r][0] = chain[r][1] = vdupq_n_s32(0);
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-          const int8x16_t xj = Broadcast4(xi + 4 * j);
-          for (int r = 0; r < 2; ++r) chain[r][j % 2] = I::Dot(chain[r][j % 2], q[j][r], xj);
+      for (int j = 0; j < 8; ++j) {
+        const int c = kParts == 1 ? j % 2 : j / 4;
+        const int8x16_t xj = Broadcast4(xi + 4 * j);
+        for (int r = 0; r < 2; ++r) chain[r][c] = I::Dot(chain[r][c], q[j][r], xj);
+      }
+      for (int r = 0; r < 2; ++r) {
+        if constexpr (kParts == 1) {
+          sums[i][0][r] = vaddq_s32(chain[r][0], chain[r][1]);
+        } else {
+          sums[i][0][r] = chain[r][0];
+          sums[i][1][r] = chain[r][1];
         }
-        for (int r = 0; r < 2; ++r) sums[i][r] = vaddq_s32(chain[r][0], chain[r][1]);
       }
     }
   }
@@ -422,12 +436,12 @@ struct NeonQuantOps {
       }
       PackedW u;
       UnpackPacked(w[b], &u);
-      int32x4_t sum[MR][2];
-      PackedSums<MR>(u.q, [&](int i) { return x[i * n_blocks + b].qs; }, sum);
+      int32x4_t sum[MR][1][2];
+      PackedSums<MR, 1>(u.q, [&](int i) { return x[i * n_blocks + b].qs; }, sum);
       for (int i = 0; i < MR; ++i) {
         const PackedAct<PB>& xb = x[i * n_blocks + b];
         for (int r = 0; r < 2; ++r) {
-          acc[i][r] = vfmaq_f32(acc[i][r], vcvtq_f32_s32(sum[i][r]), vmulq_n_f32(u.d[r], xb.d));
+          acc[i][r] = vfmaq_f32(acc[i][r], vcvtq_f32_s32(sum[i][0][r]), vmulq_n_f32(u.d[r], xb.d));
           if constexpr (kPackedMin<PB>) acc[i][r] = vfmaq_n_f32(acc[i][r], u.m[r], xb.s);  // + m·s
         }
       }
@@ -470,78 +484,193 @@ struct NeonQuantOps {
                               });
   }
 
-  // Q4_K packed: per sub-block s the eight groups' sums (exact) times each row's scale, summed over the
-  // super-block; the mins term Σ_s m_s·Σx likewise; then per super-block
-  // y_c = fma(float(sum), d_c·d_x, y_c) and fms(float(mins), dmin_c·d_x, y_c).
-  template <int MR, bool kPrefetch>
-  static void PackedQ4KTile(const ActQ8_K* x, size_t n_blocks, const BlockQ4_Kx8* w, float* y, size_t ldy,
-                            const BlockQ4_Kx8* w_ahead) {
+  // ---- The 256-element types packed eight rows at a time: Q4_K, IQ4_XS, Q2_K, Q3_K ----
+  // Per super-block, SuperBlockSums (one overload per packed type) leaves each column's exact integer
+  // sums in sum[i][r] (rows 0-3 / 4-7) and, for the types with mins, mins[i][r], for activation rows
+  // i < MR; ApplyKScales then: y_c = fma(float(sum_c), d_c·d_x, y_c), and for Q4_K / Q2_K
+  // fms(float(mins_c), dmin_c·d_x, y_c), per super-block.
+  static void WidenS16(int16x8_t v, int32x4_t (&out)[2]) {
+    out[0] = vmovl_s16(vget_low_s16(v));
+    out[1] = vmovl_high_s16(v);
+  }
+  template <int MR, class PB>
+  [[gnu::always_inline]]
+  static void ApplyKScales(const PB& wb, const ActQ8_K* xb, size_t stride, const int32x4_t (&sum)[MR][2],
+                           const int32x4_t (&mins)[MR][2], float32x4_t (&acc)[MR][2]) {
+    float32x4_t d[2];
+    Scales(wb.d, d);
+    for (int i = 0; i < MR; ++i) {
+      const float dx = xb[i * stride].d;
+      for (int r = 0; r < 2; ++r) acc[i][r] = vfmaq_f32(acc[i][r], vcvtq_f32_s32(sum[i][r]), vmulq_n_f32(d[r], dx));
+      if constexpr (requires { wb.dmin; }) {
+        float32x4_t dmin[2];
+        Scales(wb.dmin, dmin);
+        for (int r = 0; r < 2; ++r) acc[i][r] = vfmsq_f32(acc[i][r], vcvtq_f32_s32(mins[i][r]), vmulq_n_f32(dmin[r], dx));
+      }
+    }
+  }
+  // Rows [0, MR) of x (n_blocks apart) against one group of eight columns, written at y.
+  template <class PB, int MR, bool kPrefetch>
+  static void PackedKTile(const ActQ8_K* x, size_t n_blocks, const PB* w, float* y, size_t ldy, const PB* w_ahead) {
     float32x4_t acc[MR][2];
     for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = vdupq_n_f32(0.0f);
     for (size_t b = 0; b < n_blocks; ++b) {
       if constexpr (kPrefetch) {
-        for (size_t o = 0; o < sizeof(BlockQ4_Kx8); o += 64)
-          __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
+        for (size_t o = 0; o < sizeof(PB); o += 64) __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
       }
-      const BlockQ4_Kx8& wb = w[b];
       int32x4_t sum[MR][2], mins[MR][2];
       for (int i = 0; i < MR; ++i) sum[i][0] = sum[i][1] = mins[i][0] = mins[i][1] = vdupq_n_s32(0);
-      for (int s = 0; s < 8; ++s) {  // sub-block s: chunk s / 2, low nibbles for even s
-        const int ch = s / 2;
-        int8x16_t q[8][2];
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j)
-          for (int r = 0; r < 2; ++r) {
-            const uint8x16_t raw = vld1q_u8(wb.qs[ch][j] + 16 * r);
-            q[j][r] = S8(s % 2 == 0 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4));
-          }
-        const uint16x8_t sc16 = vmovl_u8(vld1_u8(wb.sc[s])), m16 = vmovl_u8(vld1_u8(wb.m[s]));
-        const int32x4_t sc[2] = {vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(sc16))),
-                                 vreinterpretq_s32_u32(vmovl_high_u16(sc16))};
-        const int32x4_t mc[2] = {vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(m16))),
-                                 vreinterpretq_s32_u32(vmovl_high_u16(m16))};
-        int32x4_t c[MR][2];  // q ∈ [0, 15]: exact
-        PackedSums<MR>(q, [&](int i) { return x[i * n_blocks + b].qs + 32 * s; }, c);
-        for (int i = 0; i < MR; ++i) {
-          const ActQ8_K& xb = x[i * n_blocks + b];
-          const int32_t bsum = xb.bsums[2 * s] + xb.bsums[2 * s + 1];
-          for (int r = 0; r < 2; ++r) {
-            sum[i][r] = vmlaq_s32(sum[i][r], c[i][r], sc[r]);
-            mins[i][r] = vmlaq_n_s32(mins[i][r], mc[r], bsum);
-          }
-        }
-      }
-      float32x4_t d[2], dmin[2];
-      Scales(wb.d, d);
-      Scales(wb.dmin, dmin);
-      for (int i = 0; i < MR; ++i) {
-        const float dx = x[i * n_blocks + b].d;
-        for (int r = 0; r < 2; ++r) {
-          acc[i][r] = vfmaq_f32(acc[i][r], vcvtq_f32_s32(sum[i][r]), vmulq_n_f32(d[r], dx));
-          acc[i][r] = vfmsq_f32(acc[i][r], vcvtq_f32_s32(mins[i][r]), vmulq_n_f32(dmin[r], dx));
-        }
-      }
+      SuperBlockSums<MR>(w[b], x + b, n_blocks, sum, mins);
+      ApplyKScales<MR>(w[b], x + b, n_blocks, sum, mins, acc);
     }
     for (int i = 0; i < MR; ++i) {
       vst1q_f32(y + i * ldy, acc[i][0]);
       vst1q_f32(y + i * ldy + 4, acc[i][1]);
     }
   }
-  static void MatMulPackedQ4K(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
-                              size_t k, size_t n_begin, size_t n_end) {
+  template <class PB>
+  static void MatMulPackedK(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
+                            size_t n_begin, size_t n_end) {
     const size_t n_blocks = k / kQKK;
     const auto* x = static_cast<const ActQ8_K*>(xq);
-    ForEachPackedTile<BlockQ4_Kx8, 32>(
-        w, w_row_bytes, y, ldy, m, n_begin, n_end,
-        [&]<int MR, bool kPf>(size_t i, const BlockQ4_Kx8* g, const BlockQ4_Kx8* ahead, float* yi) {
-          PackedQ4KTile<MR, kPf>(x + i * n_blocks, n_blocks, g, yi, ldy, ahead);
-        });
+    ForEachPackedTile<PB, 32>(w, w_row_bytes, y, ldy, m, n_begin, n_end,
+                              [&]<int MR, bool kPf>(size_t i, const PB* g, const PB* ahead, float* yi) {
+                                PackedKTile<PB, MR, kPf>(x + i * n_blocks, n_blocks, g, yi, ldy, ahead);
+                              });
+  }
+
+  // Q4_K: per sub-block s the eight groups' sums (exact) times each row's scale, summed over the
+  // super-block; the mins term Σ_s m_s·Σx likewise.
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ4_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+                             int32x4_t (&mins)[MR][2]) {
+    for (int s = 0; s < 8; ++s) {  // sub-block s: chunk s / 2, low nibbles for even s
+      const int ch = s / 2;
+      int8x16_t q[8][2];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j)
+        for (int r = 0; r < 2; ++r) {
+          const uint8x16_t raw = vld1q_u8(wb.qs[ch][j] + 16 * r);
+          q[j][r] = S8(s % 2 == 0 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4));
+        }
+      const uint16x8_t sc16 = vmovl_u8(vld1_u8(wb.sc[s])), m16 = vmovl_u8(vld1_u8(wb.m[s]));
+      const int32x4_t sc[2] = {vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(sc16))),
+                               vreinterpretq_s32_u32(vmovl_high_u16(sc16))};
+      const int32x4_t mc[2] = {vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(m16))),
+                               vreinterpretq_s32_u32(vmovl_high_u16(m16))};
+      int32x4_t c[MR][1][2];  // q ∈ [0, 15]: exact
+      PackedSums<MR, 1>(q, [&](int i) { return x[i * stride].qs + 32 * s; }, c);
+      for (int i = 0; i < MR; ++i) {
+        const ActQ8_K& xb = x[i * stride];
+        const int32_t bsum = xb.bsums[2 * s] + xb.bsums[2 * s + 1];
+        for (int r = 0; r < 2; ++r) {
+          sum[i][r] = vmlaq_s32(sum[i][r], c[i][0][r], sc[r]);
+          mins[i][r] = vmlaq_n_s32(mins[i][r], mc[r], bsum);
+        }
+      }
+    }
+  }
+
+  // IQ4_XS: per sub-block the eight groups' sums on the table levels (|level|, |x| ≤ 127: exact) times
+  // each row's ls − 32, summed over the super-block (|sum| < 2^27). Group j < 4 is the low nibbles of
+  // qs[s][j] (elements 4j..), j ≥ 4 the high nibbles of qs[s][j − 4] (elements 16 + 4(j − 4) = 4j..).
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockIQ4_XSx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+                             int32x4_t (&)[MR][2]) {
+    const int8x16_t lut = vld1q_s8(kIQ4Levels);
+    for (int s = 0; s < 8; ++s) {
+      int8x16_t q[8][2];
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g)
+        for (int r = 0; r < 2; ++r) {
+          const uint8x16_t raw = vld1q_u8(wb.qs[s][g] + 16 * r);
+          q[g][r] = vqtbl1q_s8(lut, vandq_u8(raw, vdupq_n_u8(0x0F)));
+          q[g + 4][r] = vqtbl1q_s8(lut, vshrq_n_u8(raw, 4));
+        }
+      int32x4_t sc[2];
+      WidenS16(vmovl_s8(vld1_s8(wb.sc[s])), sc);
+      int32x4_t c[MR][1][2];
+      PackedSums<MR, 1>(q, [&](int i) { return x[i * stride].qs + 32 * s; }, c);
+      for (int i = 0; i < MR; ++i)
+        for (int r = 0; r < 2; ++r) sum[i][r] = vmlaq_s32(sum[i][r], c[i][0][r], sc[r]);
+    }
+  }
+
+  // Q2_K / Q3_K: quarter t = 4h + j of the super-block is elements 32t.., bits 2j..2j+1 of the bytes
+  // qs[h][g] (g < 4: group of 16 number 2t, else 2t + 1). Per group the four 4-byte sums (exact) times
+  // each row's group scale (sc0, sc1), summed over the super-block; for Q2_K the mins term
+  // Σ_g m_g·bsum_g (m0, m1) likewise.
+  template <int MR, bool kMins>
+  [[gnu::always_inline]]
+  static void QuarterSums(const int8x16_t (&q)[8][2], const int32x4_t (&sc0)[2], const int32x4_t (&sc1)[2],
+                          const int32x4_t (&m0)[2], const int32x4_t (&m1)[2], const ActQ8_K* x, size_t stride, int t,
+                          int32x4_t (&sum)[MR][2], int32x4_t (&mins)[MR][2]) {
+    int32x4_t c[MR][2][2];  // the quarter's two groups of 16; |q| ≤ 4, |x| ≤ 127: exact
+    PackedSums<MR, 2>(q, [&](int i) { return x[i * stride].qs + 32 * t; }, c);
+    for (int i = 0; i < MR; ++i) {
+      const ActQ8_K& xb = x[i * stride];
+      for (int r = 0; r < 2; ++r) {
+        sum[i][r] = vmlaq_s32(vmlaq_s32(sum[i][r], c[i][0][r], sc0[r]), c[i][1][r], sc1[r]);
+        if constexpr (kMins)
+          mins[i][r] = vmlaq_n_s32(vmlaq_n_s32(mins[i][r], m0[r], xb.bsums[2 * t]), m1[r], xb.bsums[2 * t + 1]);
+      }
+    }
+  }
+  static uint8x16_t TwoBits(const uint8_t* qs, int j) {
+    return vandq_u8(vshlq_u8(vld1q_u8(qs), vdupq_n_s8(static_cast<int8_t>(-2 * j))), vdupq_n_u8(3));
+  }
+  // Q2_K: q ∈ [0, 3], 4-bit scale and min per group (|sum| < 2^21).
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ2_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+                             int32x4_t (&mins)[MR][2]) {
+    for (int t = 0; t < 8; ++t) {
+      const int h = t / 4, j = t % 4;
+      int8x16_t q[8][2];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g)
+        for (int r = 0; r < 2; ++r) q[g][r] = S8(TwoBits(wb.qs[h][g] + 16 * r, j));
+      const uint8x8_t s0 = vld1_u8(wb.scales[2 * t]), s1 = vld1_u8(wb.scales[2 * t + 1]);
+      int32x4_t sc0[2], sc1[2], m0[2], m1[2];
+      WidenS16(vreinterpretq_s16_u16(vmovl_u8(vand_u8(s0, vdup_n_u8(0x0F)))), sc0);
+      WidenS16(vreinterpretq_s16_u16(vmovl_u8(vand_u8(s1, vdup_n_u8(0x0F)))), sc1);
+      WidenS16(vreinterpretq_s16_u16(vmovl_u8(vshr_n_u8(s0, 4))), m0);
+      WidenS16(vreinterpretq_s16_u16(vmovl_u8(vshr_n_u8(s1, 4))), m1);
+      QuarterSums<MR, true>(q, sc0, sc1, m0, m1, x, stride, t, sum, mins);
+    }
+  }
+  // Q3_K: q = low two bits − 4 where bit t of the hmask byte is clear, ∈ [−4, 3]; scale sc − 32
+  // (|sum| < 2^23). No mins.
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ3_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+                             int32x4_t (&mins)[MR][2]) {
+    for (int t = 0; t < 8; ++t) {
+      const int h = t / 4, j = t % 4;
+      const uint8x16_t bit = vdupq_n_u8(static_cast<uint8_t>(1 << t));
+      int8x16_t q[8][2];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g)
+        for (int r = 0; r < 2; ++r) {
+          const uint8x16_t set = vtstq_u8(vld1q_u8(wb.hmask[g] + 16 * r), bit);
+          q[g][r] = vsubq_s8(S8(TwoBits(wb.qs[h][g] + 16 * r, j)), S8(vbicq_u8(vdupq_n_u8(4), set)));
+        }
+      int32x4_t sc0[2], sc1[2];
+      WidenS16(vmovl_s8(vld1_s8(wb.sc[2 * t])), sc0);
+      WidenS16(vmovl_s8(vld1_s8(wb.sc[2 * t + 1])), sc1);
+      QuarterSums<MR, false>(q, sc0, sc1, sc0, sc1, x, stride, t, sum, mins);
+    }
   }
 
   static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                            size_t m, size_t k, size_t n_begin, size_t n_end) {
     switch (wtype) {
-      case QuantType::kQ4_K: return MatMulPackedQ4K(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ4_K: return MatMulPackedK<BlockQ4_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kIQ4_XS: return MatMulPackedK<BlockIQ4_XSx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ2_K: return MatMulPackedK<BlockQ2_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ3_K: return MatMulPackedK<BlockQ3_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_0: return MatMulPackedTyped<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ5_0: return MatMulPackedTyped<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_1: return MatMulPackedTyped<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
@@ -549,10 +678,6 @@ struct NeonQuantOps {
       case QuantType::kIQ4_NL:
         return MatMulPackedTyped<BlockIQ4_NLx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kMXFP4: return MatMulPackedTyped<BlockMXFP4x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
-      // No NEON tile for these packings yet: each row's plain block rebuilt and this tier's own
-      // block step, one output at a time (the plain kernel's bits).
-      case QuantType::kIQ4_XS:
-      case QuantType::kQ2_K: return PackedSteps<NeonQuantOps>::MatMul(wtype, xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       default: return MatMulPackedTyped<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
   }

@@ -412,203 +412,204 @@ struct X86QuantOps {
                                 PackedTile<PB, MR, kPf>(x + i * n_blocks, off, n_blocks, g, yi, ldy, ahead);
                               });
   }
-  // Q4_K packed (BlockQ4_Kx8): per sub-block the eight groups' dot products (exact), times the
-  // column's scale, summed over the super-block; the mins term Σ_s m_s·Σx likewise; then
-  // y_c = fma(d_c·d_x, float(sum), y_c) and fnmadd(dmin_c·d_x, float(mins), y_c) per super-block.
-  template <int MR, bool kPrefetch>
-  static void PackedQ4KTile(const ActQ8_K* x, size_t n_blocks, const BlockQ4_Kx8* w, float* y, size_t ldy,
-                            const BlockQ4_Kx8* w_ahead) {
+  // ---- The 256-element types packed eight rows at a time: Q4_K, IQ4_XS, Q2_K, Q3_K ----
+  // Per super-block, SuperBlockSums (one overload per packed type) leaves each column's exact integer
+  // sums in the lanes of sum[i] (and, for the types with mins, mins[i]) for activation rows i < MR;
+  // ApplyKScales then takes them to floats with the eight rows' scales.
+  //
+  // y_c = fma(d_c·d_x, float(sum_c), y_c), then for Q4_K / Q2_K fnmadd(dmin_c·d_x, float(mins_c), y_c),
+  // per super-block: the scalar tier's order with the products fused.
+  template <int MR, class PB>
+  [[gnu::always_inline]]
+  static void ApplyKScales(const PB& wb, const ActQ8_K* xb, size_t stride, const __m256i (&sum)[MR],
+                           const __m256i (&mins)[MR], __m256 (&acc)[MR]) {
+    const __m256 d = Scales(wb.d);
+    for (int i = 0; i < MR; ++i) {
+      const __m256 dx = _mm256_set1_ps(xb[i * stride].d);
+      acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sum[i]), acc[i]);
+      if constexpr (requires { wb.dmin; })
+        acc[i] = _mm256_fnmadd_ps(_mm256_mul_ps(Scales(wb.dmin), dx), _mm256_cvtepi32_ps(mins[i]), acc[i]);
+    }
+  }
+  // Rows [0, MR) of x (n_blocks apart) against one group of eight columns, written at y.
+  template <class PB, int MR, bool kPrefetch>
+  static void PackedKTile(const ActQ8_K* x, size_t n_blocks, const PB* w, float* y, size_t ldy, const PB* w_ahead) {
     __m256 acc[MR];
     for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
     for (size_t b = 0; b < n_blocks; ++b) {
-      if constexpr (kPrefetch) {
-        for (size_t o = 0; o < sizeof(BlockQ4_Kx8); o += 64)
-          __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
+      if constexpr (kPrefetch) {  // decode streams W from DRAM: a later group's block, into L2
+        for (size_t o = 0; o < sizeof(PB); o += 64) __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
       }
-      const BlockQ4_Kx8& wb = w[b];
       __m256i sum[MR], mins[MR];
       for (int i = 0; i < MR; ++i) sum[i] = mins[i] = _mm256_setzero_si256();
-      for (int s = 0; s < 8; ++s) {  // sub-block s: chunk s / 2, low nibbles for even s
-        const int ch = s / 2, shift = 4 * (s % 2);
-        __m256i q[8];
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) q[j] = _mm256_and_si256(_mm256_srli_epi16(Load(wb.qs[ch][j]), shift), Mask(0x0F));
-        const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.sc[s])));
-        const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.m[s])));
-        const __m256i m_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
-#pragma GCC unroll 4
-        for (int i = 0; i < MR; ++i) {
-          const ActQ8_K& xb = x[i * n_blocks + b];
-          __m256i c0 = _mm256_setzero_si256(), c1 = c0;
-#pragma GCC unroll 4
-          for (int j = 0; j < 8; j += 2) {
-            int32_t x0, x1;
-            std::memcpy(&x0, xb.qs + 32 * s + 4 * j, 4);
-            std::memcpy(&x1, xb.qs + 32 * s + 4 * j + 4, 4);
-            c0 = I::DotU8S8(c0, q[j], _mm256_set1_epi32(x0));  // q ∈ [0, 15], |x| ≤ 127: exact
-            c1 = I::DotU8S8(c1, q[j + 1], _mm256_set1_epi32(x1));
-          }
-          sum[i] = _mm256_add_epi32(sum[i], _mm256_mullo_epi32(_mm256_add_epi32(c0, c1), sc));
-          int32_t bsum_pair;
-          std::memcpy(&bsum_pair, xb.bsums + 2 * s, 4);
-          mins[i] = _mm256_add_epi32(mins[i], _mm256_madd_epi16(m_pairs, _mm256_set1_epi32(bsum_pair)));
-        }
-      }
-      const __m256 d = Scales(wb.d), dmin = Scales(wb.dmin);
-      for (int i = 0; i < MR; ++i) {
-        const __m256 dx = _mm256_set1_ps(x[i * n_blocks + b].d);
-        acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sum[i]), acc[i]);
-        acc[i] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mins[i]), acc[i]);
-      }
+      SuperBlockSums<MR>(w[b], x + b, n_blocks, sum, mins);
+      ApplyKScales<MR>(w[b], x + b, n_blocks, sum, mins, acc);
     }
     for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
   }
-  static void MatMulPackedQ4K(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
-                              size_t k, size_t n_begin, size_t n_end) {
+  template <class PB>
+  static void MatMulPackedK(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
+                            size_t n_begin, size_t n_end) {
     const size_t n_blocks = k / kQKK;
     const auto* x = static_cast<const ActQ8_K*>(xq);
-    ForEachPackedTile<BlockQ4_Kx8, 32>(
-        w, w_row_bytes, y, ldy, m, n_begin, n_end,
-        [&]<int MR, bool kPf>(size_t i, const BlockQ4_Kx8* g, const BlockQ4_Kx8* ahead, float* yi) {
-          PackedQ4KTile<MR, kPf>(x + i * n_blocks, n_blocks, g, yi, ldy, ahead);
-        });
+    ForEachPackedTile<PB, 32>(w, w_row_bytes, y, ldy, m, n_begin, n_end,
+                              [&]<int MR, bool kPf>(size_t i, const PB* g, const PB* ahead, float* yi) {
+                                PackedKTile<PB, MR, kPf>(x + i * n_blocks, n_blocks, g, yi, ldy, ahead);
+                              });
   }
 
-  // IQ4_XS packed (BlockIQ4_XSx8): per sub-block the eight groups' dot products on the table levels
-  // with the sign trick (exact), times the column's ls − 32 (vpmulld), summed over the super-block
-  // (|sum| ≤ 8·32·32·127·127 < 2^27); then y_c = fma(d_c·d_x, float(sum), y_c) per super-block — the
-  // scalar tier's order with the product fused.
-  template <int MR, bool kPrefetch>
-  static void PackedIQ4XSTile(const ActQ8_K* x, size_t n_blocks, const BlockIQ4_XSx8* w, float* y, size_t ldy,
-                              const BlockIQ4_XSx8* w_ahead) {
+  // Q4_K: per sub-block the eight groups' dot products (exact), times the column's scale, summed over
+  // the super-block; the mins term Σ_s m_s·Σx likewise (vpmaddwd on (m_s, m_s) pairs).
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ4_Kx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
+                             __m256i (&mins)[MR]) {
+    for (int s = 0; s < 8; ++s) {  // sub-block s: chunk s / 2, low nibbles for even s
+      const int ch = s / 2, shift = 4 * (s % 2);
+      __m256i q[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) q[j] = _mm256_and_si256(_mm256_srli_epi16(Load(wb.qs[ch][j]), shift), Mask(0x0F));
+      const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.sc[s])));
+      const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.m[s])));
+      const __m256i m_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
+#pragma GCC unroll 4
+      for (int i = 0; i < MR; ++i) {
+        const ActQ8_K& xb = x[i * stride];
+        __m256i c0 = _mm256_setzero_si256(), c1 = c0;
+#pragma GCC unroll 4
+        for (int j = 0; j < 8; j += 2) {
+          int32_t x0, x1;
+          std::memcpy(&x0, xb.qs + 32 * s + 4 * j, 4);
+          std::memcpy(&x1, xb.qs + 32 * s + 4 * j + 4, 4);
+          c0 = I::DotU8S8(c0, q[j], _mm256_set1_epi32(x0));  // q ∈ [0, 15], |x| ≤ 127: exact
+          c1 = I::DotU8S8(c1, q[j + 1], _mm256_set1_epi32(x1));
+        }
+        sum[i] = _mm256_add_epi32(sum[i], _mm256_mullo_epi32(_mm256_add_epi32(c0, c1), sc));
+        int32_t bsum_pair;
+        std::memcpy(&bsum_pair, xb.bsums + 2 * s, 4);
+        mins[i] = _mm256_add_epi32(mins[i], _mm256_madd_epi16(m_pairs, _mm256_set1_epi32(bsum_pair)));
+      }
+    }
+  }
+
+  // IQ4_XS: per sub-block the eight groups' dot products on the table levels with the sign trick
+  // (exact), times the column's ls − 32 (vpmulld), summed over the super-block
+  // (|sum| ≤ 8·32·32·127·127 < 2^27). No mins.
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockIQ4_XSx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
+                             __m256i (&)[MR]) {
     const __m256i lut = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIQ4Levels)));
-    __m256 acc[MR];
-    for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
-    for (size_t b = 0; b < n_blocks; ++b) {
-      if constexpr (kPrefetch) {
-        for (size_t o = 0; o < sizeof(BlockIQ4_XSx8); o += 64)
-          __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
-      }
-      const BlockIQ4_XSx8& wb = w[b];
-      __m256i sum[MR];
-      for (int i = 0; i < MR; ++i) sum[i] = _mm256_setzero_si256();
-      for (int s = 0; s < 8; ++s) {  // group j < 4: low nibbles of wb.qs[s][j]; j >= 4: high nibbles of j - 4
-        __m256i q[8], a[8];
+    for (int s = 0; s < 8; ++s) {  // group j < 4: low nibbles of wb.qs[s][j]; j >= 4: high nibbles of j - 4
+      __m256i q[8], a[8];
 #pragma GCC unroll 4
-        for (int g = 0; g < 4; ++g) {
-          const __m256i raw = Load(wb.qs[s][g]);
-          q[g] = _mm256_shuffle_epi8(lut, _mm256_and_si256(raw, Mask(0x0F)));
-          q[g + 4] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(raw, 4), Mask(0x0F)));
-        }
+      for (int g = 0; g < 4; ++g) {
+        const __m256i raw = Load(wb.qs[s][g]);
+        q[g] = _mm256_shuffle_epi8(lut, _mm256_and_si256(raw, Mask(0x0F)));
+        q[g + 4] = _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(raw, 4), Mask(0x0F)));
+      }
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) a[j] = _mm256_abs_epi8(q[j]);
-        const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.sc[s])));
+      for (int j = 0; j < 8; ++j) a[j] = _mm256_abs_epi8(q[j]);
+      const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.sc[s])));
 #pragma GCC unroll 4
-        for (int i = 0; i < MR; ++i) {
-          const int8_t* xs = x[i * n_blocks + b].qs + 32 * s;
-          __m256i c0 = _mm256_setzero_si256(), c1 = c0;
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* xs = x[i * stride].qs + 32 * s;
+        __m256i c0 = _mm256_setzero_si256(), c1 = c0;
 #pragma GCC unroll 4
-          for (int j = 0; j < 8; j += 2) {
-            int32_t x0, x1;
-            std::memcpy(&x0, xs + 4 * j, 4);
-            std::memcpy(&x1, xs + 4 * j + 4, 4);
-            c0 = I::DotU8S8(c0, a[j], _mm256_sign_epi8(_mm256_set1_epi32(x0), q[j]));  // |level|, |x| ≤ 127
-            c1 = I::DotU8S8(c1, a[j + 1], _mm256_sign_epi8(_mm256_set1_epi32(x1), q[j + 1]));
-          }
-          sum[i] = _mm256_add_epi32(sum[i], _mm256_mullo_epi32(_mm256_add_epi32(c0, c1), sc));
+        for (int j = 0; j < 8; j += 2) {
+          int32_t x0, x1;
+          std::memcpy(&x0, xs + 4 * j, 4);
+          std::memcpy(&x1, xs + 4 * j + 4, 4);
+          c0 = I::DotU8S8(c0, a[j], _mm256_sign_epi8(_mm256_set1_epi32(x0), q[j]));  // |level|, |x| ≤ 127
+          c1 = I::DotU8S8(c1, a[j + 1], _mm256_sign_epi8(_mm256_set1_epi32(x1), q[j + 1]));
         }
+        sum[i] = _mm256_add_epi32(sum[i], _mm256_mullo_epi32(_mm256_add_epi32(c0, c1), sc));
       }
-      const __m256 d = Scales(wb.d);
-      for (int i = 0; i < MR; ++i)
-        acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(x[i * n_blocks + b].d)), _mm256_cvtepi32_ps(sum[i]), acc[i]);
     }
-    for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
-  }
-  static void MatMulPackedIQ4XS(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
-                                size_t k, size_t n_begin, size_t n_end) {
-    const size_t n_blocks = k / kQKK;
-    const auto* x = static_cast<const ActQ8_K*>(xq);
-    ForEachPackedTile<BlockIQ4_XSx8, 32>(
-        w, w_row_bytes, y, ldy, m, n_begin, n_end,
-        [&]<int MR, bool kPf>(size_t i, const BlockIQ4_XSx8* g, const BlockIQ4_XSx8* ahead, float* yi) {
-          PackedIQ4XSTile<MR, kPf>(x + i * n_blocks, n_blocks, g, yi, ldy, ahead);
-        });
   }
 
-  // Q2_K packed (BlockQ2_Kx8): per group of 16 the four 4-byte groups' dot products (exact), times the
-  // column's 4-bit scale (vpmulld), summed over the super-block (|sum| ≤ 16·16·3·127·15 < 2^21); the
-  // mins term Σ_g m_g·bsum_g from the activation's 16-element sums (vpmaddwd on (m_2t, m_2t+1) pairs);
-  // then fma(d·dx, float(sum), y_c) and fnmadd(dmin·dx, float(mins), y_c) per super-block — the
-  // scalar tier's order with the products fused.
-  template <int MR, bool kPrefetch>
-  static void PackedQ2KTile(const ActQ8_K* x, size_t n_blocks, const BlockQ2_Kx8* w, float* y, size_t ldy,
-                            const BlockQ2_Kx8* w_ahead) {
-    __m256 acc[MR];
-    for (int i = 0; i < MR; ++i) acc[i] = _mm256_setzero_ps();
-    for (size_t b = 0; b < n_blocks; ++b) {
-      if constexpr (kPrefetch) {
-        for (size_t o = 0; o < sizeof(BlockQ2_Kx8); o += 64)
-          __builtin_prefetch(reinterpret_cast<const char*>(w_ahead + b) + o, 0, 2);
-      }
-      const BlockQ2_Kx8& wb = w[b];
-      __m256i sum[MR], mins[MR];
-      for (int i = 0; i < MR; ++i) sum[i] = mins[i] = _mm256_setzero_si256();
-      for (int t = 0; t < 8; ++t) {  // quarter t = 4h + j: elements 32t.., bits 2j of bytes qs[h]
-        const int h = t / 4, j = t % 4;
-        __m256i q[8];
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) q[g] = _mm256_and_si256(_mm256_srli_epi16(Load(wb.qs[h][g]), 2 * j), Mask(3));
-        const __m128i s0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.scales[2 * t]));
-        const __m128i s1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.scales[2 * t + 1]));
-        const __m256i sc0 = _mm256_cvtepu8_epi32(_mm_and_si128(s0, _mm_set1_epi8(0x0F)));
-        const __m256i sc1 = _mm256_cvtepu8_epi32(_mm_and_si128(s1, _mm_set1_epi8(0x0F)));
-        const __m128i m0 = _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s0, 4), _mm_set1_epi8(0x0F)));
-        const __m128i m1 = _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s1, 4), _mm_set1_epi8(0x0F)));
-        const __m256i m_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(m0, m1), _mm_unpacklo_epi16(m0, m1));
+  // Q2_K / Q3_K: quarter t = 4h + j of the super-block is elements 32t.., bits 2j..2j+1 of the bytes
+  // qs[h][g] (g < 4: group of 16 number 2t, else 2t + 1). Per group the four 4-byte dot products
+  // (exact) times the column's group scale (vpmulld), summed over the super-block; Σ_g c_g·bsum_g
+  // from the activation's 16-element sums (vpmaddwd on (c_2t, c_2t+1) pairs) — Q2_K's mins, or Q3_K's
+  // scales against its offset of 4. q: the quarter's eight unsigned quant registers; sc0/sc1 the two
+  // groups' scales as i32; c_pairs the (c_2t, c_2t+1) i16 pairs.
+  template <int MR>
+  [[gnu::always_inline]]
+  static void QuarterSums(const __m256i (&q)[8], __m256i sc0, __m256i sc1, __m256i c_pairs, const ActQ8_K* x,
+                          size_t stride, int t, __m256i (&sum)[MR], __m256i (&bsum_terms)[MR]) {
 #pragma GCC unroll 4
-        for (int i = 0; i < MR; ++i) {
-          const ActQ8_K& xb = x[i * n_blocks + b];
-          __m256i c0 = _mm256_setzero_si256(), c1 = c0;  // the quarter's two groups of 16
+    for (int i = 0; i < MR; ++i) {
+      const ActQ8_K& xb = x[i * stride];
+      __m256i c0 = _mm256_setzero_si256(), c1 = c0;  // the quarter's two groups of 16
 #pragma GCC unroll 4
-          for (int g = 0; g < 4; ++g) {
-            int32_t x0, x1;
-            std::memcpy(&x0, xb.qs + 32 * t + 4 * g, 4);
-            std::memcpy(&x1, xb.qs + 32 * t + 16 + 4 * g, 4);
-            c0 = I::DotU8S8(c0, q[g], _mm256_set1_epi32(x0));  // q ∈ [0, 3], |x| ≤ 127: exact
-            c1 = I::DotU8S8(c1, q[g + 4], _mm256_set1_epi32(x1));
-          }
-          sum[i] = _mm256_add_epi32(sum[i], _mm256_add_epi32(_mm256_mullo_epi32(c0, sc0), _mm256_mullo_epi32(c1, sc1)));
-          int32_t bsum_pair;
-          std::memcpy(&bsum_pair, xb.bsums + 2 * t, 4);
-          mins[i] = _mm256_add_epi32(mins[i], _mm256_madd_epi16(m_pairs, _mm256_set1_epi32(bsum_pair)));
-        }
+      for (int g = 0; g < 4; ++g) {
+        int32_t x0, x1;
+        std::memcpy(&x0, xb.qs + 32 * t + 4 * g, 4);
+        std::memcpy(&x1, xb.qs + 32 * t + 16 + 4 * g, 4);
+        c0 = I::DotU8S8(c0, q[g], _mm256_set1_epi32(x0));  // q ∈ [0, 7], |x| ≤ 127: exact
+        c1 = I::DotU8S8(c1, q[g + 4], _mm256_set1_epi32(x1));
       }
-      const __m256 d = Scales(wb.d), dmin = Scales(wb.dmin);
-      for (int i = 0; i < MR; ++i) {
-        const __m256 dx = _mm256_set1_ps(x[i * n_blocks + b].d);
-        acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(d, dx), _mm256_cvtepi32_ps(sum[i]), acc[i]);
-        acc[i] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, dx), _mm256_cvtepi32_ps(mins[i]), acc[i]);
-      }
+      sum[i] = _mm256_add_epi32(sum[i], _mm256_add_epi32(_mm256_mullo_epi32(c0, sc0), _mm256_mullo_epi32(c1, sc1)));
+      int32_t bsum_pair;
+      std::memcpy(&bsum_pair, xb.bsums + 2 * t, 4);
+      bsum_terms[i] = _mm256_add_epi32(bsum_terms[i], _mm256_madd_epi16(c_pairs, _mm256_set1_epi32(bsum_pair)));
     }
-    for (int i = 0; i < MR; ++i) _mm256_storeu_ps(y + i * ldy, acc[i]);
   }
-  static void MatMulPackedQ2K(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
-                              size_t k, size_t n_begin, size_t n_end) {
-    const size_t n_blocks = k / kQKK;
-    const auto* x = static_cast<const ActQ8_K*>(xq);
-    ForEachPackedTile<BlockQ2_Kx8, 32>(
-        w, w_row_bytes, y, ldy, m, n_begin, n_end,
-        [&]<int MR, bool kPf>(size_t i, const BlockQ2_Kx8* g, const BlockQ2_Kx8* ahead, float* yi) {
-          PackedQ2KTile<MR, kPf>(x + i * n_blocks, n_blocks, g, yi, ldy, ahead);
-        });
+  // Q2_K: q ∈ [0, 3], 4-bit scale and min per group (|sum| ≤ 16·16·3·127·15 < 2^21).
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ2_Kx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
+                             __m256i (&mins)[MR]) {
+    for (int t = 0; t < 8; ++t) {
+      const int h = t / 4, j = t % 4;
+      __m256i q[8];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) q[g] = _mm256_and_si256(_mm256_srli_epi16(Load(wb.qs[h][g]), 2 * j), Mask(3));
+      const __m128i s0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.scales[2 * t]));
+      const __m128i s1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.scales[2 * t + 1]));
+      const __m256i sc0 = _mm256_cvtepu8_epi32(_mm_and_si128(s0, _mm_set1_epi8(0x0F)));
+      const __m256i sc1 = _mm256_cvtepu8_epi32(_mm_and_si128(s1, _mm_set1_epi8(0x0F)));
+      const __m128i m0 = _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s0, 4), _mm_set1_epi8(0x0F)));
+      const __m128i m1 = _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s1, 4), _mm_set1_epi8(0x0F)));
+      const __m256i m_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(m0, m1), _mm_unpacklo_epi16(m0, m1));
+      QuarterSums<MR>(q, sc0, sc1, m_pairs, x, stride, t, sum, mins);
+    }
+  }
+  // Q3_K: the weight is (q + 4·bit − 4)·(sc − 32); with u = q + 4·bit ∈ [0, 7] unsigned,
+  // sum = Σ_g sc_g·Σ u·x − 4·Σ_g sc_g·bsum_g (|sum| ≤ 16·16·7·127·32 < 2^24; the correction < 2^22).
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ3_Kx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
+                             __m256i (&)[MR]) {
+    __m256i corr[MR];
+    for (int i = 0; i < MR; ++i) corr[i] = _mm256_setzero_si256();
+    for (int t = 0; t < 8; ++t) {
+      const int h = t / 4, j = t % 4;
+      __m256i q[8];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {  // the third bit, bit t of the hmask byte, moved to bit 2
+        const __m256i hm = Load(wb.hmask[g]);
+        const __m256i bit = t >= 2 ? _mm256_srli_epi16(hm, t - 2) : _mm256_slli_epi16(hm, 2 - t);
+        q[g] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(Load(wb.qs[h][g]), 2 * j), Mask(3)),
+                               _mm256_and_si256(bit, Mask(4)));
+      }
+      const __m128i s0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.sc[2 * t]));
+      const __m128i s1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.sc[2 * t + 1]));
+      const __m128i c0 = _mm_cvtepi8_epi16(s0), c1 = _mm_cvtepi8_epi16(s1);
+      QuarterSums<MR>(q, _mm256_cvtepi8_epi32(s0), _mm256_cvtepi8_epi32(s1),
+                      _mm256_set_m128i(_mm_unpackhi_epi16(c0, c1), _mm_unpacklo_epi16(c0, c1)), x, stride, t, sum, corr);
+    }
+    for (int i = 0; i < MR; ++i) sum[i] = _mm256_sub_epi32(sum[i], _mm256_slli_epi32(corr[i], 2));
   }
 
   static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                            size_t m, size_t k, size_t n_begin, size_t n_end) {
     switch (wtype) {
-      case QuantType::kQ4_K: return MatMulPackedQ4K(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
-      case QuantType::kIQ4_XS: return MatMulPackedIQ4XS(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
-      case QuantType::kQ2_K: return MatMulPackedQ2K(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ4_K: return MatMulPackedK<BlockQ4_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kIQ4_XS: return MatMulPackedK<BlockIQ4_XSx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ2_K: return MatMulPackedK<BlockQ2_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ3_K: return MatMulPackedK<BlockQ3_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_0: return MatMulPackedTyped<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ5_0: return MatMulPackedTyped<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_1: return MatMulPackedTyped<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
@@ -616,7 +617,13 @@ struct X86QuantOps {
       case QuantType::kIQ4_NL:
         return MatMulPackedTyped<BlockIQ4_NLx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kMXFP4: return MatMulPackedTyped<BlockMXFP4x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
-      default: return MatMulPackedTyped<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      default:
+        // Several rows on the tier's own block-sum engine where it has one (AMX on avx512): exact
+        // integer sums, the same float step, so the same bits as PackedTile.
+        if constexpr (requires { I::MatMulPackedQ8_0Rows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end); }) {
+          if (m > 1 && I::MatMulPackedQ8_0Rows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end)) return;
+        }
+        return MatMulPackedTyped<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
   }
 

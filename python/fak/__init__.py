@@ -24,6 +24,7 @@ from ._fak import (
     json_object_gbnf,
     json_schema_to_gbnf,
     parse_tool_calls,
+    ToolCallReader,
     Engine,
     Model,
     Planner,
@@ -58,7 +59,7 @@ __version__ = version()
 __all__ = [
     "Auditor", "BlobStore", "Certificate", "ChatTemplate", "Engine", "Model", "Planner", "RadixTree", "RecallStore", "Request",
     "ScreenChain", "Session", "TextCorpus",
-    "Llama", "LlamaState", "create_chat_completion", "create_completion", "errors", "json_object_gbnf", "json_schema_to_gbnf", "kernel_tier", "parse_tool_calls", "set_kernel_tier", "sha256", "supported_kernel_tiers",
+    "Llama", "LlamaState", "create_chat_completion", "create_completion", "errors", "json_object_gbnf", "json_schema_to_gbnf", "kernel_tier", "parse_tool_calls", "set_kernel_tier", "sha256", "supported_kernel_tiers", "ToolCallReader",
     "version", "Error", "InvalidArgumentError", "NotFoundError", "CorruptionError", "IOFailureError",
     "UnsupportedError", "ResourceExhaustedError", "FailedPreconditionError", "VerificationFailedError",
     "UnavailableError",

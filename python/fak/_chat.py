@@ -121,7 +121,7 @@ def _constraint(response_format: Optional[Dict[str, Any]], grammar: Optional[str
 
 
 def _tool_fields(tools: Optional[List[Dict[str, Any]]], tool_choice: Optional[Union[str, Dict[str, Any]]],
-                 parallel_tool_calls: bool, stream: bool) -> Dict[str, Any]:
+                 parallel_tool_calls: bool) -> Dict[str, Any]:
     """Engine.submit's tools, tool_choice and parallel_tool_calls for the OpenAI fields; {} for no tools."""
     from .errors import InvalidArgumentError
 
@@ -139,8 +139,6 @@ def _tool_fields(tools: Optional[List[Dict[str, Any]]], tool_choice: Optional[Un
     else:
         raise InvalidArgumentError("InvalidArgument",
                                    "tool_choice: expected auto, none, required or {'type': 'function', 'function': {'name': ...}}")
-    if stream and choice != "none":
-        raise InvalidArgumentError("InvalidArgument", "stream=True does not take tools here (fak serve streams tool calls)")
     return {"tools": json.dumps(tools), "tool_choice": choice, "parallel_tool_calls": bool(parallel_tool_calls)}
 
 
@@ -215,9 +213,11 @@ def create_chat_completion(
     "none", "required" or {"type": "function", "function": {"name": ...}}) and ``parallel_tool_calls``
     work as on the server (docs/server.md "Tool calls"): the tools are rendered by the model's template,
     required/named force calls by a grammar, and each reply's calls become ``message.tool_calls`` with
-    ``finish_reason`` "tool_calls". Not with ``stream=True`` (fak serve streams tool calls).
+    ``finish_reason`` "tool_calls"; streamed, the text before a call comes as content deltas and the
+    calls as ``tool_calls`` deltas after it, as fak serve streams them.
     """
-    tool_fields = _tool_fields(tools, tool_choice, parallel_tool_calls, stream)
+    tool_fields = _tool_fields(tools, tool_choice, parallel_tool_calls)
+    reads_calls = tool_fields.get("tool_choice", "none") != "none"
     seed, requests = _submit_all(engine, n, seed, stream, logprobs, top_logprobs, max_tokens, stop,
                                  response_format, grammar, messages=list(messages), **tool_fields, temperature=temperature,
                                  top_p=top_p, top_k=top_k, min_p=min_p, repeat_penalty=repeat_penalty,
@@ -227,7 +227,12 @@ def create_chat_completion(
     created = int(time.time())
     model_name = model or "fak"
     if stream:
-        return _stream(requests[0], completion_id, created, model_name, seed)
+        reader = None
+        if reads_calls:
+            from ._fak import ToolCallReader
+
+            reader = ToolCallReader(engine.model.chat_template, tool_fields["tools"])
+        return _stream(requests[0], completion_id, created, model_name, seed, tool_reader=reader)
     results = [r.wait() for r in requests]
     if _results is not None:  # fak.Llama keeps its context from them
         _results.extend(results)
@@ -235,7 +240,7 @@ def create_chat_completion(
     for i, result in enumerate(results):
         message: Dict[str, Any] = {"role": "assistant", "content": result["text"]}
         finish = _finish_name(result["finish_reason"])
-        if tool_fields.get("tool_choice", "none") != "none":
+        if reads_calls:
             from ._fak import parse_tool_calls
 
             read = parse_tool_calls(engine.model.chat_template, tool_fields["tools"], result["text"], _draw_seed())
@@ -333,7 +338,10 @@ def _chunk(completion_id: str, created: int, model: str, seed: int, delta: Dict[
 
 
 def _stream(request: Any, completion_id: str, created: int, model: str, seed: int,
-            chat: bool = True) -> Iterator[Dict[str, Any]]:
+            chat: bool = True, tool_reader: Any = None) -> Iterator[Dict[str, Any]]:
+    """The chunks of a streamed reply. With `tool_reader` (a fak.ToolCallReader) the text is read for
+    calls: only what cannot be the start of a call streams as content, and once the reply is done its
+    calls follow as ``tool_calls`` deltas, as fak serve streams them."""
     finished = False
     try:
         if chat:
@@ -343,11 +351,23 @@ def _stream(request: Any, completion_id: str, created: int, model: str, seed: in
             if event is None:
                 break
             _token, text = event
+            if tool_reader is not None:
+                text = tool_reader.feed(text)
             if text:
                 yield _chunk(completion_id, created, model, seed, {"content": text}, None, chat)
         result = request.wait()
         finished = True
-        yield _chunk(completion_id, created, model, seed, {}, _finish_name(result["finish_reason"]), chat)
+        finish = _finish_name(result["finish_reason"])
+        if tool_reader is not None:
+            tool_reader.finish(result["text"], _draw_seed())
+            rest = tool_reader.unshown_content()
+            if rest:
+                yield _chunk(completion_id, created, model, seed, {"content": rest}, None, chat)
+            for delta in tool_reader.deltas():
+                yield _chunk(completion_id, created, model, seed, {"tool_calls": [delta]}, None, chat)
+            if tool_reader.tool_calls and finish == "stop":
+                finish = "tool_calls"
+        yield _chunk(completion_id, created, model, seed, {}, finish, chat)
     finally:
         if not finished:
             request.cancel()  # the caller stopped iterating: free the engine's slot

@@ -12,7 +12,7 @@
 
 #include "bindings.h"
 #include "py_engine.h"
-#include "src/grammar/tool_calls.h"
+#include "fak/grammar/tool_calls.h"
 
 namespace fak::python {
 
@@ -293,6 +293,55 @@ nb::dict EngineStatsDict(const EngineStats& s) {
   return d;
 }
 
+// Engine.submit's tools, tool_choice ('auto', 'none', 'required' or a function's name) and
+// parallel_tool_calls.
+ToolRequest ToolRequestOf(const std::string& tools_json, const std::string& choice, bool parallel) {
+  ToolRequest t;
+  t.tools_json = tools_json;
+  t.choice = choice == "auto" ? ToolChoice::kAuto
+             : choice == "none" ? ToolChoice::kNone
+             : choice == "required" ? ToolChoice::kRequired
+                                    : ToolChoice::kNamed;
+  if (t.choice == ToolChoice::kNamed) t.named = choice;
+  t.parallel = parallel;
+  return t;
+}
+
+nb::dict ToolCallDict(const ToolCall& call) {
+  nb::dict function;
+  function["name"] = call.name;
+  function["arguments"] = call.arguments;
+  nb::dict out;
+  out["id"] = call.id;
+  out["type"] = "function";
+  out["function"] = function;
+  return out;
+}
+
+nb::list ToolCallList(const ToolCallReader& reader) {
+  nb::list calls;
+  for (const ToolCall& call : reader.calls()) calls.append(ToolCallDict(call));
+  return calls;
+}
+
+// delta.tool_calls entries, as fak serve streams them.
+nb::list ToolCallDeltaList(const ToolCallReader& reader) {
+  nb::list out;
+  for (const ToolCallDelta& d : reader.Deltas()) {
+    nb::dict function, delta;
+    delta["index"] = d.index;
+    if (d.first) {
+      delta["id"] = d.id;
+      delta["type"] = "function";
+      function["name"] = d.name;
+    }
+    function["arguments"] = d.arguments;
+    delta["function"] = function;
+    out.append(delta);
+  }
+  return out;
+}
+
 std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& prompt, const nb::handle& messages,
                                          size_t max_tokens, double temperature, size_t top_k, double top_p,
                                          double repeat_penalty, uint64_t seed, const std::vector<Text>& stop,
@@ -348,36 +397,8 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
   std::optional<std::string> gbnf;
   if (grammar) gbnf = grammar->str();
   if (tools) {
-    // The conversation in the template's call convention, and (required / a named tool) the grammar
-    // that forces calls — as fak serve does (docs/server.md "Tool calls").
     if (req.messages.empty()) throw StatusError(InvalidArgument("tools: only with messages"));
-    const ChatTemplate* chat = engine.engine().chat_template();
-    if (chat == nullptr) throw StatusError(FailedPrecondition("tools: the engine has no chat template"));
-    internal::ToolUse use;
-    use.tools_json = tools->str();
-    use.functions = ValueOrThrow(internal::ToolFunctionsFromJson(use.tools_json));
-    use.parallel = parallel_tool_calls;
-    const std::string& choice = tool_choice_text;
-    use.choice = choice == "auto" ? internal::ToolChoice::kAuto
-                 : choice == "none" ? internal::ToolChoice::kNone
-                 : choice == "required" ? internal::ToolChoice::kRequired
-                                        : internal::ToolChoice::kNamed;
-    if (use.choice == internal::ToolChoice::kNamed) {
-      use.named = choice;
-      if (std::none_of(use.functions.begin(), use.functions.end(), [&](const auto& f) { return f.name == choice; }))
-        throw StatusError(InvalidArgument("tool_choice: '" + choice + "' is not among the tools"));
-    }
-    const internal::ToolCallFormat format = ValueOrThrow(internal::ToolCallFormatFor(*chat));
-    internal::ToolPrompt prompt = internal::ToolCallPrompt(format, std::move(req.messages), use);
-    req.messages = std::move(prompt.messages);
-    req.tools_json = std::move(prompt.tools_json);
-    if (use.forced()) {
-      if (gbnf) throw StatusError(InvalidArgument("tool_choice: give one of tool_choice required/named and a grammar"));
-      std::vector<internal::ToolFunction> forced;
-      for (const auto& f : use.functions)
-        if (use.choice == internal::ToolChoice::kRequired || f.name == use.named) forced.push_back(f);
-      gbnf = ValueOrThrow(internal::ToolCallGbnf(format, forced, use.choice == internal::ToolChoice::kRequired && use.parallel));
-    }
+    req.tools = ToolRequestOf(*tools, tool_choice_text, parallel_tool_calls);  // rendered and forced by the engine
   }
   if (gbnf) {
     // Parsed before anything is queued, so a bad grammar is refused naming the keyword.
@@ -388,8 +409,7 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
       throw StatusError(Status(parsed.error().code(), std::move(message)));
     }
     nb::gil_scoped_release release;  // the first constrained request builds the vocabulary trie
-    req.constraint =
-        std::make_shared<GrammarConstraint>(std::move(*parsed), ValueOrThrow(engine.model().Vocabulary()));
+    req.constraint = std::make_shared<GrammarConstraint>(std::move(*parsed), ValueOrThrow(engine.engine().Vocabulary()));
   }
   auto queue = std::make_shared<TokenQueue>();
   queue->stream = stream;
@@ -414,29 +434,36 @@ void BindEngine(nb::module_& m) {
   m.def(
       "parse_tool_calls",
       [](const ChatTemplate& chat, const Text& tools, const Text& text, uint64_t seed) {
-        const internal::ToolCallFormat format = ValueOrThrow(internal::ToolCallFormatFor(chat));
-        const std::vector<internal::ToolFunction> functions = ValueOrThrow(internal::ToolFunctionsFromJson(tools.str()));
-        const internal::ParsedReply reply = internal::ParseToolCalls(format, text.str(), functions);
-        nb::list calls;
-        for (size_t i = 0; i < reply.calls.size(); ++i) {
-          nb::dict function;
-          function["name"] = reply.calls[i].name;
-          function["arguments"] = reply.calls[i].arguments;
-          nb::dict call;
-          call["id"] = internal::ToolCallId(format, seed + i);
-          call["type"] = "function";
-          call["function"] = function;
-          calls.append(call);
-        }
+        ToolCallReader reader = ValueOrThrow(ToolCallReader::Create(chat, ToolRequestOf(tools.str(), "auto", true)));
+        reader.Finish(text.str(), seed);
         nb::dict out;
-        out["content"] = reply.content;
-        out["tool_calls"] = calls;
+        out["content"] = reader.content().value_or("");
+        out["tool_calls"] = ToolCallList(reader);
         return out;
       },
       nb::arg("chat_template"), nb::arg("tools"), nb::arg("text"), nb::arg("seed") = 0,
       "The tool calls in a reply, in the call format of chat_template (docs/server.md 'Tool calls'): "
       "{'content': the text outside the calls, 'tool_calls': [{'id', 'type', 'function': {'name', 'arguments'}}]}; "
       "a call that does not parse or names a function not in tools (JSON text) stays content.");
+  nb::class_<ToolCallReader>(m, "ToolCallReader",
+                             "One reply read for tool calls as it streams (the reader fak serve uses): feed() the "
+                             "streamed text to learn what is content, finish() with the whole text to read the calls.")
+      .def(nb::new_([](const ChatTemplate& chat, const Text& tools) {
+             return ValueOrThrow(ToolCallReader::Create(chat, ToolRequestOf(tools.str(), "auto", true)));
+           }),
+           nb::arg("chat_template"), nb::arg("tools"))
+      .def(
+          "feed", [](ToolCallReader& r, const Text& text) { return r.Feed(text.str()); }, nb::arg("text"),
+          "Appends streamed text; returns the part now known to be content (never the start of a call).")
+      .def(
+          "finish", [](ToolCallReader& r, const Text& text, uint64_t seed) { r.Finish(text.str(), seed); },
+          nb::arg("text"), nb::arg("seed") = 0, "Reads the calls of the whole reply (ids drawn from seed).")
+      .def_prop_ro(
+          "content", [](const ToolCallReader& r) { return r.content(); },
+          "The text outside the calls (trimmed beside calls; None when only calls).")
+      .def_prop_ro("tool_calls", &ToolCallList, "[{'id', 'type', 'function': {'name', 'arguments'}}]")
+      .def("unshown_content", &ToolCallReader::UnshownContent, "After finish(): the content feed() has not returned yet.")
+      .def("deltas", &ToolCallDeltaList, "After finish(): the calls as OpenAI's streamed delta.tool_calls entries.");
   m.def(
       "json_object_gbnf", [] { return JsonObjectGbnf(); }, "GBNF for any JSON object (response_format json_object).");
   nb::class_<PyRequest>(m, "Request", "A request queued on an Engine.")

@@ -26,7 +26,11 @@ CertificateCheck CheckSelf(const DeletionCertificate& c, std::span<const PublicK
     return Fail(CertificateFault::kMalformed, "a version 1 certificate carries fleet confirmations");
   if (c.version == fmt::kCertificateFleetVersion && (c.fleet_event.empty() || c.fleet_confirmed.empty()))
     return Fail(CertificateFault::kMalformed, "a version 2 certificate names no fleet event or no confirming worker");
-  if (c.scope != fmt::kCertificateScope) return Fail(CertificateFault::kMalformed, "scope is not the version 1 statement of bounds");
+  if (c.scope != fmt::kCertificateScope && c.scope != fmt::kErasureScope)
+    return Fail(CertificateFault::kMalformed, "scope is neither the eviction nor the erasure statement of bounds");
+  if (IsErasureCertificate(c) && (!c.segment_id.empty() || c.span_from != 0 || c.span_len != 0 || !c.cache_digest_before.IsZero() ||
+                                  !c.cache_digest_after.IsZero() || !c.never_saw_digest.IsZero() || !c.model_digest.IsZero()))
+    return Fail(CertificateFault::kMalformed, "an erasure certificate carries a segment, a span or cache digests (it witnesses no cache)");
   if (c.signature.size() != 64) return Fail(CertificateFault::kMalformed, "signature has " + std::to_string(c.signature.size()) + " bytes, want 64");
   if (std::find(trusted.begin(), trusted.end(), c.issuer_public_key) == trusted.end()) {
     return Fail(CertificateFault::kUnknownKey, "issuer_public_key " + c.issuer_public_key.Hex() + " is not trusted");
@@ -78,6 +82,14 @@ CertificateCheck Recount(const DeletionCertificate& c, const Json& seg, const Js
   return {};
 }
 
+// An erasure's count is the tree tokens its row journaled.
+CertificateCheck RecountErasure(const DeletionCertificate& c, const Json& p) {
+  Result<uint64_t> n = internal::GetUint(p, fmt::kPTreeTokens, "journal erasure payload");
+  if (!n.has_value()) return Fail(CertificateFault::kJournalRowMismatch, std::string(n.error().message()));
+  if (c.evicted_count != *n) return Fail(CertificateFault::kCountMismatch, Mismatch("evicted_count", std::to_string(c.evicted_count), std::to_string(*n)));
+  return {};
+}
+
 CertificateCheck CheckJournal(const DeletionCertificate& c, std::span<const JournalRow> journal) {
   const JournalCheck chain = VerifyJournalRows(journal);
   if (!chain.ok()) return Fail(CertificateFault::kJournalBroken, std::string(chain.ToStatus().message()));
@@ -87,10 +99,12 @@ CertificateCheck CheckJournal(const DeletionCertificate& c, std::span<const Jour
   }
   const JournalRow& row = journal[c.journal_seq - 1];
   if (row.hash != c.journal_row_hash) return Fail(CertificateFault::kJournalRowMismatch, Mismatch("journal_row_hash", c.journal_row_hash.Hex(), row.hash.Hex()));
-  if (row.kind != fmt::kKindDeletion) return Fail(CertificateFault::kJournalRowMismatch, Mismatch("row kind", std::string(fmt::kKindDeletion), row.kind));
+  const std::string_view kind = IsErasureCertificate(c) ? fmt::kKindErasure : fmt::kKindDeletion;
+  if (row.kind != kind) return Fail(CertificateFault::kJournalRowMismatch, Mismatch("row kind", std::string(kind), row.kind));
   if (row.subject != c.subject.Hex()) return Fail(CertificateFault::kSubjectRelabelled, Mismatch("subject", c.subject.Hex(), row.subject));
   Result<Json> p = internal::ParseJson(row.payload_json, "journal deletion payload");
   if (!p.has_value()) return Fail(CertificateFault::kJournalRowMismatch, std::string(p.error().message()));
+  if (IsErasureCertificate(c)) return RecountErasure(c, *p);
   auto seg = p->find(fmt::kPSegment);
   if (seg == p->end() || !seg->is_object()) return Fail(CertificateFault::kJournalRowMismatch, "journal deletion payload has no segment record");
   Result<Digest> source = internal::GetDigest(*seg, fmt::kPSegSource, "journal segment record");

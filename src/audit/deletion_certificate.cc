@@ -128,6 +128,24 @@ Status SignCertificate(DeletionCertificate* cert, const SigningKey& key) {
   return Status::Ok();
 }
 
+Result<DeletionCertificate> CertifyErasure(const JournalRow& row, const SigningKey& key) {
+  if (row.kind != fmt::kKindErasure)
+    return InvalidArgument("CertifyErasure: journal row " + std::to_string(row.seq) + " is a '" + row.kind + "' row, not an erasure");
+  constexpr std::string_view kWhat = "journal erasure payload";
+  FAK_ASSIGN_OR_RETURN(Json payload, internal::ParseJson(row.payload_json, kWhat));
+  DeletionCertificate c;
+  c.scope = std::string(fmt::kErasureScope);
+  FAK_ASSIGN_OR_RETURN(c.subject, Digest::FromHex(row.subject));
+  FAK_ASSIGN_OR_RETURN(c.evicted_count, internal::GetUint(payload, fmt::kPTreeTokens, kWhat));
+  c.journal_seq = row.seq;
+  c.journal_row_hash = row.hash;
+  c.issued_at_unix_us = row.time_unix_us;
+  FAK_RETURN_IF_ERROR(SignCertificate(&c, key));
+  return c;
+}
+
+bool IsErasureCertificate(const DeletionCertificate& cert) { return cert.scope == fmt::kErasureScope; }
+
 Status AddFleetConfirmations(DeletionCertificate* cert, std::string event, std::vector<std::string> confirmed,
                              const SigningKey& key) {
   if (confirmed.empty()) return InvalidArgument("AddFleetConfirmations: no worker confirmed (the issuer at least must)");

@@ -25,6 +25,10 @@ inline constexpr std::string_view kHash = "hash";
 inline constexpr std::string_view kKindDeletion = "deletion";
 inline constexpr std::string_view kKindDeletionRefused = "deletion.refused";
 
+// ---- an "erasure" row (Planner::EraseText: a text sealed, its bytes and its tree KV removed) ----
+inline constexpr std::string_view kKindErasure = "erasure";
+inline constexpr std::string_view kPTreeTokens = "tree_tokens";  // KV tokens the issuer's tree evicted
+
 // ---- payload of a "deletion" row ----
 inline constexpr std::string_view kPSegment = "segment";  // object: the segment record below
 inline constexpr std::string_view kPSegId = "id";
@@ -56,6 +60,14 @@ inline constexpr std::string_view kCertificateScope =
     "Proves that the span was removed from one inference working set (the KV cache of one session "
     "of the named model) and that this cache now equals one that never saw it. Does not prove "
     "removal from model weights, backups, replicas, logs, the text store or other caches.";
+// The statement of an erasure certificate (CertifyErasure): bound to an "erasure" row; no one
+// cache was cut, so nothing is witnessed and its cache, witness and model fields are empty.
+inline constexpr std::string_view kErasureScope =
+    "Proves that the issuer sealed the content for the tenant its journal row names (that tenant is "
+    "never served KV made from it again), erased it from that tenant's text store and evicted from its "
+    "tree the KV that tenant could reuse, as journaled, and that each fleet worker named confirmed "
+    "removing its own such copies. Does not prove removal from model weights, backups, replicas, logs "
+    "or caches outside the named workers.";
 
 }  // namespace fak::internal::audit_format
 

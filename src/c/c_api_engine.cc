@@ -1,24 +1,28 @@
 // The C API's engine: submit with a token callback, cancel, wait, and the result's accessors.
 #include <mutex>
+#include <random>
+#include <unordered_map>
 
 #include "fak/grammar/grammar.h"
 #include "fak/grammar/grammar_constraint.h"
 #include "fak/grammar/json_schema.h"
+#include "fak/grammar/tool_calls.h"
 #include "src/c/c_api_internal.h"
+#include "src/core/json.h"
 
 struct fak_engine {
   std::shared_ptr<const fak::capi::LoadedModel> model;  // these two first: they outlive the engine
   std::shared_ptr<fak::capi::RadixHolder> tree;         // a shared tree, or null
   std::unique_ptr<fak::Engine> engine;
-  // The tokenizer's vocabulary as a trie for grammar masks: built by the first constrained
-  // request (about a second at a 262k vocabulary), then shared by every one.
-  std::mutex vocabulary_mu;
-  std::shared_ptr<const fak::TokenVocabulary> vocabulary;  // GUARDED_BY(vocabulary_mu)
+  // The readers of the replies of requests that offered tools, by id, until they are waited for.
+  std::mutex tools_mu;
+  std::unordered_map<uint64_t, fak::ToolCallReader> tool_readers;  // GUARDED_BY(tools_mu)
 };
 
 struct fak_result {
   fak::EngineResult result;
   std::string error_message;
+  std::optional<std::string> tool_calls_json;  // set when the request offered tools
 };
 
 namespace fak::capi {
@@ -30,6 +34,20 @@ Result<EngineRequest> ReadRequest(const fak_request& r) {
   if (r.prompt == nullptr && r.n_prompt > 0) return NullArgument("request.prompt");
   q.prompt.assign(r.prompt, r.prompt + (r.prompt == nullptr ? 0 : r.n_prompt));
   FAK_ASSIGN_OR_RETURN(q.messages, ReadMessages(r.messages, r.n_messages));
+  if (r.tools_json == nullptr && r.tools_json_len > 0) return NullArgument("request.tools_json");
+  if (r.tools_json != nullptr) {
+    q.tools.tools_json.assign(r.tools_json, r.tools_json_len);
+    const std::string_view choice = r.tool_choice == nullptr ? "auto" : r.tool_choice;
+    q.tools.choice = choice == "auto"       ? ToolChoice::kAuto
+                     : choice == "none"     ? ToolChoice::kNone
+                     : choice == "required" ? ToolChoice::kRequired
+                                            : ToolChoice::kNamed;
+    if (q.tools.choice == ToolChoice::kNamed) q.tools.named = choice;
+    q.tools.parallel = r.parallel_tool_calls != 0;
+    if (q.messages.empty()) return InvalidArgument("request.tools_json: tools are offered only to a request given as messages");
+  } else if (r.tool_choice != nullptr && std::string_view(r.tool_choice) != "auto" && std::string_view(r.tool_choice) != "none") {
+    return InvalidArgument("request.tool_choice '" + std::string(r.tool_choice) + "' needs request.tools_json");
+  }
   if (q.prompt.empty() == q.messages.empty())
     return InvalidArgument("a request carries either prompt token ids or messages (exactly one of them)");
   FAK_ASSIGN_OR_RETURN(q.sampling, ReadSampling(r.sampling));
@@ -70,11 +88,17 @@ Result<std::shared_ptr<const TokenConstraint>> ReadConstraint(const fak_request&
   }
   Result<Grammar> grammar = Grammar::Parse(gbnf);
   if (!grammar) return grammar.error().WithContext(field);
-  std::lock_guard lock(engine->vocabulary_mu);
-  if (engine->vocabulary == nullptr) {
-    FAK_ASSIGN_OR_RETURN(engine->vocabulary, TokenVocabulary::Build(*engine->model->tokenizer));
-  }
-  return std::shared_ptr<const TokenConstraint>(std::make_shared<GrammarConstraint>(std::move(*grammar), engine->vocabulary));
+  FAK_ASSIGN_OR_RETURN(std::shared_ptr<const TokenVocabulary> vocabulary, engine->engine->Vocabulary());
+  return std::shared_ptr<const TokenConstraint>(std::make_shared<GrammarConstraint>(std::move(*grammar), std::move(vocabulary)));
+}
+
+// OpenAI's message fields of a reply read for calls: {"content", "tool_calls"}.
+std::string ToolCallsJson(const ToolCallReader& reader) {
+  internal::Json calls = internal::Json::array();
+  for (const ToolCall& call : reader.calls())
+    calls.push_back({{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  std::optional<std::string> content = reader.content();
+  return internal::DumpJson({{"content", content ? internal::Json(*content) : internal::Json(nullptr)}, {"tool_calls", calls}});
 }
 
 fak_finish_reason FinishOf(FinishReason reason) {
@@ -143,6 +167,7 @@ void fak_request_init(fak_request* request) {
   *request = fak_request{};
   request->struct_size = sizeof(fak_request);
   request->max_tokens = fak::EngineRequest().max_tokens;
+  request->parallel_tool_calls = 1;
 }
 
 fak_status fak_engine_submit(fak_engine* engine, const fak_request* request, uint64_t* id) {
@@ -158,7 +183,18 @@ fak_status fak_engine_submit(fak_engine* engine, const fak_request* request, uin
     if (!q.messages.empty() && engine->model->chat_template == nullptr)
       return fak::FailedPrecondition("messages need a chat template and the model has none: " +
                                      std::string(engine->model->template_status.message()));
+    std::optional<fak::ToolCallReader> reader;
+    if (q.tools.active()) {
+      fak::Result<fak::ToolCallReader> created = fak::ToolCallReader::Create(*engine->model->chat_template, q.tools);
+      if (!created) return created.error().WithContext("request.tools_json");
+      reader = std::move(*created);
+    }
     FAK_ASSIGN_OR_RETURN(*id, engine->engine->Submit(std::move(q)));
+    // Before the caller learns the id, so before anyone can wait for it.
+    if (reader) {
+      std::lock_guard lock(engine->tools_mu);
+      engine->tool_readers.emplace(*id, std::move(*reader));
+    }
     return Status();
   });
 }
@@ -176,12 +212,33 @@ fak_status fak_engine_wait(fak_engine* engine, uint64_t id, fak_result** out) {
     FAK_C_REQUIRE(out);
     FAK_ASSIGN_OR_RETURN(fak::EngineResult result, engine->engine->Wait(id));
     std::string message(result.error.message());
-    *out = new fak_result{std::move(result), std::move(message)};
+    std::optional<std::string> tool_calls;
+    {
+      std::lock_guard lock(engine->tools_mu);
+      if (auto it = engine->tool_readers.find(id); it != engine->tool_readers.end()) {
+        it->second.Finish(result.text, std::random_device{}() * 0x100000001ull);
+        tool_calls = fak::capi::ToolCallsJson(it->second);
+        engine->tool_readers.erase(it);
+      }
+    }
+    *out = new fak_result{std::move(result), std::move(message), std::move(tool_calls)};
     return Status();
   });
 }
 
 void fak_result_free(fak_result* result) { delete result; }
+
+fak_status fak_result_tool_calls(const fak_result* result, const char** json, size_t* json_len) {
+  return Guard("fak_result_tool_calls", [&]() -> Status {
+    FAK_C_REQUIRE(result);
+    FAK_C_REQUIRE(json);
+    FAK_C_REQUIRE(json_len);
+    if (!result->tool_calls_json) return fak::FailedPrecondition("the request offered no tools (fak_request.tools_json)");
+    *json = result->tool_calls_json->c_str();
+    *json_len = result->tool_calls_json->size();
+    return Status();
+  });
+}
 
 fak_status fak_result_info_get(const fak_result* result, fak_result_info* info) {
   return Guard("fak_result_info_get", [&]() -> Status {

@@ -1,7 +1,41 @@
 // Env helpers that work on any Env (so a fault-injecting Env reaches them too).
 #include "fak/core/env.h"
 
+#include <cstring>
+
 namespace fak {
+
+Status CheckReadRange(uint64_t file_size, uint64_t offset, size_t n) {
+  if (offset > file_size || n > file_size - offset) {
+    return InvalidArgument("read of " + std::to_string(n) + " bytes at " + std::to_string(offset) + " passes the end of a " +
+                           std::to_string(file_size) + "-byte file");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Bytes in memory, its own (`owned`) or a caller's.
+class MemoryFile final : public RandomAccessFile {
+ public:
+  explicit MemoryFile(std::string owned) : owned_(std::move(owned)), bytes_(owned_) {}
+  explicit MemoryFile(std::string_view bytes) : bytes_(bytes) {}
+  uint64_t size() const override { return bytes_.size(); }
+  Status ReadAt(uint64_t offset, std::span<std::byte> out) const override {
+    FAK_RETURN_IF_ERROR(CheckReadRange(bytes_.size(), offset, out.size()));
+    if (!out.empty()) std::memcpy(out.data(), bytes_.data() + offset, out.size());
+    return Status::Ok();
+  }
+
+ private:
+  const std::string owned_;
+  const std::string_view bytes_;
+};
+
+}  // namespace
+
+std::unique_ptr<RandomAccessFile> RandomAccessBytes(std::string bytes) { return std::make_unique<MemoryFile>(std::move(bytes)); }
+std::unique_ptr<RandomAccessFile> RandomAccessView(std::string_view bytes) { return std::make_unique<MemoryFile>(bytes); }
 
 Status WriteFileAtomically(Env* env, const std::string& tmp_path, const std::string& final_path,
                            const std::string& dir, std::span<const std::string_view> parts, bool sync,

@@ -88,6 +88,31 @@ class PosixMapping final : public ReadOnlyMapping {
   const size_t size_;
 };
 
+class PosixRandomAccessFile final : public RandomAccessFile {
+ public:
+  PosixRandomAccessFile(std::string path, int fd, uint64_t size) : path_(std::move(path)), fd_(fd), size_(size) {}
+  ~PosixRandomAccessFile() override { ::close(fd_); }
+  uint64_t size() const override { return size_; }
+  Status ReadAt(uint64_t offset, std::span<std::byte> out) const override {
+    FAK_RETURN_IF_ERROR(CheckReadRange(size_, offset, out.size()));
+    size_t got = 0;
+    while (got < out.size()) {
+      const ssize_t n = ::pread(fd_, out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return PosixError("read", path_, errno);
+      if (n == 0) return Corruption("'" + path_ + "' ended at " + std::to_string(offset + got) + " bytes; it was " +
+                                    std::to_string(size_) + " when opened");
+      got += static_cast<size_t>(n);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const std::string path_;
+  const int fd_;
+  const uint64_t size_;
+};
+
 class PosixEnv;
 
 class PosixFileLock final : public FileLock {
@@ -131,6 +156,11 @@ class PosixEnv final : public Env {
     return Read(path, max_bytes, O_NOFOLLOW);
   }
   Result<std::string> ReadInputFile(const std::string& path, size_t max_bytes) override { return Read(path, max_bytes, 0); }
+
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
+    FAK_ASSIGN_OR_RETURN(const RegularFile f, OpenRegular(path, O_NOFOLLOW));
+    return std::unique_ptr<RandomAccessFile>(new PosixRandomAccessFile(path, f.fd, f.size));
+  }
 
   Result<FileInfo> GetFileInfo(const std::string& path) override { return Stat(path, /*follow_links=*/false); }
   Result<FileInfo> GetTargetInfo(const std::string& path) override { return Stat(path, /*follow_links=*/true); }
@@ -279,8 +309,13 @@ class PosixEnv final : public Env {
     return InfoFromStat(slash == std::string::npos ? path : path.substr(slash + 1), st);
   }
 
-  // `nofollow`: O_NOFOLLOW for store files, 0 for input files a caller named.
-  Result<std::string> Read(const std::string& path, size_t max_bytes, int nofollow) {
+  struct RegularFile {
+    int fd;
+    uint64_t size;  // at open
+  };
+  // `path` opened for reading when it is a regular file. `nofollow`: O_NOFOLLOW for store files
+  // (a link is refused), 0 for input files a caller named.
+  static Result<RegularFile> OpenRegular(const std::string& path, int nofollow) {
     // O_NONBLOCK: opening a planted FIFO must not hang; it is rejected as not regular below.
     const int fd = ::open(path.c_str(), O_RDONLY | nofollow | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
@@ -293,12 +328,18 @@ class PosixEnv final : public Env {
       ::close(fd);
       return Corruption("'" + path + "' is not a regular file");
     }
+    return RegularFile{fd, static_cast<uint64_t>(st.st_size)};
+  }
+
+  Result<std::string> Read(const std::string& path, size_t max_bytes, int nofollow) {
+    FAK_ASSIGN_OR_RETURN(const RegularFile f, OpenRegular(path, nofollow));
+    const int fd = f.fd;
     std::string out;
     try {  // a file's size is its writer's word (a sparse file claims any size): fail, never throw
-      out.resize(std::min(max_bytes, static_cast<size_t>(st.st_size)));
+      out.resize(std::min(max_bytes, static_cast<size_t>(f.size)));
     } catch (const std::exception&) {
       ::close(fd);
-      return ResourceExhausted("'" + path + "' is " + std::to_string(st.st_size) + " bytes, more than can be held in memory");
+      return ResourceExhausted("'" + path + "' is " + std::to_string(f.size) + " bytes, more than can be held in memory");
     }
     size_t got = 0;
     while (got < out.size()) {

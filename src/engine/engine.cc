@@ -21,10 +21,13 @@
 
 #include "fak/core/digest.h"
 #include "fak/gate/kv_manifest.h"
+#include "fak/grammar/grammar.h"
+#include "fak/grammar/grammar_constraint.h"
 #include "fak/model/generation.h"
 #include "fak/session/source_span.h"
 #include "fak/tokenizer/chat_template.h"
 #include "src/engine/fair_share.h"
+#include "src/grammar/tool_calls.h"
 
 namespace fak {
 
@@ -137,6 +140,7 @@ struct Engine::Impl {
         bytes_per_token_(tree_->BytesPerToken()) {}
 
   Status Prepare(EngineRequest& request) const;
+  Result<std::shared_ptr<const TokenVocabulary>> Vocabulary() const;
   Result<RequestId> Submit(EngineRequest request);
   Status Cancel(RequestId id);
   Result<EngineResult> Wait(RequestId id);
@@ -222,6 +226,9 @@ struct Engine::Impl {
   bool accepting_ = true, stopping_ = false, draining_ = false;
   EngineStats stats_;
 
+  mutable std::mutex vocabulary_mu_;
+  mutable std::shared_ptr<const TokenVocabulary> vocabulary_;  // GUARDED_BY(vocabulary_mu_): built on first use
+
   std::mutex shutdown_mu_;
   bool has_loop_ = false;  // set before any other thread sees the engine
   std::thread loop_;
@@ -230,24 +237,47 @@ struct Engine::Impl {
 // ---- submission, cancellation, results ----
 
 Status Engine::Impl::Prepare(EngineRequest& request) const {
-  if (request.messages.empty()) return Status::Ok();
+  if (request.messages.empty()) return Status::Ok();  // token ids: tools were rendered (or not) by the host
   if (!request.prompt.empty()) return InvalidArgument("Engine::Submit: both a prompt and messages; give one");
   if (!request.sources.empty()) return InvalidArgument("Engine::Submit: sources with messages; the engine computes them");
   const ChatTemplate* chat = options_.chat_template.get();
   if (chat == nullptr) return FailedPrecondition("Engine::Submit: messages need EngineOptions::chat_template");
+  FAK_ASSIGN_OR_RETURN(internal::PreparedToolChat tools, internal::PrepareToolChat(*chat, request.messages, request.tools));
+  std::shared_ptr<const TokenConstraint> constraint = request.constraint;
+  if (!tools.forced_gbnf.empty()) {
+    if (constraint != nullptr) return InvalidArgument("Engine::Submit: tool_choice required or named with a constraint; give one");
+    FAK_ASSIGN_OR_RETURN(Grammar grammar, Grammar::Parse(tools.forced_gbnf));
+    FAK_ASSIGN_OR_RETURN(std::shared_ptr<const TokenVocabulary> vocabulary, Vocabulary());
+    constraint = std::make_shared<GrammarConstraint>(std::move(grammar), std::move(vocabulary));
+  } else if (!tools.trigger.empty() && constraint == nullptr) {
+    // auto: free text until the call marker, then the call held to the tools' schemas.
+    FAK_ASSIGN_OR_RETURN(Grammar grammar, Grammar::Parse(tools.triggered_gbnf));
+    FAK_ASSIGN_OR_RETURN(std::shared_ptr<const TokenVocabulary> vocabulary, Vocabulary());
+    FAK_ASSIGN_OR_RETURN(constraint, TriggeredGrammarConstraint::Create(std::move(tools.trigger), std::move(grammar),
+                                                                        std::move(vocabulary)));
+  }
   ChatRenderOptions render;
-  render.tools_json = request.tools_json;
-  FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat->Render(request.messages, render));
+  render.tools_json = std::move(tools.prompt.tools_json);
+  const std::vector<ChatMessage>& messages = tools.prompt.messages;
+  FAK_ASSIGN_OR_RETURN(RenderedChat rendered, chat->Render(messages, render));
   // Message text is never markup: EncodeRendered turns only the template's own special-token texts
   // into their ids.
   FAK_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, EncodeRendered(tokenizer_, rendered));
-  FAK_ASSIGN_OR_RETURN(std::vector<SourceSpan> sources, ChatSourceRuns(tokenizer_, rendered, request.messages, prompt));
+  FAK_ASSIGN_OR_RETURN(std::vector<SourceSpan> sources, ChatSourceRuns(tokenizer_, rendered, messages, prompt));
   request.prompt = std::move(prompt);
   request.sources = std::move(sources);
+  request.constraint = std::move(constraint);
   if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(tokenizer_, chat);
   request.messages.clear();
-  request.tools_json.clear();
   return Status::Ok();
+}
+
+Result<std::shared_ptr<const TokenVocabulary>> Engine::Impl::Vocabulary() const {
+  std::lock_guard<std::mutex> lock(vocabulary_mu_);
+  if (vocabulary_ == nullptr) {
+    FAK_ASSIGN_OR_RETURN(vocabulary_, TokenVocabulary::Build(tokenizer_));
+  }
+  return vocabulary_;
 }
 
 Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
@@ -270,7 +300,7 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
     }
   }
   std::vector<SourceSpan> sources = std::move(request.sources);
-  FAK_RETURN_IF_ERROR(request.sampling.Validate().WithContext("Engine::Submit: "));
+  FAK_RETURN_IF_ERROR(request.sampling.Validate().WithContext("Engine::Submit"));
   for (const auto& [id, bias] : request.sampling.logit_bias) {
     if (static_cast<size_t>(id) >= vocab)
       return InvalidArgument("Engine::Submit: logit_bias token " + std::to_string(id) + " is outside the vocabulary of " +
@@ -881,5 +911,6 @@ void Engine::Shutdown(ShutdownMode mode) { impl_->Shutdown(mode); }
 EngineStats Engine::Stats() const { return impl_->Stats(); }
 RadixTree& Engine::tree() { return *impl_->tree_; }
 const ChatTemplate* Engine::chat_template() const { return impl_->options_.chat_template.get(); }
+Result<std::shared_ptr<const TokenVocabulary>> Engine::Vocabulary() const { return impl_->Vocabulary(); }
 
 }  // namespace fak

@@ -180,10 +180,7 @@ Result<Digest> KVSpanChecksum(const KVCache& cache, size_t from, size_t n_tokens
   return d.Finish();
 }
 
-namespace {
-
-// The checksum's prefix: everything but the K, Kraw and V bytes, which follow in that order.
-void BeginSlabChecksum(Digester& d, const KVShape& shape, size_t start_position, std::span<const int32_t> tokens) {
+void internal::BeginSlabChecksum(Digester& d, const KVShape& shape, size_t start_position, std::span<const int32_t> tokens) {
   d.Update("fak.kv_slab.v1");
   d.UpdatePod(static_cast<uint64_t>(shape.n_layers)).UpdatePod(static_cast<uint64_t>(shape.n_kv_heads));
   d.UpdatePod(static_cast<uint64_t>(shape.head_dim)).UpdatePod(static_cast<uint64_t>(start_position));
@@ -191,20 +188,10 @@ void BeginSlabChecksum(Digester& d, const KVShape& shape, size_t start_position,
   d.Update(tokens.data(), tokens.size() * sizeof(int32_t));
 }
 
-}  // namespace
-
 Digest KVSlabChecksum(const KVSlab& slab) {
   Digester d;
-  BeginSlabChecksum(d, slab.shape, slab.start_position, slab.tokens);
+  internal::BeginSlabChecksum(d, slab.shape, slab.start_position, slab.tokens);
   for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) d.Update(t->data(), t->size());
-  return d.Finish();
-}
-
-Digest internal::KVSlabChecksumOfParts(const KVShape& shape, size_t start_position, std::span<const int32_t> tokens,
-                                       std::string_view kv) {
-  Digester d;
-  BeginSlabChecksum(d, shape, start_position, tokens);
-  d.Update(kv.data(), kv.size());
   return d.Finish();
 }
 

@@ -95,7 +95,7 @@ class GrammarTokenMatcher final : public TokenMatcher {
     if (token < 0 || static_cast<size_t>(token) >= vocabulary_->size() || vocabulary_->bytes(token).empty())
       return InvalidArgument("grammar: token " + std::to_string(token) + " has no text the grammar could take");
     GrammarMatcher::State next = state_;
-    FAK_RETURN_IF_ERROR(FeedBytes(&next, vocabulary_->bytes(token)).WithContext("token " + std::to_string(token) + ": "));
+    FAK_RETURN_IF_ERROR(FeedBytes(&next, vocabulary_->bytes(token)).WithContext("token " + std::to_string(token)));
     state_ = std::move(next);
     return Status::Ok();
   }
@@ -177,11 +177,74 @@ Status GrammarTokenMatcher::Walk(std::vector<uint64_t>* bits) {
   return status;
 }
 
+// Free until the text holds the trigger; then the grammar's matcher, fed the text from the trigger
+// on, until its sentence is whole; then free again.
+class TriggeredTokenMatcher final : public TokenMatcher {
+ public:
+  TriggeredTokenMatcher(std::string trigger, Grammar grammar, std::shared_ptr<const TokenVocabulary> vocabulary)
+      : trigger_(std::move(trigger)), grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)) {}
+
+  Status Mask(std::span<float> logits, std::span<const int32_t> stop_tokens) override {
+    // Free: nothing is touched, so every logit keeps its bits.
+    return held_ ? held_->Mask(logits, stop_tokens) : Status::Ok();
+  }
+
+  Status Accept(int32_t token) override {
+    if (held_) {
+      FAK_RETURN_IF_ERROR(held_->Accept(token));
+      if (held_->Complete()) held_.reset();
+      return Status::Ok();
+    }
+    if (token < 0 || static_cast<size_t>(token) >= vocabulary_->size()) return Status::Ok();  // a stop token
+    // The trigger may straddle tokens: look in what is kept of the text before this token and its bytes.
+    const std::string window = tail_ + vocabulary_->bytes(token);
+    size_t keep_from = window.size() - std::min(window.size(), trigger_.size() - 1);
+    const size_t at = window.find(trigger_);
+    if (at != std::string::npos) {
+      Result<GrammarMatcher> start = GrammarMatcher::Start(grammar_);
+      // Text the grammar cannot take after the trigger (the token ran past it into something else)
+      // leaves the reply free: it stays content.
+      if (start && start->Accept(std::string_view(window).substr(at)).ok()) {
+        auto held = std::make_unique<GrammarTokenMatcher>(std::move(*start), vocabulary_);
+        tail_.clear();
+        if (!held->Complete()) held_ = std::move(held);
+        return Status::Ok();
+      }
+      keep_from = std::max(keep_from, at + 1);
+    }
+    tail_ = window.substr(std::min(keep_from, window.size()));
+    return Status::Ok();
+  }
+
+  bool Complete() const override { return false; }  // free text may always go on
+
+ private:
+  std::string trigger_;
+  Grammar grammar_;  // shared rules: a cheap copy
+  std::shared_ptr<const TokenVocabulary> vocabulary_;
+  std::string tail_;  // the text's last bytes, shorter than the trigger, while free
+  std::unique_ptr<GrammarTokenMatcher> held_;  // set from the trigger until the sentence is whole
+};
+
 }  // namespace
 
 Result<std::unique_ptr<TokenMatcher>> GrammarConstraint::NewMatcher() const {
   FAK_ASSIGN_OR_RETURN(GrammarMatcher start, GrammarMatcher::Start(grammar_));
   return std::unique_ptr<TokenMatcher>(std::make_unique<GrammarTokenMatcher>(std::move(start), vocabulary_));
+}
+
+Result<std::shared_ptr<const TriggeredGrammarConstraint>> TriggeredGrammarConstraint::Create(
+    std::string trigger, Grammar grammar, std::shared_ptr<const TokenVocabulary> vocabulary) {
+  if (trigger.empty()) return InvalidArgument("TriggeredGrammarConstraint: empty trigger");
+  FAK_ASSIGN_OR_RETURN(GrammarMatcher check, GrammarMatcher::Start(grammar));
+  if (!check.Accept(trigger).ok())
+    return InvalidArgument("TriggeredGrammarConstraint: the grammar's sentences do not begin with the trigger '" + trigger + "'");
+  return std::shared_ptr<const TriggeredGrammarConstraint>(
+      new TriggeredGrammarConstraint(std::move(trigger), std::move(grammar), std::move(vocabulary)));
+}
+
+Result<std::unique_ptr<TokenMatcher>> TriggeredGrammarConstraint::NewMatcher() const {
+  return std::unique_ptr<TokenMatcher>(std::make_unique<TriggeredTokenMatcher>(trigger_, grammar_, vocabulary_));
 }
 
 }  // namespace fak

@@ -229,6 +229,18 @@ void Rebase(Json& schema, const std::string& prefix) {
   }
 }
 
+// The text that starts a call in `format`; "" for the JSON formats' bare objects.
+std::string CallMarker(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::kHermes: return "<tool_call>";
+    case ToolCallFormat::kMistral: return "[TOOL_CALLS]";
+    case ToolCallFormat::kPhi4: return "<|tool_call|>";
+    case ToolCallFormat::kLlama3: return "<|python_tag|>";
+    case ToolCallFormat::kJson: return "";
+  }
+  return "";
+}
+
 constexpr std::string_view kJsonInstructions =
     "You can call functions. To call one, reply with only a JSON object {\"name\": the function's name, "
     "\"parameters\": an object of its arguments} (to call several, a JSON list of them) and nothing else. "
@@ -347,6 +359,53 @@ Result<std::string> ToolCallGbnf(ToolCallFormat format, std::span<const ToolFunc
       break;
   }
   return root + call + schema_rules.rules;
+}
+
+Result<ToolUse> ToolUseOf(const ToolRequest& request) {
+  ToolUse use;
+  use.tools_json = request.tools_json;
+  use.choice = request.choice;
+  use.named = request.named;
+  use.parallel = request.parallel;
+  if (request.tools_json.empty()) {
+    if (request.choice == ToolChoice::kRequired || request.choice == ToolChoice::kNamed)
+      return InvalidArgument("tool_choice: required or a named tool needs tools");
+    return use;
+  }
+  FAK_ASSIGN_OR_RETURN(use.functions, ToolFunctionsFromJson(request.tools_json));
+  if (use.choice == ToolChoice::kNamed &&
+      std::none_of(use.functions.begin(), use.functions.end(), [&](const ToolFunction& f) { return f.name == use.named; }))
+    return InvalidArgument("tool_choice: '" + use.named + "' is not among the tools");
+  return use;
+}
+
+Result<PreparedToolChat> PrepareToolChat(const ChatTemplate& chat_template, std::vector<ChatMessage> messages,
+                                         const ToolRequest& tools) {
+  FAK_ASSIGN_OR_RETURN(ToolUse use, ToolUseOf(tools));
+  Result<ToolCallFormat> format = ToolCallFormatFor(chat_template);
+  if (!format) {
+    if (use.active()) return format.error();
+    return PreparedToolChat{ToolPrompt{std::move(messages), ""}, "", "", ""};
+  }
+  PreparedToolChat out{ToolCallPrompt(*format, std::move(messages), use), "", "", ""};
+  if (use.active() && use.choice == ToolChoice::kAuto) {
+    out.trigger = CallMarker(*format);
+    if (out.trigger.empty()) return out;  // the JSON formats: a call has no marker to wait for
+    // Hermes: one block per trigger (a second call triggers again); the list formats close their list.
+    FAK_ASSIGN_OR_RETURN(out.triggered_gbnf, ToolCallGbnf(*format, use.functions, use.parallel && *format != ToolCallFormat::kHermes));
+    if (*format == ToolCallFormat::kLlama3) {
+      // Its call grammar is the bare object; the marker is <|python_tag|> before it.
+      out.triggered_gbnf = "root ::= \"<|python_tag|>\" call\n" + out.triggered_gbnf.substr(out.triggered_gbnf.find('\n') + 1);
+    }
+    return out;
+  }
+  if (!use.forced()) return out;
+  // required: any of the tools, parallel if allowed; named: that one, once.
+  std::vector<ToolFunction> forced;
+  for (const ToolFunction& f : use.functions)
+    if (use.choice == ToolChoice::kRequired || f.name == use.named) forced.push_back(f);
+  FAK_ASSIGN_OR_RETURN(out.forced_gbnf, ToolCallGbnf(*format, forced, use.choice == ToolChoice::kRequired && use.parallel));
+  return out;
 }
 
 ToolPrompt ToolCallPrompt(ToolCallFormat format, std::vector<ChatMessage> messages, const ToolUse& tools) {

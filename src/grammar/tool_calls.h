@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "fak/core/status.h"
+#include "fak/grammar/tool_calls.h"
 #include "fak/tokenizer/chat_template.h"
 #include "src/core/json.h"
 
@@ -33,15 +34,13 @@ std::string_view ToolCallFormatName(ToolCallFormat format);
 // that renders tools in a format fak does not read (gpt-oss, DeepSeek, Command R).
 Result<ToolCallFormat> ToolCallFormatFor(const ChatTemplate& chat_template);
 
-enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
-
 // A function offered to the model: its name and its parameters' JSON schema.
 struct ToolFunction {
   std::string name;
   Json parameters = Json::object();
 };
 
-// What a request says about tools (OpenAI's tools, tool_choice, parallel_tool_calls).
+// What a request says about tools (OpenAI's tools, tool_choice, parallel_tool_calls), its functions parsed.
 struct ToolUse {
   std::string tools_json;               // the `tools` array as given: the template's `tools`
   std::vector<ToolFunction> functions;  // the same, parsed
@@ -52,12 +51,17 @@ struct ToolUse {
   bool active() const { return !functions.empty() && choice != ToolChoice::kNone; }
   // kRequired / kNamed: the reply is forced to calls (ToolCallGbnf).
   bool forced() const { return active() && (choice == ToolChoice::kRequired || choice == ToolChoice::kNamed); }
+  ToolRequest request() const { return ToolRequest{tools_json, choice, named, parallel}; }
 };
 
 // The functions of a `tools` array as the OpenAI API gives it ([{"type": "function", "function":
 // {"name", "parameters"?, ...}}]; absent parameters: no arguments). InvalidArgument naming the
 // entry at fault. (The server parses its request itself, to name each parameter as the API does.)
 Result<std::vector<ToolFunction>> ToolFunctionsFromJson(std::string_view tools_json);
+
+// A ToolRequest's functions parsed (ToolFunctionsFromJson) and its choice checked: InvalidArgument
+// for a named function that is not among the tools.
+Result<ToolUse> ToolUseOf(const ToolRequest& request);
 
 // GBNF whose sentences are `format`'s calls of `functions` (one, or with `parallel` one to eight
 // where the format allows several), each call's arguments a JSON document of its parameters'
@@ -74,6 +78,21 @@ struct ToolPrompt {
   std::string tools_json;
 };
 ToolPrompt ToolCallPrompt(ToolCallFormat format, std::vector<ChatMessage> messages, const ToolUse& tools);
+
+// What a request's tools make of a chat (Engine::Prepare): the conversation and `tools` the
+// template renders (ToolCallPrompt), for tool_choice required/named the GBNF that forces calls, and
+// for auto the marker that starts a call and the GBNF that then holds it.
+// A template whose call format fak does not read renders the history itself: then the messages pass
+// unchanged, and offering it tools is Unsupported.
+// For tool_choice auto, where the format has a call marker, the marker and the GBNF of the call
+// that follows it (its sentences begin with the marker), for a TriggeredGrammarConstraint.
+struct PreparedToolChat {
+  ToolPrompt prompt;
+  std::string forced_gbnf;  // "" unless calls are forced
+  std::string trigger, triggered_gbnf;  // "" unless auto, in a format with a marker
+};
+Result<PreparedToolChat> PrepareToolChat(const ChatTemplate& chat_template, std::vector<ChatMessage> messages,
+                                         const ToolRequest& tools);
 
 // A call read from a reply: the function and its arguments as compact JSON text (an object).
 struct ParsedToolCall {

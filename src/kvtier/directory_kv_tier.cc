@@ -10,8 +10,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <set>
+#include <span>
 
 #include "fak/kvtier/kv_tier_store.h"
 #include "fak/gate/kv_manifest.h"
@@ -119,21 +121,30 @@ class DirectoryKVTier final : public KVTierStore {
 
   using KVTierStore::Get;
   Result<std::string> Get(const TierKey& key, uint64_t max_bytes) override {
+    FAK_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, Open(key, max_bytes));
+    std::string bytes;
+    try {
+      bytes.resize(file->size());
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted("directory kv tier: entry " + FileName(key) + ": cannot allocate " + std::to_string(file->size()) + " bytes");
+    }
+    FAK_RETURN_IF_ERROR(file->ReadAt(0, std::as_writable_bytes(std::span(bytes))));
+    return bytes;
+  }
+
+  Result<std::unique_ptr<RandomAccessFile>> Open(const TierKey& key, uint64_t max_bytes) override {
     FAK_RETURN_IF_ERROR(ValidateTierKey(key));
     max_bytes = std::min(max_bytes, kMaxTierEntryBytes);
-    // The file's size is checked before a byte is read: a sparse file can claim any size for free.
-    FAK_ASSIGN_OR_RETURN(FileInfo info, env_->GetFileInfo(Path(key)));
-    if (info.size_bytes > max_bytes) {
-      return ResourceExhausted("directory kv tier: entry " + FileName(key) + " is " + std::to_string(info.size_bytes) +
+    // The size is the open file's, checked before a byte is read: a sparse file can claim any size
+    // for free, and a file renamed over this one later does not change what this one holds.
+    FAK_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, env_->NewRandomAccessFile(Path(key)));
+    if (file->size() > max_bytes) {
+      return ResourceExhausted("directory kv tier: entry " + FileName(key) + " is " + std::to_string(file->size()) +
                                " bytes, more than the " + std::to_string(max_bytes) + " a reader accepts; not read");
     }
-    // Bounded again: the file may have grown since (a longer read would be refused by its header).
-    Result<std::string> bytes = env_->ReadFilePrefix(Path(key), static_cast<size_t>(max_bytes));
-    if (bytes.has_value()) {
-      std::lock_guard<std::mutex> lock(mu_);
-      Track(key, bytes->size(), next_tick_++, std::nullopt);
-    }
-    return bytes;
+    std::lock_guard<std::mutex> lock(mu_);
+    Track(key, file->size(), next_tick_++, std::nullopt);
+    return file;
   }
 
   Result<std::vector<uint64_t>> Ends() override {

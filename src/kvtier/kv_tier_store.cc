@@ -1,4 +1,4 @@
-// TierKeyFor: the key under which every tier keeps an entry.
+// TierKeyFor: the key under which every tier keeps an entry; KVTierStore::Open's default.
 #include "fak/kvtier/kv_tier_store.h"
 
 #include <algorithm>
@@ -35,6 +35,11 @@ TierKey TierKeyFor(const BindingTuple& b, std::string_view ns, const Digest& spa
   d.Update(span_digest.bytes.data(), Digest::kSize);
   d.UpdatePod(end);
   return TierKey{d.Finish().Hex(), end};
+}
+
+Result<std::unique_ptr<RandomAccessFile>> KVTierStore::Open(const TierKey& key, uint64_t max_bytes) {
+  FAK_ASSIGN_OR_RETURN(std::string bytes, Get(key, max_bytes));
+  return RandomAccessBytes(std::move(bytes));
 }
 
 }  // namespace fak

@@ -1,11 +1,15 @@
 // Slab file encoding and verified decoding (docs/kv-tier.md §2).
 #include "fak/kvtier/slab_file.h"
 
+#include <algorithm>
 #include <bit>
+#include <condition_variable>
 #include <cstring>
-#include <future>
+#include <deque>
+#include <mutex>
+#include <new>
 #include <system_error>
-#include <type_traits>
+#include <thread>
 
 #include "src/gate/kv_slab_checksum.h"
 #include "src/gate/manifest_json.h"
@@ -68,16 +72,63 @@ class Reader {
 
 // Below this many KV bytes a thread costs more than the hash it would overlap.
 constexpr size_t kMinConcurrentHashBytes = size_t{4} << 20;
+// K/Kraw/V are read in pieces of this size, each hashed while the next is read.
+constexpr size_t kReadChunkBytes = size_t{4} << 20;
 
-// `task` on a new thread; run here (a deferred future) when no thread can start.
-template <class F>
-std::future<std::invoke_result_t<F>> RunConcurrently(F task) {
-  try {
-    return std::async(std::launch::async, task);
-  } catch (const std::system_error&) {
-    return std::async(std::launch::deferred, task);
+// Feeds a Digester the byte ranges it is given, in order, on its own thread, so hashing overlaps
+// the reads that produce them; inline when `concurrent` is false or no thread starts. The ranges
+// must stay valid until the destructor, which hashes what is queued and joins.
+class HashBehind {
+ public:
+  HashBehind(Digester& digester, bool concurrent) : digester_(digester) {
+    if (!concurrent) return;
+    try {
+      thread_ = std::thread([this] { Run(); });
+    } catch (const std::system_error&) {
+    }
   }
-}
+  ~HashBehind() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    ready_.notify_one();
+    thread_.join();
+  }
+  void Add(std::span<const std::byte> bytes) {
+    if (!thread_.joinable()) {
+      digester_.Update(bytes.data(), bytes.size());
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(bytes);
+    }
+    ready_.notify_one();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      ready_.wait(lock, [this] { return closed_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // closed and drained
+      const std::span<const std::byte> next = queue_.front();
+      queue_.pop_front();
+      lock.unlock();
+      digester_.Update(next.data(), next.size());
+      lock.lock();
+    }
+  }
+
+  Digester& digester_;
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<std::span<const std::byte>> queue_;  // GUARDED_BY(mu_)
+  bool closed_ = false;                           // GUARDED_BY(mu_)
+  std::thread thread_;
+};
 
 Result<SlabFile> Fail(SlabFileProblem kind, SlabFileProblem* problem, Status s) {
   if (problem != nullptr) *problem = kind;
@@ -132,16 +183,25 @@ Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const S
   return out;
 }
 
-Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem, bool check_kv_section) {
+Result<SlabFile> DecodeSlabFile(const RandomAccessFile& file, SlabFileProblem* problem, bool check_kv_section) {
   if (problem != nullptr) *problem = SlabFileProblem::kNone;
-  if (bytes.size() >= sizeof(kMagic) && std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+  const uint64_t size = file.size();
+  // A read that fails because the file ended is a truncation (it shrank since it was opened).
+  const auto read = [&](uint64_t offset, std::span<std::byte> out) -> Status {
+    Status s = file.ReadAt(offset, out);
+    if (!s.ok() && problem != nullptr && s.code() == StatusCode::kCorruption) *problem = SlabFileProblem::kTruncated;
+    return s;
+  };
+  std::string head(std::min<uint64_t>(size, kSlabFileHeaderBytes), '\0');
+  FAK_RETURN_IF_ERROR(read(0, std::as_writable_bytes(std::span(head))));
+  if (head.size() >= sizeof(kMagic) && std::memcmp(head.data(), kMagic, sizeof(kMagic)) != 0) {
     return Fail(SlabFileProblem::kUnsupported, problem, Unsupported("slab file: bad magic (not a fak slab file)"));
   }
-  if (bytes.size() < kSlabFileHeaderBytes) {
+  if (size < kSlabFileHeaderBytes) {
     return Fail(SlabFileProblem::kTruncated, problem,
-                Corruption("slab file: truncated: " + std::to_string(bytes.size()) + " bytes, shorter than its header"));
+                Corruption("slab file: truncated: " + std::to_string(size) + " bytes, shorter than its header"));
   }
-  Reader h(bytes.substr(0, kSlabFileHeaderBytes));
+  Reader h(head);
   h.Bytes(sizeof(kMagic));
   const uint32_t version = h.Get<uint32_t>(), n_sections = h.Get<uint32_t>();
   if (version != kSlabFileVersion || n_sections != kSections) {
@@ -155,38 +215,38 @@ Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem
   for (Digest& d : want) std::memcpy(d.bytes.data(), h.Bytes(Digest::kSize).data(), Digest::kSize);
   Digest header_digest;
   std::memcpy(header_digest.bytes.data(), h.Bytes(Digest::kSize).data(), Digest::kSize);
-  if (Digest::Of(bytes.substr(0, kSlabFileHeaderBytes - Digest::kSize)) != header_digest) {
+  if (Digest::Of(std::string_view(head).substr(0, kSlabFileHeaderBytes - Digest::kSize)) != header_digest) {
     return Fail(SlabFileProblem::kChecksum, problem, VerificationFailed("slab file: header checksum mismatch"));
   }
   uint64_t total = kSlabFileHeaderBytes;
-  for (uint64_t l : len) {
-    if (l > bytes.size()) total = UINT64_MAX;
-    else total += l;
-  }
-  if (total > bytes.size()) {
+  for (uint64_t l : len) total = l > size ? UINT64_MAX : AddSat(total, l);
+  if (total > size) {
     return Fail(SlabFileProblem::kTruncated, problem,
-                Corruption("slab file: truncated: " + std::to_string(bytes.size()) + " bytes, header says more"));
+                Corruption("slab file: truncated: " + std::to_string(size) + " bytes, header says more"));
   }
-  if (total < bytes.size()) {
+  if (total < size) {
     return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: trailing bytes after the last section"));
   }
-  std::string_view sec[kSections];
+  if (len[0] > internal::kMaxManifestJsonBytes) {  // KVManifest::FromJson refuses it too; say which section
+    return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: manifest: larger than the manifest limit"));
+  }
+  // The small sections (manifest, sources, slab meta) are read whole and checked before they are
+  // parsed; every length was bounded by the file's size above, so nothing is sized by a bare claim.
+  std::string sec[kSections - 1];
   static constexpr const char* kNames[kSections] = {"manifest", "sources", "slab", "kv"};
-  size_t at = kSlabFileHeaderBytes;
-  for (int i = 0; i < kSections; ++i) {
-    sec[i] = bytes.substr(at, len[i]);
+  uint64_t at = kSlabFileHeaderBytes;
+  for (int i = 0; i < kSections - 1; ++i) {
+    sec[i].resize(len[i]);
+    FAK_RETURN_IF_ERROR(read(at, std::as_writable_bytes(std::span(sec[i]))));
     at += len[i];
-    if ((i != 3 || check_kv_section) && Digest::Of(sec[i]) != want[i]) {
+    if (Digest::Of(sec[i]) != want[i]) {
       return Fail(SlabFileProblem::kChecksum, problem,
                   VerificationFailed(std::string("slab file: section '") + kNames[i] + "' checksum mismatch"));
     }
   }
   SlabFile f;
-  if (len[0] > internal::kMaxManifestJsonBytes) {  // KVManifest::FromJson refuses it too; say which section
-    return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: manifest: larger than the manifest limit"));
-  }
   Result<KVManifest> m = KVManifest::FromJson(sec[0]);
-  if (!m.has_value()) return Fail(SlabFileProblem::kMalformed, problem, m.error().WithContext("slab file: manifest: "));
+  if (!m.has_value()) return Fail(SlabFileProblem::kMalformed, problem, m.error().WithContext("slab file: manifest"));
   f.manifest = std::move(*m);
 
   Reader src(sec[1]);
@@ -221,26 +281,44 @@ Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem
   // Checked before anything is sized by it: the product of the header's counts can exceed 2^64,
   // and a wrapped product could match a small section and size the tensors from garbage.
   const uint64_t tensor_bytes = MulSat(MulSat(MulSat(MulSat(v[0], v[1]), v[2]), n_tokens), f.slab.shape.elem_bytes());
-  if (tensor_bytes > sec[3].size() || sec[3].size() != 3 * tensor_bytes) {
+  if (tensor_bytes > len[3] || len[3] != 3 * tensor_bytes) {
     return Fail(SlabFileProblem::kMalformed, problem, Corruption("slab file: kv: size does not match the slab's shape"));
   }
   f.slab.tokens.resize(n_tokens);
   std::memcpy(f.slab.tokens.data(), meta.Bytes(n_tokens * sizeof(int32_t)).data(), n_tokens * sizeof(int32_t));
-  // The gate's checksum over the section's bytes, on a helper thread while this one copies the same
-  // bytes into the slab (so it is the slab's checksum): the copy, page faults included, and the hash
-  // overlap instead of adding up.
-  std::future<Digest> checksum;
-  const auto hash_kv = [&f, kv = sec[3]] { return internal::KVSlabChecksumOfParts(f.slab.shape, f.slab.start_position, f.slab.tokens, kv); };
-  if (!check_kv_section && sec[3].size() >= kMinConcurrentHashBytes) checksum = RunConcurrently(hash_kv);
-  size_t offset = 0;
-  for (std::vector<std::byte>* t : {&f.slab.k, &f.slab.kraw, &f.slab.v}) {
-    const auto* from = reinterpret_cast<const std::byte*>(sec[3].data()) + offset;
-    t->assign(from, from + tensor_bytes);  // not resize + memcpy: that writes every fresh page twice
-    offset += tensor_bytes;
+
+  // K, Kraw and V are read straight into the slab, and hashed — the file's own section digest, or
+  // the gate's slab checksum (see the header) — behind the reads on a second thread.
+  Digester digester;
+  if (!check_kv_section) internal::BeginSlabChecksum(digester, f.slab.shape, f.slab.start_position, f.slab.tokens);
+  {
+    HashBehind hasher(digester, len[3] >= kMinConcurrentHashBytes);
+    for (std::vector<std::byte>* t : {&f.slab.k, &f.slab.kraw, &f.slab.v}) {
+      try {
+        t->resize(tensor_bytes);
+      } catch (const std::bad_alloc&) {
+        return ResourceExhausted("slab file: kv: cannot allocate " + std::to_string(3 * tensor_bytes) + " bytes");
+      }
+      for (size_t done = 0; done < tensor_bytes;) {
+        const std::span<std::byte> chunk = std::span(*t).subspan(done, std::min<size_t>(kReadChunkBytes, tensor_bytes - done));
+        FAK_RETURN_IF_ERROR(read(at, chunk));
+        hasher.Add(chunk);
+        at += chunk.size();
+        done += chunk.size();
+      }
+    }
   }
-  if (checksum.valid()) f.slab_checksum = checksum.get();
-  else if (!check_kv_section) f.slab_checksum = hash_kv();
+  const Digest kv_digest = digester.Finish();
+  if (!check_kv_section) {
+    f.slab_checksum = kv_digest;
+  } else if (kv_digest != want[3]) {
+    return Fail(SlabFileProblem::kChecksum, problem, VerificationFailed("slab file: section 'kv' checksum mismatch"));
+  }
   return f;
+}
+
+Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem, bool check_kv_section) {
+  return DecodeSlabFile(*RandomAccessView(bytes), problem, check_kv_section);
 }
 
 }  // namespace fak

@@ -18,7 +18,7 @@ Result<SweepReport> SourceSweeper::EraseSource(const Digest& source) {
   for (KVTierStore* tier : tiers_) {
     Result<size_t> n = tier->EraseSource(source);
     if (n.has_value()) r.tier_entries += *n;
-    else if (first_error.ok()) first_error = n.error().WithContext(std::string(tier->name()) + " tier: ");
+    else if (first_error.ok()) first_error = n.error().WithContext(std::string(tier->name()) + " tier");
   }
   r.sources_erased = 1;
   if (!first_error.ok()) return first_error;

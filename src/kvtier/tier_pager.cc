@@ -32,11 +32,11 @@ struct TierPager::Fetched {
 
 namespace {
 
-// tier.Get(key, max_bytes), with anything a store throws (bad_alloc on a size it trusted) made a
+// tier.Open(key, max_bytes), with anything a store throws (bad_alloc on a size it trusted) made a
 // ResourceExhausted error like its own refusal of an oversized entry: a page-in never throws.
-Result<std::string> GetBoundedFrom(KVTierStore& tier, const TierKey& key, uint64_t max_bytes) {
+Result<std::unique_ptr<RandomAccessFile>> OpenBoundedFrom(KVTierStore& tier, const TierKey& key, uint64_t max_bytes) {
   try {
-    return tier.Get(key, max_bytes);
+    return tier.Open(key, max_bytes);
   } catch (const std::bad_alloc& e) {
     return ResourceExhausted(std::string("kv tier: entry ") + key.id.substr(0, 16) + ": cannot allocate: " + e.what());
   } catch (const std::exception& e) {
@@ -88,18 +88,18 @@ TierPager::Fetched TierPager::Fetch(const ResidentClaim& claim, std::span<const 
       f.key = TierKeyFor(claim.binding, ns, span, *e);
       // What a slab of the serving shape ending here could take at most; a larger entry is refused
       // by the store before it reads or allocates it (kOversized).
-      Result<std::string> bytes = GetBoundedFrom(tier_, f.key, MaxSlabFileBytes(shape, *e));
-      if (!bytes.has_value() && bytes.error().code() == StatusCode::kNotFound) continue;
+      Result<std::unique_ptr<RandomAccessFile>> entry = OpenBoundedFrom(tier_, f.key, MaxSlabFileBytes(shape, *e));
+      if (!entry.has_value() && entry.error().code() == StatusCode::kNotFound) continue;
       f.found = true;
       f.index = index - 1;
-      if (!bytes.has_value()) {
-        f.error = bytes.error();
+      if (!entry.has_value()) {
+        f.error = entry.error();
         return f;
       }
-      f.bytes = bytes->size();
-      // The K/Kraw/V section is hashed once, while it is decoded (slab_checksum), and the gate
-      // compares that with the manifest's checksum in Verify.
-      Result<SlabFile> file = DecodeSlabFile(*bytes, &f.problem, /*check_kv_section=*/false);
+      f.bytes = (*entry)->size();
+      // Decoded straight from the entry, the K/Kraw/V section hashed once as it is read
+      // (slab_checksum); the gate compares that with the manifest's checksum in Verify.
+      Result<SlabFile> file = DecodeSlabFile(**entry, &f.problem, /*check_kv_section=*/false);
       if (!file.has_value()) {
         f.error = file.error();
         return f;

@@ -12,6 +12,9 @@
 // - Qwen3-MoE: the FFN is a mixture of experts (MixtureOfExperts): each row's experts are a pure
 //   function of that row, each expert runs once on all the rows routed to it, and a row's expert
 //   outputs are summed in its own rank order — so batching never changes a row's experts or bits.
+// - gpt-oss: the same mixture with biases, softmax over the chosen logits and a clamped SwiGLU;
+//   q/k/v/o biases; a per-head sink logit in each attention softmax (in the kernel, per row);
+//   every other layer sliding, rotated with the global table (YaRN included), as llama.cpp does.
 //
 // Exactness: every step is row-independent (RMSNorm, RoPE, projections whose outputs are reduced
 // in a batch-independent order) except attention, where each query row calls the same kernel over
@@ -140,6 +143,8 @@ void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, con
                            ? p.c.query_pre_attn_scalar
                            : static_cast<float>(hd);
   const float scale = 1.0f / std::sqrt(scalar);
+  const WeightTensor& sink_weights = p.m.weights.layers[layer].attn_sinks;
+  const float* sinks = sink_weights.empty() ? nullptr : sink_weights.f32();
   // Work items are blocks of up to kAttentionRowsAtOnce rows of one part. Causal rows cost in
   // proportion to their position, so within a part item b is block b/2 from the top for even b and
   // from the bottom for odd b: contiguous thread shares then hold equal work.
@@ -192,6 +197,7 @@ void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, con
       a.rows = item.rows;
       a.window = window;
       a.softcap = p.c.attn_logit_softcap;
+      a.sinks = sinks;
       a.kv_dtype = part.cache->shape().dtype;
       p.t.attention(a);
       u += head_end - head_begin;
@@ -207,37 +213,57 @@ struct Buffers {
         gate(rows * c.ffn_size), up(rows * c.ffn_size) {}
 };
 
-// y[i] += bias for each of `rows` rows of bias.cols values (Qwen2's q/k/v bias; a no-op when empty).
+// y[i] += bias for each of `rows` rows of bias.cols values (a no-op when empty).
 void AddBiasRows(const Pass& p, float* y, const WeightTensor& bias, size_t rows) {
   if (bias.empty()) return;
   for (size_t i = 0; i < rows; ++i) p.t.add(y + i * bias.cols, bias.f32(), y + i * bias.cols, bias.cols);
 }
 
-// out[r] = Σ_k weight[r][k] · expert_{e[r][k]}(xn[r]): row r's router logits, softmax over all
-// experts, its n_experts_used most probable (ties: the lower index) with their probabilities divided
-// by their sum (clamped below at 2^-14, as llama.cpp); summed most probable first. Each expert runs
-// one gated FFN on the rows routed to it, gathered: its matmuls reduce every row independently of
-// how many rows it has, so a row's result does not depend on its batch. `out` may alias `xn`.
+// Row r's experts and their weights from its router logits `pr` (overwritten): the n_experts_used
+// largest (ties: the lower index), most probable first. Qwen3-MoE: softmax over all experts, the
+// chosen probabilities divided by their sum (clamped below at 2^-14, as llama.cpp). gpt-oss: the
+// chosen logits' own softmax (llama.cpp's SOFTMAX_WEIGHT gating, HF's softmax after topk).
+void RouteRow(const Pass& p, float* pr, std::span<uint32_t> order, uint32_t* chosen, float* weight) {
+  const size_t n_exp = p.c.n_experts, k_used = p.c.n_experts_used;
+  const bool softmax_after_topk = p.c.architecture == Architecture::kGptOss;
+  if (!softmax_after_topk) p.t.softmax(pr, n_exp);
+  for (uint32_t e = 0; e < n_exp; ++e) order[e] = e;
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k_used), order.end(),
+                    [&](uint32_t a, uint32_t b) { return pr[a] > pr[b] || (pr[a] == pr[b] && a < b); });
+  for (size_t k = 0; k < k_used; ++k) {
+    chosen[k] = order[k];
+    weight[k] = pr[order[k]];
+  }
+  if (softmax_after_topk) {
+    p.t.softmax(weight, k_used);
+    return;
+  }
+  float sum = 0.0f;
+  for (size_t k = 0; k < k_used; ++k) sum += weight[k];
+  sum = std::max(sum, 6.103515625e-5f);
+  for (size_t k = 0; k < k_used; ++k) weight[k] = weight[k] / sum;
+}
+
+// gpt-oss's SwiGLU constants: llama.cpp (LLM_FFN_SWIGLU_OAI_MOE) and HF (GptOssExperts) hard-code
+// alpha; the limit is HF's swiglu_limit, which llama.cpp also hard-codes (GGUF has no key for either).
+constexpr float kGptOssSwigluAlpha = 1.702f;
+constexpr float kGptOssSwigluLimit = 7.0f;
+
+// out[r] = Σ_k weight[r][k] · expert_{e[r][k]}(xn[r]), the experts and weights from RouteRow,
+// summed most probable first. Each expert runs one gated FFN on the rows routed to it, gathered:
+// its matmuls reduce every row independently of how many rows it has, so a row's result does not
+// depend on its batch. `out` may alias `xn`.
 void MixtureOfExperts(const Pass& p, const LayerWeights& w, const float* xn, size_t rows, float* out) {
   const size_t n_exp = p.c.n_experts, k_used = p.c.n_experts_used, h = p.c.hidden_size, f = p.c.expert_ffn_size;
   AlignedBuffer probs(rows * n_exp);
   MatMulWeights(p, xn, rows, {{w.router, probs.data()}});
+  AddBiasRows(p, probs.data(), w.router_bias, rows);
   std::vector<float> weight(rows * k_used);
   std::vector<std::vector<size_t>> routed(n_exp);  // per expert: the slots r * k_used + k routed to it
-  std::vector<uint32_t> order(n_exp);
+  std::vector<uint32_t> order(n_exp), chosen(k_used);
   for (size_t r = 0; r < rows; ++r) {
-    float* pr = probs.data() + r * n_exp;
-    p.t.softmax(pr, n_exp);
-    for (uint32_t e = 0; e < n_exp; ++e) order[e] = e;
-    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k_used), order.end(),
-                      [&](uint32_t a, uint32_t b) { return pr[a] > pr[b] || (pr[a] == pr[b] && a < b); });
-    float sum = 0.0f;
-    for (size_t k = 0; k < k_used; ++k) sum += pr[order[k]];
-    sum = std::max(sum, 6.103515625e-5f);
-    for (size_t k = 0; k < k_used; ++k) {
-      weight[r * k_used + k] = pr[order[k]] / sum;
-      routed[order[k]].push_back(r * k_used + k);
-    }
+    RouteRow(p, probs.data() + r * n_exp, order, chosen.data(), weight.data() + r * k_used);
+    for (size_t k = 0; k < k_used; ++k) routed[chosen[k]].push_back(r * k_used + k);
   }
   AlignedBuffer y(rows * k_used * h);  // slot r * k_used + k: expert k's output for row r
   for (size_t e = 0; e < n_exp; ++e) {
@@ -248,8 +274,15 @@ void MixtureOfExperts(const Pass& p, const LayerWeights& w, const float* xn, siz
     for (size_t i = 0; i < n; ++i) std::memcpy(x.data() + i * h, xn + slots[i] / k_used * h, h * sizeof(float));
     const ExpertWeights& ex = w.experts[e];
     MatMulWeights(p, x.data(), n, {{ex.gate, gate.data()}, {ex.up, up.data()}});
-    p.t.silu_mul(gate.data(), up.data(), gate.data(), n * f);
+    AddBiasRows(p, gate.data(), ex.gate_bias, n);
+    AddBiasRows(p, up.data(), ex.up_bias, n);
+    if (p.c.architecture == Architecture::kGptOss) {
+      p.t.clamped_swiglu_mul(gate.data(), up.data(), gate.data(), n * f, kGptOssSwigluAlpha, kGptOssSwigluLimit);
+    } else {
+      p.t.silu_mul(gate.data(), up.data(), gate.data(), n * f);
+    }
     MatMulWeights(p, gate.data(), n, {{ex.down, down.data()}});
+    AddBiasRows(p, down.data(), ex.down_bias, n);
     for (size_t i = 0; i < n; ++i) std::memcpy(y.data() + slots[i] * h, down.data() + i * h, h * sizeof(float));
   }
   for (size_t r = 0; r < rows; ++r) {
@@ -285,6 +318,7 @@ void LayerRest(const Pass& p, size_t l, std::span<const Part> parts, size_t rows
   const size_t h = p.c.hidden_size;
   AttentionRows(p, l, parts, b.q.data(), b.attn.data());
   MatMulWeights(p, b.attn.data(), rows, {{w.wo, b.xn.data()}});
+  AddBiasRows(p, b.xn.data(), w.bo, rows);
   if (!w.post_attn_norm.empty()) RmsNormRows(p, b.xn.data(), w.post_attn_norm, b.xn.data(), rows);
   p.t.add(b.x.data(), b.xn.data(), b.x.data(), rows * h);
 
@@ -321,18 +355,50 @@ void LastLayerRestOf(const Pass& p, std::span<const Part> parts, const Buffers& 
   LayerRest(p, p.c.n_layers - 1, one_row, keep.size(), kept);
 }
 
-// Logits of the given rows of x: [n_rows][vocab] appended to *logits; Gemma 2 soft-caps each one
-// (cap · tanh(z / cap), as llama.cpp: z scaled by 1/cap, tanh, scaled by cap), per element.
-void OutputHead(const Pass& p, const float* x, size_t n_rows, std::vector<float>* logits) {
-  const size_t h = p.c.hidden_size;
+// Rows [begin, end) of w as a tensor of their own; begin is a multiple of 8, so a packed tensor's
+// groups of eight rows stay whole.
+WeightTensor RowsOf(const WeightTensor& w, size_t begin, size_t end) {
+  WeightTensor part = w;
+  part.rows = end - begin;
+  part.data = static_cast<const uint8_t*>(w.data) + begin * w.row_bytes();
+  if (w.packed != nullptr) part.packed = static_cast<const uint8_t*>(w.packed) + begin * w.packed_row_bytes;
+  return part;
+}
+
+// Columns of the head computed at once when its rows go to separate vectors: 16 rows of them are
+// 512 KiB, which stay in L2 on the way to their vectors.
+constexpr size_t kHeadChunkColumns = 8192;
+
+// Logits of the given rows of x, row r's vocab values written at dst[r]; Gemma 2 soft-caps each one
+// (cap · tanh(z / cap), as llama.cpp: z scaled by 1/cap, tanh, scaled by cap), per element. Rows
+// bound for one contiguous block get one product straight into it. Rows bound for separate vectors
+// (a batched step's sessions) go through a small buffer a column chunk at a time, not a
+// [rows][vocab] block of their own: at Gemma's 262144 columns and 16 rows that block was 16 MB
+// allocated, page-faulted, copied and freed every step. A matmul output does not depend on the
+// column range it was computed in, so the chunks change no bit.
+void OutputHead(const Pass& p, const float* x, size_t n_rows, std::span<float* const> dst) {
+  const size_t h = p.c.hidden_size, vocab = p.c.vocab_size;
   AlignedBuffer xn(n_rows * h);
   RmsNormRows(p, x, p.m.weights.output_norm, xn.data(), n_rows);
-  const size_t old = logits->size();
-  logits->resize(old + n_rows * p.c.vocab_size);
-  MatMulWeights(p, xn.data(), n_rows, {{p.m.weights.output, logits->data() + old}});
+  const WeightTensor& head = p.m.weights.output;
+  bool contiguous = true;
+  for (size_t r = 1; r < n_rows; ++r) contiguous = contiguous && dst[r] == dst[0] + r * vocab;
+  if (contiguous) {
+    MatMulWeights(p, xn.data(), n_rows, {{head, dst[0]}});
+  } else {
+    const size_t chunk = std::min(vocab, kHeadChunkColumns);
+    AlignedBuffer y(n_rows * chunk);
+    for (size_t n0 = 0; n0 < vocab; n0 += chunk) {
+      const size_t n1 = std::min(vocab, n0 + chunk);
+      const WeightTensor columns = RowsOf(head, n0, n1);
+      MatMulWeights(p, xn.data(), n_rows, {{columns, y.data()}});
+      for (size_t r = 0; r < n_rows; ++r) std::memcpy(dst[r] + n0, y.data() + r * (n1 - n0), (n1 - n0) * sizeof(float));
+    }
+  }
   if (const float cap = p.c.final_logit_softcap; cap > 0.0f) {
     const float inv_cap = 1.0f / cap;
-    for (auto z = logits->begin() + static_cast<std::ptrdiff_t>(old); z != logits->end(); ++z) *z = cap * std::tanh(*z * inv_cap);
+    for (float* row : dst)
+      for (float* z = row; z != row + vocab; ++z) *z = cap * std::tanh(*z * inv_cap);
   }
 }
 
@@ -393,17 +459,20 @@ void Forward(const ModelImpl& m, std::span<const BatchItem> items, std::span<std
     }
     if (head_rows.empty()) continue;
     const float* head_x = trim ? kept.x.data() : b.x.data() + head_rows.front() * h;  // when not trimmed: all rows
-    if (head_part.front() == head_part.back()) {  // one item's rows (a lone Prefill): contiguous, straight into its logits
-      OutputHead(p, head_x, head_rows.size(), &logits[part_item[head_part.front()]]);
-      continue;
-    }
-    std::vector<float> out;
-    OutputHead(p, head_x, head_rows.size(), &out);
+    // Each head row's place: its item's logits, grown once by that item's rows in this step (an
+    // item's rows are consecutive; a lone Prefill's are all of them, one contiguous block).
     const size_t vocab = p.c.vocab_size;
-    for (size_t r = 0; r < head_rows.size(); ++r) {
-      std::vector<float>& dst = logits[part_item[head_part[r]]];
-      dst.insert(dst.end(), out.begin() + r * vocab, out.begin() + (r + 1) * vocab);
+    std::vector<float*> dst(head_rows.size());
+    for (size_t r = 0; r < head_rows.size();) {
+      size_t n = 1;
+      while (r + n < head_rows.size() && head_part[r + n] == head_part[r]) ++n;
+      std::vector<float>& item_logits = logits[part_item[head_part[r]]];
+      const size_t old = item_logits.size();
+      item_logits.resize(old + n * vocab);
+      for (size_t i = 0; i < n; ++i) dst[r + i] = item_logits.data() + old + i * vocab;
+      r += n;
     }
+    OutputHead(p, head_x, head_rows.size(), dst);
   }
 }
 
@@ -453,7 +522,8 @@ std::shared_ptr<const RopeBinding> MakeRopeBinding(const ModelConfig& c) {
       binding->layer_tables[l] = none;  // no frequencies: ApplyRope leaves the head as it is
       continue;
     }
-    if (!c.IsSlidingLayer(l) || (c.rope_local_base == c.rope_base && !c.HasRopeScaling())) continue;
+    // (gpt-oss's sliding layers rotate with the global table, scaling and all, as llama.cpp's do.)
+    if (!c.IsGemma() || !c.IsSlidingLayer(l) || (c.rope_local_base == c.rope_base && !c.HasRopeScaling())) continue;
     if (!local) {
       local = std::make_shared<const kernels::RopeTable>(kernels::RopeInverseFrequencies(dims, c.rope_local_base),
                                                          c.context_length);

@@ -1,6 +1,7 @@
 // ModelConfig from GGUF metadata (model-formats.md §1.6, §4.3): the {arch}.* keys of llama, qwen2,
-// qwen3, qwen3moe, phi3, smollm3, gemma2 and gemma3 files as llama.cpp reads them, the vocabulary size from the
-// tokenizer's token list, special ids, Gemma's sliding window and soft-capping, Phi-3's LongRoPE.
+// qwen3, qwen3moe, phi3, smollm3, gemma2, gemma3 and gpt-oss files as llama.cpp reads them, the vocabulary
+// size from the tokenizer's token list, special ids, Gemma's and gpt-oss's sliding window, Gemma 2's
+// soft-capping, Phi-3's LongRoPE.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -260,9 +261,24 @@ constexpr ArchSpec kArchSpecs[] = {
     {"smollm3", Architecture::kSmolLM3, RopePairing::kAdjacent, false, 4},
     {"gemma2", Architecture::kGemma2, RopePairing::kSplitHalf, false, 0},
     {"gemma3", Architecture::kGemma3, RopePairing::kSplitHalf, false, 0},
+    {"gpt-oss", Architecture::kGptOss, RopePairing::kSplitHalf, false, 0},  // its biases: by architecture
 };
 
-// Qwen3-MoE's experts as llama.cpp reads them: expert_count, expert_used_count,
+// gpt-oss's sliding window as llama.cpp reads it: attention.sliding_window (required), every other
+// layer sliding unless sliding_window_pattern says otherwise; llama.cpp rotates the sliding layers
+// with the global base and scaling (YaRN included), so a different rope.freq_base_swa is refused.
+Status ReadGptOssWindow(const GgufFile& f, const std::string& a, ModelConfig* c) {
+  FAK_ASSIGN_OR_RETURN(c->sliding_window, Uint(f, a + ".attention.sliding_window", std::nullopt));
+  FAK_ASSIGN_OR_RETURN(c->sliding_window_pattern, SlidingPattern(f, a, c->n_layers, 2));
+  FAK_ASSIGN_OR_RETURN(double swa_base, Real(f, a + ".rope.freq_base_swa", c->rope_base));
+  if (swa_base != c->rope_base) {
+    return Unsupported(f.name() + ": " + a + ".rope.freq_base_swa " + std::to_string(swa_base) + " differs from rope.freq_base");
+  }
+  c->rope_local_base = c->rope_base;
+  return Status::Ok();
+}
+
+// Qwen3-MoE's and gpt-oss's experts as llama.cpp reads them: expert_count, expert_used_count,
 // expert_feed_forward_length (default: feed_forward_length / expert_used_count); the chosen
 // experts' weights are always renormalised (llama.cpp passes norm_w = true). What would change the
 // mixture beyond that — a weights scale, shared experts — is refused.
@@ -337,7 +353,10 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f, const ModelOptions& option
   FAK_ASSIGN_OR_RETURN(c.bos_id, SpecialId(f, "tokenizer.ggml.bos_token_id", c.vocab_size));
   FAK_ASSIGN_OR_RETURN(c.eos_id, SpecialId(f, "tokenizer.ggml.eos_token_id", c.vocab_size));
   if (c.IsGemma()) FAK_RETURN_IF_ERROR(ReadGemmaKeys(f, a, &c));
-  if (c.architecture == Architecture::kQwen3Moe) FAK_RETURN_IF_ERROR(ReadExperts(f, a, &c));
+  if (c.architecture == Architecture::kQwen3Moe || c.architecture == Architecture::kGptOss) {
+    FAK_RETURN_IF_ERROR(ReadExperts(f, a, &c));
+  }
+  if (c.architecture == Architecture::kGptOss) FAK_RETURN_IF_ERROR(ReadGptOssWindow(f, a, &c));
   FAK_RETURN_IF_ERROR(c.Validate());
   return c;
 }

@@ -47,6 +47,17 @@ class TensorReader {
     return View(*t, 1, n, /*matrix=*/false);
   }
 
+  // n bias vectors of `cols` values in one tensor (GGUF ne = [cols, n]; gpt-oss's per-expert
+  // biases), as rows of one [n][cols] f32 tensor.
+  Result<WeightTensor> Vectors(const std::string& name, size_t n, size_t cols) {
+    FAK_ASSIGN_OR_RETURN(const GgufTensorInfo* t, Find(name));
+    if (t->ne.size() < 2 || static_cast<size_t>(t->ne[0]) != cols || static_cast<size_t>(t->ne[1]) != n ||
+        !TrailingOnes(*t, 2)) {
+      return BadShape(*t, StrCat("[", std::to_string(cols), ", ", std::to_string(n), "]"));
+    }
+    return View(*t, n, cols, /*matrix=*/false);
+  }
+
  private:
   Result<const GgufTensorInfo*> Find(const std::string& name) {
     const GgufTensorInfo* t = f_.FindTensor(name);
@@ -131,14 +142,32 @@ Result<LayerWeights> ReadLayer(TensorReader& r, const ModelConfig& c, size_t l) 
     FAK_ASSIGN_OR_RETURN(lw.wv, r.Matrix(p + "attn_v.weight", kv_dim, h));
   }
   FAK_ASSIGN_OR_RETURN(lw.wo, r.Matrix(p + "attn_output.weight", h, q_dim));
-  FAK_ASSIGN_OR_RETURN(lw.ffn_norm, r.Vector(p + "ffn_norm.weight", h));
+  const bool gpt_oss = c.architecture == Architecture::kGptOss;
+  // gpt-oss names its pre-FFN norm post_attention_norm (llama.cpp's attn_post_norm).
+  FAK_ASSIGN_OR_RETURN(lw.ffn_norm, r.Vector(p + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"), h));
   if (c.n_experts > 0) {  // router ffn_gate_inp; experts in 3-D ffn_{gate,up,down}_exps, one slice each
     const size_t n = c.n_experts, fe = c.expert_ffn_size;
     FAK_ASSIGN_OR_RETURN(lw.router, r.Matrix(p + "ffn_gate_inp.weight", n, h));
     FAK_ASSIGN_OR_RETURN(WeightTensor gate, r.Stack(p + "ffn_gate_exps.weight", n, fe, h));
     FAK_ASSIGN_OR_RETURN(WeightTensor up, r.Stack(p + "ffn_up_exps.weight", n, fe, h));
     FAK_ASSIGN_OR_RETURN(WeightTensor down, r.Stack(p + "ffn_down_exps.weight", n, h, fe));
-    for (size_t e = 0; e < n; ++e) lw.experts.push_back({Rows(gate, e * fe, fe), Rows(up, e * fe, fe), Rows(down, e * h, h)});
+    lw.experts.resize(n);
+    for (size_t e = 0; e < n; ++e) {
+      lw.experts[e].gate = Rows(gate, e * fe, fe);
+      lw.experts[e].up = Rows(up, e * fe, fe);
+      lw.experts[e].down = Rows(down, e * h, h);
+    }
+    if (gpt_oss) {  // biases of the router and of every expert's three projections
+      FAK_ASSIGN_OR_RETURN(lw.router_bias, r.Vector(p + "ffn_gate_inp.bias", n));
+      FAK_ASSIGN_OR_RETURN(WeightTensor gate_b, r.Vectors(p + "ffn_gate_exps.bias", n, fe));
+      FAK_ASSIGN_OR_RETURN(WeightTensor up_b, r.Vectors(p + "ffn_up_exps.bias", n, fe));
+      FAK_ASSIGN_OR_RETURN(WeightTensor down_b, r.Vectors(p + "ffn_down_exps.bias", n, h));
+      for (size_t e = 0; e < n; ++e) {
+        lw.experts[e].gate_bias = Rows(gate_b, e, 1);
+        lw.experts[e].up_bias = Rows(up_b, e, 1);
+        lw.experts[e].down_bias = Rows(down_b, e, 1);
+      }
+    }
   } else if (c.architecture == Architecture::kPhi3) {  // ffn_up holds gate rows, then up rows (llama.cpp's SWIGLU split)
     FAK_ASSIGN_OR_RETURN(WeightTensor gate_up, r.Matrix(p + "ffn_up.weight", 2 * c.ffn_size, h));
     lw.w_gate = Rows(gate_up, 0, c.ffn_size);
@@ -150,10 +179,14 @@ Result<LayerWeights> ReadLayer(TensorReader& r, const ModelConfig& c, size_t l) 
   if (c.n_experts == 0) {
     FAK_ASSIGN_OR_RETURN(lw.w_down, r.Matrix(p + "ffn_down.weight", h, c.ffn_size));
   }
-  if (c.qkv_bias) {
+  if (c.qkv_bias || gpt_oss) {
     FAK_ASSIGN_OR_RETURN(lw.bq, r.Vector(p + "attn_q.bias", q_dim));
     FAK_ASSIGN_OR_RETURN(lw.bk, r.Vector(p + "attn_k.bias", kv_dim));
     FAK_ASSIGN_OR_RETURN(lw.bv, r.Vector(p + "attn_v.bias", kv_dim));
+  }
+  if (gpt_oss) {
+    FAK_ASSIGN_OR_RETURN(lw.bo, r.Vector(p + "attn_output.bias", h));
+    FAK_ASSIGN_OR_RETURN(lw.attn_sinks, r.Vector(p + "attn_sinks.weight", c.n_heads));
   }
   if (c.HasQkNorm()) {
     FAK_ASSIGN_OR_RETURN(lw.q_norm, r.Vector(p + "attn_q_norm.weight", c.head_dim));
@@ -166,13 +199,18 @@ Result<LayerWeights> ReadLayer(TensorReader& r, const ModelConfig& c, size_t l) 
   return lw;
 }
 
-// Tensors fak would silently ignore (biases other than Qwen2's q/k/v ones) are refused.
+// Tensors fak would silently ignore (biases other than Qwen2's q/k/v ones and gpt-oss's) are refused.
 Status CheckNoBiases(const GgufFile& f, const ModelConfig& c) {
+  const bool gpt_oss = c.architecture == Architecture::kGptOss;
   for (const GgufTensorInfo& t : f.tensors()) {
     const std::string_view name = t.name;
     if (name.size() <= 5 || name.substr(name.size() - 5) != ".bias") continue;
     const bool qkv = name.ends_with(".attn_q.bias") || name.ends_with(".attn_k.bias") || name.ends_with(".attn_v.bias");
-    if (!(c.qkv_bias && qkv)) return Unsupported(f.name() + ": tensor " + std::string(name) + " (biases are not supported)");
+    const bool oss = name.ends_with(".attn_output.bias") || name.ends_with(".ffn_gate_inp.bias") ||
+                     name.ends_with("_exps.bias");
+    if (!((c.qkv_bias || gpt_oss) && qkv) && !(gpt_oss && oss)) {
+      return Unsupported(f.name() + ": tensor " + std::string(name) + " (biases are not supported)");
+    }
   }
   return Status::Ok();
 }

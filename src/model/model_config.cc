@@ -106,8 +106,11 @@ Status ModelConfig::Validate() const {
       return Field("n_experts_used", std::to_string(n_experts_used) + " must be in [1, n_experts " + std::to_string(n_experts) + "]");
     }
   }
+  if (architecture == Architecture::kGptOss && n_experts == 0) return Field("n_experts", "gpt-oss is a mixture of experts: must be > 0");
+  if (HasSlidingLayers() && sliding_window > 0 && sliding_window_pattern == 0) {
+    return Field("sliding_window_pattern", "must be > 0");
+  }
   if (IsGemma()) {
-    if (sliding_window > 0 && sliding_window_pattern == 0) return Field("sliding_window_pattern", "must be > 0");
     if (!std::isfinite(rope_local_base) || !(rope_local_base > 1.0)) {
       return Field("rope_local_base", Shortest(rope_local_base) + " must be finite and > 1");
     }
@@ -119,7 +122,7 @@ Status ModelConfig::Validate() const {
 }
 
 bool ModelConfig::IsSlidingLayer(size_t layer) const {
-  return IsGemma() && sliding_window > 0 && sliding_window_pattern > 0 && (layer + 1) % sliding_window_pattern != 0;
+  return HasSlidingLayers() && sliding_window > 0 && sliding_window_pattern > 0 && (layer + 1) % sliding_window_pattern != 0;
 }
 
 bool ModelConfig::IsRopeLayer(size_t layer) const {
@@ -135,6 +138,7 @@ const char* ArchitectureName(Architecture a) {
     case Architecture::kPhi3: return "phi3";
     case Architecture::kSmolLM3: return "smollm3";
     case Architecture::kQwen3Moe: return "qwen3moe";
+    case Architecture::kGptOss: return "gpt-oss";
   }
   return "unknown";
 }
@@ -165,7 +169,7 @@ std::string ModelConfig::Describe() const {
          std::to_string(head_dim) + (rope_dim != 0 ? " rot" + std::to_string(rope_dim) : "") + " ffn" +
          std::to_string(ffn_size) + " vocab" + std::to_string(vocab_size) + (tied_embeddings ? " tied" : "") +
          (qkv_bias ? " qkv-bias" : "") + " ctx" + std::to_string(context_length) +
-         (IsGemma() && sliding_window > 0
+         (HasSlidingLayers() && sliding_window > 0
               ? " swa" + std::to_string(sliding_window) + "/" + std::to_string(sliding_window_pattern)
               : "") +
          (nope_layer_interval != 0 ? " nope/" + std::to_string(nope_layer_interval) : "") +

@@ -84,6 +84,7 @@ ModelWeights SyntheticWeights(const ModelConfig& c, uint64_t seed, ThreadPool* p
   const float logit_scale = 3.0f * in_h;
   // Gemma stores norm weights as offsets from 1; Llama stores the multiplier itself.
   const bool gemma = c.IsGemma();
+  const bool gpt_oss = c.architecture == Architecture::kGptOss;
   const float norm_center = gemma ? 0.0f : 1.0f;
   w.norm_one_plus = gemma;
   w.token_embedding = f.Make(c.vocab_size, h, 0.0f, logit_scale);
@@ -101,12 +102,27 @@ ModelWeights SyntheticWeights(const ModelConfig& c, uint64_t seed, ThreadPool* p
       lw.w_gate = f.Make(c.ffn_size, h, 0.0f, in_h);
       lw.w_up = f.Make(c.ffn_size, h, 0.0f, in_h);
       lw.w_down = f.Make(h, c.ffn_size, 0.0f, 0.5f / std::sqrt(static_cast<float>(c.ffn_size)));
-    } else {  // router logits of std ~2, so tokens spread over the experts
+    } else if (!gpt_oss) {  // router logits of std ~2, so tokens spread over the experts
       lw.router = f.Make(c.n_experts, h, 0.0f, 2.0f * in_h);
       const size_t fe = c.expert_ffn_size;
       for (size_t e = 0; e < c.n_experts; ++e) {
-        lw.experts.push_back({f.Make(fe, h, 0.0f, in_h), f.Make(fe, h, 0.0f, in_h),
-                              f.Make(h, fe, 0.0f, 0.5f / std::sqrt(static_cast<float>(fe)))});
+        ExpertWeights& ex = lw.experts.emplace_back();
+        ex.gate = f.Make(fe, h, 0.0f, in_h);
+        ex.up = f.Make(fe, h, 0.0f, in_h);
+        ex.down = f.Make(h, fe, 0.0f, 0.5f / std::sqrt(static_cast<float>(fe)));
+      }
+    } else {  // gpt-oss: biases everywhere; gate/up of std ~3 so the SwiGLU clamp (at 7) bites
+      lw.router = f.Make(c.n_experts, h, 0.0f, 2.0f * in_h);
+      lw.router_bias = f.Make(1, c.n_experts, 0.0f, 0.5f);
+      const size_t fe = c.expert_ffn_size;
+      for (size_t e = 0; e < c.n_experts; ++e) {
+        ExpertWeights& ex = lw.experts.emplace_back();
+        ex.gate = f.Make(fe, h, 0.0f, 3.0f * in_h);
+        ex.up = f.Make(fe, h, 0.0f, 3.0f * in_h);
+        ex.down = f.Make(h, fe, 0.0f, 0.2f / std::sqrt(static_cast<float>(fe)));
+        ex.gate_bias = f.Make(1, fe, 0.0f, 0.5f);
+        ex.up_bias = f.Make(1, fe, 0.0f, 0.5f);
+        ex.down_bias = f.Make(1, h, 0.0f, 0.1f);
       }
     }
     if (c.HasQkNorm()) {  // Gemma 3, Qwen3
@@ -117,10 +133,14 @@ ModelWeights SyntheticWeights(const ModelConfig& c, uint64_t seed, ThreadPool* p
       lw.post_attn_norm = f.Make(1, h, norm_center, 0.05f);
       lw.post_ffn_norm = f.Make(1, h, norm_center, 0.05f);
     }
-    if (c.qkv_bias) {  // Qwen2; large enough to move the logits (real ones reach tens on k)
+    if (c.qkv_bias || gpt_oss) {  // Qwen2; large enough to move the logits (real ones reach tens on k)
       lw.bq = f.Make(1, q_dim, 0.0f, 0.5f);
       lw.bk = f.Make(1, kv_dim, 0.0f, 0.5f);
       lw.bv = f.Make(1, kv_dim, 0.0f, 0.5f);
+    }
+    if (gpt_oss) {  // sinks of std 2 take a visible share of each softmax
+      lw.bo = f.Make(1, h, 0.0f, 0.1f);
+      lw.attn_sinks = f.Make(1, c.n_heads, 0.0f, 2.0f);
     }
     w.layers.push_back(lw);
   }

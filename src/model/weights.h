@@ -65,6 +65,10 @@ struct ExpertWeights {
   WeightTensor gate;  // [expert_ffn][hidden]
   WeightTensor up;    // [expert_ffn][hidden]
   WeightTensor down;  // [hidden][expert_ffn]
+  // gpt-oss only (empty otherwise): f32 biases added to each projection's output.
+  WeightTensor gate_bias;  // [1][expert_ffn]
+  WeightTensor up_bias;    // [1][expert_ffn]
+  WeightTensor down_bias;  // [1][hidden]
 };
 
 struct LayerWeights {
@@ -79,16 +83,20 @@ struct LayerWeights {
   WeightTensor w_down;     // [hidden][ffn] (ditto)
   // Mixture of experts (ModelConfig::n_experts > 0): the router and the experts.
   WeightTensor router;  // [n_experts][hidden] (ffn_gate_inp)
+  WeightTensor router_bias;  // [1][n_experts] (gpt-oss; empty otherwise)
   std::vector<ExpertWeights> experts;
   // Gemma 3 only (empty for Llama): per-head QK-norm and the post-attention / post-FFN norms.
   WeightTensor q_norm;          // [1][head_dim]
   WeightTensor k_norm;          // [1][head_dim]
   WeightTensor post_attn_norm;  // [1][hidden]
   WeightTensor post_ffn_norm;   // [1][hidden]
-  // Qwen2 only (ModelConfig::qkv_bias; empty otherwise): added to the q/k/v projections.
+  // Qwen2 (ModelConfig::qkv_bias) and gpt-oss; empty otherwise: added to the q/k/v projections.
   WeightTensor bq;  // [1][n_heads * head_dim]
   WeightTensor bk;  // [1][n_kv_heads * head_dim]
   WeightTensor bv;  // [1][n_kv_heads * head_dim]
+  // gpt-oss only (empty otherwise): the output projection's bias and each head's attention sink logit.
+  WeightTensor bo;          // [1][hidden]
+  WeightTensor attn_sinks;  // [1][n_heads]
 };
 
 struct ModelWeights {
@@ -115,15 +123,23 @@ struct ModelWeights {
         if (!t->empty()) fn("layer", *t);
       for (const WeightTensor* t : {&l.q_norm, &l.k_norm, &l.post_attn_norm, &l.post_ffn_norm, &l.bq, &l.bk, &l.bv, &l.router})
         if (!t->empty()) fn("layer", *t);
-      for (const ExpertWeights& e : l.experts)
+      for (const WeightTensor* t : {&l.bo, &l.attn_sinks, &l.router_bias})
+        if (!t->empty()) fn("layer", *t);
+      for (const ExpertWeights& e : l.experts) {
         for (const WeightTensor* t : {&e.gate, &e.up, &e.down}) fn("layer", *t);
+        for (const WeightTensor* t : {&e.gate_bias, &e.up_bias, &e.down_bias})
+          if (!t->empty()) fn("layer", *t);
+      }
     }
   }
 };
 
-// Packs the matmul weights the kernels read faster packed: projections of a kernels::IsPackable
-// type (and an untied head of those types) whose row count is a multiple of 8. The embedding table is read
-// row by row, so it, and a head tied to it, stay as loaded.
+// Packs the matmul weights the kernels read faster packed: projections and the output head of a
+// kernels::IsPackable type whose row count is a multiple of 8, each into 2 MiB pages where the OS
+// gives them. The embedding lookup reads the loaded rows (`data`), so a head tied to the embedding
+// is packed into a copy of its own: a batched decode step's head is then one packed matmul (AMX on
+// the avx512 tier), and one row's streams as fast as the plain rows did (Gemma 3's 262k × 640 head
+// costs as much as the rest of the model per row; docs/engine.md, Measurements).
 void PackForMatMul(ModelWeights* weights);
 
 // Deterministic, machine-independent random weights (counter-based generator, parallel fill).

@@ -281,6 +281,12 @@ Result<ErasureReport> Planner::EraseText(std::string_view tenant, const Digest& 
   return report;
 }
 
+Result<DeletionCertificate> Planner::CertifyErasure(uint64_t journal_seq) const {
+  std::lock_guard<std::mutex> lock(audit_mu_);
+  FAK_ASSIGN_OR_RETURN(JournalRow row, journal_->Row(journal_seq));
+  return fak::CertifyErasure(row, key_);
+}
+
 Status Planner::RecordFleetConfirmations(DeletionCertificate* cert, std::string event, std::vector<std::string> confirmed) const {
   return AddFleetConfirmations(cert, std::move(event), std::move(confirmed), key_);
 }

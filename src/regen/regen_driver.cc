@@ -131,7 +131,7 @@ Status RegenDriver::ScreenSegments(const TranscriptRef& transcript, std::string*
   for (size_t i = 0; i < transcript.segments.size(); ++i) {
     const Digest& d = transcript.segments[i];
     Result<std::string> text = corpus_->GetSource(d);
-    if (!text.has_value()) return text.error().WithContext("transcript.segments[" + std::to_string(i) + "]: ");
+    if (!text.has_value()) return text.error().WithContext("transcript.segments[" + std::to_string(i) + "]");
     Verdict v = screen_->Screen(ScreenInput{*text, SegmentKind::kUser, d});
     if (v.quarantined()) {
       *refused_detail = "segment " + std::to_string(i) + " (" + ShortHex(d) + ") " +
@@ -152,7 +152,7 @@ Result<std::vector<int32_t>> RegenDriver::ContextTokens(const TranscriptRef& tra
   std::vector<int32_t> tokens;
   for (size_t i = 0; i < transcript.segments.size(); ++i) {
     Result<std::vector<int32_t>> ids = corpus_->Tokens(transcript.segments[i], *target_.tokenizer);
-    if (!ids.has_value()) return ids.error().WithContext("transcript.segments[" + std::to_string(i) + "]: ");
+    if (!ids.has_value()) return ids.error().WithContext("transcript.segments[" + std::to_string(i) + "]");
     if (spans != nullptr && !ids->empty()) spans->push_back(SourceSpan{tokens.size(), ids->size(), transcript.segments[i]});
     tokens.insert(tokens.end(), ids->begin(), ids->end());
   }

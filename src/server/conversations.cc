@@ -107,6 +107,14 @@ bool ParseEvictBody(std::string_view body, size_t* index, std::string* reason, H
 
 }  // namespace
 
+Result<Json> RemovalCertificateJson(const Planner& planner, const Json& removed, DeletionCertificate cert) {
+  if (auto fleet = removed.find("fleet"); fleet != removed.end() && !(*fleet)["event"].get<std::string>().empty()) {
+    FAK_RETURN_IF_ERROR(planner.RecordFleetConfirmations(&cert, (*fleet)["event"].get<std::string>(),
+                                                         (*fleet)["confirmed"].get<std::vector<std::string>>()));
+  }
+  return CertificateJson(cert);
+}
+
 Conversations::Conversations(Planner& planner, const Model& model, size_t default_max_tokens, size_t max_conversations,
                              size_t max_per_tenant, EraseCopies erase_copies)
     : planner_(planner), model_(model), erase_copies_(std::move(erase_copies)), default_max_tokens_(default_max_tokens),
@@ -256,13 +264,7 @@ HttpReply Conversations::Evict(const std::string& tenant, const std::string& id,
   certificates_request_.fetch_add(1, std::memory_order_relaxed);
   // The planner removed the text's KV from its tree (the engine's, in fak serve); the rest go now.
   Json copies = erase_copies_(cert->subject, tenant);
-  // In a fleet the certificate also names (signed) the workers that confirmed their copies gone.
-  if (auto fleet = copies.find("fleet"); fleet != copies.end() && !(*fleet)["event"].get<std::string>().empty()) {
-    Status named = planner_.RecordFleetConfirmations(&*cert, (*fleet)["event"].get<std::string>(),
-                                                     (*fleet)["confirmed"].get<std::vector<std::string>>());
-    if (!named.ok()) return StatusReply(named);
-  }
-  Result<Json> j = CertificateJson(*cert);
+  Result<Json> j = RemovalCertificateJson(planner_, copies, *cert);
   if (!j) return StatusReply(j.error());
   return HttpReply::Ok({{"id", id},
                         {"object", "fak.deletion"},

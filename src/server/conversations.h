@@ -56,6 +56,11 @@ struct HeldChat {
   std::vector<bool> sealed;        // per message: shown as its stub
 };
 
+// `cert` as a reply carries it; in a fleet (`removed` — what EraseCopies returned — has a "fleet"
+// entry with an event) it is first made to name, signed, the workers that confirmed their copies
+// gone (Planner::RecordFleetConfirmations: a version 2 certificate).
+Result<Json> RemovalCertificateJson(const Planner& planner, const Json& removed, DeletionCertificate cert);
+
 class Conversations {
  public:
   // Removes a sealed text's KV from the copies the server holds beyond the Planner's tree (other

@@ -230,7 +230,7 @@ Status EngineBackfill::Verify() {
     if (same.ok()) {
       ++equal;
     } else if (first_failure.ok()) {
-      first_failure = same.WithContext("backfilled context " + std::to_string(i) + " (tenant " + tenant + "): ");
+      first_failure = same.WithContext("backfilled context " + std::to_string(i) + " (tenant " + tenant + ")");
     }
   }
   {

@@ -20,6 +20,8 @@
 
 #include "fak/core/digest.h"
 #include "fak/gate/kv_manifest.h"
+#include "fak/grammar/grammar_constraint.h"
+#include "fak/grammar/tool_calls.h"
 #include "fak/model/embedding.h"
 #include "src/core/json.h"
 #include "src/server/api_request.h"
@@ -30,7 +32,6 @@
 #include "src/server/metrics.h"
 #include "src/server/rollouts.h"
 #include "src/server/serving.h"
-#include "src/server/tool_reply.h"
 #include "src/server/tree_publication.h"
 #include "src/server/verdict_json.h"
 
@@ -45,14 +46,6 @@ using internal::HttpError;
 using internal::HttpRequest;
 using internal::HttpResponse;
 using internal::Json;
-using internal::ToolCallFormat;
-using internal::ToolCallFormatFor;
-using internal::ToolCallGbnf;
-using internal::ToolCallPrompt;
-using internal::ToolChoice;
-using internal::ToolFunction;
-using internal::ToolPrompt;
-using internal::ToolReply;
 
 // A waiting connection writes a heartbeat this often, so a client that went away is noticed (the
 // write fails) and its request cancelled even while it is still prefilling.
@@ -272,10 +265,6 @@ struct Server::Impl {
   // message's run is indexed by its text in the tree and the KV tier); a completion's prompt is
   // text the client wrote, tokenized as it is.
   Status FillPrompt(const internal::Serving& s, ApiEndpoint api, const ApiRequest& request, EngineRequest* er) const;
-  // Tools (chat): the conversation in the template's call convention, the tools to render, and the
-  // grammar tool_choice required/named forces; `format` set when replies are read for calls.
-  std::optional<HttpError> PrepareTools(const internal::Serving& s, ApiRequest& request, EngineRequest* er,
-                                        std::optional<ToolCallFormat>* format) const;
   std::string RenderMetrics() const;
 };
 
@@ -328,6 +317,7 @@ Status Server::Impl::FillPrompt(const internal::Serving& s, ApiEndpoint api, con
                                 EngineRequest* er) const {
   if (api == ApiEndpoint::kChatCompletions) {
     er->messages = request.messages;
+    er->tools = request.tools.request();
     return s.engine->Prepare(*er);
   }
   const Tokenizer& tokenizer = *s.tokenizer;
@@ -379,7 +369,7 @@ struct Choice {
   size_t token_bytes = 0;                  // bytes of the tokens' text so far (completions' text_offset)
   bool done = false, finish_sent = false;
   EngineResult result;
-  std::optional<ToolReply> tools;          // set when the reply is read for tool calls
+  std::optional<ToolCallReader> tools;     // set when the reply is read for tool calls
 };
 
 // One accepted generation request, shared by the engine's token callbacks (step thread), the
@@ -497,6 +487,26 @@ Json StreamChoice(const Run& run, size_t i, const Json& finish) {
 
 std::string SseEvent(const Json& data) { return "data: " + internal::DumpJson(data) + "\n\n"; }
 
+// A reply's content beside its calls (ToolCallReader::content): null when there is none.
+Json ToolContentJson(const ToolCallReader& reader) {
+  std::optional<std::string> content = reader.content();
+  return content ? Json(std::move(*content)) : Json(nullptr);
+}
+
+// message.tool_calls: [{id, type, function: {name, arguments}}].
+Json ToolCallsJson(const ToolCallReader& reader) {
+  Json calls = Json::array();
+  for (const ToolCall& call : reader.calls())
+    calls.push_back({{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  return calls;
+}
+
+// A stream's delta.tool_calls entry.
+Json ToolCallDeltaJson(const ToolCallDelta& d) {
+  if (d.first) return {{"index", d.index}, {"id", d.id}, {"type", "function"}, {"function", {{"name", d.name}, {"arguments", ""}}}};
+  return {{"index", d.index}, {"function", {{"arguments", d.arguments}}}};
+}
+
 // A choice's finish_reason: "tool_calls" when a reply that ended by itself holds calls.
 Json ChoiceFinish(const Choice& c) {
   const std::string_view finish = OpenAiFinishReason(c.result.finish);
@@ -508,8 +518,8 @@ std::string FinishEvents(const Run& run, size_t i) {
   std::string out;
   const Choice& c = run.choices[i];
   if (c.tools) {
-    for (Json& delta : c.tools->ToolCallDeltas()) {
-      Json choice = {{"index", i}, {"delta", {{"tool_calls", Json::array({std::move(delta)})}}}, {"finish_reason", nullptr},
+    for (const ToolCallDelta& delta : c.tools->Deltas()) {
+      Json choice = {{"index", i}, {"delta", {{"tool_calls", Json::array({ToolCallDeltaJson(delta)})}}}, {"finish_reason", nullptr},
                      {"logprobs", nullptr}};
       out += SseEvent(ChunkJson(run, Json::array({std::move(choice)})));
     }
@@ -543,8 +553,8 @@ std::string FinalBody(Run& run) {
       const Choice& c = run.choices[i];
       Json choice = {{"index", i}, {"finish_reason", ChoiceFinish(c)}, {"logprobs", ChoiceLogprobs(run, c)}};
       if (chat) {
-        choice["message"] = {{"role", "assistant"}, {"content", c.tools ? c.tools->Content() : Json(c.result.text)}};
-        if (c.tools && c.tools->has_calls()) choice["message"]["tool_calls"] = c.tools->ToolCalls();
+        choice["message"] = {{"role", "assistant"}, {"content", c.tools ? ToolContentJson(*c.tools) : Json(c.result.text)}};
+        if (c.tools && c.tools->has_calls()) choice["message"]["tool_calls"] = ToolCallsJson(*c.tools);
       } else {
         choice["text"] = c.result.text;
       }
@@ -684,32 +694,6 @@ Json Server::Impl::EraseEverywhere(const Digest& source, std::optional<std::stri
   return copies;
 }
 
-std::optional<HttpError> Server::Impl::PrepareTools(const internal::Serving& serving, ApiRequest& request, EngineRequest* er,
-                                                  std::optional<ToolCallFormat>* format) const {
-  const auto refuse = [](const Status& s) {
-    return HttpError{400, "invalid_request_error", std::string(s.message()), "tools", "invalid_value"};
-  };
-  // A template whose call format fak does not read still renders a history with calls itself.
-  Result<ToolCallFormat> read = ToolCallFormatFor(*serving.engine->chat_template());
-  if (!read) return request.tools.active() ? std::optional<HttpError>(refuse(read.error())) : std::nullopt;
-  ToolPrompt prompt = ToolCallPrompt(*read, std::move(request.messages), request.tools);
-  request.messages = std::move(prompt.messages);
-  er->tools_json = std::move(prompt.tools_json);
-  if (!request.tools.active()) return std::nullopt;
-  *format = *read;
-  if (!request.tools.forced()) return std::nullopt;
-  // required: any of the tools, parallel if allowed; named: that one, once.
-  std::vector<ToolFunction> forced;
-  for (const ToolFunction& f : request.tools.functions)
-    if (request.tools.choice == ToolChoice::kRequired || f.name == request.tools.named) forced.push_back(f);
-  Result<std::string> gbnf = ToolCallGbnf(*read, forced, request.tools.choice == ToolChoice::kRequired && request.tools.parallel);
-  if (!gbnf) return refuse(gbnf.error());
-  Result<Grammar> grammar = Grammar::Parse(*gbnf);
-  if (!grammar) return refuse(grammar.error());
-  request.grammar = std::move(*grammar);
-  return std::nullopt;
-}
-
 Status Server::Impl::ScreenChat(const std::string& tenant, ApiRequest& request, std::vector<size_t>* sealed) {
   if (!conversations) return Status::Ok();
   FAK_ASSIGN_OR_RETURN(ScreenedChat screened,
@@ -748,9 +732,19 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, Htt
   }
   EngineRequest er;
   er.tenant = *tenant;
-  std::optional<ToolCallFormat> tool_format;
-  if (api == ApiEndpoint::kChatCompletions) {
-    if (std::optional<HttpError> e = PrepareTools(*serving, request, &er, &tool_format)) return ReplyError(res, *tenant, endpoint, *e);
+  // Replies are read for calls when tools are offered (the engine renders them and forces calls).
+  std::optional<ToolCallReader> tool_reader;
+  if (api == ApiEndpoint::kChatCompletions && request.tools.active()) {
+    Result<ToolCallReader> reader = ToolCallReader::Create(*serving->engine->chat_template(), request.tools.request());
+    if (!reader)
+      return ReplyError(res, *tenant, endpoint, {400, "invalid_request_error", std::string(reader.error().message()), "tools", "invalid_value"});
+    tool_reader = std::move(*reader);
+  }
+  if (request.grammar) {
+    Result<std::shared_ptr<const TokenVocabulary>> vocabulary = serving->engine->Vocabulary();
+    if (!vocabulary)
+      return ReplyError(res, *tenant, endpoint, {500, "server_error", std::string(vocabulary.error().message()), "", "internal_error"});
+    er.constraint = std::make_shared<GrammarConstraint>(std::move(*request.grammar), std::move(*vocabulary));
   }
   const char* input_param = api == ApiEndpoint::kChatCompletions ? "messages" : "prompt";
   if (Status s = FillPrompt(*serving, api, request, &er); !s.ok())
@@ -783,17 +777,11 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, Htt
   run->sealed = std::move(sealed);
   run->seed = request.seed.value_or(DrawSeed());
   run->choices.resize(request.n);
-  if (tool_format) {
-    for (Choice& c : run->choices) c.tools.emplace(*tool_format, request.tools.functions);  // replies read for calls
+  if (tool_reader) {
+    for (Choice& c : run->choices) c.tools = tool_reader;
   }
   run->unfinished = request.n;
 
-  if (request.grammar) {
-    Result<std::shared_ptr<const TokenVocabulary>> vocabulary = serving->Vocabulary();
-    if (!vocabulary)
-      return ReplyError(res, *tenant, endpoint, {500, "server_error", std::string(vocabulary.error().message()), "", "internal_error"});
-    er.constraint = std::make_shared<GrammarConstraint>(std::move(*request.grammar), std::move(*vocabulary));
-  }
   er.sampling = request.sampling;
   er.max_tokens = max_tokens;
   er.stop_strings = std::move(request.stop);
@@ -906,7 +894,8 @@ void Server::Impl::HandleGeneration(ApiEndpoint api, const HttpRequest& req, Htt
 
 // Erasure of a text sent through any endpoint: {"content": TEXT} or {"digest": SHA256_HEX}, and an
 // optional "reason". Sealed, erased from the text store, its KV removed from every tree and tier;
-// the reply names each copy. Needs the Planner (it owns seals and the journal).
+// the reply names each copy and carries the signed erasure certificate (naming, in a fleet, the
+// workers that confirmed). Needs the Planner (it owns seals, the journal and the key).
 void Server::Impl::HandleErase(const HttpRequest& req, HttpResponse& res) {
   constexpr std::string_view kEndpoint = "/fak/v1/erase";
   const std::string* tenant = &req.principal;
@@ -942,17 +931,25 @@ void Server::Impl::HandleErase(const HttpRequest& req, HttpResponse& res) {
                                                 std::string(s.message()), "", status == 409 ? "conflict" : ""});
   }
   Json copies = EraseEverywhere(*digest, *tenant);
+  // Signed once the fleet has answered, so a fleet's certificate names the workers that confirmed.
+  Result<DeletionCertificate> cert = conversations->planner().CertifyErasure(erased->journal_seq);
+  Result<Json> certificate = cert ? internal::RemovalCertificateJson(conversations->planner(), copies, std::move(*cert)) : cert.error();
   copies["text_store"] = erased->text_erased;
   // The planner's tree is the serving engine's (the first listed): what it evicted counts there.
   Json& serving_tree = copies["trees"][0];
   serving_tree["tokens"] = serving_tree["tokens"].get<size_t>() + erased->tree_tokens;
   metrics.CountErasure(*tenant);
+  if (!certificate)
+    return ReplyError(res, *tenant, kEndpoint, {500, "server_error", "the text is erased (journal row " +
+                                                std::to_string(erased->journal_seq) + ") but its certificate failed: " +
+                                                std::string(certificate.error().message()), "", ""});
   Reply(res, *tenant, kEndpoint, 200, Json{{"object", "fak.erasure"},
                                            {"tenant", *tenant},
                                            {"source_digest", digest->Hex()},
                                            {"newly_sealed", erased->newly_sealed},
                                            {"journal_seq", erased->journal_seq},
-                                           {"removed", std::move(copies)}});
+                                           {"removed", std::move(copies)},
+                                           {"certificate", std::move(*certificate)}});
 }
 
 void Server::Impl::HandleTokenize(const HttpRequest& req, HttpResponse& res) {

@@ -8,12 +8,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "fak/engine/engine.h"
-#include "fak/grammar/grammar_constraint.h"
 #include "fak/session/radix_tree.h"
 #include "src/server/server.h"
 
@@ -35,17 +33,6 @@ struct Serving {
   // so renders with the host's (a rollout to a model without a template).
   std::string borrowed_template_reason;
 
-  // The tokenizer's vocabulary as a trie for grammar masks: built by the first request with a
-  // grammar (about a second at a 262k vocabulary), then shared by every one.
-  Result<std::shared_ptr<const TokenVocabulary>> Vocabulary() const {
-    std::lock_guard lock(vocabulary_mu);
-    if (vocabulary == nullptr) {
-      FAK_ASSIGN_OR_RETURN(vocabulary, TokenVocabulary::Build(*tokenizer));
-    }
-    return vocabulary;
-  }
-  mutable std::mutex vocabulary_mu;
-  mutable std::shared_ptr<const TokenVocabulary> vocabulary;  // GUARDED_BY(vocabulary_mu)
 };
 
 }  // namespace fak::internal

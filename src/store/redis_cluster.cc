@@ -307,60 +307,65 @@ Status RedisClusterRouter::Unreachable(const Status& s) {
 }
 
 Result<std::vector<RedisReply>> RedisClusterRouter::Run(std::span<const RedisCommand> commands, bool idempotent) {
-  FAK_ASSIGN_OR_RETURN(std::vector<Leg> runs, Plan(commands));
+  return Route(commands, idempotent, nullptr);
+}
+
+Result<std::vector<RedisReply>> RedisClusterRouter::RunInto(std::span<const RedisCommand> commands, bool idempotent,
+                                                            std::span<char> dest, size_t* written) {
+  Into into{dest, 0};
+  Result<std::vector<RedisReply>> out = Route(commands, idempotent, &into);
+  *written = into.written;
+  return out;
+}
+
+Result<std::vector<RedisReply>> RedisClusterRouter::Route(std::span<const RedisCommand> commands, bool idempotent, Into* into) {
+  FAK_ASSIGN_OR_RETURN(std::vector<Leg> legs, Plan(commands));
   std::vector<RedisReply> out;
   out.reserve(commands.size());
-  for (const Leg& run : runs) {
-    FAK_ASSIGN_OR_RETURN(RedisConnection * node, Node(run.master));
-    const std::span<const RedisCommand> part = commands.subspan(run.begin, run.end - run.begin);
-    Result<std::vector<RedisReply>> replies = node->Run(part, idempotent);
+  for (const Leg& leg : legs) {
+    FAK_ASSIGN_OR_RETURN(RedisConnection * node, Node(leg.master));
+    const std::span<const RedisCommand> part = commands.subspan(leg.begin, leg.end - leg.begin);
+    size_t got = 0;
+    Result<std::vector<RedisReply>> replies = into == nullptr ? node->Run(part, idempotent)
+                                                              : node->RunInto(part, idempotent, into->dest.subspan(into->written), &got);
     if (!replies.has_value()) return Unreachable(replies.error());
+    size_t at = 0;  // RunInto: where the leg's next value lies in dest (its values lie one after another)
+    if (into != nullptr) {
+      at = into->written;
+      into->written += got;
+    }
     for (size_t i = 0; i < part.size(); ++i) {
-      FAK_ASSIGN_OR_RETURN(RedisReply r, Follow(part[i], std::move((*replies)[i]), idempotent));
+      RedisReply r = std::move((*replies)[i]);
+      if (ParseRedirect(r).has_value()) {
+        // A slot moved under this leg: only this command was refused (the others ran), so it alone
+        // goes again, where the redirect says, and its value is slid into its place.
+        FAK_ASSIGN_OR_RETURN(r, Follow(part[i], std::move(r), idempotent));
+        if (into != nullptr) FAK_RETURN_IF_ERROR(PlaceAt(part[i], at, into, &r));
+      }
+      if (into != nullptr && r.type == RedisReply::Type::kString) at += static_cast<size_t>(r.integer);
       out.push_back(std::move(r));
     }
   }
   return out;
 }
 
-Result<std::vector<RedisReply>> RedisClusterRouter::RunInto(std::span<const RedisCommand> commands, bool idempotent,
-                                                            std::span<char> dest, size_t* written) {
-  *written = 0;
-  FAK_ASSIGN_OR_RETURN(std::vector<Leg> runs, Plan(commands));
-  std::vector<RedisReply> out;
-  out.reserve(commands.size());
-  for (const Leg& run : runs) {
-    FAK_ASSIGN_OR_RETURN(RedisConnection * node, Node(run.master));
-    const std::span<const RedisCommand> part = commands.subspan(run.begin, run.end - run.begin);
-    size_t got = 0;
-    Result<std::vector<RedisReply>> replies = node->RunInto(part, idempotent, dest.subspan(*written), &got);
-    if (!replies.has_value()) return Unreachable(replies.error());
-    const bool redirected = std::any_of(replies->begin(), replies->end(), [](const RedisReply& r) { return ParseRedirect(r).has_value(); });
-    if (!redirected) {
-      *written += got;
-      for (RedisReply& r : *replies) out.push_back(std::move(r));
-      continue;
-    }
-    // A slot moved under this run: its bytes are not in order any more. Read it again one
-    // command at a time, following the redirects, and place each value ourselves.
-    for (const RedisCommand& c : part) {
-      FAK_ASSIGN_OR_RETURN(RedisReply one, node->RunOne(c, idempotent));
-      FAK_ASSIGN_OR_RETURN(RedisReply r, Follow(c, std::move(one), idempotent));
-      if (r.type == RedisReply::Type::kString) {
-        if (r.str.size() > dest.size() - *written)
-          return Corruption("redis cluster: " + CommandName(c) + ": a value of " + std::to_string(r.str.size()) +
-                            " bytes does not fit the " + std::to_string(dest.size() - *written) + " bytes left");
-        std::memcpy(dest.data() + *written, r.str.data(), r.str.size());
-        *written += r.str.size();
-        r.integer = static_cast<int64_t>(r.str.size());
-        r.str.clear();
-      } else if (r.type != RedisReply::Type::kNil && r.type != RedisReply::Type::kInteger && r.type != RedisReply::Type::kError) {
-        return Corruption("redis cluster: " + CommandName(c) + ": unexpected reply " + DescribeReply(r));
-      }
-      out.push_back(std::move(r));
-    }
+Status RedisClusterRouter::PlaceAt(const RedisCommand& command, size_t at, Into* into, RedisReply* reply) {
+  if (reply->type == RedisReply::Type::kString) {
+    const size_t n = reply->str.size();
+    if (n > into->dest.size() - into->written)
+      return Corruption("redis cluster: " + CommandName(command) + ": a value of " + std::to_string(n) + " bytes does not fit the " +
+                        std::to_string(into->dest.size() - into->written) + " bytes left");
+    // The later commands' values were received after `at`: move them up to make room.
+    std::memmove(into->dest.data() + at + n, into->dest.data() + at, into->written - at);
+    std::memcpy(into->dest.data() + at, reply->str.data(), n);
+    into->written += n;
+    reply->integer = static_cast<int64_t>(n);
+    reply->str.clear();
+    return Status::Ok();
   }
-  return out;
+  if (reply->type != RedisReply::Type::kNil && reply->type != RedisReply::Type::kInteger && reply->type != RedisReply::Type::kError)
+    return Corruption("redis cluster: " + CommandName(command) + ": unexpected reply " + DescribeReply(*reply));
+  return Status::Ok();
 }
 
 Result<std::vector<std::string>> RedisClusterRouter::ScanKeys(const std::string& pattern) {

@@ -85,8 +85,8 @@ class RedisClusterRouter {
   ~RedisClusterRouter();
 
   Result<std::vector<RedisReply>> Run(std::span<const RedisCommand> commands, bool idempotent);
-  // RedisConnection::RunInto across masters; a leg that meets a redirect is read again one command
-  // at a time (copied, not received in place).
+  // RedisConnection::RunInto across masters. A value whose command met a redirect is fetched where
+  // the redirect says and copied into its place (the values after it move up).
   Result<std::vector<RedisReply>> RunInto(std::span<const RedisCommand> commands, bool idempotent, std::span<char> dest,
                                           size_t* written);
   // Every key matching `pattern` on every master (SCAN is per node in a cluster).
@@ -112,6 +112,18 @@ class RedisClusterRouter {
   Result<std::vector<Leg>> Plan(std::span<const RedisCommand> commands);
   // `reply` to `command`, after following MOVED / ASK redirects (bounded).
   Result<RedisReply> Follow(const RedisCommand& command, RedisReply reply, bool idempotent);
+  // RunInto's destination: `dest`, filled from its start, `written` bytes so far.
+  struct Into {
+    std::span<char> dest;
+    size_t written = 0;
+  };
+  // Run (into == nullptr) and RunInto: the batch planned into legs, each sent to its master, and
+  // every redirected command followed (only that command: the others of its leg ran).
+  Result<std::vector<RedisReply>> Route(std::span<const RedisCommand> commands, bool idempotent, Into* into);
+  // A followed reply's value placed at `at` in into->dest, the bytes after it moved up; the reply
+  // then has RunInto's form (kString with integer = its length). Corruption when it does not fit or
+  // is not a bulk string, nil, integer or error.
+  static Status PlaceAt(const RedisCommand& command, size_t at, Into* into, RedisReply* reply);
   // A node's failure, after scheduling a map refresh when it was an outage.
   Status Unreachable(const Status& s);
 

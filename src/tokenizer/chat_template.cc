@@ -342,6 +342,8 @@ Result<ChatTemplate::Spec> RecognizeMistral(std::string_view src, std::string_vi
   }
   s.reply_trim = Contains(sq, "message['content']|trim+eos_token");
   if (s.reply_trim) s.variant = "mistral-v0.3";
+  // v0.3 has a tool role of its own ([TOOL_RESULTS], answering a call by its id); older ones none.
+  s.tool_as_user = !Contains(src, "[TOOL_RESULTS]");
   s.reply_prefix = Contains(norm, "' ' + message['content']") ? " " : "";
   return s;
 }
@@ -484,13 +486,21 @@ Status RenderMistral(Out& o) {
   const auto& m = o.messages;
   const bool has_system = o.spec.system != SystemPlacement::kNone && m[0].role == ChatRole::kSystem;
   const size_t first = has_system ? 1 : 0;
+  // Tool results (a template with a tool role: v0.3) stand outside the alternation.
+  size_t turn = 0;
   for (size_t i = first; i < m.size(); ++i) {
-    if ((o.Role(i) == ChatRole::kUser) != ((i - first) % 2 == 0)) return o.Refuse(i, kAlternate);
+    if (o.Role(i) == ChatRole::kTool) continue;
+    if ((o.Role(i) == ChatRole::kUser) != (turn++ % 2 == 0)) return o.Refuse(i, kAlternate);
     if (o.Role(i) == ChatRole::kSystem) return o.Refuse(i, "only user and assistant roles follow the optional leading system message");
   }
   o.r.text += o.spec.bos;
   for (size_t i = first; i < m.size(); ++i) {
     o.Begin(i);
+    if (o.Role(i) == ChatRole::kTool) {
+      // A result with its call's id renders through the template's [TOOL_RESULTS] (Render sends it
+      // to the interpreter); the template refuses one without.
+      return o.Refuse(i, "a tool result needs the tool_call_id of the call it answers (9 letters or digits)");
+    }
     if (o.Role(i) == ChatRole::kUser) {
       const bool with_system = has_system && (o.spec.system == SystemPlacement::kFirstUser ? i == first : i + 1 == m.size());
       o.r.text += o.spec.inst_open;

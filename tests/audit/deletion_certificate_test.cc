@@ -150,6 +150,56 @@ TEST_F(DeletionCertificateTest, FleetConfirmationsAreSignedInVersion2) {
   EXPECT_EQ(*kept.ToJson(), v1_json);
 }
 
+// An erasure certificate (a text erased however it arrived: Planner::EraseText's "erasure" row)
+// states the erasure, not a witnessed cut, and verifies against the row: its count is the row's
+// tree tokens. Version 2 names the fleet's workers, signed. Every tamper is refused: a count or
+// subject that is not the row's, a row of another kind, eviction fields slipped in, the eviction
+// statement swapped in (then the row's kind is wrong); a deletion row cannot be certified so.
+TEST_F(DeletionCertificateTest, AnErasureIsCertifiedAgainstItsJournalRow) {
+  const Digest erased = Digest::Of("my phone is 555-0100");
+  ASSERT_OK_AND_ASSIGN(JournalRow row, journal_->Append("erasure", erased.Hex(),
+                                                        R"({"reason":"user request","tenant":"t1","text_erased":true,"tree_tokens":12})"));
+  ASSERT_OK_AND_ASSIGN(DeletionCertificate c, CertifyErasure(row, *key_));
+  EXPECT_TRUE(IsErasureCertificate(c));
+  EXPECT_FALSE(IsErasureCertificate(cert_));
+  EXPECT_EQ(c.version, 1);
+  EXPECT_EQ(c.subject, erased);
+  EXPECT_EQ(c.evicted_count, 12u);
+  EXPECT_EQ(c.journal_seq, row.seq);
+  EXPECT_TRUE(c.never_saw_digest.IsZero() && c.cache_digest_after.IsZero() && c.segment_id.empty());
+  EXPECT_NE(c.scope.find("sealed the content"), std::string::npos) << c.scope;
+  EXPECT_TRUE(Check(c).ok()) << Check(c).detail;
+  ASSERT_OK_AND_ASSIGN(DeletionCertificate parsed, DeletionCertificate::FromJson(*c.ToJson()));
+  EXPECT_TRUE(Check(parsed).ok());
+  DeletionCertificate fleet = c;
+  ASSERT_OK(AddFleetConfirmations(&fleet, "1700000000000-0", {"a", "b", "c"}, *key_));
+  EXPECT_TRUE(Check(fleet).ok()) << Check(fleet).detail;
+  DeletionCertificate dropped = fleet;
+  dropped.fleet_confirmed.pop_back();
+  EXPECT_EQ(Check(dropped).fault, CertificateFault::kBadSignature);
+
+  DeletionCertificate t = c;
+  t.evicted_count = 11;
+  EXPECT_EQ(Check(Resigned(t)).fault, CertificateFault::kCountMismatch);
+  t = c;
+  t.subject = Digest::Of("another text");
+  EXPECT_EQ(Check(Resigned(t)).fault, CertificateFault::kSubjectRelabelled);
+  t = c;
+  t.cache_digest_before = t.cache_digest_after = t.never_saw_digest = Digest::Of("a cache");
+  EXPECT_EQ(Check(Resigned(t)).fault, CertificateFault::kMalformed);
+  t = c;
+  t.scope = cert_.scope;  // claims a witnessed cut: the row is no deletion row
+  EXPECT_EQ(Check(Resigned(t)).fault, CertificateFault::kJournalRowMismatch);
+  t = cert_;
+  t.scope = c.scope;  // a cut's certificate relabelled as an erasure: it carries a cache
+  EXPECT_EQ(Check(Resigned(t)).fault, CertificateFault::kMalformed);
+  t = c;
+  t.journal_seq = cert_.journal_seq;
+  t.journal_row_hash = cert_.journal_row_hash;
+  EXPECT_EQ(Check(Resigned(t)).fault, CertificateFault::kJournalRowMismatch);  // bound to a deletion row
+  EXPECT_EQ(CertifyErasure(journal_->rows()[cert_.journal_seq - 1], *key_).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(DeletionCertificateTest, EveryTamperHasItsOwnReason) {
   std::set<CertificateFault> seen;
   auto expect = [&](CertificateFault want, const CertificateCheck& got, const char* what) {

@@ -894,6 +894,105 @@ static void TestEngineConstraint(void) {
   fak_engine_free(engine);
 }
 
+/* Submits `request`, waits, and copies the reply's tool calls JSON (fak_result_tool_calls) into
+ * json[capacity]; returns the finish. */
+static fak_finish_reason RunToolRequest(fak_engine* engine, const fak_request* request, char* json, size_t capacity) {
+  uint64_t id = 0;
+  fak_result* result = NULL;
+  fak_result_info info;
+  info.struct_size = sizeof info;
+  const char* calls = NULL;
+  size_t calls_len = 0;
+  CHECK_OK(fak_engine_submit(engine, request, &id));
+  CHECK_OK(fak_engine_wait(engine, id, &result));
+  CHECK_OK(fak_result_info_get(result, &info));
+  CHECK_OK(fak_result_tool_calls(result, &calls, &calls_len));
+  CHECK(calls_len == strlen(calls));
+  const size_t n = calls_len < capacity - 1 ? calls_len : capacity - 1;
+  memcpy(json, calls, n);
+  json[n] = '\0';
+  const fak_finish_reason finish = info.finish;
+  fak_result_free(result);
+  return finish;
+}
+
+/* Tools through the C API on the embedded model (fak's own family renders them and calls in
+ * Hermes <tool_call> blocks): a named tool and required force calls whose arguments follow the
+ * schema; with auto this model writes no call (the control: no calls read); bad input is refused. */
+static void TestEngineTools(void) {
+  static const char tools[] =
+      "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"parameters\": {\"type\": \"object\", "
+      "\"properties\": {\"city\": {\"type\": \"string\", \"maxLength\": 12}}, \"required\": [\"city\"], "
+      "\"additionalProperties\": false}}}, {\"type\": \"function\", \"function\": {\"name\": \"get_time\"}}]";
+  fak_chat_message chat[1] = {{"user", "What is the weather in Paris?"}};
+  fak_engine* engine = NULL;
+  CHECK_OK(fak_engine_new(g_model, NULL, &engine));
+  fak_request request;
+  fak_request_init(&request);
+  CHECK(request.tools_json == NULL && request.tool_choice == NULL && request.parallel_tool_calls == 1);
+  request.messages = chat;
+  request.n_messages = 1;
+  request.max_tokens = 1500; /* the grammar allows whitespace runs: the call closes well before this */
+  char json[8192];
+
+  /* Without tools there are no calls to read. */
+  uint64_t id = 0;
+  fak_result* result = NULL;
+  const char* calls = NULL;
+  size_t calls_len = 0;
+  request.max_tokens = 4;
+  CHECK_OK(fak_engine_submit(engine, &request, &id));
+  CHECK_OK(fak_engine_wait(engine, id, &result));
+  CHECK_STATUS(fak_result_tool_calls(result, &calls, &calls_len), FAK_FAILED_PRECONDITION);
+  fak_result_free(result);
+  request.max_tokens = 1500;
+
+  /* A named tool: one call of it, arguments an object with the required key; nothing beside it. */
+  request.tools_json = tools;
+  request.tools_json_len = sizeof tools - 1;
+  request.tool_choice = "get_weather";
+  CHECK(RunToolRequest(engine, &request, json, sizeof json) == FAK_FINISH_STOP_TOKEN);
+  if (strstr(json, "\"tool_calls\":[{") == NULL) fprintf(stderr, "named tool reply: %s\n", json);
+  CHECK(strstr(json, "\"tool_calls\":[{") != NULL);
+  CHECK(strstr(json, "\"name\":\"get_weather\"") != NULL && strstr(json, "get_time") == NULL);
+  CHECK(strstr(json, "{\\\"city\\\":\\\"") != NULL); /* arguments: JSON text {"city": "..."} */
+  CHECK(strstr(json, "\"content\":null") != NULL);
+  CHECK(strstr(json, "\"id\":\"call_") != NULL);
+
+  /* required, one call: a call of any of the tools. */
+  request.tool_choice = "required";
+  request.parallel_tool_calls = 0;
+  CHECK(RunToolRequest(engine, &request, json, sizeof json) == FAK_FINISH_STOP_TOKEN);
+  CHECK(strstr(json, "\"tool_calls\":[{") != NULL);
+
+  /* auto: this model writes text, not a call; it is the content and no call is read. */
+  request.tool_choice = NULL;
+  RunToolRequest(engine, &request, json, sizeof json);
+  CHECK(strstr(json, "\"tool_calls\":[]") != NULL);
+  CHECK(strstr(json, "\"content\":\"") != NULL);
+
+  /* Refusals, each naming what is wrong. */
+  request.tool_choice = "get_news";
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT);
+  CHECK(strstr(fak_last_error(), "get_news") != NULL);
+  request.tool_choice = "required";
+  static const char yes_no[] = "root ::= \"yes\" | \"no\"\n";
+  request.grammar = yes_no;
+  request.grammar_len = sizeof yes_no - 1;
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT); /* forced calls and a grammar */
+  request.grammar = NULL;
+  request.grammar_len = 0;
+  request.tools_json = "{\"not\": \"a list\"}";
+  request.tools_json_len = strlen(request.tools_json);
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT);
+  CHECK(strstr(fak_last_error(), "tools") != NULL);
+  request.tools_json = NULL;
+  request.tools_json_len = 0;
+  CHECK_STATUS(fak_engine_submit(engine, &request, &id), FAK_INVALID_ARGUMENT); /* tool_choice without tools */
+  CHECK(strstr(fak_last_error(), "tool_choice") != NULL);
+  fak_engine_free(engine);
+}
+
 /* A tree lookup hands out the cached prefix; prefilling the rest equals a fresh prefill. */
 static void TestRadix(void) {
   int32_t tokens[64];
@@ -1355,6 +1454,7 @@ int main(void) {
   TestEngine();
   TestEnginePenalisedLogprobs();
   TestEngineConstraint();
+  TestEngineTools();
   TestRadix();
   TestEvictionCertificate();
   TestTextStore();

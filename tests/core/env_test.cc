@@ -162,6 +162,38 @@ TEST(PosixEnv, MapsEmptyAndNonEmptyFiles) {
   EXPECT_FALSE(env->MapReadOnly(tmp.path()).has_value());  // a directory
 }
 
+// Range reads: exact ranges anywhere in the file, a range past the end refused, a file that shrank
+// after it was opened reported (never a short fill), links and directories refused like ReadFile.
+TEST(PosixEnv, ReadsRangesOfAFileWhoseSizeIsFixedAtOpen) {
+  ScopedTempDir tmp;
+  Env* env = Env::Default();
+  ASSERT_OK(WriteSynced(env, tmp.Sub("f"), "0123456789"));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RandomAccessFile> f, env->NewRandomAccessFile(tmp.Sub("f")));
+  EXPECT_EQ(f->size(), 10u);
+  std::string out(4, '\0');
+  ASSERT_OK(f->ReadAt(3, std::as_writable_bytes(std::span(out))));
+  EXPECT_EQ(out, "3456");
+  ASSERT_OK(f->ReadAt(6, std::as_writable_bytes(std::span(out))));
+  EXPECT_EQ(out, "6789");
+  EXPECT_EQ(f->ReadAt(7, std::as_writable_bytes(std::span(out))).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(f->ReadAt(UINT64_MAX, std::as_writable_bytes(std::span(out))).code(), StatusCode::kInvalidArgument);
+  ASSERT_OK(env->TruncateFile(tmp.Sub("f"), 5));
+  const Status shrunk = f->ReadAt(3, std::as_writable_bytes(std::span(out)));
+  EXPECT_EQ(shrunk.code(), StatusCode::kCorruption) << shrunk.ToString();
+  EXPECT_NE(shrunk.message().find("ended at 5 bytes"), std::string::npos) << shrunk.ToString();
+
+  ASSERT_EQ(::symlink(tmp.Sub("f").c_str(), tmp.Sub("link").c_str()), 0);
+  EXPECT_EQ(env->NewRandomAccessFile(tmp.Sub("link")).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(env->NewRandomAccessFile(tmp.path()).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(env->NewRandomAccessFile(tmp.Sub("absent")).status().code(), StatusCode::kNotFound);
+
+  const std::unique_ptr<RandomAccessFile> mem = RandomAccessBytes("abc");  // the in-memory one: same contract
+  std::string two(2, '\0');
+  ASSERT_OK(mem->ReadAt(1, std::as_writable_bytes(std::span(two))));
+  EXPECT_EQ(two, "bc");
+  EXPECT_EQ(mem->ReadAt(2, std::as_writable_bytes(std::span(two))).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(PosixEnv, ClocksMove) {
   Env* env = Env::Default();
   EXPECT_GT(env->NowUnixMicros(), int64_t{1'600'000'000} * 1'000'000);

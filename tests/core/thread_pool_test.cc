@@ -1,5 +1,6 @@
-// ThreadPool::ParallelFor: every index in [0, n) runs exactly once, chunks respect the grain, and
-// the pool is safe to share between calling threads.
+// ThreadPool::ParallelFor and ParallelForBalanced: every index in [0, n) runs exactly once, chunks
+// respect the grain, a late thread's grains are taken by the others, and the pool is safe to share
+// between calling threads.
 #include "src/core/thread_pool.h"
 
 #include <gtest/gtest.h>
@@ -141,6 +142,61 @@ TEST(ThreadPoolTest, ConcurrentCallersAreSafe) {
   }
   for (std::thread& t : callers) t.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+// ParallelForBalanced: exact coverage, one grain per call (the last may be shorter) once the job is
+// split at all, across thread counts, sizes and grains.
+TEST(ThreadPoolTest, BalancedCoversRangeExactlyOnceInGrains) {
+  for (size_t threads : {1, 2, 3, 7}) {
+    ThreadPool pool(threads);
+    for (size_t n : {0, 1, 2, 7, 48, 49, 1000, 4097}) {
+      for (size_t grain : {0, 1, 3, 48, 5000}) {
+        Coverage cov(n);
+        pool.ParallelForBalanced(n, grain, [&](size_t begin, size_t end) {
+          for (size_t i = begin; i < end; ++i) cov.hits[i].fetch_add(1, std::memory_order_relaxed);
+          std::lock_guard<std::mutex> lock(cov.mu);
+          cov.chunks.emplace_back(begin, end);
+        });
+        SCOPED_TRACE(::testing::Message() << "threads=" << threads << " n=" << n << " grain=" << grain);
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(cov.hits[i].load(), 1) << "index " << i;
+        const size_t g = grain == 0 ? 1 : grain;
+        if (threads == 1 || n <= g) {  // not split: one call
+          EXPECT_EQ(cov.chunks.size(), n == 0 ? 0u : 1u);
+          continue;
+        }
+        for (auto [begin, end] : cov.chunks) {
+          EXPECT_EQ(begin % g, 0u);
+          EXPECT_EQ(end, std::min(n, begin + g)) << "chunk [" << begin << ", " << end << ")";
+        }
+      }
+    }
+  }
+}
+
+// A thread stuck on one grain does not hold up the rest of its share: the grain that starts the
+// second share waits for all the grains after it, which only another thread can run while it waits.
+// Control: ParallelFor, whose shares are fixed, leaves them to the stuck thread (the wait times out).
+TEST(ThreadPoolTest, BalancedHandsAStuckThreadsShareToTheOthers) {
+  ThreadPool pool(2);
+  constexpr size_t kGrains = 64, kFirst = kGrains / 2;
+  auto rest_done_while_stuck = [&](bool balanced, std::chrono::milliseconds timeout) {
+    std::atomic<size_t> after_done{0};
+    std::atomic<bool> rest_done{false};
+    auto body = [&](size_t begin, size_t end) {
+      for (size_t g = begin; g < end; ++g) {
+        if (g > kFirst) after_done.fetch_add(1);
+        if (g != kFirst) continue;
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        while (after_done.load() < kGrains - 1 - kFirst && std::chrono::steady_clock::now() < deadline)
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+        rest_done = after_done.load() == kGrains - 1 - kFirst;
+      }
+    };
+    if (balanced) pool.ParallelForBalanced(kGrains, 1, body); else pool.ParallelFor(kGrains, 1, body);
+    return rest_done.load();
+  };
+  EXPECT_FALSE(rest_done_while_stuck(false, std::chrono::milliseconds(100)));
+  EXPECT_TRUE(rest_done_while_stuck(true, std::chrono::seconds(30)));
 }
 
 TEST(ThreadPoolTest, DestroyWithoutJobs) {

@@ -14,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "fak/grammar/grammar_constraint.h"
+#include "fak/grammar/tool_calls.h"
 #include "src/engine/fair_share.h"
 #include "tests/engine/alone.h"
 #include "tests/model/test_models.h"
@@ -173,6 +175,81 @@ TEST_F(EngineTest, PrepareGivesThePromptSubmitRuns) {
   EXPECT_EQ(both.messages.size(), 2u);
   EXPECT_EQ(both.prompt, before);
   EXPECT_EQ(Make()->Prepare(r).code(), StatusCode::kFailedPrecondition);
+}
+
+// Tools are the engine's to prepare: Prepare renders them through the template (a template
+// without tools gets them described in its system message), a named tool or required installs the
+// grammar that forces calls, and the reply reads back with ToolCallReader. Bad tools and a forced
+// call beside another constraint are refused, leaving the request as it was.
+TEST_F(EngineTest, PrepareRendersToolsAndForcesCalls) {
+  ModelConfig bytes = testing::TinyConfig();
+  bytes.vocab_size = 258;
+  ASSERT_OK_AND_ASSIGN(model_, Model::Synthetic(bytes, 11));
+  ASSERT_OK_AND_ASSIGN(ChatTemplate chat, ChatTemplate::ForFamily("fak", *tokenizer_));
+  EngineOptions o = Stepped();
+  o.chat_template = std::make_shared<const ChatTemplate>(chat);
+  auto engine = Make(o);
+  EngineRequest r;
+  r.messages = {{ChatRole::kUser, "weather in Paris?"}};
+  r.max_tokens = 270;  // within the context with the tools' prompt; the call closes well before
+  r.tools.tools_json =
+      R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":)"
+      R"({"city":{"type":"string","maxLength":8}},"required":["city"],"additionalProperties":false}}}])";
+  // auto: rendered with the template's tools.
+  EngineRequest offered = r;
+  ASSERT_OK(engine->Prepare(offered));
+  ChatRenderOptions render;
+  render.tools_json = r.tools.tools_json;
+  ASSERT_OK_AND_ASSIGN(RenderedChat with_tools, chat.Render(r.messages, render));
+  ASSERT_OK_AND_ASSIGN(std::vector<int32_t> expected, EncodeRendered(*tokenizer_, with_tools));
+  EXPECT_EQ(offered.prompt, expected);
+  EXPECT_EQ(offered.tools.tools_json, r.tools.tools_json);  // kept, for the reader
+  EXPECT_NE(offered.constraint, nullptr);  // auto: a call is held to the schema from its marker on
+  // none: the tools are not offered (the control: the prompt differs).
+  EngineRequest withheld = r;
+  withheld.tools.choice = ToolChoice::kNone;
+  ASSERT_OK(engine->Prepare(withheld));
+  EXPECT_NE(withheld.prompt, offered.prompt);
+  EXPECT_EQ(withheld.constraint, nullptr);
+  // A named tool: the reply is a call of it, whose arguments parse.
+  EngineRequest named = r;
+  named.tools.choice = ToolChoice::kNamed;
+  named.tools.named = "get_weather";
+  ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(named));
+  ASSERT_OK_AND_ASSIGN(EngineResult result, engine->Wait(id));
+  EXPECT_EQ(result.finish, FinishReason::kStopToken) << result.text;
+  ASSERT_OK_AND_ASSIGN(ToolCallReader reader, ToolCallReader::Create(chat, named.tools));
+  reader.Finish(result.text, 7);
+  ASSERT_EQ(reader.calls().size(), 1u) << result.text;
+  EXPECT_EQ(reader.calls()[0].name, "get_weather");
+  EXPECT_TRUE(reader.calls()[0].arguments.starts_with("{\"city\":\"")) << reader.calls()[0].arguments;
+  EXPECT_EQ(reader.content(), std::nullopt);
+  // Refusals leave the request as it was.
+  EngineRequest unknown = r;
+  unknown.tools.choice = ToolChoice::kNamed;
+  unknown.tools.named = "get_time";
+  EXPECT_EQ(engine->Prepare(unknown).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(unknown.messages.size(), 1u);
+  EXPECT_TRUE(unknown.prompt.empty());
+  EngineRequest twice = named;
+  ASSERT_OK_AND_ASSIGN(Grammar yes, Grammar::Parse("root ::= \"yes\"\n"));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const TokenVocabulary> vocabulary, engine->Vocabulary());
+  twice.constraint = std::make_shared<GrammarConstraint>(yes, vocabulary);
+  EXPECT_EQ(engine->Prepare(twice).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(twice.messages.size(), 1u);
+  EngineRequest malformed = r;
+  malformed.tools.tools_json = R"({"not": "a list"})";
+  EXPECT_EQ(engine->Prepare(malformed).code(), StatusCode::kInvalidArgument);
+  // A template that does not render tools (Gemma's) gets them described in a system turn.
+  ASSERT_OK_AND_ASSIGN(ChatTemplate gemma, ChatTemplate::ForFamily("gemma", *tokenizer_));
+  o.chat_template = std::make_shared<const ChatTemplate>(gemma);
+  auto described = Make(o);
+  EngineRequest plain = r;
+  plain.tools = {};
+  EngineRequest json = r;
+  ASSERT_OK(described->Prepare(plain));
+  ASSERT_OK(described->Prepare(json));
+  EXPECT_GT(json.prompt.size(), plain.prompt.size() + 20);
 }
 
 TEST_F(EngineTest, SubmitRefusesBadRequestsAndChangesNothing) {

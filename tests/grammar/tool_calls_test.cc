@@ -262,6 +262,47 @@ TEST(ToolCallsTest, JsonConventionDescribesToolsAndRewritesCalls) {
   EXPECT_EQ(ToolCallPrompt(ToolCallFormat::kHermes, messages, tools).tools_json, "");
 }
 
+// tool_choice auto: for each family with a call marker, the marker and a grammar whose sentences
+// are the marker and then the family's call (what the engine's TriggeredGrammarConstraint holds);
+// none for the JSON convention, whose calls have no marker; nothing for none.
+TEST(ToolCallsTest, AutoWaitsForTheFamilysMarker) {
+  const std::string tools =
+      R"([{"type":"function","function":{"name":"add","parameters":{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}}])";
+  const std::vector<ChatMessage> ask = {{ChatRole::kUser, "1 + 1?"}};
+  struct Case {
+    std::string file, trigger, call;
+  };
+  const std::vector<Case> cases = {
+      {"Qwen-Qwen2.5-7B-Instruct", "<tool_call>", "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>"},
+      {"meta-llama-Llama-3.1-8B-Instruct", "<|python_tag|>", "<|python_tag|>{\"name\": \"add\", \"parameters\": {\"a\": 1}}"},
+      {"mistralai-Mistral-7B-Instruct-v0.3", "[TOOL_CALLS]", "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1}}]"},
+      {"microsoft-Phi-4-mini-instruct", "<|tool_call|>", "<|tool_call|>[{\"name\": \"add\", \"arguments\": {\"a\": 1}}]<|/tool_call|>"},
+      {"google-gemma-3-1b-it", "", ""},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.file);
+    ASSERT_OK_AND_ASSIGN(ChatTemplate t, Template(c.file));
+    ToolRequest request;
+    request.tools_json = tools;
+    ASSERT_OK_AND_ASSIGN(PreparedToolChat prepared, PrepareToolChat(t, ask, request));
+    EXPECT_EQ(prepared.trigger, c.trigger);
+    EXPECT_TRUE(prepared.forced_gbnf.empty());
+    if (c.trigger.empty()) {
+      EXPECT_TRUE(prepared.triggered_gbnf.empty());
+      continue;
+    }
+    ASSERT_OK_AND_ASSIGN(Grammar grammar, Grammar::Parse(prepared.triggered_gbnf));
+    ASSERT_OK_AND_ASSIGN(GrammarMatcher m, GrammarMatcher::Start(grammar));
+    ASSERT_OK(m.Accept(c.call));
+    EXPECT_TRUE(m.CanEnd());
+    ASSERT_OK_AND_ASSIGN(GrammarMatcher wrong, GrammarMatcher::Start(grammar));
+    EXPECT_FALSE(wrong.Accept(c.trigger + "Sure, ").ok());  // after the marker, only the call
+    request.choice = ToolChoice::kNone;
+    ASSERT_OK_AND_ASSIGN(PreparedToolChat none, PrepareToolChat(t, ask, request));
+    EXPECT_TRUE(none.trigger.empty() && none.forced_gbnf.empty());
+  }
+}
+
 TEST(ToolCallsTest, IdsAreDistinctAndMistralsHaveNineCharacters) {
   const std::string a = ToolCallId(ToolCallFormat::kHermes, 7), b = ToolCallId(ToolCallFormat::kHermes, 8);
   EXPECT_TRUE(a.starts_with("call_"));

@@ -323,6 +323,63 @@ TEST_P(AttentionTest, RowBlocksAreCausalAndWindowed) {
   EXPECT_EQ(changed_rows(end - window - 1), (std::vector<size_t>{}));
 }
 
+// gpt-oss's attention sinks: head h's sink logit joins its softmax's denominator only, so its output
+// is the sinkless one times Z / (Z + e^sink), Z = Σ_t e^(s_t) (in double, from the reference
+// scores). Sinks above and below the scores; a block of rows gives each row the bits of a one-row
+// call; control: the sinks move every head's output.
+TEST_P(AttentionTest, SinksTakeTheirShareOfEachHeadsSoftmax) {
+  for (size_t hd : {64, 24}) {
+    for (size_t group : {1, 3}) {
+      AttnCase c(group, 2, hd, 0, 23, 700 + static_cast<uint32_t>(hd + group));
+      std::vector<float> sinks(c.n_heads);
+      for (size_t h = 0; h < c.n_heads; ++h) sinks[h] = (h % 2 == 0 ? 3.0f : -2.0f) + 0.25f * static_cast<float>(h);
+      std::vector<float> out(c.n_heads * hd, NAN), scratch(kAttentionHeadsAtOnce * c.key_end, NAN);
+      const KeyRun run{c.k.data(), c.v.data(), c.stride, c.capacity};
+      AttentionArgs a{c.q.data(), &run, 1, out.data(), scratch.data(), c.n_heads, c.n_kv_heads, hd,
+                      c.key_begin, c.key_end, c.scale(), 0, c.n_heads};
+      a.sinks = sinks.data();
+      T().attention(a);
+      std::vector<double> ref = ref::Attention(c.q.data(), c.k.data(), c.v.data(), c.n_heads, c.n_kv_heads, hd,
+                                               c.stride, c.key_begin, c.key_end, c.scale());
+      std::vector<double> tol = AttentionTolerance(c);
+      for (size_t h = 0; h < c.n_heads; ++h) {
+        const float* kh = c.k.data() + (h / group) * c.stride;
+        double z = 0;
+        for (size_t t = c.key_begin; t < c.key_end; ++t) z += std::exp(c.scale() * ref::Dot(c.q.data() + h * hd, kh + t * hd, hd));
+        const double share = z / (z + std::exp(static_cast<double>(sinks[h])));
+        EXPECT_LT(share, 0.999) << "the sink must take a visible share, head " << h;
+        for (size_t d = 0; d < hd; ++d) {
+          ref[h * hd + d] *= share;
+          tol[h * hd + d] += 8 * kU * std::abs(ref[h * hd + d]);
+        }
+      }
+      ExpectWithin(out.data(), ref, tol, c.Name() + " with sinks");
+      const std::vector<float> plain = c.Run(T());
+      for (size_t h = 0; h < c.n_heads; ++h) {
+        EXPECT_NE(0, std::memcmp(plain.data() + h * hd, out.data() + h * hd, hd * sizeof(float))) << "head " << h;
+      }
+
+      const size_t rows = 5, row_floats = c.n_heads * hd;
+      AttnCase big(group, 2, hd, 0, c.key_end + rows - 1, 800 + static_cast<uint32_t>(hd));
+      const KeyRun big_run{big.k.data(), big.v.data(), big.stride, big.capacity};
+      std::vector<float> q = RandomVector(rows * row_floats, 801);
+      auto run_rows = [&](const float* qr, float* o, size_t key_end, size_t n_rows) {
+        std::vector<float> s(AttentionScratchFloats(n_rows, key_end + n_rows - 1, hd), NAN);
+        AttentionArgs b{qr, &big_run, 1, o, s.data(), c.n_heads, 2, hd, 0, key_end, c.scale(), 0, c.n_heads, n_rows, 7};
+        b.sinks = sinks.data();
+        T().attention(b);
+      };
+      std::vector<float> block(rows * row_floats, NAN);
+      run_rows(q.data(), block.data(), c.key_end, rows);
+      for (size_t r = 0; r < rows; ++r) {
+        std::vector<float> one(row_floats, NAN);
+        run_rows(q.data() + r * row_floats, one.data(), c.key_end + r, 1);
+        ASSERT_EQ(0, std::memcmp(one.data(), block.data() + r * row_floats, row_floats * sizeof(float))) << "row " << r;
+      }
+    }
+  }
+}
+
 TEST_P(AttentionTest, QueryAndScaleMatter) {
   // Non-vacuity for the reference comparison: a different query or scale gives a different output.
   AttnCase c(1, 2, 20, 0, 17, 500);

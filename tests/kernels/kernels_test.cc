@@ -29,7 +29,7 @@ TEST_P(KernelsTest, TableIsCompleteAndNamed) {
   EXPECT_EQ(std::string_view(t.name), TierName(GetParam()));
   for (const void* fn : {(const void*)t.dot, (const void*)t.matmul, (const void*)t.rmsnorm, (const void*)t.softmax,
                          (const void*)t.attention, (const void*)t.silu, (const void*)t.gelu_tanh,
-                         (const void*)t.silu_mul, (const void*)t.gelu_tanh_mul, (const void*)t.add, (const void*)t.mul,
+                         (const void*)t.silu_mul, (const void*)t.gelu_tanh_mul, (const void*)t.clamped_swiglu_mul, (const void*)t.add, (const void*)t.mul,
                          (const void*)t.scale, (const void*)t.f16_to_f32, (const void*)t.bf16_to_f32})
     EXPECT_NE(fn, nullptr);
 }
@@ -216,6 +216,40 @@ TEST_P(KernelsTest, GatedActivationsMatchReferenceAndAlias) {
     in_place = gate;
     T().gelu_tanh_mul(in_place.data(), up.data(), in_place.data(), n);
     EXPECT_EQ(0, std::memcmp(in_place.data(), yg.data(), n * sizeof(float))) << "gelu_tanh_mul aliased, n=" << n;
+  }
+}
+
+// gpt-oss's clamped SwiGLU against the double formula: x = min(gate, limit), u = clamp(up, ±limit),
+// x·σ(alpha·x)·(u + 1); the clamps are exact, so the tolerance is SiLU's (plus the rounding of
+// alpha·x) scaled by |u + 1|, plus the product's rounding. Gate and up span ±12 around the limit 7, so both clamps bite; aliasing gives
+// the same bits. Control: without the clamps (limit 1e30) the clamped elements differ.
+TEST_P(KernelsTest, ClampedSwigluMatchesReferenceAndClamps) {
+  const float alpha = 1.702f, limit = 7.0f;
+  for (size_t n : TailLengths()) {
+    std::vector<float> gate = ActivationInputs(n, 80 + n), up = RandomVector(n, 90 + n, -12, 12);
+    GuardedBuffer y(n);
+    T().clamped_swiglu_mul(gate.data(), up.data(), y.data(), n, alpha, limit);
+    std::vector<double> r(n), tol(n);
+    for (size_t i = 0; i < n; ++i) {
+      const double x = std::min<double>(gate[i], limit), u = std::clamp<double>(up[i], -limit, limit);
+      const double glu = x / (1.0 + std::exp(-static_cast<double>(alpha * x)));
+      r[i] = glu * (u + 1.0);
+      // exp's argument alpha·x is rounded to f32 first: a relative error of |alpha·x|·u in exp.
+      tol[i] = ((8 + std::abs(alpha * x)) * kU * std::abs(glu) + 1e-37) * std::abs(u + 1.0) + 2 * kU * std::abs(r[i]) + 1e-37;
+    }
+    ExpectWithin(y.data(), r, tol, "clamped_swiglu_mul n=" + std::to_string(n));
+    EXPECT_TRUE(y.GuardIntact()) << "n=" << n;
+    std::vector<float> in_place = gate;
+    T().clamped_swiglu_mul(in_place.data(), up.data(), in_place.data(), n, alpha, limit);
+    EXPECT_EQ(0, std::memcmp(in_place.data(), y.data(), n * sizeof(float))) << "aliased, n=" << n;
+    std::vector<float> unclamped(n);
+    T().clamped_swiglu_mul(gate.data(), up.data(), unclamped.data(), n, alpha, 1e30f);
+    for (size_t i = 0; i < n; ++i) {
+      // (where x·σ(alpha·x) is not 0: gate neither 0 nor so negative that it underflows)
+      if (std::abs(up[i]) > limit + 0.5f && std::abs(gate[i]) < limit && std::abs(gate[i]) > 1e-3f) {
+        EXPECT_NE(unclamped[i], y.data()[i]) << "the up clamp must bite at " << i;
+      }
+    }
   }
 }
 

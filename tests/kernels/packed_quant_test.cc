@@ -1,4 +1,4 @@
-// Weights of every packable type (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q4_K, IQ4_XS, Q2_K) packed
+// Weights of every packable type (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q4_K, IQ4_XS, Q2_K, Q3_K) packed
 // eight rows at a time (quant_pack.h, KernelTable::matmul_q_packed) in every tier: against the product of the dequantized operands, the batch-independence contract
 // (each output's bits do not depend on M, the column range or the thread count), and through
 // ParallelMatMuls. In the scalar tier the packed kernel keeps the plain kernel's bits (its steps
@@ -25,7 +25,7 @@ namespace {
 constexpr QuantType kQ8 = QuantType::kQ8_0;
 constexpr QuantType kPackable[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ5_0,   QuantType::kQ4_K,
                                    QuantType::kQ4_1, QuantType::kQ5_1, QuantType::kIQ4_NL, QuantType::kMXFP4,
-                                   QuantType::kIQ4_XS, QuantType::kQ2_K};
+                                   QuantType::kIQ4_XS, QuantType::kQ2_K, QuantType::kQ3_K};
 
 // A width of about `k` that the type's blocks divide.
 size_t WidthFor(QuantType t, size_t k) { return IsK(t) ? (k + 255) / 256 * 256 : k; }

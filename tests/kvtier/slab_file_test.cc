@@ -2,6 +2,7 @@
 // writes through the Env (a failed write leaves nothing), the source index across a reopen.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -73,7 +74,9 @@ TEST(SlabFile, RoundTrips) {
 // KV byte gives another checksum (the gate's refusal), and the checked decode leaves it unset.
 TEST(SlabFile, DecodingHashesTheKVItCopies) {
   Sample s = MakeSample();
-  for (const size_t tokens : {size_t{5}, size_t{3000}}) {  // 3000 tokens: 5.8 MB (f16) or 11.5 MB of KV, hashed concurrently
+  // 3000 tokens: 5.8 MB (f16) or 11.5 MB of KV, hashed concurrently; 8000: 10 MB per f32 tensor, read
+  // and hashed in several pieces each.
+  for (const size_t tokens : {size_t{5}, size_t{3000}, size_t{8000}}) {
     for (const KVDtype dtype : {KVDtype::kF32, KVDtype::kF16}) {
       KVSlab slab = s.slab;
       slab.shape.dtype = dtype;
@@ -101,6 +104,51 @@ TEST(SlabFile, DecodingHashesTheKVItCopies) {
       EXPECT_FALSE(DecodeSlabFile(file)->slab_checksum.has_value());
     }
   }
+}
+
+// Decoding from a file read in ranges (what a directory tier page-in does) gives what decoding its
+// bytes gives; a file that shrinks after it was opened is truncated, not a short slab; a file
+// damaged on disk is refused like its bytes are.
+TEST(SlabFile, DecodesFromAFileReadInRanges) {
+  testing::ScopedTempDir tmp;
+  Env* env = Env::Default();
+  Sample s = MakeSample();
+  s.slab.tokens.assign(6000, 5);  // 7.7 MB of KV: several read pieces, hashed on the second thread
+  s.slab.shape.head_dim = 80;
+  const size_t bytes = 2 * 2 * 6000 * 80 * sizeof(float);
+  for (auto [t, seed] : {std::pair{&s.slab.k, 1}, std::pair{&s.slab.kraw, 2}, std::pair{&s.slab.v, 3}}) {
+    const std::vector<float> r = testing::RandomVector(bytes / sizeof(float), seed);
+    t->resize(bytes);
+    std::memcpy(t->data(), r.data(), bytes);
+  }
+  ASSERT_OK_AND_ASSIGN(std::string encoded, EncodeSlabFile(s.manifest, s.sources, s.slab));
+  ASSERT_OK(WriteFileAtomically(env, tmp.Sub("tmp"), tmp.Sub("slab"), tmp.path(), std::array{std::string_view(encoded)}));
+  for (const bool check_kv : {true, false}) {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(tmp.Sub("slab")));
+    ASSERT_OK_AND_ASSIGN(SlabFile from_file, DecodeSlabFile(*file, nullptr, check_kv));
+    ASSERT_OK_AND_ASSIGN(SlabFile from_bytes, DecodeSlabFile(encoded, nullptr, check_kv));
+    EXPECT_EQ(from_file.manifest, from_bytes.manifest);
+    EXPECT_EQ(from_file.sources, s.sources);
+    EXPECT_EQ(from_file.slab.tokens, s.slab.tokens);
+    EXPECT_TRUE(from_file.slab.k == s.slab.k && from_file.slab.kraw == s.slab.kraw && from_file.slab.v == s.slab.v);
+    EXPECT_EQ(from_file.slab_checksum, from_bytes.slab_checksum);
+    if (!check_kv) {
+      EXPECT_EQ(*from_file.slab_checksum, KVSlabChecksum(s.slab));
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(tmp.Sub("slab")));
+  ASSERT_OK(env->TruncateFile(tmp.Sub("slab"), encoded.size() / 2));  // shrinks under the open file
+  SlabFileProblem p = SlabFileProblem::kNone;
+  EXPECT_FALSE(DecodeSlabFile(*file, &p).has_value());
+  EXPECT_EQ(p, SlabFileProblem::kTruncated);
+
+  encoded[encoded.size() / 2] ^= 1;  // a K byte, damaged on disk: the file's own checksum says so
+  ASSERT_OK(WriteFileAtomically(env, tmp.Sub("tmp"), tmp.Sub("slab"), tmp.path(), std::array{std::string_view(encoded)}));
+  ASSERT_OK_AND_ASSIGN(file, env->NewRandomAccessFile(tmp.Sub("slab")));
+  EXPECT_FALSE(DecodeSlabFile(*file, &p).has_value());
+  EXPECT_EQ(p, SlabFileProblem::kChecksum);
+  ASSERT_OK_AND_ASSIGN(SlabFile unchecked, DecodeSlabFile(*file, &p, /*check_kv_section=*/false));
+  EXPECT_NE(*unchecked.slab_checksum, KVSlabChecksum(s.slab));  // the gate's refusal
 }
 
 TEST(SlabFile, EveryDamageIsTyped) {

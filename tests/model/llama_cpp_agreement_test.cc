@@ -109,7 +109,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, LlamaCppAgreementTest,
                                            "llama_mxfp4", "llama256_q3_k_m", "llama256_q2_k", "llama256_iq4_xs",
                                            "qwen3_f32", "qwen3_q8_0", "phi3_f32", "phi3_q8_0", "phi3_longrope",
                                            "smollm3_f32", "smollm3_q8_0", "gemma2_f32", "gemma2_q8_0", "qwen3moe_f32",
-                                           "qwen3moe_q8_0", "llama_f16", "llama_bf16", "qwen3moe_bf16"),
+                                           "qwen3moe_q8_0", "llama_f16", "llama_bf16", "qwen3moe_bf16", "gptoss_f32",
+                                           "gptoss_mxfp4"),
                          [](const ::testing::TestParamInfo<const char*>& info) { return std::string(info.param); });
 
 }  // namespace

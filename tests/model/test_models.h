@@ -29,8 +29,8 @@ inline ModelConfig TinyConfig(size_t n_heads = 4, size_t n_kv_heads = 2, size_t 
 // One tiny config of every architecture, each with its distinguishing feature switched on and strong
 // enough to move the logits (the witnesses run over all of them): Llama, Qwen2 (biases), Qwen3
 // (QK-norm, head_dim != hidden / heads), Phi-3 (partial rotary), SmolLM3 (NoPE layers), Gemma 2
-// (window, soft-capping small enough to bite on these activations), Gemma 3 (window, QK-norm) and
-// Qwen3-MoE (4 experts, 2 per token).
+// (window, soft-capping small enough to bite on these activations), Gemma 3 (window, QK-norm),
+// Qwen3-MoE (4 experts, 2 per token) and gpt-oss (experts, sinks, biases, window, YaRN).
 inline std::vector<ModelConfig> ArchitectureConfigs() {
   std::vector<ModelConfig> out;
   out.push_back(TinyConfig());
@@ -69,6 +69,19 @@ inline std::vector<ModelConfig> ArchitectureConfigs() {
   moe.n_experts_used = 2;
   moe.expert_ffn_size = 32;
   out.push_back(moe);
+  // gpt-oss: 4 experts (2 per token) with biases and the clamped SwiGLU, attention sinks, q/k/v/o
+  // biases, even layers sliding, YaRN on every layer (sliding ones included, as llama.cpp).
+  ModelConfig oss = TinyConfig(4, 2, 16, RopePairing::kSplitHalf, 4);
+  oss.architecture = Architecture::kGptOss;
+  oss.hidden_size = 48;
+  oss.sliding_window = 5;
+  oss.sliding_window_pattern = 2;
+  oss.rope_local_base = oss.rope_base;
+  oss.n_experts = 4;
+  oss.n_experts_used = 2;
+  oss.expert_ffn_size = 32;
+  oss.rope_yarn = {4.0, 32, 32.0, 1.0, 1.0 + 0.1 * std::log(4.0)};
+  out.push_back(oss);
   return out;
 }
 

@@ -440,6 +440,13 @@ TEST_F(PlannerTest, EraseTextSealsErasesAndJournals) {
   EXPECT_NE(std::find(sources.begin(), sources.end(), Digest::Of("be brief")), sources.end());
   EXPECT_EQ(planner_->journal().rows().back().kind, "erasure");
   EXPECT_EQ(planner_->journal().rows().back().seq, report.journal_seq);
+  // Its certificate is bound to that row and verifies against this planner's journal and key.
+  ASSERT_OK_AND_ASSIGN(DeletionCertificate cert, planner_->CertifyErasure(report.journal_seq));
+  EXPECT_TRUE(IsErasureCertificate(cert));
+  EXPECT_EQ(cert.subject, Digest::Of(personal));
+  EXPECT_EQ(cert.evicted_count, report.tree_tokens);
+  EXPECT_TRUE(planner_->VerifyCertificate(cert).ok()) << planner_->VerifyCertificate(cert).detail;
+  EXPECT_EQ(planner_->CertifyErasure(report.journal_seq + 1).status().code(), StatusCode::kNotFound);
   ASSERT_OK_AND_ASSIGN(CompleteResult next, planner_->Complete(conv, params_));
   EXPECT_TRUE(next.messages[1].sealed);
   ASSERT_OK_AND_ASSIGN(ErasureReport again, planner_->EraseText("t1", Digest::Of(personal), ""));

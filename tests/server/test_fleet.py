@@ -45,6 +45,8 @@ def test_an_erasure_on_one_worker_reaches_every_worker(tmp_path, redis_port):
         assert status == 200, reply
         fleet = reply["removed"]["fleet"]
         assert fleet["confirmed"] == ["a", "b", "c"] and fleet["pending"] == [], fleet
+        # The reply's certificate names (signed) the three workers and verifies; the list cannot be edited.
+        assert_erasure_certificate(a, reply, text, ["a", "b", "c"])
         for w in (b, c):
             # The text's KV is gone from the other workers' trees (what precedes it may stay) ...
             assert cached(w, text) < held[w]
@@ -58,6 +60,29 @@ def test_an_erasure_on_one_worker_reaches_every_worker(tmp_path, redis_port):
     finally:
         for w in (a, b, c):
             w.stop()
+
+
+def verify(server, cert):
+    status, verdict = server.request("POST", "/fak/v1/certificates/verify", cert)
+    assert status == 200, verdict
+    return verdict
+
+
+def assert_erasure_certificate(origin, reply, text, confirmed):
+    """/fak/v1/erase's reply carries a version 2 certificate of the erasure naming exactly the workers
+    that confirmed, bound to the journal row it reports; the origin verifies it, and not once the list
+    is edited (a worker dropped or added) or the subject relabelled."""
+    cert = reply["certificate"]
+    assert cert["version"] == 2 and cert["fleet"]["confirmed"] == confirmed, cert
+    assert cert["fleet"]["event"] == reply["removed"]["fleet"]["event"] != ""
+    assert cert["subject"] == hashlib.sha256(text.encode()).hexdigest() and cert["journal_seq"] == reply["journal_seq"]
+    assert "sealed the content" in cert["scope"], cert["scope"]
+    assert verify(origin, cert)["valid"] is True
+    for forged in (confirmed[:-1], confirmed + ["z"]):
+        verdict = verify(origin, {**cert, "fleet": {**cert["fleet"], "confirmed": forged}})
+        assert verdict["valid"] is False and verdict["fault"] == "bad_signature", verdict
+    verdict = verify(origin, {**cert, "subject": hashlib.sha256(b"another text").hexdigest()})
+    assert verdict["valid"] is False and verdict["fault"] == "bad_signature", verdict
 
 
 def test_an_evicted_messages_certificate_names_the_workers_that_confirmed(tmp_path, redis_port):
@@ -87,21 +112,26 @@ def test_an_evicted_messages_certificate_names_the_workers_that_confirmed(tmp_pa
 
 
 def test_a_worker_down_at_the_erasure_applies_the_seal_before_it_serves(tmp_path, redis_port):
+    """Three workers, one down when a text is erased: the certificate names the two that confirmed
+    (not the one that was down), and the one that comes back serves the text sealed from its first
+    request, before any announcement could reach it."""
     text = "sealed while you slept: " + uuid.uuid4().hex
-    a = worker(tmp_path, redis_port, "a")
-    c = worker(tmp_path, redis_port, "c")
+    a, b, c = (worker(tmp_path, redis_port, n) for n in ("a", "b", "c"))
     try:
         chat(c, text)
         c.stop()  # leaves the fleet: nobody waits for it
         status, reply = a.request("POST", "/fak/v1/erase", {"content": text})
-        assert status == 200 and reply["removed"]["fleet"]["confirmed"] == ["a"], reply
+        assert status == 200 and reply["removed"]["fleet"]["confirmed"] == ["a", "b"], reply
+        assert_erasure_certificate(a, reply, text, ["a", "b"])
         c = worker(tmp_path, redis_port, "c")  # same state directory, back in the fleet
         chat(c, text)
         assert sample_value(c.metrics(), "fak_chat_sealed_messages_total", tenant="alice", cause="sealed") == 1
         assert cached(c, text) < len(text)  # nothing of the text is reused (it pages in nothing sealed)
+        # The certificate is the origin's: another worker's journal does not hold its row.
+        assert verify(b, reply["certificate"])["valid"] is False
     finally:
-        a.stop()
-        c.stop()
+        for w in (a, b, c):
+            w.stop()
 
 
 def test_a_conversation_continues_on_another_worker_from_the_shared_tier(tmp_path, redis_port):

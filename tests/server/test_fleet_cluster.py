@@ -110,6 +110,10 @@ def test_on_a_cluster_an_erasure_reaches_every_worker_and_a_restarted_one(tmp_pa
         assert status == 200, reply
         fleet = reply["removed"]["fleet"]
         assert fleet["confirmed"] == ["a", "b", "c"] and fleet["pending"] == [], fleet
+        cert = reply["certificate"]  # signed, naming the three
+        assert cert["version"] == 2 and cert["fleet"] == {"event": fleet["event"], "confirmed": ["a", "b", "c"]}, cert
+        status, verdict = a.request("POST", "/fak/v1/certificates/verify", cert)
+        assert status == 200 and verdict["valid"] is True, verdict
         for w in (b, c):
             assert cached(w, text) < held[w]  # no reuse of the text's KV on the others
         for w in (a, b, c):

@@ -261,6 +261,56 @@ TEST_F(RedisClusterLive, ASlotMigratedUnderAnOpenHandleIsFollowed) {
   ASSERT_OK(store->Unpin(d));
 }
 
+// RunInto (the KV tier's zero-copy read) across a moving slot: mid-migration only the key already
+// moved answers ASK, so only it is fetched again, and its value is slid into its place between the
+// others'; after the move every key answers MOVED and the whole batch is followed, still in order.
+TEST_F(RedisClusterLive, RunIntoPlacesARedirectedValueWhereItBelongs) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RedisConnection> conn, RedisConnection::Open(cluster_->Options("into")));
+  const std::vector<std::string> keys = {"into:{moving}a", "into:{moving}b", "into:{moving}c"};
+  const std::vector<std::string> values = {"first value", "the second, which moves", "third"};
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_OK(conn->RunOne({"SET", keys[i], values[i]}, true).status());
+  const std::vector<RedisCommand> gets = {{"GET", keys[0]}, {"GET", keys[1]}, {"GET", keys[2]}};
+  const auto read_all = [&](std::string* got) -> Result<std::vector<RedisReply>> {
+    std::string buf(64, '\0');
+    size_t written = 0;
+    Result<std::vector<RedisReply>> r = conn->RunInto(gets, true, std::span<char>(buf.data(), buf.size()), &written);
+    *got = buf.substr(0, written);
+    return r;
+  };
+  const std::string want = values[0] + values[1] + values[2];
+  std::string got;
+  ASSERT_OK_AND_ASSIGN(std::vector<RedisReply> before, read_all(&got));
+  ASSERT_EQ(got, want);  // control: no redirect
+  const std::string slot = std::to_string(KeySlot(keys[0]));
+  const int from = cluster_->OwnerOf(keys[0]);
+  ASSERT_GE(from, 0);
+  const int to = (from + 1) % 3;
+  testing::RawRedis src(cluster_->node(from).port()), dst(cluster_->node(to).port());
+  ASSERT_EQ(dst.Command({"CLUSTER", "SETSLOT", slot, "IMPORTING", cluster_->Id(from)}), "+OK");
+  ASSERT_EQ(src.Command({"CLUSTER", "SETSLOT", slot, "MIGRATING", cluster_->Id(to)}), "+OK");
+  ASSERT_EQ(src.Command({"MIGRATE", "127.0.0.1", std::to_string(cluster_->node(to).port()), keys[1], "0", "5000"}), "+OK");
+  ASSERT_OK_AND_ASSIGN(std::vector<RedisReply> asked, read_all(&got));
+  EXPECT_EQ(got, want);
+  ASSERT_EQ(asked.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(asked[i].integer, static_cast<int64_t>(values[i].size())) << i;
+  EXPECT_EQ(conn->cluster_stats()->asked, 1u);  // only the moved key was asked again
+  // A moved value that does not fit what the others left is refused, never written past the end.
+  std::string small(want.size() - 1, '\0');
+  size_t written = 0;
+  const Result<std::vector<RedisReply>> tight = conn->RunInto(gets, true, std::span<char>(small.data(), small.size()), &written);
+  ASSERT_FALSE(tight.has_value());
+  EXPECT_EQ(tight.error().code(), StatusCode::kCorruption) << tight.error().ToString();
+  ASSERT_EQ(src.Command({"MIGRATE", "127.0.0.1", std::to_string(cluster_->node(to).port()), "", "0", "5000", "KEYS", keys[0],
+                         keys[2]}), "+OK");
+  for (int i = 0; i < 3; ++i) {
+    testing::RawRedis n(cluster_->node(i).port());
+    ASSERT_EQ(n.Command({"CLUSTER", "SETSLOT", slot, "NODE", cluster_->Id(to)}), "+OK") << i;
+  }
+  ASSERT_OK_AND_ASSIGN(std::vector<RedisReply> moved, read_all(&got));
+  EXPECT_EQ(got, want);
+  EXPECT_GE(conn->cluster_stats()->moved, 1u);
+}
+
 // A master stops: its slots answer Unavailable naming it, promptly (its breaker then fails fast);
 // the other masters' slots keep working; nothing hangs, nothing crashes.
 TEST(RedisClusterOutage, AStoppedMasterIsUnavailableForItsSlotsOnly) {

@@ -42,7 +42,8 @@ MODELS = {
     "mistralai-Mistral-7B-Instruct-v0.2-legacy": dict(bos="<s>", eos="</s>", tool_as_user=True),
     "mistralai-Mistral-7B-Instruct-v0.1": dict(bos="<s>", eos="</s>", tool_as_user=True),
     "mistralai-Mistral-7B-Instruct-v0.2": dict(bos="<s>", eos="</s>", tool_as_user=True),
-    "mistralai-Mistral-7B-Instruct-v0.3": dict(bos="<s>", eos="</s>", tool_as_user=True),
+    # v0.3 has its own tool role: [TOOL_RESULTS] (ids of 9 letters or digits).
+    "mistralai-Mistral-7B-Instruct-v0.3": dict(bos="<s>", eos="</s>", tool_as_user=False),
     "meta-llama-Llama-2-7b-chat-hf": dict(bos="<s>", eos="</s>", tool_as_user=True),
     "microsoft-Phi-3-mini-4k-instruct": dict(bos="<s>", eos="<|endoftext|>", tool_as_user=True),
     "microsoft-Phi-3.5-mini-instruct": dict(bos="<s>", eos="<|endoftext|>", tool_as_user=True),
@@ -109,12 +110,17 @@ TOOLS = [{"type": "function", "function": {
 CALL = {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function", "function": {
     "name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}}]}
 RESULT = {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": '{"temp": 21, "sky": "clear"}'}
+# The same with Mistral's call ids (its v0.3 template requires 9 letters or digits).
+CALL9 = {**CALL, "tool_calls": [{**CALL["tool_calls"][0], "id": "a1B2c3D4e"}]}
+RESULT9 = {**RESULT, "tool_call_id": "a1B2c3D4e"}
 TOOL_CONVERSATIONS = {
     "tools_offered": [m("user", "What's the weather in Paris?")],
     "tools_system_offered": [m("system", SYS), m("user", "What's the weather in Paris?")],
     "tool_call_result": [m("user", "What's the weather in Paris?"), CALL, RESULT],
     "tool_call_answered": [m("system", SYS), m("user", "What's the weather in Paris?"), CALL, RESULT,
                            m("assistant", "It is 21 degrees and clear in Paris."), m("user", "Thanks!")],
+    "tool_call_answered_id9": [m("system", SYS), m("user", "What's the weather in Paris?"), CALL9, RESULT9,
+                               m("assistant", "It is 21 degrees and clear in Paris."), m("user", "Thanks!")],
 }
 # Reasoning in an earlier assistant turn (Qwen3 and DeepSeek drop it from history).
 CONVERSATIONS["reasoning_history"] = [

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "fak/model/model.h"
+#include "src/model/model_impl.h"
 #include "tests/model/test_models.h"
 #include "tests/test_util.h"
 
@@ -80,6 +81,23 @@ TEST(Witness, BatchedDecodeStepEqualsSeparateDecodes) {
     }
     ExpectBatchEqualsSeparate(*model, seqs);
   }
+}
+
+// gpt-oss as llama.cpp's quantizer writes it (MXFP4 experts, packed; Q8_0 attention): a decode step
+// for eight sessions and a prompt, batched, equal their separate runs. Each token picks 4 of 8
+// experts from its own router logits, so batching changes neither its experts nor its bits.
+TEST(Witness, GptOssMxfp4BatchedEqualsAlone) {
+  ASSERT_OK_AND_ASSIGN(auto model, Model::Load(std::string(FAK_TEST_DATA_DIR) + "/llama_cpp/gptoss_mxfp4.gguf"));
+  const auto& layer = internal::ModelAccess::Get(*model).weights.layers[0];
+  ASSERT_EQ(layer.experts[0].gate.dtype, internal::DType::kMXFP4);
+  ASSERT_NE(layer.experts[0].down.packed, nullptr);
+  const size_t v = model->config().vocab_size;
+  std::vector<Seq> seqs;
+  for (uint32_t s = 0; s < 8; ++s) {
+    seqs.push_back({TokenSequence(3 + 4 * s, 20 + s, v), {static_cast<int32_t>(s + 3)}, LogitsMode::kLast});
+  }
+  seqs.push_back({TokenSequence(10, 40, v), TokenSequence(30, 41, v), LogitsMode::kAll});
+  ExpectBatchEqualsSeparate(*model, seqs);
 }
 
 TEST(PrefillBatch, BadItemsAreRefusedAndNoCacheChanges) {

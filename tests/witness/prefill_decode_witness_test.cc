@@ -3,6 +3,7 @@
 // (ctest runs this binary once per tier). Each witness has a non-vacuity control.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -47,17 +48,22 @@ TEST_P(CachedDecodeWitness, CachedDecodeMatchesPrefill) {
 
 INSTANTIATE_TEST_SUITE_P(Witness, CachedDecodeWitness, ::testing::ValuesIn(testing::ArchitectureConfigs()),
                          [](const ::testing::TestParamInfo<ModelConfig>& info) {
-                           return std::string(ArchitectureName(info.param.architecture)) +
-                                  (info.param.qkv_bias ? "_qkv_bias" : "");
+                           std::string name = ArchitectureName(info.param.architecture);
+                           std::replace(name.begin(), name.end(), '-', '_');  // gtest names: [A-Za-z0-9_]
+                           return name + (info.param.qkv_bias ? "_qkv_bias" : "");
                          });
 
 // The same on loaded Q8_0 files, whose projections run packed eight rows at a time (kernels
-// revision 3): a 40-token prefill against token-by-token decode, Llama and Gemma 3 (sliding layers).
+// revision 3): a 40-token prefill against token-by-token decode, Llama, Gemma 3 (sliding layers) and
+// gpt-oss (Q8_0 attention, packed MXFP4 experts, sinks, sliding layers).
 TEST(Witness, PackedQ8_0DecodeMatchesPrefill) {
-  for (const char* name : {"llama_q8_0.gguf", "gemma3_q8_0.gguf"}) {
+  for (const char* name : {"llama_q8_0.gguf", "gemma3_q8_0.gguf", "gptoss_mxfp4.gguf"}) {
     SCOPED_TRACE(name);
     ASSERT_OK_AND_ASSIGN(auto model, Model::Load(std::string(FAK_TEST_DATA_DIR) + "/llama_cpp/" + name));
     ASSERT_NE(internal::ModelAccess::Get(*model).weights.layers[0].wq.packed, nullptr);  // the packed path is the one tested
+    // The tied head too: the prefill's 40 rows run it as one packed matmul (AMX on the avx512 tier
+    // where the CPU has it), each decode as one packed row (VNNI).
+    ASSERT_NE(internal::ModelAccess::Get(*model).weights.output.packed, nullptr);
     const auto tokens = TokenSequence(40, 3, model->config().vocab_size);
     KVCache prefilled = model->NewCache(), decoded = model->NewCache();
     ASSERT_OK_AND_ASSIGN(auto all, model->Prefill(&prefilled, tokens, LogitsMode::kAll));

@@ -45,7 +45,7 @@ int InspectNamedJson(const LoadedModel& m, bool digest) {
   const ModelConfig& c = m.model->config();
   Json j = {{"kind", "model"},
             {"name", m.label},
-            {"architecture", c.architecture == Architecture::kLlama ? "llama" : "gemma3"},
+            {"architecture", ArchitectureName(c.architecture)},
             {"shape", c.Describe()},
             {"context_length", c.context_length},
             {"rope_base", c.rope_base},

@@ -67,10 +67,21 @@ FAK_EXPORT Status SignCertificate(DeletionCertificate* cert, const SigningKey& k
 FAK_EXPORT Status AddFleetConfirmations(DeletionCertificate* cert, std::string event, std::vector<std::string> confirmed,
                                         const SigningKey& key);
 
+// A certificate for the erasure of a text however it arrived: an "erasure" journal row (as
+// Planner::EraseText journals it — the content sealed, its bytes erased from the text store, the KV
+// the issuer's tree held from it evicted). No one cache was cut, so nothing is witnessed: `scope`
+// is the erasure statement (docs/audit.md), segment_id and span are empty, the cache, witness and
+// model digests are zero and evicted_count is the row's tree_tokens. Version 1, signed with `key`
+// (AddFleetConfirmations makes it 2). InvalidArgument when `row` is not an erasure row.
+FAK_EXPORT Result<DeletionCertificate> CertifyErasure(const JournalRow& row, const SigningKey& key);
+// Whether `cert` states an erasure (CertifyErasure) rather than a witnessed eviction.
+FAK_EXPORT bool IsErasureCertificate(const DeletionCertificate& cert);
+
 // Why a certificate failed verification; each tamper case has its own value.
 enum class CertificateFault {
   kNone,
-  kMalformed,            // unsupported version, wrong scope text, wrong field sizes, fleet fields in v1 / missing in v2
+  kMalformed,            // unsupported version, wrong scope text, wrong field sizes, fleet fields in v1 / missing in v2,
+                         // eviction fields in an erasure certificate
   kUnknownKey,           // issuer key not among the trusted keys
   kBadSignature,         // signature does not verify over the canonical encoding
   kNonZeroDelta,         // max_abs_delta != 0

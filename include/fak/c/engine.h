@@ -75,6 +75,18 @@ typedef struct fak_request {
   size_t grammar_len;
   const char* json_schema;
   size_t json_schema_len;
+  /* Appended in 1.3. Tools offered to a request given as messages (docs/c-api.md, Tool calls): OpenAI's
+   * `tools`, a JSON array of {"type": "function", "function": {"name", "description"?, "parameters"?}},
+   * rendered through the model's chat template. (pointer, length) UTF-8, copied at submit. NULL = none.
+   * Read the reply's calls with fak_result_tool_calls. Default: NULL. */
+  const char* tools_json;
+  size_t tools_json_len;
+  /* NUL-terminated: "auto" (the model may call; once it writes its call marker the call is held to
+   * the tools' schemas), "none" (tools not offered), "required" (the reply is calls, forced by a
+   * grammar), or a function's name (the reply is one call of it). NULL = "auto". Forced calls and
+   * grammar / json_schema together are INVALID_ARGUMENT. Default: NULL. */
+  const char* tool_choice;
+  int parallel_tool_calls; /* nonzero: "required" may write several calls (up to eight). Default: 1. */
 } fak_request;
 
 /* Thread-safe (touches only *request). */
@@ -127,6 +139,13 @@ FAK_EXPORT fak_status fak_result_info_get(const fak_result* result, fak_result_i
  * INVALID_ARGUMENT for an index past the tokens or a capacity too small. Thread-safe. */
 FAK_EXPORT fak_status fak_result_logprobs(const fak_result* result, size_t index, fak_token_logprob* out,
                                           size_t capacity, size_t* n_out);
+
+/* The calls in the reply of a request that offered tools (tool_choice not "none"), as JSON text
+ * borrowed from the result (NUL-terminated, valid until fak_result_free): {"content": the text outside
+ * the calls (null when there is none beside calls), "tool_calls": [{"id", "type": "function",
+ * "function": {"name", "arguments": JSON text}}]} — OpenAI's message fields; "tool_calls" is empty when
+ * the model wrote none. FAILED_PRECONDITION when the request offered no tools. Thread-safe. */
+FAK_EXPORT fak_status fak_result_tool_calls(const fak_result* result, const char** json, size_t* json_len);
 
 /* ---- Radix tree: prefix reuse across sessions ------------------------------------------------ */
 

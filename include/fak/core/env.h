@@ -40,6 +40,26 @@ class FAK_EXPORT WritableFile {
   virtual Status Close() = 0;
 };
 
+// A file open for reading at any offset, its size fixed when it was opened: a reader that decodes
+// as it reads (the KV tier's page-in puts a slab's K/Kraw/V straight into place) holds no second
+// copy of the file. Thread-safe.
+class FAK_EXPORT RandomAccessFile {
+ public:
+  virtual ~RandomAccessFile() = default;
+  virtual uint64_t size() const = 0;
+  // Fills all of `out` with the bytes from `offset`, or fails: InvalidArgument when the range passes
+  // size(), Corruption when the file ends first (it shrank since it was opened), IOError otherwise.
+  virtual Status ReadAt(uint64_t offset, std::span<std::byte> out) const = 0;
+};
+
+// `bytes` as a RandomAccessFile (what a store that reads whole entries hands a range reader).
+FAK_EXPORT std::unique_ptr<RandomAccessFile> RandomAccessBytes(std::string bytes);
+// The same over a caller's bytes, which must outlive it (no copy).
+FAK_EXPORT std::unique_ptr<RandomAccessFile> RandomAccessView(std::string_view bytes);
+// InvalidArgument unless [offset, offset + n) lies within a file of `file_size` bytes (for
+// RandomAccessFile implementations).
+FAK_EXPORT Status CheckReadRange(uint64_t file_size, uint64_t offset, size_t n);
+
 // A whole file mapped read-only; the bytes stay valid while the object lives. Thread-safe.
 class FAK_EXPORT ReadOnlyMapping {
  public:
@@ -83,6 +103,8 @@ class FAK_EXPORT Env {
   // At most the first `max_bytes` bytes of the file (fewer when it is shorter); refuses links like
   // ReadFile. For checking headers without reading whole blobs.
   virtual Result<std::string> ReadFilePrefix(const std::string& path, size_t max_bytes) = 0;
+  // The file open for reads at any offset; refuses links and anything not regular like ReadFile.
+  virtual Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) = 0;
   // What lstat says about `path` (a symlink is reported, not followed). NotFound when absent.
   virtual Result<FileInfo> GetFileInfo(const std::string& path) = 0;
   // Input files a caller names (a model's config.json, tokenizer.json, a GGUF's magic bytes):
@@ -131,6 +153,9 @@ class FAK_EXPORT EnvWrapper : public Env {
   Result<std::unique_ptr<WritableFile>> NewPrivateFile(const std::string& path) override { return target_->NewPrivateFile(path); }
   Result<std::string> ReadFile(const std::string& path) override { return target_->ReadFile(path); }
   Result<std::string> ReadFilePrefix(const std::string& path, size_t max_bytes) override { return target_->ReadFilePrefix(path, max_bytes); }
+  Result<std::unique_ptr<RandomAccessFile>> NewRandomAccessFile(const std::string& path) override {
+    return target_->NewRandomAccessFile(path);
+  }
   Result<FileInfo> GetFileInfo(const std::string& path) override { return target_->GetFileInfo(path); }
   Result<std::string> ReadInputFile(const std::string& path, size_t max_bytes) override { return target_->ReadInputFile(path, max_bytes); }
   Result<FileInfo> GetTargetInfo(const std::string& path) override { return target_->GetTargetInfo(path); }

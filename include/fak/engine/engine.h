@@ -51,6 +51,7 @@
 #include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/engine/request.h"
+#include "fak/grammar/grammar_constraint.h"
 #include "fak/model/model.h"
 #include "fak/model/speculation.h"
 #include "fak/regen/regen_driver.h"
@@ -155,13 +156,17 @@ class FAK_EXPORT Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Turns a request given as messages into the token form Submit runs: rendered with the chat
-  // template, tokenized with the messages' text as plain text (never markup), `sources` set to each
-  // message's run (ChatSourceRuns) and empty stop_tokens to EndOfGenerationTokens; `messages` is
-  // cleared. A request given as token ids is left as it is. Submit calls it; a host calls it first to
-  // size or probe a chat request without tokenizing chat itself. On error `request` is unchanged:
-  // InvalidArgument (both prompt and messages, or sources with messages, or what the template
-  // refuses), FailedPrecondition without EngineOptions::chat_template.
+  // Turns a request given as messages into the token form Submit runs: its tools (EngineRequest::tools)
+  // put in the template's call convention, rendered with the chat template, tokenized with the
+  // messages' text as plain text (never markup), `sources` set to each message's run
+  // (ChatSourceRuns), empty stop_tokens to EndOfGenerationTokens, and the grammar of forced calls
+  // (tool_choice required / named) installed as `constraint`; `messages` is cleared, `tools` kept
+  // (read the reply with ToolCallReader). A request given as token ids is left as it is. Submit
+  // calls it; a host calls it first to size or probe a chat request without tokenizing chat itself.
+  // On error `request` is unchanged: InvalidArgument (both prompt and messages, or sources with
+  // messages, bad tools, forced calls with a constraint, or what the
+  // template refuses), Unsupported (tools offered to a template whose call format fak does not
+  // read), FailedPrecondition without EngineOptions::chat_template.
   Status Prepare(EngineRequest& request) const;
   // Queues a request. InvalidArgument for a bad tenant, prompt, sampling or max_tokens;
   // ResourceExhausted when prompt + max_tokens exceeds the context length or the KV budget;
@@ -186,6 +191,9 @@ class FAK_EXPORT Engine {
   RadixTree& tree();
   // EngineOptions::chat_template; null when the engine takes no messages.
   const ChatTemplate* chat_template() const;
+  // The tokenizer's vocabulary as grammar constraints need it (TokenVocabulary): built by the first
+  // call (about a second at a 262k vocabulary), then shared. Thread-safe.
+  Result<std::shared_ptr<const TokenVocabulary>> Vocabulary() const;
 
  private:
   struct Impl;

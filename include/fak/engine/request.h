@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fak/core/status.h"
+#include "fak/grammar/tool_calls.h"
 #include "fak/model/sampler.h"
 #include "fak/model/token_constraint.h"
 #include "fak/regen/regen_driver.h"
@@ -58,9 +59,14 @@ struct EngineRequest {
   // tokenized with the messages' text as plain text (EncodeRendered). With messages, empty
   // stop_tokens mean EndOfGenerationTokens (EOS and the template's end-of-turn tokens).
   std::vector<ChatMessage> messages;
-  // With messages: the tools offered, a JSON array as the OpenAI API's `tools`, rendered as the
-  // template's `tools` (ChatRenderOptions::tools_json). Default: none.
-  std::string tools_json;
+  // With messages: the tools offered and how they may be called (OpenAI's tools, tool_choice,
+  // parallel_tool_calls). Engine::Prepare renders them through the template (a template without
+  // tools gets them described in the system message); for required or a named tool it installs
+  // the grammar that forces calls as `constraint` (InvalidArgument if one is set already), for auto
+  // (where the family marks its calls, and no constraint is set) a TriggeredGrammarConstraint that
+  // leaves the text free until the call marker. Read the reply's calls with ToolCallReader.
+  // Default: none.
+  ToolRequest tools;
   // Which source texts runs of a token-id `prompt` came from (e.g. ChatSourceRuns of a chat the host
   // rendered itself), recorded with its KV in the tree and every tier so SourceSweeper and
   // page-in's denylist check reach it. Each run non-empty and within the prompt. With `messages`

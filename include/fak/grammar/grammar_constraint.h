@@ -62,6 +62,28 @@ class FAK_EXPORT GrammarConstraint final : public TokenConstraint {
   std::shared_ptr<const TokenVocabulary> vocabulary_;
 };
 
+// A grammar that holds the text only from a trigger on (tool calls under tool_choice auto, the
+// trigger the family's call marker): the text is free — no logit touched, so each keeps its bits —
+// until it contains `trigger`; from the trigger's first byte it must be a sentence of `grammar`
+// (whose sentences begin with the trigger), and once that sentence is whole it is free again until
+// the next trigger. A token that completes the trigger and runs on into text the grammar refuses
+// leaves the reply free. Triggers are found in tokens' text (TokenVocabulary): a special token
+// with no text never triggers. Thread-safe; shared by the sequences it constrains.
+class FAK_EXPORT TriggeredGrammarConstraint final : public TokenConstraint {
+ public:
+  // InvalidArgument for an empty trigger, or a grammar whose sentences do not begin with it.
+  static Result<std::shared_ptr<const TriggeredGrammarConstraint>> Create(std::string trigger, Grammar grammar,
+                                                                          std::shared_ptr<const TokenVocabulary> vocabulary);
+  Result<std::unique_ptr<TokenMatcher>> NewMatcher() const override;
+
+ private:
+  TriggeredGrammarConstraint(std::string trigger, Grammar grammar, std::shared_ptr<const TokenVocabulary> vocabulary)
+      : trigger_(std::move(trigger)), grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)) {}
+  std::string trigger_;
+  Grammar grammar_;
+  std::shared_ptr<const TokenVocabulary> vocabulary_;
+};
+
 }  // namespace fak
 
 #endif  // FAK_GRAMMAR_GRAMMAR_CONSTRAINT_H_

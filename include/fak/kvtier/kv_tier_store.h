@@ -56,6 +56,10 @@ class FAK_EXPORT KVTierStore {
   // naming both sizes, before anything is allocated or read for it: a store's sizes are not
   // trusted (a sparse 1 TiB file, a forged size record). Never more than max_bytes are returned.
   virtual Result<std::string> Get(const TierKey& key, uint64_t max_bytes) = 0;
+  // The entry open for reading in ranges, with Get's bounds and errors; its size is what Get would
+  // return. A page-in decodes a slab straight from it instead of holding the file twice. Default:
+  // Get's bytes, in memory; the directory tier opens its file.
+  virtual Result<std::unique_ptr<RandomAccessFile>> Open(const TierKey& key, uint64_t max_bytes);
   // Get without a caller's bound: entries up to kMaxTierEntryBytes.
   Result<std::string> Get(const TierKey& key) { return Get(key, kMaxTierEntryBytes); }
   // The most any store returns for one entry (a slab of a very large model's long span fits).

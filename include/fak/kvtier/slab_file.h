@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fak/core/env.h"
 #include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/gate/kv_manifest.h"
@@ -55,8 +56,14 @@ FAK_EXPORT Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::s
 // `check_kv_section` false skips the file's own checksum of the K/Kraw/V section and computes
 // slab_checksum instead — only for a caller that checks it against the manifest's integrity
 // checksum next (which covers the same bytes): a large slab is hashed once, not twice, and on a
-// second thread while this one copies it out, so the hash costs no time of its own.
+// second thread while this one copies it out, so the hash costs little time of its own.
 FAK_EXPORT Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem = nullptr, bool check_kv_section = true);
+// The same, reading `file` in ranges: K, Kraw and V go straight from the file into the slab (no
+// copy of the whole file is held), each piece hashed on a second thread while the next is read. A
+// file that ends early (it shrank since it was opened) is kTruncated; another read error is
+// returned as it is, with *problem kNone.
+FAK_EXPORT Result<SlabFile> DecodeSlabFile(const RandomAccessFile& file, SlabFileProblem* problem = nullptr,
+                                           bool check_kv_section = true);
 
 }  // namespace fak
 

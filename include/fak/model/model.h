@@ -1,5 +1,5 @@
-// Model: an immutable decoder-only transformer (Llama, Qwen2/3, Phi-3, SmolLM3, Gemma 2/3 text) and
-// its forward pass on the CPU.
+// Model: an immutable decoder-only transformer (Llama, Qwen2/3, Qwen3-MoE, Phi-3, SmolLM3, Gemma 2/3 text,
+// gpt-oss) and its forward pass on the CPU.
 //
 // All per-request state lives in a KVCache; a Model is safe to share between threads. Prefill runs
 // a whole prompt as one batch; Decode runs one token. Within one kernel tier both produce the same
@@ -36,9 +36,12 @@ class ModelAccess;   // how the forward pass and tests reach it
 //   kGemma3   Gemma 3 text                     kGemma2   Gemma 3 without q/k norms, with attention
 //                                                        and final logit soft-capping
 //   kQwen3Moe Qwen3 whose FFN is a mixture of experts (n_experts)
-enum class Architecture { kLlama, kGemma3, kQwen3, kGemma2, kPhi3, kSmolLM3, kQwen3Moe };
-// "llama", "gemma3", "qwen3", "gemma2", "phi3", "smollm3", "qwen3moe" (GGUF general.architecture;
-// Qwen2 is "llama" with qkv_bias).
+//   kGptOss   gpt-oss: a mixture of experts (softmax over the top-k router logits, clamped SwiGLU,
+//             biases on q/k/v/o, router and experts), per-head attention sinks, alternating
+//             sliding-window layers
+enum class Architecture { kLlama, kGemma3, kQwen3, kGemma2, kPhi3, kSmolLM3, kQwen3Moe, kGptOss };
+// "llama", "gemma3", "qwen3", "gemma2", "phi3", "smollm3", "qwen3moe", "gpt-oss" (GGUF
+// general.architecture; Qwen2 is "llama" with qkv_bias).
 FAK_EXPORT const char* ArchitectureName(Architecture a);
 
 struct FAK_EXPORT ModelConfig {
@@ -95,29 +98,32 @@ struct FAK_EXPORT ModelConfig {
   // final_logit_softcap · tanh(z / final_logit_softcap).
   float attn_logit_softcap = 0.0f;
   float final_logit_softcap = 0.0f;
-  // Mixture of experts (Qwen3-MoE; n_experts == 0: the dense FFN of ffn_size). A token's router
-  // logits (softmax over n_experts) pick its n_experts_used most probable experts (ties: the lower
-  // index), each a gated FFN of expert_ffn_size; their outputs are summed, most probable first,
-  // weighted by their probabilities renormalised to sum to 1. Routing reads the token's own row only.
+  // Mixture of experts (Qwen3-MoE, gpt-oss; n_experts == 0: the dense FFN of ffn_size). A token's
+  // router logits pick its n_experts_used most probable experts (ties: the lower index), each a gated
+  // FFN of expert_ffn_size; their outputs are summed, most probable first, weighted by their
+  // probabilities renormalised to sum to 1 (Qwen3-MoE: softmax over all experts, then the chosen
+  // ones' share; gpt-oss: softmax over the chosen logits). Routing reads the token's own row only.
   size_t n_experts = 0, n_experts_used = 0, expert_ffn_size = 0;
 
-  // ---- Gemma 2 / 3 (ignored for the Llama family) ----
+  // ---- Gemma 2 / 3 and gpt-oss (ignored for the Llama family) ----
   // Sliding-window attention: layer l is global iff (l + 1) % sliding_window_pattern == 0, else it
-  // attends to keys at positions [max(0, p + 1 - sliding_window), p] and rotates with
-  // rope_local_base. sliding_window == 0: every layer is global. (Gemma 2: pattern 2, so the even
-  // layers slide, as llama.cpp's set_swa_pattern(2) has it.)
+  // attends to keys at positions [max(0, p + 1 - sliding_window), p] (Gemma: rotating with
+  // rope_local_base; gpt-oss: with the global table). sliding_window == 0: every layer is global.
+  // (Gemma 2 and gpt-oss: pattern 2, so the even layers slide, as llama.cpp's set_swa_pattern(2).)
   size_t sliding_window = 0;
   size_t sliding_window_pattern = 6;
   double rope_local_base = 10000.0;
   // Attention scale = query_pre_attn_scalar^-0.5; 0 means head_dim.
   float query_pre_attn_scalar = 0.0f;
-  // Whether layer l uses the sliding window (Gemma with sliding_window > 0 and l not global).
+  // Whether layer l uses the sliding window (Gemma or gpt-oss with sliding_window > 0, l not global).
   bool IsSlidingLayer(size_t layer) const;
   // Whether layer l rotates its keys and queries (all but SmolLM3's NoPE layers).
   bool IsRopeLayer(size_t layer) const;
   // Gemma 2 and 3: embeddings × sqrt(hidden), sandwich norms, GELU-tanh gating, norm weights that
   // hold (1 + w) in GGUF.
   bool IsGemma() const { return architecture == Architecture::kGemma3 || architecture == Architecture::kGemma2; }
+  // Gemma 2 / 3 and gpt-oss: some layers attend through a sliding window.
+  bool HasSlidingLayers() const { return IsGemma() || architecture == Architecture::kGptOss; }
   // Gemma 3 and Qwen3: each head's query and key RMS-normalised (q_norm, k_norm) before RoPE.
   bool HasQkNorm() const {
     return architecture == Architecture::kGemma3 || architecture == Architecture::kQwen3 ||

@@ -134,6 +134,11 @@ class FAK_EXPORT Planner {
   Result<DeletionCertificate> EvictMessage(const Conversation& conversation, size_t index, std::string_view reason,
                                            std::string_view session = {});
 
+  // The signed certificate of the erasure journaled at `journal_seq` (EraseText's row; CertifyErasure
+  // in fak/audit/deletion_certificate.h). NotFound when there is no such row, InvalidArgument when
+  // it is not an erasure row.
+  Result<DeletionCertificate> CertifyErasure(uint64_t journal_seq) const;
+
   // Makes `cert` (one this planner issued) name the fleet workers that confirmed the erasure of its
   // subject, re-signed (AddFleetConfirmations): for a host whose fleet confirms after the issue.
   Status RecordFleetConfirmations(DeletionCertificate* cert, std::string event, std::vector<std::string> confirmed) const;
