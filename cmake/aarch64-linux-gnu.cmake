@@ -21,6 +21,10 @@ set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgc
 set(ENV{PKG_CONFIG_PATH} "")
 
 find_program(FAK_QEMU_AARCH64 NAMES qemu-aarch64 qemu-aarch64-static)
+# No -L prefix: the multiarch libc6:arm64 (a dependency of the :arm64 -dev packages) puts the
+# interpreter at /lib/ld-linux-aarch64.so.1, matching its libc.so.6. `-L /usr/aarch64-linux-gnu`
+# would pair the cross package's ld.so with that libc, two builds of glibc, and the first
+# pthread_create then walks a stack cache at the wrong offset of ld.so's data forever.
 if(FAK_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${FAK_QEMU_AARCH64} -L /usr/aarch64-linux-gnu)
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${FAK_QEMU_AARCH64})
 endif()

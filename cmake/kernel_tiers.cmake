@@ -60,6 +60,9 @@ elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
   # M1 on): neon.cc again, its int8 dot products one SDOT each. (armv8.2-a: GCC's vdotq_s32 is built
   # for it, and dotprod exists only from ARMv8.2 on.)
   fak_kernel_tier(neon_dotprod SOURCE kernels/arch/neon.cc -march=armv8.2-a+dotprod)
+  # ARMv8.6 int8 matrix multiply (Neoverse V1/V2/N2 — Graviton 3/4 —, Apple M2 on, Cortex-A510/A710
+  # on; every such core has dotprod): SMMLA in the packed quantized products of several rows.
+  fak_kernel_tier(neon_i8mm -march=armv8.2-a+dotprod+i8mm)
 else()
   fak_kernel_tier(scalar)
 endif()

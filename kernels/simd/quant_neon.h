@@ -3,10 +3,12 @@
 // member of a template on the tier's integer policy I (defined in that TU's anonymous namespace), so
 // nothing here has external linkage.
 //
-// I supplies one operation, the int8 dot product that NEON variants compute differently:
-//   I::Dot(acc, a, b)   acc + Σ_{4 bytes of lane} a·b  (s8 × s8 → i32 lanes; lane l covers bytes 4l..4l+3)
-// kernels/arch/neon.cc does it with vmull + pairwise adds (every ARMv8 core), or with one SDOT
-// (vdotq_s32) when built for dotprod: the same lanes. Unlike x86 there is a signed × signed
+// I supplies the int8 dot product that NEON variants compute differently, and optionally SMMLA:
+//   I::Dot(acc, a, b)    acc + Σ_{4 bytes of lane} a·b  (s8 × s8 → i32 lanes; lane l covers bytes 4l..4l+3)
+//   I::Mmla(acc, a, b)   acc + A·Bᵀ for 2 x 8 byte matrices (i8mm; used by the packed kernels, M ≥ 2)
+// kernels/arch/neon.cc does Dot with vmull + pairwise adds (every ARMv8 core), or with one SDOT
+// (vdotq_s32) when built for dotprod: the same lanes; neon_i8mm.cc adds Mmla, which only regroups
+// exact integer sums, so every NEON tier gives the same bits. Unlike x86 there is a signed × signed
 // multiply, so weight quants are made signed first (q − offset) and no sign trick or offset
 // correction is needed.
 //
@@ -34,6 +36,8 @@ namespace fak::kernels::simd {
 template <class I>
 struct NeonQuantOps {
   using Acc = float32x4_t;
+  // Whether the tier has the optional I::Mmla (SMMLA, i8mm).
+  static constexpr bool kMmla = requires(int32x4_t acc, int8x16_t v) { I::Mmla(acc, v, v); };
   static Acc Zero() { return vdupq_n_f32(0.0f); }
   // (l0 + l1) + (l2 + l3), always.
   static float Reduce(Acc v) {
@@ -360,6 +364,68 @@ struct NeonQuantOps {
     return vreinterpretq_s8_s32(vdupq_n_s32(v));
   }
 
+  // The eight rows' exact sums over one 32-element group set (q[j][r]: elements 4j..4j+3 of rows
+  // 4r..4r+3) against MR activation rows (x(i): row i's 32 bytes), in kParts parts of 32 / kParts
+  // elements: sums[i][p][r] lane c is row 4r + c's Σ q·x over part p. Exact, so any way of computing
+  // it gives the same integers. With I::Mmla (i8mm) two activation rows at a time: the groups are
+  // regrouped into 8 bytes of each of two weight rows (one zip), one SMMLA per 8 elements and row
+  // pair, a 2 x 2 block [x_i·w_c, x_i·w_c+1, x_i+1·w_c, x_i+1·w_c+1]. Else (and for an odd last
+  // row) I::Dot on a broadcast of four activation bytes.
+  template <int MR, int kParts, class RowBytes>
+  [[gnu::always_inline]] static void PackedSums(const int8x16_t (&q)[8][2], RowBytes x,
+                                                int32x4_t (&sums)[MR][kParts][2]) {
+    static_assert(kParts == 1 || kParts == 2);
+    int i = 0;
+    if constexpr (kMmla && MR >= 2) {
+      int8x16_t pair[4][2][2];  // elements 8t..8t+7; rows 4r + 2h and 4r + 2h + 1
+      for (int t = 0; t < 4; ++t)
+        for (int r = 0; r < 2; ++r) {
+          const int32x4_t lo = vreinterpretq_s32_s8(q[2 * t][r]), hi = vreinterpretq_s32_s8(q[2 * t + 1][r]);
+          pair[t][r][0] = vreinterpretq_s8_s32(vzip1q_s32(lo, hi));
+          pair[t][r][1] = vreinterpretq_s8_s32(vzip2q_s32(lo, hi));
+        }
+      for (; i + 2 <= MR; i += 2) {
+        const int8_t* x0 = x(i);
+        const int8_t* x1 = x(i + 1);
+        int32x4_t block[kParts][2][2];
+        for (int p = 0; p < kParts; ++p)
+          for (int r = 0; r < 2; ++r) block[p][r][0] = block[p][r][1] = vdupq_n_s32(0);
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; ++t) {
+          const int p = t * kParts / 4;
+          const int8x16_t a = vcombine_s8(vld1_s8(x0 + 8 * t), vld1_s8(x1 + 8 * t));
+          for (int r = 0; r < 2; ++r)
+            for (int h = 0; h < 2; ++h) block[p][r][h] = I::Mmla(block[p][r][h], a, pair[t][r][h]);
+        }
+        for (int p = 0; p < kParts; ++p)
+          for (int r = 0; r < 2; ++r) {
+            const int64x2_t c01 = vreinterpretq_s64_s32(block[p][r][0]), c23 = vreinterpretq_s64_s32(block[p][r][1]);
+            sums[i][p][r] = vreinterpretq_s32_s64(vzip1q_s64(c01, c23));
+            sums[i + 1][p][r] = vreinterpretq_s32_s64(vzip2q_s64(c01, c23));
+          }
+      }
+    }
+    for (; i < MR; ++i) {
+      const int8_t* xi = x(i);
+      int32x4_t chain[2][2];  // rows 0-3 / 4-7; two chains (one part) or one per part
+      for (int r = 0; r < 2; ++r) chain[r][0] = chain[r][1] = vdupq_n_s32(0);
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const int c = kParts == 1 ? j % 2 : j / 4;
+        const int8x16_t xj = Broadcast4(xi + 4 * j);
+        for (int r = 0; r < 2; ++r) chain[r][c] = I::Dot(chain[r][c], q[j][r], xj);
+      }
+      for (int r = 0; r < 2; ++r) {
+        if constexpr (kParts == 1) {
+          sums[i][0][r] = vaddq_s32(chain[r][0], chain[r][1]);
+        } else {
+          sums[i][0][r] = chain[r][0];
+          sums[i][1][r] = chain[r][1];
+        }
+      }
+    }
+  }
+
   template <class PB, int MR, bool kPrefetch>
   static void PackedTile(const PackedAct<PB>* x, size_t n_blocks, const PB* w, float* y, size_t ldy, const PB* w_ahead) {
     float32x4_t acc[MR][2];
@@ -370,17 +436,12 @@ struct NeonQuantOps {
       }
       PackedW u;
       UnpackPacked(w[b], &u);
+      int32x4_t sum[MR][1][2];
+      PackedSums<MR, 1>(u.q, [&](int i) { return x[i * n_blocks + b].qs; }, sum);
       for (int i = 0; i < MR; ++i) {
         const PackedAct<PB>& xb = x[i * n_blocks + b];
-        int32x4_t sum[2][2];  // rows 0-3 / 4-7, two chains each
-        for (int r = 0; r < 2; ++r) sum[r][0] = sum[r][1] = vdupq_n_s32(0);
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-          const int8x16_t xj = Broadcast4(xb.qs + 4 * j);
-          for (int r = 0; r < 2; ++r) sum[r][j % 2] = I::Dot(sum[r][j % 2], u.q[j][r], xj);
-        }
         for (int r = 0; r < 2; ++r) {
-          acc[i][r] = vfmaq_f32(acc[i][r], vcvtq_f32_s32(vaddq_s32(sum[r][0], sum[r][1])), vmulq_n_f32(u.d[r], xb.d));
+          acc[i][r] = vfmaq_f32(acc[i][r], vcvtq_f32_s32(sum[i][0][r]), vmulq_n_f32(u.d[r], xb.d));
           if constexpr (kPackedMin<PB>) acc[i][r] = vfmaq_n_f32(acc[i][r], u.m[r], xb.s);  // + m·s
         }
       }
@@ -498,18 +559,13 @@ struct NeonQuantOps {
                                vreinterpretq_s32_u32(vmovl_high_u16(sc16))};
       const int32x4_t mc[2] = {vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(m16))),
                                vreinterpretq_s32_u32(vmovl_high_u16(m16))};
+      int32x4_t c[MR][1][2];  // q ∈ [0, 15]: exact
+      PackedSums<MR, 1>(q, [&](int i) { return x[i * stride].qs + 32 * s; }, c);
       for (int i = 0; i < MR; ++i) {
         const ActQ8_K& xb = x[i * stride];
-        int32x4_t c[2][2];
-        for (int r = 0; r < 2; ++r) c[r][0] = c[r][1] = vdupq_n_s32(0);
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-          const int8x16_t xj = Broadcast4(xb.qs + 32 * s + 4 * j);
-          for (int r = 0; r < 2; ++r) c[r][j % 2] = I::Dot(c[r][j % 2], q[j][r], xj);  // q ∈ [0, 15]: exact
-        }
         const int32_t bsum = xb.bsums[2 * s] + xb.bsums[2 * s + 1];
         for (int r = 0; r < 2; ++r) {
-          sum[i][r] = vmlaq_s32(sum[i][r], vaddq_s32(c[r][0], c[r][1]), sc[r]);
+          sum[i][r] = vmlaq_s32(sum[i][r], c[i][0][r], sc[r]);
           mins[i][r] = vmlaq_n_s32(mins[i][r], mc[r], bsum);
         }
       }
@@ -535,17 +591,10 @@ struct NeonQuantOps {
         }
       int32x4_t sc[2];
       WidenS16(vmovl_s8(vld1_s8(wb.sc[s])), sc);
-      for (int i = 0; i < MR; ++i) {
-        const int8_t* xs = x[i * stride].qs + 32 * s;
-        int32x4_t c[2][2];
-        for (int r = 0; r < 2; ++r) c[r][0] = c[r][1] = vdupq_n_s32(0);
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-          const int8x16_t xj = Broadcast4(xs + 4 * j);
-          for (int r = 0; r < 2; ++r) c[r][j % 2] = I::Dot(c[r][j % 2], q[j][r], xj);
-        }
-        for (int r = 0; r < 2; ++r) sum[i][r] = vmlaq_s32(sum[i][r], vaddq_s32(c[r][0], c[r][1]), sc[r]);
-      }
+      int32x4_t c[MR][1][2];
+      PackedSums<MR, 1>(q, [&](int i) { return x[i * stride].qs + 32 * s; }, c);
+      for (int i = 0; i < MR; ++i)
+        for (int r = 0; r < 2; ++r) sum[i][r] = vmlaq_s32(sum[i][r], c[i][0][r], sc[r]);
     }
   }
 
@@ -558,20 +607,12 @@ struct NeonQuantOps {
   static void QuarterSums(const int8x16_t (&q)[8][2], const int32x4_t (&sc0)[2], const int32x4_t (&sc1)[2],
                           const int32x4_t (&m0)[2], const int32x4_t (&m1)[2], const ActQ8_K* x, size_t stride, int t,
                           int32x4_t (&sum)[MR][2], int32x4_t (&mins)[MR][2]) {
+    int32x4_t c[MR][2][2];  // the quarter's two groups of 16; |q| ≤ 4, |x| ≤ 127: exact
+    PackedSums<MR, 2>(q, [&](int i) { return x[i * stride].qs + 32 * t; }, c);
     for (int i = 0; i < MR; ++i) {
       const ActQ8_K& xb = x[i * stride];
-      int32x4_t c0[2], c1[2];  // the quarter's two groups of 16
-      for (int r = 0; r < 2; ++r) c0[r] = c1[r] = vdupq_n_s32(0);
-#pragma GCC unroll 4
-      for (int g = 0; g < 4; ++g) {
-        const int8x16_t x0 = Broadcast4(xb.qs + 32 * t + 4 * g), x1 = Broadcast4(xb.qs + 32 * t + 16 + 4 * g);
-        for (int r = 0; r < 2; ++r) {
-          c0[r] = I::Dot(c0[r], q[g][r], x0);  // |q| ≤ 4, |x| ≤ 127: exact
-          c1[r] = I::Dot(c1[r], q[g + 4][r], x1);
-        }
-      }
       for (int r = 0; r < 2; ++r) {
-        sum[i][r] = vmlaq_s32(vmlaq_s32(sum[i][r], c0[r], sc0[r]), c1[r], sc1[r]);
+        sum[i][r] = vmlaq_s32(vmlaq_s32(sum[i][r], c[i][0][r], sc0[r]), c[i][1][r], sc1[r]);
         if constexpr (kMins)
           mins[i][r] = vmlaq_n_s32(vmlaq_n_s32(mins[i][r], m0[r], xb.bsums[2 * t]), m1[r], xb.bsums[2 * t + 1]);
       }

@@ -18,9 +18,13 @@ namespace {
 constexpr int kSpinIterations = 1 << 14;
 constexpr int kYieldEvery = 64;
 
+// A spin-wait hint (pause, yield), not a system call: a sched_yield per poll costs a kernel entry
+// each on hardware and, under qemu-user (the aarch64 test stage), an emulated system call each.
 void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   _mm_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  __asm__ volatile("yield");
 #else
   std::this_thread::yield();
 #endif

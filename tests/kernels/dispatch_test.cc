@@ -80,11 +80,15 @@ TEST(DispatchTest, X86RegistersTheVectorTiersWithTheirFlagsFeatures) {
 TEST(DispatchTest, Arm64RegistersTheNeonTiersWithTheirFlagsFeatures) {
   FAK_TIER_OR_SKIP(neon, "neon");
   FAK_TIER_OR_SKIP(dotprod, "neon_dotprod");
+  FAK_TIER_OR_SKIP(i8mm, "neon_i8mm");
   using enum CpuFeature;
   EXPECT_EQ(RegisteredTiers()[static_cast<size_t>(neon)]->requires_features, CpuFeatures{kAsimd});
   EXPECT_EQ(RegisteredTiers()[static_cast<size_t>(dotprod)]->requires_features, (CpuFeatures{kAsimd, kAsimdDotprod}));
+  EXPECT_EQ(RegisteredTiers()[static_cast<size_t>(i8mm)]->requires_features,
+            (CpuFeatures{kAsimd, kAsimdDotprod, kI8mm}));
   EXPECT_LT(Tier::kScalar, neon);
   EXPECT_LT(neon, dotprod);
+  EXPECT_LT(dotprod, i8mm);
 }
 
 TEST(DispatchTest, ParseTierRejectsUnknownNamingTheValueAndTheRegisteredTiers) {
@@ -274,6 +278,7 @@ TEST(CpuFeaturesTest, EachMissingAvx2FeatureRefusesEveryVectorTier) {
 TEST(CpuFeaturesTest, Arm64CoresGetTheirTier) {
   FAK_TIER_OR_SKIP(neon, "neon");
   FAK_TIER_OR_SKIP(dotprod, "neon_dotprod");
+  FAK_TIER_OR_SKIP(i8mm, "neon_i8mm");
   using enum CpuFeature;
   const CpuFeatures cortex_a53{kAsimd};                            // Raspberry Pi 3
   const CpuFeatures neoverse_n1{kAsimd, kAsimdDotprod, kFp16};      // Graviton 2, Ampere Altra
@@ -281,7 +286,8 @@ TEST(CpuFeaturesTest, Arm64CoresGetTheirTier) {
   EXPECT_EQ(BestTierOn(cortex_a53), neon);
   EXPECT_FALSE(TierSupportedOn(dotprod, cortex_a53));
   EXPECT_EQ(BestTierOn(neoverse_n1), dotprod);
-  EXPECT_EQ(BestTierOn(neoverse_v1), dotprod);
+  EXPECT_FALSE(TierSupportedOn(i8mm, neoverse_n1));
+  EXPECT_EQ(BestTierOn(neoverse_v1), i8mm);
   EXPECT_EQ(BestTierOn(CpuFeatures{kAsimdDotprod}), Tier::kScalar) << "no tier runs without Advanced SIMD";
   EXPECT_EQ(BestTierOn(FullAvx512Cpu()), Tier::kScalar) << "x86 features run no aarch64 tier";
 }

@@ -224,11 +224,14 @@ TEST_P(PackedQuantTest, Avx512TiersWithAndWithoutVnniAgreeBitForBit) {
   EXPECT_TRUE(scalar_differs) << "the comparison cannot tell tiers apart";
 }
 
-// neon_dotprod computes each int8 dot product with one SDOT where neon uses vmull and pairwise adds:
-// the same integer lanes and the same float ops, so the same bits, plain and packed, every type.
+// neon_dotprod computes each int8 dot product with one SDOT where neon uses vmull and pairwise adds,
+// and neon_i8mm the packed products of row pairs with SMMLA: the same integers and the same float
+// ops, so the same bits, plain and packed, every type. m = 5: a tile of four rows (two SMMLA row
+// pairs) and a single row (SDOT).
 TEST_P(PackedQuantTest, NeonTiersAgreeBitForBit) {
-  const Result<Tier> neon = ParseTier("neon"), dotprod = ParseTier("neon_dotprod");
-  if (!dotprod.has_value() || T().tier != *dotprod) GTEST_SKIP() << "runs in the neon_dotprod tier";
+  const Result<Tier> neon = ParseTier("neon"), dotprod = ParseTier("neon_dotprod"), i8mm = ParseTier("neon_i8mm");
+  if (!(dotprod.has_value() && T().tier == *dotprod) && !(i8mm.has_value() && T().tier == *i8mm))
+    GTEST_SKIP() << "runs in the neon_dotprod and neon_i8mm tiers";
   const size_t m = 5, n = 16;
   for (QuantType t : kAllTypes) {
     SCOPED_TRACE(Name(t));

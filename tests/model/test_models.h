@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string_view>
 #include <vector>
 
 #include "fak/model/model.h"
@@ -83,6 +85,31 @@ inline std::vector<ModelConfig> ArchitectureConfigs() {
   oss.rope_yarn = {4.0, 32, 32.0, 1.0, 1.0 + 0.1 * std::log(4.0)};
   out.push_back(oss);
   return out;
+}
+
+// FAK_TEST_SMALL_MODELS=1 (the aarch64 stage under qemu, where arithmetic is emulated) shrinks the
+// models that are large for a test; unset, every test runs its usual model.
+inline bool SmallTestModels() {
+  const char* v = std::getenv("FAK_TEST_SMALL_MODELS");
+  return v != nullptr && std::string_view(v) == "1";
+}
+
+// The byte-tokenizer model of the engine-level witnesses (speculation, scheduling): the embedded
+// default (vocab 258, 4 layers, hidden 256, 8 query heads on 2 KV heads of 32, FFN 768), or, with
+// SmallTestModels(), the same vocabulary, tokenizer ids, layers and head size on 4 query heads
+// (hidden 128) and FFN 256: a fifth of the arithmetic per token, the same code paths. (With 2
+// layers the synthetic logits grew so peaked that the scheduling witness's control, penalties
+// change the sampled tokens, no longer held.)
+inline ModelConfig ByteModelConfig() {
+  ModelConfig c = ModelConfig::EmbeddedDefault();
+  if (SmallTestModels()) {
+    c.n_heads = 4;
+    c.n_kv_heads = 2;
+    c.head_dim = 32;
+    c.hidden_size = c.n_heads * c.head_dim;
+    c.ffn_size = 256;
+  }
+  return c;
 }
 
 inline std::vector<int32_t> TokenSequence(size_t n, uint32_t seed, size_t vocab) {

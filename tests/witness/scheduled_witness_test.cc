@@ -77,7 +77,7 @@ struct Scenario {
 };
 
 TEST(Witness, ScheduledEqualsAlone) {
-  ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(ModelConfig::EmbeddedDefault(), 5));
+  ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(testing::ByteModelConfig(), 5));
   const auto tokenizer = MakeByteTokenizer();
   const std::vector<Case> first_wave = MakeCases(model->config().vocab_size);
   std::vector<testing::AloneRun> alone_first;
@@ -94,8 +94,10 @@ TEST(Witness, ScheduledEqualsAlone) {
   std::vector<testing::AloneRun> alone_second;
   for (const Case& c : second_wave) alone_second.push_back(testing::RunAlone(*model, c.prompt, c.sampling, c.max_tokens));
 
-  // EmbeddedDefault: K, Kraw, V in the regime's KV dtype + id
-  const size_t per_token = 3 * 4 * 2 * 32 * KVDtypeBytes(model->kv_dtype()) + sizeof(int32_t);
+  // K, Kraw, V per layer and KV head in the regime's KV dtype + id
+  const ModelConfig& shape = model->config();
+  const size_t per_token =
+      3 * shape.n_layers * shape.n_kv_heads * shape.head_dim * KVDtypeBytes(model->kv_dtype()) + sizeof(int32_t);
   const Scenario scenarios[] = {
       {"one at a time, whole prompts", Options(1, 4096, 4096, 0), false},
       {"batched, chunked", Options(12, 7, 40, 0), false},

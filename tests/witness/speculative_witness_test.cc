@@ -125,9 +125,9 @@ struct DrafterCase {
 };
 
 TEST(Witness, SpeculativeEqualsPlain) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> owned, Model::Synthetic(ModelConfig::EmbeddedDefault(), 5));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> owned, Model::Synthetic(testing::ByteModelConfig(), 5));
   const std::shared_ptr<const Model> model = std::move(owned);
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> other, Model::Synthetic(ModelConfig::EmbeddedDefault(), 6));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> other, Model::Synthetic(testing::ByteModelConfig(), 6));
   const size_t vocab = model->config().vocab_size;
   const DrafterCase drafters[] = {
       {"ngram k4", Speculation(DraftSource::kNgram, 4)},
@@ -197,7 +197,7 @@ TEST(Witness, SpeculativeEqualsPlain) {
 }
 
 TEST(Witness, SpeculativeEqualsPlainInEngine) {
-  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> owned, Model::Synthetic(ModelConfig::EmbeddedDefault(), 5));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Model> owned, Model::Synthetic(testing::ByteModelConfig(), 5));
   const std::shared_ptr<const Model> model = std::move(owned);
   const auto tokenizer = MakeByteTokenizer();
   const size_t vocab = model->config().vocab_size;
