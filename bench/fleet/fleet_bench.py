@@ -8,12 +8,21 @@
   sglang+kv  the same with fleet workers (cache-aware + cross-worker page-in),
   tree       N fleet workers behind TreeRouter (below): routed by what the workers' trees publish
              (the fleet's tree stream), not by a guess.
-Reports prompt-token hit rate (cached / prompt), the share of prompt tokens paged in from the
-shared tier, the busiest worker's share of the prompt tokens, completion tokens/s (and its ratio to
-round-robin's in the same round) and TTFT p50/p99 per setup.
+Two traces, each client one conversation, all sharing one system prompt:
+  chat       a short question, then short follow-ups (each turn: the reply and a follow-up),
+  agents     the radix bench's "agents" trace (bench/radix_traces.h) from many clients: a 128-word
+             system prompt, then each turn a 24-word observation (the same LCG-seeded segments,
+             one word per token id), the model's reply between turns.
+Reports prompt-token hit rate (cached / prompt) — overall, on first turns (where only the shared
+system prompt can be reused) and on later turns (the conversation's own prefix) —, the share of
+prompt tokens paged in from the shared tier, the busiest worker's share of the prompt tokens,
+completion tokens/s (and its ratio to round-robin's in the same round) and TTFT p50/p99 per setup.
+--arrival S spreads the clients' first requests evenly over S seconds (0: all at once, a cold
+fleet's worst case: every worker computes the shared system prompt at the same moment).
 
   bench/fleet/fleet_bench.py [--fak build/release/tools/fak/fak] [--model embedded] [--workers 3]
-                             [--clients 12] [--turns 4] [--rounds 3] [--setups one,rr,...]
+                             [--trace chat|agents] [--clients 12] [--turns 4] [--arrival 0]
+                             [--rounds 3] [--setups one,rr,...]
 Needs redis-server, haproxy (scripts/setup) and the openai and sglang-router packages: run it with
 build/server-venv/bin/python (scripts/test_server makes that venv). Without sglang-router the
 sglang setups are left out (hash is the cache-aware router then).
@@ -38,6 +47,32 @@ import openai
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEM = "You are a careful assistant for a large engineering team. " * 8
+# One word per token id of the radix traces: common words, about one token each in a BPE vocabulary.
+WORDS = ("time year people way day man thing woman life child world school state family student group country "
+         "problem hand part place case week company system program question work government number night point "
+         "home water room mother area money story fact month lot right study book eye job word business issue side "
+         "kind head house service friend father power hour game line end member law car city community name").split()
+
+
+def lcg_tokens(n, seed):
+    """bench/radix_traces.h's LcgTokens: the same ids, so the segments are the radix bench's."""
+    state, out = 2463534242 + seed, []
+    for _ in range(n):
+        state = (state * 1103515245 + 12345) & 0x7FFFFFFF
+        out.append(state % 49152)
+    return out
+
+
+def words(ids):
+    return " ".join(WORDS[i % len(WORDS)] for i in ids) + "."
+
+
+def conversation(trace, client_id, turns):
+    """(system prompt, the user message of each turn) of one client's conversation."""
+    if trace == "agents":  # radix_traces.h Agents(): system LcgTokens(128, 5001), turn t of agent a LcgTokens(24, 5100 + 97a + t)
+        return words(lcg_tokens(128, 5001)), [words(lcg_tokens(24, 5100 + 97 * client_id + t)) for t in range(1, turns + 1)]
+    return SYSTEM, [f"Client {client_id} asks about topic {client_id * 7919 % 1000}."] + \
+        [f"Follow-up {t} from {client_id}." for t in range(turns - 1)]
 
 
 def free_port():
@@ -238,11 +273,13 @@ def start_setup(kind, args, tmp):
     return procs, workers, fixed(port)
 
 
-def run_client(route, model, client_id, turns, results):
+def run_client(route, model, trace, client_id, turns, delay, results):
+    time.sleep(delay)
     clients = {}
-    messages = [{"role": "system", "content": SYSTEM},
-                {"role": "user", "content": f"Client {client_id} asks about topic {client_id * 7919 % 1000}."}]
-    for t in range(turns):
+    system, asks = conversation(trace, client_id, turns)
+    messages = [{"role": "system", "content": system}]
+    for t, ask in enumerate(asks):
+        messages.append({"role": "user", "content": ask})
         port, release = route(messages)
         if port not in clients:
             clients[port] = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=2, timeout=300)
@@ -261,8 +298,8 @@ def run_client(route, model, client_id, turns, results):
                     usage = chunk.usage
         finally:
             release()
-        results.append((ttft or time.perf_counter() - start, usage))
-        messages += [{"role": "assistant", "content": text}, {"role": "user", "content": f"Follow-up {t} from {client_id}."}]
+        results.append((ttft or time.perf_counter() - start, usage, t))
+        messages.append({"role": "assistant", "content": text})
 
 
 def counter(workers, name):
@@ -282,7 +319,8 @@ def measure(kind, args):
         results = []
         start = time.perf_counter()
         with ThreadPoolExecutor(args.clients) as pool:
-            for f in [pool.submit(run_client, route, model, c, args.turns, results) for c in range(args.clients)]:
+            for f in [pool.submit(run_client, route, model, args.trace, c, args.turns, c * args.arrival / args.clients, results)
+                      for c in range(args.clients)]:
                 f.result()
         wall = time.perf_counter() - start
         paged = sum(counter(workers, "fak_kv_tier_paged_tokens_total"))
@@ -291,11 +329,16 @@ def measure(kind, args):
         for p in reversed(procs):
             p.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    prompt = sum(u.prompt_tokens for _, u in results if u)
-    cached = sum(u.prompt_tokens_details.cached_tokens for _, u in results if u and u.prompt_tokens_details)
-    completion = sum(u.completion_tokens for _, u in results if u)
-    ttfts = sorted(t for t, _ in results)
-    return {"hit": cached / max(prompt, 1), "paged": paged / max(prompt, 1), "busiest": max(prompts) / max(sum(prompts), 1),
+    def hit(which):
+        usages = [u for _, u, t in results if u and which(t)]
+        cached = sum(u.prompt_tokens_details.cached_tokens for u in usages if u.prompt_tokens_details)
+        return cached / max(sum(u.prompt_tokens for u in usages), 1)
+
+    prompt = sum(u.prompt_tokens for _, u, _ in results if u)
+    completion = sum(u.completion_tokens for _, u, _ in results if u)
+    ttfts = sorted(t for t, _, _ in results)
+    return {"hit": hit(lambda t: True), "hit1": hit(lambda t: t == 0), "hitn": hit(lambda t: t > 0),
+            "paged": paged / max(prompt, 1), "busiest": max(prompts) / max(sum(prompts), 1),
             "tps": completion / wall, "p50": statistics.median(ttfts),
             "p99": ttfts[min(len(ttfts) - 1, int(0.99 * len(ttfts)))]}
 
@@ -306,8 +349,10 @@ def main():
     ap.add_argument("--model", default="embedded")
     ap.add_argument("--model-id", default=None)
     ap.add_argument("--workers", type=int, default=3)
+    ap.add_argument("--trace", choices=["chat", "agents"], default="chat")
     ap.add_argument("--clients", type=int, default=12)
     ap.add_argument("--turns", type=int, default=4)
+    ap.add_argument("--arrival", type=float, default=0.0, help="seconds over which the clients' first requests spread")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--setups", default="one,rr,rr+kv,hash,sglang,sglang+kv,tree")
     args = ap.parse_args()
@@ -327,13 +372,14 @@ def main():
         for r, x in enumerate(v):
             x["vs"] = x["tps"] / runs[base][r]["tps"]
     med = {k: {m: statistics.median(x[m] for x in v) for m in v[0]} for k, v in runs.items()}
-    print(f"model {args.model}, {args.workers} workers x 1 thread (one: 1 x {args.workers}), {args.clients} clients x "
-          f"{args.turns} turns, medians of {args.rounds} interleaved rounds")
-    print(f"| setup | hit rate | paged in | busiest worker | tokens/s | vs {base} | TTFT p50 ms | TTFT p99 ms |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(f"model {args.model}, {args.trace} trace, {args.workers} workers x 1 thread (one: 1 x {args.workers}), "
+          f"{args.clients} clients x {args.turns} turns arriving over {args.arrival:g} s, medians of {args.rounds} interleaved rounds")
+    print(f"| setup | hit rate | first turns | later turns | paged in | busiest worker | tokens/s | vs {base} | TTFT p50 ms "
+          "| TTFT p99 ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for k, m in med.items():
-        print(f"| {k} | {m['hit']:.1%} | {m['paged']:.1%} | {m['busiest']:.0%} | {m['tps']:.1f} | {m['vs']:.2f}x | "
-              f"{m['p50'] * 1e3:.0f} | {m['p99'] * 1e3:.0f} |")
+        print(f"| {k} | {m['hit']:.1%} | {m['hit1']:.1%} | {m['hitn']:.1%} | {m['paged']:.1%} | {m['busiest']:.0%} | "
+              f"{m['tps']:.1f} | {m['vs']:.2f}x | {m['p50'] * 1e3:.0f} | {m['p99'] * 1e3:.0f} |")
 
 
 if __name__ == "__main__":
