@@ -7,7 +7,10 @@
   sglang     N workers, each with its own cache, behind SGLang's router in its cache-aware mode,
   sglang+kv  the same with fleet workers (cache-aware + cross-worker page-in),
   tree       N fleet workers behind TreeRouter (below): routed by what the workers' trees publish
-             (the fleet's tree stream), not by a guess.
+             (the fleet's tree stream), not by a guess; a request whose prefix another request is
+             computing right now waits for that prefill (then hits or pages in) rather than
+             computing it again,
+  tree-eager the same without that wait.
 Two traces, each client one conversation, all sharing one system prompt:
   chat       a short question, then short follow-ups (each turn: the reply and a follow-up),
   agents     the radix bench's "agents" trace (bench/radix_traces.h) from many clients: a 128-word
@@ -149,21 +152,42 @@ def prefix_chain(messages):
     return chain
 
 
+class Lease:
+    """Where a router sent one request; the client says when its first token came and when it ended."""
+
+    def __init__(self, port, on_first=lambda: None, on_end=lambda: None):
+        self.port, self.on_first, self.on_end = port, on_first, on_end
+
+    def first_token(self):
+        self.on_first()
+        self.on_first = lambda: None
+
+    def end(self):
+        self.on_end()
+
+
 class TreeRouter:
     """Routes a chat to the worker whose tree holds its longest prefix, by fact: what each worker
     published on the fleet's tree stream (<prefix>:{fleet}:tree: reset / insert / evict of prefix
     digests per worker and tenant). A worker publishes once a heartbeat (500 ms), so a conversation's
-    next turn often comes before its last one is published: for `recent` seconds after a reply the
-    router also counts the prompt it just sent there as held, until the publication says what the
-    worker really kept. Among the holders, and when no worker holds more than the others, the least
-    busy (requests in flight) wins; a holder more than `slack` requests busier than the least busy
-    worker is passed over (the other pages the prefix in from the shared tier)."""
+    next turn often comes before its last one is published: for `recent` seconds after a request's
+    prefill (its first token) the router also counts its prompt as held there, until the publication
+    says what the worker really kept. Among the holders, and when no worker holds more than the
+    others, the least busy (requests in flight) wins; a holder more than `slack` requests busier than
+    the least busy worker is passed over (the other pages the prefix in from the shared tier).
 
-    def __init__(self, redis_port, workers, tenant="default", slack=2, recent=1.0, stream="fak:{fleet}:tree"):
+    With `coalesce`, a request whose prefix is being computed right now on some worker (another
+    request's prefill, not yet at its first token) and held longer nowhere waits for that prefill (at
+    most `coalesce` seconds) before it is routed: computing the same prefix again elsewhere would take
+    as long as the wait, and the wait turns it into a hit there or a page-in anywhere else. This is a
+    cold fleet's case: many conversations opening with one system prompt at once."""
+
+    def __init__(self, redis_port, workers, tenant="default", slack=2, recent=1.0, coalesce=5.0, stream="fak:{fleet}:tree"):
         self.workers = workers  # worker id -> port
-        self.tenant, self.slack, self.recent, self.stream = tenant, slack, recent, stream
+        self.tenant, self.slack, self.recent, self.coalesce, self.stream = tenant, slack, recent, coalesce, stream
         self.held = {w: set() for w in workers}
-        self.sent = {w: {} for w in workers}  # prefix -> when its reply ended, until the publication catches up
+        self.sent = {w: {} for w in workers}  # prefix -> when its prefill ended, until the publication catches up
+        self.prefilling = []  # (prefix chain, event set at its first token or end) of requests before their first token
         self.busy = {w: 0 for w in workers}
         self.lock = threading.Lock()
         self.stop = False
@@ -188,35 +212,60 @@ class TreeRouter:
     def holds(self, w, prefix, now):
         return prefix in self.held[w] or now - self.sent[w].get(prefix, -1e9) < self.recent
 
-    def pick(self, messages):
-        chain = prefix_chain(messages)
-        now = time.monotonic()
-        with self.lock:
-            holders = list(self.workers)
-            for prefix in reversed(chain):
-                found = [w for w in self.workers if self.holds(w, prefix, now)]
-                if found:
-                    holders = found
-                    break
-            choice = min(holders, key=lambda w: self.busy[w])
-            least = min(self.workers, key=lambda w: self.busy[w])
-            if self.busy[choice] - self.busy[least] > self.slack:
-                choice = least
-            self.busy[choice] += 1
-        return choice
+    def held_depth(self, chain, now):
+        """(messages of the longest prefix some worker holds, the workers holding it)."""
+        for k in range(len(chain), 0, -1):
+            found = [w for w in self.workers if self.holds(w, chain[k - 1], now)]
+            if found:
+                return k, found
+        return 0, list(self.workers)
 
-    def route(self, messages):
-        w = self.pick(messages)
+    def prefill_to_wait_for(self, chain, depth):
+        """The event of a prefill now computing a longer prefix of `chain` than `depth`, if any."""
+        for other, event in self.prefilling:
+            shared = next((k for k in range(min(len(chain), len(other)), 0, -1) if chain[k - 1] == other[k - 1]), 0)
+            if shared > depth:
+                return event
+        return None
 
-        def release():
+    def pick(self, chain):
+        deadline = time.monotonic() + self.coalesce
+        while True:
             now = time.monotonic()
             with self.lock:
-                self.busy[w] -= 1
+                depth, holders = self.held_depth(chain, now)
+                event = self.prefill_to_wait_for(chain, depth) if now < deadline else None
+                if event is None:
+                    choice = min(holders, key=lambda w: self.busy[w])
+                    least = min(self.workers, key=lambda w: self.busy[w])
+                    if self.busy[choice] - self.busy[least] > self.slack:
+                        choice = least
+                    self.busy[choice] += 1
+                    mine = (chain, threading.Event())
+                    self.prefilling.append(mine)
+                    return choice, mine
+            event.wait(max(0.0, deadline - now))
+
+    def route(self, messages):
+        chain = prefix_chain(messages)
+        w, mine = self.pick(chain)
+
+        def prefilled():  # the worker's tree holds the prompt now
+            now = time.monotonic()
+            with self.lock:
+                if mine in self.prefilling:
+                    self.prefilling.remove(mine)
                 sent = self.sent[w]
                 for p in [p for p, t in sent.items() if now - t >= self.recent]:
                     del sent[p]
-                sent.update((p, now) for p in prefix_chain(messages))
-        return self.workers[w], release
+                sent.update((p, now) for p in chain)
+            mine[1].set()
+
+        def end():
+            prefilled()  # no-op after the first token, but a request that failed before it frees its waiters
+            with self.lock:
+                self.busy[w] -= 1
+        return Lease(self.workers[w], prefilled, end)
 
     def close(self):
         self.stop = True
@@ -225,13 +274,13 @@ class TreeRouter:
 
 
 def fixed(port):
-    return lambda messages: (port, lambda: None)
+    return lambda messages: Lease(port)
 
 
 def start_setup(kind, args, tmp):
     procs = []
     redis_port = None
-    if kind in ("rr+kv", "hash", "sglang+kv", "tree"):
+    if kind in ("rr+kv", "hash", "sglang+kv", "tree", "tree-eager"):
         redis_port = free_port()
         procs.append(Proc(["redis-server", "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
                            "--appendonly", "no", "--dir", tmp]))
@@ -249,8 +298,9 @@ def start_setup(kind, args, tmp):
         procs.append(w)
     if kind == "one":
         return procs, workers, fixed(workers[0].port)
-    if kind == "tree":
-        router = TreeRouter(redis_port, {f"w{i + 1}": w.port for i, w in enumerate(workers)})
+    if kind.startswith("tree"):
+        router = TreeRouter(redis_port, {f"w{i + 1}": w.port for i, w in enumerate(workers)},
+                            coalesce=0.0 if kind == "tree-eager" else 5.0)
         return procs + [router], workers, router.route
     if kind.startswith("sglang"):
         port = free_port()
@@ -280,7 +330,8 @@ def run_client(route, model, trace, client_id, turns, delay, results):
     messages = [{"role": "system", "content": system}]
     for t, ask in enumerate(asks):
         messages.append({"role": "user", "content": ask})
-        port, release = route(messages)
+        lease = route(messages)
+        port = lease.port
         if port not in clients:
             clients[port] = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=2, timeout=300)
         start = time.perf_counter()
@@ -292,12 +343,14 @@ def run_client(route, model, trace, client_id, turns, delay, results):
                                                            stream=True, stream_options={"include_usage": True})
             for chunk in stream:
                 if chunk.choices and chunk.choices[0].delta.content:
-                    ttft = ttft or time.perf_counter() - start
+                    if ttft is None:
+                        ttft = time.perf_counter() - start
+                        lease.first_token()
                     text += chunk.choices[0].delta.content
                 if chunk.usage:
                     usage = chunk.usage
         finally:
-            release()
+            lease.end()
         results.append((ttft or time.perf_counter() - start, usage, t))
         messages.append({"role": "assistant", "content": text})
 
@@ -354,7 +407,7 @@ def main():
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--arrival", type=float, default=0.0, help="seconds over which the clients' first requests spread")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--setups", default="one,rr,rr+kv,hash,sglang,sglang+kv,tree")
+    ap.add_argument("--setups", default="one,rr,rr+kv,hash,sglang,sglang+kv,tree-eager,tree")
     args = ap.parse_args()
     setups = args.setups.split(",")
     try:

@@ -159,6 +159,43 @@ def test_a_conversation_continues_on_another_worker_from_the_shared_tier(tmp_pat
         b.stop()
 
 
+def test_a_system_prompt_two_conversations_share_is_paged_in_by_another_worker(tmp_path, redis_port):
+    """Two conversations opening with one system prompt on worker A split A's node where they diverge,
+    and that shared prefix is written through: worker B pages it in for a third conversation, with the
+    reply a worker without the fleet gives. Control: after A's first conversation alone the tier
+    holds only its whole edge, which no other conversation continues; C pages in nothing."""
+    system = "You are the fleet's shared assistant " + uuid.uuid4().hex + ". " + "Answer briefly and exactly. " * 8
+    a, b, c = (worker(tmp_path, redis_port, n) for n in ("a", "b", "c"))
+
+    def opening(w, who):
+        return w.client().chat.completions.create(model=MODEL, max_tokens=4, temperature=0, messages=[
+            {"role": "system", "content": system}, {"role": "user", "content": f"I am {who}."}])
+
+    def tier_entries():
+        return len(redis_keys(redis_port, "fak:{kvt}:m:*"))
+
+    try:
+        opening(a, "Ann")
+        assert wait_for(lambda: tier_entries() >= 1, 10)
+        assert opening(c, "Cyd").usage.prompt_tokens_details.cached_tokens == 0
+        assert wait_for(lambda: tier_entries() >= 2, 10)  # C's own edge
+        before = tier_entries()
+        opening(a, "Bob")  # diverges from Ann's after the system prompt: the split's upper half is written through
+        assert wait_for(lambda: tier_entries() >= before + 2, 10), (before, tier_entries())
+        on_b = opening(b, "Dee")
+        cached_b = on_b.usage.prompt_tokens_details.cached_tokens
+        assert cached_b > len(system) and sample_value(b.metrics(), "fak_kv_tier_paged_tokens_total") == cached_b
+        lone = FakServer(tmp_path)
+        try:
+            alone = opening(lone, "Dee")
+        finally:
+            lone.stop()
+        assert on_b.choices[0].message.content == alone.choices[0].message.content
+    finally:
+        for w in (a, b, c):
+            w.stop()
+
+
 def test_a_killed_worker_loses_no_acknowledged_text(tmp_path, redis_port):
     a = worker(tmp_path, redis_port, "a")
     text = "acknowledged before the crash: " + uuid.uuid4().hex
