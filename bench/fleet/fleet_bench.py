@@ -179,8 +179,12 @@ class TreeRouter:
     With `coalesce`, a request whose prefix is being computed right now on some worker (another
     request's prefill, not yet at its first token) and held longer nowhere waits for that prefill (at
     most `coalesce` seconds) before it is routed: computing the same prefix again elsewhere would take
-    as long as the wait, and the wait turns it into a hit there or a page-in anywhere else. This is a
-    cold fleet's case: many conversations opening with one system prompt at once."""
+    as long as the wait, and the wait turns it into a hit there or a page-in anywhere else. A request
+    sent to a worker that does not hold its prefix (the holders are busy) pages it in from the shared
+    tier, which has an entry ending there only once a worker split it off (two conversations
+    diverging after it on one worker: docs/kv-tier.md §5); until the router saw that happen, it waits
+    for a prefill sharing the prefix in flight, which makes the split. This is a cold fleet's case:
+    many conversations opening with one system prompt at once."""
 
     def __init__(self, redis_port, workers, tenant="default", slack=2, recent=1.0, coalesce=5.0, stream="fak:{fleet}:tree"):
         self.workers = workers  # worker id -> port
@@ -188,6 +192,7 @@ class TreeRouter:
         self.held = {w: set() for w in workers}
         self.sent = {w: {} for w in workers}  # prefix -> when its prefill ended, until the publication catches up
         self.prefilling = []  # (prefix chain, event set at its first token or end) of requests before their first token
+        self.branches = {w: {} for w in workers}  # prefix -> the next prefixes prefilled after it there
         self.busy = {w: 0 for w in workers}
         self.lock = threading.Lock()
         self.stop = False
@@ -228,18 +233,27 @@ class TreeRouter:
                 return event
         return None
 
+    def split_off(self, prefix):
+        """Whether some worker prefilled two contexts diverging right after `prefix`: its tree split
+        there, and the tier has an entry ending there."""
+        return any(len(b.get(prefix, ())) >= 2 for b in self.branches.values())
+
     def pick(self, chain):
         deadline = time.monotonic() + self.coalesce
         while True:
             now = time.monotonic()
             with self.lock:
                 depth, holders = self.held_depth(chain, now)
-                event = self.prefill_to_wait_for(chain, depth) if now < deadline else None
+                waiting = now < deadline
+                event = self.prefill_to_wait_for(chain, depth) if waiting else None
                 if event is None:
                     choice = min(holders, key=lambda w: self.busy[w])
                     least = min(self.workers, key=lambda w: self.busy[w])
                     if self.busy[choice] - self.busy[least] > self.slack:
                         choice = least
+                    if waiting and depth > 0 and choice not in holders and not self.split_off(chain[depth - 1]):
+                        event = self.prefill_to_wait_for(chain, depth - 1)
+                if event is None:
                     self.busy[choice] += 1
                     mine = (chain, threading.Event())
                     self.prefilling.append(mine)
@@ -259,6 +273,9 @@ class TreeRouter:
                 for p in [p for p, t in sent.items() if now - t >= self.recent]:
                     del sent[p]
                 sent.update((p, now) for p in chain)
+                branches = self.branches[w]
+                for before, after in zip(chain, chain[1:]):
+                    branches.setdefault(before, set()).add(after)
             mine[1].set()
 
         def end():
