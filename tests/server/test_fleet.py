@@ -421,8 +421,8 @@ def stream_through(port, messages, max_tokens):
 
 
 def read_events(resp, stop_after=None):
-    """The stream's events (parsed chunks, then "[DONE]"), up to `stop_after` content chunks; a
-    stream cut by the worker's death ends early, without "[DONE]"."""
+    """The stream's events (parsed chunks, then "[DONE]"), up to `stop_after` of them; a stream cut
+    by the worker's death ends early, without "[DONE]"."""
     import http.client
     import json
     events = []
@@ -432,7 +432,7 @@ def read_events(resp, stop_after=None):
                 continue
             data = line[6:].strip().decode()
             events.append(data if data == "[DONE]" else json.loads(data))
-            if stop_after and sum(1 for e in events if content_of([e])) >= stop_after:
+            if stop_after and len(events) >= stop_after:
                 break
     except (http.client.IncompleteRead, ConnectionError):
         pass
@@ -458,15 +458,16 @@ def test_behind_haproxy_a_worker_killed_mid_stream_loses_nothing_acknowledged(tm
     workers = {n: worker(tmp_path, redis_port, n) for n in ("w1", "w2", "w3")}
     port = router(list(workers.values()))
     lone = FakServer(tmp_path)  # the control: computes every turn from scratch, no fleet
+    reply_tokens = 160  # long enough that the kill, at the stream's first event, lands mid-stream
     try:
         first = "Stream to me, then die: " + uuid.uuid4().hex + ". " + "Padding for a longer prefix. " * 6
         history = [{"role": "user", "content": first}]
         served, resp = stream_through(port, history, 6)
         r1 = content_of(read_events(resp))
         history += [{"role": "assistant", "content": r1}, {"role": "user", "content": "Now a long answer, please."}]
-        expected = lone.client().chat.completions.create(model=MODEL, messages=history, max_tokens=48, temperature=0)
+        expected = lone.client().chat.completions.create(model=MODEL, messages=history, max_tokens=reply_tokens, temperature=0)
         assert expected.usage.prompt_tokens_details.cached_tokens == 0  # computed from scratch
-        killed, resp = stream_through(port, history, 48)
+        killed, resp = stream_through(port, history, reply_tokens)
         assert killed == served  # the conversation stays on its worker
         cut = read_events(resp, stop_after=1)
         assert cut and "[DONE]" not in cut
@@ -475,7 +476,7 @@ def test_behind_haproxy_a_worker_killed_mid_stream_loses_nothing_acknowledged(tm
         cut += read_events(resp)
         assert "[DONE]" not in cut and len(content_of(cut)) < len(expected.choices[0].message.content), cut[-1]
         # The client retries the turn; the router sends it to a survivor (the dead worker refuses the connection).
-        other, resp = stream_through(port, history, 48)
+        other, resp = stream_through(port, history, reply_tokens)
         retried = read_events(resp)
         assert other != killed and retried[-1] == "[DONE]", retried[-2:]
         r2 = content_of(retried)
