@@ -236,6 +236,11 @@ struct RadixTree::Impl {
       if (m < edge.size()) {
         if (split) {
           end.node = Split(c, m, tokens, ready);
+          // A divergence (not the walk's limit) is a prefix two contexts share — a system prompt
+          // many conversations open with. Written through, it gets a tier entry of its own, ending
+          // here, so another worker pages it in; the entry of the whole edge ends past it, where
+          // only a context that continues the same way can find it.
+          if (options.write_through && end.pos < limit) Offer(end.node, SpillReason::kWriteThrough);
         } else {
           end.split_point.slab = c->slab;
           end.split_point.k = m;

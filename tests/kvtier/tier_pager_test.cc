@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -152,6 +153,37 @@ TEST_F(TierPagerTest, RefusesRewrittenSourceRuns) {
   Fill(1, "default", t_);
   Rewrite([](SlabFile& f) { f.sources.clear(); });
   ExpectRefused(PageInFailure::kChecksum);
+}
+
+// Two conversations opening alike (one system prompt) split the first one's node where they
+// diverge; written through, that shared prefix is a tier entry of its own, so a worker that saw
+// neither pages it in for a third conversation, exactly. Control: before the split the tier holds
+// only the first conversation's whole edge, which a third context cannot find.
+TEST_F(TierPagerTest, ASharedPrefixASplitMakesIsWrittenThrough) {
+  const TranscriptRef delta = testing::Conversation(corpus_, "delta");
+  const TranscriptRef omega = testing::Conversation(corpus_, "omega");
+  Worker a = MakeWorker(corpus_, chain_, {.seed = 1, .spill_to = tier_.get(), .write_through = true});
+  ASSERT_OK_AND_ASSIGN(Materialized gamma_m, a.driver->Materialize("default", t_));
+  a.spiller->Flush();
+  {
+    Worker b = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier_.get()});
+    ASSERT_OK_AND_ASSIGN(Materialized m, b.driver->Materialize("default", omega));
+    EXPECT_EQ(m.reused_tokens, 0u);
+  }
+  ASSERT_OK_AND_ASSIGN(Materialized delta_m, a.driver->Materialize("default", delta));
+  a.spiller->Flush();
+  ASSERT_EQ(a.spiller->Stats().failed, 0u);
+  const size_t shared = static_cast<size_t>(
+      std::mismatch(gamma_m.tokens.begin(), gamma_m.tokens.end(), delta_m.tokens.begin()).first - gamma_m.tokens.begin());
+  ASSERT_GT(shared, 0u);
+  ASSERT_OK_AND_ASSIGN(std::vector<uint64_t> ends, tier_->Ends());
+  EXPECT_NE(std::find(ends.begin(), ends.end(), shared), ends.end());
+  Worker b = MakeWorker(corpus_, chain_, {.seed = 1, .page_from = tier_.get()});
+  ASSERT_OK_AND_ASSIGN(Materialized m, b.driver->Materialize("default", omega));
+  EXPECT_EQ(m.verdict, MaterializeVerdict::kRecompute) << m.detail;
+  EXPECT_EQ(m.reused_tokens, shared);  // gamma's and delta's common prefix, which omega opens with too
+  EXPECT_EQ(b.driver->Stats().paged_tokens, shared);
+  EXPECT_EQ(MaxAbsDiff(m.logits, RecomputeLogits(*b.model, m.tokens)), 0.0f);
 }
 
 TEST_F(TierPagerTest, APublicPrefixIsSharedAcrossTenantsAndNothingElse) {

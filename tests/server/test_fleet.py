@@ -159,6 +159,43 @@ def test_a_conversation_continues_on_another_worker_from_the_shared_tier(tmp_pat
         b.stop()
 
 
+def test_a_system_prompt_two_conversations_share_is_paged_in_by_another_worker(tmp_path, redis_port):
+    """Two conversations opening with one system prompt on worker A split A's node where they diverge,
+    and that shared prefix is written through: worker B pages it in for a third conversation, with the
+    reply a worker without the fleet gives. Control: after A's first conversation alone the tier
+    holds only its whole edge, which no other conversation continues; C pages in nothing."""
+    system = "You are the fleet's shared assistant " + uuid.uuid4().hex + ". " + "Answer briefly and exactly. " * 8
+    a, b, c = (worker(tmp_path, redis_port, n) for n in ("a", "b", "c"))
+
+    def opening(w, who):
+        return w.client().chat.completions.create(model=MODEL, max_tokens=4, temperature=0, messages=[
+            {"role": "system", "content": system}, {"role": "user", "content": f"I am {who}."}])
+
+    def tier_entries():
+        return len(redis_keys(redis_port, "fak:{kvt}:m:*"))
+
+    try:
+        opening(a, "Ann")
+        assert wait_for(lambda: tier_entries() >= 1, 10)
+        assert opening(c, "Cyd").usage.prompt_tokens_details.cached_tokens == 0
+        assert wait_for(lambda: tier_entries() >= 2, 10)  # C's own edge
+        before = tier_entries()
+        opening(a, "Bob")  # diverges from Ann's after the system prompt: the split's upper half is written through
+        assert wait_for(lambda: tier_entries() >= before + 2, 10), (before, tier_entries())
+        on_b = opening(b, "Dee")
+        cached_b = on_b.usage.prompt_tokens_details.cached_tokens
+        assert cached_b > len(system) and sample_value(b.metrics(), "fak_kv_tier_paged_tokens_total") == cached_b
+        lone = FakServer(tmp_path)
+        try:
+            alone = opening(lone, "Dee")
+        finally:
+            lone.stop()
+        assert on_b.choices[0].message.content == alone.choices[0].message.content
+    finally:
+        for w in (a, b, c):
+            w.stop()
+
+
 def test_a_killed_worker_loses_no_acknowledged_text(tmp_path, redis_port):
     a = worker(tmp_path, redis_port, "a")
     text = "acknowledged before the crash: " + uuid.uuid4().hex
@@ -234,12 +271,15 @@ def test_fleet_flags_are_checked(tmp_path):
         assert p.returncode != 0 and message in p.stderr, (extra, p.stderr)
 
 
-def test_redis_down_is_unavailable_never_a_seal(tmp_path):
-    """With the fleet's Redis gone a chat is refused as unavailable (503), not served unsealed and
+@pytest.mark.parametrize("how", ["stopped", "frozen"])
+def test_redis_down_is_unavailable_never_a_seal(tmp_path, how):
+    """With the fleet's Redis gone (stopped: connections refused; frozen by SIGSTOP: nothing answers)
+    a chat is refused as unavailable (503, naming Redis) within a bounded time, not served unsealed and
     not sealed; once Redis is back the same chat is served, and nothing was sealed meanwhile."""
     import shutil
     import socket
     import subprocess
+    import time
     from test_server import wait_for
     binary = shutil.which("redis-server") or "/usr/bin/redis-server"
     with socket.socket() as s:
@@ -255,20 +295,34 @@ def test_redis_down_is_unavailable_never_a_seal(tmp_path):
     redis = start_redis()
     w = worker(tmp_path, port, "a")
     text = "ask the fleet first: " + uuid.uuid4().hex
+    body = {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 2}
     try:
         chat(w, text)
-        redis.terminate()
-        redis.wait(10)
-        status, reply = w.request("POST", "/v1/chat/completions",
-                                  {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 2})
-        assert status == 503, reply
-        redis = start_redis()  # the append-only file brings the fleet's state back
-        body = {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 2}
+        if how == "stopped":
+            redis.terminate()
+            redis.wait(10)
+        else:
+            redis.send_signal(signal.SIGSTOP)
+        # Bounded: a refused connection fails within its retries (then the breaker answers at once); a
+        # frozen server within the command timeout (3 s, never retried).
+        bound = 2.0 if how == "stopped" else 4.5
+        for attempt in range(2):
+            started = time.monotonic()
+            status, reply = w.request("POST", "/v1/chat/completions", body)
+            took = time.monotonic() - started
+            assert status == 503 and reply["error"]["code"] == "screen_unavailable", reply
+            assert "retry later" in reply["error"]["message"] and f"redis 127.0.0.1:{port}" in reply["error"]["message"], reply
+            assert took < bound, (attempt, took)
+        if how == "stopped":
+            redis = start_redis()  # the append-only file brings the fleet's state back
+        else:
+            redis.send_signal(signal.SIGCONT)
         # Served again once the connection's breaker lets a probe through.
         assert wait_for(lambda: w.request("POST", "/v1/chat/completions", body)[0] == 200, 20)
         assert sample_value(w.metrics(), "fak_chat_sealed_messages_total", tenant="alice") == 0
     finally:
         w.stop()
+        redis.send_signal(signal.SIGCONT)
         redis.terminate()
         redis.wait(10)
 
@@ -349,6 +403,99 @@ def test_behind_haproxy_a_conversation_stays_and_survives_its_worker(tmp_path, r
         assert sorted(fleet["confirmed"]) == sorted(n for n in workers if n != served), reply
         assert fleet["pending"] in ([], [served]), reply  # the killed one, until its heartbeat is 3 s old
     finally:
+        for w in workers.values():
+            w.stop()
+
+
+def stream_through(port, messages, max_tokens):
+    """A streamed chat through the router: (the worker that serves it, its open response)."""
+    import http.client
+    import json
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", "/v1/chat/completions", headers={"Authorization": "Bearer key-alice", "Content-Type": "application/json"},
+                 body=json.dumps({"model": MODEL, "messages": messages, "max_tokens": max_tokens, "temperature": 0,
+                                  "stream": True, "stream_options": {"include_usage": True}}))
+    resp = conn.getresponse()
+    assert resp.status == 200, resp.read()
+    return resp.getheader("X-Fak-Served-By"), resp
+
+
+def read_events(resp, stop_after=None):
+    """The stream's events (parsed chunks, then "[DONE]"), up to `stop_after` of them; a stream cut
+    by the worker's death ends early, without "[DONE]"."""
+    import http.client
+    import json
+    events = []
+    try:
+        for line in resp:
+            if not line.startswith(b"data: "):
+                continue
+            data = line[6:].strip().decode()
+            events.append(data if data == "[DONE]" else json.loads(data))
+            if stop_after and len(events) >= stop_after:
+                break
+    except (http.client.IncompleteRead, ConnectionError):
+        pass
+    return events
+
+
+def content_of(events):
+    return "".join(e["choices"][0]["delta"].get("content") or "" for e in events
+                   if isinstance(e, dict) and e.get("choices"))
+
+
+def usage_of(events):
+    return next(e["usage"] for e in events if isinstance(e, dict) and e.get("usage"))
+
+
+def test_behind_haproxy_a_worker_killed_mid_stream_loses_nothing_acknowledged(tmp_path, redis_port, router):
+    """Through HAProxy: SIGKILL the worker while it streams a reply. The cut stream ends without
+    [DONE] (nothing of it was acknowledged); the client's retry is answered by another worker, which
+    pages the conversation's prefix in from the shared tier and streams the reply a worker without the
+    fleet computes from scratch. Every acknowledged message is in the fleet's text store, and the
+    killed worker, restarted on its state directory with an empty tree, serves the next turn warm
+    from the shared tier with the same bits."""
+    workers = {n: worker(tmp_path, redis_port, n) for n in ("w1", "w2", "w3")}
+    port = router(list(workers.values()))
+    lone = FakServer(tmp_path)  # the control: computes every turn from scratch, no fleet
+    reply_tokens = 160  # long enough that the kill, at the stream's first event, lands mid-stream
+    try:
+        first = "Stream to me, then die: " + uuid.uuid4().hex + ". " + "Padding for a longer prefix. " * 6
+        history = [{"role": "user", "content": first}]
+        served, resp = stream_through(port, history, 6)
+        r1 = content_of(read_events(resp))
+        history += [{"role": "assistant", "content": r1}, {"role": "user", "content": "Now a long answer, please."}]
+        expected = lone.client().chat.completions.create(model=MODEL, messages=history, max_tokens=reply_tokens, temperature=0)
+        assert expected.usage.prompt_tokens_details.cached_tokens == 0  # computed from scratch
+        killed, resp = stream_through(port, history, reply_tokens)
+        assert killed == served  # the conversation stays on its worker
+        cut = read_events(resp, stop_after=1)
+        assert cut and "[DONE]" not in cut
+        workers[killed].proc.send_signal(signal.SIGKILL)
+        workers[killed].proc.wait(10)
+        cut += read_events(resp)
+        assert "[DONE]" not in cut and len(content_of(cut)) < len(expected.choices[0].message.content), cut[-1]
+        # The client retries the turn; the router sends it to a survivor (the dead worker refuses the connection).
+        other, resp = stream_through(port, history, reply_tokens)
+        retried = read_events(resp)
+        assert other != killed and retried[-1] == "[DONE]", retried[-2:]
+        r2 = content_of(retried)
+        assert r2 == expected.choices[0].message.content
+        assert usage_of(retried)["prompt_tokens_details"]["cached_tokens"] > 0  # paged in from the shared tier
+        assert sample_value(workers[other].metrics(), "fak_kv_tier_paged_tokens_total") > 0
+        # The killed worker comes back (same id and state directory): an empty tree, warm from the shared tier.
+        workers[killed] = worker(tmp_path, redis_port, killed)
+        history += [{"role": "assistant", "content": r2}, {"role": "user", "content": "And the last word?"}]
+        again = workers[killed].client().chat.completions.create(model=MODEL, messages=history, max_tokens=6, temperature=0)
+        control = lone.client().chat.completions.create(model=MODEL, messages=history, max_tokens=6, temperature=0)
+        assert again.choices[0].message.content == control.choices[0].message.content
+        assert again.usage.prompt_tokens_details.cached_tokens > 0
+        assert sample_value(workers[killed].metrics(), "fak_kv_tier_paged_tokens_total") > 0
+        # Every acknowledged message (both replies included) is in the fleet's text store.
+        for m in history:
+            assert redis_keys(redis_port, f"*{hashlib.sha256(m['content'].encode()).hexdigest()}*"), m
+    finally:
+        lone.stop()
         for w in workers.values():
             w.stop()
 

@@ -60,7 +60,9 @@ struct RadixTreeOptions {
   // A lower KV tier's intake (not owned; must outlive the tree): every node budget eviction
   // removes is offered to it first (spill). Default: null (evicted KV is dropped).
   SpillSink* spill = nullptr;
-  // Also offer every node Insert adds (write-through for hot prefixes). Default: false.
+  // Also offer every node Insert adds, and the shared prefix a divergence splits off an edge (a
+  // prefix two contexts share, which another worker's tier lookup can then find), for hot prefixes
+  // (write-through). Default: false.
   bool write_through = false;
 };
 
