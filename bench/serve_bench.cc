@@ -9,7 +9,8 @@
 //            128-token system prompt, 6360 prompt tokens): each turn's five requests submitted
 //            together, one token generated each, the tree reusing earlier turns; against naive
 //            re-prefill (every request prefilled whole, one at a time). Token bound: 6360 / 848 =
-//            7.50x.
+//            7.50x. The two arms alternate which goes first; each is timed in wall seconds and in
+//            the process's CPU seconds (every thread's), which a loaded machine moves far less.
 //
 // Models: the SmolLM2-135M shape (random f32 weights, byte tokenizer: its ids have no text, which
 // the engine allows), and the real Gemma 3 270M (Q4_K_M GGUF) when present ($FAK_REAL_MODEL, else
@@ -26,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +43,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// CPU seconds every thread of this process has used so far.
+double ProcessCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 double Percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -136,30 +145,34 @@ void Chats(const Model& model, const Tokenizer& tokenizer, const Flags& flags) {
               flags.rounds);
 }
 
-// One round of the agents comparison: naive re-prefill's seconds, the engine's, and the prompt
-// tokens the engine served from its tree.
+// One round of the agents comparison: each arm's wall and CPU seconds, the prompt tokens the
+// engine served from its tree, and its steps and batch items.
 struct AgentsRound {
-  double naive_s, engine_s;
-  size_t cached;
+  double naive_s = 0, naive_cpu_s = 0, engine_s = 0, engine_cpu_s = 0;
+  size_t cached = 0, steps = 0, items = 0;
 };
 
-AgentsRound AgentsOnce(const Model& model, const Tokenizer& tokenizer, const Trace& trace) {
-  constexpr size_t kAgents = 5;
-  // Naive: every request prefilled whole, one at a time.
-  const auto t_naive = Clock::now();
+// Naive: every request prefilled whole, one at a time.
+void NaiveOnce(const Model& model, const Trace& trace, AgentsRound* out) {
+  const auto t0 = Clock::now();
+  const double cpu0 = ProcessCpuSeconds();
   for (const auto& r : trace.requests) {
     KVCache cache = model.NewCache();
     if (!model.Prefill(&cache, r).has_value()) std::exit(1);
   }
-  const double naive_s = SecondsSince(t_naive);
+  out->naive_cpu_s = ProcessCpuSeconds() - cpu0;
+  out->naive_s = SecondsSince(t0);
+}
 
-  // The engine: each turn's five requests together, the tree reusing the earlier turns.
+// The engine: each turn's five requests together, the tree reusing the earlier turns.
+void EngineOnce(const Model& model, const Tokenizer& tokenizer, const Trace& trace, AgentsRound* out) {
+  constexpr size_t kAgents = 5;
   EngineOptions options;
   options.max_running = kAgents;
   auto engine = Engine::Create(model, tokenizer, options);
   if (!engine.has_value()) std::exit(1);
-  const auto t_engine = Clock::now();
-  size_t cached = 0;
+  const auto t0 = Clock::now();
+  const double cpu0 = ProcessCpuSeconds();
   for (size_t turn = 0; turn * kAgents < trace.requests.size(); ++turn) {
     std::vector<RequestId> ids;
     for (size_t a = 0; a < kAgents; ++a) {
@@ -171,31 +184,47 @@ AgentsRound AgentsOnce(const Model& model, const Tokenizer& tokenizer, const Tra
     for (RequestId id : ids) {
       Result<EngineResult> got = (*engine)->Wait(id);
       if (!got.has_value()) std::exit(1);
-      cached += got->usage.cached_tokens;
+      out->cached += got->usage.cached_tokens;
     }
   }
-  return {naive_s, SecondsSince(t_engine), cached};
+  out->engine_cpu_s = ProcessCpuSeconds() - cpu0;
+  out->engine_s = SecondsSince(t0);
+  const EngineStats stats = (*engine)->Stats();
+  out->steps = stats.steps;
+  out->items = stats.batch_items;
 }
 
 void Agents(const Model& model, const Tokenizer& tokenizer, const Flags& flags) {
   const Trace trace = bench::Agents();
   size_t total_tokens = 0;
   for (const auto& r : trace.requests) total_tokens += r.size();
-  std::vector<double> naive_s, engine_s, speedup;
-  size_t cached = 0;
+  std::vector<double> naive_s, engine_s, speedup, naive_cpu_s, engine_cpu_s, cpu_speedup;
+  AgentsRound last;
   for (size_t round = 0; round < flags.rounds; ++round) {
-    const AgentsRound r = AgentsOnce(model, tokenizer, trace);
+    AgentsRound r;
+    // Alternate which arm goes first, so a load that rises or falls over a round favours neither.
+    if (round % 2 == 0) NaiveOnce(model, trace, &r);
+    EngineOnce(model, tokenizer, trace, &r);
+    if (round % 2 == 1) NaiveOnce(model, trace, &r);
     naive_s.push_back(r.naive_s);
     engine_s.push_back(r.engine_s);
     speedup.push_back(r.naive_s / r.engine_s);
-    cached = r.cached;
+    naive_cpu_s.push_back(r.naive_cpu_s);
+    engine_cpu_s.push_back(r.engine_cpu_s);
+    cpu_speedup.push_back(r.naive_cpu_s / r.engine_cpu_s);
+    last = r;
   }
-  std::printf("\nagents trace: %zu requests, %zu prompt tokens, %zu served from the tree (token bound %.2fx)\n",
-              trace.requests.size(), total_tokens, cached,
-              static_cast<double>(total_tokens) / static_cast<double>(total_tokens - cached));
+  std::printf("\nagents trace: %zu requests, %zu prompt tokens, %zu served from the tree (token bound %.2fx); "
+              "the engine ran %zu steps of %.1f requests\n",
+              trace.requests.size(), total_tokens, last.cached,
+              static_cast<double>(total_tokens) / static_cast<double>(total_tokens - last.cached), last.steps,
+              static_cast<double>(last.items) / static_cast<double>(std::max<size_t>(1, last.steps)));
   std::sort(speedup.begin(), speedup.end());
-  std::printf("  naive re-prefill %.2f s   engine %.2f s   speedup %.2fx (medians of %zu rounds; speedups %.2f-%.2f)\n",
+  std::sort(cpu_speedup.begin(), cpu_speedup.end());
+  std::printf("  wall: naive re-prefill %.2f s   engine %.2f s   speedup %.2fx (medians of %zu rounds; speedups %.2f-%.2f)\n",
               Median(naive_s), Median(engine_s), Median(speedup), flags.rounds, speedup.front(), speedup.back());
+  std::printf("  CPU:  naive re-prefill %.2f s   engine %.2f s   speedup %.2fx (speedups %.2f-%.2f)\n", Median(naive_cpu_s),
+              Median(engine_cpu_s), Median(cpu_speedup), cpu_speedup.front(), cpu_speedup.back());
 }
 
 void Run(const char* label, const Model& model, const Tokenizer& tokenizer, const Flags& flags) {

@@ -72,6 +72,7 @@ struct Job {
   bool admitted_before = false;
   size_t computed_before_preemption = 0;
   bool followers_waiting = false;  // a waiting request shares its prompt: insert it once read
+  std::vector<size_t> follower_prefixes;  // how much of its context those waiting requests share
   size_t passed_over = 0;          // times a later request of its line was admitted first (under mu_)
   // The prefix of its context the tree held after Submit paged the tier in: admission pages in
   // again only when the tree has lost some of it since. Set before the job is shared.
@@ -163,6 +164,10 @@ struct Engine::Impl {
   void ExpireQueued(int64_t now);
   void ExpireRunning(int64_t now);
   void Admit();
+  // Gives `leader`'s context to the tree for the requests that share `prefixes` of it, each such
+  // prefix first as a node of its own: a follower's lookup then ends on a node border and splits
+  // (copies and hashes again) no edge.
+  void InsertForFollowers(Job* leader, std::span<const size_t> prefixes);
   // A running request of `job`'s tenant whose context shares at least shared_prefix_wait_tokens
   // more tokens with `job` than the tree holds: admitting `job` now would compute them twice. Null
   // when none; else the leader and how many tokens they share.
@@ -459,11 +464,12 @@ void Engine::Impl::Admit() {
     if (auto [leader, shared] = PrefixLeader(*job); leader) {
       if (leader->cache->size() < shared) {  // still reading them: wait for its prompt in the tree
         leader->followers_waiting = true;
+        leader->follower_prefixes.push_back(shared);
         held.push_back(job);
         continue;
       }
       // It read them already (`job` came during that step, or while it decodes): into the tree now.
-      (void)tree_->Insert(leader->request.tenant, leader->cache->tokens(), *leader->cache, leader->sources);
+      InsertForFollowers(leader, {&shared, 1});
     }
     LookupResult found = tree_->Lookup(tree_->ClaimFor(job->request.tenant), job->context);
     // The tree gave back (budget eviction) a prefix Submit paged in: page it in again, on this thread.
@@ -678,13 +684,27 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
     if (job->followers_waiting || prompt_node) {
       // Its prompt is read: give it to the tree now, not at the end, so the requests waiting for it
       // start from it at the next step.
-      (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache, job->sources);
+      InsertForFollowers(job, job->follower_prefixes);
       job->followers_waiting = false;
+      job->follower_prefixes.clear();
       job->prompt_in_tree = true;
     }
     const std::optional<Ending> end = job->draft.empty() ? Emit(job, (*logits)[i]) : EmitVerified(job, (*logits)[i]);
     if (end) FinishRunning(job, end->reason, end->error);
   }
+}
+
+void Engine::Impl::InsertForFollowers(Job* leader, std::span<const size_t> prefixes) {
+  const std::span<const int32_t> tokens = leader->cache->tokens();
+  std::vector<size_t> ends(prefixes.begin(), prefixes.end());
+  std::sort(ends.begin(), ends.end());
+  for (size_t end : ends) {
+    end = std::min(end, tokens.size());
+    // Only where the tree holds less: a node border inside an edge it has would be a split too.
+    if (end == 0 || tree_->MatchLength(tokens.first(end), leader->request.tenant) == end) continue;
+    (void)tree_->Insert(leader->request.tenant, tokens.first(end), *leader->cache, leader->sources);
+  }
+  (void)tree_->Insert(leader->request.tenant, tokens, *leader->cache, leader->sources);
 }
 
 std::optional<Engine::Impl::Ending> Engine::Impl::EmitVerified(Job* job, std::span<float> rows) {

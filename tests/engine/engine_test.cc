@@ -526,6 +526,14 @@ TEST_F(EngineTest, RequestsSharingAPromptPrefixComputeItOnce) {
     auto engine = Make(o);
     std::vector<RequestId> ids;
     for (const EngineRequest& r : requests) ids.push_back(*engine->Submit(r));
+    if (wait_tokens != 0) {
+      // The first's prompt (56 tokens) is read in the first step and given to the tree as two
+      // nodes, the shared 50 tokens and its own 6: the others' lookups then split (copy and hash
+      // again) no edge. Inserted whole it would be one node, split at the next step.
+      ASSERT_TRUE(engine->Step());
+      EXPECT_EQ(engine->tree().Stats().node_count, 2u);
+      EXPECT_EQ(engine->tree().Stats().unique_tokens, system.size() + 6);
+    }
     size_t cached = 0;
     for (size_t i = 0; i < ids.size(); ++i) {
       ASSERT_OK_AND_ASSIGN(EngineResult got, engine->Wait(ids[i]));
