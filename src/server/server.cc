@@ -1086,7 +1086,10 @@ void Server::Impl::HandleEmbeddings(const HttpRequest& req, HttpResponse& res) {
         (void)serving->engine->Wait(submitted);
       }
       HttpError e = SubmitError(id.error());
-      if (e.status == 400) e.param = many ? "input[" + std::to_string(i) + "]" : "input";
+      if (e.status == 400) {
+        e.message = (many ? "input[" + std::to_string(i) + "]: " : "input: ") + e.message;
+        e.param = "input";
+      }
       if (e.status == 503) res.headers.emplace_back("Retry-After", "1");
       return ReplyError(res, tenant, kEndpoint, e);
     }

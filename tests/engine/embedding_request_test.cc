@@ -21,11 +21,11 @@ struct Fixture {
 
 Fixture Make(size_t chunk) {
   Fixture f;
-  f.model = *Model::Synthetic(ModelConfig::EmbeddedDefault(), 5);
+  f.model = std::move(*Model::Synthetic(ModelConfig::EmbeddedDefault(), 5));
   EngineOptions options;
   options.start_thread = false;
   options.prefill_chunk_tokens = chunk;
-  f.engine = *Engine::Create(*f.model, *f.tokenizer, options);
+  f.engine = std::move(*Engine::Create(*f.model, *f.tokenizer, options));
   return f;
 }
 
