@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import openai
 import pytest
 
 from test_server import MODEL, FakServer
