@@ -72,9 +72,15 @@ TEST(ToolMarkerToken, EmittedTokenGivesAParsedCall) {
   EngineRequest request;
   request.messages = {{ChatRole::kUser, "What is the weather in Paris?"}};
   request.tools.tools_json = kTools;
-  request.max_tokens = 600;  // the grammar allows whitespace runs: the call closes well before this
-  // The model is made to open with the marker token, as a real tool-calling model does.
+  request.max_tokens = 120;
+  // The model is made to open with the marker token, as a real tool-calling model does, and to
+  // prefer text to the whitespace runs the call's grammar allows (a random model takes them).
   request.sampling.logit_bias = {{marker, 100.0f}};
+  for (int32_t id = 0; static_cast<size_t>(id) < tokenizer->vocab_size(); ++id) {
+    Result<std::string> text = tokenizer->Decode(std::span<const int32_t>(&id, 1));
+    if (text && !text->empty() && text->find_first_not_of(" \t\r\n") == std::string::npos)
+      request.sampling.logit_bias.emplace_back(id, -30.0f);
+  }
   EngineRequest prepared = request;
   ASSERT_OK(engine->Prepare(prepared));
   ASSERT_EQ(prepared.spelled_tokens, std::vector<int32_t>({marker, tokenizer->FindToken("</tool_call>")}));

@@ -103,7 +103,9 @@ TEST(Witness, EmbeddingInBatchEqualsAlone) {
       EXPECT_GT(stats.max_batch_items, 2u);  // control: embeddings shared batches with other work
       EXPECT_GT(stats.prefill_chunks, 0u);
     }
-    if (s.options.kv_budget_bytes != 0) EXPECT_GT(preemptions, 0u);  // control: preemption happened
+    if (s.options.kv_budget_bytes != 0) {
+      EXPECT_GT(preemptions, 0u);  // control: preemption happened
+    }
     // No embedding's KV reached the tree (it holds the generations' contexts only).
     for (const Text& t : texts) EXPECT_LT(engine->tree().MatchLength(t.tokens, kDefaultTenant), t.tokens.size());
   }
