@@ -457,21 +457,23 @@ class Llama:
     def detokenize(self, tokens: Sequence[int]) -> bytes:
         return self.model.detokenize_bytes(list(tokens))
 
-    def embed(self, text: Union[str, Sequence[int]]) -> List[float]:
-        """The text's (or token ids') mean-pooled embedding, as `fak serve`'s /v1/embeddings gives it."""
+    def embed(self, text: Union[str, Sequence[int]], pooling: Optional[str] = None) -> List[float]:
+        """The text's (or token ids') embedding, unit length, as `fak serve`'s /v1/embeddings gives it."""
         ids = self.model.tokenize(text, add_bos=True) if isinstance(text, str) else list(text)
-        return self.model.embed(ids).tolist()
+        return self.model.embed(ids, pooling=pooling).tolist()
 
-    def create_embedding(self, input: Union[str, List[str]], model: Optional[str] = None) -> Dict[str, Any]:
+    def create_embedding(self, input: Union[str, List[str]], model: Optional[str] = None,
+                         pooling: Optional[str] = None) -> Dict[str, Any]:
         """OpenAI's embeddings object for one text or a list, with the pooling named."""
         texts = [input] if isinstance(input, str) else list(input)
         data, tokens = [], 0
         for i, text in enumerate(texts):
             ids = self.model.tokenize(text, add_bos=True)
             tokens += len(ids)
-            data.append({"object": "embedding", "index": i, "embedding": self.model.embed(ids).tolist()})
+            data.append({"object": "embedding", "index": i, "embedding": self.model.embed(ids, pooling=pooling).tolist()})
         return {"object": "list", "data": data, "model": model or self.model_path,
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens}, "fak": {"pooling": "mean"}}
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+                "fak": {"pooling": pooling or self.model.pooling, "normalized": True}}
 
     def create_completion(self, prompt: str, **kwargs: Any) -> Any:
         kwargs.setdefault("seed", self.seed)

@@ -186,6 +186,8 @@ void BindModel(nb::module_& m) {
       .def("describe", [](const ModelHandle& h) { return h.model->config().Describe(); })
       .def_prop_ro("vocab_size", [](const ModelHandle& h) { return h.model->config().vocab_size; })
       .def_prop_ro("context_length", [](const ModelHandle& h) { return h.model->config().context_length; })
+      .def_prop_ro("pooling", [](const ModelHandle& h) { return std::string(PoolingName(h.model->config().pooling)); },
+                   "How embed pools by default: the model file's pooling_type ('mean', 'last' or 'cls'), else 'mean'.")
       .def_prop_ro("bos_id",
                    [](const ModelHandle& h) { return h.tokenizer ? h.tokenizer->bos_id() : h.model->config().bos_id; })
       .def_prop_ro("eos_id",
@@ -240,16 +242,29 @@ void BindModel(nb::module_& m) {
           nb::arg("ids"), "The exact bytes of ids.")
       .def(
           "embed",
-          [](const ModelHandle& h, const std::vector<int32_t>& ids) {
-            Result<std::vector<float>> embedding = [&] {
+          [](ModelHandle& h, const std::vector<int32_t>& ids, std::optional<std::string> pooling, bool normalize) {
+            EmbedParams params{h.model->config().pooling, normalize};
+            if (pooling) params.pooling = ValueOrThrow(ParsePooling(*pooling));
+            EngineRequest request;
+            request.prompt = ids;
+            request.embed = params;
+            Result<EngineResult> result = [&]() -> Result<EngineResult> {
               nb::gil_scoped_release release;
-              return MeanPooledEmbedding(*h.model, ids);
+              Engine& engine = h.DefaultEngine().engine();
+              FAK_ASSIGN_OR_RETURN(RequestId id, engine.Submit(std::move(request)));
+              return engine.Wait(id);
             }();
-            return LogitsArray(ValueOrThrow(std::move(embedding)));
+            EngineResult r = ValueOrThrow(std::move(result));
+            if (r.finish == FinishReason::kError) throw StatusError(r.error);
+            if (r.finish != FinishReason::kStopToken)
+              throw StatusError(Unavailable("embed: the request ended " + std::string(FinishReasonName(r.finish))));
+            return LogitsArray(std::move(r.embedding));
           },
-          nb::arg("ids"),
-          "The mean over ids of the model's final hidden states after its output norm (fak::MeanPooledEmbedding, "
-          "what `fak serve` answers on /v1/embeddings): a float32 array of the hidden size.")
+          nb::arg("ids"), nb::arg("pooling") = nb::none(), nb::arg("normalize") = true,
+          "The embedding of ids: the model's final hidden states after its output norm, pooled ('mean', 'last' or "
+          "'cls'; None: the model's own, mean unless its file names another) and scaled to unit length unless "
+          "normalize=False. Runs as an embedding request of the model's engine, batched with its other work; "
+          "what `fak serve` answers on /v1/embeddings. A float32 array of the hidden size.")
       .def(
           "encode_chat",
           [](const ModelHandle& h, const nb::handle& messages, bool add_generation_prompt) {

@@ -28,7 +28,7 @@ struct fak_result {
 namespace fak::capi {
 namespace {
 
-Result<EngineRequest> ReadRequest(const fak_request& r) {
+Result<EngineRequest> ReadRequest(const fak_request& r, const Model& model) {
   EngineRequest q;
   FAK_ASSIGN_OR_RETURN(q.tenant, ReadTenant(r.tenant));
   if (r.prompt == nullptr && r.n_prompt > 0) return NullArgument("request.prompt");
@@ -68,6 +68,15 @@ Result<EngineRequest> ReadRequest(const fak_request& r) {
     q.on_token = [cb, user_data](const TokenEvent& e) {
       return cb(user_data, e.id, e.token, e.text.data(), e.text.size()) != 0;
     };
+  }
+  if (r.embed != 0) {
+    EmbedParams params{model.config().pooling, r.embed_normalize != 0};
+    if (r.embed_pooling != nullptr) {
+      Result<Pooling> pooling = ParsePooling(r.embed_pooling);
+      if (!pooling) return pooling.error().WithContext("request.embed_pooling");
+      params.pooling = *pooling;
+    }
+    q.embed = params;
   }
   return q;
 }
@@ -168,6 +177,7 @@ void fak_request_init(fak_request* request) {
   request->struct_size = sizeof(fak_request);
   request->max_tokens = fak::EngineRequest().max_tokens;
   request->parallel_tool_calls = 1;
+  request->embed_normalize = 1;
 }
 
 fak_status fak_engine_submit(fak_engine* engine, const fak_request* request, uint64_t* id) {
@@ -178,7 +188,7 @@ fak_status fak_engine_submit(fak_engine* engine, const fak_request* request, uin
     fak_request r;
     fak_request_init(&r);
     FAK_RETURN_IF_ERROR(fak::capi::ReadVersioned(request, &r, "request"));
-    FAK_ASSIGN_OR_RETURN(fak::EngineRequest q, fak::capi::ReadRequest(r));
+    FAK_ASSIGN_OR_RETURN(fak::EngineRequest q, fak::capi::ReadRequest(r, *engine->model->model));
     FAK_ASSIGN_OR_RETURN(q.constraint, fak::capi::ReadConstraint(r, engine));
     if (!q.messages.empty() && engine->model->chat_template == nullptr)
       return fak::FailedPrecondition("messages need a chat template and the model has none: " +
@@ -257,6 +267,20 @@ fak_status fak_result_info_get(const fak_result* result, fak_result_info* info) 
     full.error = static_cast<fak_status>(static_cast<int>(r.error.code()));
     full.error_message = result->error_message.c_str();
     return fak::capi::WriteVersioned(full, info, "info");
+  });
+}
+
+fak_status fak_result_embedding(const fak_result* result, const float** data, size_t* n) {
+  return Guard("fak_result_embedding", [&]() -> Status {
+    FAK_C_REQUIRE(result);
+    FAK_C_REQUIRE(data);
+    FAK_C_REQUIRE(n);
+    const fak::EngineResult& r = result->result;
+    if (r.embedding.empty())
+      return fak::FailedPrecondition("the result holds no embedding (fak_request.embed, finished with FAK_FINISH_STOP_TOKEN)");
+    *data = r.embedding.data();
+    *n = r.embedding.size();
+    return Status();
   });
 }
 

@@ -44,6 +44,7 @@ Result<Generation> GenerationFor(const EngineRequest& request, const Tokenizer& 
   params.stop_tokens = request.stop_tokens;
   params.sampling = request.sampling;
   params.constraint = request.constraint;
+  params.spelled_tokens = request.spelled_tokens;
   return Generation::Create(std::move(params), request.stop_strings, &tokenizer);
 }
 
@@ -55,7 +56,9 @@ struct Job {
   size_t Pending() const { return context.size() - cache->size(); }
   bool background() const { return request.priority == RequestPriority::kBackground; }
   // Prefill only: its prompt's KV goes to the tree and nothing is sampled.
-  bool warm_only() const { return request.max_tokens == 0; }
+  bool warm_only() const { return request.max_tokens == 0 && !embeds(); }
+  // An embedding request (EngineRequest::embed): reads its prompt, pools, never touches the tree.
+  bool embeds() const { return request.embed.has_value(); }
 
   RequestId id = 0;  // set at Submit, under mu_
   EngineRequest request;
@@ -85,6 +88,9 @@ struct Job {
   // step (fed after its last token; under step_mu_).
   std::unique_ptr<Drafter> drafter;
   std::vector<int32_t> draft;
+  // An embedding request's pooled hidden states so far; restarted at each admission (its cache
+  // starts empty then), so a preemption changes no bit.
+  std::optional<HiddenPooler> pooler;
 };
 
 // A request's share of one step: `n` of its pending tokens (a decode's one, plus its draft);
@@ -181,6 +187,10 @@ struct Engine::Impl {
   // Gives each decoding request with a drafter a draft, within what is left of the step's `budget`.
   void PlanDrafts(std::vector<Planned>& plan, size_t& budget);
   void RunBatch(const std::vector<Planned>& plan);
+  // An embedding request's start at admission: an empty cache of its own, a fresh pooler.
+  LookupResult StartEmbedding(Job& job) const;
+  // Pools an embedding request's rows of this step; finishes it with its embedding when `completes`.
+  void PoolEmbedding(Job* job, std::span<const float> rows, bool completes);
   // How a request ends, when a token ends it.
   struct Ending {
     FinishReason reason;
@@ -249,6 +259,18 @@ Status Engine::Impl::Prepare(EngineRequest& request) const {
   if (chat == nullptr) return FailedPrecondition("Engine::Submit: messages need EngineOptions::chat_template");
   FAK_ASSIGN_OR_RETURN(internal::PreparedToolChat tools, internal::PrepareToolChat(*chat, request.messages, request.tools));
   std::shared_ptr<const TokenConstraint> constraint = request.constraint;
+  // A marker the vocabulary holds as a special token decodes to nothing: the reply spells it, so
+  // ToolCallReader sees the call, and the opening one triggers the call's grammar by its id too.
+  std::vector<int32_t> spelled = request.spelled_tokens;
+  int32_t trigger_token = -1;
+  for (const std::string& marker : tools.markers) {
+    const int32_t id = tokenizer_.FindToken(marker);
+    if (id < 0) continue;  // not one token: written as text
+    Result<std::string> text = tokenizer_.Decode(std::span<const int32_t>(&id, 1));
+    if (!text || !text->empty()) continue;  // a token that shows its text already
+    spelled.push_back(id);
+    if (marker == tools.trigger) trigger_token = id;
+  }
   if (!tools.forced_gbnf.empty()) {
     if (constraint != nullptr) return InvalidArgument("Engine::Submit: tool_choice required or named with a constraint; give one");
     FAK_ASSIGN_OR_RETURN(Grammar grammar, Grammar::Parse(tools.forced_gbnf));
@@ -259,7 +281,7 @@ Status Engine::Impl::Prepare(EngineRequest& request) const {
     FAK_ASSIGN_OR_RETURN(Grammar grammar, Grammar::Parse(tools.triggered_gbnf));
     FAK_ASSIGN_OR_RETURN(std::shared_ptr<const TokenVocabulary> vocabulary, Vocabulary());
     FAK_ASSIGN_OR_RETURN(constraint, TriggeredGrammarConstraint::Create(std::move(tools.trigger), std::move(grammar),
-                                                                        std::move(vocabulary)));
+                                                                        std::move(vocabulary), trigger_token));
   }
   ChatRenderOptions render;
   render.tools_json = std::move(tools.prompt.tools_json);
@@ -272,6 +294,7 @@ Status Engine::Impl::Prepare(EngineRequest& request) const {
   request.prompt = std::move(prompt);
   request.sources = std::move(sources);
   request.constraint = std::move(constraint);
+  request.spelled_tokens = std::move(spelled);
   if (request.stop_tokens.empty()) request.stop_tokens = EndOfGenerationTokens(tokenizer_, chat);
   request.messages.clear();
   return Status::Ok();
@@ -289,6 +312,7 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   if (!IsValidTenant(request.tenant)) return InvalidArgument("Engine::Submit: invalid tenant '" + request.tenant + "'");
   FAK_RETURN_IF_ERROR(Prepare(request));
   if (request.prompt.empty()) return InvalidArgument("Engine::Submit: empty prompt");
+  if (request.embed) request.max_tokens = 0;  // nothing is generated: the prompt alone takes context and KV
   const size_t vocab = model_.config().vocab_size;
   for (size_t i = 0; i < request.prompt.size(); ++i) {
     if (request.prompt[i] < 0 || static_cast<size_t>(request.prompt[i]) >= vocab) {
@@ -336,7 +360,7 @@ Result<RequestId> Engine::Impl::Submit(EngineRequest request) {
   job->drafter = std::move(drafter);
   job->sources = std::move(sources);
   job->result.timings.submitted_ns = env_->NowMonotonicNanos();
-  if (tree_->pages_in()) {
+  if (tree_->pages_in() && !job->embeds()) {
     {
       // No tier I/O for a request that would be refused anyway.
       std::lock_guard<std::mutex> lock(mu_);
@@ -471,7 +495,7 @@ void Engine::Impl::Admit() {
       // It read them already (`job` came during that step, or while it decodes): into the tree now.
       InsertForFollowers(leader, {&shared, 1});
     }
-    LookupResult found = tree_->Lookup(tree_->ClaimFor(job->request.tenant), job->context);
+    LookupResult found = job->embeds() ? StartEmbedding(*job) : tree_->Lookup(tree_->ClaimFor(job->request.tenant), job->context);
     // The tree gave back (budget eviction) a prefix Submit paged in: page it in again, on this thread.
     if (tree_->pages_in() && found.matched_tokens < job->paged_prefix) {
       found = PageIn(*job);
@@ -537,16 +561,16 @@ bool Engine::Impl::YieldBackgroundSlot() {
   if (it == running_.rend()) return false;
   Job* job = *it;
   // Slot pressure, not memory pressure: keep what it computed (the tree may still evict it).
-  if (!job->cache->empty()) (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache, job->sources);
+  if (!job->cache->empty() && !job->embeds()) (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache, job->sources);
   Preempt(job);
   return true;
 }
 
 std::pair<Job*, size_t> Engine::Impl::PrefixLeader(const Job& job) const {
-  if (options_.shared_prefix_wait_tokens == 0) return {nullptr, 0};
+  if (options_.shared_prefix_wait_tokens == 0 || job.embeds()) return {nullptr, 0};
   const size_t in_tree = tree_->MatchLength(job.context, job.request.tenant);
   for (Job* other : running_) {
-    if (other->request.tenant != job.request.tenant) continue;
+    if (other->request.tenant != job.request.tenant || other->embeds()) continue;  // an embedding's KV never reaches the tree
     const size_t shared = static_cast<size_t>(
         std::mismatch(job.context.begin(), job.context.end(), other->context.begin(), other->context.end()).first -
         job.context.begin());
@@ -649,6 +673,7 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
     const Planned& p = plan[i];
     std::span<const int32_t> tokens = std::span<const int32_t>(p.job->context).subspan(p.job->cache->size());
     LogitsMode mode = p.completes && !p.job->warm_only() ? LogitsMode::kLast : LogitsMode::kNone;
+    if (p.job->embeds()) mode = LogitsMode::kHidden;
     if (!p.job->draft.empty()) {
       drafted[i] = {p.job->context.back()};
       drafted[i].insert(drafted[i].end(), p.job->draft.begin(), p.job->draft.end());
@@ -671,6 +696,10 @@ void Engine::Impl::RunBatch(const std::vector<Planned>& plan) {
     return;
   }
   for (size_t i = 0; i < plan.size(); ++i) {
+    if (plan[i].job->embeds()) {
+      PoolEmbedding(plan[i].job, (*logits)[i], plan[i].completes);
+      continue;
+    }
     if (!plan[i].completes) continue;
     Job* job = plan[i].job;
     if (job->warm_only()) {
@@ -705,6 +734,20 @@ void Engine::Impl::InsertForFollowers(Job* leader, std::span<const size_t> prefi
     (void)tree_->Insert(leader->request.tenant, tokens.first(end), *leader->cache, leader->sources);
   }
   (void)tree_->Insert(leader->request.tenant, tokens, *leader->cache, leader->sources);
+}
+
+LookupResult Engine::Impl::StartEmbedding(Job& job) const {
+  job.pooler.emplace(*job.request.embed, model_.config().hidden_size);
+  return LookupResult{model_.NewCache(), 0, ClaimVerdict{}, 0, Lease()};
+}
+
+void Engine::Impl::PoolEmbedding(Job* job, std::span<const float> rows, bool completes) {
+  job->pooler->Add(rows);
+  if (!completes) return;
+  Result<std::vector<float>> embedding = job->pooler->Finish();
+  if (!embedding) return FinishRunning(job, FinishReason::kError, embedding.error(), /*to_tree=*/false);
+  job->result.embedding = std::move(*embedding);
+  FinishRunning(job, FinishReason::kStopToken, Status::Ok(), /*to_tree=*/false);
 }
 
 std::optional<Engine::Impl::Ending> Engine::Impl::EmitVerified(Job* job, std::span<float> rows) {
@@ -783,7 +826,7 @@ Engine::Impl::Delivered Engine::Impl::Deliver(Job* job, int32_t token, std::stri
 }
 
 void Engine::Impl::FinishRunning(Job* job, FinishReason reason, Status error, bool to_tree) {
-  if (to_tree && !job->cache->empty()) {
+  if (to_tree && !job->cache->empty() && !job->embeds()) {
     // Reuse is an optimisation: a context the tree refuses is simply not reused.
     (void)tree_->Insert(job->request.tenant, job->cache->tokens(), *job->cache, job->sources);
   }

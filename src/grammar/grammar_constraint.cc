@@ -181,8 +181,10 @@ Status GrammarTokenMatcher::Walk(std::vector<uint64_t>* bits) {
 // on, until its sentence is whole; then free again.
 class TriggeredTokenMatcher final : public TokenMatcher {
  public:
-  TriggeredTokenMatcher(std::string trigger, Grammar grammar, std::shared_ptr<const TokenVocabulary> vocabulary)
-      : trigger_(std::move(trigger)), grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)) {}
+  TriggeredTokenMatcher(std::string trigger, Grammar grammar, std::shared_ptr<const TokenVocabulary> vocabulary,
+                        int32_t trigger_token)
+      : trigger_(std::move(trigger)), grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)),
+        trigger_token_(trigger_token) {}
 
   Status Mask(std::span<float> logits, std::span<const int32_t> stop_tokens) override {
     // Free: nothing is touched, so every logit keeps its bits.
@@ -196,8 +198,9 @@ class TriggeredTokenMatcher final : public TokenMatcher {
       return Status::Ok();
     }
     if (token < 0 || static_cast<size_t>(token) >= vocabulary_->size()) return Status::Ok();  // a stop token
-    // The trigger may straddle tokens: look in what is kept of the text before this token and its bytes.
-    const std::string window = tail_ + vocabulary_->bytes(token);
+    // The trigger may straddle tokens: look in what is kept of the text before this token and its
+    // bytes (the trigger's own when it is the token that stands for it).
+    const std::string window = tail_ + (token == trigger_token_ ? trigger_ : vocabulary_->bytes(token));
     size_t keep_from = window.size() - std::min(window.size(), trigger_.size() - 1);
     const size_t at = window.find(trigger_);
     if (at != std::string::npos) {
@@ -222,6 +225,7 @@ class TriggeredTokenMatcher final : public TokenMatcher {
   std::string trigger_;
   Grammar grammar_;  // shared rules: a cheap copy
   std::shared_ptr<const TokenVocabulary> vocabulary_;
+  int32_t trigger_token_;  // -1: none
   std::string tail_;  // the text's last bytes, shorter than the trigger, while free
   std::unique_ptr<GrammarTokenMatcher> held_;  // set from the trigger until the sentence is whole
 };
@@ -234,17 +238,20 @@ Result<std::unique_ptr<TokenMatcher>> GrammarConstraint::NewMatcher() const {
 }
 
 Result<std::shared_ptr<const TriggeredGrammarConstraint>> TriggeredGrammarConstraint::Create(
-    std::string trigger, Grammar grammar, std::shared_ptr<const TokenVocabulary> vocabulary) {
+    std::string trigger, Grammar grammar, std::shared_ptr<const TokenVocabulary> vocabulary, int32_t trigger_token) {
   if (trigger.empty()) return InvalidArgument("TriggeredGrammarConstraint: empty trigger");
+  if (trigger_token >= 0 && static_cast<size_t>(trigger_token) >= vocabulary->size())
+    return InvalidArgument("TriggeredGrammarConstraint: trigger token " + std::to_string(trigger_token) +
+                           " is outside the vocabulary of " + std::to_string(vocabulary->size()));
   FAK_ASSIGN_OR_RETURN(GrammarMatcher check, GrammarMatcher::Start(grammar));
   if (!check.Accept(trigger).ok())
     return InvalidArgument("TriggeredGrammarConstraint: the grammar's sentences do not begin with the trigger '" + trigger + "'");
   return std::shared_ptr<const TriggeredGrammarConstraint>(
-      new TriggeredGrammarConstraint(std::move(trigger), std::move(grammar), std::move(vocabulary)));
+      new TriggeredGrammarConstraint(std::move(trigger), std::move(grammar), std::move(vocabulary), trigger_token));
 }
 
 Result<std::unique_ptr<TokenMatcher>> TriggeredGrammarConstraint::NewMatcher() const {
-  return std::unique_ptr<TokenMatcher>(std::make_unique<TriggeredTokenMatcher>(trigger_, grammar_, vocabulary_));
+  return std::unique_ptr<TokenMatcher>(std::make_unique<TriggeredTokenMatcher>(trigger_, grammar_, vocabulary_, trigger_token_));
 }
 
 }  // namespace fak

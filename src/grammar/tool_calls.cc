@@ -241,6 +241,15 @@ std::string CallMarker(ToolCallFormat format) {
   return "";
 }
 
+// The text that closes a call block, "" where a call ends with its JSON.
+std::string CallEndMarker(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::kHermes: return "</tool_call>";
+    case ToolCallFormat::kPhi4: return "<|/tool_call|>";
+    default: return "";
+  }
+}
+
 constexpr std::string_view kJsonInstructions =
     "You can call functions. To call one, reply with only a JSON object {\"name\": the function's name, "
     "\"parameters\": an object of its arguments} (to call several, a JSON list of them) and nothing else. "
@@ -385,9 +394,13 @@ Result<PreparedToolChat> PrepareToolChat(const ChatTemplate& chat_template, std:
   Result<ToolCallFormat> format = ToolCallFormatFor(chat_template);
   if (!format) {
     if (use.active()) return format.error();
-    return PreparedToolChat{ToolPrompt{std::move(messages), ""}, "", "", ""};
+    return PreparedToolChat{ToolPrompt{std::move(messages), ""}, "", "", "", {}};
   }
-  PreparedToolChat out{ToolCallPrompt(*format, std::move(messages), use), "", "", ""};
+  PreparedToolChat out{ToolCallPrompt(*format, std::move(messages), use), "", "", "", {}};
+  if (use.active()) {
+    for (std::string marker : {CallMarker(*format), CallEndMarker(*format)})
+      if (!marker.empty()) out.markers.push_back(std::move(marker));
+  }
   if (use.active() && use.choice == ToolChoice::kAuto) {
     out.trigger = CallMarker(*format);
     if (out.trigger.empty()) return out;  // the JSON formats: a call has no marker to wait for

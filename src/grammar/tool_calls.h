@@ -90,6 +90,9 @@ struct PreparedToolChat {
   ToolPrompt prompt;
   std::string forced_gbnf;  // "" unless calls are forced
   std::string trigger, triggered_gbnf;  // "" unless auto, in a format with a marker
+  // With tools offered: the format's call markers (the opening one first), which a vocabulary may
+  // hold as special tokens that decode to nothing (Engine::Prepare has the reply spell them).
+  std::vector<std::string> markers;
 };
 Result<PreparedToolChat> PrepareToolChat(const ChatTemplate& chat_template, std::vector<ChatMessage> messages,
                                          const ToolRequest& tools);

@@ -24,7 +24,8 @@
 // several sequences (Model::PrefillBatch) can share a chunk's rows — every row-independent step
 // sees all of them at once, attention runs per sequence over its own cache — which changes nothing
 // either. For the same reason the last layer runs attention onwards only for the rows whose logits
-// are wanted (every row's keys and values are still computed and stored).
+// are wanted (every row's keys and values are still computed and stored). Rows that want their
+// hidden state (LogitsMode::kHidden, what embeddings pool) get the output norm and skip the head.
 #include <algorithm>
 #include <initializer_list>
 #include <cmath>
@@ -404,11 +405,11 @@ void OutputHead(const Pass& p, const float* x, size_t n_rows, std::span<float* c
 
 }  // namespace
 
-void Forward(const ModelImpl& m, std::span<const BatchItem> items, std::span<std::vector<float>> logits) {
+void Forward(const ModelImpl& m, std::span<const BatchItem> items, std::span<std::vector<float>> out) {
   const Pass p{m, m.config, kernels::Active(), m.pool.get()};
   const size_t h = p.c.hidden_size;
   std::vector<size_t> done(items.size(), 0);
-  for (std::vector<float>& l : logits) l.clear();
+  for (std::vector<float>& o : out) o.clear();
   for (size_t next = 0; next < items.size();) {
     // A step: up to kForwardStepRows rows, taken from the items in order (a long one spans steps).
     std::vector<Part> parts;
@@ -426,30 +427,39 @@ void Forward(const ModelImpl& m, std::span<const BatchItem> items, std::span<std
       const std::span<const int32_t> tokens = items[part_item[j]].tokens.subspan(done[part_item[j]], parts[j].rows);
       for (size_t r = 0; r < tokens.size(); ++r) EmbedRow(p, tokens[r], b.x.data() + (parts[j].row0 + r) * h);
     }
-    // The rows that want logits, gathered so the output head reads its weights once for all of them.
-    std::vector<size_t> head_rows, head_part;
-    for (size_t j = 0; j < parts.size(); ++j) {
-      const size_t i = part_item[j];
-      const bool finished = done[i] + parts[j].rows == items[i].tokens.size();
-      for (size_t r = 0; r < parts[j].rows; ++r) {
-        const bool last = finished && r + 1 == parts[j].rows;
-        if (items[i].mode == LogitsMode::kAll || (items[i].mode == LogitsMode::kLast && last)) {
-          head_rows.push_back(parts[j].row0 + r);
-          head_part.push_back(j);
+    // The rows that finish the last layer: those that want logits, gathered so the output head
+    // reads its weights once for all of them, then those that want their hidden state (kHidden).
+    std::vector<size_t> out_rows, out_part;
+    for (const bool hidden : {false, true}) {
+      for (size_t j = 0; j < parts.size(); ++j) {
+        const size_t i = part_item[j];
+        if ((items[i].mode == LogitsMode::kHidden) != hidden) continue;
+        const bool finished = done[i] + parts[j].rows == items[i].tokens.size();
+        for (size_t r = 0; r < parts[j].rows; ++r) {
+          const bool last = finished && r + 1 == parts[j].rows;
+          if (hidden || items[i].mode == LogitsMode::kAll || (items[i].mode == LogitsMode::kLast && last)) {
+            out_rows.push_back(parts[j].row0 + r);
+            out_part.push_back(j);
+          }
         }
       }
     }
+    const size_t n_head = static_cast<size_t>(
+        std::find_if(out_part.begin(), out_part.end(), [&](size_t j) { return items[part_item[j]].mode == LogitsMode::kHidden; }) -
+        out_part.begin());
     for (size_t l = 0; l + 1 < p.c.n_layers; ++l) {
       LayerKeys(p, l, parts, rows, b);
       LayerRest(p, l, parts, rows, b);
     }
     LayerKeys(p, p.c.n_layers - 1, parts, rows, b);
-    const bool trim = head_rows.size() < rows;  // then only the head rows finish the last layer
-    Buffers kept(p.c, trim ? head_rows.size() : 0);
-    if (trim) {
-      LastLayerRestOf(p, parts, b, head_rows, head_part, kept);
-    } else {
+    // Unless every row finishes in step order, the finishing rows run the rest of the last layer
+    // apart (exact: LastLayerRestOf), logits rows first.
+    const bool in_order = out_rows.size() == rows && (n_head == 0 || n_head == rows);
+    Buffers kept(p.c, in_order ? 0 : out_rows.size());
+    if (in_order) {
       LayerRest(p, p.c.n_layers - 1, parts, rows, b);
+    } else {
+      LastLayerRestOf(p, parts, b, out_rows, out_part, kept);
     }
     for (size_t j = 0; j < parts.size(); ++j) {
       const size_t i = part_item[j];
@@ -457,44 +467,24 @@ void Forward(const ModelImpl& m, std::span<const BatchItem> items, std::span<std
       done[i] += parts[j].rows;
       if (done[i] == items[i].tokens.size()) next = i + 1;
     }
-    if (head_rows.empty()) continue;
-    const float* head_x = trim ? kept.x.data() : b.x.data() + head_rows.front() * h;  // when not trimmed: all rows
-    // Each head row's place: its item's logits, grown once by that item's rows in this step (an
-    // item's rows are consecutive; a lone Prefill's are all of them, one contiguous block).
-    const size_t vocab = p.c.vocab_size;
-    std::vector<float*> dst(head_rows.size());
-    for (size_t r = 0; r < head_rows.size();) {
+    if (out_rows.empty()) continue;
+    const float* out_x = in_order ? b.x.data() : kept.x.data();  // finishing row r's residual at out_x + r * h
+    // Each finishing row's place: its item's output, grown once by that item's rows in this step
+    // (an item's rows are consecutive; a lone Prefill's are all of them, one contiguous block).
+    std::vector<float*> dst(out_rows.size());
+    for (size_t r = 0; r < out_rows.size();) {
       size_t n = 1;
-      while (r + n < head_rows.size() && head_part[r + n] == head_part[r]) ++n;
-      std::vector<float>& item_logits = logits[part_item[head_part[r]]];
-      const size_t old = item_logits.size();
-      item_logits.resize(old + n * vocab);
-      for (size_t i = 0; i < n; ++i) dst[r + i] = item_logits.data() + old + i * vocab;
+      while (r + n < out_rows.size() && out_part[r + n] == out_part[r]) ++n;
+      const size_t width = r < n_head ? p.c.vocab_size : h;
+      std::vector<float>& item_out = out[part_item[out_part[r]]];
+      const size_t old = item_out.size();
+      item_out.resize(old + n * width);
+      for (size_t i = 0; i < n; ++i) dst[r + i] = item_out.data() + old + i * width;
       r += n;
     }
-    OutputHead(p, head_x, head_rows.size(), dst);
-  }
-}
-
-void ForwardHiddenSum(const ModelImpl& m, KVCache* cache, std::span<const int32_t> tokens, std::vector<double>* sum) {
-  const Pass p{m, m.config, kernels::Active(), m.pool.get()};
-  const size_t h = p.c.hidden_size;
-  sum->assign(h, 0.0);
-  for (size_t done = 0; done < tokens.size();) {
-    const size_t rows = std::min(tokens.size() - done, kForwardStepRows);
-    KVCacheAccess::MakeRoom(*cache, rows);
-    const Part part{cache, cache->size(), rows, 0};
-    Buffers b(p.c, rows);
-    for (size_t r = 0; r < rows; ++r) EmbedRow(p, tokens[done + r], b.x.data() + r * h);
-    for (size_t l = 0; l < p.c.n_layers; ++l) {
-      LayerKeys(p, l, std::span(&part, 1), rows, b);
-      LayerRest(p, l, std::span(&part, 1), rows, b);
-    }
-    KVCacheAccess::CommitAppended(*cache, tokens.subspan(done, rows));
-    RmsNormRows(p, b.x.data(), p.m.weights.output_norm, b.xn.data(), rows);
-    for (size_t r = 0; r < rows; ++r)
-      for (size_t i = 0; i < h; ++i) (*sum)[i] += b.xn.data()[r * h + i];
-    done += rows;
+    if (n_head > 0) OutputHead(p, out_x, n_head, std::span(dst).first(n_head));
+    for (size_t r = n_head; r < out_rows.size(); ++r)
+      p.t.rmsnorm(out_x + r * h, p.m.weights.output_norm.f32(), dst[r], h, p.c.rms_eps, p.m.weights.norm_one_plus);
   }
 }
 

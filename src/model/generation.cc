@@ -27,7 +27,7 @@ Generation::Generation(GenerateParams params, std::vector<std::string> stop_stri
                        std::unique_ptr<TokenMatcher> matcher)
     : params_(std::move(params)), sampler_(params_.sampling), matcher_(std::move(matcher)) {
   std::sort(params_.stop_tokens.begin(), params_.stop_tokens.end());
-  if (tokenizer != nullptr) stream_.emplace(*tokenizer, std::move(stop_strings));
+  if (tokenizer != nullptr) stream_.emplace(*tokenizer, std::move(stop_strings), params_.spelled_tokens);
   if (params_.max_new_tokens == 0) finish_ = FinishReason::kLength;
 }
 

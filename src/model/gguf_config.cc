@@ -352,6 +352,10 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f, const ModelOptions& option
   c.tied_embeddings = f.FindTensor("output.weight") == nullptr;
   FAK_ASSIGN_OR_RETURN(c.bos_id, SpecialId(f, "tokenizer.ggml.bos_token_id", c.vocab_size));
   FAK_ASSIGN_OR_RETURN(c.eos_id, SpecialId(f, "tokenizer.ggml.eos_token_id", c.vocab_size));
+  // llama.cpp's enum llama_pooling_type: 0 none, 1 mean, 2 cls, 3 last, 4 rank (a reranker's head,
+  // which fak does not run: mean, as for none).
+  FAK_ASSIGN_OR_RETURN(uint64_t pooling, Uint(f, a + ".pooling_type", 0));
+  c.pooling = pooling == 2 ? Pooling::kCls : pooling == 3 ? Pooling::kLast : Pooling::kMean;
   if (c.IsGemma()) FAK_RETURN_IF_ERROR(ReadGemmaKeys(f, a, &c));
   if (c.architecture == Architecture::kQwen3Moe || c.architecture == Architecture::kGptOss) {
     FAK_RETURN_IF_ERROR(ReadExperts(f, a, &c));

@@ -36,13 +36,9 @@ class ModelAccess {
 inline constexpr size_t kForwardStepRows = 512;
 
 // The forward pass over each item's tokens appended to its cache (validated, reserved, caches
-// distinct), all items' rows batched together. Writes item i's logits, as its mode asks, into logits[i].
-void Forward(const ModelImpl& model, std::span<const BatchItem> items, std::span<std::vector<float>> logits);
-
-// The forward pass over `tokens` appended to `cache` (validated, reserved), without the output
-// head: each token's final hidden state, after the output norm, added into sum[hidden_size] in
-// token order (embeddings, fak/model/embedding.h).
-void ForwardHiddenSum(const ModelImpl& model, KVCache* cache, std::span<const int32_t> tokens, std::vector<double>* sum);
+// distinct), all items' rows batched together. Writes item i's logits (or hidden states), as its
+// mode asks, into out[i].
+void Forward(const ModelImpl& model, std::span<const BatchItem> items, std::span<std::vector<float>> out);
 
 // Builds the per-layer RoPE tables of a config.
 std::shared_ptr<const RopeBinding> MakeRopeBinding(const ModelConfig& config);

@@ -347,7 +347,9 @@ bool ParseResponseFormat(const Json& v, ApiRequest* r, ApiRequestError* error) {
 // Fields that cannot change the reply (bookkeeping, or a hint fak has no use for), accepted when
 // well-typed and then ignored: nullopt for any other field, else whether `v` has the field's type.
 std::optional<bool> IgnoredFieldWellTyped(std::string_view key, const Json& v) {
-  if (key == "user" || key == "service_tier") return v.is_null() || v.is_string();
+  // (prompt_cache_key: fak reuses every prefix it holds; safety_identifier: OpenAI's abuse tracking.)
+  if (key == "user" || key == "service_tier" || key == "prompt_cache_key" || key == "safety_identifier")
+    return v.is_null() || v.is_string();
   if (key == "metadata") return v.is_null() || v.is_object();
   if (key == "store") return v.is_null() || v.is_boolean();
   // SGLang's reasoning switches (its router sends both true): fak returns the text as generated.

@@ -227,7 +227,8 @@ struct Server::Impl {
   // llama-server's shapes: {"content": TEXT, "add_special": BOOL} → {"tokens": [...]}, and
   // {"tokens": [...]} → {"content": TEXT}, with the serving model's tokenizer.
   void HandleTokenize(const HttpRequest& req, HttpResponse& res);
-  // OpenAI's embeddings: each input's MeanPooledEmbedding on the served model, as floats or base64.
+  // OpenAI's embeddings: each input an embedding request of the serving engine (pooled, unit length),
+  // as floats or base64.
   void HandleEmbeddings(const HttpRequest& req, HttpResponse& res);
   void HandleDetokenize(const HttpRequest& req, HttpResponse& res);
   void HandleErase(const HttpRequest& req, HttpResponse& res);
@@ -1024,8 +1025,10 @@ void Server::Impl::HandleEmbeddings(const HttpRequest& req, HttpResponse& res) {
   std::optional<Json> body = ReadJsonBody(req, res, kEndpoint);
   if (!body) return;
   const std::shared_ptr<const internal::Serving> serving = Current();
+  const size_t hidden = serving->model->config().hidden_size;
   std::optional<Json> input;
   bool base64 = false, has_model = false;
+  EmbedParams params{serving->model->config().pooling, /*normalize=*/true};
   for (const auto& [key, v] : body->items()) {
     if (key == "model" && v.is_string()) {
       if (v.get_ref<const std::string&>() != serving->model_id)
@@ -1037,11 +1040,20 @@ void Server::Impl::HandleEmbeddings(const HttpRequest& req, HttpResponse& res) {
       input = v;
     } else if (key == "encoding_format" && v.is_string() && (v == "float" || v == "base64")) {
       base64 = v == "base64";
+    } else if (key == "dimensions" && v.is_number_integer()) {
+      // Shortening is only meaningful for models trained for it (Matryoshka); fak serves the full vector.
+      if (v.get<int64_t>() != static_cast<int64_t>(hidden))
+        return bad("dimensions " + v.dump() + " is not supported: this model's embeddings have " + std::to_string(hidden) +
+                   " dimensions and are not shortened", "dimensions");
+    } else if (key == "pooling" && v.is_string()) {  // fak's extension: the model's own pooling when absent
+      Result<Pooling> pooling = ParsePooling(v.get_ref<const std::string&>());
+      if (!pooling) return bad(std::string(pooling.error().message()), "pooling");
+      params.pooling = *pooling;
     } else if (key == "user" && (v.is_string() || v.is_null())) {
       // ignored: bookkeeping
     } else {
-      return bad("unknown or malformed field '" + key + "' (model, input, encoding_format: float or base64, user; "
-                 "dimensions is not supported)", key);
+      return bad("unknown or malformed field '" + key + "' (model, input, encoding_format: float or base64, dimensions: "
+                 "the model's " + std::to_string(hidden) + ", pooling: mean, last or cls, user)", key);
     }
   }
   if (!has_model) return bad("model is required", "model");
@@ -1051,27 +1063,63 @@ void Server::Impl::HandleEmbeddings(const HttpRequest& req, HttpResponse& res) {
   const Json inputs = many ? *input : Json::array({*input});
   if (inputs.empty() || inputs.size() > kMaxEmbeddingInputs)
     return bad("input must hold 1 to " + std::to_string(kMaxEmbeddingInputs) + " texts", "input");
-  Json data = Json::array();
-  size_t prompt_tokens = 0;
+  std::vector<EngineRequest> requests(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string param = many ? "input[" + std::to_string(i) + "]" : "input";
     Result<std::vector<int32_t>> ids = EmbeddingInput(inputs[i], *serving->tokenizer, param);
     if (!ids) return bad(std::string(ids.error().message()), "input");
-    Result<std::vector<float>> embedding = MeanPooledEmbedding(*serving->model, *ids);
-    if (!embedding) {
-      const Status& s = embedding.error();
-      if (s.code() == StatusCode::kInvalidArgument || s.code() == StatusCode::kResourceExhausted)
-        return bad(param + ": " + std::string(s.message()), "input");
-      return ReplyError(res, tenant, kEndpoint, {500, "server_error", std::string(s.message()), "", ""});
-    }
-    prompt_tokens += ids->size();
-    data.push_back({{"object", "embedding"}, {"index", i},
-                    {"embedding", base64 ? Json(Base64Floats(*embedding)) : Json(*embedding)}});
+    if (ids->empty()) return bad(param + " is empty", "input");
+    requests[i].tenant = tenant;
+    requests[i].prompt = std::move(*ids);
+    requests[i].embed = params;
   }
+  std::shared_ptr<InFlight> work = AcceptWork();
+  if (!work)
+    return ReplyError(res, tenant, kEndpoint, {503, "server_shutting_down", "the server is shutting down", "", "shutting_down"});
+  // Every input is a request of the engine's, batched with whatever else runs; all or none.
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Result<RequestId> id = serving->engine->Submit(std::move(requests[i]));
+    if (!id) {
+      for (RequestId submitted : ids) {
+        (void)serving->engine->Cancel(submitted);
+        (void)serving->engine->Wait(submitted);
+      }
+      HttpError e = SubmitError(id.error());
+      if (e.status == 400) {
+        e.message = (many ? "input[" + std::to_string(i) + "]: " : "input: ") + e.message;
+        e.param = "input";
+      }
+      if (e.status == 503) res.headers.emplace_back("Retry-After", "1");
+      return ReplyError(res, tenant, kEndpoint, e);
+    }
+    ids.push_back(*id);
+  }
+  Json data = Json::array();
+  size_t prompt_tokens = 0;
+  std::optional<HttpError> failed;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Result<EngineResult> result = serving->engine->Wait(ids[i]);
+    if (!result || result->finish != FinishReason::kStopToken) {
+      const Status s = result ? result->error : result.error();
+      if (!failed)
+        failed = result && result->finish != FinishReason::kError
+                     ? HttpError{503, "server_shutting_down", "the embedding was cancelled (" +
+                                 std::string(FinishReasonName(result->finish)) + ")", "", "cancelled"}
+                     : HttpError{500, "server_error", std::string(s.message()), "", ""};
+      continue;
+    }
+    metrics.CountGeneration(tenant, result->usage, result->timings);
+    prompt_tokens += result->usage.prompt_tokens;
+    data.push_back({{"object", "embedding"}, {"index", i},
+                    {"embedding", base64 ? Json(Base64Floats(result->embedding)) : Json(result->embedding)}});
+  }
+  if (failed) return ReplyError(res, tenant, kEndpoint, *failed);
   Reply(res, tenant, kEndpoint, 200,
         Json{{"object", "list"}, {"data", std::move(data)}, {"model", serving->model_id},
              {"usage", {{"prompt_tokens", prompt_tokens}, {"total_tokens", prompt_tokens}}},
-             {"fak", {{"pooling", "mean"}, {"layer", "final hidden state after the output norm"}}}});
+             {"fak", {{"pooling", PoolingName(params.pooling)}, {"normalized", true},
+                      {"layer", "final hidden state after the output norm"}}}});
 }
 
 void Server::Impl::HandleDetokenize(const HttpRequest& req, HttpResponse& res) {

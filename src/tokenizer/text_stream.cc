@@ -22,7 +22,8 @@ size_t IncompleteUtf8Tail(const std::string& s) {
 
 }  // namespace
 
-TextStream::TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings) : tokenizer_(&tokenizer) {
+TextStream::TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings, std::vector<int32_t> spelled)
+    : tokenizer_(&tokenizer), spelled_(std::move(spelled)) {
   for (std::string& s : stop_strings) {
     if (!s.empty()) stops_.push_back(std::move(s));
   }
@@ -47,6 +48,7 @@ Result<std::string> TextStream::Push(int32_t token) {
   // A generated token continues the prompt: its space prefix is text (each token decoded alone
   // as a start would run every SentencePiece word into the last).
   FAK_ASSIGN_OR_RETURN(std::string piece, tokenizer_->DecodeContinuation(std::span<const int32_t>(&token, 1)));
+  if (piece.empty() && std::find(spelled_.begin(), spelled_.end(), token) != spelled_.end()) piece = tokenizer_->TokenText(token);
   pending_ += piece;
   size_t cut = std::string::npos;
   for (const std::string& stop : stops_) {

@@ -994,6 +994,63 @@ static void TestEngineTools(void) {
 }
 
 /* A tree lookup hands out the cached prefix; prefilling the rest equals a fresh prefill. */
+/* Embeddings (1.4): an embedding request beside a generating one equals the same text embedded
+ * alone, bit for bit; unit length; pooled as asked; nothing to read from a generation's result. */
+static void TestEngineEmbeddings(void) {
+  fak_engine* engine = NULL;
+  CHECK_OK(fak_engine_new(g_model, NULL, &engine));
+  const int32_t text[6] = {256, 'e', 'm', 'b', 'e', 'd'};
+  fak_request embed;
+  fak_request_init(&embed);
+  CHECK(embed.embed == 0 && embed.embed_pooling == NULL && embed.embed_normalize == 1);
+  embed.prompt = text;
+  embed.n_prompt = 6;
+  embed.embed = 1;
+  uint64_t alone_id = 0, id = 0, gen_id = 0;
+  fak_result* alone = NULL;
+  fak_result* beside = NULL;
+  fak_result* generated = NULL;
+  CHECK_OK(fak_engine_submit(engine, &embed, &alone_id));
+  CHECK_OK(fak_engine_wait(engine, alone_id, &alone));
+  fak_request generate;
+  fak_request_init(&generate);
+  const int32_t prompt[4] = {256, 'h', 'i', '!'};
+  generate.prompt = prompt;
+  generate.n_prompt = 4;
+  generate.max_tokens = 8;
+  CHECK_OK(fak_engine_submit(engine, &generate, &gen_id));
+  CHECK_OK(fak_engine_submit(engine, &embed, &id));
+  CHECK_OK(fak_engine_wait(engine, id, &beside));
+  CHECK_OK(fak_engine_wait(engine, gen_id, &generated));
+  const float* a = NULL;
+  const float* b = NULL;
+  size_t n_a = 0, n_b = 0;
+  CHECK_OK(fak_result_embedding(alone, &a, &n_a));
+  CHECK_OK(fak_result_embedding(beside, &b, &n_b));
+  CHECK(n_a > 0 && n_a == n_b && memcmp(a, b, n_a * sizeof(float)) == 0);
+  double square = 0.0;
+  for (size_t i = 0; i < n_a; ++i) square += (double)a[i] * a[i];
+  CHECK(square > 0.9999 && square < 1.0001);
+  fak_result_info info;
+  info.struct_size = sizeof info;
+  CHECK_OK(fak_result_info_get(beside, &info));
+  CHECK(info.finish == FAK_FINISH_STOP_TOKEN && info.n_tokens == 0 && info.prompt_tokens == 6);
+  CHECK_STATUS(fak_result_embedding(generated, &b, &n_b), FAK_FAILED_PRECONDITION);
+  fak_result_free(beside);
+  /* Control: last-token pooling is another vector; an unknown pooling is refused at submit. */
+  embed.embed_pooling = "last";
+  CHECK_OK(fak_engine_submit(engine, &embed, &id));
+  CHECK_OK(fak_engine_wait(engine, id, &beside));
+  CHECK_OK(fak_result_embedding(beside, &b, &n_b));
+  CHECK(n_b == n_a && memcmp(a, b, n_a * sizeof(float)) != 0);
+  embed.embed_pooling = "max";
+  CHECK_STATUS(fak_engine_submit(engine, &embed, &id), FAK_INVALID_ARGUMENT);
+  fak_result_free(beside);
+  fak_result_free(generated);
+  fak_result_free(alone);
+  fak_engine_free(engine);
+}
+
 static void TestRadix(void) {
   int32_t tokens[64];
   const size_t n = Tokenize("shared system prompt, then a question", tokens, 64);
@@ -1455,6 +1512,7 @@ int main(void) {
   TestEnginePenalisedLogprobs();
   TestEngineConstraint();
   TestEngineTools();
+  TestEngineEmbeddings();
   TestRadix();
   TestEvictionCertificate();
   TestTextStore();

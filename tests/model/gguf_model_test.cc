@@ -55,6 +55,7 @@ struct WriteOptions {
   // Crafted metadata (issue 20): values the writer puts instead of the model's.
   std::optional<uint64_t> head_dim, context_length, bos_id;
   std::optional<float> freq_base;
+  std::optional<uint32_t> pooling_type;  // an embedding model's (llama.cpp's llama_pooling_type)
 };
 
 WriteOptions Quantized(kernels::QuantType t) {
@@ -91,6 +92,7 @@ void WriteGguf(const Model& m, const std::string& path, const WriteOptions& o = 
   g.Kv<uint64_t>(a + ".attention.value_length", GgufType::kUint64, o.head_dim.value_or(c.head_dim));
   g.Kv<float>(a + ".rope.freq_base", GgufType::kFloat32, o.freq_base.value_or(static_cast<float>(c.rope_base)));
   if (o.bos_id) g.Kv<uint32_t>("tokenizer.ggml.bos_token_id", GgufType::kUint32, static_cast<uint32_t>(*o.bos_id));
+  if (o.pooling_type) g.Kv<uint32_t>(a + ".pooling_type", GgufType::kUint32, *o.pooling_type);
   g.Kv<float>(a + ".attention.layer_norm_rms_epsilon", GgufType::kFloat32, c.rms_eps);
   if (c.rope_dim != 0) g.Kv<uint32_t>(a + ".rope.dimension_count", GgufType::kUint32, static_cast<uint32_t>(c.rope_dim));
   if (gemma) g.Kv<uint32_t>(a + ".attention.sliding_window", GgufType::kUint32, static_cast<uint32_t>(c.sliding_window));
@@ -235,6 +237,22 @@ TEST(GgufModel, F32LlamaFileGivesTheSyntheticModelsLogits) {
   const auto tokens = TokenSequence(30, 4, 97);
   EXPECT_EQ(MaxAbsDiff(AllLogits(*loaded, tokens), AllLogits(*synthetic, tokens)), 0.0f);
   ExpectPrefillMatchesDecode(*loaded, 20, 5);
+  std::remove(path.c_str());
+}
+
+TEST(GgufModel, PoolingTypeNamesTheDefaultPoolingAndNotTheIdentity) {
+  ASSERT_OK_AND_ASSIGN(auto synthetic, Model::Synthetic(LlamaGgufConfig(), 21));
+  const std::string path = TempPath("llama_pooling.gguf");
+  const std::pair<std::optional<uint32_t>, Pooling> cases[] = {
+      {std::nullopt, Pooling::kMean}, {0, Pooling::kMean}, {1, Pooling::kMean}, {2, Pooling::kCls}, {3, Pooling::kLast}, {4, Pooling::kMean}};
+  for (const auto& [type, want] : cases) {
+    WriteOptions o;
+    o.pooling_type = type;
+    WriteGguf(*synthetic, path, o);
+    ASSERT_OK_AND_ASSIGN(auto loaded, Model::Load(path));
+    EXPECT_EQ(loaded->config().pooling, want) << (type ? std::to_string(*type) : "absent");
+    EXPECT_EQ(loaded->WeightsDigest(), synthetic->WeightsDigest());  // it changes no forward pass
+  }
   std::remove(path.c_str());
 }
 

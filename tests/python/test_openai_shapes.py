@@ -89,5 +89,14 @@ def test_embeddings_are_the_servers(model):
     assert len(a) == model.config["hidden_size"] and a != b and out["fak"]["pooling"] == "mean"
     assert llm.embed("the cat sat") == a  # deterministic
     assert llm.embed(model.tokenize("the cat sat", add_bos=True)) == a
-    with pytest.raises(fak.InvalidArgumentError, match="no tokens"):
+    assert abs(sum(x * x for x in a) - 1.0) < 1e-4  # unit length, as the server's
+    # Through the model's engine (batched with its other requests), pooled as asked.
+    ids = model.tokenize("the cat sat", add_bos=True)
+    assert model.pooling == "mean" and model.embed(ids).tolist() == a
+    last = model.embed(ids, pooling="last")
+    assert last.tolist() != a and last.tolist() == llm.embed("the cat sat", pooling="last")
+    assert model.embed(ids, normalize=False).tolist() != a
+    with pytest.raises(fak.InvalidArgumentError, match="empty prompt"):
         model.embed([])
+    with pytest.raises(fak.InvalidArgumentError, match="mean, last, cls"):
+        model.embed(ids, pooling="max")

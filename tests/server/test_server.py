@@ -329,10 +329,43 @@ def test_embeddings_shape_determinism_and_base64(server):
     assert status == 200
     floats = struct.unpack(f"<{dim}f", base64.b64decode(raw["data"][0]["embedding"]))
     assert list(floats) == alone
-    for bad in [{"input": ""}, {"input": []}, {"input": [[10**9]]}, {"input": "x", "dimensions": 8},
-                {"input": "x", "encoding_format": "int8"}, {"input": "x" * 5000}]:
-        assert server.request("POST", "/v1/embeddings", {"model": MODEL, **bad})[0] == 400, bad
+    # Unit length, as OpenAI's; dimensions is honoured when it is the model's own, refused otherwise.
+    assert abs(sum(x * x for x in alone) - 1.0) < 1e-4
+    assert client.embeddings.create(model=MODEL, input=texts[0], dimensions=dim).data[0].embedding == alone
+    # The pooling is named (fak's extension field): last differs from mean, and is as deterministic.
+    last = client.embeddings.create(model=MODEL, input=texts, extra_body={"pooling": "last"})
+    assert last.model_extra["fak"]["pooling"] == "last"
+    assert last.data[0].embedding != alone
+    assert client.embeddings.create(model=MODEL, input=texts[0], extra_body={"pooling": "last"}).data[0].embedding == \
+        last.data[0].embedding
+    for bad, param in [({"input": ""}, "input"), ({"input": []}, "input"), ({"input": [[10**9]]}, "input"),
+                       ({"input": "x", "dimensions": 8}, "dimensions"), ({"input": "x", "pooling": "max"}, "pooling"),
+                       ({"input": "x", "encoding_format": "int8"}, "encoding_format"), ({"input": "x" * 5000}, "input")]:
+        status, reply = server.request("POST", "/v1/embeddings", {"model": MODEL, **bad})
+        assert status == 400 and reply["error"]["param"] == param, (bad, reply)
     assert server.request("POST", "/v1/embeddings", {"model": "other", "input": "x"})[0] == 404
+    with pytest.raises(openai.BadRequestError):
+        client.embeddings.create(model=MODEL, input="x", dimensions=8)
+
+
+def test_embeddings_batch_with_generation_and_count(server):
+    # Embeddings run as engine requests beside a streaming chat: the same bits as alone, and their
+    # prompt tokens are counted for the tenant.
+    client = server.client()
+    text = "embedded while a chat streams " + uuid.uuid4().hex
+    alone = client.embeddings.create(model=MODEL, input=text).data[0].embedding
+    before = server.metrics()
+    stream = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}],
+                                            max_tokens=48, stream=True)
+    chunks = iter(stream)
+    next(chunks)  # the chat is running
+    beside = client.embeddings.create(model=MODEL, input=[text] * 4)
+    assert all(d.embedding == alone for d in beside.data)
+    assert beside.usage.prompt_tokens == 4 * (len(text.encode()) + 1)
+    list(chunks)
+    counted = sample_value(server.metrics(), "fak_prompt_tokens_total", tenant="alice") - \
+        sample_value(before, "fak_prompt_tokens_total", tenant="alice")
+    assert counted >= beside.usage.prompt_tokens
 
 
 def test_tokenize_round_trip(server):
@@ -349,9 +382,10 @@ def test_tokenize_round_trip(server):
 
 
 def test_unknown_fields_ignored_or_refused(server):
-    ok = with_(user="u", metadata={"a": "b"}, store=False, service_tier="auto", parallel_tool_calls=False)
+    ok = with_(user="u", metadata={"a": "b"}, store=False, service_tier="auto", parallel_tool_calls=False,
+               prompt_cache_key="k", safety_identifier="s")
     assert server.request("POST", "/v1/chat/completions", ok)[0] == 200
-    for refused in [dict(audio={}), dict(prediction={}), dict(echo=True), dict(best_of=2)]:
+    for refused in [dict(audio={}), dict(prediction={}), dict(echo=True), dict(best_of=2), dict(verbosity="low")]:
         status, reply = server.request("POST", "/v1/completions", {"model": MODEL, "prompt": "x", **refused})
         assert status == 400 and reply["error"]["param"] == next(iter(refused)), reply
 

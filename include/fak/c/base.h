@@ -39,7 +39,7 @@ extern "C" {
 /* The ABI this header describes: (major << 16) | minor. A library answers the same major and a
  * minor >= the header's when it can serve a program built against this header. */
 #define FAK_ABI_VERSION_MAJOR 1
-#define FAK_ABI_VERSION_MINOR 3
+#define FAK_ABI_VERSION_MINOR 4
 #define FAK_ABI_VERSION ((FAK_ABI_VERSION_MAJOR << 16) | FAK_ABI_VERSION_MINOR)
 
 /* The ABI of the linked library (compare with FAK_ABI_VERSION). Thread-safe. */

@@ -87,6 +87,16 @@ typedef struct fak_request {
    * grammar / json_schema together are INVALID_ARGUMENT. Default: NULL. */
   const char* tool_choice;
   int parallel_tool_calls; /* nonzero: "required" may write several calls (up to eight). Default: 1. */
+  /* Appended in 1.4. Nonzero: embed instead of generate (docs/c-api.md, Embeddings). The prompt is
+   * read in the engine's batches like any request's, and the request finishes with
+   * FAK_FINISH_STOP_TOKEN, no tokens, and the embedding — the final hidden states after the output
+   * norm, pooled — read with fak_result_embedding. The generation fields are ignored; its KV never
+   * enters the prefix tree. Default: 0. */
+  int embed;
+  /* NUL-terminated "mean", "last" or "cls"; NULL = the model's own (a GGUF's pooling_type, else
+   * "mean"). Another name is INVALID_ARGUMENT. Default: NULL. */
+  const char* embed_pooling;
+  int embed_normalize; /* nonzero: scaled to unit length, as OpenAI's embeddings are. Default: 1. */
 } fak_request;
 
 /* Thread-safe (touches only *request). */
@@ -134,6 +144,10 @@ typedef struct fak_result_info {
 /* Fills `info` (set struct_size first). Pointers stay valid until fak_result_free.
  * Thread-safe (a result is immutable). */
 FAK_EXPORT fak_status fak_result_info_get(const fak_result* result, fak_result_info* info);
+/* An embedding request's vector (fak_request.embed): *data (borrowed from the result) and its
+ * length, the model's hidden size. FAILED_PRECONDITION when the request did not embed or did not
+ * finish with FAK_FINISH_STOP_TOKEN. Thread-safe. */
+FAK_EXPORT fak_status fak_result_embedding(const fak_result* result, const float** data, size_t* n);
 /* Generated token `index`'s log-probabilities, as fak_logprobs writes them (out[0] the token's, then
  * its request's top_logprobs). FAILED_PRECONDITION when the request did not ask for logprobs,
  * INVALID_ARGUMENT for an index past the tokens or a capacity too small. Thread-safe. */

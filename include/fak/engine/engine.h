@@ -33,6 +33,11 @@
 // with EngineRequest::sources) records which text each run of its prompt came from, in the tree and
 // every spilled slab, so quarantining or erasing a text (SourceSweeper) removes its KV everywhere.
 //
+// Embeddings (EngineRequest::embed): a request that reads its prompt in the same batches, every
+// row's final hidden state pooled (LogitsMode::kHidden), and finishes with the embedding instead of
+// sampling; its KV neither comes from the tree nor goes to it. Its embedding is the bits Embed gives
+// the text alone (Witness.EmbeddingInBatchEqualsAlone).
+//
 // Threads: Submit, Cancel, Wait and Stats may be called from any thread. With
 // EngineOptions::start_thread the engine steps itself on its own thread; without, the caller calls
 // Step (deterministic tests) or Wait, which steps until its request is done. Callbacks run on the

@@ -10,12 +10,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "fak/core/status.h"
 #include "fak/grammar/tool_calls.h"
+#include "fak/model/embedding.h"
 #include "fak/model/sampler.h"
 #include "fak/model/token_constraint.h"
 #include "fak/regen/regen_driver.h"
@@ -90,6 +92,10 @@ struct EngineRequest {
   RequestPriority priority = RequestPriority::kInteractive;
   // Generation ends after emitting any of these (the id is in the result's tokens, with no text).
   std::vector<int32_t> stop_tokens;
+  // Special tokens the reply's text spells by their vocabulary text (GenerateParams::spelled_tokens).
+  // With tools, Prepare adds the family's call marker when the vocabulary holds it as one special
+  // token that decodes to nothing, so ToolCallReader reads the call. Default: none.
+  std::vector<int32_t> spelled_tokens;
   // Generation ends when the text contains one of these; it is never emitted, nor what follows.
   // An empty one is InvalidArgument at Submit (Generation::Create).
   std::vector<std::string> stop_strings;
@@ -103,6 +109,14 @@ struct EngineRequest {
   // Keep the logits each generated token was sampled from (tests and witnesses; costs a vocabulary
   // of floats per token).
   bool record_logits = false;
+  // Embed instead of generate: the prompt is read in the steps' batches like any other (chunked,
+  // fair-shared, budgeted, cancellable) and the request finishes (kStopToken, no token) with its
+  // pooled final hidden state in EngineResult::embedding — the bits Embed gives it alone. Nothing is
+  // sampled: the generation fields (sampling, logprobs, constraint, max_tokens, stops, speculate)
+  // are ignored. Its KV is never taken from the tree nor given to it (pooling reads every token's
+  // hidden state; a prefix from the tree has none), so nothing of it outlives the request.
+  // Default: none (generate).
+  std::optional<EmbedParams> embed;
 };
 
 struct RequestUsage {
@@ -136,6 +150,7 @@ struct EngineResult {
   RequestTimings timings;
   std::vector<std::vector<float>> logits;  // when record_logits: logits[i] produced tokens[i]
   std::vector<TokenLogprobs> logprobs;     // when EngineRequest::logprobs: logprobs[i] of tokens[i]
+  std::vector<float> embedding;            // when EngineRequest::embed: [hidden_size]
 };
 
 }  // namespace fak

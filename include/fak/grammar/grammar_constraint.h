@@ -67,21 +67,27 @@ class FAK_EXPORT GrammarConstraint final : public TokenConstraint {
 // until it contains `trigger`; from the trigger's first byte it must be a sentence of `grammar`
 // (whose sentences begin with the trigger), and once that sentence is whole it is free again until
 // the next trigger. A token that completes the trigger and runs on into text the grammar refuses
-// leaves the reply free. Triggers are found in tokens' text (TokenVocabulary): a special token
-// with no text never triggers. Thread-safe; shared by the sequences it constrains.
+// leaves the reply free. Triggers are found in tokens' text (TokenVocabulary), and in the one
+// `trigger_token` (>= 0) that stands for the trigger: a vocabulary may hold a family's call marker
+// as a special token with no text of its own. Thread-safe; shared by the sequences it constrains.
 class FAK_EXPORT TriggeredGrammarConstraint final : public TokenConstraint {
  public:
-  // InvalidArgument for an empty trigger, or a grammar whose sentences do not begin with it.
+  // InvalidArgument for an empty trigger, a grammar whose sentences do not begin with it, or a
+  // trigger_token outside the vocabulary.
   static Result<std::shared_ptr<const TriggeredGrammarConstraint>> Create(std::string trigger, Grammar grammar,
-                                                                          std::shared_ptr<const TokenVocabulary> vocabulary);
+                                                                          std::shared_ptr<const TokenVocabulary> vocabulary,
+                                                                          int32_t trigger_token = -1);
   Result<std::unique_ptr<TokenMatcher>> NewMatcher() const override;
 
  private:
-  TriggeredGrammarConstraint(std::string trigger, Grammar grammar, std::shared_ptr<const TokenVocabulary> vocabulary)
-      : trigger_(std::move(trigger)), grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)) {}
+  TriggeredGrammarConstraint(std::string trigger, Grammar grammar, std::shared_ptr<const TokenVocabulary> vocabulary,
+                             int32_t trigger_token)
+      : trigger_(std::move(trigger)), grammar_(std::move(grammar)), vocabulary_(std::move(vocabulary)),
+        trigger_token_(trigger_token) {}
   std::string trigger_;
   Grammar grammar_;
   std::shared_ptr<const TokenVocabulary> vocabulary_;
+  int32_t trigger_token_;  // -1: none
 };
 
 }  // namespace fak

@@ -40,6 +40,10 @@ class ModelAccess;   // how the forward pass and tests reach it
 //             biases on q/k/v/o, router and experts), per-head attention sinks, alternating
 //             sliding-window layers
 enum class Architecture { kLlama, kGemma3, kQwen3, kGemma2, kPhi3, kSmolLM3, kQwen3Moe, kGptOss };
+
+// How a sequence's final hidden states become one embedding (fak/model/embedding.h): their mean,
+// the last token's (decoder embedding models such as Qwen3-Embedding) or the first token's (CLS).
+enum class Pooling { kMean, kLast, kCls };
 // "llama", "gemma3", "qwen3", "gemma2", "phi3", "smollm3", "qwen3moe", "gpt-oss" (GGUF
 // general.architecture; Qwen2 is "llama" with qkv_bias).
 FAK_EXPORT const char* ArchitectureName(Architecture a);
@@ -104,6 +108,10 @@ struct FAK_EXPORT ModelConfig {
   // probabilities renormalised to sum to 1 (Qwen3-MoE: softmax over all experts, then the chosen
   // ones' share; gpt-oss: softmax over the chosen logits). Routing reads the token's own row only.
   size_t n_experts = 0, n_experts_used = 0, expert_ffn_size = 0;
+  // The pooling the model was trained to embed with (GGUF <arch>.pooling_type: 1 mean, 2 cls,
+  // 3 last); a generative model names none and gets mean. Not part of WeightsDigest: it changes no
+  // forward pass.
+  Pooling pooling = Pooling::kMean;
 
   // ---- Gemma 2 / 3 and gpt-oss (ignored for the Llama family) ----
   // Sliding-window attention: layer l is global iff (l + 1) % sliding_window_pattern == 0, else it
@@ -189,6 +197,9 @@ enum class LogitsMode {
   kNone,  // fill the cache only
   kLast,  // logits of the last prompt token: [vocab]
   kAll,   // logits of every prompt token: [n_tokens][vocab]
+  // Every prompt token's final hidden state after the output norm (the vectors the output head
+  // reads), no logits: [n_tokens][hidden_size]. What embeddings pool (fak/model/embedding.h).
+  kHidden,
 };
 
 // One sequence of Model::PrefillBatch: tokens appended to its own cache.

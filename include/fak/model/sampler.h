@@ -111,6 +111,10 @@ struct GenerateParams {
   // Which tokens may come next (a grammar, a JSON schema: fak/grammar/grammar_constraint.h); the
   // generation ends where it admits nothing more. Default: none.
   std::shared_ptr<const TokenConstraint> constraint;
+  // Special tokens the text shows by their vocabulary text (Tokenizer::TokenText), though special
+  // tokens decode to nothing: a tool-call marker a vocabulary holds as one control token
+  // ([TOOL_CALLS], <|python_tag|>), so the reply's reader finds the call. Default: none.
+  std::vector<int32_t> spelled_tokens;
 };
 
 // Why a generation ended (the planner, the engine and the tools report it).

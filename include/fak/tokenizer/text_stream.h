@@ -21,8 +21,9 @@ namespace fak {
 
 class FAK_EXPORT TextStream {
  public:
-  // Empty stop strings are ignored. `tokenizer` must outlive the stream.
-  TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings);
+  // Empty stop strings are ignored. `tokenizer` must outlive the stream. `spelled` special tokens
+  // are shown as their vocabulary text (Tokenizer::TokenText), where Decode gives them none.
+  TextStream(const Tokenizer& tokenizer, std::vector<std::string> stop_strings, std::vector<int32_t> spelled = {});
 
   // Appends `token`'s text; returns what became safe to show (often empty). After a stop, returns
   // empty. InvalidArgument for an id outside the vocabulary (the stream is unchanged).
@@ -42,6 +43,7 @@ class FAK_EXPORT TextStream {
 
   const Tokenizer* tokenizer_;
   std::vector<std::string> stops_;
+  std::vector<int32_t> spelled_;
   std::string pending_;  // decoded, not yet released
   std::string emitted_;
   std::string stopped_by_;
