@@ -458,7 +458,9 @@ def test_behind_haproxy_a_worker_killed_mid_stream_loses_nothing_acknowledged(tm
     workers = {n: worker(tmp_path, redis_port, n) for n in ("w1", "w2", "w3")}
     port = router(list(workers.values()))
     lone = FakServer(tmp_path)  # the control: computes every turn from scratch, no fleet
-    reply_tokens = 160  # long enough that the kill, at the stream's first event, lands mid-stream
+    # Long enough that the kill, at the stream's first event, lands mid-stream: 160 tokens of the
+    # embedded model streamed whole before the kill about one run in four.
+    reply_tokens = 700  # (its text, re-read as the next turn, must fit the 4096-token context)
     try:
         first = "Stream to me, then die: " + uuid.uuid4().hex + ". " + "Padding for a longer prefix. " * 6
         history = [{"role": "user", "content": first}]
@@ -467,6 +469,7 @@ def test_behind_haproxy_a_worker_killed_mid_stream_loses_nothing_acknowledged(tm
         history += [{"role": "assistant", "content": r1}, {"role": "user", "content": "Now a long answer, please."}]
         expected = lone.client().chat.completions.create(model=MODEL, messages=history, max_tokens=reply_tokens, temperature=0)
         assert expected.usage.prompt_tokens_details.cached_tokens == 0  # computed from scratch
+        assert expected.choices[0].finish_reason == "length"  # so a stream cut early is visibly short
         killed, resp = stream_through(port, history, reply_tokens)
         assert killed == served  # the conversation stays on its worker
         cut = read_events(resp, stop_after=1)
