@@ -10,6 +10,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -147,7 +148,9 @@ struct Engine::Impl {
         bytes_per_token_(tree_->BytesPerToken()) {}
 
   Status Prepare(EngineRequest& request) const;
-  Result<std::shared_ptr<const TokenVocabulary>> Vocabulary() const;
+  // The vocabulary for a grammar, with the special tokens a reply spells as their text (one per
+  // set of them, built on first use).
+  Result<std::shared_ptr<const TokenVocabulary>> Vocabulary(std::vector<int32_t> spelled = {}) const;
   Result<RequestId> Submit(EngineRequest request);
   Status Cancel(RequestId id);
   Result<EngineResult> Wait(RequestId id);
@@ -242,7 +245,8 @@ struct Engine::Impl {
   EngineStats stats_;
 
   mutable std::mutex vocabulary_mu_;
-  mutable std::shared_ptr<const TokenVocabulary> vocabulary_;  // GUARDED_BY(vocabulary_mu_): built on first use
+  // GUARDED_BY(vocabulary_mu_): by the sorted ids a reply spells (a model's families give few sets).
+  mutable std::map<std::vector<int32_t>, std::shared_ptr<const TokenVocabulary>> vocabularies_;
 
   std::mutex shutdown_mu_;
   bool has_loop_ = false;  // set before any other thread sees the engine
@@ -274,12 +278,12 @@ Status Engine::Impl::Prepare(EngineRequest& request) const {
   if (!tools.forced_gbnf.empty()) {
     if (constraint != nullptr) return InvalidArgument("Engine::Submit: tool_choice required or named with a constraint; give one");
     FAK_ASSIGN_OR_RETURN(Grammar grammar, Grammar::Parse(tools.forced_gbnf));
-    FAK_ASSIGN_OR_RETURN(std::shared_ptr<const TokenVocabulary> vocabulary, Vocabulary());
+    FAK_ASSIGN_OR_RETURN(std::shared_ptr<const TokenVocabulary> vocabulary, Vocabulary(spelled));
     constraint = std::make_shared<GrammarConstraint>(std::move(grammar), std::move(vocabulary));
   } else if (!tools.trigger.empty() && constraint == nullptr) {
     // auto: free text until the call marker, then the call held to the tools' schemas.
     FAK_ASSIGN_OR_RETURN(Grammar grammar, Grammar::Parse(tools.triggered_gbnf));
-    FAK_ASSIGN_OR_RETURN(std::shared_ptr<const TokenVocabulary> vocabulary, Vocabulary());
+    FAK_ASSIGN_OR_RETURN(std::shared_ptr<const TokenVocabulary> vocabulary, Vocabulary(spelled));
     FAK_ASSIGN_OR_RETURN(constraint, TriggeredGrammarConstraint::Create(std::move(tools.trigger), std::move(grammar),
                                                                         std::move(vocabulary), trigger_token));
   }
@@ -300,12 +304,15 @@ Status Engine::Impl::Prepare(EngineRequest& request) const {
   return Status::Ok();
 }
 
-Result<std::shared_ptr<const TokenVocabulary>> Engine::Impl::Vocabulary() const {
+Result<std::shared_ptr<const TokenVocabulary>> Engine::Impl::Vocabulary(std::vector<int32_t> spelled) const {
+  std::sort(spelled.begin(), spelled.end());
+  spelled.erase(std::unique(spelled.begin(), spelled.end()), spelled.end());
   std::lock_guard<std::mutex> lock(vocabulary_mu_);
-  if (vocabulary_ == nullptr) {
-    FAK_ASSIGN_OR_RETURN(vocabulary_, TokenVocabulary::Build(tokenizer_));
+  std::shared_ptr<const TokenVocabulary>& vocabulary = vocabularies_[spelled];
+  if (vocabulary == nullptr) {
+    FAK_ASSIGN_OR_RETURN(vocabulary, TokenVocabulary::Build(tokenizer_, spelled));
   }
-  return vocabulary_;
+  return vocabulary;
 }
 
 Result<RequestId> Engine::Impl::Submit(EngineRequest request) {

@@ -9,7 +9,8 @@
 
 namespace fak {
 
-Result<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::Build(const Tokenizer& tokenizer) {
+Result<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::Build(const Tokenizer& tokenizer,
+                                                                      std::span<const int32_t> spelled) {
   auto v = std::make_shared<TokenVocabulary>();
   v->vocab_size_ = tokenizer.vocab_size();
   v->bytes_.resize(v->vocab_size_);
@@ -17,6 +18,8 @@ Result<std::shared_ptr<const TokenVocabulary>> TokenVocabulary::Build(const Toke
   for (size_t id = 0; id < v->vocab_size_; ++id) {
     const auto token = static_cast<int32_t>(id);
     FAK_ASSIGN_OR_RETURN(v->bytes_[id], tokenizer.Decode(std::span<const int32_t>(&token, 1)));
+    if (v->bytes_[id].empty() && std::find(spelled.begin(), spelled.end(), token) != spelled.end())
+      v->bytes_[id] = tokenizer.TokenText(token);
     if (v->bytes_[id].size() > std::numeric_limits<uint16_t>::max())
       return InvalidArgument("TokenVocabulary: token " + std::to_string(id) + " is longer than 65535 bytes");
     if (!v->bytes_[id].empty()) order.push_back(token);

@@ -6,6 +6,7 @@
 // leaves the reply after the token free.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -42,6 +43,17 @@ std::unique_ptr<Tokenizer> MarkerTokenizer() {
 constexpr char kTools[] = R"([{"type":"function","function":{"name":"get_weather","parameters":{"type":"object",)"
                           R"("properties":{"city":{"type":"string","enum":["Paris","Rome"]}},"required":["city"]}}}])";
 
+// Biases that make a random model open with the marker token, as a real tool-calling model does,
+// and prefer text to the whitespace runs a call's grammar allows (a random model takes them).
+std::vector<std::pair<int32_t, float>> MarkerFirstBias(const Tokenizer& tokenizer, int32_t marker) {
+  std::vector<std::pair<int32_t, float>> bias = {{marker, 100.0f}};
+  for (int32_t id = 0; static_cast<size_t>(id) < tokenizer.vocab_size(); ++id) {
+    Result<std::string> text = tokenizer.Decode(std::span<const int32_t>(&id, 1));
+    if (text && !text->empty() && text->find_first_not_of(" \t\r\n") == std::string::npos) bias.emplace_back(id, -30.0f);
+  }
+  return bias;
+}
+
 TEST(ToolMarkerToken, SpelledInTheTextItDecodesToNothingOtherwise) {
   std::unique_ptr<Tokenizer> tokenizer = MarkerTokenizer();
   ASSERT_NE(tokenizer, nullptr);
@@ -73,14 +85,7 @@ TEST(ToolMarkerToken, EmittedTokenGivesAParsedCall) {
   request.messages = {{ChatRole::kUser, "What is the weather in Paris?"}};
   request.tools.tools_json = kTools;
   request.max_tokens = 120;
-  // The model is made to open with the marker token, as a real tool-calling model does, and to
-  // prefer text to the whitespace runs the call's grammar allows (a random model takes them).
-  request.sampling.logit_bias = {{marker, 100.0f}};
-  for (int32_t id = 0; static_cast<size_t>(id) < tokenizer->vocab_size(); ++id) {
-    Result<std::string> text = tokenizer->Decode(std::span<const int32_t>(&id, 1));
-    if (text && !text->empty() && text->find_first_not_of(" \t\r\n") == std::string::npos)
-      request.sampling.logit_bias.emplace_back(id, -30.0f);
-  }
+  request.sampling.logit_bias = MarkerFirstBias(*tokenizer, marker);
   EngineRequest prepared = request;
   ASSERT_OK(engine->Prepare(prepared));
   ASSERT_EQ(prepared.spelled_tokens, std::vector<int32_t>({marker, tokenizer->FindToken("</tool_call>")}));
@@ -118,6 +123,56 @@ TEST(ToolMarkerToken, EmittedTokenGivesAParsedCall) {
   ASSERT_OK_AND_ASSIGN(ToolCallReader plain_reader, ToolCallReader::Create(chat, request.tools));
   plain_reader.Finish(plain.text, 1);
   EXPECT_FALSE(plain_reader.has_calls()) << plain.text;
+}
+
+// tool_choice required: the forcing grammar allows the marker as the special token the model was
+// trained to write (the vocabulary it runs on spells the token), not only as ordinary text tokens.
+// Control: over the plain vocabulary the same grammar masks the marker token.
+TEST(ToolMarkerToken, AForcedCallMayOpenWithTheMarkerToken) {
+  std::unique_ptr<Tokenizer> tokenizer = MarkerTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  const int32_t marker = tokenizer->FindToken("<tool_call>");
+  const int32_t closing = tokenizer->FindToken("</tool_call>");
+  ModelConfig config = testing::TinyConfig();
+  config.vocab_size = tokenizer->vocab_size();
+  ASSERT_OK_AND_ASSIGN(auto model, Model::Synthetic(config, 33));
+  ASSERT_OK_AND_ASSIGN(ChatTemplate chat, ChatTemplate::ForFamily("fak", *tokenizer));
+  EngineOptions options;
+  options.start_thread = false;
+  options.chat_template = std::make_shared<const ChatTemplate>(chat);
+  ASSERT_OK_AND_ASSIGN(auto engine, Engine::Create(*model, *tokenizer, options));
+  EngineRequest request;
+  request.messages = {{ChatRole::kUser, "What is the weather in Paris?"}};
+  request.tools.tools_json = kTools;
+  request.tools.choice = ToolChoice::kRequired;
+  request.tools.parallel = false;
+  request.max_tokens = 120;
+  request.sampling.logit_bias = MarkerFirstBias(*tokenizer, marker);
+  request.sampling.logit_bias.emplace_back(closing, 100.0f);  // closes with the token too, where allowed
+  ASSERT_OK_AND_ASSIGN(RequestId id, engine->Submit(request));
+  ASSERT_OK_AND_ASSIGN(EngineResult result, engine->Wait(id));
+  ASSERT_FALSE(result.tokens.empty());
+  EXPECT_EQ(result.tokens[0], marker);
+  EXPECT_NE(std::find(result.tokens.begin(), result.tokens.end(), closing), result.tokens.end()) << result.text;
+  ASSERT_OK_AND_ASSIGN(ToolCallReader reader, ToolCallReader::Create(chat, request.tools));
+  reader.Finish(result.text, 1);
+  ASSERT_TRUE(reader.has_calls()) << result.text;
+  EXPECT_EQ(reader.calls()[0].name, "get_weather");
+
+  // Control: the plain vocabulary (the marker token has no bytes) refuses the marker token.
+  EngineRequest prepared = request;
+  ASSERT_OK(engine->Prepare(prepared));
+  ASSERT_NE(prepared.constraint, nullptr);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TokenMatcher> spelled_matcher, prepared.constraint->NewMatcher());
+  std::vector<float> logits(tokenizer->vocab_size(), 0.0f);
+  ASSERT_OK(spelled_matcher->Mask(logits, {}));
+  EXPECT_EQ(logits[static_cast<size_t>(marker)], 0.0f);
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const TokenVocabulary> plain, engine->Vocabulary());
+  ASSERT_OK_AND_ASSIGN(Grammar grammar, Grammar::Parse("root ::= \"<tool_call>\" [a-z]\n"));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TokenMatcher> plain_matcher, GrammarConstraint(grammar, plain).NewMatcher());
+  std::vector<float> plain_logits(tokenizer->vocab_size(), 0.0f);
+  ASSERT_OK(plain_matcher->Mask(plain_logits, {}));
+  EXPECT_LT(plain_logits[static_cast<size_t>(marker)], 0.0f);
 }
 
 }  // namespace

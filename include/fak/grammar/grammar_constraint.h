@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,10 @@
 namespace fak {
 
 // The bytes of every token (Tokenizer::Decode of the id alone), as a trie in preorder. Tokens
-// with no bytes (special tokens) are not in it: a grammar never allows them. Immutable.
+// with no bytes (special tokens) are not in it: a grammar never allows them, unless the reply
+// spells them (`spelled`, EngineRequest::spelled_tokens): those take their vocabulary text
+// (Tokenizer::TokenText), so a grammar that requires a family's call marker allows the one token
+// the model was trained to write for it. Immutable.
 class FAK_EXPORT TokenVocabulary {
  public:
   struct Node {
@@ -36,7 +40,8 @@ class FAK_EXPORT TokenVocabulary {
   };
   // Cost: one Decode per id and a sort (about a second at a 262k vocabulary); build once per
   // tokenizer. InvalidArgument for a token longer than 65535 bytes.
-  static Result<std::shared_ptr<const TokenVocabulary>> Build(const Tokenizer& tokenizer);
+  static Result<std::shared_ptr<const TokenVocabulary>> Build(const Tokenizer& tokenizer,
+                                                              std::span<const int32_t> spelled = {});
 
   size_t size() const { return vocab_size_; }  // ids 0..size()-1
   const std::vector<Node>& nodes() const { return nodes_; }
