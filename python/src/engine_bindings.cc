@@ -13,6 +13,7 @@
 #include "bindings.h"
 #include "py_engine.h"
 #include "fak/grammar/tool_calls.h"
+#include "fak/model/embedding.h"
 
 namespace fak::python {
 
@@ -253,6 +254,7 @@ nb::dict ResultDict(EngineResult&& r) {
     }
     d["logprobs"] = logprobs;
   }
+  if (!r.embedding.empty()) d["embedding"] = LogitsArray(std::move(r.embedding));
   if (!r.logits.empty()) {
     const size_t rows = r.logits.size();
     std::vector<float> flat;
@@ -350,7 +352,8 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
                                          double presence_penalty, double frequency_penalty, size_t repeat_last_n,
                                          const nb::handle& logit_bias, bool logprobs, size_t top_logprobs,
                                          const std::optional<Text>& grammar, const std::optional<Text>& tools,
-                                         const Text& tool_choice_text, bool parallel_tool_calls) {
+                                         const Text& tool_choice_text, bool parallel_tool_calls,
+                                         const nb::handle& embed) {
   const std::string& priority = priority_text;
   EngineRequest req;
   if (priority == "background") {
@@ -399,6 +402,17 @@ std::unique_ptr<PyRequest> SubmitRequest(PyEngine& engine, const nb::handle& pro
   if (tools) {
     if (req.messages.empty()) throw StatusError(InvalidArgument("tools: only with messages"));
     req.tools = ToolRequestOf(*tools, tool_choice_text, parallel_tool_calls);  // rendered and forced by the engine
+  }
+  if (!embed.is_none() && !(nb::isinstance<nb::bool_>(embed) && !nb::cast<bool>(embed))) {
+    if (!req.messages.empty())
+      throw StatusError(InvalidArgument("embed: only with a prompt (str or token ids)"));
+    EmbedParams params{engine.model().model->config().pooling, /*normalize=*/true};
+    if (nb::isinstance<nb::str>(embed)) {
+      params.pooling = ValueOrThrow(ParsePooling(Utf8Of(embed, "embed")));
+    } else if (!nb::isinstance<nb::bool_>(embed)) {
+      throw StatusError(InvalidArgument("embed: expected True (the model's pooling) or 'mean', 'last' or 'cls'"));
+    }
+    req.embed = params;  // the result's "embedding"; nothing is generated
   }
   if (gbnf) {
     // Parsed before anything is queued, so a bad grammar is refused naming the keyword.
@@ -545,7 +559,7 @@ void BindEngine(nb::module_& m) {
            nb::arg("presence_penalty") = 0.0, nb::arg("frequency_penalty") = 0.0, nb::arg("repeat_last_n") = 0,
            nb::arg("logit_bias") = nb::none(), nb::arg("logprobs") = false, nb::arg("top_logprobs") = 0,
            nb::arg("grammar") = nb::none(), nb::arg("tools") = nb::none(), nb::arg("tool_choice") = "auto",
-           nb::arg("parallel_tool_calls") = true,
+           nb::arg("parallel_tool_calls") = true, nb::arg("embed") = nb::none(),
            "Queues a request: prompt (str or token ids) or messages ([{'role', 'content'}], rendered with the "
            "model's chat template; then empty stop_tokens mean EOS and end-of-turn). max_tokens=0: prefill only "
            "(warms the radix tree). priority='background' runs in what interactive requests leave. Sampling: "
@@ -554,7 +568,9 @@ void BindEngine(nb::module_& m) {
            "token's log-probabilities in the result; grammar (GBNF text, docs/grammar.md) constrains the reply to its "
            "sentences; tools (the OpenAI tools list as JSON text), tool_choice ('auto', 'none', 'required' or a "
            "function's name) and parallel_tool_calls render and force tool calls as fak serve does (read them back "
-           "with parse_tool_calls). Returns a Request at once; "
+           "with parse_tool_calls). embed=True (the model's pooling) or 'mean', 'last' or 'cls': the prompt's embedding "
+           "instead of a reply (the result's 'embedding', unit length, as Model.embed gives it; batched with "
+           "the engine's other requests). Returns a Request at once; "
            "its wait() and next_event() block without the GIL, so many Python threads can submit at once.")
       .def(
           "create_chat_completion",

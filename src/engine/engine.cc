@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <utility>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -982,5 +983,32 @@ EngineStats Engine::Stats() const { return impl_->Stats(); }
 RadixTree& Engine::tree() { return *impl_->tree_; }
 const ChatTemplate* Engine::chat_template() const { return impl_->options_.chat_template.get(); }
 Result<std::shared_ptr<const TokenVocabulary>> Engine::Vocabulary() const { return impl_->Vocabulary(); }
+
+std::vector<Result<EngineResult>> WaitUnlessCancelled(Engine& engine, std::span<const RequestId> ids,
+                                                      const std::function<bool()>& cancelled) {
+  constexpr auto kPoll = std::chrono::milliseconds(20);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watcher([&] {
+    std::unique_lock<std::mutex> lock(mu);
+    while (!cv.wait_for(lock, kPoll, [&] { return done; })) {
+      if (cancelled()) {
+        for (RequestId id : ids) (void)engine.Cancel(id);  // NotFound for one already collected
+        return;
+      }
+    }
+  });
+  std::vector<Result<EngineResult>> results;
+  results.reserve(ids.size());
+  for (RequestId id : ids) results.push_back(engine.Wait(id));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  watcher.join();
+  return results;
+}
 
 }  // namespace fak

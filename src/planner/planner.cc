@@ -3,10 +3,7 @@
 #include "fak/planner/planner.h"
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <mutex>
-#include <thread>
 
 #include "fak/core/env.h"
 #include "fak/session/certify_eviction.h"
@@ -408,36 +405,6 @@ Status Planner::ScreenToolResults(const Backend& b, const Conversation& conversa
   return Status::Ok();
 }
 
-namespace {
-
-// Engine::Wait, with `cancelled` asked meanwhile on a watcher thread that cancels the request once
-// it says so.
-Result<EngineResult> WaitUnlessCancelled(Engine& engine, RequestId id, const std::function<bool()>& cancelled) {
-  constexpr auto kPoll = std::chrono::milliseconds(20);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  std::thread watcher([&] {
-    std::unique_lock<std::mutex> lock(mu);
-    while (!cv.wait_for(lock, kPoll, [&] { return done; })) {
-      if (cancelled()) {
-        (void)engine.Cancel(id);  // NotFound when it just finished: nothing to stop
-        return;
-      }
-    }
-  });
-  Result<EngineResult> r = engine.Wait(id);
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    done = true;
-  }
-  cv.notify_all();
-  watcher.join();
-  return r;
-}
-
-}  // namespace
-
 Status Planner::Run(const Backend& b, const Conversation& conversation, const Prepared& p, const CompleteParams& params,
                     CompleteResult* out) {
   const size_t limit = b.model->config().context_length;
@@ -468,7 +435,8 @@ Status Planner::Run(const Backend& b, const Conversation& conversation, const Pr
     };
   }
   FAK_ASSIGN_OR_RETURN(const RequestId id, b.engine->Submit(std::move(request)));
-  Result<EngineResult> waited = params.cancelled ? WaitUnlessCancelled(*b.engine, id, params.cancelled) : b.engine->Wait(id);
+  Result<EngineResult> waited =
+      params.cancelled ? std::move(WaitUnlessCancelled(*b.engine, {&id, 1}, params.cancelled)[0]) : b.engine->Wait(id);
   FAK_ASSIGN_OR_RETURN(EngineResult r, std::move(waited));
   if (r.finish == FinishReason::kError) return r.error;
   out->text = std::move(r.text);

@@ -1098,10 +1098,15 @@ void Server::Impl::HandleEmbeddings(const HttpRequest& req, HttpResponse& res) {
   Json data = Json::array();
   size_t prompt_tokens = 0;
   std::optional<HttpError> failed;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    Result<EngineResult> result = serving->engine->Wait(ids[i]);
+  // A client that goes away cancels its inputs (prefill included): nobody would read them.
+  std::vector<Result<EngineResult>> results =
+      WaitUnlessCancelled(*serving->engine, ids, [&req] { return req.client_gone(); });
+  for (size_t i = 0; i < results.size(); ++i) {
+    Result<EngineResult>& result = results[i];
     if (!result || result->finish != FinishReason::kStopToken) {
       const Status s = result ? result->error : result.error();
+      if (!failed && result && result->finish == FinishReason::kCancelled && req.client_gone())
+        failed = HttpError{499, "invalid_request_error", "the client went away; the embedding was cancelled", "", "cancelled"};
       if (!failed)
         failed = result && result->finish != FinishReason::kError
                      ? HttpError{503, "server_shutting_down", "the embedding was cancelled (" +

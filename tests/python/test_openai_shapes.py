@@ -96,6 +96,17 @@ def test_embeddings_are_the_servers(model):
     last = model.embed(ids, pooling="last")
     assert last.tolist() != a and last.tolist() == llm.embed("the cat sat", pooling="last")
     assert model.embed(ids, normalize=False).tolist() != a
+    # Engine.submit(embed=...): the same vectors, batched beside a generation on a user-made engine.
+    engine = fak.Engine(model)
+    chat = engine.submit("a reply beside the embeddings", max_tokens=8)
+    reqs = [engine.submit(ids, embed=True), engine.submit(ids, embed="last")]
+    got = [r.wait() for r in reqs]
+    assert got[0]["embedding"].tolist() == a and got[1]["embedding"].tolist() == last.tolist()
+    assert got[0]["tokens"] == [] and "embedding" not in chat.wait()
+    with pytest.raises(fak.InvalidArgumentError, match="embed: only with a prompt"):
+        engine.submit(messages=[{"role": "user", "content": "hi"}], embed=True)
+    with pytest.raises(fak.InvalidArgumentError, match="mean, last, cls"):
+        engine.submit(ids, embed="max")
     with pytest.raises(fak.InvalidArgumentError, match="empty prompt"):
         model.embed([])
     with pytest.raises(fak.InvalidArgumentError, match="mean, last, cls"):

@@ -368,6 +368,24 @@ def test_embeddings_batch_with_generation_and_count(server):
     assert counted >= beside.usage.prompt_tokens
 
 
+def test_embeddings_client_disconnect_cancels(server):
+    """An embedding request whose client goes away cancels its inputs in the engine (prefill
+    included): the request counts as 499 and nothing of it stays queued or running."""
+    gone_before = sample_value(server.metrics(), "fak_requests_total", status="499", endpoint="/v1/embeddings")
+    # 15 inputs of 4000 tokens (the body limit is 64 KiB): seconds of prefill for the embedded
+    # model, still running at the close.
+    inputs = [f"{i} {uuid.uuid4().hex} " + "many words to read " * 208 for i in range(15)]
+    sock = raw_post(server.port, "/v1/embeddings", {"model": MODEL, "input": inputs})
+    time.sleep(0.5)
+    sock.close()
+    assert wait_for(lambda: sample_value(server.metrics(), "fak_requests_total", status="499",
+                                         endpoint="/v1/embeddings") > gone_before)
+    after = server.metrics()
+    assert sample_value(after, "fak_running_requests") == 0 and sample_value(after, "fak_queue_depth") == 0
+    # Control: with its client present the same kind of request is answered.
+    assert len(server.client().embeddings.create(model=MODEL, input=inputs[:2]).data) == 2
+
+
 def test_tokenize_round_trip(server):
     text = "Hello, wörld! " + uuid.uuid4().hex
     status, body = server.request("POST", "/tokenize", {"content": text})

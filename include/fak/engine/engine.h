@@ -48,6 +48,7 @@
 #define FAK_ENGINE_ENGINE_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -205,6 +206,11 @@ class FAK_EXPORT Engine {
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// Engine::Wait for each of `ids` in order, while a watcher thread asks `cancelled` every 20 ms and
+// cancels all of them once it says so (a host's "the client went away"). One result per id.
+FAK_EXPORT std::vector<Result<EngineResult>> WaitUnlessCancelled(Engine& engine, std::span<const RequestId> ids,
+                                                                 const std::function<bool()>& cancelled);
 
 }  // namespace fak
 
