@@ -91,13 +91,32 @@ def test_a_str_without_utf8_raises_a_fak_error_wherever_it_enters(model, tmp_pat
 def test_ctrl_c_stops_a_long_generate_and_keeps_what_it_generated(model):
     session = fak.Session(model)
     max_tokens = 4000  # the whole context: seconds of generation
-    timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
+    # Ctrl-C is pressed every 0.2 s until generate returns (one timer once failed to land inside it
+    # on a loaded machine); the handler raises KeyboardInterrupt, as Python's default one does, for
+    # the first press only, so a press that lands after generate raised changes nothing.
+    pressed = []
+
+    def ctrl_c(*_):
+        if not pressed:
+            pressed.append(True)
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, ctrl_c)
+    done = threading.Event()
+
+    def press():
+        while not done.wait(0.2):
+            os.kill(os.getpid(), signal.SIGINT)
+
+    presser = threading.Thread(target=press)
+    presser.start()
     try:
         with pytest.raises(KeyboardInterrupt) as raised:
             session.generate([1, 2, 3], max_tokens=max_tokens, stop_tokens=[])
     finally:
-        timer.cancel()
+        done.set()
+        presser.join()
+        signal.signal(signal.SIGINT, previous)
     generated = raised.value.tokens
     assert 0 < len(generated) < max_tokens // 2, len(generated)  # stopped soon after the signal
     # The session holds the prompt and every generated token but the last, as after any finish.
