@@ -382,8 +382,9 @@ def test_embeddings_client_disconnect_cancels(server):
                                          endpoint="/v1/embeddings") > gone_before)
     after = server.metrics()
     assert sample_value(after, "fak_running_requests") == 0 and sample_value(after, "fak_queue_depth") == 0
-    # Control: with its client present the same kind of request is answered.
-    assert len(server.client().embeddings.create(model=MODEL, input=inputs[:2]).data) == 2
+    # Control: with its client present a request is answered (short inputs: under ASan two of
+    # 4000 tokens outlast the client's timeout).
+    assert len(server.client().embeddings.create(model=MODEL, input=[t[:200] for t in inputs[:2]]).data) == 2
 
 
 def test_tokenize_round_trip(server):
