@@ -667,12 +667,20 @@ void Attention(const AttentionArgs& a) {
 // another element type there changed GCC's inlining and register allocation of the f32 path (2x
 // slower prefill). While a batch is widened, the rows two batches ahead are prefetched into L2 (at
 // one row per call, decode streams W from DRAM).
+//
+// Decode (one X row) widens in registers instead (MatMulDecodeWidened): through a buffer, each W
+// element was read at 2 bytes, written and read again at 4, and decode ran at about half the bytes
+// per second of f32 weights.
+template <class V, class E>
+void MatMulDecodeWidened(const float* x, const E* w, size_t ldw, float* y, size_t k, size_t n_begin, size_t n_end);
+
 template <class V, class E>
 void MatMulWidened(const float* x, size_t ldx, const uint16_t* w_bits, size_t ldw, float* y, size_t ldy, size_t m,
                    size_t k, size_t n_begin, size_t n_end) {
   static_assert(sizeof(E) == sizeof(uint16_t));
   if (k == 0) return MatMul<V>(x, ldx, nullptr, ldw, y, ldy, m, k, n_begin, n_end);  // zeros, reading nothing
   const E* w = reinterpret_cast<const E*>(w_bits);
+  if (m == 1) return MatMulDecodeWidened<V, E>(x, w, ldw, y, k, n_begin, n_end);
   constexpr size_t kBatch = std::lcm(static_cast<size_t>(V::kNR), static_cast<size_t>(V::kDecodeNR));
   const size_t k_full = k / V::kWidth * V::kWidth;
   std::unique_ptr<float[]> buf = std::make_unique_for_overwrite<float[]>(kBatch * k);
@@ -689,6 +697,49 @@ void MatMulWidened(const float* x, size_t ldx, const uint16_t* w_bits, size_t ld
       }
     }
     MatMul<V>(x, ldx, buf.get(), k, y + n, ldy, m, k, 0, rows);
+  }
+}
+
+// MatMulDecode's arithmetic on W widened as it is loaded: NR columns in flight, one accumulator
+// each over the full-width chunks in order, reduced as MatMulTile reduces them (V::Hsum's tree:
+// HsumBatch equals it lane for lane), then the scalar tail in order. So each output has the bits of
+// MatMulDecode over the widened W. W streams from DRAM: each tile prefetches the tile kDecodeAhead
+// tiles ahead into L2.
+template <class V, class E>
+void MatMulDecodeWidened(const float* x, const E* w, size_t ldw, float* y, size_t k, size_t n_begin, size_t n_end) {
+  constexpr int NR = V::kDecodeNR;
+  constexpr size_t kLine = 64 / sizeof(E);  // elements per cache line
+  const size_t steps = k / V::kWidth, k_full = steps * V::kWidth;
+  const auto finish = [&](const typename V::B (&a)[1][NR], size_t n, int count) {
+    if (k_full == k && count == NR) return ReduceTileTo<V, 1, NR>(a, y + n, 0);
+    for (int j = 0; j < count; ++j) {
+      const E* wr = w + (n + j) * ldw;
+      float sum = V::Hsum(a[0][j]);
+      for (size_t t = k_full; t < k; ++t) sum = sum + x[t] * ToF32(wr[t]);
+      y[n + j] = sum;
+    }
+  };
+  size_t n = n_begin;
+  for (; n < n_end; n += NR) {
+    const int count = n + NR <= n_end ? NR : static_cast<int>(n_end - n);
+    const E* pf = n + (kDecodeAhead + 1) * NR <= n_end ? w + (n + kDecodeAhead * NR) * ldw : nullptr;
+    typename V::B a[1][NR];  // MatMulTile's shape, for ReduceTileTo
+    for (int j = 0; j < NR; ++j) a[0][j] = V::Set1(0.0f);
+    if (count == NR) {
+      for (size_t s = 0; s < steps; ++s) {
+        const size_t kk = s * V::kWidth;
+        if (pf != nullptr && kk % kLine == 0) {
+          for (int j = 0; j < NR; ++j) __builtin_prefetch(pf + j * ldw + kk, 0, 2);
+        }
+        const typename V::B xv = V::Load(x + kk);
+        for (int j = 0; j < NR; ++j) a[0][j] = V::Fma(xv, LoadKV<V>(w + (n + j) * ldw + kk), a[0][j]);
+      }
+    } else {
+      for (int j = 0; j < count; ++j)
+        for (size_t s = 0; s < steps; ++s)
+          a[0][j] = V::Fma(V::Load(x + s * V::kWidth), LoadKV<V>(w + (n + j) * ldw + s * V::kWidth), a[0][j]);
+    }
+    finish(a, n, count);
   }
 }
 
