@@ -6,15 +6,17 @@
 //   fak_logits_dump tokenize GGUF TEXTS_FILE
 //       Encodes each text of TEXTS_FILE (texts separated by "\n__ggml_vocab_test__\n", the
 //       llama.cpp vocab-test format) with the file's tokenizer, no BOS; prints one line of ids each.
-//   fak_logits_dump bench MODEL [--pp 128,512] [--tg 64] [--reps 3] [--warmup 1] [--threads N]
+//   fak_logits_dump bench MODEL [--pp 128,512] [--tg 64] [--depth 0,4096] [--reps 3] [--warmup 1] [--threads N]
 //       Prompt processing (one batch of N ids into an empty cache, last-token logits) and
-//       generation (N single-token decodes from an empty cache) tokens/s, median of --reps runs
-//       after --warmup uncounted ones; prints "ppN <tok/s>" / "tgN <tok/s>" lines (llama-bench's pp/tg).
+//       generation (N single-token decodes after an untimed prefill of D ids, for each D of --depth)
+//       tokens/s, median of --reps runs after --warmup uncounted ones; prints "ppN <tok/s>" /
+//       "tgN <tok/s>" / "tgN@dD <tok/s>" lines (llama-bench's pp/tg and its -d).
 //   fak_logits_dump probe [--threads N] [--reps 3]
 //       The read-bandwidth probe (bench/probes.h: a 1 GiB array summed by N threads), median GB/s;
 //       prints "read_gbs <GB/s>", the roofline the oracle quotes decode against in the same run.
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -38,7 +40,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kUsage =
     "usage: fak_logits_dump logits MODEL IDS_FILE OUT_FILE [--threads N] [--max-context N]\n"
     "       fak_logits_dump tokenize GGUF TEXTS_FILE\n"
-    "       fak_logits_dump bench MODEL [--pp 128,512] [--tg 64] [--reps 3] [--warmup 1] [--threads N]\n"
+    "       fak_logits_dump bench MODEL [--pp 128,512] [--tg 64] [--depth 0] [--reps 3] [--warmup 1] [--threads N]\n"
     "       fak_logits_dump probe [--threads N] [--reps 3]\n";
 
 struct Flags {
@@ -46,6 +48,7 @@ struct Flags {
   size_t threads = 0, max_context = 0, tg = 64;
   int reps = 3, warmup = 1;
   std::vector<size_t> pp = {128, 512};
+  std::vector<size_t> depth = {0};
 };
 
 Result<size_t> ParseCount(std::string_view flag, const std::string& text) {
@@ -89,6 +92,8 @@ Result<Flags> ParseFlags(int argc, char** argv) {
       f.warmup = static_cast<int>(warmup);
     } else if (arg == "--pp") {
       FAK_ASSIGN_OR_RETURN(f.pp, ParseList(arg, value));
+    } else if (arg == "--depth") {
+      FAK_ASSIGN_OR_RETURN(f.depth, ParseList(arg, value));
     } else {
       return InvalidArgument("unknown flag " + arg);
     }
@@ -158,9 +163,12 @@ std::vector<int32_t> BenchIds(size_t n, size_t vocab) {
   return ids;
 }
 
-// Seconds of one run: prefill `n` ids (decode = false) or decode them one by one (decode = true).
-Result<double> TimeOnce(const Model& model, const std::vector<int32_t>& ids, bool decode) {
+// Seconds of one run: prefill `ids` (decode = false) or decode them one by one (decode = true)
+// after an untimed prefill of `context`.
+Result<double> TimeOnce(const Model& model, const std::vector<int32_t>& context, const std::vector<int32_t>& ids,
+                        bool decode) {
   KVCache cache = model.NewCache();
+  if (!context.empty()) FAK_RETURN_IF_ERROR(model.Prefill(&cache, context, LogitsMode::kLast).error());
   const Clock::time_point start = Clock::now();
   if (decode) {
     for (int32_t id : ids) FAK_RETURN_IF_ERROR(model.Decode(&cache, id).error());
@@ -173,17 +181,27 @@ Result<double> TimeOnce(const Model& model, const std::vector<int32_t>& ids, boo
 Status Bench(const Flags& f) {
   if (f.positional.size() != 1) return InvalidArgument("bench: expected MODEL");
   FAK_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(f.positional[0], f));
-  std::vector<std::pair<std::string, size_t>> cases;
-  for (size_t n : f.pp) cases.emplace_back("pp", n);
-  if (f.tg > 0) cases.emplace_back("tg", f.tg);
-  for (const auto& [kind, n] : cases) {
-    const std::vector<int32_t> ids = BenchIds(n, model->config().vocab_size);
+  struct Case {
+    bool decode;
+    size_t n, depth;
+  };
+  std::vector<Case> cases;
+  for (size_t n : f.pp) cases.push_back({false, n, 0});
+  if (f.tg > 0)
+    for (size_t d : f.depth) cases.push_back({true, f.tg, d});
+  const size_t vocab = model->config().vocab_size;
+  for (const Case& c : cases) {
+    // The depth's ids are a longer run of the same sequence, so the decoded ids follow them.
+    std::vector<int32_t> context = BenchIds(c.depth + c.n, vocab);
+    const std::vector<int32_t> ids(context.begin() + static_cast<std::ptrdiff_t>(c.depth), context.end());
+    context.resize(c.depth);
     std::vector<double> rates;
     for (int r = 0; r < f.warmup + f.reps; ++r) {  // the first --warmup runs are not counted
-      FAK_ASSIGN_OR_RETURN(double s, TimeOnce(*model, ids, kind == "tg"));
-      if (r >= f.warmup) rates.push_back(n / s);
+      FAK_ASSIGN_OR_RETURN(double s, TimeOnce(*model, context, ids, c.decode));
+      if (r >= f.warmup) rates.push_back(static_cast<double>(c.n) / s);
     }
-    std::printf("%s%zu %.3f\n", kind.c_str(), n, Median(rates));
+    const std::string name = (c.decode ? "tg" : "pp") + std::to_string(c.n);
+    std::printf("%s %.3f\n", (c.depth > 0 ? name + "@d" + std::to_string(c.depth) : name).c_str(), Median(rates));
     std::fflush(stdout);
   }
   return Status::Ok();

@@ -47,6 +47,14 @@ class Shape:
 # Shapes of the issue's speed table, and the committed fixtures.
 SHAPE_A = Shape("llama", 576, 30, 9, 3, 64, 1536, 49152, tied=True)  # SmolLM2-135M
 SHAPE_B = Shape("llama", 2048, 22, 32, 4, 64, 5632, 32000, tied=False)  # TinyLlama-1.1B
+# The models CPU users run (issue 36's bigger-model table): the published configs' widths, layers,
+# heads, vocabularies and RoPE; random weights. Written with F16 matrices (an F32 file of the 8B
+# would not fit this machine's memory while the gguf package assembles it).
+_LLAMA3_ROPE = dict(rope_base=500000.0, rope_llama3=(32.0, 1.0, 4.0, 8192), context=8192)
+SHAPE_LLAMA32_1B = Shape("llama", 2048, 16, 32, 8, 64, 8192, 128256, tied=True, **_LLAMA3_ROPE)
+SHAPE_LLAMA32_3B = Shape("llama", 3072, 28, 24, 8, 128, 8192, 128256, tied=True, **_LLAMA3_ROPE)
+SHAPE_QWEN3_4B = Shape("qwen3", 2560, 36, 32, 8, 128, 9728, 151936, tied=True, rope_base=1e6, context=8192)
+SHAPE_QWEN3_8B = Shape("qwen3", 4096, 36, 32, 8, 128, 12288, 151936, tied=False, rope_base=1e6, context=8192)
 FIXTURE_LLAMA = Shape("llama", 64, 2, 4, 2, 16, 128, 288, tied=True, context=512)
 FIXTURE_LLAMA_256 = Shape("llama", 256, 2, 4, 2, 64, 256, 288, tied=True, context=512)  # K-quant rows
 # Gemma 3: head_dim != hidden/heads, GQA, 6 layers = 5 sliding (window 16 < the prompt) + 1 global,
@@ -237,17 +245,19 @@ def llama3_rope_factors(shape: Shape) -> np.ndarray:
     return llama3_freq_factors(shape.head_dim, shape.rope_base, *shape.rope_llama3)
 
 
-def write_random_gguf(path: str, shape: Shape, seed: int, vocab, matrix_qtype=None) -> None:
+def write_random_gguf(path: str, shape: Shape, seed: int, vocab, matrix_qtype=None, f16_matrices=False) -> None:
     """Writes an F32 GGUF of `shape` with seeded random weights and the SPM vocabulary `vocab`; with
     `matrix_qtype` (a gguf.GGMLQuantizationType) the layers' projection matrices are quantized to it by
-    the gguf package's own quantizer (for formats llama.cpp's quantizer makes only for other models)."""
+    the gguf package's own quantizer (for formats llama.cpp's quantizer makes only for other models);
+    with `f16_matrices` every matrix is stored as F16 (half the bytes; the tensors are spooled to a
+    temporary file as they are made, so memory stays at one tensor)."""
     tokens, scores, types = vocab
     assert len(tokens) == shape.vocab, (len(tokens), shape.vocab)
-    w = gguf.GGUFWriter(path, shape.arch)
+    w = gguf.GGUFWriter(path, shape.arch, use_temp_file=f16_matrices)
     # (llama.cpp looks up Phi-3's special tokens when general.name contains "phi3", which this
     # vocabulary has not, so that name is spelled out.)
     w.add_name(f"fak random {shape.arch.replace('phi3', 'phi-three')} h{shape.hidden} L{shape.layers} seed {seed}")
-    w.add_file_type(0)  # ALL_F32
+    w.add_file_type(1 if f16_matrices else 0)  # MOSTLY_F16 / ALL_F32
     w.add_context_length(shape.context)
     w.add_embedding_length(shape.hidden)
     w.add_block_count(shape.layers)
@@ -293,6 +303,8 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab, matrix_qtype=No
     for name, arr in _weights(shape, seed):
         if matrix_qtype is not None and arr.ndim == 2 and name.startswith("blk."):
             w.add_tensor(name, gguf.quants.quantize(arr, matrix_qtype), raw_dtype=matrix_qtype)
+        elif f16_matrices and arr.ndim >= 2:
+            w.add_tensor(name, arr.astype(np.float16))
         else:
             w.add_tensor(name, arr)
     w.write_header_to_file()

@@ -185,16 +185,17 @@ def random_tokens(n: int, vocab: int, seed: int) -> list:
 def make_model(work: str, name: str, shape: gm.Shape, seed: int, kind: str, vocab=None) -> str:
     """Path of the random-weight GGUF (generated once into `work`, quantized by llama.cpp)."""
     os.makedirs(work, exist_ok=True)
-    base = os.path.join(work, f"{name}_seed{seed}_f32.gguf")
+    f16_base = shape.vocab > 100000  # the bigger-model shapes (SPEED_SHAPES): an F16 base
+    base = os.path.join(work, f"{name}_seed{seed}_{'f16' if f16_base else 'f32'}.gguf")
     if not os.path.exists(base):
         if vocab is None:
             vocab = (gm.small_spm_vocab(shape.vocab) if shape.vocab < 32000 else
                      gm.big_spm_vocab(shape.vocab, os.path.join(SHARED_VOCAB, "ggml-vocab-llama-spm.gguf")))
         t0 = time.time()
-        gm.write_random_gguf(base + ".tmp", shape, seed, vocab)
+        gm.write_random_gguf(base + ".tmp", shape, seed, vocab, f16_matrices=f16_base)
         os.replace(base + ".tmp", base)
         print(f"  wrote {base} ({os.path.getsize(base) / 1e6:.1f} MB, {time.time() - t0:.0f} s)", flush=True)
-    if kind == "f32":
+    if kind == ("f16" if f16_base else "f32"):
         return base
     out = os.path.join(work, f"{name}_seed{seed}_{kind}.gguf")
     if not os.path.exists(out) and kind in gm.GGUF_PACKAGE_KINDS:
@@ -355,16 +356,18 @@ def cmd_tokenize(args) -> int:
 # speed
 
 
-def fak_bench(tool: str, path: str, threads: int, pp: list, tg: int, warmup: int) -> dict:
+def fak_bench(tool: str, path: str, threads: int, pp: list, tg: int, warmup: int, depths=(0,), kv_dtype="") -> dict:
+    env = dict(os.environ, FAK_KV_DTYPE=kv_dtype) if kv_dtype else None
     res = subprocess.run([tool, "bench", path, "--pp", ",".join(map(str, pp)), "--tg", str(tg), "--reps", "1",
-                          "--warmup", str(warmup), "--threads", str(threads), "--max-context", str(max(pp + [tg]) + 16)],
-                         capture_output=True, text=True)
+                          "--depth", ",".join(map(str, depths)), "--warmup", str(warmup), "--threads", str(threads),
+                          "--max-context", str(max(pp + [tg + max(depths)]) + 16)],
+                         capture_output=True, text=True, env=env)
     if res.returncode != 0:
         raise RuntimeError(f"fak_logits_dump bench {path}: {res.stderr.strip()}")
     return {k: float(v) for k, v in (line.split() for line in res.stdout.strip().split("\n"))}
 
 
-def llama_bench(llm, vocab: int, pp: list, tg: int) -> dict:
+def llama_bench(llm, vocab: int, pp: list, tg: int, depths=(0,)) -> dict:
     out = {}
     rng = np.random.default_rng(5)
     for n in pp:
@@ -373,12 +376,16 @@ def llama_bench(llm, vocab: int, pp: list, tg: int) -> dict:
         t0 = time.perf_counter()
         llm.eval(ids)
         out[f"pp{n}"] = n / (time.perf_counter() - t0)
-    ids = [int(x) for x in rng.integers(3, vocab, size=tg)]
-    llm.reset()
-    t0 = time.perf_counter()
-    for t in ids:
-        llm.eval([t])
-    out[f"tg{tg}"] = tg / (time.perf_counter() - t0)
+    for depth in depths:  # as llama-bench -d: the context is prefilled, untimed, then tg decodes
+        context = [int(x) for x in rng.integers(3, vocab, size=depth)]
+        ids = [int(x) for x in rng.integers(3, vocab, size=tg)]
+        llm.reset()
+        if context:
+            llm.eval(context)
+        t0 = time.perf_counter()
+        for t in ids:
+            llm.eval([t])
+        out[f"tg{tg}@d{depth}" if depth else f"tg{tg}"] = tg / (time.perf_counter() - t0)
     return out
 
 
@@ -389,10 +396,17 @@ def speed_models(args) -> list:
     for shape_name in args.shapes.split(","):
         if not shape_name:
             continue
-        shape = {"a": gm.SHAPE_A, "b": gm.SHAPE_B}[shape_name]
+        shape, label = SPEED_SHAPES[shape_name]
         for kind in args.kinds.split(","):
-            models.append((f"shape ({shape_name}) {kind.upper()}", make_model(args.work, f"shape_{shape_name}", shape, 7, kind)))
+            models.append((f"{label} {kind.upper()}", make_model(args.work, f"shape_{shape_name}", shape, 7, kind)))
     return models
+
+
+# --shapes names: the two small shapes, then the bigger-model table's (random weights, real shapes).
+SPEED_SHAPES = {"a": (gm.SHAPE_A, "shape (a)"), "b": (gm.SHAPE_B, "shape (b)"),
+                "llama3.2-1b": (gm.SHAPE_LLAMA32_1B, "Llama 3.2 1B shape"),
+                "llama3.2-3b": (gm.SHAPE_LLAMA32_3B, "Llama 3.2 3B shape"),
+                "qwen3-4b": (gm.SHAPE_QWEN3_4B, "Qwen3 4B shape"), "qwen3-8b": (gm.SHAPE_QWEN3_8B, "Qwen3 8B shape")}
 
 
 def decode_bytes_per_token(path: str) -> int:
@@ -420,30 +434,32 @@ def fak_probe(tool: str, threads: int) -> float:
 def cmd_speed(args) -> int:
     from llama_cpp import Llama
     pp, tg = [int(n) for n in args.pp.split(",") if n], args.tg
-    keys = [f"pp{n}" for n in pp] + [f"tg{tg}"]
+    depths = [int(d) for d in args.depth.split(",")]
+    keys = [f"pp{n}" for n in pp] + [f"tg{tg}@d{d}" if d else f"tg{tg}" for d in depths]
     table = []
     for label, path in speed_models(args):
         per_token = decode_bytes_per_token(path)
         for threads in [int(t) for t in args.threads_list.split(",")]:
-            with no_extra_bufts():
-                llm = Llama(model_path=path, n_ctx=max(pp + [tg]) + 16, n_batch=512, n_ubatch=512, n_threads=threads,
+            with contextlib.nullcontext() if args.llama_repack else no_extra_bufts():
+                llm = Llama(model_path=path, n_ctx=max(pp + [tg + max(depths)]) + 16, n_batch=512, n_ubatch=512,
+                            n_threads=threads,
                             n_threads_batch=threads, verbose=False)
             vocab = llm.n_vocab()
             llama_bench(llm, vocab, [32], 4)  # warm-up: page in the weights
-            fak_bench(args.tool, path, threads, [32], 4, warmup=0)
+            fak_bench(args.tool, path, threads, [32], 4, warmup=0, kv_dtype=args.fak_kv_dtype)
             ours, theirs = {k: [] for k in keys}, {k: [] for k in keys}
             probe = []
             for _ in range(args.reps):  # interleaved: probe, fak, llama.cpp, probe, fak, ...
                 probe.append(fak_probe(args.tool, threads))
-                for k, v in fak_bench(args.tool, path, threads, pp, tg, warmup=0).items():
+                for k, v in fak_bench(args.tool, path, threads, pp, tg, 0, depths, args.fak_kv_dtype).items():
                     ours[k].append(v)
-                for k, v in llama_bench(llm, vocab, pp, tg).items():
+                for k, v in llama_bench(llm, vocab, pp, tg, depths).items():
                     theirs[k].append(v)
             del llm
             bw = statistics.median(probe)
             row = [label, threads] + [(statistics.median(ours[k]), statistics.median(theirs[k])) for k in keys]
-            # decode GB/s of weights streamed, and its fraction of the probe, fak / llama.cpp
-            ours_gbs, theirs_gbs = (v * per_token * 1e-9 for v in row[-1])
+            # decode GB/s of weights streamed (the tg row without depth), and its fraction of the probe
+            ours_gbs, theirs_gbs = (v * per_token * 1e-9 for v in row[2 + len(pp)])
             row.append((bw, ours_gbs, theirs_gbs))
             table.append(row)
             print(f"| {label} | {threads} | {format_speed_cells(row)} | (load average {os.getloadavg()[0]:.2f})", flush=True)
@@ -492,7 +508,13 @@ def main() -> int:
     s.add_argument("--reps", type=int, default=3)
     s.add_argument("--pp", default="128,512", help="prompt lengths; empty for decode only")
     s.add_argument("--tg", type=int, default=64)
+    s.add_argument("--depth", default="0", help="tg after an untimed prefill of each depth, as llama-bench -d")
+    s.add_argument("--fak-kv-dtype", default="f16",
+                   help="fak's KV dtype (FAK_KV_DTYPE): f16 as fak serve's default and llama.cpp's; '' = the library's")
     s.add_argument("--no-real", action="store_true", help="leave out the real model")
+    s.add_argument("--llama-repack", action="store_true",
+                   help="llama.cpp with its extra buffer types (runtime repacking), as it loads by default; "
+                        "off by default because they crash llama-cpp-python 0.3.36 on Sapphire Rapids")
     args = p.parse_args()
     if args.cmd == "fixtures" and not os.path.exists(args.tool):
         args.tool = None
