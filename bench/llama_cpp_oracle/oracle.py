@@ -186,7 +186,11 @@ def make_model(work: str, name: str, shape: gm.Shape, seed: int, kind: str, voca
     """Path of the random-weight GGUF (generated once into `work`, quantized by llama.cpp)."""
     os.makedirs(work, exist_ok=True)
     f16_base = shape.vocab > 100000  # the bigger-model shapes (SPEED_SHAPES): an F16 base
-    base = os.path.join(work, f"{name}_seed{seed}_{'f16' if f16_base else 'f32'}.gguf")
+    base_kind = "f16" if f16_base else "f32"
+    base = os.path.join(work, f"{name}_seed{seed}_{base_kind}.gguf")
+    out = os.path.join(work, f"{name}_seed{seed}_{kind}.gguf")
+    if kind != base_kind and os.path.exists(out):  # a base deleted to free disk is not made again
+        return out
     if not os.path.exists(base):
         if vocab is None:
             vocab = (gm.small_spm_vocab(shape.vocab) if shape.vocab < 32000 else
@@ -195,9 +199,8 @@ def make_model(work: str, name: str, shape: gm.Shape, seed: int, kind: str, voca
         gm.write_random_gguf(base + ".tmp", shape, seed, vocab, f16_matrices=f16_base)
         os.replace(base + ".tmp", base)
         print(f"  wrote {base} ({os.path.getsize(base) / 1e6:.1f} MB, {time.time() - t0:.0f} s)", flush=True)
-    if kind == ("f16" if f16_base else "f32"):
+    if kind == base_kind:
         return base
-    out = os.path.join(work, f"{name}_seed{seed}_{kind}.gguf")
     if not os.path.exists(out) and kind in gm.GGUF_PACKAGE_KINDS:
         vocab = vocab or gm.small_spm_vocab(shape.vocab)
         gm.write_random_gguf(out + ".tmp", shape, seed, vocab, matrix_qtype=gm.GGUF_PACKAGE_KINDS[kind])
@@ -406,19 +409,26 @@ def speed_models(args) -> list:
 SPEED_SHAPES = {"a": (gm.SHAPE_A, "shape (a)"), "b": (gm.SHAPE_B, "shape (b)"),
                 "llama3.2-1b": (gm.SHAPE_LLAMA32_1B, "Llama 3.2 1B shape"),
                 "llama3.2-3b": (gm.SHAPE_LLAMA32_3B, "Llama 3.2 3B shape"),
-                "qwen3-4b": (gm.SHAPE_QWEN3_4B, "Qwen3 4B shape"), "qwen3-8b": (gm.SHAPE_QWEN3_8B, "Qwen3 8B shape")}
+                "qwen3-4b": (gm.SHAPE_QWEN3_4B, "Qwen3 4B shape"), "qwen3-8b": (gm.SHAPE_QWEN3_8B, "Qwen3 8B shape"),
+                "qwen3-30b-a3b-l8": (gm.SHAPE_QWEN3_30B_A3B_L8, "Qwen3-30B-A3B shape, 8 of 48 layers")}
 
 
 def decode_bytes_per_token(path: str) -> int:
     """Weight bytes one decode step reads: every tensor, except that an untied token embedding
-    table is read one row per token (a tied one is the output head, read whole)."""
-    tensors = gguf.GGUFReader(path).tensors
+    table is read one row per token (a tied one is the output head, read whole) and of a mixture of
+    experts' stacked expert tensors only the experts a token is routed to (used / count of them)."""
+    reader = gguf.GGUFReader(path)
+    tensors = reader.tensors
     names = {t.name for t in tensors}
+    arch = str(bytes(reader.fields["general.architecture"].parts[-1]), "utf-8")
+    count, used = reader.fields.get(f"{arch}.expert_count"), reader.fields.get(f"{arch}.expert_used_count")
     total = 0
     for t in tensors:
         n = int(t.n_bytes)
         if t.name == "token_embd.weight" and "output.weight" in names:
             n //= int(t.shape[-1]) if len(t.shape) > 1 else 1  # GGUF lists dims innermost first: shape[-1] rows
+        if "_exps." in t.name and count is not None and used is not None:
+            n = n * int(used.parts[-1][0]) // int(count.parts[-1][0])
         total += n
     return total
 
