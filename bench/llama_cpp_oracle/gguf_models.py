@@ -56,7 +56,7 @@ SHAPE_LLAMA32_3B = Shape("llama", 3072, 28, 24, 8, 128, 8192, 128256, tied=True,
 SHAPE_QWEN3_4B = Shape("qwen3", 2560, 36, 32, 8, 128, 9728, 151936, tied=True, rope_base=1e6, context=8192)
 SHAPE_QWEN3_8B = Shape("qwen3", 4096, 36, 32, 8, 128, 12288, 151936, tied=False, rope_base=1e6, context=8192)
 # Qwen3-30B-A3B's widths, heads and experts (128 of 768 wide, 8 per token) with 8 of its 48 layers: the
-# whole file's F16 base (61 GB) does not fit this machine's disk; tokens/s scale back by the layers.
+# whole file's F16 base (61 GB) does not fit this machine's disk (the head and embedding are whole).
 SHAPE_QWEN3_30B_A3B_L8 = Shape("qwen3moe", 2048, 8, 32, 4, 128, 6144, 151936, tied=False, rope_base=1e6, context=8192,
                                experts=(128, 8, 768))
 FIXTURE_LLAMA = Shape("llama", 64, 2, 4, 2, 16, 128, 288, tied=True, context=512)

@@ -445,15 +445,15 @@ def cmd_speed(args) -> int:
     from llama_cpp import Llama
     pp, tg = [int(n) for n in args.pp.split(",") if n], args.tg
     depths = [int(d) for d in args.depth.split(",")]
-    keys = [f"pp{n}" for n in pp] + [f"tg{tg}@d{d}" if d else f"tg{tg}" for d in depths]
+    tg_keys = {d: f"tg{tg}@d{d}" if d else f"tg{tg}" for d in depths}
+    keys = [f"pp{n}" for n in pp] + list(tg_keys.values())
     table = []
     for label, path in speed_models(args):
         per_token = decode_bytes_per_token(path)
         for threads in [int(t) for t in args.threads_list.split(",")]:
             with contextlib.nullcontext() if args.llama_repack else no_extra_bufts():
                 llm = Llama(model_path=path, n_ctx=max(pp + [tg + max(depths)]) + 16, n_batch=512, n_ubatch=512,
-                            n_threads=threads,
-                            n_threads_batch=threads, verbose=False)
+                            n_threads=threads, n_threads_batch=threads, verbose=False)
             vocab = llm.n_vocab()
             llama_bench(llm, vocab, [32], 4)  # warm-up: page in the weights
             fak_bench(args.tool, path, threads, [32], 4, warmup=0, kv_dtype=args.fak_kv_dtype)
@@ -468,8 +468,8 @@ def cmd_speed(args) -> int:
             del llm
             bw = statistics.median(probe)
             row = [label, threads] + [(statistics.median(ours[k]), statistics.median(theirs[k])) for k in keys]
-            # decode GB/s of weights streamed (the tg row without depth), and its fraction of the probe
-            ours_gbs, theirs_gbs = (v * per_token * 1e-9 for v in row[2 + len(pp)])
+            # decode GB/s of weights streamed (the shallowest tg row), and its fraction of the probe
+            ours_gbs, theirs_gbs = (v * per_token * 1e-9 for v in row[2 + keys.index(tg_keys[min(depths)])])
             row.append((bw, ours_gbs, theirs_gbs))
             table.append(row)
             print(f"| {label} | {threads} | {format_speed_cells(row)} | (load average {os.getloadavg()[0]:.2f})", flush=True)
