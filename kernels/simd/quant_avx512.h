@@ -97,13 +97,12 @@ struct Avx512QuantOps : X86QuantOps<I> {
   // groups per zmm (group 2p in lanes 0-7, 2p + 1 in lanes 8-15, each against its own four
   // activation bytes) and both nibbles of a load used, then Base's ApplyKScales. The integer sums
   // are the same (exact), so the bits are PackedKTile's.
-  static void Q4KRowGroup(const ActQ8_K* x, size_t n_blocks, const BlockQ4_Kx8* w, const BlockQ4_Kx8* ahead,
-                          float* y) {
+  static void Q4KRowGroup(const ActQ8_K* x, size_t n_blocks, const BlockQ4_Kx8* w, float* y) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i pick[4] = {PairIndex(0), PairIndex(1), PairIndex(2), PairIndex(3)};
     __m256 acc[1] = {_mm256_setzero_ps()};
     for (size_t b = 0; b < n_blocks; ++b) {
-      for (size_t o = 0; o < sizeof(BlockQ4_Kx8); o += 64) __builtin_prefetch(reinterpret_cast<const char*>(ahead + b) + o, 0, 2);
+      Base::RequestBlock(w + b);
       const BlockQ4_Kx8& wb = w[b];
       const ActQ8_K& xb = x[b];
       __m512i sum = _mm512_setzero_si512();
@@ -138,12 +137,12 @@ struct Avx512QuantOps : X86QuantOps<I> {
   // One activation row against eight packed Q2_K or Q3_K columns: Base's QuarterSums<1> with two
   // 4-byte groups per zmm, as Q4KRowGroup; the same integers, so PackedKTile's bits.
   template <class PB>
-  static void QuarterRowGroup(const ActQ8_K* x, size_t n_blocks, const PB* w, const PB* ahead, float* y) {
+  static void QuarterRowGroup(const ActQ8_K* x, size_t n_blocks, const PB* w, float* y) {
     constexpr bool kQ3 = std::is_same_v<PB, BlockQ3_Kx8>;
     const __m512i pick[4] = {PairIndex(0), PairIndex(1), PairIndex(2), PairIndex(3)};
     __m256 acc[1] = {_mm256_setzero_ps()};
     for (size_t b = 0; b < n_blocks; ++b) {
-      for (size_t o = 0; o < sizeof(PB); o += 64) __builtin_prefetch(reinterpret_cast<const char*>(ahead + b) + o, 0, 2);
+      Base::RequestBlock(w + b);
       const PB& wb = w[b];
       const ActQ8_K& xb = x[b];
       __m256i sum = _mm256_setzero_si256(), bsum_terms = sum;
@@ -196,18 +195,13 @@ struct Avx512QuantOps : X86QuantOps<I> {
   // Group g's eight column scales: Q2_K's scale | min bytes, Q3_K's signed scales.
   static const void* GroupScales(const BlockQ2_Kx8& w, int g) { return w.scales[g]; }
   static const void* GroupScales(const BlockQ3_Kx8& w, int g) { return w.sc[g]; }
-  // One activation row, eight columns at a time, through Group(x, n_blocks, group, group_ahead, y).
+  // One activation row, eight columns at a time, through Group(x, n_blocks, group, y).
   template <class PB, auto Group>
   static void OneRow(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t k, size_t n_begin,
                      size_t n_end) {
     const auto* x = static_cast<const ActQ8_K*>(xq);
     const auto* wb = static_cast<const uint8_t*>(w);
-    constexpr size_t kAheadGroups = 2;  // as Base's one-row tiles
-    for (size_t n = n_begin; n < n_end; n += 8) {
-      const size_t ahead = std::min(n + 8 * kAheadGroups, n_end - 8);
-      Group(x, k / kQKK, reinterpret_cast<const PB*>(wb + n * w_row_bytes),
-            reinterpret_cast<const PB*>(wb + ahead * w_row_bytes), y + n);
-    }
+    for (size_t n = n_begin; n < n_end; n += 8) Group(x, k / kQKK, reinterpret_cast<const PB*>(wb + n * w_row_bytes), y + n);
   }
   // i32 lanes 0-7 take element 2p, lanes 8-15 element 2p + 1.
   static __m512i PairIndex(int p) {
