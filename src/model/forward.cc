@@ -30,6 +30,8 @@
 #include <initializer_list>
 #include <cmath>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "kernels/dispatch.h"
 #include "kernels/kv_convert.h"
@@ -57,7 +59,7 @@ struct Output {
 // Y[rows][w.rows] = X[rows][w.cols] · Wᵀ for every output, all reading the same X (same cols), in
 // one split across the pool. Quantized weights: the activation rows are quantized per row first, so
 // each output row still depends on its own input row only.
-void MatMulWeights(const Pass& p, const float* x, size_t rows, std::initializer_list<Output> outputs) {
+void MatMulWeights(const Pass& p, const float* x, size_t rows, std::span<const Output> outputs) {
   std::vector<kernels::WeightProduct> products(outputs.size());
   size_t n = 0;
   for (const Output& o : outputs) {
@@ -74,6 +76,9 @@ void MatMulWeights(const Pass& p, const float* x, size_t rows, std::initializer_
   }
   const size_t k = outputs.begin()->w.cols;
   kernels::ParallelMatMuls(p.t, p.pool, x, k, rows, k, products);
+}
+void MatMulWeights(const Pass& p, const float* x, size_t rows, std::initializer_list<Output> outputs) {
+  MatMulWeights(p, x, rows, std::span<const Output>(outputs.begin(), outputs.size()));
 }
 
 // RMSNorm of `rows` rows of width w.cols (the hidden size, or head_dim for QK-norm); y may alias x.
@@ -267,22 +272,46 @@ void MixtureOfExperts(const Pass& p, const LayerWeights& w, const float* xn, siz
     for (size_t k = 0; k < k_used; ++k) routed[chosen[k]].push_back(r * k_used + k);
   }
   AlignedBuffer y(rows * k_used * h);  // slot r * k_used + k: expert k's output for row r
+  // One row (decode): every chosen expert reads that row, so their gate and up products go to the
+  // pool in one hand-off instead of one per expert. Each output keeps the bits it has alone
+  // (ParallelMatMuls), so a row's result still does not depend on its batch.
+  AlignedBuffer gates(rows == 1 ? k_used * f : 0), ups(rows == 1 ? k_used * f : 0);
+  if (rows == 1) {
+    std::vector<Output> outputs;
+    for (size_t k = 0; k < k_used; ++k) {
+      const ExpertWeights& ex = w.experts[chosen[k]];
+      outputs.push_back({ex.gate, gates.data() + k * f});
+      outputs.push_back({ex.up, ups.data() + k * f});
+    }
+    MatMulWeights(p, xn, 1, outputs);
+  }
   for (size_t e = 0; e < n_exp; ++e) {
     const std::vector<size_t>& slots = routed[e];
     if (slots.empty()) continue;  // experts no row chose do not run
     const size_t n = slots.size();
-    AlignedBuffer x(n * h), gate(n * f), up(n * f), down(n * h);
-    for (size_t i = 0; i < n; ++i) std::memcpy(x.data() + i * h, xn + slots[i] / k_used * h, h * sizeof(float));
     const ExpertWeights& ex = w.experts[e];
-    MatMulWeights(p, x.data(), n, {{ex.gate, gate.data()}, {ex.up, up.data()}});
-    AddBiasRows(p, gate.data(), ex.gate_bias, n);
-    AddBiasRows(p, up.data(), ex.up_bias, n);
-    if (p.c.architecture == Architecture::kGptOss) {
-      p.t.clamped_swiglu_mul(gate.data(), up.data(), gate.data(), n * f, kGptOssSwigluAlpha, kGptOssSwigluLimit);
+    AlignedBuffer own_gate, own_up, down(n * h);
+    float *gate = nullptr, *up = nullptr;
+    if (rows == 1) {  // slot k of the one row
+      gate = gates.data() + slots[0] * f;
+      up = ups.data() + slots[0] * f;
     } else {
-      p.t.silu_mul(gate.data(), up.data(), gate.data(), n * f);
+      AlignedBuffer x(n * h);
+      own_gate = AlignedBuffer(n * f);
+      own_up = AlignedBuffer(n * f);
+      gate = own_gate.data();
+      up = own_up.data();
+      for (size_t i = 0; i < n; ++i) std::memcpy(x.data() + i * h, xn + slots[i] / k_used * h, h * sizeof(float));
+      MatMulWeights(p, x.data(), n, {{ex.gate, gate}, {ex.up, up}});
     }
-    MatMulWeights(p, gate.data(), n, {{ex.down, down.data()}});
+    AddBiasRows(p, gate, ex.gate_bias, n);
+    AddBiasRows(p, up, ex.up_bias, n);
+    if (p.c.architecture == Architecture::kGptOss) {
+      p.t.clamped_swiglu_mul(gate, up, gate, n * f, kGptOssSwigluAlpha, kGptOssSwigluLimit);
+    } else {
+      p.t.silu_mul(gate, up, gate, n * f);
+    }
+    MatMulWeights(p, gate, n, {{ex.down, down.data()}});
     AddBiasRows(p, down.data(), ex.down_bias, n);
     for (size_t i = 0; i < n; ++i) std::memcpy(y.data() + slots[i] * h, down.data() + i * h, h * sizeof(float));
   }
