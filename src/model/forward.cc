@@ -272,48 +272,48 @@ void MixtureOfExperts(const Pass& p, const LayerWeights& w, const float* xn, siz
     for (size_t k = 0; k < k_used; ++k) routed[chosen[k]].push_back(r * k_used + k);
   }
   AlignedBuffer y(rows * k_used * h);  // slot r * k_used + k: expert k's output for row r
-  // One row (decode): every chosen expert reads that row, so their gate and up products go to the
-  // pool in one hand-off instead of one per expert. Each output keeps the bits it has alone
-  // (ParallelMatMuls), so a row's result still does not depend on its batch.
-  AlignedBuffer gates(rows == 1 ? k_used * f : 0), ups(rows == 1 ? k_used * f : 0);
+  // The rest of expert `ex` on n rows after its gate and up products: bias, gated activation
+  // (into gate), down projection into `down`.
+  auto finish = [&](const Pass& q, const ExpertWeights& ex, float* gate, float* up, size_t n, float* down) {
+    AddBiasRows(q, gate, ex.gate_bias, n);
+    AddBiasRows(q, up, ex.up_bias, n);
+    if (q.c.architecture == Architecture::kGptOss) {
+      q.t.clamped_swiglu_mul(gate, up, gate, n * f, kGptOssSwigluAlpha, kGptOssSwigluLimit);
+    } else {
+      q.t.silu_mul(gate, up, gate, n * f);
+    }
+    MatMulWeights(q, gate, n, {{ex.down, down}});
+    AddBiasRows(q, down, ex.down_bias, n);
+  };
   if (rows == 1) {
+    // Decode: every chosen expert reads the one row, so their gate and up products go to the pool
+    // in one hand-off, and then each expert's rest runs on one thread, the experts side by side:
+    // two hand-offs per layer instead of two per expert. A product's bits do not depend on its
+    // group or thread count (ParallelMatMuls), so the row's result is the batched path's.
+    AlignedBuffer gates(k_used * f), ups(k_used * f);
     std::vector<Output> outputs;
     for (size_t k = 0; k < k_used; ++k) {
-      const ExpertWeights& ex = w.experts[chosen[k]];
-      outputs.push_back({ex.gate, gates.data() + k * f});
-      outputs.push_back({ex.up, ups.data() + k * f});
+      outputs.push_back({w.experts[chosen[k]].gate, gates.data() + k * f});
+      outputs.push_back({w.experts[chosen[k]].up, ups.data() + k * f});
     }
     MatMulWeights(p, xn, 1, outputs);
-  }
-  for (size_t e = 0; e < n_exp; ++e) {
-    const std::vector<size_t>& slots = routed[e];
-    if (slots.empty()) continue;  // experts no row chose do not run
-    const size_t n = slots.size();
-    const ExpertWeights& ex = w.experts[e];
-    AlignedBuffer own_gate, own_up, down(n * h);
-    float *gate = nullptr, *up = nullptr;
-    if (rows == 1) {  // slot k of the one row
-      gate = gates.data() + slots[0] * f;
-      up = ups.data() + slots[0] * f;
-    } else {
-      AlignedBuffer x(n * h);
-      own_gate = AlignedBuffer(n * f);
-      own_up = AlignedBuffer(n * f);
-      gate = own_gate.data();
-      up = own_up.data();
+    const Pass one_thread{p.m, p.c, p.t, nullptr};
+    auto run = [&](size_t begin, size_t end) {
+      for (size_t k = begin; k < end; ++k)
+        finish(one_thread, w.experts[chosen[k]], gates.data() + k * f, ups.data() + k * f, 1, y.data() + k * h);
+    };
+    if (p.pool != nullptr) p.pool->ParallelFor(k_used, 1, run); else run(0, k_used);
+  } else {
+    for (size_t e = 0; e < n_exp; ++e) {
+      const std::vector<size_t>& slots = routed[e];
+      if (slots.empty()) continue;  // experts no row chose do not run
+      const size_t n = slots.size();
+      AlignedBuffer x(n * h), gate(n * f), up(n * f), down(n * h);
       for (size_t i = 0; i < n; ++i) std::memcpy(x.data() + i * h, xn + slots[i] / k_used * h, h * sizeof(float));
-      MatMulWeights(p, x.data(), n, {{ex.gate, gate}, {ex.up, up}});
+      MatMulWeights(p, x.data(), n, {{w.experts[e].gate, gate.data()}, {w.experts[e].up, up.data()}});
+      finish(p, w.experts[e], gate.data(), up.data(), n, down.data());
+      for (size_t i = 0; i < n; ++i) std::memcpy(y.data() + slots[i] * h, down.data() + i * h, h * sizeof(float));
     }
-    AddBiasRows(p, gate, ex.gate_bias, n);
-    AddBiasRows(p, up, ex.up_bias, n);
-    if (p.c.architecture == Architecture::kGptOss) {
-      p.t.clamped_swiglu_mul(gate, up, gate, n * f, kGptOssSwigluAlpha, kGptOssSwigluLimit);
-    } else {
-      p.t.silu_mul(gate, up, gate, n * f);
-    }
-    MatMulWeights(p, gate, n, {{ex.down, down.data()}});
-    AddBiasRows(p, down.data(), ex.down_bias, n);
-    for (size_t i = 0; i < n; ++i) std::memcpy(y.data() + slots[i] * h, down.data() + i * h, h * sizeof(float));
   }
   for (size_t r = 0; r < rows; ++r) {
     float* o = out + r * h;
