@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/quant_format.h"
 #include "kernels/simd/quant_x86.h"
@@ -88,8 +90,104 @@ struct Avx512QuantOps : X86QuantOps<I> {
           return OneRow<BlockQ3_Kx8, &QuarterRowGroup<BlockQ3_Kx8>>(xq, w, w_row_bytes, y, k, n_begin, n_end);
         default: break;
       }
+    } else if (wtype == QuantType::kQ4_K) {
+      return Q4KRows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
     Base::MatMulPacked(wtype, xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+  }
+
+  // Packed Q4_K times m ≥ 2 activation rows (prefill) on zmm: two groups of eight columns side by
+  // side (Q4KPairTile), rows in blocks of 32 as Base's ForEachPackedTile; a last odd group goes to
+  // Base's tile. The integers and the float steps per column are PackedKTile's, so are the bits.
+  static void Q4KRows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
+                      size_t n_begin, size_t n_end) {
+    const size_t n_blocks = k / kQKK;
+    const auto* x = static_cast<const ActQ8_K*>(xq);
+    // Per row and super-block, (Σx of sub-block 2t, Σx of 2t + 1) as an i16 pair for t < 4: the
+    // mins term takes two sub-blocks per vpmaddwd. |Σx| ≤ 32·127 fits i16.
+    std::vector<int32_t> sub_sums(m * n_blocks * 4);
+    for (size_t r = 0; r < m * n_blocks; ++r) {
+      const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r].bsums)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r].bsums + 8)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(sub_sums.data() + 4 * r), bs);
+    }
+    auto group = [&](size_t n) { return reinterpret_cast<const BlockQ4_Kx8*>(static_cast<const uint8_t*>(w) + n * w_row_bytes); };
+    const size_t n_pairs_end = n_begin + (n_end - n_begin) / 16 * 16;
+    for (size_t i0 = 0; i0 < m; i0 += 32) {
+      const size_t i1 = std::min(m, i0 + 32);
+      for (size_t n = n_begin; n < n_pairs_end; n += 16) {
+        size_t i = i0;
+        auto tile = [&]<int MR>() {
+          Q4KPairTile<MR>(x + i * n_blocks, sub_sums.data() + 4 * i * n_blocks, n_blocks, group(n), group(n + 8),
+                          y + i * ldy + n, ldy);
+          i += MR;
+        };
+        while (i + 8 <= i1) tile.template operator()<8>();
+        while (i + 4 <= i1) tile.template operator()<4>();
+        while (i < i1) tile.template operator()<1>();
+      }
+    }
+    if (n_pairs_end < n_end) Base::MatMulPacked(QuantType::kQ4_K, xq, w, w_row_bytes, y, ldy, m, k, n_pairs_end, n_end);
+  }
+
+  // Rows [0, MR) of x (n_blocks apart) against groups a and b (16 columns), written at y. Group a's
+  // column c is zmm lane c, b's is lane 8 + c: one activation broadcast serves both. Each 64-byte
+  // chunk's load gives sub-blocks 2ch (low nibbles) and 2ch + 1 (high). The mins term is taken once
+  // per super-block, two sub-blocks per vpmaddwd, from sub_sums (Q4KRows).
+  template <int MR>
+  static void Q4KPairTile(const ActQ8_K* x, const int32_t* sub_sums, size_t n_blocks, const BlockQ4_Kx8* wa,
+                          const BlockQ4_Kx8* wb, float* y, size_t ldy) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+    for (size_t b = 0; b < n_blocks; ++b) {
+      const BlockQ4_Kx8& A = wa[b];
+      const BlockQ4_Kx8& B = wb[b];
+      __m512i sum[MR], mins[MR];
+      for (int i = 0; i < MR; ++i) sum[i] = mins[i] = _mm512_setzero_si512();
+      for (int ch = 0; ch < 4; ++ch) {
+        __m512i lo[8], hi[8];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(Base::Load(A.qs[ch][j])), Base::Load(B.qs[ch][j]), 1);
+          lo[j] = _mm512_and_si512(raw, m4);
+          hi[j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        }
+        const __m512i sc_lo = _mm512_cvtepu8_epi32(PairBytes(A.sc[2 * ch], B.sc[2 * ch]));
+        const __m512i sc_hi = _mm512_cvtepu8_epi32(PairBytes(A.sc[2 * ch + 1], B.sc[2 * ch + 1]));
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; ++i) {
+          const int8_t* xs = x[i * n_blocks + b].qs + 64 * ch;
+          __m512i c_lo = _mm512_setzero_si512(), c_hi = c_lo;
+#pragma GCC unroll 8
+          for (int j = 0; j < 8; ++j) {  // q ≤ 15, |x| ≤ 127: exact
+            int32_t x_lo, x_hi;
+            std::memcpy(&x_lo, xs + 4 * j, 4);
+            std::memcpy(&x_hi, xs + 32 + 4 * j, 4);
+            c_lo = I::DotU8S8(c_lo, lo[j], _mm512_set1_epi32(x_lo));
+            c_hi = I::DotU8S8(c_hi, hi[j], _mm512_set1_epi32(x_hi));
+          }
+          sum[i] = _mm512_add_epi32(sum[i], _mm512_add_epi32(_mm512_mullo_epi32(c_lo, sc_lo), _mm512_mullo_epi32(c_hi, sc_hi)));
+        }
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) {  // (m_2t, m_2t+1) per column against (Σx of 2t, of 2t + 1)
+        const __m128i ma = _mm_unpacklo_epi8(Bytes8(A.m[2 * t]), Bytes8(A.m[2 * t + 1]));
+        const __m128i mb = _mm_unpacklo_epi8(Bytes8(B.m[2 * t]), Bytes8(B.m[2 * t + 1]));
+        const __m512i m_pairs = _mm512_cvtepu8_epi16(_mm256_set_m128i(mb, ma));
+        for (int i = 0; i < MR; ++i)
+          mins[i] = _mm512_add_epi32(mins[i], _mm512_madd_epi16(m_pairs, _mm512_set1_epi32(sub_sums[4 * (i * n_blocks + b) + t])));
+      }
+      // ApplyKScales per lane: fma(d·d_x, sum), then fnmadd(dmin·d_x, mins).
+      const __m512 d = _mm512_insertf32x8(_mm512_castps256_ps512(Base::Scales(A.d)), Base::Scales(B.d), 1);
+      const __m512 dmin = _mm512_insertf32x8(_mm512_castps256_ps512(Base::Scales(A.dmin)), Base::Scales(B.dmin), 1);
+      for (int i = 0; i < MR; ++i) {
+        const __m512 dx = _mm512_set1_ps(x[i * n_blocks + b].d);
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sum[i]), acc[i]);
+        acc[i] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(mins[i]), acc[i]);
+      }
+    }
+    for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
   }
 
   // One activation row against eight packed Q4_K columns: Base's SuperBlockSums<1> with two 4-byte
@@ -191,6 +289,9 @@ struct Avx512QuantOps : X86QuantOps<I> {
   }
 
  private:
+  static __m128i Bytes8(const uint8_t (&v)[8]) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(v)); }
+  // Eight bytes of a, then eight of b.
+  static __m128i PairBytes(const uint8_t (&a)[8], const uint8_t (&b)[8]) { return _mm_unpacklo_epi64(Bytes8(a), Bytes8(b)); }
   // Group g's eight column scales: Q2_K's scale | min bytes, Q3_K's signed scales.
   static const void* GroupScales(const BlockQ2_Kx8& w, int g) { return w.scales[g]; }
   static const void* GroupScales(const BlockQ3_Kx8& w, int g) { return w.sc[g]; }

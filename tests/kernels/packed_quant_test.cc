@@ -164,7 +164,7 @@ TEST_P(PackedQuantTest, X86TiersAgreeBitForBit) {
   const size_t n = 32;
   bool scalar_differs = false;
   for (QuantType t : kAllTypes) {
-    for (size_t m : {size_t{7}, size_t{1}}) {
+    for (size_t m : {size_t{17}, size_t{7}, size_t{1}}) {
       SCOPED_TRACE(Name(t) + " m=" + std::to_string(m));
       const auto [k, x, w] = MakeOperands(t, m, n, 320, 61);
       auto run = [&](const KernelTable& table, const std::vector<uint8_t>& weights, bool packed) {
