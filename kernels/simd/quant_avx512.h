@@ -90,15 +90,111 @@ struct Avx512QuantOps : X86QuantOps<I> {
           return OneRow<BlockQ3_Kx8, &QuarterRowGroup<BlockQ3_Kx8>>(xq, w, w_row_bytes, y, k, n_begin, n_end);
         default: break;
       }
-    } else if (wtype == QuantType::kQ4_K) {
-      return Q4KRows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+    } else {
+      switch (wtype) {
+        case QuantType::kQ4_K: return Q4KRows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ4_0: return NibbleRows<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ5_0: return NibbleRows<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ4_1: return NibbleRows<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ5_1: return NibbleRows<BlockQ5_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        default: break;
+      }
     }
     Base::MatMulPacked(wtype, xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
   }
 
+  // Rows in blocks of kRowBlock (their activations stay in L2) x pairs of groups (n, n + 8) in
+  // [n_begin, n_end), in tiles of eight, four and one rows: tile.template operator()<MR>(row, n)
+  // runs rows [row, row + MR) against the pair at n. Returns where the pairs end: an odd group left
+  // over is the caller's (Base's tile).
+  template <size_t kRowBlock, class Tile>
+  static size_t ForEachPairTile(size_t m, size_t n_begin, size_t n_end, Tile&& tile) {
+    const size_t n_pairs_end = n_begin + (n_end - n_begin) / 16 * 16;
+    for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
+      const size_t i1 = std::min(m, i0 + kRowBlock);
+      for (size_t n = n_begin; n < n_pairs_end; n += 16) {
+        size_t i = i0;
+        for (; i + 8 <= i1; i += 8) tile.template operator()<8>(i, n);
+        for (; i + 4 <= i1; i += 4) tile.template operator()<4>(i, n);
+        for (; i < i1; ++i) tile.template operator()<1>(i, n);
+      }
+    }
+    return n_pairs_end;
+  }
+  template <class PB>
+  static const PB* Group(const void* w, size_t w_row_bytes, size_t n) {
+    return reinterpret_cast<const PB*>(static_cast<const uint8_t*>(w) + n * w_row_bytes);
+  }
+
+  // Packed Q4_0, Q5_0, Q4_1 or Q5_1 times m ≥ 2 activation rows (prefill) on zmm: Base's PackedTile
+  // with two groups of eight columns side by side (NibblePairTile). The same integers and the same
+  // float ops per column, so the same bits.
+  template <class PB>
+  static void NibbleRows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
+                         size_t n_begin, size_t n_end) {
+    const size_t n_blocks = k / kQK0;
+    const auto* x = static_cast<const typename Base::template PackedAct<PB>*>(xq);
+    const std::vector<int32_t> neg_off = Base::template NegOffsets<PB>(x, m * n_blocks);
+    const size_t n_pairs_end = ForEachPairTile<64>(m, n_begin, n_end, [&]<int MR>(size_t i, size_t n) {
+      NibblePairTile<PB, MR>(x + i * n_blocks, neg_off.empty() ? nullptr : neg_off.data() + i * n_blocks, n_blocks,
+                             Group<PB>(w, w_row_bytes, n), Group<PB>(w, w_row_bytes, n + 8), y + i * ldy + n, ldy);
+    });
+    if (n_pairs_end < n_end) Base::MatMulPacked(kPackedType<PB>, xq, w, w_row_bytes, y, ldy, m, k, n_pairs_end, n_end);
+  }
+  template <class PB>
+  static constexpr QuantType kPackedType = std::is_same_v<PB, BlockQ4_0x8>   ? QuantType::kQ4_0
+                                           : std::is_same_v<PB, BlockQ5_0x8> ? QuantType::kQ5_0
+                                           : std::is_same_v<PB, BlockQ4_1x8> ? QuantType::kQ4_1
+                                                                             : QuantType::kQ5_1;
+
+  // Rows [0, MR) of x (n_blocks apart) against groups a and b (16 columns), written at y: group a's
+  // column c in zmm lane c, b's in lane 8 + c, so one activation broadcast serves both.
+  template <class PB, int MR>
+  static void NibblePairTile(const typename Base::template PackedAct<PB>* x, const int32_t* neg_off, size_t n_blocks,
+                             const PB* wa, const PB* wb, float* y, size_t ldy) {
+    constexpr bool kFifthBit = requires(PB p) { p.qh; };
+    constexpr bool kMin = Base::template kPackedMin<PB>;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+    for (size_t b = 0; b < n_blocks; ++b) {
+      const PB& A = wa[b];
+      const PB& B = wb[b];
+      __m512i q[8];  // group j of both groups' rows, in [0, 31]
+#pragma GCC unroll 4
+      for (int j = 0; j < 4; ++j) {
+        const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(Base::Load(A.qs + 32 * j)), Base::Load(B.qs + 32 * j), 1);
+        q[j] = _mm512_and_si512(raw, m4);
+        q[j + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      }
+      if constexpr (kFifthBit) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j)
+          q[j] = _mm512_mask_add_epi8(q[j], _cvtu64_mask64(A.qh[j] | uint64_t{B.qh[j]} << 32), q[j], _mm512_set1_epi8(0x10));
+      }
+      const __m512 d = Join(Base::Scales(A.d), Base::Scales(B.d));
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const auto& xb = x[i * n_blocks + b];
+        __m512i sums[4];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {  // q ≤ 31, |x| ≤ 127: exact
+          int32_t xj;
+          std::memcpy(&xj, xb.qs + 4 * j, 4);
+          sums[j % 4] = I::DotU8S8(j < 4 ? _mm512_setzero_si512() : sums[j % 4], q[j], _mm512_set1_epi32(xj));
+        }
+        __m512i sum = _mm512_add_epi32(_mm512_add_epi32(sums[0], sums[1]), _mm512_add_epi32(sums[2], sums[3]));
+        if (neg_off) sum = _mm512_add_epi32(sum, _mm512_set1_epi32(neg_off[i * n_blocks + b]));
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(xb.d)), _mm512_cvtepi32_ps(sum), acc[i]);
+        if constexpr (kMin) acc[i] = _mm512_fmadd_ps(Join(Base::Scales(A.m), Base::Scales(B.m)), _mm512_set1_ps(xb.s), acc[i]);
+      }
+    }
+    for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
+  }
+  static __m512 Join(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
+
   // Packed Q4_K times m ≥ 2 activation rows (prefill) on zmm: two groups of eight columns side by
-  // side (Q4KPairTile), rows in blocks of 32 as Base's ForEachPackedTile; a last odd group goes to
-  // Base's tile. The integers and the float steps per column are PackedKTile's, so are the bits.
+  // side (Q4KPairTile), rows in blocks of 32 as Base's MatMulPackedK. The integers and the float steps per column are PackedKTile's, so are the bits.
   static void Q4KRows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
                       size_t n_begin, size_t n_end) {
     const size_t n_blocks = k / kQKK;
@@ -111,22 +207,10 @@ struct Avx512QuantOps : X86QuantOps<I> {
                                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r].bsums + 8)));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(sub_sums.data() + 4 * r), bs);
     }
-    auto group = [&](size_t n) { return reinterpret_cast<const BlockQ4_Kx8*>(static_cast<const uint8_t*>(w) + n * w_row_bytes); };
-    const size_t n_pairs_end = n_begin + (n_end - n_begin) / 16 * 16;
-    for (size_t i0 = 0; i0 < m; i0 += 32) {
-      const size_t i1 = std::min(m, i0 + 32);
-      for (size_t n = n_begin; n < n_pairs_end; n += 16) {
-        size_t i = i0;
-        auto tile = [&]<int MR>() {
-          Q4KPairTile<MR>(x + i * n_blocks, sub_sums.data() + 4 * i * n_blocks, n_blocks, group(n), group(n + 8),
-                          y + i * ldy + n, ldy);
-          i += MR;
-        };
-        while (i + 8 <= i1) tile.template operator()<8>();
-        while (i + 4 <= i1) tile.template operator()<4>();
-        while (i < i1) tile.template operator()<1>();
-      }
-    }
+    const size_t n_pairs_end = ForEachPairTile<32>(m, n_begin, n_end, [&]<int MR>(size_t i, size_t n) {
+      Q4KPairTile<MR>(x + i * n_blocks, sub_sums.data() + 4 * i * n_blocks, n_blocks,
+                      Group<BlockQ4_Kx8>(w, w_row_bytes, n), Group<BlockQ4_Kx8>(w, w_row_bytes, n + 8), y + i * ldy + n, ldy);
+    });
     if (n_pairs_end < n_end) Base::MatMulPacked(QuantType::kQ4_K, xq, w, w_row_bytes, y, ldy, m, k, n_pairs_end, n_end);
   }
 
@@ -179,8 +263,8 @@ struct Avx512QuantOps : X86QuantOps<I> {
           mins[i] = _mm512_add_epi32(mins[i], _mm512_madd_epi16(m_pairs, _mm512_set1_epi32(sub_sums[4 * (i * n_blocks + b) + t])));
       }
       // ApplyKScales per lane: fma(d·d_x, sum), then fnmadd(dmin·d_x, mins).
-      const __m512 d = _mm512_insertf32x8(_mm512_castps256_ps512(Base::Scales(A.d)), Base::Scales(B.d), 1);
-      const __m512 dmin = _mm512_insertf32x8(_mm512_castps256_ps512(Base::Scales(A.dmin)), Base::Scales(B.dmin), 1);
+      const __m512 d = Join(Base::Scales(A.d), Base::Scales(B.d));
+      const __m512 dmin = Join(Base::Scales(A.dmin), Base::Scales(B.dmin));
       for (int i = 0; i < MR; ++i) {
         const __m512 dx = _mm512_set1_ps(x[i * n_blocks + b].d);
         acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sum[i]), acc[i]);

@@ -397,20 +397,27 @@ struct X86QuantOps {
       }
     }
   }
+  // −offset·Σx of each of the n activation blocks for the types with an offset (Q4_0, Q5_0); empty
+  // for the others.
   template <class PB>
-  static void MatMulPackedTyped(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
-                                size_t k, size_t n_begin, size_t n_end) {
-    const size_t n_blocks = k / kQK0;
-    const auto* x = static_cast<const PackedAct<PB>*>(xq);
+  static std::vector<int32_t> NegOffsets(const PackedAct<PB>* x, size_t n) {
     std::vector<int32_t> neg_off;
     if constexpr (kPackedOffset<PB> != 0) {
-      neg_off.resize(m * n_blocks);
-      for (size_t r = 0; r < m * n_blocks; ++r) {
+      neg_off.resize(n);
+      for (size_t r = 0; r < n; ++r) {
         int32_t sum = 0;
         for (int e = 0; e < 32; ++e) sum += x[r].qs[e];
         neg_off[r] = -kPackedOffset<PB> * sum;
       }
     }
+    return neg_off;
+  }
+  template <class PB>
+  static void MatMulPackedTyped(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
+                                size_t k, size_t n_begin, size_t n_end) {
+    const size_t n_blocks = k / kQK0;
+    const auto* x = static_cast<const PackedAct<PB>*>(xq);
+    const std::vector<int32_t> neg_off = NegOffsets<PB>(x, m * n_blocks);
     ForEachPackedTile<PB, 64>(w, w_row_bytes, y, ldy, m, n_begin, n_end,
                               [&]<int MR, bool kPf>(size_t i, const PB* g, float* yi) {
                                 const int32_t* off = neg_off.empty() ? nullptr : neg_off.data() + i * n_blocks;
