@@ -189,6 +189,7 @@ FAK_AMX_TARGET bool AmxMatMulPackedQ8_0(const void* xq, const void* w, size_t w_
 // without VNNI (the avx512_skx tier), vpmaddubsw + vpmaddwd as on AVX2 — the same integer lanes.
 struct Avx512I {
 #if defined(__AVX512VNNI__)
+  static constexpr bool kUnsaturatedDot = true;  // DotU8S8 sums any u8 · s8 products exactly
   // Packed Q8_0 times m ≥ 2 rows through AMX when it can be used (AmxMatMulPackedQ8_0).
   static bool MatMulPackedQ8_0Rows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m,
                                    size_t k, size_t n_begin, size_t n_end) {
@@ -203,6 +204,7 @@ struct Avx512I {
     return _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(u, s), c);
   }
 #else
+  static constexpr bool kUnsaturatedDot = false;  // vpmaddubsw saturates a pair past ±32767
   static __m256i DotU8S8(__m256i acc, __m256i u, __m256i s) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
   }

@@ -93,10 +93,18 @@ struct Avx512QuantOps : X86QuantOps<I> {
     } else {
       switch (wtype) {
         case QuantType::kQ4_K: return Q4KRows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
-        case QuantType::kQ4_0: return NibbleRows<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
-        case QuantType::kQ5_0: return NibbleRows<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
-        case QuantType::kQ4_1: return NibbleRows<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
-        case QuantType::kQ5_1: return NibbleRows<BlockQ5_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ4_0: return Block32Rows<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ5_0: return Block32Rows<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ4_1: return Block32Rows<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ5_1: return Block32Rows<BlockQ5_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ8_0:
+          // Q8_0's quants go unsigned with +128 (Block32PairTile), whose products only vpdpbusd sums
+          // without saturating; AMX goes first where it runs.
+          if constexpr (I::kUnsaturatedDot) {
+            if (I::MatMulPackedQ8_0Rows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end)) return;
+            return Block32Rows<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+          }
+          break;
         default: break;
       }
     }
@@ -126,17 +134,17 @@ struct Avx512QuantOps : X86QuantOps<I> {
     return reinterpret_cast<const PB*>(static_cast<const uint8_t*>(w) + n * w_row_bytes);
   }
 
-  // Packed Q4_0, Q5_0, Q4_1 or Q5_1 times m ≥ 2 activation rows (prefill) on zmm: Base's PackedTile
-  // with two groups of eight columns side by side (NibblePairTile). The same integers and the same
-  // float ops per column, so the same bits.
+  // Packed Q4_0, Q5_0, Q4_1, Q5_1 or Q8_0 times m ≥ 2 activation rows (prefill) on zmm: Base's
+  // PackedTile with two groups of eight columns side by side (Block32PairTile). The same integers and
+  // the same float ops per column, so the same bits.
   template <class PB>
-  static void NibbleRows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
+  static void Block32Rows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
                          size_t n_begin, size_t n_end) {
     const size_t n_blocks = k / kQK0;
     const auto* x = static_cast<const typename Base::template PackedAct<PB>*>(xq);
-    const std::vector<int32_t> neg_off = Base::template NegOffsets<PB>(x, m * n_blocks);
+    const std::vector<int32_t> neg_off = Base::NegOffsets(x, m * n_blocks, kOffset<PB>);
     const size_t n_pairs_end = ForEachPairTile<64>(m, n_begin, n_end, [&]<int MR>(size_t i, size_t n) {
-      NibblePairTile<PB, MR>(x + i * n_blocks, neg_off.empty() ? nullptr : neg_off.data() + i * n_blocks, n_blocks,
+      Block32PairTile<PB, MR>(x + i * n_blocks, neg_off.empty() ? nullptr : neg_off.data() + i * n_blocks, n_blocks,
                              Group<PB>(w, w_row_bytes, n), Group<PB>(w, w_row_bytes, n + 8), y + i * ldy + n, ldy);
     });
     if (n_pairs_end < n_end) Base::MatMulPacked(kPackedType<PB>, xq, w, w_row_bytes, y, ldy, m, k, n_pairs_end, n_end);
@@ -145,12 +153,17 @@ struct Avx512QuantOps : X86QuantOps<I> {
   static constexpr QuantType kPackedType = std::is_same_v<PB, BlockQ4_0x8>   ? QuantType::kQ4_0
                                            : std::is_same_v<PB, BlockQ5_0x8> ? QuantType::kQ5_0
                                            : std::is_same_v<PB, BlockQ4_1x8> ? QuantType::kQ4_1
-                                                                             : QuantType::kQ5_1;
+                                           : std::is_same_v<PB, BlockQ5_1x8> ? QuantType::kQ5_1
+                                                                             : QuantType::kQ8_0;
+  // The offset the tile's unsigned quants carry: Q4_0's and Q5_0's own, and the +128 that makes
+  // Q8_0's unsigned (Σ(q + 128)·x − 128·Σx = Σq·x, exact in i32).
+  template <class PB>
+  static constexpr int kOffset = std::is_same_v<PB, BlockQ8_0x8> ? 128 : Base::template kPackedOffset<PB>;
 
   // Rows [0, MR) of x (n_blocks apart) against groups a and b (16 columns), written at y: group a's
   // column c in zmm lane c, b's in lane 8 + c, so one activation broadcast serves both.
   template <class PB, int MR>
-  static void NibblePairTile(const typename Base::template PackedAct<PB>* x, const int32_t* neg_off, size_t n_blocks,
+  static void Block32PairTile(const typename Base::template PackedAct<PB>* x, const int32_t* neg_off, size_t n_blocks,
                              const PB* wa, const PB* wb, float* y, size_t ldy) {
     constexpr bool kFifthBit = requires(PB p) { p.qh; };
     constexpr bool kMin = Base::template kPackedMin<PB>;
@@ -160,12 +173,17 @@ struct Avx512QuantOps : X86QuantOps<I> {
     for (size_t b = 0; b < n_blocks; ++b) {
       const PB& A = wa[b];
       const PB& B = wb[b];
-      __m512i q[8];  // group j of both groups' rows, in [0, 31]
+      __m512i q[8];  // group j of both groups' rows, unsigned: in [0, 31], Q8_0's in [0, 255]
+      if constexpr (std::is_same_v<PB, BlockQ8_0x8>) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) q[j] = _mm512_xor_si512(Pair(A.qs + 32 * j, B.qs + 32 * j), _mm512_set1_epi8(-128));
+      } else {
 #pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) {
-        const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(Base::Load(A.qs + 32 * j)), Base::Load(B.qs + 32 * j), 1);
-        q[j] = _mm512_and_si512(raw, m4);
-        q[j + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        for (int j = 0; j < 4; ++j) {
+          const __m512i raw = Pair(A.qs + 32 * j, B.qs + 32 * j);
+          q[j] = _mm512_and_si512(raw, m4);
+          q[j + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        }
       }
       if constexpr (kFifthBit) {
 #pragma GCC unroll 8
@@ -178,7 +196,7 @@ struct Avx512QuantOps : X86QuantOps<I> {
         const auto& xb = x[i * n_blocks + b];
         __m512i sums[4];
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {  // q ≤ 31, |x| ≤ 127: exact
+        for (int j = 0; j < 8; ++j) {  // q ≤ 255, |x| ≤ 127: exact with vpdpbusd (q ≤ 31 with vpmaddubsw)
           int32_t xj;
           std::memcpy(&xj, xb.qs + 4 * j, 4);
           sums[j % 4] = I::DotU8S8(j < 4 ? _mm512_setzero_si512() : sums[j % 4], q[j], _mm512_set1_epi32(xj));
@@ -190,6 +208,10 @@ struct Avx512QuantOps : X86QuantOps<I> {
       }
     }
     for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
+  }
+  // 32 bytes at a, then 32 at b.
+  static __m512i Pair(const void* a, const void* b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(Base::Load(a)), Base::Load(b), 1);
   }
   static __m512 Join(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
 
@@ -233,7 +255,7 @@ struct Avx512QuantOps : X86QuantOps<I> {
         __m512i lo[8], hi[8];
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
-          const __m512i raw = _mm512_inserti64x4(_mm512_castsi256_si512(Base::Load(A.qs[ch][j])), Base::Load(B.qs[ch][j]), 1);
+          const __m512i raw = Pair(A.qs[ch][j], B.qs[ch][j]);
           lo[j] = _mm512_and_si512(raw, m4);
           hi[j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
         }

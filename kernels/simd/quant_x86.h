@@ -397,17 +397,16 @@ struct X86QuantOps {
       }
     }
   }
-  // −offset·Σx of each of the n activation blocks for the types with an offset (Q4_0, Q5_0); empty
-  // for the others.
-  template <class PB>
-  static std::vector<int32_t> NegOffsets(const PackedAct<PB>* x, size_t n) {
+  // −offset·Σx of each of the n activation blocks; empty for offset 0.
+  template <class Act>
+  static std::vector<int32_t> NegOffsets(const Act* x, size_t n, int offset) {
     std::vector<int32_t> neg_off;
-    if constexpr (kPackedOffset<PB> != 0) {
+    if (offset != 0) {
       neg_off.resize(n);
       for (size_t r = 0; r < n; ++r) {
         int32_t sum = 0;
         for (int e = 0; e < 32; ++e) sum += x[r].qs[e];
-        neg_off[r] = -kPackedOffset<PB> * sum;
+        neg_off[r] = -offset * sum;
       }
     }
     return neg_off;
@@ -417,7 +416,7 @@ struct X86QuantOps {
                                 size_t k, size_t n_begin, size_t n_end) {
     const size_t n_blocks = k / kQK0;
     const auto* x = static_cast<const PackedAct<PB>*>(xq);
-    const std::vector<int32_t> neg_off = NegOffsets<PB>(x, m * n_blocks);
+    const std::vector<int32_t> neg_off = NegOffsets(x, m * n_blocks, kPackedOffset<PB>);
     ForEachPackedTile<PB, 64>(w, w_row_bytes, y, ldy, m, n_begin, n_end,
                               [&]<int MR, bool kPf>(size_t i, const PB* g, float* yi) {
                                 const int32_t* off = neg_off.empty() ? nullptr : neg_off.data() + i * n_blocks;
