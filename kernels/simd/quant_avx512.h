@@ -97,13 +97,19 @@ struct Avx512QuantOps : X86QuantOps<I> {
         case QuantType::kQ5_0: return Block32Rows<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ4_1: return Block32Rows<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ5_1: return Block32Rows<BlockQ5_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        // The signed types go unsigned with +128 (Block32PairTile), whose products only vpdpbusd
+        // sums without saturating; for Q8_0 AMX goes first where it runs.
         case QuantType::kQ8_0:
-          // Q8_0's quants go unsigned with +128 (Block32PairTile), whose products only vpdpbusd sums
-          // without saturating; AMX goes first where it runs.
           if constexpr (I::kUnsaturatedDot) {
             if (I::MatMulPackedQ8_0Rows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end)) return;
             return Block32Rows<BlockQ8_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
           }
+          break;
+        case QuantType::kIQ4_NL:
+          if constexpr (I::kUnsaturatedDot) return Block32Rows<BlockIQ4_NLx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+          break;
+        case QuantType::kMXFP4:
+          if constexpr (I::kUnsaturatedDot) return Block32Rows<BlockMXFP4x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
           break;
         default: break;
       }
@@ -134,9 +140,9 @@ struct Avx512QuantOps : X86QuantOps<I> {
     return reinterpret_cast<const PB*>(static_cast<const uint8_t*>(w) + n * w_row_bytes);
   }
 
-  // Packed Q4_0, Q5_0, Q4_1, Q5_1 or Q8_0 times m ≥ 2 activation rows (prefill) on zmm: Base's
-  // PackedTile with two groups of eight columns side by side (Block32PairTile). The same integers and
-  // the same float ops per column, so the same bits.
+  // Packed Q4_0, Q5_0, Q4_1, Q5_1, Q8_0, IQ4_NL or MXFP4 times m ≥ 2 activation rows (prefill) on
+  // zmm: Base's PackedTile with two groups of eight columns side by side (Block32PairTile). The same
+  // integers and the same float ops per column, so the same bits.
   template <class PB>
   static void Block32Rows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
                          size_t n_begin, size_t n_end) {
@@ -154,11 +160,21 @@ struct Avx512QuantOps : X86QuantOps<I> {
                                            : std::is_same_v<PB, BlockQ5_0x8> ? QuantType::kQ5_0
                                            : std::is_same_v<PB, BlockQ4_1x8> ? QuantType::kQ4_1
                                            : std::is_same_v<PB, BlockQ5_1x8> ? QuantType::kQ5_1
-                                                                             : QuantType::kQ8_0;
+                                           : std::is_same_v<PB, BlockQ8_0x8> ? QuantType::kQ8_0
+                                           : std::is_same_v<PB, BlockIQ4_NLx8> ? QuantType::kIQ4_NL
+                                                                               : QuantType::kMXFP4;
   // The offset the tile's unsigned quants carry: Q4_0's and Q5_0's own, and the +128 that makes
-  // Q8_0's unsigned (Σ(q + 128)·x − 128·Σx = Σq·x, exact in i32).
+  // the signed types' quants or levels unsigned (Σ(q + 128)·x − 128·Σx = Σq·x, exact in i32).
   template <class PB>
-  static constexpr int kOffset = std::is_same_v<PB, BlockQ8_0x8> ? 128 : Base::template kPackedOffset<PB>;
+  static constexpr int kOffset = Base::template kPackedSigned<PB> ? 128 : Base::template kPackedOffset<PB>;
+  // IQ4_NL's or MXFP4's 16 levels + 128, as unsigned bytes, in each 128-bit lane (for vpshufb).
+  template <class PB>
+  static __m512i LevelsPlus128() {
+    const int8_t* levels = std::is_same_v<PB, BlockIQ4_NLx8> ? kIQ4Levels : kMXFP4Levels;
+    alignas(64) uint8_t lut[64];
+    for (int i = 0; i < 64; ++i) lut[i] = static_cast<uint8_t>(levels[i % 16] + 128);
+    return _mm512_load_si512(lut);
+  }
 
   // Rows [0, MR) of x (n_blocks apart) against groups a and b (16 columns), written at y: group a's
   // column c in zmm lane c, b's in lane 8 + c, so one activation broadcast serves both.
@@ -167,13 +183,16 @@ struct Avx512QuantOps : X86QuantOps<I> {
                              const PB* wa, const PB* wb, float* y, size_t ldy) {
     constexpr bool kFifthBit = requires(PB p) { p.qh; };
     constexpr bool kMin = Base::template kPackedMin<PB>;
+    constexpr bool kLevels = std::is_same_v<PB, BlockIQ4_NLx8> || std::is_same_v<PB, BlockMXFP4x8>;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i levels;
+    if constexpr (kLevels) levels = LevelsPlus128<PB>();
     __m512 acc[MR];
     for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
     for (size_t b = 0; b < n_blocks; ++b) {
       const PB& A = wa[b];
       const PB& B = wb[b];
-      __m512i q[8];  // group j of both groups' rows, unsigned: in [0, 31], Q8_0's in [0, 255]
+      __m512i q[8];  // group j of both groups' rows, unsigned: in [0, 31], the signed types' + 128
       if constexpr (std::is_same_v<PB, BlockQ8_0x8>) {
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) q[j] = _mm512_xor_si512(Pair(A.qs + 32 * j, B.qs + 32 * j), _mm512_set1_epi8(-128));
@@ -184,13 +203,17 @@ struct Avx512QuantOps : X86QuantOps<I> {
           q[j] = _mm512_and_si512(raw, m4);
           q[j + 4] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
         }
+        if constexpr (kLevels) {
+#pragma GCC unroll 8
+          for (int j = 0; j < 8; ++j) q[j] = _mm512_shuffle_epi8(levels, q[j]);
+        }
       }
       if constexpr (kFifthBit) {
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j)
           q[j] = _mm512_mask_add_epi8(q[j], _cvtu64_mask64(A.qh[j] | uint64_t{B.qh[j]} << 32), q[j], _mm512_set1_epi8(0x10));
       }
-      const __m512 d = Join(Base::Scales(A.d), Base::Scales(B.d));
+      const __m512 d = Join(ColumnScales(A), ColumnScales(B));
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
         const auto& xb = x[i * n_blocks + b];
@@ -208,6 +231,11 @@ struct Avx512QuantOps : X86QuantOps<I> {
       }
     }
     for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
+  }
+  template <class PB>
+  static __m256 ColumnScales(const PB& w) {
+    if constexpr (requires { w.e; }) return Base::Scales(w.e);  // MXFP4
+    else return Base::Scales(w.d);
   }
   // 32 bytes at a, then 32 at b.
   static __m512i Pair(const void* a, const void* b) {

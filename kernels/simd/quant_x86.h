@@ -265,6 +265,10 @@ struct X86QuantOps {
     __m256 m;      // Q4_1/Q5_1 only: the eight rows' offsets
   };
   static __m256 Scales(const uint16_t (&d)[8]) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d))); }
+  static __m256 Scales(const uint8_t (&e)[8]) {  // MXFP4's E8M0 exponents, halved (E8M0Half)
+    return _mm256_setr_ps(E8M0Half<I>(e[0]), E8M0Half<I>(e[1]), E8M0Half<I>(e[2]), E8M0Half<I>(e[3]), E8M0Half<I>(e[4]),
+                          E8M0Half<I>(e[5]), E8M0Half<I>(e[6]), E8M0Half<I>(e[7]));
+  }
   static void UnpackPacked(const BlockQ8_0x8& w, PackedW* u) {
     for (int j = 0; j < 8; ++j) {
       u->q[j] = Load(w.qs + 32 * j);
@@ -317,8 +321,7 @@ struct X86QuantOps {
   }
   static void UnpackPacked(const BlockMXFP4x8& w, PackedW* u) {
     LevelGroups(w.qs, kMXFP4Levels, u);
-    u->d = _mm256_setr_ps(E8M0Half<I>(w.e[0]), E8M0Half<I>(w.e[1]), E8M0Half<I>(w.e[2]), E8M0Half<I>(w.e[3]),
-                          E8M0Half<I>(w.e[4]), E8M0Half<I>(w.e[5]), E8M0Half<I>(w.e[6]), E8M0Half<I>(w.e[7]));
+    u->d = Scales(w.e);
   }
   // Per packed type: the offset subtracted from unsigned quants (Q4_0, Q5_0), whether the quants
   // are signed (sign trick), whether rows carry an offset m (Q4_1, Q5_1: ActQ8_1 activations).
