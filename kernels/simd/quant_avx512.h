@@ -8,10 +8,11 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -185,12 +186,12 @@ struct Avx512QuantOps : X86QuantOps<I> {
   static constexpr int kOffset = Base::template kPackedSigned<PB> ? 128 : Base::template kPackedOffset<PB>;
   // IQ4_NL's or MXFP4's 16 levels + 128, as unsigned bytes, in each 128-bit lane (for vpshufb).
   template <class PB>
-  static __m512i LevelsPlus128() {
+  static constexpr std::array<uint8_t, 64> kLevelsPlus128 = [] {
     const int8_t* levels = std::is_same_v<PB, BlockIQ4_NLx8> ? kIQ4Levels : kMXFP4Levels;
-    alignas(64) uint8_t lut[64];
+    std::array<uint8_t, 64> lut{};
     for (int i = 0; i < 64; ++i) lut[i] = static_cast<uint8_t>(levels[i % 16] + 128);
-    return _mm512_load_si512(lut);
-  }
+    return lut;
+  }();
 
   // Rows [0, MR) of x (n_blocks apart) against groups a and b (16 columns), written at y: group a's
   // column c in zmm lane c, b's in lane 8 + c, so one activation broadcast serves both.
@@ -202,7 +203,7 @@ struct Avx512QuantOps : X86QuantOps<I> {
     constexpr bool kLevels = std::is_same_v<PB, BlockIQ4_NLx8> || std::is_same_v<PB, BlockMXFP4x8>;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i levels;
-    if constexpr (kLevels) levels = LevelsPlus128<PB>();
+    if constexpr (kLevels) levels = _mm512_loadu_si512(kLevelsPlus128<PB>.data());
     __m512 acc[MR];
     for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
     for (size_t b = 0; b < n_blocks; ++b) {
@@ -261,7 +262,8 @@ struct Avx512QuantOps : X86QuantOps<I> {
   static __m512 Join(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
 
   // Packed Q4_K times m ≥ 2 activation rows (prefill) on zmm: two groups of eight columns side by
-  // side (Q4KPairTile), rows in blocks of 32 as Base's MatMulPackedK. The integers and the float steps per column are PackedKTile's, so are the bits.
+  // side (Q4KPairTile), rows in blocks of 32 as Base's MatMulPackedK. The integers and the float
+  // steps per column are PackedKTile's, so are the bits.
   static void Q4KRows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
                       size_t n_begin, size_t n_end) {
     const size_t n_blocks = k / kQKK;
