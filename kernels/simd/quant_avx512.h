@@ -94,6 +94,9 @@ struct Avx512QuantOps : X86QuantOps<I> {
     } else {
       switch (wtype) {
         case QuantType::kQ4_K: return Q4KRows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kIQ4_XS:
+          if constexpr (I::kUnsaturatedDot) return IQ4XSRows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+          break;
         case QuantType::kQ4_0: return Block32Rows<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ5_0: return Block32Rows<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ4_1: return Block32Rows<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
@@ -344,6 +347,71 @@ struct Avx512QuantOps : X86QuantOps<I> {
     for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
   }
 
+  // Packed IQ4_XS times m ≥ 2 activation rows (prefill) on zmm, where vpdpbusd runs: two groups of
+  // eight columns side by side (IQ4XSPairTile), rows in blocks of 32 as Base's MatMulPackedK. Per
+  // sub-block the levels go unsigned with +128 (the table gives them so) and the sub-block's dot
+  // starts from −128·Σx: the same i32 as the ymm sign trick, times the same ls − 32, so the same bits.
+  static void IQ4XSRows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
+                        size_t n_begin, size_t n_end) {
+    const size_t n_blocks = k / kQKK;
+    const auto* x = static_cast<const ActQ8_K*>(xq);
+    // −128·Σx of each row's, each super-block's sub-block s (8 per super-block).
+    std::vector<int32_t> neg_off(m * n_blocks * 8);
+    for (size_t r = 0; r < m * n_blocks; ++r)
+      for (int sb = 0; sb < 8; ++sb) neg_off[8 * r + sb] = -128 * (x[r].bsums[2 * sb] + x[r].bsums[2 * sb + 1]);
+    const size_t n_pairs_end = ForEachPairTile<32>(m, n_begin, n_end, [&]<int MR>(size_t i, size_t n) {
+      IQ4XSPairTile<MR>(x + i * n_blocks, neg_off.data() + 8 * i * n_blocks, n_blocks,
+                        Group<BlockIQ4_XSx8>(w, w_row_bytes, n), Group<BlockIQ4_XSx8>(w, w_row_bytes, n + 8),
+                        y + i * ldy + n, ldy);
+    });
+    if (n_pairs_end < n_end) Base::MatMulPacked(QuantType::kIQ4_XS, xq, w, w_row_bytes, y, ldy, m, k, n_pairs_end, n_end);
+  }
+  // Rows [0, MR) of x (n_blocks apart) against groups a and b (16 columns), written at y, as
+  // Block32PairTile pairs them; per sub-block Base's IQ4_XS SuperBlockSums on the unsigned levels.
+  template <int MR>
+  static void IQ4XSPairTile(const ActQ8_K* x, const int32_t* neg_off, size_t n_blocks, const BlockIQ4_XSx8* wa,
+                            const BlockIQ4_XSx8* wb, float* y, size_t ldy) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i levels = _mm512_loadu_si512(kLevelsPlus128<BlockIQ4_NLx8>.data());  // IQ4_NL's table
+    __m512 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+    for (size_t b = 0; b < n_blocks; ++b) {
+      const BlockIQ4_XSx8& A = wa[b];
+      const BlockIQ4_XSx8& B = wb[b];
+      RequestAhead(&A, &B);
+      __m512i sum[MR];
+      for (int i = 0; i < MR; ++i) sum[i] = _mm512_setzero_si512();
+      for (int sb = 0; sb < 8; ++sb) {  // group j < 4: low nibbles of qs[sb][j]; j >= 4: high nibbles of j - 4
+        __m512i q[8];
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {
+          const __m512i raw = Pair(A.qs[sb][g], B.qs[sb][g]);
+          q[g] = _mm512_shuffle_epi8(levels, _mm512_and_si512(raw, m4));
+          q[g + 4] = _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+        }
+        const __m512i sc = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(Bytes8(A.sc[sb]), Bytes8(B.sc[sb])));
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; ++i) {
+          const int8_t* xs = x[i * n_blocks + b].qs + 32 * sb;
+          __m512i c0 = _mm512_set1_epi32(neg_off[8 * (i * n_blocks + b) + sb]), c1 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+          for (int j = 0; j < 8; j += 2) {  // level + 128 ≤ 255, |x| ≤ 127: exact with vpdpbusd
+            int32_t x0, x1;
+            std::memcpy(&x0, xs + 4 * j, 4);
+            std::memcpy(&x1, xs + 4 * j + 4, 4);
+            c0 = I::DotU8S8(c0, q[j], _mm512_set1_epi32(x0));
+            c1 = I::DotU8S8(c1, q[j + 1], _mm512_set1_epi32(x1));
+          }
+          sum[i] = _mm512_add_epi32(sum[i], _mm512_mullo_epi32(_mm512_add_epi32(c0, c1), sc));
+        }
+      }
+      const __m512 d = Join(Base::Scales(A.d), Base::Scales(B.d));  // ApplyKScales per lane (no mins)
+      for (int i = 0; i < MR; ++i)
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(x[i * n_blocks + b].d)), _mm512_cvtepi32_ps(sum[i]), acc[i]);
+    }
+    for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
+  }
+
   // One activation row against eight packed Q4_K columns: Base's SuperBlockSums<1> with two 4-byte
   // groups per zmm (group 2p in lanes 0-7, 2p + 1 in lanes 8-15, each against its own four
   // activation bytes) and both nibbles of a load used, then Base's ApplyKScales. The integer sums
@@ -444,6 +512,7 @@ struct Avx512QuantOps : X86QuantOps<I> {
 
  private:
   static __m128i Bytes8(const uint8_t (&v)[8]) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(v)); }
+  static __m128i Bytes8(const int8_t (&v)[8]) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(v)); }
   // Eight bytes of a, then eight of b.
   static __m128i PairBytes(const uint8_t (&a)[8], const uint8_t (&b)[8]) { return _mm_unpacklo_epi64(Bytes8(a), Bytes8(b)); }
   // Group g's eight column scales: Q2_K's scale | min bytes, Q3_K's signed scales.
