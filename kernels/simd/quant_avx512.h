@@ -97,6 +97,8 @@ struct Avx512QuantOps : X86QuantOps<I> {
         case QuantType::kIQ4_XS:
           if constexpr (I::kUnsaturatedDot) return IQ4XSRows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
           break;
+        case QuantType::kQ2_K: return QuarterRows<BlockQ2_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ3_K: return QuarterRows<BlockQ3_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ4_0: return Block32Rows<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ5_0: return Block32Rows<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ4_1: return Block32Rows<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
@@ -408,6 +410,97 @@ struct Avx512QuantOps : X86QuantOps<I> {
       const __m512 d = Join(Base::Scales(A.d), Base::Scales(B.d));  // ApplyKScales per lane (no mins)
       for (int i = 0; i < MR; ++i)
         acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(x[i * n_blocks + b].d)), _mm512_cvtepi32_ps(sum[i]), acc[i]);
+    }
+    for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
+  }
+
+  // Packed Q2_K or Q3_K times m ≥ 2 activation rows (prefill) on zmm: two groups of eight columns
+  // side by side (QuarterPairTile), rows in blocks of 32 as Base's MatMulPackedK.
+  template <class PB>
+  static void QuarterRows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
+                          size_t n_begin, size_t n_end) {
+    const size_t n_blocks = k / kQKK;
+    const auto* x = static_cast<const ActQ8_K*>(xq);
+    const size_t n_pairs_end = ForEachPairTile<32>(m, n_begin, n_end, [&]<int MR>(size_t i, size_t n) {
+      QuarterPairTile<PB, MR>(x + i * n_blocks, n_blocks, Group<PB>(w, w_row_bytes, n), Group<PB>(w, w_row_bytes, n + 8),
+                              y + i * ldy + n, ldy);
+    });
+    constexpr QuantType kType = std::is_same_v<PB, BlockQ3_Kx8> ? QuantType::kQ3_K : QuantType::kQ2_K;
+    if (n_pairs_end < n_end) Base::MatMulPacked(kType, xq, w, w_row_bytes, y, ldy, m, k, n_pairs_end, n_end);
+  }
+  // Rows [0, MR) of x (n_blocks apart) against groups a and b (16 columns), written at y, as
+  // Block32PairTile pairs them: per quarter Base's QuarterSums (Q2_K's mins or Q3_K's offset term
+  // from the activation's 16-element sums), then ApplyKScales' float steps per lane.
+  template <class PB, int MR>
+  static void QuarterPairTile(const ActQ8_K* x, size_t n_blocks, const PB* wa, const PB* wb, float* y, size_t ldy) {
+    constexpr bool kQ3 = std::is_same_v<PB, BlockQ3_Kx8>;
+    __m512 acc[MR];
+    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
+    for (size_t b = 0; b < n_blocks; ++b) {
+      const PB& A = wa[b];
+      const PB& B = wb[b];
+      RequestAhead(&A, &B);
+      __m512i sum[MR], bsum_terms[MR];
+      for (int i = 0; i < MR; ++i) sum[i] = bsum_terms[i] = _mm512_setzero_si512();
+      for (int t = 0; t < 8; ++t) {  // quarter t: bits 2j.. of qs[h][g]; g < 4 group 2t, else 2t + 1
+        const int h = t / 4, j = t % 4;
+        __m512i q[8];
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+          q[g] = _mm512_and_si512(_mm512_srli_epi16(Pair(A.qs[h][g], B.qs[h][g]), 2 * j), _mm512_set1_epi8(3));
+          if constexpr (kQ3) {  // the third bit, bit t of the hmask byte, moved to bit 2
+            const __m512i hm = Pair(A.hmask[g], B.hmask[g]);
+            const __m512i bit = t >= 2 ? _mm512_srli_epi16(hm, t - 2) : _mm512_slli_epi16(hm, 2 - t);
+            q[g] = _mm512_or_si512(q[g], _mm512_and_si512(bit, _mm512_set1_epi8(4)));
+          }
+        }
+        // The two groups' scales as i32, and (c_2t, c_2t+1) i16 pairs per column: Q2_K's mins, Q3_K's
+        // (signed) scales.
+        __m512i sc0, sc1, c_pairs;
+        if constexpr (kQ3) {
+          const __m128i r0 = _mm_unpacklo_epi64(Bytes8(A.sc[2 * t]), Bytes8(B.sc[2 * t]));
+          const __m128i r1 = _mm_unpacklo_epi64(Bytes8(A.sc[2 * t + 1]), Bytes8(B.sc[2 * t + 1]));
+          sc0 = _mm512_cvtepi8_epi32(r0);
+          sc1 = _mm512_cvtepi8_epi32(r1);
+          c_pairs = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(r0, r1), _mm_unpacklo_epi8(r0, r1)));
+        } else {
+          const __m128i r0 = _mm_unpacklo_epi64(Bytes8(A.scales[2 * t]), Bytes8(B.scales[2 * t]));
+          const __m128i r1 = _mm_unpacklo_epi64(Bytes8(A.scales[2 * t + 1]), Bytes8(B.scales[2 * t + 1]));
+          const __m128i low = _mm_set1_epi8(0x0F);
+          sc0 = _mm512_cvtepu8_epi32(_mm_and_si128(r0, low));
+          sc1 = _mm512_cvtepu8_epi32(_mm_and_si128(r1, low));
+          const __m128i m0 = _mm_and_si128(_mm_srli_epi16(r0, 4), low), m1 = _mm_and_si128(_mm_srli_epi16(r1, 4), low);
+          c_pairs = _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(m0, m1), _mm_unpacklo_epi8(m0, m1)));
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < MR; ++i) {
+          const ActQ8_K& xb = x[i * n_blocks + b];
+          __m512i c0 = _mm512_setzero_si512(), c1 = c0;  // the quarter's two groups of 16
+#pragma GCC unroll 4
+          for (int g = 0; g < 4; ++g) {  // q ≤ 7, |x| ≤ 127: exact
+            int32_t x0, x1;
+            std::memcpy(&x0, xb.qs + 32 * t + 4 * g, 4);
+            std::memcpy(&x1, xb.qs + 32 * t + 16 + 4 * g, 4);
+            c0 = I::DotU8S8(c0, q[g], _mm512_set1_epi32(x0));
+            c1 = I::DotU8S8(c1, q[g + 4], _mm512_set1_epi32(x1));
+          }
+          sum[i] = _mm512_add_epi32(sum[i], _mm512_add_epi32(_mm512_mullo_epi32(c0, sc0), _mm512_mullo_epi32(c1, sc1)));
+          int32_t bsum_pair;
+          std::memcpy(&bsum_pair, xb.bsums + 2 * t, 4);
+          bsum_terms[i] = _mm512_add_epi32(bsum_terms[i], _mm512_madd_epi16(c_pairs, _mm512_set1_epi32(bsum_pair)));
+        }
+      }
+      const __m512 d = Join(Base::Scales(A.d), Base::Scales(B.d));
+      for (int i = 0; i < MR; ++i) {
+        const __m512 dx = _mm512_set1_ps(x[i * n_blocks + b].d);
+        if constexpr (kQ3) {  // u = q + 4·bit: subtract 4·Σ_g sc_g·bsum_g
+          acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(_mm512_sub_epi32(sum[i], _mm512_slli_epi32(bsum_terms[i], 2))), acc[i]);
+        } else {
+          acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sum[i]), acc[i]);
+          acc[i] = _mm512_fnmadd_ps(_mm512_mul_ps(Join(Base::Scales(A.dmin), Base::Scales(B.dmin)), dx),
+                                    _mm512_cvtepi32_ps(bsum_terms[i]), acc[i]);
+        }
+      }
     }
     for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
   }
