@@ -93,12 +93,12 @@ struct Avx512QuantOps : X86QuantOps<I> {
       }
     } else {
       switch (wtype) {
-        case QuantType::kQ4_K: return Q4KRows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ4_K: return PackedKRows<BlockQ4_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kIQ4_XS:
-          if constexpr (I::kUnsaturatedDot) return IQ4XSRows(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+          if constexpr (I::kUnsaturatedDot) return PackedKRows<BlockIQ4_XSx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
           break;
-        case QuantType::kQ2_K: return QuarterRows<BlockQ2_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
-        case QuantType::kQ3_K: return QuarterRows<BlockQ3_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ2_K: return PackedKRows<BlockQ2_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ3_K: return PackedKRows<BlockQ3_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ4_0: return Block32Rows<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ5_0: return Block32Rows<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ4_1: return Block32Rows<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
@@ -184,7 +184,11 @@ struct Avx512QuantOps : X86QuantOps<I> {
                                            : std::is_same_v<PB, BlockQ5_1x8> ? QuantType::kQ5_1
                                            : std::is_same_v<PB, BlockQ8_0x8> ? QuantType::kQ8_0
                                            : std::is_same_v<PB, BlockIQ4_NLx8> ? QuantType::kIQ4_NL
-                                                                               : QuantType::kMXFP4;
+                                           : std::is_same_v<PB, BlockMXFP4x8>  ? QuantType::kMXFP4
+                                           : std::is_same_v<PB, BlockQ4_Kx8>   ? QuantType::kQ4_K
+                                           : std::is_same_v<PB, BlockIQ4_XSx8> ? QuantType::kIQ4_XS
+                                           : std::is_same_v<PB, BlockQ2_Kx8>   ? QuantType::kQ2_K
+                                                                               : QuantType::kQ3_K;
   // The offset the tile's unsigned quants carry: Q4_0's and Q5_0's own, and the +128 that makes
   // the signed types' quants or levels unsigned (Σ(q + 128)·x − 128·Σx = Σq·x, exact in i32).
   template <class PB>
@@ -266,243 +270,193 @@ struct Avx512QuantOps : X86QuantOps<I> {
   }
   static __m512 Join(__m256 lo, __m256 hi) { return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1); }
 
-  // Packed Q4_K times m ≥ 2 activation rows (prefill) on zmm: two groups of eight columns side by
-  // side (Q4KPairTile), rows in blocks of 32 as Base's MatMulPackedK. The integers and the float
-  // steps per column are PackedKTile's, so are the bits.
-  static void Q4KRows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
-                      size_t n_begin, size_t n_end) {
-    const size_t n_blocks = k / kQKK;
-    const auto* x = static_cast<const ActQ8_K*>(xq);
-    // Per row and super-block, (Σx of sub-block 2t, Σx of 2t + 1) as an i16 pair for t < 4: the
-    // mins term takes two sub-blocks per vpmaddwd. |Σx| ≤ 32·127 fits i16.
-    std::vector<int32_t> sub_sums(m * n_blocks * 4);
-    for (size_t r = 0; r < m * n_blocks; ++r) {
-      const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r].bsums)),
-                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r].bsums + 8)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(sub_sums.data() + 4 * r), bs);
-    }
-    const size_t n_pairs_end = ForEachPairTile<32>(m, n_begin, n_end, [&]<int MR>(size_t i, size_t n) {
-      Q4KPairTile<MR>(x + i * n_blocks, sub_sums.data() + 4 * i * n_blocks, n_blocks,
-                      Group<BlockQ4_Kx8>(w, w_row_bytes, n), Group<BlockQ4_Kx8>(w, w_row_bytes, n + 8), y + i * ldy + n, ldy);
-    });
-    if (n_pairs_end < n_end) Base::MatMulPacked(QuantType::kQ4_K, xq, w, w_row_bytes, y, ldy, m, k, n_pairs_end, n_end);
-  }
-
-  // Rows [0, MR) of x (n_blocks apart) against groups a and b (16 columns), written at y. Group a's
-  // column c is zmm lane c, b's is lane 8 + c: one activation broadcast serves both. Each 64-byte
-  // chunk's load gives sub-blocks 2ch (low nibbles) and 2ch + 1 (high). The mins term is taken once
-  // per super-block, two sub-blocks per vpmaddwd, from sub_sums (Q4KRows).
-  template <int MR>
-  static void Q4KPairTile(const ActQ8_K* x, const int32_t* sub_sums, size_t n_blocks, const BlockQ4_Kx8* wa,
-                          const BlockQ4_Kx8* wb, float* y, size_t ldy) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512 acc[MR];
-    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
-    for (size_t b = 0; b < n_blocks; ++b) {
-      const BlockQ4_Kx8& A = wa[b];
-      const BlockQ4_Kx8& B = wb[b];
-      RequestAhead(&A, &B);
-      __m512i sum[MR], mins[MR];
-      for (int i = 0; i < MR; ++i) sum[i] = mins[i] = _mm512_setzero_si512();
-      for (int ch = 0; ch < 4; ++ch) {
-        __m512i lo[8], hi[8];
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-          const __m512i raw = Pair(A.qs[ch][j], B.qs[ch][j]);
-          lo[j] = _mm512_and_si512(raw, m4);
-          hi[j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-        }
-        const __m512i sc_lo = _mm512_cvtepu8_epi32(PairBytes(A.sc[2 * ch], B.sc[2 * ch]));
-        const __m512i sc_hi = _mm512_cvtepu8_epi32(PairBytes(A.sc[2 * ch + 1], B.sc[2 * ch + 1]));
-#pragma GCC unroll 8
-        for (int i = 0; i < MR; ++i) {
-          const int8_t* xs = x[i * n_blocks + b].qs + 64 * ch;
-          __m512i c_lo = _mm512_setzero_si512(), c_hi = c_lo;
-#pragma GCC unroll 8
-          for (int j = 0; j < 8; ++j) {  // q ≤ 15, |x| ≤ 127: exact
-            int32_t x_lo, x_hi;
-            std::memcpy(&x_lo, xs + 4 * j, 4);
-            std::memcpy(&x_hi, xs + 32 + 4 * j, 4);
-            c_lo = I::DotU8S8(c_lo, lo[j], _mm512_set1_epi32(x_lo));
-            c_hi = I::DotU8S8(c_hi, hi[j], _mm512_set1_epi32(x_hi));
-          }
-          sum[i] = _mm512_add_epi32(sum[i], _mm512_add_epi32(_mm512_mullo_epi32(c_lo, sc_lo), _mm512_mullo_epi32(c_hi, sc_hi)));
-        }
-      }
-#pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) {  // (m_2t, m_2t+1) per column against (Σx of 2t, of 2t + 1)
-        const __m128i ma = _mm_unpacklo_epi8(Bytes8(A.m[2 * t]), Bytes8(A.m[2 * t + 1]));
-        const __m128i mb = _mm_unpacklo_epi8(Bytes8(B.m[2 * t]), Bytes8(B.m[2 * t + 1]));
-        const __m512i m_pairs = _mm512_cvtepu8_epi16(_mm256_set_m128i(mb, ma));
-        for (int i = 0; i < MR; ++i)
-          mins[i] = _mm512_add_epi32(mins[i], _mm512_madd_epi16(m_pairs, _mm512_set1_epi32(sub_sums[4 * (i * n_blocks + b) + t])));
-      }
-      // ApplyKScales per lane: fma(d·d_x, sum), then fnmadd(dmin·d_x, mins).
-      const __m512 d = Join(Base::Scales(A.d), Base::Scales(B.d));
-      const __m512 dmin = Join(Base::Scales(A.dmin), Base::Scales(B.dmin));
-      for (int i = 0; i < MR; ++i) {
-        const __m512 dx = _mm512_set1_ps(x[i * n_blocks + b].d);
-        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sum[i]), acc[i]);
-        acc[i] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, dx), _mm512_cvtepi32_ps(mins[i]), acc[i]);
-      }
-    }
-    for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
-  }
-
-  // Packed IQ4_XS times m ≥ 2 activation rows (prefill) on zmm, where vpdpbusd runs: two groups of
-  // eight columns side by side (IQ4XSPairTile), rows in blocks of 32 as Base's MatMulPackedK. Per
-  // sub-block the levels go unsigned with +128 (the table gives them so) and the sub-block's dot
-  // starts from −128·Σx: the same i32 as the ymm sign trick, times the same ls − 32, so the same bits.
-  static void IQ4XSRows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
-                        size_t n_begin, size_t n_end) {
-    const size_t n_blocks = k / kQKK;
-    const auto* x = static_cast<const ActQ8_K*>(xq);
-    // −128·Σx of each row's, each super-block's sub-block s (8 per super-block).
-    std::vector<int32_t> neg_off(m * n_blocks * 8);
-    for (size_t r = 0; r < m * n_blocks; ++r)
-      for (int sb = 0; sb < 8; ++sb) neg_off[8 * r + sb] = -128 * (x[r].bsums[2 * sb] + x[r].bsums[2 * sb + 1]);
-    const size_t n_pairs_end = ForEachPairTile<32>(m, n_begin, n_end, [&]<int MR>(size_t i, size_t n) {
-      IQ4XSPairTile<MR>(x + i * n_blocks, neg_off.data() + 8 * i * n_blocks, n_blocks,
-                        Group<BlockIQ4_XSx8>(w, w_row_bytes, n), Group<BlockIQ4_XSx8>(w, w_row_bytes, n + 8),
-                        y + i * ldy + n, ldy);
-    });
-    if (n_pairs_end < n_end) Base::MatMulPacked(QuantType::kIQ4_XS, xq, w, w_row_bytes, y, ldy, m, k, n_pairs_end, n_end);
-  }
-  // Rows [0, MR) of x (n_blocks apart) against groups a and b (16 columns), written at y, as
-  // Block32PairTile pairs them; per sub-block Base's IQ4_XS SuperBlockSums on the unsigned levels.
-  template <int MR>
-  static void IQ4XSPairTile(const ActQ8_K* x, const int32_t* neg_off, size_t n_blocks, const BlockIQ4_XSx8* wa,
-                            const BlockIQ4_XSx8* wb, float* y, size_t ldy) {
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i levels = _mm512_loadu_si512(kLevelsPlus128<BlockIQ4_NLx8>.data());  // IQ4_NL's table
-    __m512 acc[MR];
-    for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
-    for (size_t b = 0; b < n_blocks; ++b) {
-      const BlockIQ4_XSx8& A = wa[b];
-      const BlockIQ4_XSx8& B = wb[b];
-      RequestAhead(&A, &B);
-      __m512i sum[MR];
-      for (int i = 0; i < MR; ++i) sum[i] = _mm512_setzero_si512();
-      for (int sb = 0; sb < 8; ++sb) {  // group j < 4: low nibbles of qs[sb][j]; j >= 4: high nibbles of j - 4
-        __m512i q[8];
-#pragma GCC unroll 4
-        for (int g = 0; g < 4; ++g) {
-          const __m512i raw = Pair(A.qs[sb][g], B.qs[sb][g]);
-          q[g] = _mm512_shuffle_epi8(levels, _mm512_and_si512(raw, m4));
-          q[g + 4] = _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
-        }
-        const __m512i sc = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(Bytes8(A.sc[sb]), Bytes8(B.sc[sb])));
-#pragma GCC unroll 8
-        for (int i = 0; i < MR; ++i) {
-          const int8_t* xs = x[i * n_blocks + b].qs + 32 * sb;
-          __m512i c0 = _mm512_set1_epi32(neg_off[8 * (i * n_blocks + b) + sb]), c1 = _mm512_setzero_si512();
-#pragma GCC unroll 8
-          for (int j = 0; j < 8; j += 2) {  // level + 128 ≤ 255, |x| ≤ 127: exact with vpdpbusd
-            int32_t x0, x1;
-            std::memcpy(&x0, xs + 4 * j, 4);
-            std::memcpy(&x1, xs + 4 * j + 4, 4);
-            c0 = I::DotU8S8(c0, q[j], _mm512_set1_epi32(x0));
-            c1 = I::DotU8S8(c1, q[j + 1], _mm512_set1_epi32(x1));
-          }
-          sum[i] = _mm512_add_epi32(sum[i], _mm512_mullo_epi32(_mm512_add_epi32(c0, c1), sc));
-        }
-      }
-      const __m512 d = Join(Base::Scales(A.d), Base::Scales(B.d));  // ApplyKScales per lane (no mins)
-      for (int i = 0; i < MR; ++i)
-        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(x[i * n_blocks + b].d)), _mm512_cvtepi32_ps(sum[i]), acc[i]);
-    }
-    for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
-  }
-
-  // Packed Q2_K or Q3_K times m ≥ 2 activation rows (prefill) on zmm: two groups of eight columns
-  // side by side (QuarterPairTile), rows in blocks of 32 as Base's MatMulPackedK.
+  // Packed Q4_K, IQ4_XS, Q2_K or Q3_K times m ≥ 2 activation rows (prefill) on zmm: Base's
+  // PackedKTile frame on two groups of eight columns side by side (PairKTile), rows in blocks of 32
+  // as Base's MatMulPackedK. Each type's integer sums (PairSums) are Base's SuperBlockSums' numbers
+  // and the float steps per column ApplyKScales', so the bits are PackedKTile's.
   template <class PB>
-  static void QuarterRows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
+  static void PackedKRows(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
                           size_t n_begin, size_t n_end) {
     const size_t n_blocks = k / kQKK;
     const auto* x = static_cast<const ActQ8_K*>(xq);
+    // Each row's and super-block's eight sub-block sums of x (i16: |Σx| ≤ 32·127), from its
+    // 16-element sums: Q4_K's mins and IQ4_XS's offset terms take them.
+    std::vector<int16_t> sub_sums(m * n_blocks * 8);
+    for (size_t r = 0; r < m * n_blocks; ++r) {
+      const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r].bsums)),
+                                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(x[r].bsums + 8)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(sub_sums.data() + 8 * r), bs);
+    }
     const size_t n_pairs_end = ForEachPairTile<32>(m, n_begin, n_end, [&]<int MR>(size_t i, size_t n) {
-      QuarterPairTile<PB, MR>(x + i * n_blocks, n_blocks, Group<PB>(w, w_row_bytes, n), Group<PB>(w, w_row_bytes, n + 8),
-                              y + i * ldy + n, ldy);
+      PairKTile<PB, MR>(x + i * n_blocks, sub_sums.data() + 8 * i * n_blocks, n_blocks, Group<PB>(w, w_row_bytes, n),
+                        Group<PB>(w, w_row_bytes, n + 8), y + i * ldy + n, ldy);
     });
-    constexpr QuantType kType = std::is_same_v<PB, BlockQ3_Kx8> ? QuantType::kQ3_K : QuantType::kQ2_K;
-    if (n_pairs_end < n_end) Base::MatMulPacked(kType, xq, w, w_row_bytes, y, ldy, m, k, n_pairs_end, n_end);
+    if (n_pairs_end < n_end) Base::MatMulPacked(kPackedType<PB>, xq, w, w_row_bytes, y, ldy, m, k, n_pairs_end, n_end);
   }
-  // Rows [0, MR) of x (n_blocks apart) against groups a and b (16 columns), written at y, as
-  // Block32PairTile pairs them: per quarter Base's QuarterSums (Q2_K's mins or Q3_K's offset term
-  // from the activation's 16-element sums), then ApplyKScales' float steps per lane.
+
+  // Rows [0, MR) of x (n_blocks apart; sub_sums 8·n_blocks apart) against groups a and b (16
+  // columns), written at y, as Block32PairTile pairs them.
   template <class PB, int MR>
-  static void QuarterPairTile(const ActQ8_K* x, size_t n_blocks, const PB* wa, const PB* wb, float* y, size_t ldy) {
-    constexpr bool kQ3 = std::is_same_v<PB, BlockQ3_Kx8>;
+  static void PairKTile(const ActQ8_K* x, const int16_t* sub_sums, size_t n_blocks, const PB* wa, const PB* wb, float* y,
+                        size_t ldy) {
     __m512 acc[MR];
     for (int i = 0; i < MR; ++i) acc[i] = _mm512_setzero_ps();
     for (size_t b = 0; b < n_blocks; ++b) {
       const PB& A = wa[b];
       const PB& B = wb[b];
       RequestAhead(&A, &B);
-      __m512i sum[MR], bsum_terms[MR];
-      for (int i = 0; i < MR; ++i) sum[i] = bsum_terms[i] = _mm512_setzero_si512();
-      for (int t = 0; t < 8; ++t) {  // quarter t: bits 2j.. of qs[h][g]; g < 4 group 2t, else 2t + 1
-        const int h = t / 4, j = t % 4;
-        __m512i q[8];
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) {
-          q[g] = _mm512_and_si512(_mm512_srli_epi16(Pair(A.qs[h][g], B.qs[h][g]), 2 * j), _mm512_set1_epi8(3));
-          if constexpr (kQ3) {  // the third bit, bit t of the hmask byte, moved to bit 2
-            const __m512i hm = Pair(A.hmask[g], B.hmask[g]);
-            const __m512i bit = t >= 2 ? _mm512_srli_epi16(hm, t - 2) : _mm512_slli_epi16(hm, 2 - t);
-            q[g] = _mm512_or_si512(q[g], _mm512_and_si512(bit, _mm512_set1_epi8(4)));
-          }
-        }
-        // The two groups' scales as i32, and (c_2t, c_2t+1) i16 pairs per column: Q2_K's mins, Q3_K's
-        // (signed) scales.
-        __m512i sc0, sc1, c_pairs;
-        if constexpr (kQ3) {
-          const __m128i r0 = _mm_unpacklo_epi64(Bytes8(A.sc[2 * t]), Bytes8(B.sc[2 * t]));
-          const __m128i r1 = _mm_unpacklo_epi64(Bytes8(A.sc[2 * t + 1]), Bytes8(B.sc[2 * t + 1]));
-          sc0 = _mm512_cvtepi8_epi32(r0);
-          sc1 = _mm512_cvtepi8_epi32(r1);
-          c_pairs = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(r0, r1), _mm_unpacklo_epi8(r0, r1)));
-        } else {
-          const __m128i r0 = _mm_unpacklo_epi64(Bytes8(A.scales[2 * t]), Bytes8(B.scales[2 * t]));
-          const __m128i r1 = _mm_unpacklo_epi64(Bytes8(A.scales[2 * t + 1]), Bytes8(B.scales[2 * t + 1]));
-          const __m128i low = _mm_set1_epi8(0x0F);
-          sc0 = _mm512_cvtepu8_epi32(_mm_and_si128(r0, low));
-          sc1 = _mm512_cvtepu8_epi32(_mm_and_si128(r1, low));
-          const __m128i m0 = _mm_and_si128(_mm_srli_epi16(r0, 4), low), m1 = _mm_and_si128(_mm_srli_epi16(r1, 4), low);
-          c_pairs = _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(m0, m1), _mm_unpacklo_epi8(m0, m1)));
-        }
-#pragma GCC unroll 8
-        for (int i = 0; i < MR; ++i) {
-          const ActQ8_K& xb = x[i * n_blocks + b];
-          __m512i c0 = _mm512_setzero_si512(), c1 = c0;  // the quarter's two groups of 16
-#pragma GCC unroll 4
-          for (int g = 0; g < 4; ++g) {  // q ≤ 7, |x| ≤ 127: exact
-            int32_t x0, x1;
-            std::memcpy(&x0, xb.qs + 32 * t + 4 * g, 4);
-            std::memcpy(&x1, xb.qs + 32 * t + 16 + 4 * g, 4);
-            c0 = I::DotU8S8(c0, q[g], _mm512_set1_epi32(x0));
-            c1 = I::DotU8S8(c1, q[g + 4], _mm512_set1_epi32(x1));
-          }
-          sum[i] = _mm512_add_epi32(sum[i], _mm512_add_epi32(_mm512_mullo_epi32(c0, sc0), _mm512_mullo_epi32(c1, sc1)));
-          int32_t bsum_pair;
-          std::memcpy(&bsum_pair, xb.bsums + 2 * t, 4);
-          bsum_terms[i] = _mm512_add_epi32(bsum_terms[i], _mm512_madd_epi16(c_pairs, _mm512_set1_epi32(bsum_pair)));
-        }
-      }
+      __m512i sum[MR], mins[MR];
+      for (int i = 0; i < MR; ++i) sum[i] = mins[i] = _mm512_setzero_si512();
+      PairSums<MR>(A, B, x + b, sub_sums + 8 * b, n_blocks, sum, mins);
+      // ApplyKScales per lane: fma(d·d_x, sum), then for the types with a dmin fnmadd(dmin·d_x, mins).
       const __m512 d = Join(Base::Scales(A.d), Base::Scales(B.d));
       for (int i = 0; i < MR; ++i) {
         const __m512 dx = _mm512_set1_ps(x[i * n_blocks + b].d);
-        if constexpr (kQ3) {  // u = q + 4·bit: subtract 4·Σ_g sc_g·bsum_g
-          acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(_mm512_sub_epi32(sum[i], _mm512_slli_epi32(bsum_terms[i], 2))), acc[i]);
-        } else {
-          acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sum[i]), acc[i]);
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(d, dx), _mm512_cvtepi32_ps(sum[i]), acc[i]);
+        if constexpr (requires { A.dmin; })
           acc[i] = _mm512_fnmadd_ps(_mm512_mul_ps(Join(Base::Scales(A.dmin), Base::Scales(B.dmin)), dx),
-                                    _mm512_cvtepi32_ps(bsum_terms[i]), acc[i]);
-        }
+                                    _mm512_cvtepi32_ps(mins[i]), acc[i]);
       }
     }
     for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
+  }
+
+  // Q4_K: each 64-byte chunk's load gives sub-blocks 2ch (low nibbles) and 2ch + 1 (high); the mins
+  // term once per super-block, two sub-blocks per vpmaddwd against the (Σx of 2t, of 2t + 1) pairs.
+  template <int MR>
+  static void PairSums(const BlockQ4_Kx8& A, const BlockQ4_Kx8& B, const ActQ8_K* x, const int16_t* sub_sums,
+                       size_t stride, __m512i (&sum)[MR], __m512i (&mins)[MR]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int ch = 0; ch < 4; ++ch) {
+      __m512i lo[8], hi[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m512i raw = Pair(A.qs[ch][j], B.qs[ch][j]);
+        lo[j] = _mm512_and_si512(raw, m4);
+        hi[j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      }
+      const __m512i sc_lo = _mm512_cvtepu8_epi32(PairBytes(A.sc[2 * ch], B.sc[2 * ch]));
+      const __m512i sc_hi = _mm512_cvtepu8_epi32(PairBytes(A.sc[2 * ch + 1], B.sc[2 * ch + 1]));
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* xs = x[i * stride].qs + 64 * ch;
+        __m512i c_lo = _mm512_setzero_si512(), c_hi = c_lo;
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {  // q ≤ 15, |x| ≤ 127: exact
+          int32_t x_lo, x_hi;
+          std::memcpy(&x_lo, xs + 4 * j, 4);
+          std::memcpy(&x_hi, xs + 32 + 4 * j, 4);
+          c_lo = I::DotU8S8(c_lo, lo[j], _mm512_set1_epi32(x_lo));
+          c_hi = I::DotU8S8(c_hi, hi[j], _mm512_set1_epi32(x_hi));
+        }
+        sum[i] = _mm512_add_epi32(sum[i], _mm512_add_epi32(_mm512_mullo_epi32(c_lo, sc_lo), _mm512_mullo_epi32(c_hi, sc_hi)));
+      }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {  // (m_2t, m_2t+1) per column against (Σx of 2t, of 2t + 1)
+      const __m128i ma = _mm_unpacklo_epi8(Bytes8(A.m[2 * t]), Bytes8(A.m[2 * t + 1]));
+      const __m128i mb = _mm_unpacklo_epi8(Bytes8(B.m[2 * t]), Bytes8(B.m[2 * t + 1]));
+      const __m512i m_pairs = _mm512_cvtepu8_epi16(_mm256_set_m128i(mb, ma));
+      for (int i = 0; i < MR; ++i) {
+        int32_t sums_pair;
+        std::memcpy(&sums_pair, sub_sums + 8 * i * stride + 2 * t, 4);
+        mins[i] = _mm512_add_epi32(mins[i], _mm512_madd_epi16(m_pairs, _mm512_set1_epi32(sums_pair)));
+      }
+    }
+  }
+
+  // IQ4_XS, where vpdpbusd runs: per sub-block the table gives the levels + 128 and the dot starts
+  // from −128·Σx of the sub-block, so it is the ymm sign trick's i32, times the same ls − 32.
+  template <int MR>
+  static void PairSums(const BlockIQ4_XSx8& A, const BlockIQ4_XSx8& B, const ActQ8_K* x, const int16_t* sub_sums,
+                       size_t stride, __m512i (&sum)[MR], __m512i (&)[MR]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i levels = _mm512_loadu_si512(kLevelsPlus128<BlockIQ4_NLx8>.data());  // IQ4_NL's table
+    for (int sb = 0; sb < 8; ++sb) {  // group j < 4: low nibbles of qs[sb][j]; j >= 4: high nibbles of j - 4
+      __m512i q[8];
+#pragma GCC unroll 4
+      for (int g = 0; g < 4; ++g) {
+        const __m512i raw = Pair(A.qs[sb][g], B.qs[sb][g]);
+        q[g] = _mm512_shuffle_epi8(levels, _mm512_and_si512(raw, m4));
+        q[g + 4] = _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+      }
+      const __m512i sc = _mm512_cvtepi8_epi32(_mm_unpacklo_epi64(Bytes8(A.sc[sb]), Bytes8(B.sc[sb])));
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const int8_t* xs = x[i * stride].qs + 32 * sb;
+        __m512i c0 = _mm512_set1_epi32(-128 * sub_sums[8 * i * stride + sb]), c1 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; j += 2) {  // level + 128 ≤ 255, |x| ≤ 127: exact with vpdpbusd
+          int32_t x0, x1;
+          std::memcpy(&x0, xs + 4 * j, 4);
+          std::memcpy(&x1, xs + 4 * j + 4, 4);
+          c0 = I::DotU8S8(c0, q[j], _mm512_set1_epi32(x0));
+          c1 = I::DotU8S8(c1, q[j + 1], _mm512_set1_epi32(x1));
+        }
+        sum[i] = _mm512_add_epi32(sum[i], _mm512_mullo_epi32(_mm512_add_epi32(c0, c1), sc));
+      }
+    }
+  }
+
+  // Q2_K / Q3_K: per quarter Base's QuarterSums on the pair (Q3_K's third bit from the hmask pair),
+  // the two groups' scales and the (c_2t, c_2t+1) pairs for the bsum terms widened to 16 columns:
+  // Q2_K's mins, or Q3_K's offset term, subtracted here as Base's Q3_K does.
+  template <int MR, class PB>
+  static void PairSums(const PB& A, const PB& B, const ActQ8_K* x, const int16_t*, size_t stride, __m512i (&sum)[MR],
+                       __m512i (&mins)[MR]) {
+    constexpr bool kQ3 = std::is_same_v<PB, BlockQ3_Kx8>;
+    __m512i bsum_terms[MR];
+    for (int i = 0; i < MR; ++i) bsum_terms[i] = _mm512_setzero_si512();
+    for (int t = 0; t < 8; ++t) {  // quarter t: bits 2j.. of qs[h][g]; g < 4 group 2t, else 2t + 1
+      const int h = t / 4, j = t % 4;
+      __m512i q[8];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g) {
+        q[g] = _mm512_and_si512(_mm512_srli_epi16(Pair(A.qs[h][g], B.qs[h][g]), 2 * j), _mm512_set1_epi8(3));
+        if constexpr (kQ3) {  // the third bit, bit t of the hmask byte, moved to bit 2
+          const __m512i hm = Pair(A.hmask[g], B.hmask[g]);
+          const __m512i bit = t >= 2 ? _mm512_srli_epi16(hm, t - 2) : _mm512_slli_epi16(hm, 2 - t);
+          q[g] = _mm512_or_si512(q[g], _mm512_and_si512(bit, _mm512_set1_epi8(4)));
+        }
+      }
+      __m512i sc0, sc1, c_pairs;
+      if constexpr (kQ3) {
+        const __m128i r0 = _mm_unpacklo_epi64(Bytes8(A.sc[2 * t]), Bytes8(B.sc[2 * t]));
+        const __m128i r1 = _mm_unpacklo_epi64(Bytes8(A.sc[2 * t + 1]), Bytes8(B.sc[2 * t + 1]));
+        sc0 = _mm512_cvtepi8_epi32(r0);
+        sc1 = _mm512_cvtepi8_epi32(r1);
+        c_pairs = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(r0, r1), _mm_unpacklo_epi8(r0, r1)));
+      } else {
+        const __m128i r0 = _mm_unpacklo_epi64(Bytes8(A.scales[2 * t]), Bytes8(B.scales[2 * t]));
+        const __m128i r1 = _mm_unpacklo_epi64(Bytes8(A.scales[2 * t + 1]), Bytes8(B.scales[2 * t + 1]));
+        const __m128i low = _mm_set1_epi8(0x0F);
+        sc0 = _mm512_cvtepu8_epi32(_mm_and_si128(r0, low));
+        sc1 = _mm512_cvtepu8_epi32(_mm_and_si128(r1, low));
+        const __m128i m0 = _mm_and_si128(_mm_srli_epi16(r0, 4), low), m1 = _mm_and_si128(_mm_srli_epi16(r1, 4), low);
+        c_pairs = _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(m0, m1), _mm_unpacklo_epi8(m0, m1)));
+      }
+#pragma GCC unroll 8
+      for (int i = 0; i < MR; ++i) {
+        const ActQ8_K& xb = x[i * stride];
+        __m512i c0 = _mm512_setzero_si512(), c1 = c0;  // the quarter's two groups of 16
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; ++g) {  // q ≤ 7, |x| ≤ 127: exact
+          int32_t x0, x1;
+          std::memcpy(&x0, xb.qs + 32 * t + 4 * g, 4);
+          std::memcpy(&x1, xb.qs + 32 * t + 16 + 4 * g, 4);
+          c0 = I::DotU8S8(c0, q[g], _mm512_set1_epi32(x0));
+          c1 = I::DotU8S8(c1, q[g + 4], _mm512_set1_epi32(x1));
+        }
+        sum[i] = _mm512_add_epi32(sum[i], _mm512_add_epi32(_mm512_mullo_epi32(c0, sc0), _mm512_mullo_epi32(c1, sc1)));
+        int32_t bsum_pair;
+        std::memcpy(&bsum_pair, xb.bsums + 2 * t, 4);
+        bsum_terms[i] = _mm512_add_epi32(bsum_terms[i], _mm512_madd_epi16(c_pairs, _mm512_set1_epi32(bsum_pair)));
+      }
+    }
+    for (int i = 0; i < MR; ++i) {
+      if constexpr (kQ3) sum[i] = _mm512_sub_epi32(sum[i], _mm512_slli_epi32(bsum_terms[i], 2));
+      else mins[i] = bsum_terms[i];
+    }
   }
 
   // One activation row against eight packed Q4_K columns: Base's SuperBlockSums<1> with two 4-byte
