@@ -265,11 +265,15 @@ void MixtureOfExperts(const Pass& p, const LayerWeights& w, const float* xn, siz
   MatMulWeights(p, xn, rows, {{w.router, probs.data()}});
   AddBiasRows(p, probs.data(), w.router_bias, rows);
   std::vector<float> weight(rows * k_used);
-  std::vector<std::vector<size_t>> routed(n_exp);  // per expert: the slots r * k_used + k routed to it
+  // Per expert: the slots r * k_used + k routed to it. Only the batched branch reads them (also on
+  // zero rows: a last layer whose rows want no logits); decode runs the one row's experts directly.
+  const bool one_row = rows == 1;
+  std::vector<std::vector<size_t>> routed(one_row ? 0 : n_exp);
   std::vector<uint32_t> order(n_exp), chosen(k_used);
   for (size_t r = 0; r < rows; ++r) {
     RouteRow(p, probs.data() + r * n_exp, order, chosen.data(), weight.data() + r * k_used);
-    for (size_t k = 0; k < k_used; ++k) routed[chosen[k]].push_back(r * k_used + k);
+    if (!one_row)
+      for (size_t k = 0; k < k_used; ++k) routed[chosen[k]].push_back(r * k_used + k);
   }
   AlignedBuffer y(rows * k_used * h);  // slot r * k_used + k: expert k's output for row r
   // The rest of expert `ex` on n rows after its gate and up products: bias, gated activation
@@ -285,7 +289,7 @@ void MixtureOfExperts(const Pass& p, const LayerWeights& w, const float* xn, siz
     MatMulWeights(q, gate, n, {{ex.down, down}});
     AddBiasRows(q, down, ex.down_bias, n);
   };
-  if (rows == 1) {
+  if (one_row) {
     // Decode: every chosen expert reads the one row, so their gate and up products go to the pool
     // in one hand-off, and then each expert's rest runs on one thread, the experts side by side:
     // two hand-offs per layer instead of two per expert. A product's bits do not depend on its
