@@ -48,16 +48,17 @@ class Shape:
 SHAPE_A = Shape("llama", 576, 30, 9, 3, 64, 1536, 49152, tied=True)  # SmolLM2-135M
 SHAPE_B = Shape("llama", 2048, 22, 32, 4, 64, 5632, 32000, tied=False)  # TinyLlama-1.1B
 # The models CPU users run (issue 36's bigger-model table): the published configs' widths, layers,
-# heads, vocabularies and RoPE; random weights. Written with F16 matrices (an F32 file of the 8B
-# would not fit this machine's memory while the gguf package assembles it).
-_LLAMA3_ROPE = dict(rope_base=500000.0, rope_llama3=(32.0, 1.0, 4.0, 8192), context=8192)
+# heads, vocabularies, RoPE and trained contexts (131072 for Llama 3.2, 40960 for Qwen3, as their
+# GGUFs say: decode at 16k depth needs it); random weights. Written with F16 matrices (an F32 file of
+# the 8B would not fit this machine's memory while the gguf package assembles it).
+_LLAMA3_ROPE = dict(rope_base=500000.0, rope_llama3=(32.0, 1.0, 4.0, 8192), context=131072)
 SHAPE_LLAMA32_1B = Shape("llama", 2048, 16, 32, 8, 64, 8192, 128256, tied=True, **_LLAMA3_ROPE)
 SHAPE_LLAMA32_3B = Shape("llama", 3072, 28, 24, 8, 128, 8192, 128256, tied=True, **_LLAMA3_ROPE)
-SHAPE_QWEN3_4B = Shape("qwen3", 2560, 36, 32, 8, 128, 9728, 151936, tied=True, rope_base=1e6, context=8192)
-SHAPE_QWEN3_8B = Shape("qwen3", 4096, 36, 32, 8, 128, 12288, 151936, tied=False, rope_base=1e6, context=8192)
+SHAPE_QWEN3_4B = Shape("qwen3", 2560, 36, 32, 8, 128, 9728, 151936, tied=True, rope_base=1e6, context=40960)
+SHAPE_QWEN3_8B = Shape("qwen3", 4096, 36, 32, 8, 128, 12288, 151936, tied=False, rope_base=1e6, context=40960)
 # Qwen3-30B-A3B's widths, heads and experts (128 of 768 wide, 8 per token) with 8 of its 48 layers: the
 # whole file's F16 base (61 GB) does not fit this machine's disk (the head and embedding are whole).
-SHAPE_QWEN3_30B_A3B_L8 = Shape("qwen3moe", 2048, 8, 32, 4, 128, 6144, 151936, tied=False, rope_base=1e6, context=8192,
+SHAPE_QWEN3_30B_A3B_L8 = Shape("qwen3moe", 2048, 8, 32, 4, 128, 6144, 151936, tied=False, rope_base=1e6, context=40960,
                                experts=(128, 8, 768))
 FIXTURE_LLAMA = Shape("llama", 64, 2, 4, 2, 16, 128, 288, tied=True, context=512)
 FIXTURE_LLAMA_256 = Shape("llama", 256, 2, 4, 2, 64, 256, 288, tied=True, context=512)  # K-quant rows
@@ -318,6 +319,8 @@ def write_random_gguf(path: str, shape: Shape, seed: int, vocab, matrix_qtype=No
 
 
 FTYPES = {"q8_0": "LLAMA_FTYPE_MOSTLY_Q8_0", "q4_k_m": "LLAMA_FTYPE_MOSTLY_Q4_K_M", "q4_1": "LLAMA_FTYPE_MOSTLY_Q4_1",
+          "q4_0": "LLAMA_FTYPE_MOSTLY_Q4_0", "q5_0": "LLAMA_FTYPE_MOSTLY_Q5_0", "q5_k_m": "LLAMA_FTYPE_MOSTLY_Q5_K_M",
+          "q6_k": "LLAMA_FTYPE_MOSTLY_Q6_K",
           "q5_1": "LLAMA_FTYPE_MOSTLY_Q5_1", "q3_k_m": "LLAMA_FTYPE_MOSTLY_Q3_K_M", "q2_k": "LLAMA_FTYPE_MOSTLY_Q2_K",
           "iq4_xs": "LLAMA_FTYPE_MOSTLY_IQ4_XS", "iq4_nl": "LLAMA_FTYPE_MOSTLY_IQ4_NL",
           "f16": "LLAMA_FTYPE_MOSTLY_F16", "bf16": "LLAMA_FTYPE_MOSTLY_BF16",

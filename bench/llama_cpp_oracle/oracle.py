@@ -453,7 +453,7 @@ def cmd_speed(args) -> int:
         for threads in [int(t) for t in args.threads_list.split(",")]:
             with contextlib.nullcontext() if args.llama_repack else no_extra_bufts():
                 llm = Llama(model_path=path, n_ctx=max(pp + [tg + max(depths)]) + 16, n_batch=512, n_ubatch=512,
-                            n_threads=threads, n_threads_batch=threads, verbose=False)
+                            n_threads=threads, n_threads_batch=threads, flash_attn=args.llama_flash_attn, verbose=False)
             vocab = llm.n_vocab()
             llama_bench(llm, vocab, [32], 4)  # warm-up: page in the weights
             fak_bench(args.tool, path, threads, [32], 4, warmup=0, kv_dtype=args.fak_kv_dtype)
@@ -522,6 +522,9 @@ def main() -> int:
     s.add_argument("--fak-kv-dtype", default="f16",
                    help="fak's KV dtype (FAK_KV_DTYPE): f16 as fak serve's default and llama.cpp's; '' = the library's")
     s.add_argument("--no-real", action="store_true", help="leave out the real model")
+    s.add_argument("--llama-flash-attn", action="store_true",
+                   help="llama.cpp with flash attention, as llama-server and llama-cli run on a CPU by default "
+                        "(-fa auto); llama-cpp-python's default is off")
     s.add_argument("--llama-repack", action="store_true",
                    help="llama.cpp with its extra buffer types (runtime repacking), as it loads by default; "
                         "off by default because they crash llama-cpp-python 0.3.36 on Sapphire Rapids")
