@@ -576,17 +576,21 @@ void QDotTile(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_blocks
 template <class WB>
 inline constexpr int kTileColsOf = kBlockElemsOf<WB> == kQK0 ? 2 : 1;
 
-// Rows [i0, i1) of NC columns, in tiles of four rows; Q5_K and Q6_K first in tiles of eight, whose
-// unpacked block (17 and 9 registers) costs as much as several rows' products, so sharing it with
-// eight rows pays (kernel bench, M = 512, one thread: Q5_K 1.2x, Q6_K 1.08x). A tile's row loops
-// are unrolled whole so that its accumulators stay in registers. Every output takes the same steps
-// whatever its tile, so the bits do not change.
+// Rows per prefill tile: eight for Q5_K and Q6_K, whose unpacked block (17 and 9 registers) costs as
+// much as several rows' products, so sharing it with eight rows pays (kernel bench, M = 512, one
+// thread: Q5_K 1.2x, Q6_K 1.08x); four for the rest.
+template <class WB>
+inline constexpr int kTileRowsOf = std::is_same_v<WB, BlockQ5_K> || std::is_same_v<WB, BlockQ6_K> ? 8 : 4;
+
+// Rows [i0, i1) of NC columns, in tiles of kTileRowsOf<WB> rows, then four, then one. A tile's row
+// loops are unrolled whole so that its accumulators stay in registers. Every output takes the same
+// steps whatever its tile, so the bits do not change.
 template <class Q, class WB, class XB, int NC>
 void TileColumns(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_blocks, size_t i0, size_t i1, float* y,
                  size_t ldy) {
   size_t i = i0;
-  if constexpr (std::is_same_v<WB, BlockQ5_K> || std::is_same_v<WB, BlockQ6_K>)
-    for (; i + 8 <= i1; i += 8) QDotTile<Q, WB, XB, 8, NC>(x + i * n_blocks, w, w_row_bytes, n_blocks, y + i * ldy, ldy);
+  if constexpr (constexpr int MR = kTileRowsOf<WB>; MR > 4)
+    for (; i + MR <= i1; i += MR) QDotTile<Q, WB, XB, MR, NC>(x + i * n_blocks, w, w_row_bytes, n_blocks, y + i * ldy, ldy);
   for (; i + 4 <= i1; i += 4) QDotTile<Q, WB, XB, 4, NC>(x + i * n_blocks, w, w_row_bytes, n_blocks, y + i * ldy, ldy);
   for (; i < i1; ++i) QDotTile<Q, WB, XB, 1, NC>(x + i * n_blocks, w, w_row_bytes, n_blocks, y + i * ldy, ldy);
 }
