@@ -147,7 +147,7 @@ QuantOperands& QuantOperandsFor(QuantType t, const Shape& s) {
       std::copy(row.begin(), row.end(), slot->w.begin() + static_cast<size_t>(j) * slot->row_bytes);
     }
     slot->xq.resize(fak::kernels::QuantActRowBytes(t, k) * kMaxM);
-    if (fak::kernels::IsPackable(t) && s.n % 8 == 0) {
+    if (s.n % 8 == 0) {  // as the model packs its weights
       std::vector<uint8_t> packed(fak::kernels::PackedRowBytes(t, k) * s.n);
       fak::kernels::PackRows(t, slot->w.data(), s.n, k, packed.data());
       slot->w = std::move(packed);
@@ -224,7 +224,7 @@ std::string CaseName(const char* impl, Tier tier, const Shape& s, int m, int thr
 std::string QuantCaseName(QuantType qt, Tier tier, const Shape& s, int m, int threads) {
   char buf[128];
   std::snprintf(buf, sizeof buf, "matmul_q/%s%s/%s/K%d_N%d/M%d/T%d", fak::kernels::FormatOf(qt).name,
-                fak::kernels::IsPackable(qt) && s.n % 8 == 0 ? ".packed" : "",
+                s.n % 8 == 0 ? ".packed" : "",
                 std::string(fak::kernels::TierName(tier)).c_str(), QuantK(qt, s), s.n, m, threads);
   return buf;
 }

@@ -209,6 +209,30 @@ struct BlockQ4_Kx8 {
   uint8_t qs[4][8][32];
 };
 
+// Q5_K: BlockQ4_Kx8 plus the fifth bits by 4-byte group: qh[j][4c + e] = row c's qh[4j + e], whose
+// bit s is the fifth bit of element 32s + 4j + e (sub-block s). 32 bytes more than 8 rows.
+struct BlockQ5_Kx8 {
+  uint16_t d[8];
+  uint16_t dmin[8];
+  uint8_t sc[8][8];
+  uint8_t m[8][8];
+  uint8_t qs[4][8][32];
+  uint8_t qh[8][32];
+};
+
+// Q6_K: each row's scale, its 16 group scales (sc[g][c] for row c), and the quants by 4-byte group:
+// ql[h][p][b][4c + e] = row c's ql[64h + 32p + 4b + e], whose low nibble holds the low four bits of
+// element 128h + 32p + 4b + e and high nibble those of element 128h + 64 + 32p + 4b + e;
+// qh[h][b][4c + e] = row c's qh[32h + 4b + e], whose bits 2j..2j+1 are the high two bits of element
+// 128h + 32j + 4b + e. So quarter t = 4h + j (elements 32t..) is nibble j / 2 of ql[h][j % 2] and
+// bits 2j of qh[h], Q3_K's arrangement. The same size as 8 rows.
+struct BlockQ6_Kx8 {
+  uint16_t d[8];
+  int8_t sc[16][8];
+  uint8_t ql[2][2][8][32];
+  uint8_t qh[2][8][32];
+};
+
 // IQ4_XS: each row's scale, its 8 sub-block scales ls − 32 as signed bytes (sc[s][c] for row c), and
 // the level indices by 4-byte group: qs[s][g][4c + e] = row c's qs[16s + 4g + e], whose low nibble
 // indexes element 4g + e of sub-block s and high nibble element 16 + 4g + e. 16 bytes more than 8 rows.
@@ -240,6 +264,7 @@ struct BlockQ3_Kx8 {
 };
 
 static_assert(sizeof(BlockQ4_Kx8) == 8 * sizeof(BlockQ4_K) + 32);
+static_assert(sizeof(BlockQ5_Kx8) == 8 * sizeof(BlockQ5_K) + 32 && sizeof(BlockQ6_Kx8) == 8 * sizeof(BlockQ6_K));
 static_assert(sizeof(BlockQ2_Kx8) == 8 * sizeof(BlockQ2_K));
 static_assert(sizeof(BlockQ3_Kx8) == 8 * sizeof(BlockQ3_K) + 32);
 static_assert(sizeof(BlockIQ4_XSx8) == 8 * sizeof(BlockIQ4_XS) + 16);

@@ -51,7 +51,9 @@ void PackBlock(const BlockMXFP4& src, size_t c, BlockMXFP4x8* o) {
   PackNibbles(src.qs, c, o->qs);
 }
 
-void PackBlock(const BlockQ4_K& src, size_t c, BlockQ4_Kx8* o) {
+// Q4_K and Q5_K: the scales, mins and nibbles alike; Q5_K's fifth bits by 4-byte group.
+template <class Plain, class Packed>
+void PackKBlock(const Plain& src, size_t c, Packed* o) {
   o->d[c] = src.d;
   o->dmin[c] = src.dmin;
   // The 6-bit scales and mins, as ggml unpacks them (model-formats.md §3.3).
@@ -62,6 +64,20 @@ void PackBlock(const BlockQ4_K& src, size_t c, BlockQ4_Kx8* o) {
   }
   for (size_t ch = 0; ch < 4; ++ch)
     for (size_t j = 0; j < 8; ++j) std::memcpy(o->qs[ch][j] + 4 * c, src.qs + 32 * ch + 4 * j, 4);
+  if constexpr (requires { src.qh; })
+    for (size_t j = 0; j < 8; ++j) std::memcpy(o->qh[j] + 4 * c, src.qh + 4 * j, 4);
+}
+void PackBlock(const BlockQ4_K& src, size_t c, BlockQ4_Kx8* o) { PackKBlock(src, c, o); }
+void PackBlock(const BlockQ5_K& src, size_t c, BlockQ5_Kx8* o) { PackKBlock(src, c, o); }
+
+void PackBlock(const BlockQ6_K& src, size_t c, BlockQ6_Kx8* o) {
+  o->d[c] = src.d;
+  for (size_t g = 0; g < 16; ++g) o->sc[g][c] = src.scales[g];
+  for (size_t h = 0; h < 2; ++h)
+    for (size_t b = 0; b < 8; ++b) {
+      for (size_t p = 0; p < 2; ++p) std::memcpy(o->ql[h][p][b] + 4 * c, src.ql + 64 * h + 32 * p + 4 * b, 4);
+      std::memcpy(o->qh[h][b] + 4 * c, src.qh + 32 * h + 4 * b, 4);
+    }
 }
 
 void PackBlock(const BlockIQ4_XS& src, size_t c, BlockIQ4_XSx8* o) {
@@ -104,19 +120,9 @@ void Pack(const void* w, size_t rows, size_t k, void* out) {
 
 }  // namespace
 
-bool IsPackable(QuantType t) {
-  switch (t) {
-    case QuantType::kQ8_0: case QuantType::kQ4_0: case QuantType::kQ5_0: case QuantType::kQ4_K:
-    case QuantType::kQ4_1: case QuantType::kQ5_1: case QuantType::kIQ4_NL: case QuantType::kMXFP4:
-    case QuantType::kIQ4_XS: case QuantType::kQ2_K: case QuantType::kQ3_K:
-      return true;
-    default:
-      return false;
-  }
-}
-
 size_t PackedRowBytes(QuantType t, size_t k) {
   if (t == QuantType::kQ4_K) return k / kQKK * (sizeof(BlockQ4_Kx8) / 8);
+  if (t == QuantType::kQ5_K) return k / kQKK * (sizeof(BlockQ5_Kx8) / 8);
   if (t == QuantType::kIQ4_XS) return k / kQKK * (sizeof(BlockIQ4_XSx8) / 8);
   if (t == QuantType::kQ3_K) return k / kQKK * (sizeof(BlockQ3_Kx8) / 8);
   return QuantRowBytes(t, k);
@@ -135,7 +141,8 @@ void PackRows(QuantType t, const void* w, size_t rows, size_t k, void* out) {
     case QuantType::kIQ4_XS: return Pack<BlockIQ4_XS, BlockIQ4_XSx8, kQKK>(w, rows, k, out);
     case QuantType::kQ2_K: return Pack<BlockQ2_K, BlockQ2_Kx8, kQKK>(w, rows, k, out);
     case QuantType::kQ3_K: return Pack<BlockQ3_K, BlockQ3_Kx8, kQKK>(w, rows, k, out);
-    default: return;  // not packable (IsPackable)
+    case QuantType::kQ5_K: return Pack<BlockQ5_K, BlockQ5_Kx8, kQKK>(w, rows, k, out);
+    case QuantType::kQ6_K: return Pack<BlockQ6_K, BlockQ6_Kx8, kQKK>(w, rows, k, out);
   }
 }
 

@@ -78,17 +78,22 @@ struct Avx512QuantOps : X86QuantOps<I> {
     return Base::Fma(acc, u.d * x->d, _mm256_sub_epi32(lanes, _mm256_slli_epi32(corr, 5)));
   }
 
-  // Packed Q4_K, Q2_K and Q3_K times one activation row (decode) on zmm; everything else as Base.
+  // The packed K-quants times one activation row (decode) or IQ4_XS and the 32-element types times
+  // several (prefill) on zmm; everything else as Base.
   static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                            size_t m, size_t k, size_t n_begin, size_t n_end) {
     if (m == 1) {
       switch (wtype) {
         case QuantType::kQ4_K:
-          return OneRow<BlockQ4_Kx8, &Q4KRowGroup>(xq, w, w_row_bytes, y, k, n_begin, n_end);
+          return OneRow<BlockQ4_Kx8, &Q4KRowGroup<BlockQ4_Kx8>>(xq, w, w_row_bytes, y, k, n_begin, n_end);
         case QuantType::kQ2_K:
           return OneRow<BlockQ2_Kx8, &QuarterRowGroup<BlockQ2_Kx8>>(xq, w, w_row_bytes, y, k, n_begin, n_end);
         case QuantType::kQ3_K:
           return OneRow<BlockQ3_Kx8, &QuarterRowGroup<BlockQ3_Kx8>>(xq, w, w_row_bytes, y, k, n_begin, n_end);
+        case QuantType::kQ5_K:
+          return OneRow<BlockQ5_Kx8, &Q4KRowGroup<BlockQ5_Kx8>>(xq, w, w_row_bytes, y, k, n_begin, n_end);
+        case QuantType::kQ6_K:
+          return OneRow<BlockQ6_Kx8, &QuarterRowGroup<BlockQ6_Kx8>>(xq, w, w_row_bytes, y, k, n_begin, n_end);
         default: break;
       }
     } else {
@@ -99,6 +104,8 @@ struct Avx512QuantOps : X86QuantOps<I> {
           break;
         case QuantType::kQ2_K: return PackedKRows<BlockQ2_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ3_K: return PackedKRows<BlockQ3_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ5_K: return PackedKRows<BlockQ5_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+        case QuantType::kQ6_K: return PackedKRows<BlockQ6_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ4_0: return Block32Rows<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ5_0: return Block32Rows<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
         case QuantType::kQ4_1: return Block32Rows<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
@@ -188,6 +195,8 @@ struct Avx512QuantOps : X86QuantOps<I> {
                                            : std::is_same_v<PB, BlockQ4_Kx8>   ? QuantType::kQ4_K
                                            : std::is_same_v<PB, BlockIQ4_XSx8> ? QuantType::kIQ4_XS
                                            : std::is_same_v<PB, BlockQ2_Kx8>   ? QuantType::kQ2_K
+                                           : std::is_same_v<PB, BlockQ5_Kx8>   ? QuantType::kQ5_K
+                                           : std::is_same_v<PB, BlockQ6_Kx8>   ? QuantType::kQ6_K
                                                                                : QuantType::kQ3_K;
   // The offset the tile's unsigned quants carry: Q4_0's and Q5_0's own, and the +128 that makes
   // the signed types' quants or levels unsigned (Σ(q + 128)·x − 128·Σx = Σq·x, exact in i32).
@@ -321,11 +330,13 @@ struct Avx512QuantOps : X86QuantOps<I> {
     for (int i = 0; i < MR; ++i) _mm512_storeu_ps(y + i * ldy, acc[i]);
   }
 
-  // Q4_K: each 64-byte chunk's load gives sub-blocks 2ch (low nibbles) and 2ch + 1 (high); the mins
-  // term once per super-block, two sub-blocks per vpmaddwd against the (Σx of 2t, of 2t + 1) pairs.
-  template <int MR>
-  static void PairSums(const BlockQ4_Kx8& A, const BlockQ4_Kx8& B, const ActQ8_K* x, const int16_t* sub_sums,
-                       size_t stride, __m512i (&sum)[MR], __m512i (&mins)[MR]) {
+  // Q4_K / Q5_K: each 64-byte chunk's load gives sub-blocks 2ch (low nibbles) and 2ch + 1 (high),
+  // Q5_K's fifth bits added where its qh bits are set; the mins term once per super-block, two
+  // sub-blocks per vpmaddwd against the (Σx of 2t, of 2t + 1) pairs.
+  template <int MR, class PB>
+    requires std::is_same_v<PB, BlockQ4_Kx8> || std::is_same_v<PB, BlockQ5_Kx8>
+  static void PairSums(const PB& A, const PB& B, const ActQ8_K* x, const int16_t* sub_sums, size_t stride,
+                       __m512i (&sum)[MR], __m512i (&mins)[MR]) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int ch = 0; ch < 4; ++ch) {
       __m512i lo[8], hi[8];
@@ -334,6 +345,7 @@ struct Avx512QuantOps : X86QuantOps<I> {
         const __m512i raw = Pair(A.qs[ch][j], B.qs[ch][j]);
         lo[j] = _mm512_and_si512(raw, m4);
         hi[j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        if constexpr (requires { A.qh; }) AddFifthBits(Pair(A.qh[j], B.qh[j]), ch, lo[j], hi[j]);
       }
       const __m512i sc_lo = _mm512_cvtepu8_epi32(PairBytes(A.sc[2 * ch], B.sc[2 * ch]));
       const __m512i sc_hi = _mm512_cvtepu8_epi32(PairBytes(A.sc[2 * ch + 1], B.sc[2 * ch + 1]));
@@ -342,7 +354,7 @@ struct Avx512QuantOps : X86QuantOps<I> {
         const int8_t* xs = x[i * stride].qs + 64 * ch;
         __m512i c_lo = _mm512_setzero_si512(), c_hi = c_lo;
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {  // q ≤ 15, |x| ≤ 127: exact
+        for (int j = 0; j < 8; ++j) {  // q ≤ 31, |x| ≤ 127: exact
           int32_t x_lo, x_hi;
           std::memcpy(&x_lo, xs + 4 * j, 4);
           std::memcpy(&x_hi, xs + 32 + 4 * j, 4);
@@ -398,29 +410,23 @@ struct Avx512QuantOps : X86QuantOps<I> {
     }
   }
 
-  // Q2_K / Q3_K: per quarter Base's QuarterSums on the pair (Q3_K's third bit from the hmask pair),
-  // the two groups' scales and the (c_2t, c_2t+1) pairs for the bsum terms widened to 16 columns:
-  // Q2_K's mins, or Q3_K's offset term, subtracted here as Base's Q3_K does.
+  // Q2_K / Q3_K / Q6_K: per quarter Base's QuarterSums on the pair (QuarterQuants), the two groups'
+  // scales and the (c_2t, c_2t+1) pairs for the bsum terms widened to 16 columns: Q2_K's mins, or
+  // Q3_K's and Q6_K's offset terms, subtracted here as Base's SuperBlockSums does.
   template <int MR, class PB>
+    requires std::is_same_v<PB, BlockQ2_Kx8> || std::is_same_v<PB, BlockQ3_Kx8> || std::is_same_v<PB, BlockQ6_Kx8>
   static void PairSums(const PB& A, const PB& B, const ActQ8_K* x, const int16_t*, size_t stride, __m512i (&sum)[MR],
                        __m512i (&mins)[MR]) {
-    constexpr bool kQ3 = std::is_same_v<PB, BlockQ3_Kx8>;
+    constexpr bool kOffset = !std::is_same_v<PB, BlockQ2_Kx8>;  // signed scales against an offset
+    const auto pair = [&](auto field) { return Pair(field(A), field(B)); };
     __m512i bsum_terms[MR];
     for (int i = 0; i < MR; ++i) bsum_terms[i] = _mm512_setzero_si512();
-    for (int t = 0; t < 8; ++t) {  // quarter t: bits 2j.. of qs[h][g]; g < 4 group 2t, else 2t + 1
-      const int h = t / 4, j = t % 4;
+    for (int t = 0; t < 8; ++t) {  // quarter t: g < 4 group 2t, else 2t + 1
       __m512i q[8];
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {
-        q[g] = _mm512_and_si512(_mm512_srli_epi16(Pair(A.qs[h][g], B.qs[h][g]), 2 * j), _mm512_set1_epi8(3));
-        if constexpr (kQ3) {  // the third bit, bit t of the hmask byte, moved to bit 2
-          const __m512i hm = Pair(A.hmask[g], B.hmask[g]);
-          const __m512i bit = t >= 2 ? _mm512_srli_epi16(hm, t - 2) : _mm512_slli_epi16(hm, 2 - t);
-          q[g] = _mm512_or_si512(q[g], _mm512_and_si512(bit, _mm512_set1_epi8(4)));
-        }
-      }
+      for (int g = 0; g < 8; ++g) q[g] = QuarterQuants<PB>(t, g, pair);
       __m512i sc0, sc1, c_pairs;
-      if constexpr (kQ3) {
+      if constexpr (kOffset) {
         const __m128i r0 = _mm_unpacklo_epi64(Bytes8(A.sc[2 * t]), Bytes8(B.sc[2 * t]));
         const __m128i r1 = _mm_unpacklo_epi64(Bytes8(A.sc[2 * t + 1]), Bytes8(B.sc[2 * t + 1]));
         sc0 = _mm512_cvtepi8_epi32(r0);
@@ -440,7 +446,7 @@ struct Avx512QuantOps : X86QuantOps<I> {
         const ActQ8_K& xb = x[i * stride];
         __m512i c0 = _mm512_setzero_si512(), c1 = c0;  // the quarter's two groups of 16
 #pragma GCC unroll 4
-        for (int g = 0; g < 4; ++g) {  // q ≤ 7, |x| ≤ 127: exact
+        for (int g = 0; g < 4; ++g) {  // q ≤ 63, |x| ≤ 127: exact
           int32_t x0, x1;
           std::memcpy(&x0, xb.qs + 32 * t + 4 * g, 4);
           std::memcpy(&x1, xb.qs + 32 * t + 16 + 4 * g, 4);
@@ -454,22 +460,54 @@ struct Avx512QuantOps : X86QuantOps<I> {
       }
     }
     for (int i = 0; i < MR; ++i) {
-      if constexpr (kQ3) sum[i] = _mm512_sub_epi32(sum[i], _mm512_slli_epi32(bsum_terms[i], 2));
+      if constexpr (kOffset) sum[i] = _mm512_sub_epi32(sum[i], _mm512_slli_epi32(bsum_terms[i], kOffsetLog2<PB>));
       else mins[i] = bsum_terms[i];
     }
   }
+  // Quarter t's 4-byte group g, unsigned, as Base::QuarterQuants makes it, for 16 columns:
+  // `load(field)` reads 64 bytes of a field given as a function of the block — group g of both
+  // column groups of a pair (PairSums), or groups g and g + 1 of one column group (QuarterRowGroup).
+  template <class PB, class Load>
+  static __m512i QuarterQuants(int t, int g, Load&& load) {
+    const int h = t / 4, j = t % 4;
+    if constexpr (std::is_same_v<PB, BlockQ6_Kx8>) {  // nibble j / 2 of ql[h][j % 2], qh[h]'s bits 2j.. to 4-5
+      const __m512i ql = load([&](const PB& w) { return w.ql[h][j % 2][g]; });
+      const __m512i qh = load([&](const PB& w) { return w.qh[h][g]; });
+      const __m512i high = j >= 2 ? _mm512_srli_epi16(qh, 2 * j - 4) : _mm512_slli_epi16(qh, 4 - 2 * j);
+      return _mm512_or_si512(_mm512_and_si512(j >= 2 ? _mm512_srli_epi16(ql, 4) : ql, _mm512_set1_epi8(0x0F)),
+                             _mm512_and_si512(high, _mm512_set1_epi8(0x30)));
+    } else {  // bits 2j.. of qs[h]; Q3_K's third bit, bit t of the hmask byte, moved to bit 2
+      __m512i q = _mm512_and_si512(_mm512_srli_epi16(load([&](const PB& w) { return w.qs[h][g]; }), 2 * j),
+                                   _mm512_set1_epi8(3));
+      if constexpr (std::is_same_v<PB, BlockQ3_Kx8>) {
+        const __m512i hm = load([&](const PB& w) { return w.hmask[g]; });
+        const __m512i bit = t >= 2 ? _mm512_srli_epi16(hm, t - 2) : _mm512_slli_epi16(hm, 2 - t);
+        q = _mm512_or_si512(q, _mm512_and_si512(bit, _mm512_set1_epi8(4)));
+      }
+      return q;
+    }
+  }
+  template <class PB>
+  static constexpr int kOffsetLog2 = Base::template kQuarterOffsetLog2<PB>;
+  // Q5_K's fifth bits (bit 2ch of qh for the low nibbles' sub-block, 2ch + 1 for the high) as 16.
+  static void AddFifthBits(__m512i qh, int ch, __m512i& lo, __m512i& hi) {
+    const __m512i sixteen = _mm512_set1_epi8(0x10);
+    lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, _mm512_set1_epi8(static_cast<char>(1 << (2 * ch)))), lo, sixteen);
+    hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(qh, _mm512_set1_epi8(static_cast<char>(2 << (2 * ch)))), hi, sixteen);
+  }
 
-  // One activation row against eight packed Q4_K columns: Base's SuperBlockSums<1> with two 4-byte
-  // groups per zmm (group 2p in lanes 0-7, 2p + 1 in lanes 8-15, each against its own four
+  // One activation row against eight packed Q4_K or Q5_K columns: Base's SuperBlockSums<1> with two
+  // 4-byte groups per zmm (group 2p in lanes 0-7, 2p + 1 in lanes 8-15, each against its own four
   // activation bytes) and both nibbles of a load used, then Base's ApplyKScales. The integer sums
   // are the same (exact), so the bits are PackedKTile's.
-  static void Q4KRowGroup(const ActQ8_K* x, size_t n_blocks, const BlockQ4_Kx8* w, float* y) {
+  template <class PB>
+  static void Q4KRowGroup(const ActQ8_K* x, size_t n_blocks, const PB* w, float* y) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i pick[4] = {PairIndex(0), PairIndex(1), PairIndex(2), PairIndex(3)};
     __m256 acc[1] = {_mm256_setzero_ps()};
     for (size_t b = 0; b < n_blocks; ++b) {
       Base::RequestBlock(w + b);
-      const BlockQ4_Kx8& wb = w[b];
+      const PB& wb = w[b];
       const ActQ8_K& xb = x[b];
       __m512i sum = _mm512_setzero_si512();
 #pragma GCC unroll 4
@@ -480,8 +518,10 @@ struct Avx512QuantOps : X86QuantOps<I> {
 #pragma GCC unroll 4
         for (int p = 0; p < 4; ++p) {
           const __m512i raw = _mm512_loadu_si512(wb.qs[ch][2 * p]);
-          c_lo = I::DotU8S8(c_lo, _mm512_and_si512(raw, m4), _mm512_permutexvar_epi32(pick[p], x_lo));  // q ≤ 15
-          c_hi = I::DotU8S8(c_hi, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), _mm512_permutexvar_epi32(pick[p], x_hi));
+          __m512i lo = _mm512_and_si512(raw, m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+          if constexpr (requires { wb.qh; }) AddFifthBits(_mm512_loadu_si512(wb.qh[2 * p]), ch, lo, hi);
+          c_lo = I::DotU8S8(c_lo, lo, _mm512_permutexvar_epi32(pick[p], x_lo));  // q ≤ 31
+          c_hi = I::DotU8S8(c_hi, hi, _mm512_permutexvar_epi32(pick[p], x_hi));
         }
         sum = _mm512_add_epi32(sum, _mm512_add_epi32(_mm512_mullo_epi32(c_lo, SubBlockScales(wb.sc[2 * ch])),
                                                      _mm512_mullo_epi32(c_hi, SubBlockScales(wb.sc[2 * ch + 1]))));
@@ -500,58 +540,54 @@ struct Avx512QuantOps : X86QuantOps<I> {
     _mm256_storeu_ps(y, acc[0]);
   }
 
-  // One activation row against eight packed Q2_K or Q3_K columns: Base's QuarterSums<1> with two
-  // 4-byte groups per zmm, as Q4KRowGroup; the same integers, so PackedKTile's bits.
+  // One activation row against eight packed Q2_K, Q3_K or Q6_K columns: Base's QuarterSums<1> with
+  // two 4-byte groups per zmm, as Q4KRowGroup, each group's products summed in i16 pairs and scaled
+  // by its column's group scale in i32 (vpmaddubsw, vpmaddwd: q ≤ 63, |x| ≤ 127, |scale| ≤ 128, so
+  // exact) instead of a vpmulld per group; the same integers, so PackedKTile's bits.
   template <class PB>
   static void QuarterRowGroup(const ActQ8_K* x, size_t n_blocks, const PB* w, float* y) {
-    constexpr bool kQ3 = std::is_same_v<PB, BlockQ3_Kx8>;
+    constexpr bool kOffset = !std::is_same_v<PB, BlockQ2_Kx8>;  // signed scales against an offset
     const __m512i pick[4] = {PairIndex(0), PairIndex(1), PairIndex(2), PairIndex(3)};
+    // i16 lane e: column (e / 2) % 8 of the first group (c0) or the second (c1); of both, alternating (pairs).
+    const __m512i lane = LaneIndex();
+    const __m512i first = _mm512_and_si512(_mm512_srli_epi16(lane, 1), _mm512_set1_epi16(7));
+    const __m512i second = _mm512_add_epi16(first, _mm512_set1_epi16(8));
+    const __m256i pairs = _mm512_castsi512_si256(
+        _mm512_add_epi16(_mm512_srli_epi16(lane, 1), _mm512_slli_epi16(_mm512_and_si512(lane, _mm512_set1_epi16(1)), 3)));
     __m256 acc[1] = {_mm256_setzero_ps()};
     for (size_t b = 0; b < n_blocks; ++b) {
       Base::RequestBlock(w + b);
       const PB& wb = w[b];
       const ActQ8_K& xb = x[b];
-      __m256i sum = _mm256_setzero_si256(), bsum_terms = sum;
+      const auto load = [&](auto field) { return _mm512_loadu_si512(field(wb)); };
+      __m512i sum = _mm512_setzero_si512();
+      __m256i bsum_terms = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int t = 0; t < 8; ++t) {
-        const int h = t / 4, j = t % 4;
-        const __m512i xt = _mm512_zextsi256_si512(Base::Load(xb.qs + 32 * t));
-        __m512i c[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};  // groups 2t (g < 4), 2t + 1
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; ++p) {
-          __m512i q = _mm512_and_si512(_mm512_srli_epi16(_mm512_loadu_si512(wb.qs[h][2 * p]), 2 * j), _mm512_set1_epi8(3));
-          if constexpr (kQ3) {  // the third bit, bit t of the hmask byte, moved to bit 2
-            const __m512i hm = _mm512_loadu_si512(wb.hmask[2 * p]);
-            const __m512i bit = t >= 2 ? _mm512_srli_epi16(hm, t - 2) : _mm512_slli_epi16(hm, 2 - t);
-            q = _mm512_or_si512(q, _mm512_and_si512(bit, _mm512_set1_epi8(4)));
-          }
-          c[p / 2] = I::DotU8S8(c[p / 2], q, _mm512_permutexvar_epi32(pick[p], xt));  // q ≤ 7, |x| ≤ 127
-        }
-        __m256i sc0, sc1, c_pairs;
-        const __m128i r0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(GroupScales(wb, 2 * t)));
-        const __m128i r1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(GroupScales(wb, 2 * t + 1)));
-        if constexpr (kQ3) {
-          sc0 = _mm256_cvtepi8_epi32(r0);
-          sc1 = _mm256_cvtepi8_epi32(r1);
-          const __m128i a = _mm_cvtepi8_epi16(r0), bb = _mm_cvtepi8_epi16(r1);
-          c_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(a, bb), _mm_unpacklo_epi16(a, bb));
+        // Groups 2t and 2t + 1's column scales as i16 (sc) and their bsum coefficients (coef):
+        // Q2_K's 4-bit scales and mins, Q3_K's and Q6_K's signed scales for both.
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(GroupScales(wb, 2 * t)));
+        __m256i sc, coef;
+        if constexpr (kOffset) {
+          sc = coef = _mm256_cvtepi8_epi16(raw);
         } else {
-          sc0 = _mm256_cvtepu8_epi32(_mm_and_si128(r0, _mm_set1_epi8(0x0F)));
-          sc1 = _mm256_cvtepu8_epi32(_mm_and_si128(r1, _mm_set1_epi8(0x0F)));
-          const __m128i a = _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(r0, 4), _mm_set1_epi8(0x0F)));
-          const __m128i bb = _mm_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(r1, 4), _mm_set1_epi8(0x0F)));
-          c_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(a, bb), _mm_unpacklo_epi16(a, bb));
+          sc = _mm256_cvtepu8_epi16(_mm_and_si128(raw, _mm_set1_epi8(0x0F)));
+          coef = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0x0F)));
         }
-        const __m256i g0 = _mm256_add_epi32(_mm512_castsi512_si256(c[0]), _mm512_extracti64x4_epi64(c[0], 1));
-        const __m256i g1 = _mm256_add_epi32(_mm512_castsi512_si256(c[1]), _mm512_extracti64x4_epi64(c[1], 1));
-        sum = _mm256_add_epi32(sum, _mm256_add_epi32(_mm256_mullo_epi32(g0, sc0), _mm256_mullo_epi32(g1, sc1)));
+        const __m512i sc_z = _mm512_zextsi256_si512(sc);
+        const __m512i c[2] = {_mm512_permutexvar_epi16(first, sc_z), _mm512_permutexvar_epi16(second, sc_z)};
+        const __m512i xt = _mm512_zextsi256_si512(Base::Load(xb.qs + 32 * t));
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; ++p)  // groups 2p, 2p + 1 of the quarter: g < 4 group 2t, else 2t + 1
+          sum = I::DotU8S8Scaled(sum, QuarterQuants<PB>(t, 2 * p, load), _mm512_permutexvar_epi32(pick[p], xt), c[p / 2]);
         int32_t bsum_pair;
         std::memcpy(&bsum_pair, xb.bsums + 2 * t, 4);
-        bsum_terms = _mm256_add_epi32(bsum_terms, _mm256_madd_epi16(c_pairs, _mm256_set1_epi32(bsum_pair)));
+        bsum_terms = _mm256_add_epi32(bsum_terms, _mm256_madd_epi16(_mm256_permutexvar_epi16(pairs, coef),
+                                                                    _mm256_set1_epi32(bsum_pair)));
       }
-      __m256i sums[1] = {sum};
+      __m256i sums[1] = {_mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1))};
       const __m256i mins[1] = {bsum_terms};
-      if constexpr (kQ3) sums[0] = _mm256_sub_epi32(sum, _mm256_slli_epi32(bsum_terms, 2));
+      if constexpr (kOffset) sums[0] = _mm256_sub_epi32(sums[0], _mm256_slli_epi32(bsum_terms, kOffsetLog2<PB>));
       Base::template ApplyKScales<1>(wb, &xb, 0, sums, mins, acc);
     }
     _mm256_storeu_ps(y, acc[0]);
@@ -562,9 +598,10 @@ struct Avx512QuantOps : X86QuantOps<I> {
   static __m128i Bytes8(const int8_t (&v)[8]) { return _mm_loadl_epi64(reinterpret_cast<const __m128i*>(v)); }
   // Eight bytes of a, then eight of b.
   static __m128i PairBytes(const uint8_t (&a)[8], const uint8_t (&b)[8]) { return _mm_unpacklo_epi64(Bytes8(a), Bytes8(b)); }
-  // Group g's eight column scales: Q2_K's scale | min bytes, Q3_K's signed scales.
+  // Group g's eight column scales: Q2_K's scale | min bytes, Q3_K's and Q6_K's signed scales.
   static const void* GroupScales(const BlockQ2_Kx8& w, int g) { return w.scales[g]; }
   static const void* GroupScales(const BlockQ3_Kx8& w, int g) { return w.sc[g]; }
+  static const void* GroupScales(const BlockQ6_Kx8& w, int g) { return w.sc[g]; }
   // One activation row, eight columns at a time, through Group(x, n_blocks, group, y).
   template <class PB, auto Group>
   static void OneRow(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t k, size_t n_begin,

@@ -705,8 +705,9 @@ struct PackedSteps {
     PlainNibbles(p.qs, c, b.qs);
     return b;
   }
-  static BlockQ4_K Plain(const BlockQ4_Kx8& p, size_t c) {
-    BlockQ4_K b;
+  template <class PlainK, class PackedK>
+  static PlainK PlainK45(const PackedK& p, size_t c) {
+    PlainK b;
     b.d = p.d[c];
     b.dmin = p.dmin[c];
     for (size_t i = 0; i < 4; ++i) {  // the 6-bit packing UnpackKScales reads
@@ -716,6 +717,21 @@ struct PackedSteps {
     }
     for (size_t ch = 0; ch < 4; ++ch)
       for (size_t j = 0; j < 8; ++j) std::memcpy(b.qs + 32 * ch + 4 * j, p.qs[ch][j] + 4 * c, 4);
+    if constexpr (requires { p.qh; })
+      for (size_t j = 0; j < 8; ++j) std::memcpy(b.qh + 4 * j, p.qh[j] + 4 * c, 4);
+    return b;
+  }
+  static BlockQ4_K Plain(const BlockQ4_Kx8& p, size_t c) { return PlainK45<BlockQ4_K>(p, c); }
+  static BlockQ5_K Plain(const BlockQ5_Kx8& p, size_t c) { return PlainK45<BlockQ5_K>(p, c); }
+  static BlockQ6_K Plain(const BlockQ6_Kx8& p, size_t c) {
+    BlockQ6_K b;
+    b.d = p.d[c];
+    for (size_t g = 0; g < 16; ++g) b.scales[g] = p.sc[g][c];
+    for (size_t h = 0; h < 2; ++h)
+      for (size_t j = 0; j < 8; ++j) {
+        for (size_t q = 0; q < 2; ++q) std::memcpy(b.ql + 64 * h + 32 * q + 4 * j, p.ql[h][q][j] + 4 * c, 4);
+        std::memcpy(b.qh + 32 * h + 4 * j, p.qh[h][j] + 4 * c, 4);
+      }
     return b;
   }
   static BlockQ2_K Plain(const BlockQ2_Kx8& p, size_t c) {
@@ -785,6 +801,8 @@ struct PackedSteps {
         return Run<BlockIQ4_XSx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ2_K: return Run<BlockQ2_Kx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ3_K: return Run<BlockQ3_Kx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ5_K: return Run<BlockQ5_Kx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ6_K: return Run<BlockQ6_Kx8, ActQ8_K, kQKK>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       default: return Run<BlockQ8_0x8, ActQ8_0, kQK0>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
     }
   }

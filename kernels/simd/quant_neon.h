@@ -484,7 +484,7 @@ struct NeonQuantOps {
                               });
   }
 
-  // ---- The 256-element types packed eight rows at a time: Q4_K, IQ4_XS, Q2_K, Q3_K ----
+  // ---- The 256-element types packed eight rows at a time: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS ----
   // Per super-block, SuperBlockSums (one overload per packed type) leaves each column's exact integer
   // sums in sum[i][r] (rows 0-3 / 4-7) and, for the types with mins, mins[i][r], for activation rows
   // i < MR; ApplyKScales then: y_c = fma(float(sum_c), d_c·d_x, y_c), and for Q4_K / Q2_K
@@ -539,11 +539,12 @@ struct NeonQuantOps {
                               });
   }
 
-  // Q4_K: per sub-block s the eight groups' sums (exact) times each row's scale, summed over the
-  // super-block; the mins term Σ_s m_s·Σx likewise.
-  template <int MR>
+  // Q4_K / Q5_K: per sub-block s the eight groups' sums (exact) times each row's scale, summed over
+  // the super-block; the mins term Σ_s m_s·Σx likewise. Q5_K's fifth bit is bit s of its qh byte.
+  template <int MR, class PB>
+    requires std::is_same_v<PB, BlockQ4_Kx8> || std::is_same_v<PB, BlockQ5_Kx8>
   [[gnu::always_inline]]
-  static void SuperBlockSums(const BlockQ4_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+  static void SuperBlockSums(const PB& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
                              int32x4_t (&mins)[MR][2]) {
     for (int s = 0; s < 8; ++s) {  // sub-block s: chunk s / 2, low nibbles for even s
       const int ch = s / 2;
@@ -552,7 +553,12 @@ struct NeonQuantOps {
       for (int j = 0; j < 8; ++j)
         for (int r = 0; r < 2; ++r) {
           const uint8x16_t raw = vld1q_u8(wb.qs[ch][j] + 16 * r);
-          q[j][r] = S8(s % 2 == 0 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4));
+          uint8x16_t u = s % 2 == 0 ? vandq_u8(raw, vdupq_n_u8(0x0F)) : vshrq_n_u8(raw, 4);
+          if constexpr (requires { wb.qh; }) {
+            const uint8x16_t set = vtstq_u8(vld1q_u8(wb.qh[j] + 16 * r), vdupq_n_u8(static_cast<uint8_t>(1 << s)));
+            u = vorrq_u8(u, vandq_u8(set, vdupq_n_u8(0x10)));
+          }
+          q[j][r] = S8(u);
         }
       const uint16x8_t sc16 = vmovl_u8(vld1_u8(wb.sc[s])), m16 = vmovl_u8(vld1_u8(wb.m[s]));
       const int32x4_t sc[2] = {vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(sc16))),
@@ -598,16 +604,16 @@ struct NeonQuantOps {
     }
   }
 
-  // Q2_K / Q3_K: quarter t = 4h + j of the super-block is elements 32t.., bits 2j..2j+1 of the bytes
-  // qs[h][g] (g < 4: group of 16 number 2t, else 2t + 1). Per group the four 4-byte sums (exact) times
-  // each row's group scale (sc0, sc1), summed over the super-block; for Q2_K the mins term
-  // Σ_g m_g·bsum_g (m0, m1) likewise.
+  // Q2_K / Q3_K / Q6_K: quarter t = 4h + j of the super-block is elements 32t.., in 4-byte groups g
+  // (g < 4: group of 16 number 2t, else 2t + 1): for Q2_K bits 2j..2j+1 of the bytes qs[h][g]. Per
+  // group the four 4-byte sums (exact) times each row's group scale (sc0, sc1), summed over the
+  // super-block; for Q2_K the mins term Σ_g m_g·bsum_g (m0, m1) likewise.
   template <int MR, bool kMins>
   [[gnu::always_inline]]
   static void QuarterSums(const int8x16_t (&q)[8][2], const int32x4_t (&sc0)[2], const int32x4_t (&sc1)[2],
                           const int32x4_t (&m0)[2], const int32x4_t (&m1)[2], const ActQ8_K* x, size_t stride, int t,
                           int32x4_t (&sum)[MR][2], int32x4_t (&mins)[MR][2]) {
-    int32x4_t c[MR][2][2];  // the quarter's two groups of 16; |q| ≤ 4, |x| ≤ 127: exact
+    int32x4_t c[MR][2][2];  // the quarter's two groups of 16; |q| ≤ 32, |x| ≤ 127: exact
     PackedSums<MR, 2>(q, [&](int i) { return x[i * stride].qs + 32 * t; }, c);
     for (int i = 0; i < MR; ++i) {
       const ActQ8_K& xb = x[i * stride];
@@ -664,10 +670,36 @@ struct NeonQuantOps {
     }
   }
 
+  // Q6_K: q = its six bits − 32 ∈ [−32, 31] (nibble j / 2 of ql[h][j % 2], bits 2j..2j+1 of qh[h] above
+  // it), signed group scales (|sum| < 2^29). No mins.
+  template <int MR>
+  [[gnu::always_inline]]
+  static void SuperBlockSums(const BlockQ6_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+                             int32x4_t (&mins)[MR][2]) {
+    for (int t = 0; t < 8; ++t) {
+      const int h = t / 4, j = t % 4;
+      int8x16_t q[8][2];
+#pragma GCC unroll 8
+      for (int g = 0; g < 8; ++g)
+        for (int r = 0; r < 2; ++r) {
+          const uint8x16_t ql = vld1q_u8(wb.ql[h][j % 2][g] + 16 * r), qh = vld1q_u8(wb.qh[h][g] + 16 * r);
+          const uint8x16_t low = j < 2 ? vandq_u8(ql, vdupq_n_u8(0x0F)) : vshrq_n_u8(ql, 4);
+          const uint8x16_t high = vandq_u8(vshlq_u8(qh, vdupq_n_s8(static_cast<int8_t>(4 - 2 * j))), vdupq_n_u8(0x30));
+          q[g][r] = vsubq_s8(S8(vorrq_u8(low, high)), vdupq_n_s8(32));
+        }
+      int32x4_t sc0[2], sc1[2];
+      WidenS16(vmovl_s8(vld1_s8(wb.sc[2 * t])), sc0);
+      WidenS16(vmovl_s8(vld1_s8(wb.sc[2 * t + 1])), sc1);
+      QuarterSums<MR, false>(q, sc0, sc1, sc0, sc1, x, stride, t, sum, mins);
+    }
+  }
+
   static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
                            size_t m, size_t k, size_t n_begin, size_t n_end) {
     switch (wtype) {
       case QuantType::kQ4_K: return MatMulPackedK<BlockQ4_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ5_K: return MatMulPackedK<BlockQ5_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ6_K: return MatMulPackedK<BlockQ6_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kIQ4_XS: return MatMulPackedK<BlockIQ4_XSx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ2_K: return MatMulPackedK<BlockQ2_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ3_K: return MatMulPackedK<BlockQ3_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);

@@ -426,7 +426,7 @@ struct X86QuantOps {
                                 PackedTile<PB, MR, kPf>(x + i * n_blocks, off, n_blocks, g, yi, ldy);
                               });
   }
-  // ---- The 256-element types packed eight rows at a time: Q4_K, IQ4_XS, Q2_K, Q3_K ----
+  // ---- The 256-element types packed eight rows at a time: Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS ----
   // Per super-block, SuperBlockSums (one overload per packed type) leaves each column's exact integer
   // sums in the lanes of sum[i] (and, for the types with mins, mins[i]) for activation rows i < MR;
   // ApplyKScales then takes them to floats with the eight rows' scales.
@@ -470,17 +470,25 @@ struct X86QuantOps {
                               });
   }
 
-  // Q4_K: per sub-block the eight groups' dot products (exact), times the column's scale, summed over
-  // the super-block; the mins term Σ_s m_s·Σx likewise (vpmaddwd on (m_s, m_s) pairs).
-  template <int MR>
+  // Q4_K / Q5_K: per sub-block the eight groups' dot products (exact), times the column's scale, summed
+  // over the super-block; the mins term Σ_s m_s·Σx likewise (vpmaddwd on (m_s, m_s) pairs). Q5_K's
+  // fifth bit is bit s of its qh byte, moved to bit 4 (|sum| ≤ 8·32·31·127·63 < 2^26).
+  template <int MR, class PB>
+    requires std::is_same_v<PB, BlockQ4_Kx8> || std::is_same_v<PB, BlockQ5_Kx8>
   [[gnu::always_inline]]
-  static void SuperBlockSums(const BlockQ4_Kx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
-                             __m256i (&mins)[MR]) {
+  static void SuperBlockSums(const PB& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR], __m256i (&mins)[MR]) {
     for (int s = 0; s < 8; ++s) {  // sub-block s: chunk s / 2, low nibbles for even s
       const int ch = s / 2, shift = 4 * (s % 2);
       __m256i q[8];
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) q[j] = _mm256_and_si256(_mm256_srli_epi16(Load(wb.qs[ch][j]), shift), Mask(0x0F));
+      for (int j = 0; j < 8; ++j) {
+        q[j] = _mm256_and_si256(_mm256_srli_epi16(Load(wb.qs[ch][j]), shift), Mask(0x0F));
+        if constexpr (requires { wb.qh; }) {
+          const __m256i qh = Load(wb.qh[j]);
+          const __m256i bit = s >= 4 ? _mm256_srli_epi16(qh, s - 4) : _mm256_slli_epi16(qh, 4 - s);
+          q[j] = _mm256_or_si256(q[j], _mm256_and_si256(bit, Mask(0x10)));
+        }
+      }
       const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.sc[s])));
       const __m128i m16 = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.m[s])));
       const __m256i m_pairs = _mm256_set_m128i(_mm_unpackhi_epi16(m16, m16), _mm_unpacklo_epi16(m16, m16));
@@ -540,12 +548,13 @@ struct X86QuantOps {
     }
   }
 
-  // Q2_K / Q3_K: quarter t = 4h + j of the super-block is elements 32t.., bits 2j..2j+1 of the bytes
-  // qs[h][g] (g < 4: group of 16 number 2t, else 2t + 1). Per group the four 4-byte dot products
-  // (exact) times the column's group scale (vpmulld), summed over the super-block; Σ_g c_g·bsum_g
-  // from the activation's 16-element sums (vpmaddwd on (c_2t, c_2t+1) pairs) — Q2_K's mins, or Q3_K's
-  // scales against its offset of 4. q: the quarter's eight unsigned quant registers; sc0/sc1 the two
-  // groups' scales as i32; c_pairs the (c_2t, c_2t+1) i16 pairs.
+  // Q2_K / Q3_K / Q6_K: quarter t = 4h + j of the super-block is elements 32t.., in 4-byte groups g
+  // (g < 4: group of 16 number 2t, else 2t + 1): for Q2_K bits 2j..2j+1 of the bytes qs[h][g]. Per
+  // group the four 4-byte dot products (exact) times the column's group scale (vpmulld), summed over
+  // the super-block; Σ_g c_g·bsum_g from the activation's 16-element sums (vpmaddwd on (c_2t, c_2t+1)
+  // pairs) — Q2_K's mins, or Q3_K's and Q6_K's scales against their offsets. q: the quarter's eight
+  // unsigned quant registers (≤ 63); sc0/sc1 the two groups' scales as i32; c_pairs the (c_2t, c_2t+1)
+  // i16 pairs.
   template <int MR>
   [[gnu::always_inline]]
   static void QuarterSums(const __m256i (&q)[8], __m256i sc0, __m256i sc1, __m256i c_pairs, const ActQ8_K* x,
@@ -559,7 +568,7 @@ struct X86QuantOps {
         int32_t x0, x1;
         std::memcpy(&x0, xb.qs + 32 * t + 4 * g, 4);
         std::memcpy(&x1, xb.qs + 32 * t + 16 + 4 * g, 4);
-        c0 = I::DotU8S8(c0, q[g], _mm256_set1_epi32(x0));  // q ∈ [0, 7], |x| ≤ 127: exact
+        c0 = I::DotU8S8(c0, q[g], _mm256_set1_epi32(x0));  // q ≤ 63, |x| ≤ 127: exact
         c1 = I::DotU8S8(c1, q[g + 4], _mm256_set1_epi32(x1));
       }
       sum[i] = _mm256_add_epi32(sum[i], _mm256_add_epi32(_mm256_mullo_epi32(c0, sc0), _mm256_mullo_epi32(c1, sc1)));
@@ -588,31 +597,46 @@ struct X86QuantOps {
       QuarterSums<MR>(q, sc0, sc1, m_pairs, x, stride, t, sum, mins);
     }
   }
-  // Q3_K: the weight is (q + 4·bit − 4)·(sc − 32); with u = q + 4·bit ∈ [0, 7] unsigned,
-  // sum = Σ_g sc_g·Σ u·x − 4·Σ_g sc_g·bsum_g (|sum| ≤ 16·16·7·127·32 < 2^24; the correction < 2^22).
-  template <int MR>
+  // Q3_K / Q6_K: the weight is (u − o)·sc with u unsigned (Q3_K: low two bits + 4·third bit ∈ [0, 7],
+  // o = 4, sc the scale less its bias of 32; Q6_K: u ∈ [0, 63], o = 32), so
+  // sum = Σ_g sc_g·Σ u·x − o·Σ_g sc_g·bsum_g (|sum| ≤ 16·16·63·127·128 < 2^29; the term < 2^28).
+  template <int MR, class PB>
+    requires std::is_same_v<PB, BlockQ3_Kx8> || std::is_same_v<PB, BlockQ6_Kx8>
   [[gnu::always_inline]]
-  static void SuperBlockSums(const BlockQ3_Kx8& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR],
-                             __m256i (&)[MR]) {
+  static void SuperBlockSums(const PB& wb, const ActQ8_K* x, size_t stride, __m256i (&sum)[MR], __m256i (&)[MR]) {
     __m256i corr[MR];
     for (int i = 0; i < MR; ++i) corr[i] = _mm256_setzero_si256();
     for (int t = 0; t < 8; ++t) {
-      const int h = t / 4, j = t % 4;
       __m256i q[8];
 #pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g) {  // the third bit, bit t of the hmask byte, moved to bit 2
-        const __m256i hm = Load(wb.hmask[g]);
-        const __m256i bit = t >= 2 ? _mm256_srli_epi16(hm, t - 2) : _mm256_slli_epi16(hm, 2 - t);
-        q[g] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(Load(wb.qs[h][g]), 2 * j), Mask(3)),
-                               _mm256_and_si256(bit, Mask(4)));
-      }
+      for (int g = 0; g < 8; ++g) q[g] = QuarterQuants(wb, t, g);
       const __m128i s0 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.sc[2 * t]));
       const __m128i s1 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(wb.sc[2 * t + 1]));
       const __m128i c0 = _mm_cvtepi8_epi16(s0), c1 = _mm_cvtepi8_epi16(s1);
       QuarterSums<MR>(q, _mm256_cvtepi8_epi32(s0), _mm256_cvtepi8_epi32(s1),
                       _mm256_set_m128i(_mm_unpackhi_epi16(c0, c1), _mm_unpacklo_epi16(c0, c1)), x, stride, t, sum, corr);
     }
-    for (int i = 0; i < MR; ++i) sum[i] = _mm256_sub_epi32(sum[i], _mm256_slli_epi32(corr[i], 2));
+    for (int i = 0; i < MR; ++i) sum[i] = _mm256_sub_epi32(sum[i], _mm256_slli_epi32(corr[i], kQuarterOffsetLog2<PB>));
+  }
+  // log2 of the offset o above.
+  template <class PB>
+  static constexpr int kQuarterOffsetLog2 = std::is_same_v<PB, BlockQ6_Kx8> ? 5 : 2;
+  // Quarter t's 4-byte group g of all eight columns, unsigned. Q3_K: the low two bits, and the third
+  // (bit t of the hmask byte) moved to bit 2.
+  static __m256i QuarterQuants(const BlockQ3_Kx8& wb, int t, int g) {
+    const int h = t / 4, j = t % 4;
+    const __m256i hm = Load(wb.hmask[g]);
+    const __m256i bit = t >= 2 ? _mm256_srli_epi16(hm, t - 2) : _mm256_slli_epi16(hm, 2 - t);
+    return _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(Load(wb.qs[h][g]), 2 * j), Mask(3)),
+                           _mm256_and_si256(bit, Mask(4)));
+  }
+  // Q6_K: nibble j / 2 of ql[h][j % 2], and bits 2j..2j+1 of qh[h] moved to bits 4-5.
+  static __m256i QuarterQuants(const BlockQ6_Kx8& wb, int t, int g) {
+    const int h = t / 4, j = t % 4;
+    const __m256i ql = Load(wb.ql[h][j % 2][g]), qh = Load(wb.qh[h][g]);
+    const __m256i high = j >= 2 ? _mm256_srli_epi16(qh, 2 * j - 4) : _mm256_slli_epi16(qh, 4 - 2 * j);
+    return _mm256_or_si256(_mm256_and_si256(j >= 2 ? _mm256_srli_epi16(ql, 4) : ql, Mask(0x0F)),
+                           _mm256_and_si256(high, Mask(0x30)));
   }
 
   static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
@@ -622,6 +646,8 @@ struct X86QuantOps {
       case QuantType::kIQ4_XS: return MatMulPackedK<BlockIQ4_XSx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ2_K: return MatMulPackedK<BlockQ2_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ3_K: return MatMulPackedK<BlockQ3_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ5_K: return MatMulPackedK<BlockQ5_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
+      case QuantType::kQ6_K: return MatMulPackedK<BlockQ6_Kx8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_0: return MatMulPackedTyped<BlockQ4_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ5_0: return MatMulPackedTyped<BlockQ5_0x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);
       case QuantType::kQ4_1: return MatMulPackedTyped<BlockQ4_1x8>(xq, w, w_row_bytes, y, ldy, m, k, n_begin, n_end);

@@ -25,7 +25,7 @@ void AskForHugePages(void* p, size_t bytes) {
 }
 
 void Pack(WeightTensor* t, std::vector<AlignedArray<uint8_t>>* storage) {
-  if (t->empty() || !IsQuantized(t->dtype) || !kernels::IsPackable(QuantOf(t->dtype)) || t->rows % 8 != 0 ||
+  if (t->empty() || !IsQuantized(t->dtype) || t->rows % 8 != 0 ||
       t->packed != nullptr) {
     return;
   }

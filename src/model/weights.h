@@ -44,7 +44,7 @@ struct WeightTensor {
   DType dtype = DType::kF32;
   size_t rows = 0, cols = 0;  // row-major [rows][cols]; matmul weights are [out][in]
   const void* data = nullptr;  // owned by ModelWeights::storage or inside ModelWeights::backing
-  // The same values packed for the matmul (kernels::IsPackable types: kernels/quant_pack.h), owned by
+  // The same values packed for the matmul (every quantized type: kernels/quant_pack.h), owned by
   // ModelWeights::packed_storage;
   // null when the matmul reads `data`. `data` stays what was loaded (the digest hashes it).
   const void* packed = nullptr;
@@ -135,7 +135,7 @@ struct ModelWeights {
 };
 
 // Packs the matmul weights the kernels read faster packed: projections and the output head of a
-// kernels::IsPackable type whose row count is a multiple of 8, each into 2 MiB pages where the OS
+// quantized type whose row count is a multiple of 8, each into 2 MiB pages where the OS
 // gives them. The embedding lookup reads the loaded rows (`data`), so a head tied to the embedding
 // is packed into a copy of its own: a batched decode step's head is then one packed matmul (AMX on
 // the avx512 tier), and one row's streams as fast as the plain rows did (Gemma 3's 262k × 640 head

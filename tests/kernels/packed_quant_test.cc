@@ -1,5 +1,5 @@
-// Weights of every packable type (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q4_K, IQ4_XS, Q2_K, Q3_K) packed
-// eight rows at a time (quant_pack.h, KernelTable::matmul_q_packed) in every tier: against the product of the dequantized operands, the batch-independence contract
+// Weights of every quant type packed eight rows at a time (quant_pack.h, KernelTable::matmul_q_packed)
+// in every tier: against the product of the dequantized operands, the batch-independence contract
 // (each output's bits do not depend on M, the column range or the thread count), and through
 // ParallelMatMuls. In the scalar tier the packed kernel keeps the plain kernel's bits (its steps
 // already sum each block in integers first). With non-vacuity controls.
@@ -23,9 +23,6 @@ namespace fak::kernels::testing {
 namespace {
 
 constexpr QuantType kQ8 = QuantType::kQ8_0;
-constexpr QuantType kPackable[] = {QuantType::kQ8_0, QuantType::kQ4_0, QuantType::kQ5_0,   QuantType::kQ4_K,
-                                   QuantType::kQ4_1, QuantType::kQ5_1, QuantType::kIQ4_NL, QuantType::kMXFP4,
-                                   QuantType::kIQ4_XS, QuantType::kQ2_K, QuantType::kQ3_K};
 
 // A width of about `k` that the type's blocks divide.
 size_t WidthFor(QuantType t, size_t k) { return IsK(t) ? (k + 255) / 256 * 256 : k; }
@@ -69,7 +66,7 @@ TEST_P(PackedQuantTest, Q8_0PackingMovesEveryByteOnce) {
 }
 
 TEST_P(PackedQuantTest, MatchesTheProductOfTheDequantizedOperands) {
-  for (QuantType t : kPackable)
+  for (QuantType t : kAllTypes)
   for (auto [m, k0, n] : std::vector<std::array<size_t, 3>>{{1, 32, 8}, {3, 96, 16}, {17, 576, 8}, {70, 2048, 24}}) {
     const size_t k = WidthFor(t, k0);
     SCOPED_TRACE(Name(t) + " m=" + std::to_string(m) + " k=" + std::to_string(k) + " n=" + std::to_string(n));
@@ -94,7 +91,7 @@ TEST_P(PackedQuantTest, MatchesTheProductOfTheDequantizedOperands) {
 TEST_P(PackedQuantTest, RowsAndColumnRangesAreBitIdentical) {
   const size_t n = 40;
   internal::ThreadPool pool1(1), pool2(2);
-  for (QuantType t : kPackable)
+  for (QuantType t : kAllTypes)
   for (size_t m : {1, 3, 8, 17, 70}) {
     const size_t k = WidthFor(t, 192);
     SCOPED_TRACE(Name(t) + " m=" + std::to_string(m));
@@ -121,7 +118,7 @@ TEST_P(PackedQuantTest, RowsAndColumnRangesAreBitIdentical) {
 
 TEST_P(PackedQuantTest, AnOutputDependsOnItsRowAndColumnOnly) {
   const size_t m = 5, n = 16;
-  for (QuantType t : kPackable) {
+  for (QuantType t : kAllTypes) {
     SCOPED_TRACE(Name(t));
     const auto [k, x, w] = MakeOperands(t, m, n, 96, 31);
     const std::vector<float> base = RunPacked(t, x, Pack(t, w, n, k), m, k, n);
@@ -141,13 +138,13 @@ TEST_P(PackedQuantTest, AnOutputDependsOnItsRowAndColumnOnly) {
 
 TEST_P(PackedQuantTest, ScalarTierKeepsThePlainKernelsBits) {
   const size_t m = 6, n = 24;
-  for (QuantType t : kPackable) {
+  for (QuantType t : kAllTypes) {
     SCOPED_TRACE(Name(t));
     const auto [k, x, w] = MakeOperands(t, m, n, 160, 51);
     const std::vector<float> packed = RunPacked(t, x, Pack(t, w, n, k), m, k, n), plain = Run(t, x, w, m, k, n);
     if (T().tier == Tier::kScalar) {
       EXPECT_EQ(0, std::memcmp(packed.data(), plain.data(), plain.size() * sizeof(float)));
-    } else {  // kernels revisions 3-4: the x86 tiers sum each block in integers before the float step
+    } else {  // kernels revisions 3-6: the SIMD tiers sum each block in integers before the float step
       EXPECT_NE(0, std::memcmp(packed.data(), plain.data(), plain.size() * sizeof(float)));
     }
   }
@@ -179,11 +176,9 @@ TEST_P(PackedQuantTest, X86TiersAgreeBitForBit) {
       EXPECT_EQ(0, std::memcmp(here.data(), run(avx2, w, false).data(), here.size() * sizeof(float)));
       scalar_differs |= std::memcmp(here.data(), run(**TableFor(Tier::kScalar), w, false).data(),
                                     here.size() * sizeof(float)) != 0;
-      if (IsPackable(t)) {
-        const std::vector<uint8_t> packed = Pack(t, w, n, k);
-        const std::vector<float> here_packed = run(T(), packed, true);
-        EXPECT_EQ(0, std::memcmp(here_packed.data(), run(avx2, packed, true).data(), here.size() * sizeof(float)));
-      }
+      const std::vector<uint8_t> packed = Pack(t, w, n, k);
+      const std::vector<float> here_packed = run(T(), packed, true);
+      EXPECT_EQ(0, std::memcmp(here_packed.data(), run(avx2, packed, true).data(), here.size() * sizeof(float)));
     }
   }
   EXPECT_TRUE(scalar_differs) << "the comparison cannot tell tiers apart";
@@ -215,11 +210,9 @@ TEST_P(PackedQuantTest, Avx512TiersWithAndWithoutVnniAgreeBitForBit) {
     EXPECT_EQ(0, std::memcmp(here.data(), run(with_vnni, w, false).data(), here.size() * sizeof(float)));
     const std::vector<float> scalar = run(**TableFor(Tier::kScalar), w, false);
     scalar_differs |= std::memcmp(here.data(), scalar.data(), here.size() * sizeof(float)) != 0;
-    if (IsPackable(t)) {
-      const std::vector<uint8_t> packed = Pack(t, w, n, k);
-      const std::vector<float> here_packed = run(T(), packed, true);
-      EXPECT_EQ(0, std::memcmp(here_packed.data(), run(with_vnni, packed, true).data(), here.size() * sizeof(float)));
-    }
+    const std::vector<uint8_t> packed = Pack(t, w, n, k);
+    const std::vector<float> here_packed = run(T(), packed, true);
+    EXPECT_EQ(0, std::memcmp(here_packed.data(), run(with_vnni, packed, true).data(), here.size() * sizeof(float)));
   }
   EXPECT_TRUE(scalar_differs) << "the comparison cannot tell tiers apart";
 }
@@ -240,7 +233,6 @@ TEST_P(PackedQuantTest, NeonTiersAgreeBitForBit) {
     std::vector<float> here = Run(t, x, w, m, k, n), base(m * n, std::nanf(""));
     (*TableFor(*neon))->matmul_q(t, xq.data(), w.data(), QuantRowBytes(t, k), base.data(), n, m, k, 0, n);
     EXPECT_EQ(0, std::memcmp(here.data(), base.data(), base.size() * sizeof(float)));
-    if (!IsPackable(t)) continue;
     const std::vector<uint8_t> packed = Pack(t, w, n, k);
     here = RunPacked(t, x, packed, m, k, n);
     (*TableFor(*neon))->matmul_q_packed(t, xq.data(), packed.data(), PackedRowBytes(t, k), base.data(), n, m, k, 0, n);

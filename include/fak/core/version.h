@@ -15,7 +15,7 @@
 #define FAK_VERSION_MINOR 1
 #define FAK_VERSION_PATCH 0
 #define FAK_VERSION_STRING "0.1.0"
-#define FAK_KERNELS_REVISION 5
+#define FAK_KERNELS_REVISION 6
 
 namespace fak {
 
