@@ -506,7 +506,7 @@ struct Avx512QuantOps : X86QuantOps<I> {
     const __m512i pick[4] = {PairIndex(0), PairIndex(1), PairIndex(2), PairIndex(3)};
     __m256 acc[1] = {_mm256_setzero_ps()};
     for (size_t b = 0; b < n_blocks; ++b) {
-      Base::RequestBlock(w + b);
+      Base::RequestBlockAndAhead(w + b);
       const PB& wb = w[b];
       const ActQ8_K& xb = x[b];
       __m512i sum = _mm512_setzero_si512();
@@ -556,7 +556,7 @@ struct Avx512QuantOps : X86QuantOps<I> {
         _mm512_add_epi16(_mm512_srli_epi16(lane, 1), _mm512_slli_epi16(_mm512_and_si512(lane, _mm512_set1_epi16(1)), 3)));
     __m256 acc[1] = {_mm256_setzero_ps()};
     for (size_t b = 0; b < n_blocks; ++b) {
-      Base::RequestBlock(w + b);
+      Base::RequestBlockAndAhead(w + b);
       const PB& wb = w[b];
       const ActQ8_K& xb = x[b];
       const auto load = [&](auto field) { return _mm512_loadu_si512(field(wb)); };
