@@ -647,51 +647,37 @@ struct NeonQuantOps {
       QuarterSums<MR, true>(q, sc0, sc1, m0, m1, x, stride, t, sum, mins);
     }
   }
-  // Q3_K: q = low two bits − 4 where bit t of the hmask byte is clear, ∈ [−4, 3]; scale sc − 32
-  // (|sum| < 2^23). No mins.
-  template <int MR>
+  // Q3_K / Q6_K: signed quants with signed group scales, no mins: Q3_K's q = low two bits − 4 where
+  // bit t of the hmask byte is clear, ∈ [−4, 3], scale sc − 32 (|sum| < 2^23); Q6_K's q = its six
+  // bits − 32 ∈ [−32, 31] (|sum| < 2^29).
+  template <int MR, class PB>
+    requires std::is_same_v<PB, BlockQ3_Kx8> || std::is_same_v<PB, BlockQ6_Kx8>
   [[gnu::always_inline]]
-  static void SuperBlockSums(const BlockQ3_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
+  static void SuperBlockSums(const PB& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
                              int32x4_t (&mins)[MR][2]) {
     for (int t = 0; t < 8; ++t) {
-      const int h = t / 4, j = t % 4;
-      const uint8x16_t bit = vdupq_n_u8(static_cast<uint8_t>(1 << t));
       int8x16_t q[8][2];
 #pragma GCC unroll 8
       for (int g = 0; g < 8; ++g)
-        for (int r = 0; r < 2; ++r) {
-          const uint8x16_t set = vtstq_u8(vld1q_u8(wb.hmask[g] + 16 * r), bit);
-          q[g][r] = vsubq_s8(S8(TwoBits(wb.qs[h][g] + 16 * r, j)), S8(vbicq_u8(vdupq_n_u8(4), set)));
-        }
+        for (int r = 0; r < 2; ++r) q[g][r] = QuarterQuants(wb, t, g, r);
       int32x4_t sc0[2], sc1[2];
       WidenS16(vmovl_s8(vld1_s8(wb.sc[2 * t])), sc0);
       WidenS16(vmovl_s8(vld1_s8(wb.sc[2 * t + 1])), sc1);
       QuarterSums<MR, false>(q, sc0, sc1, sc0, sc1, x, stride, t, sum, mins);
     }
   }
-
-  // Q6_K: q = its six bits − 32 ∈ [−32, 31] (nibble j / 2 of ql[h][j % 2], bits 2j..2j+1 of qh[h] above
-  // it), signed group scales (|sum| < 2^29). No mins.
-  template <int MR>
-  [[gnu::always_inline]]
-  static void SuperBlockSums(const BlockQ6_Kx8& wb, const ActQ8_K* x, size_t stride, int32x4_t (&sum)[MR][2],
-                             int32x4_t (&mins)[MR][2]) {
-    for (int t = 0; t < 8; ++t) {
-      const int h = t / 4, j = t % 4;
-      int8x16_t q[8][2];
-#pragma GCC unroll 8
-      for (int g = 0; g < 8; ++g)
-        for (int r = 0; r < 2; ++r) {
-          const uint8x16_t ql = vld1q_u8(wb.ql[h][j % 2][g] + 16 * r), qh = vld1q_u8(wb.qh[h][g] + 16 * r);
-          const uint8x16_t low = j < 2 ? vandq_u8(ql, vdupq_n_u8(0x0F)) : vshrq_n_u8(ql, 4);
-          const uint8x16_t high = vandq_u8(vshlq_u8(qh, vdupq_n_s8(static_cast<int8_t>(4 - 2 * j))), vdupq_n_u8(0x30));
-          q[g][r] = vsubq_s8(S8(vorrq_u8(low, high)), vdupq_n_s8(32));
-        }
-      int32x4_t sc0[2], sc1[2];
-      WidenS16(vmovl_s8(vld1_s8(wb.sc[2 * t])), sc0);
-      WidenS16(vmovl_s8(vld1_s8(wb.sc[2 * t + 1])), sc1);
-      QuarterSums<MR, false>(q, sc0, sc1, sc0, sc1, x, stride, t, sum, mins);
-    }
+  // Quarter t's 4-byte group g of rows 4r..4r+3, signed.
+  static int8x16_t QuarterQuants(const BlockQ3_Kx8& wb, int t, int g, int r) {
+    const uint8x16_t set = vtstq_u8(vld1q_u8(wb.hmask[g] + 16 * r), vdupq_n_u8(static_cast<uint8_t>(1 << t)));
+    return vsubq_s8(S8(TwoBits(wb.qs[t / 4][g] + 16 * r, t % 4)), S8(vbicq_u8(vdupq_n_u8(4), set)));
+  }
+  // Q6_K: nibble j / 2 of ql[h][j % 2], with bits 2j..2j+1 of qh[h] above it.
+  static int8x16_t QuarterQuants(const BlockQ6_Kx8& wb, int t, int g, int r) {
+    const int h = t / 4, j = t % 4;
+    const uint8x16_t ql = vld1q_u8(wb.ql[h][j % 2][g] + 16 * r), qh = vld1q_u8(wb.qh[h][g] + 16 * r);
+    const uint8x16_t low = j < 2 ? vandq_u8(ql, vdupq_n_u8(0x0F)) : vshrq_n_u8(ql, 4);
+    const uint8x16_t high = vandq_u8(vshlq_u8(qh, vdupq_n_s8(static_cast<int8_t>(4 - 2 * j))), vdupq_n_u8(0x30));
+    return vsubq_s8(S8(vorrq_u8(low, high)), vdupq_n_s8(32));
   }
 
   static void MatMulPacked(QuantType wtype, const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy,
