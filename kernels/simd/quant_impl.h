@@ -549,23 +549,23 @@ void QDotStrip(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_block
 template <class Q, class WB, class XB, int MR, int NC>
 void QDotTile(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_blocks, float* y, size_t ldy) {
   typename Q::Acc acc[MR][NC];
-#pragma GCC unroll 8
+#pragma GCC unroll 4
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) acc[i][c] = Q::Zero();
   const WB* tag = reinterpret_cast<const WB*>(w);  // selects Prep's overload only
   for (size_t b = 0; b < n_blocks; ++b) {
     decltype(Q::Prep(tag, x)) xp[MR];
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int i = 0; i < MR; ++i) xp[i] = Q::Prep(tag, x + i * n_blocks + b);
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) {
       const auto u = Q::Unpack(reinterpret_cast<const WB*>(w + c * w_row_bytes) + b);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
       for (int i = 0; i < MR; ++i) acc[i][c] = Q::Dot(acc[i][c], u, xp[i]);
     }
   }
-#pragma GCC unroll 8
+#pragma GCC unroll 4
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) y[i * ldy + c] = Q::Reduce(acc[i][c]);
@@ -576,28 +576,18 @@ void QDotTile(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_blocks
 template <class WB>
 inline constexpr int kTileColsOf = kBlockElemsOf<WB> == kQK0 ? 2 : 1;
 
-// Rows per prefill tile: eight for Q5_K and Q6_K, whose unpacked block (17 and 9 registers) costs as
-// much as several rows' products, so sharing it with eight rows pays (kernel bench, M = 512, one
-// thread: Q5_K 1.2x, Q6_K 1.08x); four for the rest.
-template <class WB>
-inline constexpr int kTileRowsOf = std::is_same_v<WB, BlockQ5_K> || std::is_same_v<WB, BlockQ6_K> ? 8 : 4;
-
-// Rows [i0, i1) of NC columns, in tiles of kTileRowsOf<WB> rows, then four, then one. A tile's row
-// loops are unrolled whole so that its accumulators stay in registers. Every output takes the same
-// steps whatever its tile, so the bits do not change.
+// Rows [i0, i1) of NC columns, in tiles of four rows.
 template <class Q, class WB, class XB, int NC>
 void TileColumns(const XB* x, const uint8_t* w, size_t w_row_bytes, size_t n_blocks, size_t i0, size_t i1, float* y,
                  size_t ldy) {
   size_t i = i0;
-  if constexpr (constexpr int MR = kTileRowsOf<WB>; MR > 4)
-    for (; i + MR <= i1; i += MR) QDotTile<Q, WB, XB, MR, NC>(x + i * n_blocks, w, w_row_bytes, n_blocks, y + i * ldy, ldy);
   for (; i + 4 <= i1; i += 4) QDotTile<Q, WB, XB, 4, NC>(x + i * n_blocks, w, w_row_bytes, n_blocks, y + i * ldy, ldy);
   for (; i < i1; ++i) QDotTile<Q, WB, XB, 1, NC>(x + i * n_blocks, w, w_row_bytes, n_blocks, y + i * ldy, ldy);
 }
 
 // Decode (one row): NR W rows streamed side by side. Prefill: rows in blocks of kRowBlock (their
 // activations stay in L2) times column strips of kColStrip (their weight rows stay in L1 while the
-// row block streams past), in tiles of rows (TileColumns) that share each unpacked weight block.
+// row block streams past), in tiles of four rows that share each unpacked weight block.
 template <class Q, class WB, class XB>
 void MatMulQTyped(const void* xq, const void* w, size_t w_row_bytes, float* y, size_t ldy, size_t m, size_t k,
                   size_t n_begin, size_t n_end) {
