@@ -355,11 +355,8 @@ struct Avx512QuantOps : X86QuantOps<I> {
         __m512i c_lo = _mm512_setzero_si512(), c_hi = c_lo;
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {  // q ≤ 31, |x| ≤ 127: exact
-          int32_t x_lo, x_hi;
-          std::memcpy(&x_lo, xs + 4 * j, 4);
-          std::memcpy(&x_hi, xs + 32 + 4 * j, 4);
-          c_lo = I::DotU8S8(c_lo, lo[j], _mm512_set1_epi32(x_lo));
-          c_hi = I::DotU8S8(c_hi, hi[j], _mm512_set1_epi32(x_hi));
+          c_lo = I::DotU8S8Broadcast(c_lo, lo[j], xs + 4 * j);
+          c_hi = I::DotU8S8Broadcast(c_hi, hi[j], xs + 32 + 4 * j);
         }
         sum[i] = _mm512_add_epi32(sum[i], _mm512_add_epi32(_mm512_mullo_epi32(c_lo, sc_lo), _mm512_mullo_epi32(c_hi, sc_hi)));
       }
@@ -372,7 +369,7 @@ struct Avx512QuantOps : X86QuantOps<I> {
       for (int i = 0; i < MR; ++i) {
         int32_t sums_pair;
         std::memcpy(&sums_pair, sub_sums + 8 * i * stride + 2 * t, 4);
-        mins[i] = _mm512_add_epi32(mins[i], _mm512_madd_epi16(m_pairs, _mm512_set1_epi32(sums_pair)));
+        mins[i] = I::DotI16(mins[i], m_pairs, _mm512_set1_epi32(sums_pair));
       }
     }
   }
@@ -419,8 +416,6 @@ struct Avx512QuantOps : X86QuantOps<I> {
                        __m512i (&mins)[MR]) {
     constexpr bool kOffset = !std::is_same_v<PB, BlockQ2_Kx8>;  // signed scales against an offset
     const auto pair = [&](auto field) { return Pair(field(A), field(B)); };
-    __m512i bsum_terms[MR];
-    for (int i = 0; i < MR; ++i) bsum_terms[i] = _mm512_setzero_si512();
     for (int t = 0; t < 8; ++t) {  // quarter t: g < 4 group 2t, else 2t + 1
       __m512i q[8];
 #pragma GCC unroll 8
@@ -431,7 +426,8 @@ struct Avx512QuantOps : X86QuantOps<I> {
         const __m128i r1 = _mm_unpacklo_epi64(Bytes8(A.sc[2 * t + 1]), Bytes8(B.sc[2 * t + 1]));
         sc0 = _mm512_cvtepi8_epi32(r0);
         sc1 = _mm512_cvtepi8_epi32(r1);
-        c_pairs = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(r0, r1), _mm_unpacklo_epi8(r0, r1)));
+        c_pairs = _mm512_sub_epi16(_mm512_setzero_si512(),
+                                   _mm512_slli_epi16(_mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(r0, r1), _mm_unpacklo_epi8(r0, r1))), kOffsetLog2<PB>));
       } else {
         const __m128i r0 = _mm_unpacklo_epi64(Bytes8(A.scales[2 * t]), Bytes8(B.scales[2 * t]));
         const __m128i r1 = _mm_unpacklo_epi64(Bytes8(A.scales[2 * t + 1]), Bytes8(B.scales[2 * t + 1]));
@@ -447,21 +443,15 @@ struct Avx512QuantOps : X86QuantOps<I> {
         __m512i c0 = _mm512_setzero_si512(), c1 = c0;  // the quarter's two groups of 16
 #pragma GCC unroll 4
         for (int g = 0; g < 4; ++g) {  // q ≤ 63, |x| ≤ 127: exact
-          int32_t x0, x1;
-          std::memcpy(&x0, xb.qs + 32 * t + 4 * g, 4);
-          std::memcpy(&x1, xb.qs + 32 * t + 16 + 4 * g, 4);
-          c0 = I::DotU8S8(c0, q[g], _mm512_set1_epi32(x0));
-          c1 = I::DotU8S8(c1, q[g + 4], _mm512_set1_epi32(x1));
+          c0 = I::DotU8S8Broadcast(c0, q[g], xb.qs + 32 * t + 4 * g);
+          c1 = I::DotU8S8Broadcast(c1, q[g + 4], xb.qs + 32 * t + 16 + 4 * g);
         }
         sum[i] = _mm512_add_epi32(sum[i], _mm512_add_epi32(_mm512_mullo_epi32(c0, sc0), _mm512_mullo_epi32(c1, sc1)));
         int32_t bsum_pair;
         std::memcpy(&bsum_pair, xb.bsums + 2 * t, 4);
-        bsum_terms[i] = _mm512_add_epi32(bsum_terms[i], _mm512_madd_epi16(c_pairs, _mm512_set1_epi32(bsum_pair)));
+        __m512i& terms = kOffset ? sum[i] : mins[i];
+        terms = I::DotI16(terms, c_pairs, _mm512_set1_epi32(bsum_pair));
       }
-    }
-    for (int i = 0; i < MR; ++i) {
-      if constexpr (kOffset) sum[i] = _mm512_sub_epi32(sum[i], _mm512_slli_epi32(bsum_terms[i], kOffsetLog2<PB>));
-      else mins[i] = bsum_terms[i];
     }
   }
   // Quarter t's 4-byte group g, unsigned, as Base::QuarterQuants makes it, for 16 columns:
