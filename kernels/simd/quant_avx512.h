@@ -421,8 +421,9 @@ struct Avx512QuantOps : X86QuantOps<I> {
 
   // Q2_K / Q3_K / Q6_K: per quarter Base's QuarterSums on the pair (QuarterQuants), the two groups'
   // scales and the (c_2t, c_2t+1) pairs for the bsum terms widened to 16 columns: Q2_K's mins, or
-  // Q3_K's and Q6_K's offset terms, which go into sum as they come with the pairs scaled by −offset,
-  // as Base's SuperBlockSums does (a second set of MR accumulators spilled: Q6_K +23% without it).
+  // Q3_K's and Q6_K's offset terms. Those go into sum as they come, the pairs scaled by −offset
+  // (|sc·offset| ≤ 4096 in i16; the i32 sum is exact in any order): Base's SuperBlockSums subtracts
+  // them at the end from a second set of MR accumulators, which spilled here (Q6_K +23% without).
   template <int MR, class PB>
     requires std::is_same_v<PB, BlockQ2_Kx8> || std::is_same_v<PB, BlockQ3_Kx8> || std::is_same_v<PB, BlockQ6_Kx8>
   static void PairSums(const PB& A, const PB& B, const ActQ8_K* x, const int16_t*, size_t stride, __m512i (&sum)[MR],
