@@ -92,6 +92,23 @@ int Main(int argc, char** argv) {
   }
   const double step_ms = Median(decode_ms);
   std::printf("Gemma 3 270M Q4_K_M, vocabulary %zu, decode step (median) %.2f ms\n", steps[0][0].size(), step_ms);
+  {  // greedy: the argmax and the checks, no weights
+    std::vector<double> greedy_ms;
+    for (int round = 0; round < 5; ++round) {
+      for (int context = 0; context < 2; ++context) {
+        for (const std::vector<float>& l : steps[context]) {
+          Sampler sampler(SamplingParams{});
+          const auto t0 = Clock::now();
+          Result<int32_t> drawn = sampler.Sample(l, {});
+          greedy_ms.push_back(Ms(Clock::now() - t0));
+          if (!drawn) return Fail(drawn.error(), "Sample");
+        }
+      }
+    }
+    const double ours = Median(greedy_ms);
+    std::printf("both  greedy         draw %7.3f ms (%5.1f%% of a decode step)  (%zu draws)\n", ours, 100 * ours / step_ms,
+                greedy_ms.size());
+  }
   struct Setting {
     const char* name;
     SamplingParams params;

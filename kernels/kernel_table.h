@@ -95,6 +95,9 @@ struct KernelTable {
 
   // In place, numerically stable softmax over n elements.
   void (*softmax)(float* x, size_t n);
+  // y[i] = exp((x[i] - shift) * scale), n elements; -inf gives 0. Lanes do not interact, so an
+  // element's bits do not depend on n or its position (a sampler weighs one token or all alike).
+  void (*exp_scaled)(const float* x, float shift, float scale, float* y, size_t n);
 
   void (*attention)(const AttentionArgs& args);
 

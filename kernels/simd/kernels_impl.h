@@ -307,6 +307,14 @@ void SoftmaxSink(float* x, size_t n, const float* sink) {
 template <class V>
 void Softmax(float* x, size_t n) { SoftmaxSink<V>(x, n, nullptr); }
 
+template <class V>
+void ExpScaled(const float* x, float shift, float scale, float* y, size_t n) {
+  const typename V::B vshift = V::Set1(shift), vscale = V::Set1(scale);
+  size_t i = 0;
+  for (; i + V::kWidth <= n; i += V::kWidth) V::Store(y + i, V::Exp((V::Load(x + i) - vshift) * vscale));
+  if (i < n) StorePartial<V>(y + i, V::Exp((LoadPartial<V>(x + i, n - i) - vshift) * vscale), n - i);
+}
+
 // Applies f to every element, full registers only (the tail is padded).
 template <class V, class F>
 void MapUnary(float* x, size_t n, F f) {
@@ -762,6 +770,7 @@ void FillTable(KernelTable* t) {
   t->matmul_bf16 = &MatMulWidened<V, Bf16>;
   t->rmsnorm = &RmsNorm<V>;
   t->softmax = &Softmax<V>;
+  t->exp_scaled = &ExpScaled<V>;
   t->attention = &Attention<V>;
   t->silu = &Silu<V>;
   t->gelu_tanh = &GeluTanh<V>;

@@ -1,5 +1,6 @@
 // Model: construction, the binding digest, and the validated Prefill/Decode entry points.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <set>
@@ -45,7 +46,11 @@ Status CheckAppend(const Model& m, const std::string& what, const KVCache* cache
 // naming the first bad value, never an answer (Corruption: the fault is the weights', not the
 // caller's). `item` names the sequence in the message.
 Status CheckFinite(const std::vector<float>& logits, const std::string& item) {
-  for (size_t i = 0; i < logits.size(); ++i) {
+  // A branch-free pass over the exponent bits (all ones: NaN or ±inf) first; the search for the
+  // first bad index runs only when there is one.
+  uint32_t bad = 0;
+  for (float x : logits) bad |= static_cast<uint32_t>((std::bit_cast<uint32_t>(x) & 0x7f800000u) == 0x7f800000u);
+  for (size_t i = 0; bad != 0 && i < logits.size(); ++i) {
     if (!std::isfinite(logits[i])) {
       return Corruption(item + ": the model produced a non-finite logit (" + std::to_string(logits[i]) +
                                 " at index " + std::to_string(i) + "); its weights hold NaN or overflow");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -28,6 +29,7 @@ TEST_P(KernelsTest, TableIsCompleteAndNamed) {
   EXPECT_EQ(t.tier, GetParam());
   EXPECT_EQ(std::string_view(t.name), TierName(GetParam()));
   for (const void* fn : {(const void*)t.dot, (const void*)t.matmul, (const void*)t.rmsnorm, (const void*)t.softmax,
+                         (const void*)t.exp_scaled,
                          (const void*)t.attention, (const void*)t.silu, (const void*)t.gelu_tanh,
                          (const void*)t.silu_mul, (const void*)t.gelu_tanh_mul, (const void*)t.clamped_swiglu_mul, (const void*)t.add, (const void*)t.mul,
                          (const void*)t.scale, (const void*)t.f16_to_f32, (const void*)t.bf16_to_f32})
@@ -116,6 +118,38 @@ TEST_P(KernelsTest, SoftmaxMatchesReference) {
     for (size_t i = 0; i < n; ++i) sum += y[i];
     EXPECT_NEAR(sum, 1.0, (n + 10) * kU);
   }
+}
+
+// --- exp_scaled (a sampler's token weights) ---
+
+TEST_P(KernelsTest, ExpScaledMatchesReferenceAndIsLaneIndependent) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (size_t n : TailLengths()) {
+    std::vector<float> x = RandomVector(n, 70 + n, -30, 5);
+    if (n > 2) x[n / 2] = ninf;  // a masked token weighs exactly 0
+    const float shift = 5.0f, scale = 1.0f / 0.7f;
+    GuardedBuffer y(n);
+    T().exp_scaled(x.data(), shift, scale, y.data(), n);
+    EXPECT_TRUE(y.GuardIntact()) << "n=" << n;
+    for (size_t i = 0; i < n; ++i) {
+      if (x[i] == ninf) {
+        EXPECT_EQ(y[i], 0.0f) << "n=" << n << " i=" << i;
+        continue;
+      }
+      // (x - shift) and the scaling each round once; exp (std::exp or xsimd's polynomial) adds a few u.
+      const double arg = (static_cast<double>(x[i]) - shift) * scale, ref = std::exp(arg);
+      EXPECT_NEAR(y[i], ref, (2 * std::abs(arg) + 10) * kU * ref) << "n=" << n << " i=" << i;
+      // One element alone has the bits it has among the others: the sampler weighs a token either way.
+      float alone = -1.0f;
+      T().exp_scaled(&x[i], shift, scale, &alone, 1);
+      EXPECT_EQ(std::bit_cast<uint32_t>(alone), std::bit_cast<uint32_t>(y[i])) << "n=" << n << " i=" << i;
+    }
+  }
+  float changed = 0.0f, input = 1.0f;  // non-vacuity: the shift and scale are applied
+  T().exp_scaled(&input, 1.0f, 1.0f, &changed, 1);
+  EXPECT_EQ(changed, 1.0f);
+  T().exp_scaled(&input, 0.0f, 2.0f, &changed, 1);
+  EXPECT_NEAR(changed, std::exp(2.0), 8 * kU * std::exp(2.0));
 }
 
 TEST_P(KernelsTest, SoftmaxEdgeCases) {

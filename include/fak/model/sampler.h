@@ -72,15 +72,18 @@ class FAK_EXPORT Sampler {
   // repetition penalty reads its window of the whole history). -inf masks a token out; NaN, +inf,
   // no logits or every logit -inf is InvalidArgument naming the first bad index, and so is a
   // logit_bias that bans every token left, so no token is ever drawn from numbers that mean
-  // nothing. A pure function of (logits, params, the generator's state, history): a failed call
-  // leaves the generator as it was.
+  // nothing. A pure function of (logits, params, the generator's state, history) and, for a draw
+  // at a temperature, the kernel tier, whose exp weighs the tokens: a failed call leaves the
+  // generator as it was.
   Result<int32_t> Sample(std::span<const float> logits, std::span<const int32_t> history, size_t generated = 0);
 
  private:
   std::vector<float> Adjusted(std::span<const float> logits, std::span<const int32_t> history, size_t generated) const;
   double NextUniform();  // [0, 1)
+  bool AdjustsLogits() const;
   SamplingParams params_;
   uint64_t state_[4];
+  std::vector<float> weights_;  // scratch: each token's weight in a draw, kept across draws
 };
 
 // A token's log-probability under a distribution.
