@@ -80,7 +80,13 @@ Status KVCache::Reserve(size_t n_tokens) {
                              std::to_string(shape_.max_tokens));
   }
   return internal::ExceptionBoundary("KVCache::Reserve", [&] {
-    const size_t full = n_tokens <= capacity_ ? capacity_ : std::min(shape_.max_tokens, std::max(n_tokens, capacity_ * 2));
+    // Growing copies every row held, so it leaves room: twice the old capacity, and at least an
+    // eighth more than asked. Without the eighth a prompt prefilled at once filled its cache
+    // exactly (a prefill reserves its whole prompt), and the first decoded token copied all of it:
+    // after 16k tokens of the Llama 3.2 1B shape, 0.8 GB into fresh pages, which cost half of a
+    // 64-token decode at that depth.
+    const size_t full =
+        n_tokens <= capacity_ ? capacity_ : std::min(shape_.max_tokens, std::max(n_tokens + n_tokens / 8, capacity_ * 2));
     const size_t heads = shape_.n_kv_heads, row = RowBytes();
     // Everything is allocated before anything moves, so a failed allocation leaves the cache as it
     // was. Uninitialised: slots are written before they are read, and shared slots never are.

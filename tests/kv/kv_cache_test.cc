@@ -93,5 +93,19 @@ TEST_F(KVCacheTest, ReserveRefusesPastTheContext) {
   ExpectUnchanged();
 }
 
+// A prompt prefilled at once reserves room past itself, so the decode steps after it do not copy
+// the cache (each growth copies every row held; after a 16k prompt that was 0.8 GB at the first
+// decoded token).
+TEST_F(KVCacheTest, DecodingAfterAPromptDoesNotGrowTheCache) {
+  KVCache cache = model_->NewCache();
+  ASSERT_OK(model_->Prefill(&cache, testing::TokenSequence(64, 1, 97), LogitsMode::kLast));
+  const size_t after_prompt = cache.allocated_bytes();
+  for (int32_t t = 0; t < 8; ++t) ASSERT_OK(model_->Decode(&cache, t + 5).status());
+  EXPECT_EQ(cache.allocated_bytes(), after_prompt);
+  // Past the room it does grow (non-vacuity: allocated_bytes follows the storage).
+  ASSERT_OK(cache.Reserve(cache.size() + 64));
+  EXPECT_GT(cache.allocated_bytes(), after_prompt);
+}
+
 }  // namespace
 }  // namespace fak

@@ -118,7 +118,8 @@ class FAK_EXPORT KVCache {
   // Copies tokens [from, from + n) out as a slab; InvalidArgument when out of range,
   // FailedPrecondition when a windowed layer no longer holds them.
   Result<KVSlab> CopySpan(size_t from, size_t n) const;
-  // Grows storage to hold `n_tokens` without reallocating; ResourceExhausted past max_tokens.
+  // Grows storage to hold `n_tokens` without reallocating (growing leaves room for more: at
+  // least an eighth, up to max_tokens); ResourceExhausted past max_tokens.
   Status Reserve(size_t n_tokens);
   // True when both caches were made by the same model (shape and RoPE binding).
   bool SameBinding(const KVCache& other) const { return shape_ == other.shape_ && rope_ == other.rope_; }
