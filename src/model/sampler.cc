@@ -27,8 +27,8 @@ uint64_t SplitMix64(uint64_t* s) {
 constexpr uint32_t kMinusInfBits = 0xff800000u, kPlusInfBits = 0x7f800000u;
 
 // The first index of the largest value (-0 ties +0, as `>` sees them): the largest in eight running
-// maxima the compiler keeps in vector registers, then the first index holding it. A scan that
-// compares each value with v[best] waits on the last compare and cost a tenth of a Gemma decode step.
+// maxima the compiler keeps in vector registers, then the first index holding it (a scan comparing
+// each value with v[best] waits on the compare before it).
 int32_t Argmax(std::span<const float> v) {
   constexpr size_t kLanes = 8;
   float lanes[kLanes];
@@ -161,12 +161,13 @@ double Sampler::NextUniform() {
   return static_cast<double>(result >> 11) * 0x1.0p-53;
 }
 
-// The logits as the draw sees them: bias, then repetition penalty, then presence/frequency.
+// Whether Adjusted changes any logit.
 bool Sampler::AdjustsLogits() const {
   return !params_.logit_bias.empty() || params_.repetition_penalty != 1.0f || params_.presence_penalty != 0.0f ||
          params_.frequency_penalty != 0.0f;
 }
 
+// The logits as the draw sees them: bias, then repetition penalty, then presence/frequency.
 std::vector<float> Sampler::Adjusted(std::span<const float> logits, std::span<const int32_t> history,
                                      size_t generated) const {
   constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
