@@ -218,12 +218,26 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits, std::span<const i
   // only they are gathered (the reach growing when the walk needs more), and of those only as many
   // are put in order as the walk reaches, in blocks that double: sorting a 262k vocabulary whole
   // cost about as much as the decode step it follows.
-  // Every token's weight exp((l - best) · (1/T)) in one pass of the kernel tier's vector exp (-inf
-  // weighs 0); 262k calls of std::exp in double cost a fifth of a Gemma decode step.
+  //
+  // A token's weight is exp((l - best) · (1/T)) from the kernel tier's vector exp (-inf weighs 0).
+  // When the mass sums every token, all weights come from one pass (262k calls of std::exp in double
+  // cost a fifth of a Gemma decode step); when top_k cuts, only the tokens the walk reaches are
+  // weighed, one at a time, with the same bits (exp_scaled's lanes are independent).
   const double best = l[argmax];
-  weights_.resize(l.size());
-  kernels::Active().exp_scaled(l.data(), l[argmax], 1.0f / params_.temperature, weights_.data(), l.size());
-  const auto weight = [&](int32_t id) { return static_cast<double>(weights_[id]); };
+  const size_t keep = params_.top_k > 0 ? std::min(params_.top_k, unmasked) : unmasked;  // masked: never kept
+  const kernels::KernelTable& table = kernels::Active();
+  const float inv_temperature = 1.0f / params_.temperature;
+  const bool weigh_all = keep == unmasked;
+  if (weigh_all) {
+    weights_.resize(l.size());
+    table.exp_scaled(l.data(), l[argmax], inv_temperature, weights_.data(), l.size());
+  }
+  const auto weight = [&](int32_t id) {
+    if (weigh_all) return static_cast<double>(weights_[id]);
+    float w;
+    table.exp_scaled(&l[id], l[argmax], inv_temperature, &w, 1);
+    return static_cast<double>(w);
+  };
   const auto before = [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); };
   std::vector<int32_t> head;  // the tokens within reach; the first p.size() in the order
   std::vector<double> p;      // weights of head[0..p.size())
@@ -245,13 +259,12 @@ Result<int32_t> Sampler::Sample(std::span<const float> logits, std::span<const i
     while (p.size() < static_cast<size_t>(last - head.begin())) p.push_back(weight(head[p.size()]));
   };
   // Masked (-inf) tokens weigh 0 and are never kept, not even as the last resort.
-  const size_t keep = params_.top_k > 0 ? std::min(params_.top_k, unmasked) : unmasked;
   double sum = 0;
-  if (keep < unmasked) {
+  if (weigh_all) {
+    sum = SumOf(weights_);
+  } else {
     extend(keep);
     for (size_t i = 0; i < keep; ++i) sum += p[i];
-  } else {
-    sum = SumOf(weights_);
   }
   // The kept tokens: the top-p nucleus of the first `keep`, then those at least min_p times as
   // likely as the best (whose weight is exp(0) = 1).
