@@ -8,6 +8,8 @@
 #include "fak/kernels/kernel_tier.h"
 #include "fak/gate/binding_tuple.h"
 #include "fak/core/version.h"
+#include "src/core/dcheck.h"
+#include "src/core/run_tasks.h"
 #include "src/gate/kv_slab_checksum.h"
 #include "src/gate/manifest_json.h"
 #include "src/core/str_cat.h"
@@ -180,19 +182,33 @@ Result<Digest> KVSpanChecksum(const KVCache& cache, size_t from, size_t n_tokens
   return d.Finish();
 }
 
-void internal::BeginSlabChecksum(Digester& d, const KVShape& shape, size_t start_position, std::span<const int32_t> tokens) {
-  d.Update("fak.kv_slab.v1");
+Digest internal::SlabChecksumOfChunks(const KVShape& shape, size_t start_position, std::span<const int32_t> tokens,
+                                      std::span<const Digest> chunk_digests) {
+  Digester d;
+  d.Update("fak.kv_slab.v2");
   d.UpdatePod(static_cast<uint64_t>(shape.n_layers)).UpdatePod(static_cast<uint64_t>(shape.n_kv_heads));
   d.UpdatePod(static_cast<uint64_t>(shape.head_dim)).UpdatePod(static_cast<uint64_t>(start_position));
-  if (shape.dtype != KVDtype::kF32) d.Update(KVDtypeName(shape.dtype));  // (f32 checksums stay as they were)
-  d.Update(tokens.data(), tokens.size() * sizeof(int32_t));
+  d.Update(KVDtypeName(shape.dtype));
+  d.UpdatePod(static_cast<uint64_t>(tokens.size())).Update(tokens.data(), tokens.size() * sizeof(int32_t));
+  d.UpdatePod(static_cast<uint64_t>(internal::kSlabChecksumChunkBytes));
+  for (const Digest& c : chunk_digests) d.Update(c.bytes.data(), c.bytes.size());
+  return d.Finish();
 }
 
 Digest KVSlabChecksum(const KVSlab& slab) {
-  Digester d;
-  internal::BeginSlabChecksum(d, slab.shape, slab.start_position, slab.tokens);
-  for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) d.Update(t->data(), t->size());
-  return d.Finish();
+  const KVBytes* tensors[] = {&slab.k, &slab.kraw, &slab.v};
+  const size_t per_tensor = internal::SlabChunksPerTensor(slab.k.size());
+  FAK_DCHECK(slab.kraw.size() == slab.k.size() && slab.v.size() == slab.k.size());
+  std::vector<Digest> chunks(3 * per_tensor);
+  const Status hashed =
+      internal::RunTasks(chunks.size(), internal::ThreadsForBytes(3 * slab.k.size()), [&](size_t i) {
+        const KVBytes& t = *tensors[i / per_tensor];
+        const size_t at = (i % per_tensor) * internal::kSlabChecksumChunkBytes;
+        chunks[i] = Digest::Of(t.data() + at, std::min(internal::kSlabChecksumChunkBytes, t.size() - at));
+        return Status::Ok();
+      });
+  FAK_DCHECK(hashed.ok());  // hashing fails in no task
+  return internal::SlabChecksumOfChunks(slab.shape, slab.start_position, slab.tokens, chunks);
 }
 
 Result<BindingTuple> BindCacheSpan(const Model& model, const Tokenizer& tokenizer, const KVCache& cache, size_t from,

@@ -11,6 +11,8 @@
 #include <system_error>
 #include <thread>
 
+#include "fak/gate/binding_tuple.h"
+#include "src/core/run_tasks.h"
 #include "src/gate/kv_slab_checksum.h"
 #include "src/gate/manifest_json.h"
 
@@ -70,66 +72,6 @@ class Reader {
   bool short_ = false;
 };
 
-// Below this many KV bytes a thread costs more than the hash it would overlap.
-constexpr size_t kMinConcurrentHashBytes = size_t{4} << 20;
-// K/Kraw/V are read in pieces of this size, each hashed while the next is read.
-constexpr size_t kReadChunkBytes = size_t{4} << 20;
-
-// Feeds a Digester the byte ranges it is given, in order, on its own thread, so hashing overlaps
-// the reads that produce them; inline when `concurrent` is false or no thread starts. The ranges
-// must stay valid until the destructor, which hashes what is queued and joins.
-class HashBehind {
- public:
-  HashBehind(Digester& digester, bool concurrent) : digester_(digester) {
-    if (!concurrent) return;
-    try {
-      thread_ = std::thread([this] { Run(); });
-    } catch (const std::system_error&) {
-    }
-  }
-  ~HashBehind() {
-    if (!thread_.joinable()) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      closed_ = true;
-    }
-    ready_.notify_one();
-    thread_.join();
-  }
-  void Add(std::span<const std::byte> bytes) {
-    if (!thread_.joinable()) {
-      digester_.Update(bytes.data(), bytes.size());
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(bytes);
-    }
-    ready_.notify_one();
-  }
-
- private:
-  void Run() {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (;;) {
-      ready_.wait(lock, [this] { return closed_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // closed and drained
-      const std::span<const std::byte> next = queue_.front();
-      queue_.pop_front();
-      lock.unlock();
-      digester_.Update(next.data(), next.size());
-      lock.lock();
-    }
-  }
-
-  Digester& digester_;
-  std::mutex mu_;
-  std::condition_variable ready_;
-  std::deque<std::span<const std::byte>> queue_;  // GUARDED_BY(mu_)
-  bool closed_ = false;                           // GUARDED_BY(mu_)
-  std::thread thread_;
-};
-
 Result<SlabFile> Fail(SlabFileProblem kind, SlabFileProblem* problem, Status s) {
   if (problem != nullptr) *problem = kind;
   return s;
@@ -153,7 +95,7 @@ Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const S
                            " tokens of its shape");
   }
   FAK_ASSIGN_OR_RETURN(std::string json, manifest.ToJson());
-  std::string sec[kSections];
+  std::string sec[kSections - 1];  // the kv section is appended straight from the slab
   sec[0] = std::move(json);
   Put(sec[1], static_cast<uint64_t>(sources.size()));
   for (const SourceSpan& r : sources) {
@@ -164,22 +106,23 @@ Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const S
   for (uint64_t v : {s.n_layers, s.n_kv_heads, s.head_dim, s.max_tokens, slab.start_position, slab.tokens.size()}) Put(sec[2], v);
   Put(sec[2], DtypeCode(s.dtype));
   sec[2].append(reinterpret_cast<const char*>(slab.tokens.data()), slab.tokens.size() * sizeof(int32_t));
-  sec[3].reserve(3 * bytes);
-  for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) sec[3].append(reinterpret_cast<const char*>(t->data()), t->size());
-
   std::string out;
-  out.reserve(kSlabFileHeaderBytes + sec[0].size() + sec[1].size() + sec[2].size() + sec[3].size());
+  out.reserve(kSlabFileHeaderBytes + sec[0].size() + sec[1].size() + sec[2].size() + 3 * bytes);
   out.append(kMagic, sizeof(kMagic));
   Put(out, kSlabFileVersion);
   Put(out, static_cast<uint32_t>(kSections));
-  for (const std::string& x : sec) Put(out, static_cast<uint64_t>(x.size()));
-  for (const std::string& x : sec) {
+  for (const std::string& x : {sec[0], sec[1], sec[2]}) Put(out, static_cast<uint64_t>(x.size()));
+  Put(out, static_cast<uint64_t>(3 * bytes));
+  for (const std::string& x : {sec[0], sec[1], sec[2]}) {
     const Digest d = Digest::Of(x);
     out.append(reinterpret_cast<const char*>(d.bytes.data()), Digest::kSize);
   }
+  const Digest kv = KVSlabChecksum(slab);  // the kv section's digest is the gate's checksum (see the header)
+  out.append(reinterpret_cast<const char*>(kv.bytes.data()), Digest::kSize);
   const Digest header = Digest::Of(out);
   out.append(reinterpret_cast<const char*>(header.bytes.data()), Digest::kSize);
-  for (const std::string& x : sec) out += x;
+  for (const std::string& x : {sec[0], sec[1], sec[2]}) out += x;
+  for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) out.append(reinterpret_cast<const char*>(t->data()), t->size());
   return out;
 }
 
@@ -287,31 +230,32 @@ Result<SlabFile> DecodeSlabFile(const RandomAccessFile& file, SlabFileProblem* p
   f.slab.tokens.resize(n_tokens);
   std::memcpy(f.slab.tokens.data(), meta.Bytes(n_tokens * sizeof(int32_t)).data(), n_tokens * sizeof(int32_t));
 
-  // K, Kraw and V are read straight into the slab, and hashed — the file's own section digest, or
-  // the gate's slab checksum (see the header) — behind the reads on a second thread.
-  Digester digester;
-  if (!check_kv_section) internal::BeginSlabChecksum(digester, f.slab.shape, f.slab.start_position, f.slab.tokens);
-  {
-    HashBehind hasher(digester, len[3] >= kMinConcurrentHashBytes);
-    for (std::vector<std::byte>* t : {&f.slab.k, &f.slab.kraw, &f.slab.v}) {
-      try {
-        t->resize(tensor_bytes);
-      } catch (const std::bad_alloc&) {
-        return ResourceExhausted("slab file: kv: cannot allocate " + std::to_string(3 * tensor_bytes) + " bytes");
-      }
-      for (size_t done = 0; done < tensor_bytes;) {
-        const std::span<std::byte> chunk = std::span(*t).subspan(done, std::min<size_t>(kReadChunkBytes, tensor_bytes - done));
-        FAK_RETURN_IF_ERROR(read(at, chunk));
-        hasher.Add(chunk);
-        at += chunk.size();
-        done += chunk.size();
-      }
+  // K, Kraw and V are read straight into the slab in the checksum's chunks, each hashed right
+  // behind its read by the thread that read it, on as many threads as the size is worth.
+  for (KVBytes* t : {&f.slab.k, &f.slab.kraw, &f.slab.v}) {
+    try {
+      t->resize(tensor_bytes);
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted("slab file: kv: cannot allocate " + std::to_string(3 * tensor_bytes) + " bytes");
     }
   }
-  const Digest kv_digest = digester.Finish();
-  if (!check_kv_section) {
-    f.slab_checksum = kv_digest;
-  } else if (kv_digest != want[3]) {
+  KVBytes* tensors[] = {&f.slab.k, &f.slab.kraw, &f.slab.v};
+  const size_t per_tensor = internal::SlabChunksPerTensor(tensor_bytes);
+  std::vector<Digest> chunks(3 * per_tensor);
+  const Status read_kv = internal::RunTasks(chunks.size(), internal::ThreadsForBytes(len[3]), [&](size_t i) {
+    const size_t t = i / per_tensor, offset = (i % per_tensor) * internal::kSlabChecksumChunkBytes;
+    const std::span<std::byte> chunk =
+        std::span(*tensors[t]).subspan(offset, std::min(internal::kSlabChecksumChunkBytes, tensor_bytes - offset));
+    FAK_RETURN_IF_ERROR(file.ReadAt(at + t * tensor_bytes + offset, chunk));
+    chunks[i] = Digest::Of(chunk.data(), chunk.size());
+    return Status::Ok();
+  });
+  if (!read_kv.ok()) {
+    if (problem != nullptr && read_kv.code() == StatusCode::kCorruption) *problem = SlabFileProblem::kTruncated;
+    return read_kv;
+  }
+  f.slab_checksum = internal::SlabChecksumOfChunks(f.slab.shape, f.slab.start_position, f.slab.tokens, chunks);
+  if (check_kv_section && f.slab_checksum != want[3]) {
     return Fail(SlabFileProblem::kChecksum, problem, VerificationFailed("slab file: section 'kv' checksum mismatch"));
   }
   return f;

@@ -97,8 +97,8 @@ TierPager::Fetched TierPager::Fetch(const ResidentClaim& claim, std::span<const 
         return f;
       }
       f.bytes = (*entry)->size();
-      // Decoded straight from the entry, the K/Kraw/V section hashed once as it is read
-      // (slab_checksum); the gate compares that with the manifest's checksum in Verify.
+      // Decoded straight from the entry, the K/Kraw/V section hashed once, chunk by chunk as it is
+      // read (slab_checksum); the gate compares that with the manifest's checksum in Verify.
       Result<SlabFile> file = DecodeSlabFile(**entry, &f.problem, /*check_kv_section=*/false);
       if (!file.has_value()) {
         f.error = file.error();
@@ -148,7 +148,7 @@ PageInFailure TierPager::Verify(const ResidentClaim& claim, std::span<const int3
   }
   span_claim.binding = *bound;
   span_claim.binding.integrity_checksum = Digest{};
-  const Digest checksum = file->slab_checksum ? *file->slab_checksum : KVSlabChecksum(slab);
+  const Digest checksum = file->slab_checksum;
   ClaimVerdict v = CheckResidentClaim(span_claim, m, access_, checksum);
   if (!v.hit()) {
     *detail = Short(key) + ": " + v.ToString();

@@ -34,7 +34,7 @@ Sample MakeSample() {
   s.slab.tokens = {5, 6, 7, 8, 9};
   const size_t n = 2 * 2 * 5 * 4;
   auto bytes = [](std::vector<float> f) {  // K/Kraw/V of an f32 slab, as its bytes
-    std::vector<std::byte> b(f.size() * sizeof(float));
+    KVBytes b(f.size() * sizeof(float));
     std::memcpy(b.data(), f.data(), b.size());
     return b;
   };
@@ -69,13 +69,13 @@ TEST(SlabFile, RoundTrips) {
   EXPECT_EQ(KVSlabChecksum(f.slab), s.manifest.binding.integrity_checksum);
 }
 
-// Without the file's own K/Kraw/V checksum, decoding hashes the section for the gate as it copies it
-// (on a second thread for a large slab): the slab's own checksum, small or large, f32 or f16; a flipped
-// KV byte gives another checksum (the gate's refusal), and the checked decode leaves it unset.
+// Decoding hashes the K/Kraw/V section for the gate as it copies it (in 1 MiB chunks, on several
+// threads for a large slab): the slab's own checksum, small or large, f32 or f16, checked or not; a
+// flipped KV byte gives another checksum (the gate's refusal), and the checked decode refuses it.
 TEST(SlabFile, DecodingHashesTheKVItCopies) {
   Sample s = MakeSample();
   // 3000 tokens: 5.8 MB (f16) or 11.5 MB of KV, hashed concurrently; 8000: 10 MB per f32 tensor, read
-  // and hashed in several pieces each.
+  // and hashed in several chunks each, the last one short.
   for (const size_t tokens : {size_t{5}, size_t{3000}, size_t{8000}}) {
     for (const KVDtype dtype : {KVDtype::kF32, KVDtype::kF16}) {
       KVSlab slab = s.slab;
@@ -91,17 +91,15 @@ TEST(SlabFile, DecodingHashesTheKVItCopies) {
       }
       ASSERT_OK_AND_ASSIGN(std::string file, EncodeSlabFile(s.manifest, s.sources, slab));
       ASSERT_OK_AND_ASSIGN(SlabFile f, DecodeSlabFile(file, nullptr, /*check_kv_section=*/false));
-      ASSERT_TRUE(f.slab_checksum.has_value());
-      EXPECT_EQ(*f.slab_checksum, KVSlabChecksum(slab)) << tokens << " tokens";
+      EXPECT_EQ(f.slab_checksum, KVSlabChecksum(slab)) << tokens << " tokens";
       EXPECT_EQ(f.slab.v, slab.v);
       file[file.size() - 1] ^= 1;  // the last V byte: outside every checksum the decode still checks
       ASSERT_OK_AND_ASSIGN(SlabFile damaged, DecodeSlabFile(file, nullptr, /*check_kv_section=*/false));
-      ASSERT_TRUE(damaged.slab_checksum.has_value());
-      EXPECT_NE(*damaged.slab_checksum, KVSlabChecksum(slab));
-      EXPECT_EQ(*damaged.slab_checksum, KVSlabChecksum(damaged.slab));
+      EXPECT_NE(damaged.slab_checksum, KVSlabChecksum(slab));
+      EXPECT_EQ(damaged.slab_checksum, KVSlabChecksum(damaged.slab));
       EXPECT_FALSE(DecodeSlabFile(file).has_value());  // the checked decode refuses it itself
       file[file.size() - 1] ^= 1;
-      EXPECT_FALSE(DecodeSlabFile(file)->slab_checksum.has_value());
+      EXPECT_EQ(DecodeSlabFile(file)->slab_checksum, KVSlabChecksum(slab));
     }
   }
 }
@@ -113,7 +111,7 @@ TEST(SlabFile, DecodesFromAFileReadInRanges) {
   testing::ScopedTempDir tmp;
   Env* env = Env::Default();
   Sample s = MakeSample();
-  s.slab.tokens.assign(6000, 5);  // 7.7 MB of KV: several read pieces, hashed on the second thread
+  s.slab.tokens.assign(6000, 5);  // 7.7 MB of KV: several chunks, read and hashed on several threads
   s.slab.shape.head_dim = 80;
   const size_t bytes = 2 * 2 * 6000 * 80 * sizeof(float);
   for (auto [t, seed] : {std::pair{&s.slab.k, 1}, std::pair{&s.slab.kraw, 2}, std::pair{&s.slab.v, 3}}) {
@@ -132,9 +130,7 @@ TEST(SlabFile, DecodesFromAFileReadInRanges) {
     EXPECT_EQ(from_file.slab.tokens, s.slab.tokens);
     EXPECT_TRUE(from_file.slab.k == s.slab.k && from_file.slab.kraw == s.slab.kraw && from_file.slab.v == s.slab.v);
     EXPECT_EQ(from_file.slab_checksum, from_bytes.slab_checksum);
-    if (!check_kv) {
-      EXPECT_EQ(*from_file.slab_checksum, KVSlabChecksum(s.slab));
-    }
+    EXPECT_EQ(from_file.slab_checksum, KVSlabChecksum(s.slab));
   }
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RandomAccessFile> file, env->NewRandomAccessFile(tmp.Sub("slab")));
   ASSERT_OK(env->TruncateFile(tmp.Sub("slab"), encoded.size() / 2));  // shrinks under the open file
@@ -148,7 +144,7 @@ TEST(SlabFile, DecodesFromAFileReadInRanges) {
   EXPECT_FALSE(DecodeSlabFile(*file, &p).has_value());
   EXPECT_EQ(p, SlabFileProblem::kChecksum);
   ASSERT_OK_AND_ASSIGN(SlabFile unchecked, DecodeSlabFile(*file, &p, /*check_kv_section=*/false));
-  EXPECT_NE(*unchecked.slab_checksum, KVSlabChecksum(s.slab));  // the gate's refusal
+  EXPECT_NE(unchecked.slab_checksum, KVSlabChecksum(s.slab));  // the gate's refusal
 }
 
 TEST(SlabFile, EveryDamageIsTyped) {
@@ -170,9 +166,16 @@ TEST(SlabFile, EveryDamageIsTyped) {
   std::string magic = good;
   magic[0] = 'X';
   EXPECT_EQ(problem_of(magic), SlabFileProblem::kUnsupported);
-  std::string version = good;
-  version[8] = 2;
-  EXPECT_EQ(problem_of(version), SlabFileProblem::kUnsupported);
+  // A version-1 file (its kv section hashed as one stream) or a later one, with a header that
+  // hashes right: unsupported, before any of its sections is read.
+  for (const char v : {1, 3}) {
+    std::string version = good;
+    version[8] = v;
+    const Digest header = Digest::Of(std::string_view(version).substr(0, kSlabFileHeaderBytes - Digest::kSize));
+    std::memcpy(version.data() + kSlabFileHeaderBytes - Digest::kSize, header.bytes.data(), Digest::kSize);
+    EXPECT_EQ(problem_of(version), SlabFileProblem::kUnsupported) << int{v};
+    EXPECT_NE(DecodeSlabFile(version).error().message().find("version " + std::to_string(v)), std::string::npos);
+  }
   KVSlab ragged = s.slab;
   ragged.v.pop_back();
   EXPECT_EQ(EncodeSlabFile(s.manifest, s.sources, ragged).error().code(), StatusCode::kInvalidArgument);

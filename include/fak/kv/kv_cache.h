@@ -42,6 +42,7 @@
 #include "fak/core/export.h"
 #include "fak/core/status.h"
 #include "fak/kernels/kv_dtype.h"
+#include "fak/kv/kv_bytes.h"
 
 namespace fak {
 
@@ -67,7 +68,7 @@ struct FAK_EXPORT KVSlab {
   size_t start_position = 0;  // position of the first token
   std::vector<int32_t> tokens;
   // Each [n_layers][n_kv_heads][tokens.size()][head_dim] elements of shape.dtype, as bytes.
-  std::vector<std::byte> k, kraw, v;
+  KVBytes k, kraw, v;
 
   size_t size() const { return tokens.size(); }
   size_t size_bytes() const { return k.size() + kraw.size() + v.size() + tokens.size() * sizeof(int32_t); }

@@ -3,8 +3,7 @@
 // A self-checking container (format in docs/kv-tier.md §2): a fixed header with magic, format
 // version, section lengths and the SHA-256 of each section and of the header itself, then the
 // sections — the manifest's canonical JSON, the source runs, the slab's shape, start position and
-// token ids (with the KV element type, "f32" in version 1, so another dtype is a new value, not a
-// new layout), and the K, Kraw, V floats. Decoding checks every length and checksum before it
+// token ids with the KV element type, and the K, Kraw, V elements. Decoding checks every length and checksum before it
 // trusts a byte, and says which check failed (SlabFileProblem), so a page-in can fall back to
 // recompute with a typed reason. Decoding verifies the container only; whether the slab may be
 // served is the gate's question (tier_pager.h).
@@ -12,7 +11,6 @@
 #define FAK_KVTIER_SLAB_FILE_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,16 +24,16 @@
 
 namespace fak {
 
-inline constexpr uint32_t kSlabFileVersion = 1;
+inline constexpr uint32_t kSlabFileVersion = 2;  // 1: the kv section hashed as one stream
 inline constexpr size_t kSlabFileHeaderBytes = 8 + 4 + 4 + 4 * 8 + 4 * 32 + 32;  // see docs/kv-tier.md §2
 
 struct SlabFile {
   KVManifest manifest;
   std::vector<SourceSpan> sources;
   KVSlab slab;
-  // KVSlabChecksum(slab) (fak/gate/binding_tuple.h), when DecodeSlabFile computed it (check_kv_section
-  // false): hashed from the file's K/Kraw/V bytes while they were copied into `slab`.
-  std::optional<Digest> slab_checksum;
+  // KVSlabChecksum(slab) (fak/gate/binding_tuple.h), hashed from the file's K/Kraw/V bytes chunk by
+  // chunk as they were read into `slab`.
+  Digest slab_checksum;
 };
 
 enum class SlabFileProblem { kNone, kTruncated, kChecksum, kMalformed, kUnsupported };
@@ -53,10 +51,11 @@ FAK_EXPORT Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::s
 // than the header says), kChecksum (a section or the header does not hash to its recorded digest),
 // kUnsupported (another magic or version), kMalformed (a section that does not parse, or a shape
 // and token count whose tensors could not exist). Never throws; allocates only for what `bytes` holds.
-// `check_kv_section` false skips the file's own checksum of the K/Kraw/V section and computes
-// slab_checksum instead — only for a caller that checks it against the manifest's integrity
-// checksum next (which covers the same bytes): a large slab is hashed once, not twice, and on a
-// second thread while this one copies it out, so the hash costs little time of its own.
+// The kv section's recorded digest is KVSlabChecksum of the slab it holds (version 2), computed while
+// the section is read: in its 1 MiB chunks, each read into place and hashed by one of a few threads.
+// `check_kv_section` false skips comparing it with the recorded one — only for a caller that checks
+// slab_checksum against the manifest's integrity checksum next (the pager: the gate, not the
+// container, then says whether the KV may be served).
 FAK_EXPORT Result<SlabFile> DecodeSlabFile(std::string_view bytes, SlabFileProblem* problem = nullptr, bool check_kv_section = true);
 // The same, reading `file` in ranges: K, Kraw and V go straight from the file into the slab (no
 // copy of the whole file is held), each piece hashed on a second thread while the next is read. A
