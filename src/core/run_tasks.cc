@@ -10,15 +10,15 @@
 
 namespace fak::internal {
 
-Status RunTasks(size_t n, size_t max_threads, const std::function<Status(size_t)>& task) {
+Status RunTasks(size_t n, size_t max_threads, const std::function<Status(size_t, size_t)>& task) {
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
   std::mutex mu;
   size_t failed_at = n;  // GUARDED_BY(mu)
   Status error;          // GUARDED_BY(mu)
-  const auto work = [&] {
+  const auto work = [&](size_t worker) {
     for (size_t i; !failed.load(std::memory_order_relaxed) && (i = next.fetch_add(1)) < n;) {
-      Status s = task(i);
+      Status s = task(i, worker);
       if (s.ok()) continue;
       std::lock_guard<std::mutex> lock(mu);
       if (i < failed_at) failed_at = i, error = std::move(s);
@@ -28,12 +28,12 @@ Status RunTasks(size_t n, size_t max_threads, const std::function<Status(size_t)
   std::vector<std::thread> helpers;
   for (size_t t = 1; t < std::min(max_threads, n); ++t) {
     try {
-      helpers.emplace_back(work);
+      helpers.emplace_back(work, t);
     } catch (const std::system_error&) {
       break;  // the threads already started, and this one, share the rest
     }
   }
-  work();
+  work(0);
   for (std::thread& h : helpers) h.join();
   return failed_at < n ? error : Status::Ok();
 }

@@ -11,11 +11,12 @@
 
 namespace fak::internal {
 
-// Calls task(i) for each i in [0, n), claimed in order by the calling thread and by up to
-// max_threads - 1 threads it starts (fewer when n is small; none when a thread cannot start: the
-// calling thread then runs them all). Once a task fails, no further task starts; the result is the
+// Calls task(i, worker) for each i in [0, n), claimed in order by the calling thread (worker 0) and
+// by up to max_threads - 1 threads it starts (workers 1, 2, …; fewer when n is small, none when a
+// thread cannot start: the calling thread then runs them all). `worker` lets a task use per-thread
+// state (a hasher) without a lock. Once a task fails, no further task starts; the result is the
 // error of the lowest-numbered task that failed, else Ok. Returns after every started task ended.
-Status RunTasks(size_t n, size_t max_threads, const std::function<Status(size_t)>& task);
+Status RunTasks(size_t n, size_t max_threads, const std::function<Status(size_t task, size_t worker)>& task);
 
 // The threads a job of `bytes` bytes of memory-speed work (hashing, copying) is worth: 1 below
 // 4 MiB (a thread's start costs more than it saves), else one per hardware thread, at most 8.

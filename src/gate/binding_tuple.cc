@@ -1,5 +1,7 @@
 // BindingTuple: the nine axes, how each is derived from a model, tokenizer and cache, and how two
 // tuples are compared axis by axis.
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -8,6 +10,7 @@
 #include "fak/kernels/kernel_tier.h"
 #include "fak/gate/binding_tuple.h"
 #include "fak/core/version.h"
+#include "src/core/chunk_hasher.h"
 #include "src/core/dcheck.h"
 #include "src/core/run_tasks.h"
 #include "src/gate/kv_slab_checksum.h"
@@ -195,20 +198,34 @@ Digest internal::SlabChecksumOfChunks(const KVShape& shape, size_t start_positio
   return d.Finish();
 }
 
+Result<std::vector<Digest>> internal::SlabChunkDigests(std::array<const std::byte*, 3> tensors, size_t tensor_bytes,
+                                                       const std::function<Status(size_t, size_t, size_t)>& fill) {
+  const size_t per_tensor = SlabChunksPerTensor(tensor_bytes);
+  const size_t tasks_per_tensor = (per_tensor + kSlabChunksPerTask - 1) / kSlabChunksPerTask;
+  const size_t threads = ThreadsForBytes(3 * tensor_bytes);
+  std::vector<Digest> digests(3 * per_tensor);
+  std::vector<ChunkHasher> hashers(threads);  // one per worker; each makes its manager on first use
+  FAK_RETURN_IF_ERROR(RunTasks(3 * tasks_per_tensor, threads, [&](size_t task, size_t worker) {
+    const size_t t = task / tasks_per_tensor, first = (task % tasks_per_tensor) * kSlabChunksPerTask;
+    const size_t n = std::min(kSlabChunksPerTask, per_tensor - first), offset = first * kSlabChecksumChunkBytes;
+    const size_t bytes = std::min(n * kSlabChecksumChunkBytes, tensor_bytes - offset);
+    if (fill) FAK_RETURN_IF_ERROR(fill(t, offset, bytes));
+    std::array<std::span<const std::byte>, kSlabChunksPerTask> chunks;
+    for (size_t c = 0; c < n; ++c) {
+      const size_t at = c * kSlabChecksumChunkBytes;
+      chunks[c] = std::span(tensors[t] + offset + at, std::min(kSlabChecksumChunkBytes, bytes - at));
+    }
+    hashers[worker].Hash(std::span(chunks).first(n), std::span(digests).subspan(t * per_tensor + first, n));
+    return Status::Ok();
+  }));
+  return digests;
+}
+
 Digest KVSlabChecksum(const KVSlab& slab) {
-  const KVBytes* tensors[] = {&slab.k, &slab.kraw, &slab.v};
-  const size_t per_tensor = internal::SlabChunksPerTensor(slab.k.size());
   FAK_DCHECK(slab.kraw.size() == slab.k.size() && slab.v.size() == slab.k.size());
-  std::vector<Digest> chunks(3 * per_tensor);
-  const Status hashed =
-      internal::RunTasks(chunks.size(), internal::ThreadsForBytes(3 * slab.k.size()), [&](size_t i) {
-        const KVBytes& t = *tensors[i / per_tensor];
-        const size_t at = (i % per_tensor) * internal::kSlabChecksumChunkBytes;
-        chunks[i] = Digest::Of(t.data() + at, std::min(internal::kSlabChecksumChunkBytes, t.size() - at));
-        return Status::Ok();
-      });
-  FAK_DCHECK(hashed.ok());  // hashing fails in no task
-  return internal::SlabChecksumOfChunks(slab.shape, slab.start_position, slab.tokens, chunks);
+  Result<std::vector<Digest>> chunks = internal::SlabChunkDigests({slab.k.data(), slab.kraw.data(), slab.v.data()}, slab.k.size(), nullptr);
+  FAK_DCHECK(chunks.has_value());  // nothing to read, so nothing fails
+  return internal::SlabChecksumOfChunks(slab.shape, slab.start_position, slab.tokens, *chunks);
 }
 
 Result<BindingTuple> BindCacheSpan(const Model& model, const Tokenizer& tokenizer, const KVCache& cache, size_t from,

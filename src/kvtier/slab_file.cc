@@ -12,7 +12,6 @@
 #include <thread>
 
 #include "fak/gate/binding_tuple.h"
-#include "src/core/run_tasks.h"
 #include "src/gate/kv_slab_checksum.h"
 #include "src/gate/manifest_json.h"
 
@@ -230,31 +229,25 @@ Result<SlabFile> DecodeSlabFile(const RandomAccessFile& file, SlabFileProblem* p
   f.slab.tokens.resize(n_tokens);
   std::memcpy(f.slab.tokens.data(), meta.Bytes(n_tokens * sizeof(int32_t)).data(), n_tokens * sizeof(int32_t));
 
-  // K, Kraw and V are read straight into the slab in the checksum's chunks, each hashed right
-  // behind its read by the thread that read it, on as many threads as the size is worth.
+  // K, Kraw and V are read straight into the slab, a task's chunks at a time, each task's chunks
+  // hashed right behind its read by the thread that read them, on as many threads as that is worth.
   for (KVBytes* t : {&f.slab.k, &f.slab.kraw, &f.slab.v}) {
     try {
-      t->resize(tensor_bytes);
+      t->resize(tensor_bytes);  // KVBytes: nothing is written until the reads
     } catch (const std::bad_alloc&) {
       return ResourceExhausted("slab file: kv: cannot allocate " + std::to_string(3 * tensor_bytes) + " bytes");
     }
   }
   KVBytes* tensors[] = {&f.slab.k, &f.slab.kraw, &f.slab.v};
-  const size_t per_tensor = internal::SlabChunksPerTensor(tensor_bytes);
-  std::vector<Digest> chunks(3 * per_tensor);
-  const Status read_kv = internal::RunTasks(chunks.size(), internal::ThreadsForBytes(len[3]), [&](size_t i) {
-    const size_t t = i / per_tensor, offset = (i % per_tensor) * internal::kSlabChecksumChunkBytes;
-    const std::span<std::byte> chunk =
-        std::span(*tensors[t]).subspan(offset, std::min(internal::kSlabChecksumChunkBytes, tensor_bytes - offset));
-    FAK_RETURN_IF_ERROR(file.ReadAt(at + t * tensor_bytes + offset, chunk));
-    chunks[i] = Digest::Of(chunk.data(), chunk.size());
-    return Status::Ok();
-  });
-  if (!read_kv.ok()) {
-    if (problem != nullptr && read_kv.code() == StatusCode::kCorruption) *problem = SlabFileProblem::kTruncated;
-    return read_kv;
+  Result<std::vector<Digest>> chunks = internal::SlabChunkDigests(
+      {f.slab.k.data(), f.slab.kraw.data(), f.slab.v.data()}, tensor_bytes, [&](size_t t, size_t offset, size_t bytes) {
+        return file.ReadAt(at + t * tensor_bytes + offset, std::span(*tensors[t]).subspan(offset, bytes));
+      });
+  if (!chunks.has_value()) {
+    if (problem != nullptr && chunks.error().code() == StatusCode::kCorruption) *problem = SlabFileProblem::kTruncated;
+    return chunks.error();
   }
-  f.slab_checksum = internal::SlabChecksumOfChunks(f.slab.shape, f.slab.start_position, f.slab.tokens, chunks);
+  f.slab_checksum = internal::SlabChecksumOfChunks(f.slab.shape, f.slab.start_position, f.slab.tokens, *chunks);
   if (check_kv_section && f.slab_checksum != want[3]) {
     return Fail(SlabFileProblem::kChecksum, problem, VerificationFailed("slab file: section 'kv' checksum mismatch"));
   }

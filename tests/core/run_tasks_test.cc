@@ -18,7 +18,7 @@ TEST(RunTasks, RunsEveryTaskOnceOnSeveralThreads) {
   std::vector<std::atomic<int>> hits(1000);
   std::mutex mu;
   std::set<std::thread::id> threads;
-  ASSERT_TRUE(RunTasks(hits.size(), 4, [&](size_t i) {
+  ASSERT_TRUE(RunTasks(hits.size(), 4, [&](size_t i, size_t) {
                 hits[i].fetch_add(1);
                 std::this_thread::sleep_for(std::chrono::microseconds(20));  // lets the others claim some
                 std::lock_guard<std::mutex> lock(mu);
@@ -27,13 +27,13 @@ TEST(RunTasks, RunsEveryTaskOnceOnSeveralThreads) {
               }).ok());
   for (const auto& h : hits) EXPECT_EQ(h.load(), 1);
   EXPECT_GT(threads.size(), 1u);
-  EXPECT_TRUE(RunTasks(0, 4, [](size_t) { return InvalidArgument("never called"); }).ok());
+  EXPECT_TRUE(RunTasks(0, 4, [](size_t, size_t) { return InvalidArgument("never called"); }).ok());
 }
 
 TEST(RunTasks, OneThreadRunsInOrderOnTheCaller) {
   std::vector<size_t> order;
   const std::thread::id caller = std::this_thread::get_id();
-  ASSERT_TRUE(RunTasks(50, 1, [&](size_t i) {
+  ASSERT_TRUE(RunTasks(50, 1, [&](size_t i, size_t) {
                 EXPECT_EQ(std::this_thread::get_id(), caller);
                 order.push_back(i);
                 return Status::Ok();
@@ -45,7 +45,7 @@ TEST(RunTasks, OneThreadRunsInOrderOnTheCaller) {
 TEST(RunTasks, AFailureStopsNewTasksAndTheLowestFailureIsReturned) {
   // In order on one thread: tasks after the first failure never start.
   std::atomic<size_t> ran{0};
-  Status s = RunTasks(100, 1, [&](size_t i) {
+  Status s = RunTasks(100, 1, [&](size_t i, size_t) {
     ran.fetch_add(1);
     return i == 10 || i == 20 ? NotFound("task " + std::to_string(i)) : Status::Ok();
   });
@@ -55,7 +55,7 @@ TEST(RunTasks, AFailureStopsNewTasksAndTheLowestFailureIsReturned) {
   // On several threads every task fails: whichever ran, the lowest-numbered failure is reported, and
   // far fewer than all of them ran.
   ran = 0;
-  s = RunTasks(10000, 4, [&](size_t i) {
+  s = RunTasks(10000, 4, [&](size_t i, size_t) {
     ran.fetch_add(1);
     std::this_thread::sleep_for(std::chrono::microseconds(i == 0 ? 2000 : 0));
     return Corruption("task " + std::to_string(i));

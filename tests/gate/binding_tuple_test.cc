@@ -97,14 +97,14 @@ TEST(BindingTuple, KVSpanChecksumCoversOnlyItsSpanAndSeesEveryByte) {
 }
 
 // KVSlabChecksum is "fak.kv_slab.v2" as docs/manifest.md §1 writes it, rebuilt here from the spec with
-// one Digester: K, Kraw and V each cut into 1 MiB chunks (the last short), hashed apart. A slab big
+// one Digester: K, Kraw and V each cut into 32 KiB chunks (the last short), hashed apart. A slab big
 // enough to be hashed on several threads gives the same value; a flipped byte in any chunk of any
 // tensor, a swapped pair of chunks, another start position or dtype each give another.
-TEST(BindingTuple, KVSlabChecksumHashesOneMebibyteChunksOfEachTensor) {
+TEST(BindingTuple, KVSlabChecksumHashes32KiBChunksOfEachTensor) {
   KVSlab slab;
   slab.shape = KVShape{3, 2, 64, 4096, KVDtype::kF32};
   slab.start_position = 9;
-  slab.tokens.assign(1900, 7);  // 2.9 MB per tensor: 3 chunks, the last short; 8.8 MB in all
+  slab.tokens.assign(1900, 7);  // 2.9 MB per tensor: 90 chunks, the last short, in two tasks; 8.8 MB in all
   const size_t bytes = 3 * 2 * 64 * 1900 * sizeof(float);
   for (auto [t, seed] : {std::pair{&slab.k, 1}, std::pair{&slab.kraw, 2}, std::pair{&slab.v, 3}}) {
     const std::vector<float> r = testing::RandomVector(bytes / sizeof(float), seed);
@@ -117,7 +117,7 @@ TEST(BindingTuple, KVSlabChecksumHashesOneMebibyteChunksOfEachTensor) {
     for (size_t v : {s.shape.n_layers, s.shape.n_kv_heads, s.shape.head_dim, s.start_position}) d.UpdatePod(uint64_t{v});
     d.Update(KVDtypeName(s.shape.dtype));
     d.UpdatePod(uint64_t{s.tokens.size()}).Update(s.tokens.data(), s.tokens.size() * sizeof(int32_t));
-    constexpr size_t kChunk = size_t{1} << 20;
+    constexpr size_t kChunk = size_t{32} << 10;
     d.UpdatePod(uint64_t{kChunk});
     for (const auto* t : {&s.k, &s.kraw, &s.v}) {
       for (size_t at = 0; at < t->size(); at += kChunk) {
@@ -130,7 +130,7 @@ TEST(BindingTuple, KVSlabChecksumHashesOneMebibyteChunksOfEachTensor) {
   const Digest want = by_spec(slab);
   EXPECT_EQ(KVSlabChecksum(slab), want);
   for (KVBytes* t : {&slab.k, &slab.kraw, &slab.v}) {
-    for (size_t at : {size_t{0}, (size_t{1} << 20) + 5, bytes - 1}) {  // the first, second and last chunk
+    for (size_t at : {size_t{0}, (size_t{32} << 10) + 5, bytes - 1}) {  // the first, second and last chunk
       (*t)[at] ^= std::byte{1};
       EXPECT_NE(KVSlabChecksum(slab), want) << at;
       EXPECT_EQ(KVSlabChecksum(slab), by_spec(slab)) << at;
@@ -138,7 +138,7 @@ TEST(BindingTuple, KVSlabChecksumHashesOneMebibyteChunksOfEachTensor) {
     }
   }
   KVSlab swapped = slab;  // the first two chunks of K trade places: same chunk digests, other order
-  std::swap_ranges(swapped.k.begin(), swapped.k.begin() + (1 << 20), swapped.k.begin() + (1 << 20));
+  std::swap_ranges(swapped.k.begin(), swapped.k.begin() + (32 << 10), swapped.k.begin() + (32 << 10));
   EXPECT_NE(KVSlabChecksum(swapped), want);
   KVSlab moved = slab;
   moved.start_position = 10;
