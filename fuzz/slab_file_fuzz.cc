@@ -1,7 +1,7 @@
 // Fuzzes the KV tier's slab file reader (DecodeSlabFile), the bytes a page-in reads from a
 // directory or Redis tier. The first byte picks a mode: bit 0 set rewrites the section and header
-// checksums to match the input (they are plain SHA-256: anyone with write access to a tier can
-// make them match, so the parser past them must hold too); bit 1 set skips hashing the K/Kraw/V
+// checksums to match the input (plain SHA-256, and the slab's own checksum for the kv section:
+// anyone with write access to a tier can make them match, so the parser past them must hold too); bit 1 set skips hashing the K/Kraw/V
 // section, as the pager does. Invariants: decoding never throws or crashes; a decoded slab's
 // tensors hold exactly its shape's bytes; it re-encodes and decodes back to the same slab; and
 // skipping the KV hash never turns a refusal by anything but that checksum into an acceptance.
@@ -19,10 +19,15 @@ namespace {
 // digests, the header's digest.
 constexpr size_t kLengths = 16, kDigests = kLengths + 4 * 8;
 
+void FixHeader(std::string& b) {
+  const fak::Digest h = fak::Digest::Of(std::string_view(b).substr(0, fak::kSlabFileHeaderBytes - fak::Digest::kSize));
+  std::memcpy(b.data() + fak::kSlabFileHeaderBytes - fak::Digest::kSize, h.bytes.data(), fak::Digest::kSize);
+}
+
 void FixChecksums(std::string& b) {
   if (b.size() < fak::kSlabFileHeaderBytes) return;
   size_t at = fak::kSlabFileHeaderBytes;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 3; ++i) {  // manifest, sources, slab: plain SHA-256
     uint64_t len = 0;
     std::memcpy(&len, b.data() + kLengths + 8 * i, 8);
     if (len > b.size() - at) break;  // the rest does not exist: leave its digest as it is
@@ -30,8 +35,12 @@ void FixChecksums(std::string& b) {
     std::memcpy(b.data() + kDigests + fak::Digest::kSize * i, d.bytes.data(), fak::Digest::kSize);
     at += len;
   }
-  const fak::Digest h = fak::Digest::Of(std::string_view(b).substr(0, fak::kSlabFileHeaderBytes - fak::Digest::kSize));
-  std::memcpy(b.data() + fak::kSlabFileHeaderBytes - fak::Digest::kSize, h.bytes.data(), fak::Digest::kSize);
+  FixHeader(b);
+  // kv: the slab's chunked checksum (version 2), which a writer computes from the decoded slab.
+  fak::Result<fak::SlabFile> unchecked = fak::DecodeSlabFile(b, nullptr, /*check_kv_section=*/false);
+  if (!unchecked.has_value()) return;
+  std::memcpy(b.data() + kDigests + fak::Digest::kSize * 3, unchecked->slab_checksum.bytes.data(), fak::Digest::kSize);
+  FixHeader(b);
 }
 
 }  // namespace
