@@ -3,13 +3,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <condition_variable>
 #include <cstring>
-#include <deque>
-#include <mutex>
 #include <new>
-#include <system_error>
-#include <thread>
 
 #include "fak/gate/binding_tuple.h"
 #include "src/gate/kv_slab_checksum.h"
@@ -110,9 +105,9 @@ Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const S
   out.append(kMagic, sizeof(kMagic));
   Put(out, kSlabFileVersion);
   Put(out, static_cast<uint32_t>(kSections));
-  for (const std::string& x : {sec[0], sec[1], sec[2]}) Put(out, static_cast<uint64_t>(x.size()));
+  for (const std::string& x : sec) Put(out, static_cast<uint64_t>(x.size()));
   Put(out, static_cast<uint64_t>(3 * bytes));
-  for (const std::string& x : {sec[0], sec[1], sec[2]}) {
+  for (const std::string& x : sec) {
     const Digest d = Digest::Of(x);
     out.append(reinterpret_cast<const char*>(d.bytes.data()), Digest::kSize);
   }
@@ -120,7 +115,7 @@ Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::span<const S
   out.append(reinterpret_cast<const char*>(kv.bytes.data()), Digest::kSize);
   const Digest header = Digest::Of(out);
   out.append(reinterpret_cast<const char*>(header.bytes.data()), Digest::kSize);
-  for (const std::string& x : {sec[0], sec[1], sec[2]}) out += x;
+  for (const std::string& x : sec) out += x;
   for (const auto* t : {&slab.k, &slab.kraw, &slab.v}) out.append(reinterpret_cast<const char*>(t->data()), t->size());
   return out;
 }
