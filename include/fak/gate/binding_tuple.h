@@ -114,8 +114,10 @@ FAK_EXPORT Result<BindingTuple> BindSpan(BindingTuple regime, std::span<const in
 // A radix-tree slab that holds only its edge is checksummed as (slab, 0, slab.size()).
 FAK_EXPORT Result<Digest> KVSpanChecksum(const KVCache& cache, size_t from, size_t n_tokens);
 
-// sha256 over a detached slab as a radix-tree node holds it ("fak.kv_slab.v1": shape, start position,
-// token ids, then K, Kraw, V): the integrity checksum of a tree node's manifest (docs/manifest.md §1).
+// sha256 over a detached slab as a radix-tree node holds it ("fak.kv_slab.v2": shape, start position,
+// dtype, token ids, then the digests of K's, Kraw's and V's 32 KiB chunks): the integrity checksum
+// of a tree node's manifest (docs/manifest.md §1). The chunks hash on several threads, many at once
+// per core where libipsec-mb is built in; the value does not depend on how.
 FAK_EXPORT Digest KVSlabChecksum(const KVSlab& slab);
 // All nine axes for tokens [from, from + n_tokens) of `cache`, a cache of `model` holding its
 // context from token 0 (its token ids give the span digest). InvalidArgument for a cache of another
