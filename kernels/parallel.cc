@@ -89,7 +89,7 @@ void ParallelMatMuls(const KernelTable& t, internal::ThreadPool* pool, const flo
     const WeightProduct& p = products[i];
     internal::AlignedArray<uint8_t>& act = xq[ActFormatIndex(p.wtype)];
     if (p.quantized && act.size() == 0) {
-      act = internal::AlignedArray<uint8_t>(QuantActRowBytes(p.wtype, k) * m);
+      act = internal::AlignedArray<uint8_t>::Uninitialized(QuantActRowBytes(p.wtype, k) * m);
       QuantizeRows(t, pool, p.wtype, x, ldx, m, k, act.data());
     }
     offset[i + 1] = offset[i] + (p.n + kColumnGrain - 1) / kColumnGrain * kColumnGrain;

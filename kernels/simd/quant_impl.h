@@ -85,16 +85,31 @@ void UnpackKScales(const uint8_t* packed, uint8_t* out) {
 
 // ---- Activation quantization (one row at a time; the bytes of a row depend on that row only) ----
 
-// d = amax / 127 and q = round(x · 127 / amax) over n values; q lands in [-127, 127].
-template <class V>
-float QuantizeBlock(const float* x, size_t n, int8_t* q) {
-  float amax = 0.0f;
-  for (size_t i = 0; i < n; ++i) {
-    float a = x[i] < 0 ? -x[i] : x[i];
-    amax = a > amax ? a : amax;
+// d = amax / 127 and q = round(x · 127 / amax) over the N values of a block (32 or 256); q lands in
+// [-127, 127].
+//
+// amax runs in 16 lanes of a GCC vector (each lane its own running maximum; one chain through
+// every element was half of this function's time). A maximum of non-negative values is exact in any
+// order, and a NaN never enters one (its comparison is false, lane by lane as in one chain), so the
+// lanes give the bits one chain gives, in every tier.
+template <class V, size_t N>
+float QuantizeBlock(const float* x, int8_t* q) {
+  using Lanes = float __attribute__((vector_size(64)));
+  constexpr size_t kLanes = sizeof(Lanes) / sizeof(float);
+  static_assert(N % kLanes == 0);
+  Lanes lanes = {};
+  for (size_t i = 0; i < N; i += kLanes) {
+    Lanes v;
+    std::memcpy(&v, x + i, sizeof(v));
+    const Lanes a = v < 0 ? -v : v;
+    lanes = a > lanes ? a : lanes;
   }
+  float lane[kLanes];
+  std::memcpy(lane, &lanes, sizeof(lane));
+  float amax = 0.0f;
+  for (const float m : lane) amax = m > amax ? m : amax;
   const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < N; ++i) {
     int v = NearestInt<V>(x[i] * id);
     q[i] = static_cast<int8_t>(v > 127 ? 127 : v < -127 ? -127 : v);
   }
@@ -126,7 +141,7 @@ float RoundToHalf(float f) {
 // (measured: 94.7% top-1 agreement on a 30-layer Q8_0 model with f32 scales, against llama.cpp).
 template <class V>
 void QuantizeRowQ8_0(const float* x, size_t k, ActQ8_0* y) {
-  for (size_t b = 0; b < k / kQK0; ++b) y[b].d = RoundToHalf<V>(QuantizeBlock<V>(x + b * kQK0, kQK0, y[b].qs));
+  for (size_t b = 0; b < k / kQK0; ++b) y[b].d = RoundToHalf<V>(QuantizeBlock<V, kQK0>(x + b * kQK0, y[b].qs));
 }
 
 // ggml's block_q8_1: Q8_0's bytes plus s = d·Σq (d unrounded, s then rounded to f16), the term
@@ -134,7 +149,7 @@ void QuantizeRowQ8_0(const float* x, size_t k, ActQ8_0* y) {
 template <class V>
 void QuantizeRowQ8_1(const float* x, size_t k, ActQ8_1* y) {
   for (size_t b = 0; b < k / kQK0; ++b) {
-    const float d = QuantizeBlock<V>(x + b * kQK0, kQK0, y[b].qs);
+    const float d = QuantizeBlock<V, kQK0>(x + b * kQK0, y[b].qs);
     int sum = 0;
     for (int e = 0; e < 32; ++e) sum += y[b].qs[e];
     y[b].d = RoundToHalf<V>(d);
@@ -145,7 +160,7 @@ void QuantizeRowQ8_1(const float* x, size_t k, ActQ8_1* y) {
 template <class V>
 void QuantizeRowQ8_K(const float* x, size_t k, ActQ8_K* y) {
   for (size_t b = 0; b < k / kQKK; ++b) {
-    y[b].d = QuantizeBlock<V>(x + b * kQKK, kQKK, y[b].qs);
+    y[b].d = QuantizeBlock<V, kQKK>(x + b * kQKK, y[b].qs);
     for (int g = 0; g < 16; ++g) {
       int s = 0;
       for (int e = 0; e < 16; ++e) s += y[b].qs[16 * g + e];

@@ -180,7 +180,7 @@ void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, con
     }
   }
   p.pool->ParallelFor(items.size() * nh, 1, [&](size_t begin, size_t end) {
-    AlignedBuffer scratch(kernels::AttentionScratchFloats(max_rows, max_keys, hd));
+    AlignedBuffer scratch = AlignedBuffer::Uninitialized(kernels::AttentionScratchFloats(max_rows, max_keys, hd));
     for (size_t u = begin; u < end;) {
       const Item& item = items[u / nh];
       const Part& part = parts[item.part];
@@ -211,12 +211,15 @@ void AttentionRows(const Pass& p, size_t layer, std::span<const Part> parts, con
   });
 }
 
+// A step's activations. Every element is written before it is read (embeddings, norms, products,
+// attention), so none is zero-filled first.
 struct Buffers {
   AlignedBuffer x, xn, q, k, v, attn, gate, up;
   Buffers(const ModelConfig& c, size_t rows)
-      : x(rows * c.hidden_size), xn(rows * c.hidden_size), q(rows * c.n_heads * c.head_dim),
-        k(rows * c.n_kv_heads * c.head_dim), v(rows * c.n_kv_heads * c.head_dim), attn(rows * c.n_heads * c.head_dim),
-        gate(rows * c.ffn_size), up(rows * c.ffn_size) {}
+      : x(Uninit(rows * c.hidden_size)), xn(Uninit(rows * c.hidden_size)), q(Uninit(rows * c.n_heads * c.head_dim)),
+        k(Uninit(rows * c.n_kv_heads * c.head_dim)), v(Uninit(rows * c.n_kv_heads * c.head_dim)),
+        attn(Uninit(rows * c.n_heads * c.head_dim)), gate(Uninit(rows * c.ffn_size)), up(Uninit(rows * c.ffn_size)) {}
+  static AlignedBuffer Uninit(size_t n) { return AlignedBuffer::Uninitialized(n); }
 };
 
 // y[i] += bias for each of `rows` rows of bias.cols values (a no-op when empty).

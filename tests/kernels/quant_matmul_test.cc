@@ -183,6 +183,48 @@ TEST_P(QuantMatMulTest, PerturbationsChangeExactlyTheDependentOutputs) {
   }
 }
 
+// Each activation block's scale is its largest magnitude over 127 (rounded to f16 for ActQ8_0 and
+// ActQ8_1, as ggml stores them), whichever lane of the vectorised maximum holds it, with a NaN
+// ignored as a single running maximum ignores it; and every tier writes the scalar tier's bytes.
+// Control: growing the largest element changes its block's scale.
+TEST_P(QuantMatMulTest, ActivationScaleIsTheLargestMagnitudeInEveryLane) {
+  const KernelTable& scalar = **TableFor(Tier::kScalar);
+  for (QuantType t : {QuantType::kQ8_0, QuantType::kQ4_1, QuantType::kQ4_K}) {
+    SCOPED_TRACE(Name(t));
+    const size_t k = 1024, elems = FormatOf(t).act == ActFormat::kQ8_K ? kQKK : kQK0;
+    const size_t blocks = k / elems, bytes = FormatOf(t).act_block_bytes;
+    std::vector<float> x = RandomVector(k, 81);
+    for (size_t b = 0; b < blocks; ++b) {  // the largest magnitude at a different place per block
+      const size_t at = b * elems + (b * 7) % elems;
+      x[at] = (b % 2 == 0 ? -4.0f : 4.0f) + 0.01f * static_cast<float>(b);
+    }
+    x[16] = std::nanf("");  // block 0: a NaN after its largest value (x[0]), in the same vector lane
+    for (size_t e = elems; e < 2 * elems; ++e) x[e] = e % 2 == 0 ? 0.0f : -0.0f;  // block 1: all zeros
+    auto quantize = [&](const KernelTable& table, const std::vector<float>& in) {
+      std::vector<uint8_t> xq(QuantActRowBytes(t, k));
+      table.quantize_act(t, in.data(), k, 1, k, xq.data());
+      return xq;
+    };
+    const std::vector<uint8_t> xq = quantize(T(), x);
+    EXPECT_EQ(xq, quantize(scalar, x)) << "tier bytes differ from the scalar tier's";
+    auto scale_of = [&](const std::vector<uint8_t>& q, size_t b) {
+      float d;
+      std::memcpy(&d, q.data() + b * bytes, sizeof(d));
+      return d;
+    };
+    for (size_t b = 0; b < blocks; ++b) {
+      float amax = 0.0f;
+      for (size_t e = b * elems; e < (b + 1) * elems; ++e) amax = std::fabs(x[e]) > amax ? std::fabs(x[e]) : amax;
+      const float want = FormatOf(t).act == ActFormat::kQ8_K ? amax / 127.0f : ref::HalfToFloat(ref::FloatToHalf(amax / 127.0f));
+      EXPECT_EQ(want, scale_of(xq, b)) << "block " << b;
+    }
+    EXPECT_EQ(0.0f, scale_of(xq, 1));
+    std::vector<float> grown = x;
+    grown[2 * elems + (2 * 7) % elems] *= 2.0f;
+    EXPECT_NE(scale_of(xq, 2), scale_of(quantize(T(), grown), 2)) << "the comparison cannot see the largest element";
+  }
+}
+
 TEST_P(QuantMatMulTest, CheckedEntryPointValidatesAndMatches) {
   const QuantType t = QuantType::kQ4_K;
   const size_t m = 3, k = 512, n = 7;
