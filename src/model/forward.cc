@@ -415,7 +415,7 @@ constexpr size_t kHeadChunkColumns = 8192;
 // column range it was computed in, so the chunks change no bit.
 void OutputHead(const Pass& p, const float* x, size_t n_rows, std::span<float* const> dst) {
   const size_t h = p.c.hidden_size, vocab = p.c.vocab_size;
-  AlignedBuffer xn(n_rows * h);
+  AlignedBuffer xn = AlignedBuffer::Uninitialized(n_rows * h);
   RmsNormRows(p, x, p.m.weights.output_norm, xn.data(), n_rows);
   const WeightTensor& head = p.m.weights.output;
   bool contiguous = true;
@@ -424,7 +424,7 @@ void OutputHead(const Pass& p, const float* x, size_t n_rows, std::span<float* c
     MatMulWeights(p, xn.data(), n_rows, {{head, dst[0]}});
   } else {
     const size_t chunk = std::min(vocab, kHeadChunkColumns);
-    AlignedBuffer y(n_rows * chunk);
+    AlignedBuffer y = AlignedBuffer::Uninitialized(n_rows * chunk);
     for (size_t n0 = 0; n0 < vocab; n0 += chunk) {
       const size_t n1 = std::min(vocab, n0 + chunk);
       const WeightTensor columns = RowsOf(head, n0, n1);
