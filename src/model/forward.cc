@@ -332,6 +332,29 @@ void MixtureOfExperts(const Pass& p, const LayerWeights& w, const float* xn, siz
   }
 }
 
+// Below this many rows the gated activation stays on the calling thread (a hand-off costs a few
+// microseconds, a row of a 2048-wide FFN about one).
+constexpr size_t kMinParallelActivationRows = 8;
+
+// gate = act(gate) · up over `rows` rows of the FFN width (GELU-tanh for Gemma, SiLU otherwise),
+// split by rows across the pool: the activation is element-wise, and a row's width is whole
+// registers or padded the same way wherever it starts, so the split changes no bit. On the calling
+// thread alone it was 3% of Gemma's prefill CPU with the other thread waiting.
+void GatedActivationRows(const Pass& p, float* gate, const float* up, size_t rows) {
+  const size_t f = p.c.ffn_size;
+  auto run = [&](size_t begin, size_t end) {
+    float* g = gate + begin * f;
+    const float* u = up + begin * f;
+    if (p.c.IsGemma()) {
+      p.t.gelu_tanh_mul(g, u, g, (end - begin) * f);
+    } else {
+      p.t.silu_mul(g, u, g, (end - begin) * f);
+    }
+  };
+  if (p.pool == nullptr || rows < kMinParallelActivationRows) return run(0, rows);
+  p.pool->ParallelFor(rows, 1, run);
+}
+
 // A layer in two halves. The first computes every row's query, key and value and stores the keys
 // and values; the second (attention onwards) may run on fewer rows: on the last layer only the rows
 // whose logits are wanted need it, since no later layer reads the others. Optional steps run when
@@ -364,11 +387,7 @@ void LayerRest(const Pass& p, size_t l, std::span<const Part> parts, size_t rows
     MixtureOfExperts(p, w, b.xn.data(), rows, b.xn.data());
   } else {
     MatMulWeights(p, b.xn.data(), rows, {{w.w_gate, b.gate.data()}, {w.w_up, b.up.data()}});
-    if (p.c.IsGemma()) {
-      p.t.gelu_tanh_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
-    } else {
-      p.t.silu_mul(b.gate.data(), b.up.data(), b.gate.data(), rows * p.c.ffn_size);
-    }
+    GatedActivationRows(p, b.gate.data(), b.up.data(), rows);
     MatMulWeights(p, b.gate.data(), rows, {{w.w_down, b.xn.data()}});
   }
   if (!w.post_ffn_norm.empty()) RmsNormRows(p, b.xn.data(), w.post_ffn_norm, b.xn.data(), rows);
