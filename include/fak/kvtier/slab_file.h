@@ -3,10 +3,10 @@
 // A self-checking container (format in docs/kv-tier.md §2): a fixed header with magic, format
 // version, section lengths and the SHA-256 of each section and of the header itself, then the
 // sections — the manifest's canonical JSON, the source runs, the slab's shape, start position and
-// token ids with the KV element type, and the K, Kraw, V elements. Decoding checks every length and checksum before it
-// trusts a byte, and says which check failed (SlabFileProblem), so a page-in can fall back to
-// recompute with a typed reason. Decoding verifies the container only; whether the slab may be
-// served is the gate's question (tier_pager.h).
+// token ids with the KV element type, and the K, Kraw, V elements. Decoding checks every length
+// and checksum before it trusts a byte, and says which check failed (SlabFileProblem), so a page-in
+// can fall back to recompute with a typed reason. Decoding verifies the container only; whether
+// the slab may be served is the gate's question (tier_pager.h).
 #ifndef FAK_KVTIER_SLAB_FILE_H_
 #define FAK_KVTIER_SLAB_FILE_H_
 
@@ -52,7 +52,8 @@ FAK_EXPORT Result<std::string> EncodeSlabFile(const KVManifest& manifest, std::s
 // kUnsupported (another magic or version), kMalformed (a section that does not parse, or a shape
 // and token count whose tensors could not exist). Never throws; allocates only for what `bytes` holds.
 // The kv section's recorded digest is KVSlabChecksum of the slab it holds (version 2), computed while
-// the section is read: in its 1 MiB chunks, each read into place and hashed by one of a few threads.
+// the section is read: in tasks of 64 chunks of 32 KiB, each task's chunks read into place and
+// hashed by the thread that read them, on a few threads.
 // `check_kv_section` false skips comparing it with the recorded one — only for a caller that checks
 // slab_checksum against the manifest's integrity checksum next (the pager: the gate, not the
 // container, then says whether the KV may be served).
